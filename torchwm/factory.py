@@ -1,0 +1,206 @@
+"""`make_env` and `make_vec`: a name, a backend and a wrapper stack become an env.
+
+Both go through `resolve_spec`, which checks every argument and fills in
+every default before anything is built, giving a `VecSpec`. `build_env` makes
+one env from a spec; every Python backend calls it, in whichever process its
+envs live, so one spec means one env everywhere.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+
+from torchwm import names
+from torchwm.plugins import registry
+from torchwm.spec import VecSpec, parse_autoreset_mode, resolve_wrappers, wrapper_env_kwargs
+
+
+def _check_int(name: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+    return value
+
+
+def _check_size(size: Any) -> tuple[int, int] | None:
+    if size is None:
+        return None
+    if (
+        not isinstance(size, (tuple, list))
+        or len(size) != 2
+        or any(isinstance(v, bool) or not isinstance(v, int) or v <= 0 for v in size)
+    ):
+        raise ValueError(f"size must be two positive ints (width, height), got {size!r}")
+    return (int(size[0]), int(size[1]))
+
+
+def resolve_spec(
+    id: str,
+    num_envs: int = 1,
+    *,
+    backend: str = "sync",
+    wrappers: Sequence[Any] | None = None,
+    seed: int | None = None,
+    autoreset_mode: Any = "next_step",
+    source: str = "gym",
+    size: Any = None,
+    backend_kwargs: dict[str, Any] | None = None,
+    fused: bool = True,
+    env_kwargs: dict[str, Any] | None = None,
+) -> VecSpec:
+    """Check every argument and make every default explicit; builds nothing."""
+    num_envs = _check_int("num_envs", num_envs, 1)
+    if seed is not None:
+        seed = _check_int("seed", seed, 0)
+    if not isinstance(backend, str):
+        raise TypeError(f"backend must be a registered backend name (a str), got {backend!r}")
+    if not isinstance(source, str):
+        raise TypeError(f"source must be a registered source name (a str), got {source!r}")
+    if backend_kwargs is not None and not isinstance(backend_kwargs, dict):
+        raise TypeError(f"backend_kwargs must be a dict, got {backend_kwargs!r}")
+    if not isinstance(fused, bool):
+        raise TypeError(f"fused must be a bool, got {fused!r}")
+    registry("backend").get(backend)
+    registry("source").get(source)
+    mode = parse_autoreset_mode(autoreset_mode)
+    size = _check_size(size)
+
+    resolved = names.resolve(id, env_kwargs)
+    stack = list(wrappers) if wrappers is not None else None
+    if size is not None:
+        # Pixels first, so that every wrapper above sees the rendered frames.
+        base = stack if stack is not None else []
+        stack = [{"name": "pixels", "width": size[0], "height": size[1]}, *base]
+    wrapper_specs = resolve_wrappers(stack, family=resolved.family, env_id=resolved.id)
+    kwargs = {**wrapper_env_kwargs(wrapper_specs), **resolved.kwargs}
+    if resolved.family == "atari" and "frameskip" not in (env_kwargs or {}) and any(
+        w.name == "atari_preprocessing" for w in wrapper_specs
+    ):
+        # AtariPreprocessing skips frames itself and needs the emulator to skip none.
+        kwargs["frameskip"] = 1
+    return VecSpec(
+        id=resolved.id,
+        num_envs=num_envs,
+        source=source,
+        env_kwargs=kwargs,
+        wrappers=wrapper_specs,
+        seed=seed,
+        autoreset_mode=mode,
+        backend=backend,
+        backend_kwargs=dict(backend_kwargs or {}),
+        family=resolved.family,
+        fused=fused,
+    )
+
+
+def build_env(spec: VecSpec) -> gym.Env:
+    """One env of ``spec``: the fused Atari env where it is equivalent, else source then wrappers."""
+    if spec.fused and spec.family == "atari":
+        from torchwm.wrappers.atari_fused import build_fused_atari
+
+        fused = build_fused_atari(spec)
+        if fused is not None:
+            return fused
+    env = registry("source").get(spec.source).factory(spec.id, **spec.env_kwargs)
+    for wrapper in spec.wrappers:
+        env = wrapper.apply(env)
+    return env
+
+
+class _SeedFirstReset(gym.Wrapper):
+    """Seeds the first reset with ``make_env(seed=...)`` unless that reset brings its own seed."""
+
+    def __init__(self, env: gym.Env, seed: int) -> None:
+        super().__init__(env)
+        self._pending_seed: int | None = seed
+        env.action_space.seed(seed)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        if seed is None:
+            seed = self._pending_seed
+        self._pending_seed = None
+        return self.env.reset(seed=seed, options=options)
+
+
+def make_env(
+    id: str,
+    *,
+    source: str | None = None,
+    wrappers: Sequence[Any] | None = None,
+    size: Any = None,
+    seed: int | None = None,
+    backend: str | None = None,
+    fused: bool = True,
+    **env_kwargs: Any,
+) -> gym.Env:
+    """One env: ``make_env("ALE/Pong-v5")`` gives Pong under the standard Atari stack.
+
+    Args:
+        id: a Gymnasium id, or an Atari game name (``"pong"``).
+        source: how the env is made (``"gym"``, ``"ale"``, or a plugin's); ``backend=`` is another
+            name for it, as in ``make_env("CartPole-v1", backend="gym", size=(64, 64))``.
+        wrappers: the stack; ``None`` is the family default, ``[]`` none.
+        size: ``(width, height)``: observations become rendered RGB frames of that size.
+        seed: the seed of the first reset (and of the action space).
+        fused: allow the fused Atari env where it gives the same arrays as the wrapper chain.
+        **env_kwargs: passed to the env.
+
+    Example:
+        >>> import torchwm
+        >>> env = torchwm.make_env("CartPole-v1", backend="gym", size=(64, 64))
+        >>> obs, info = env.reset(seed=0)
+        >>> obs.shape, obs.dtype
+        ((64, 64, 3), dtype('uint8'))
+    """
+    if source is not None and backend is not None and source != backend:
+        raise ValueError(f"make_env got source={source!r} and backend={backend!r}; backend is another name for source, give one")
+    spec = resolve_spec(
+        id, 1, wrappers=wrappers, seed=seed, source=source or backend or "gym", size=size, fused=fused,
+        env_kwargs=env_kwargs,
+    )
+    env = build_env(spec)
+    return _SeedFirstReset(env, seed) if seed is not None else env
+
+
+def make_vec(
+    id: str,
+    num_envs: int = 1,
+    *,
+    backend: str = "sync",
+    wrappers: Sequence[Any] | None = None,
+    seed: int | None = None,
+    autoreset_mode: Any = "next_step",
+    source: str = "gym",
+    size: Any = None,
+    backend_kwargs: dict[str, Any] | None = None,
+    fused: bool = True,
+    **env_kwargs: Any,
+) -> Any:
+    """A vector env of ``num_envs`` copies of ``id`` on ``backend``.
+
+    Example:
+        >>> import torchwm
+        >>> envs = torchwm.make_vec("CartPole-v1", num_envs=4, backend="sync", seed=0)
+        >>> obs, infos = envs.reset()
+        >>> obs.shape
+        (4, 4)
+        >>> envs.close()
+    """
+    spec = resolve_spec(
+        id, num_envs, backend=backend, wrappers=wrappers, seed=seed, autoreset_mode=autoreset_mode,
+        source=source, size=size, backend_kwargs=backend_kwargs, fused=fused, env_kwargs=env_kwargs,
+    )
+    return make_vec_from_spec(spec)
+
+
+def make_vec_from_spec(spec: VecSpec) -> Any:
+    """Build the vector env a `VecSpec` describes, on its backend."""
+    return registry("backend").get(spec.backend).factory(spec, **spec.backend_kwargs)
+
+
+def env_fn(spec: VecSpec) -> functools.partial:
+    """A picklable no-argument function that builds one env of ``spec``."""
+    return functools.partial(build_env, spec)

@@ -1,0 +1,257 @@
+"""Plain-data descriptions of what to build: `WrapperSpec` and `VecSpec`.
+
+A `VecSpec` is everything a backend needs to build a vector env: the env id
+and source, the env's keyword arguments, the wrapper stack with every option
+explicit, the number of envs, the seed, the autoreset mode and the backend.
+It is a frozen dataclass: it pickles, prints, and round-trips through
+`VecSpec.to_dict` / `VecSpec.from_dict`, so a spec dumped to a file rebuilds
+the same env elsewhere. `resolve_wrappers` turns what a user wrote
+(``"frame_stack"``, ``{"name": "frame_stack", "stack_size": 4}`` or a
+callable) into `WrapperSpec` items, checking names and option types against
+the registered factory's signature before anything is built.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.metadata
+import inspect
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pydantic
+from gymnasium.vector import AutoresetMode
+
+from torchwm.plugins import registry
+
+AUTORESET_MODES = {
+    "next_step": AutoresetMode.NEXT_STEP,
+    "same_step": AutoresetMode.SAME_STEP,
+    "disabled": AutoresetMode.DISABLED,
+}
+
+# The standard DeepMind stack, as ALE's AtariVectorEnv and Gymnasium's docs give it.
+ATARI_DEFAULT_WRAPPERS: tuple[Mapping[str, Any], ...] = (
+    {"name": "atari_preprocessing"},
+    {"name": "frame_stack", "stack_size": 4, "padding": "zero"},
+)
+
+
+@dataclass(frozen=True)
+class WrapperSpec:
+    """One wrapper of a stack: a registered name with all its options, or a callable."""
+
+    name: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    fn: Callable[[Any], Any] | None = None  # set only for a callable given directly (not from a config)
+
+    def apply(self, env: Any) -> Any:
+        if self.fn is not None:
+            return self.fn(env)
+        return registry("wrapper").get(self.name).factory(env, **self.kwargs)
+
+    def __repr__(self) -> str:
+        if self.fn is not None:
+            return f"<callable {self.name}>"
+        options = ", ".join(f"{k}={v!r}" for k, v in self.kwargs.items())
+        return f"{self.name}({options})"
+
+
+@dataclass(frozen=True)
+class VecSpec:
+    """What to build, with every default explicit. `vec.spec` returns it."""
+
+    id: str
+    num_envs: int = 1
+    source: str = "gym"
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    wrappers: tuple[WrapperSpec, ...] = ()
+    seed: int | None = None
+    autoreset_mode: str = "next_step"
+    backend: str = "sync"
+    backend_kwargs: dict[str, Any] = field(default_factory=dict)
+    family: str = "generic"  # "atari" for ALE envs; decides the default stack and the fused path
+    fused: bool = True  # Python backends may replace an Atari stack by the equivalent fused env
+
+    @property
+    def autoreset(self) -> AutoresetMode:
+        return AUTORESET_MODES[self.autoreset_mode]
+
+    def replace(self, **changes: Any) -> VecSpec:
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (lists, dicts, scalars) that `from_dict` turns back into an equal spec."""
+        callables = [w.name for w in self.wrappers if w.fn is not None]
+        if callables:
+            raise ValueError(
+                f"the wrappers {callables} are callables and cannot be written as data; register them "
+                f"with a plugin (register_wrappers) and name them instead"
+            )
+        data = {
+            "id": self.id,
+            "num_envs": self.num_envs,
+            "source": self.source,
+            "env_kwargs": _plain(self.env_kwargs),
+            "wrappers": [{"name": w.name, **_plain(w.kwargs)} for w in self.wrappers],
+            "seed": self.seed,
+            "autoreset_mode": self.autoreset_mode,
+            "backend": self.backend,
+            "backend_kwargs": _plain(self.backend_kwargs),
+            "family": self.family,
+            "fused": self.fused,
+            "versions": package_versions(),
+        }
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> VecSpec:
+        """The spec `to_dict` wrote; wrapper options are checked again against the registry."""
+        data = dict(data)
+        data.pop("versions", None)
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"VecSpec.from_dict: unknown keys {unknown}; expected some of {sorted(known)}")
+        family = data.get("family", "generic")
+        data["wrappers"] = resolve_wrappers(data.get("wrappers", ()), family=family, env_id=data["id"])
+        data["env_kwargs"] = _from_plain(data.get("env_kwargs", {}))
+        data["backend_kwargs"] = dict(data.get("backend_kwargs", {}))
+        return cls(**data)
+
+    def __repr__(self) -> str:
+        wrappers = ", ".join(repr(w) for w in self.wrappers)
+        return (
+            f"VecSpec(id={self.id!r}, num_envs={self.num_envs}, backend={self.backend!r}, "
+            f"source={self.source!r}, seed={self.seed!r}, autoreset_mode={self.autoreset_mode!r}, "
+            f"env_kwargs={self.env_kwargs!r}, wrappers=[{wrappers}], "
+            f"backend_kwargs={self.backend_kwargs!r}, family={self.family!r}, fused={self.fused!r})"
+        )
+
+
+def package_versions() -> dict[str, str | None]:
+    versions: dict[str, str | None] = {}
+    for name in ("torchwm", "gymnasium", "ale-py"):
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def _plain(value: Any) -> Any:
+    """Tuples become lists so that TOML, YAML and JSON can hold the value."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _from_plain(value: Mapping[str, Any]) -> dict[str, Any]:
+    # Env kwargs such as ALE's frameskip=(2, 5) are tuples; a file gives lists.
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in value.items()}
+
+
+def parse_autoreset_mode(mode: Any) -> str:
+    """``"next_step"``, ``"NextStep"`` or ``AutoresetMode.NEXT_STEP`` -> ``"next_step"``."""
+    if isinstance(mode, AutoresetMode):
+        return next(k for k, v in AUTORESET_MODES.items() if v is mode)
+    if isinstance(mode, str):
+        for key, enum in AUTORESET_MODES.items():
+            if mode in (key, enum.value, enum.name):
+                return key
+    raise ValueError(f"autoreset_mode must be one of {sorted(AUTORESET_MODES)}, got {mode!r}")
+
+
+def wrapper_options(factory: Callable[..., Any]) -> dict[str, inspect.Parameter]:
+    """The keyword options of a wrapper factory (every parameter after ``env``)."""
+    params = list(inspect.signature(factory).parameters.values())[1:]
+    return {
+        p.name: p
+        for p in params
+        if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    }
+
+
+def _check_option(wrapper: str, key: str, value: Any, annotation: Any) -> Any:
+    if annotation is inspect.Parameter.empty:
+        return value
+    try:
+        return pydantic.TypeAdapter(annotation).validate_python(value, strict=not isinstance(value, list))
+    except pydantic.ValidationError as exc:
+        expected = getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
+        raise TypeError(
+            f"wrapper {wrapper!r}: option {key!r} expected {expected}, got {value!r} "
+            f"({exc.errors()[0]['msg'].lower()})"
+        ) from None
+
+
+def resolve_wrapper(item: Any, *, family: str = "generic", env_id: str = "") -> WrapperSpec:
+    """One item of a stack, checked and with every default filled in."""
+    if isinstance(item, WrapperSpec):
+        if item.fn is not None:
+            return item
+        item = {"name": item.name, **item.kwargs}
+    if isinstance(item, str):
+        name, given = item, {}
+    elif isinstance(item, Mapping):
+        if "name" not in item:
+            raise ValueError(f"a wrapper given as a mapping needs a 'name' key, got keys {sorted(item)}")
+        given = {k: v for k, v in item.items() if k != "name"}
+        name = item["name"]
+        if not isinstance(name, str):
+            raise TypeError(f"a wrapper name must be a string, got {name!r}")
+    elif callable(item):
+        label = getattr(item, "__qualname__", None) or type(item).__name__
+        return WrapperSpec(name=label, fn=item)
+    else:
+        raise TypeError(
+            f"a wrapper must be a name, a mapping with 'name' and options, or a callable env -> env; "
+            f"got {item!r} ({type(item).__name__})"
+        )
+
+    entry = registry("wrapper").get(name)
+    needs_family = entry.metadata.get("family")
+    if needs_family and needs_family != family:
+        raise ValueError(f"wrapper {name!r} works only on {needs_family} envs, and {env_id!r} is not one")
+    options = wrapper_options(entry.factory)
+    unknown = sorted(set(given) - set(options))
+    if unknown:
+        raise TypeError(
+            f"wrapper {name!r} has no option {', '.join(map(repr, unknown))}; its options are: "
+            f"{', '.join(options) or '(none)'}"
+        )
+    try:
+        hints = typing.get_type_hints(entry.factory)
+    except Exception:  # a factory whose annotations do not evaluate is not type-checked
+        hints = {}
+    kwargs: dict[str, Any] = {}
+    for key, param in options.items():
+        if key in given:
+            kwargs[key] = _check_option(name, key, given[key], hints.get(key, param.annotation))
+        elif param.default is not inspect.Parameter.empty:
+            kwargs[key] = param.default
+        else:
+            raise TypeError(f"wrapper {name!r}: option {key!r} is required and was not given")
+    return WrapperSpec(name=name, kwargs=kwargs)
+
+
+def resolve_wrappers(items: Sequence[Any] | None, *, family: str = "generic", env_id: str = "") -> tuple[WrapperSpec, ...]:
+    """A whole stack; ``None`` means the family default (the Atari stack, or nothing)."""
+    if items is None:
+        items = ATARI_DEFAULT_WRAPPERS if family == "atari" else ()
+    if isinstance(items, (str, Mapping)) or callable(items):
+        raise TypeError(f"wrappers must be a list of wrappers, got a single {type(items).__name__}: {items!r}")
+    return tuple(resolve_wrapper(item, family=family, env_id=env_id) for item in items)
+
+
+def wrapper_env_kwargs(wrappers: Sequence[WrapperSpec]) -> dict[str, Any]:
+    """Env keyword defaults the stack needs (``render_mode`` for pixels, ``frameskip=1`` under preprocessing)."""
+    needed: dict[str, Any] = {}
+    for w in wrappers:
+        if w.fn is None:
+            needed.update(registry("wrapper").get(w.name).metadata.get("env_kwargs", {}))
+    return needed

@@ -1,0 +1,302 @@
+"""The base class of every torchwm vector env: the vector contract in one place.
+
+`VectorEnv` subclasses Gymnasium's `VectorEnv` and implements the public
+methods (`reset`, `step`, `send`, `recv`, `call`, `get_attr`, `set_attr`,
+`render`, `close`) once: seeds, ``env_ids``, ``reset_mask``, action checks,
+which envs have an action in flight, infos, closing. A backend provides the
+batch buffers (``_observations``, ``_rewards``, ``_terminations``,
+``_truncations``, one row per env) and five primitives:
+
+- ``_reset_envs(ids, seeds, options) -> infos``: reset those envs, fill their rows, block.
+- ``_send_step(ids, actions)``: start stepping those envs (``actions`` has one row per id).
+- ``_wait_ready(candidates, count, timeout) -> (ids, infos)``: wait until ``count`` of the
+  candidate envs have finished, return those ids (first ready) and their infos.
+- ``_call(name, args, kwargs) -> list`` and ``_set_attr(name, values)``: on every env.
+- ``_close()``: release everything; must not raise on a half-built env.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space
+
+from torchwm.errors import ClosedEnvironmentError
+from torchwm.spec import VecSpec
+from torchwm.vector.batching import InfoBatcher, check_actions, take_rows
+
+
+class VectorEnv(gym.vector.VectorEnv):
+    """A Gymnasium vector env built from a `VecSpec`, with Tianshou's and EnvPool's partial and async calls.
+
+    Args:
+        spec: what was built; ``vec.spec`` returns it.
+        single_observation_space, single_action_space: the spaces of one env.
+        metadata: the env's metadata; ``autoreset_mode`` is added.
+        render_mode: the env's render mode.
+        batch_size: how many envs `recv` returns at the least wait (``None``: all in flight).
+        timeout: seconds any wait on envs may take before `EnvTimeoutError` (``None``: no limit
+            in the base class; parallel backends set their own default).
+        copy: return copies of the observation batch (``False`` returns the backend's buffer, which
+            the next call overwrites).
+    """
+
+    _observations: Any
+    _rewards: np.ndarray
+    _terminations: np.ndarray
+    _truncations: np.ndarray
+
+    def __init__(
+        self,
+        spec: VecSpec,
+        single_observation_space: gym.Space,
+        single_action_space: gym.Space,
+        *,
+        metadata: dict[str, Any] | None = None,
+        render_mode: str | None = None,
+        batch_size: int | None = None,
+        timeout: float | None = None,
+        copy: bool = True,
+    ) -> None:
+        n = spec.num_envs
+        if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= n):
+            raise ValueError(f"batch_size must be an int from 1 to num_envs={n}, got {batch_size!r}")
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
+            raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
+        self._vec_spec = spec
+        self.num_envs = n
+        self.single_observation_space = single_observation_space
+        self.single_action_space = single_action_space
+        self.observation_space = batch_space(single_observation_space, n)
+        self.action_space = batch_space(single_action_space, n)
+        self.action_space.seed(spec.seed)
+        self.autoreset_mode: AutoresetMode = spec.autoreset
+        self.metadata = {**(metadata or {}), "autoreset_mode": self.autoreset_mode}
+        self.render_mode = render_mode
+        self.batch_size = batch_size or n
+        self.timeout = timeout
+        self.copy = copy
+        self.closed = False
+        self._first_reset_seed = spec.seed
+        self._ever_reset = np.zeros(n, dtype=bool)
+        self._in_flight = np.zeros(n, dtype=bool)
+
+    # -- what a backend implements ---------------------------------------------------------------
+
+    def _reset_envs(self, ids: np.ndarray, seeds: list[int | None], options: dict | None) -> list[dict]:
+        raise NotImplementedError
+
+    def _send_step(self, ids: np.ndarray, actions: Any) -> None:
+        raise NotImplementedError
+
+    def _wait_ready(self, candidates: np.ndarray, count: int, timeout: float | None) -> tuple[np.ndarray, list[dict]]:
+        raise NotImplementedError
+
+    def _call(self, name: str, args: tuple, kwargs: dict) -> list[Any]:
+        raise NotImplementedError
+
+    def _set_attr(self, name: str, values: list[Any]) -> None:
+        raise NotImplementedError
+
+    def _close(self) -> None:
+        raise NotImplementedError
+
+    # -- the public contract ---------------------------------------------------------------------
+
+    @property
+    def spec(self) -> VecSpec:  # type: ignore[override]
+        """The `VecSpec` this env was built from, every default explicit."""
+        return self._vec_spec
+
+    def reset(
+        self,
+        *,
+        seed: int | list[int | None] | None = None,
+        options: dict[str, Any] | None = None,
+        env_ids: Any = None,
+    ) -> tuple[Any, dict[str, Any]]:
+        """Reset all envs, the envs ``env_ids`` (their rows only), or those of ``options["reset_mask"]``.
+
+        ``seed=s`` seeds env ``i`` with ``s + i``, as Gymnasium does; a list gives one seed per env reset.
+        The first reset uses ``make_vec(seed=...)`` when no seed is given.
+        """
+        self._check_open()
+        self._check_nothing_in_flight("reset()")
+        options = dict(options) if options else None
+        mask = options.pop("reset_mask", None) if options else None
+        if mask is not None:
+            if env_ids is not None:
+                raise ValueError("give env_ids or options['reset_mask'], not both")
+            ids = self._mask_ids(mask)
+        else:
+            ids = self._env_ids(env_ids)
+        if seed is None and self._first_reset_seed is not None:
+            seed = self._first_reset_seed
+        self._first_reset_seed = None
+        seeds = self._seeds(seed, ids, full_list=mask is not None)
+        infos = self._reset_envs(ids, seeds, options)
+        self._ever_reset[ids] = True
+        if env_ids is not None:
+            obs, _, _, _, batched = self._rows(ids, infos)
+            return obs, batched
+        obs = take_rows(self.single_observation_space, self._observations, None) if self.copy else self._observations
+        return obs, InfoBatcher(self.num_envs).batch(self._spread(ids, infos))
+
+    def step(self, actions: Any, env_ids: Any = None) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """`send` then `recv`: all envs, or the rows of ``env_ids`` (``infos["env_id"]`` says which)."""
+        self.send(actions, env_ids)
+        return self.recv()
+
+    def send(self, actions: Any, env_ids: Any = None) -> None:
+        """Start stepping envs ``env_ids`` (all by default); `recv` collects the results."""
+        self._check_open()
+        ids = self._env_ids(env_ids)
+        busy = ids[self._in_flight[ids]]
+        if busy.size:
+            raise RuntimeError(f"envs {busy.tolist()} already have an action in flight; recv() them before sending again")
+        not_reset = ids[~self._ever_reset[ids]]
+        if not_reset.size:
+            raise gym.error.ResetNeeded(f"envs {not_reset.tolist()} were never reset; call reset() before step()")
+        actions = check_actions(self.single_action_space, actions, len(ids))
+        if self.autoreset_mode is AutoresetMode.DISABLED:
+            ended = ids[self._terminations[ids] | self._truncations[ids]]
+            if ended.size:
+                raise ValueError(
+                    f"envs {ended.tolist()} ended their episode and autoreset_mode is 'disabled': reset them "
+                    f"first, e.g. reset(options={{'reset_mask': mask}})"
+                )
+        self._send_step(ids, actions)
+        self._in_flight[ids] = True
+
+    def recv(self, timeout: float | None = None) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Results of envs in flight: all of them, or the first ``batch_size`` ready.
+
+        A result for fewer than ``num_envs`` envs has their rows only and ``infos["env_id"]``.
+        """
+        self._check_open()
+        candidates = np.flatnonzero(self._in_flight)
+        if not candidates.size:
+            raise RuntimeError("recv() with no action in flight; call send() first")
+        count = min(self.batch_size, candidates.size)
+        ids, infos = self._wait_ready(candidates, count, self.timeout if timeout is None else timeout)
+        order = np.argsort(ids, kind="stable")
+        ids = np.asarray(ids, dtype=np.int64)[order]
+        infos = [infos[k] for k in order]
+        self._in_flight[ids] = False
+        if ids.size == self.num_envs:
+            obs = take_rows(self.single_observation_space, self._observations, None) if self.copy else self._observations
+            return (obs, self._rewards.copy(), self._terminations.copy(), self._truncations.copy(),
+                    InfoBatcher(self.num_envs).batch(infos))
+        return self._rows(ids, infos)
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Call method ``name`` of every env (or read it, if it is not callable)."""
+        self._check_open()
+        self._check_nothing_in_flight(f"call({name!r})")
+        return tuple(self._call(name, args, kwargs))
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        return self.call(name)
+
+    def set_attr(self, name: str, values: Any) -> None:
+        """Set attribute ``name`` on every env: one value for all, or a list/tuple of one per env."""
+        self._check_open()
+        self._check_nothing_in_flight(f"set_attr({name!r})")
+        if not isinstance(values, (list, tuple)):
+            values = [values] * self.num_envs
+        if len(values) != self.num_envs:
+            raise ValueError(f"set_attr({name!r}) expected {self.num_envs} values, one per env, got {len(values)}")
+        self._set_attr(name, list(values))
+
+    def render(self) -> tuple[Any, ...]:
+        return self.call("render")
+
+    def close_extras(self, **kwargs: Any) -> None:
+        self._close()
+
+    def close(self, **kwargs: Any) -> None:
+        """Release every env, worker and buffer; safe to call twice."""
+        if getattr(self, "closed", True):
+            return
+        try:
+            self._close()
+        finally:
+            self.closed = True
+
+    def __enter__(self) -> VectorEnv:
+        return self
+
+    def __exit__(self, *exc: Any) -> bool:
+        self.close()
+        return False
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._vec_spec.id}, num_envs={self.num_envs}, backend={self._vec_spec.backend!r})"
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ClosedEnvironmentError(f"{type(self).__name__} ({self._vec_spec.id}) is closed; make a new one")
+
+    def _check_nothing_in_flight(self, what: str) -> None:
+        if self._in_flight.any():
+            raise RuntimeError(f"{what} while envs {np.flatnonzero(self._in_flight).tolist()} have actions in flight; recv() first")
+
+    def _env_ids(self, env_ids: Any) -> np.ndarray:
+        if env_ids is None:
+            return np.arange(self.num_envs)
+        ids = np.asarray([env_ids] if np.isscalar(env_ids) else env_ids)
+        if ids.ndim != 1 or ids.size == 0 or ids.dtype.kind not in "iu":
+            raise ValueError(f"env_ids must be a non-empty list of env indices, got {env_ids!r}")
+        if ids.min() < 0 or ids.max() >= self.num_envs:
+            raise ValueError(f"env_ids must be in [0, {self.num_envs - 1}], got {ids.tolist()}")
+        if np.unique(ids).size != ids.size:
+            raise ValueError(f"env_ids has repeated indices: {ids.tolist()}")
+        return ids.astype(np.int64)
+
+    def _mask_ids(self, mask: Any) -> np.ndarray:
+        if not isinstance(mask, np.ndarray) or mask.dtype != np.bool_ or mask.shape != (self.num_envs,):
+            raise ValueError(f"options['reset_mask'] must be a bool array of shape ({self.num_envs},), got {mask!r}")
+        if not mask.any():
+            raise ValueError("options['reset_mask'] must select at least one env")
+        return np.flatnonzero(mask)
+
+    def _seeds(self, seed: Any, ids: np.ndarray, full_list: bool) -> list[int | None]:
+        if seed is None:
+            return [None] * ids.size
+        if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+            return [int(seed) + int(i) for i in ids]
+        if isinstance(seed, (list, tuple)):
+            expected = self.num_envs if full_list else ids.size
+            if len(seed) != expected:
+                raise ValueError(f"expected {expected} seeds, one per env, got {len(seed)}")
+            return [seed[int(i)] for i in ids] if full_list else list(seed)
+        raise TypeError(f"seed must be an int, a list of ints or None, got {seed!r}")
+
+    def _spread(self, ids: np.ndarray, infos: list[dict]) -> list[dict]:
+        """Infos of ``ids`` placed at their env positions in a list of ``num_envs``."""
+        spread: list[dict] = [{}] * self.num_envs
+        for i, info in zip(ids.tolist(), infos, strict=True):
+            spread[i] = info
+        return spread
+
+    def _rows(self, ids: np.ndarray, infos: list[dict]) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        batched = InfoBatcher(ids.size).batch(infos)
+        batched["env_id"] = ids.copy()
+        return (
+            take_rows(self.single_observation_space, self._observations, ids),
+            self._rewards[ids],
+            self._terminations[ids],
+            self._truncations[ids],
+            batched,
+        )

@@ -1,0 +1,132 @@
+"""Rows of batched spaces: write one env's value, take some envs' rows, check actions.
+
+Gymnasium batches a space into arrays with a leading env dimension (a dict of
+arrays for a Dict space). Backends keep one such batch for all envs and fill
+it row by row, so these helpers work on any space, with a fast path for the
+plain array spaces that nearly every env uses.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+ARRAY_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
+
+
+def set_row(space: gym.Space, batch: Any, index: int, value: Any) -> None:
+    """``batch[index] = value`` for a batch of ``space``."""
+    if isinstance(space, spaces.Dict):
+        for key, sub in space.spaces.items():
+            set_row(sub, batch[key], index, value[key])
+    elif isinstance(space, spaces.Tuple):
+        for sub, sub_batch, sub_value in zip(space.spaces, batch, value, strict=True):
+            set_row(sub, sub_batch, index, sub_value)
+    else:
+        batch[index] = value
+
+
+def get_row(space: gym.Space, batch: Any, index: int) -> Any:
+    """One env's value from a batch (an action row, for example)."""
+    if isinstance(space, spaces.Dict):
+        return {key: get_row(sub, batch[key], index) for key, sub in space.spaces.items()}
+    if isinstance(space, spaces.Tuple):
+        return tuple(get_row(sub, b, index) for sub, b in zip(space.spaces, batch, strict=True))
+    return batch[index]
+
+
+def take_rows(space: gym.Space, batch: Any, ids: np.ndarray | None) -> Any:
+    """A copy of the rows ``ids`` (all rows when ``ids`` is None)."""
+    if isinstance(space, spaces.Dict):
+        return {key: take_rows(sub, batch[key], ids) for key, sub in space.spaces.items()}
+    if isinstance(space, spaces.Tuple):
+        return tuple(take_rows(sub, b, ids) for sub, b in zip(space.spaces, batch, strict=True))
+    if ids is None:
+        return batch.copy()
+    return batch[ids]
+
+
+def view_rows(space: gym.Space, batch: Any, ids: np.ndarray | None) -> Any:
+    """Like `take_rows` but without a copy where one can be avoided (all rows)."""
+    if ids is None:
+        return batch
+    return take_rows(space, batch, ids)
+
+
+def slice_rows(space: gym.Space, batch: Any, start: int, stop: int) -> Any:
+    """A view of rows ``start:stop`` (the rows one worker owns)."""
+    if isinstance(space, spaces.Dict):
+        return {key: slice_rows(sub, batch[key], start, stop) for key, sub in space.spaces.items()}
+    if isinstance(space, spaces.Tuple):
+        return tuple(slice_rows(sub, b, start, stop) for sub, b in zip(space.spaces, batch, strict=True))
+    return batch[start:stop]
+
+
+def check_actions(space: gym.Space, actions: Any, count: int) -> Any:
+    """Actions for ``count`` envs of single action space ``space``, as a batch; ValueError if they do not fit.
+
+    Checked: the leading dimension, the shape of a row, the dtype kind, and for
+    discrete spaces the range. Box bounds are not checked (envs clip or not, as
+    Gymnasium leaves it to them).
+    """
+    if isinstance(space, spaces.Dict):
+        if not isinstance(actions, dict) or set(actions) != set(space.spaces):
+            raise ValueError(f"expected a dict of batched actions with keys {sorted(space.spaces)}, got {actions!r:.200}")
+        return {key: check_actions(sub, actions[key], count) for key, sub in space.spaces.items()}
+    if isinstance(space, spaces.Tuple):
+        if not isinstance(actions, (tuple, list)) or len(actions) != len(space.spaces):
+            raise ValueError(f"expected a tuple of {len(space.spaces)} batched actions, got {actions!r:.200}")
+        return tuple(check_actions(sub, a, count) for sub, a in zip(space.spaces, actions, strict=True))
+    if not isinstance(space, ARRAY_SPACES):
+        if len(actions) != count:
+            raise ValueError(f"expected {count} actions, one per env, got {len(actions)}")
+        return actions
+
+    array = np.asarray(actions)
+    expected = (count, *space.shape)
+    if array.shape != expected:
+        raise ValueError(
+            f"expected actions of shape {expected} ({count} envs x {space}), got shape {array.shape}"
+        )
+    if isinstance(space, spaces.Box):
+        if array.dtype.kind not in "biuf":
+            raise ValueError(f"expected numeric actions for {space}, got dtype {array.dtype}")
+        return array
+    if array.dtype.kind not in "biu":
+        raise ValueError(f"expected integer actions for {space}, got dtype {array.dtype}")
+    if isinstance(space, spaces.Discrete):
+        low, high = space.start, space.start + space.n - 1
+    elif isinstance(space, spaces.MultiDiscrete):
+        low, high = space.start, space.start + space.nvec - 1
+    else:
+        low, high = 0, 1
+    if array.size and (np.any(array < low) or np.any(array > high)):
+        raise ValueError(f"actions out of range for {space}: expected values in [{np.min(low)}, {np.max(high)}], got {array!r:.200}")
+    return array
+
+
+class InfoBatcher:
+    """Gymnasium's own info batching (`VectorEnv._add_info`) for a batch of any length.
+
+    Borrowed rather than rewritten so that infos have exactly Gymnasium's keys,
+    ``_key`` masks and dtypes, also for partial batches (``env_ids``, ``batch_size``).
+    """
+
+    _add_info = gym.vector.VectorEnv._add_info
+
+    def __init__(self, num_envs: int) -> None:
+        self.num_envs = num_envs
+
+    def batch(self, infos: list[dict[str, Any]]) -> dict[str, Any]:
+        batched: dict[str, Any] = {}
+        for position, info in enumerate(infos):
+            if info:
+                batched = self._add_info(batched, info, position)
+        return batched
+
+
+def batch_infos(infos: list[dict[str, Any]]) -> dict[str, Any]:
+    return InfoBatcher(len(infos)).batch(infos)

@@ -1,0 +1,122 @@
+"""The worker loop: the envs one worker steps, with autoreset done where they run.
+
+Every Python backend steps its envs through an `EnvGroup`: `sync` holds one
+in the calling process, `subproc` and `shmem` hold one in each worker. So the
+three autoreset modes, seeding and the order of calls are the same code on
+every backend, and the same seed gives the same arrays. Results go straight
+into the batch rows the group was given (plain arrays for `sync` and
+`subproc`, shared memory for `shmem`); only infos come back as a list.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+from torchwm.vector.batching import ARRAY_SPACES, get_row, set_row
+
+
+class EnvGroup:
+    """Several envs stepped in a loop, writing into preallocated batch rows.
+
+    Args:
+        envs: the envs, already built.
+        autoreset_mode: what happens after an episode ends (Gymnasium's meaning).
+        observations: the batch rows for these envs (``len(envs)`` rows).
+        rewards, terminations, truncations: arrays of ``len(envs)``.
+    """
+
+    def __init__(
+        self,
+        envs: Sequence[gym.Env],
+        autoreset_mode: AutoresetMode,
+        observations: Any,
+        rewards: np.ndarray,
+        terminations: np.ndarray,
+        truncations: np.ndarray,
+    ) -> None:
+        self.envs = list(envs)
+        self.autoreset_mode = autoreset_mode
+        self.observation_space = self.envs[0].observation_space
+        self.action_space = self.envs[0].action_space
+        self.observations = observations
+        self.rewards = rewards
+        self.terminations = terminations
+        self.truncations = truncations
+        self.needs_reset = [False] * len(self.envs)
+        self._array_obs = isinstance(self.observation_space, ARRAY_SPACES)
+        self._array_actions = isinstance(self.action_space, ARRAY_SPACES)
+
+    def _write(self, i: int, obs: Any, reward: float, terminated: bool, truncated: bool) -> None:
+        if self._array_obs:
+            self.observations[i] = obs
+        else:
+            set_row(self.observation_space, self.observations, i, obs)
+        self.rewards[i] = reward
+        self.terminations[i] = terminated
+        self.truncations[i] = truncated
+
+    def reset(self, local_ids: Sequence[int], seeds: Sequence[int | None], options: dict[str, Any] | None) -> list[dict]:
+        infos = []
+        for i, seed in zip(local_ids, seeds, strict=True):
+            obs, info = self.envs[i].reset(seed=seed, options=options)
+            self._write(i, obs, 0.0, False, False)
+            self.needs_reset[i] = False
+            infos.append(info)
+        return infos
+
+    def step(self, local_ids: Sequence[int], actions: Any) -> list[dict]:
+        """Step envs ``local_ids``; ``actions`` holds one row per id, in that order."""
+        infos = []
+        next_step = self.autoreset_mode is AutoresetMode.NEXT_STEP
+        same_step = self.autoreset_mode is AutoresetMode.SAME_STEP
+        for row, i in enumerate(local_ids):
+            env = self.envs[i]
+            if next_step and self.needs_reset[i]:
+                obs, info = env.reset()
+                reward, terminated, truncated = 0.0, False, False
+            else:
+                action = actions[row] if self._array_actions else get_row(self.action_space, actions, row)
+                obs, reward, terminated, truncated, info = env.step(action)
+                if same_step and (terminated or truncated):
+                    # A copy: the env may reuse its observation buffer on the reset below.
+                    final = {"final_obs": copy.deepcopy(obs), "final_info": info}
+                    obs, reset_info = env.reset()
+                    info = {**final, **reset_info}
+            self._write(i, obs, reward, terminated, truncated)
+            self.needs_reset[i] = terminated or truncated
+            infos.append(info)
+        return infos
+
+    def call(self, local_ids: Sequence[int], name: str, args: tuple, kwargs: dict) -> list[Any]:
+        results = []
+        for i in local_ids:
+            attr = self.envs[i].get_wrapper_attr(name)
+            results.append(attr(*args, **kwargs) if callable(attr) else attr)
+        return results
+
+    def set_attr(self, local_ids: Sequence[int], name: str, values: Sequence[Any]) -> None:
+        for i, value in zip(local_ids, values, strict=True):
+            self.envs[i].set_wrapper_attr(name, value)
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+
+
+def build_group(
+    env_fn: Callable[[], gym.Env],
+    count: int,
+    autoreset_mode: AutoresetMode,
+    observations: Any,
+    rewards: np.ndarray,
+    terminations: np.ndarray,
+    truncations: np.ndarray,
+) -> EnvGroup:
+    envs = [env_fn() for _ in range(count)]
+    return EnvGroup(envs, autoreset_mode, observations, rewards, terminations, truncations)

@@ -1,0 +1,120 @@
+"""The ``sync`` backend: every env in the calling process, stepped in a loop.
+
+The reference for the other backends: it runs the same worker loop
+(`EnvGroup`) as ``subproc`` and ``shmem``, without processes. `send` steps
+the envs at once and `recv` returns what it computed.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector.utils import create_empty_array
+
+from torchwm.hookspecs import hookimpl
+from torchwm.spec import VecSpec
+from torchwm.vector.base import VectorEnv
+from torchwm.vector.env_group import EnvGroup
+
+
+def check_same_spaces(envs: list[gym.Env]) -> None:
+    first = envs[0]
+    for i, env in enumerate(envs[1:], start=1):
+        if env.observation_space != first.observation_space or env.action_space != first.action_space:
+            raise RuntimeError(
+                f"env {i} has spaces ({env.observation_space}, {env.action_space}) unlike env 0's "
+                f"({first.observation_space}, {first.action_space}); every env of a vector env must match"
+            )
+
+
+class SyncVectorEnv(VectorEnv):
+    """All envs in this process.
+
+    Args:
+        spec: what to build.
+        copy: return copies of the observation batch (default) or the internal buffer.
+        batch_size: `recv` returns the first ``batch_size`` envs in flight (by index).
+        env_fn: builds one env; defaults to `torchwm.factory.build_env` of ``spec``.
+
+    Example:
+        >>> import torchwm
+        >>> with torchwm.make_vec("CartPole-v1", num_envs=2, backend="sync", seed=0) as envs:
+        ...     obs, infos = envs.reset()
+        ...     obs.shape
+        (2, 4)
+    """
+
+    def __init__(
+        self,
+        spec: VecSpec,
+        *,
+        copy: bool = True,
+        batch_size: int | None = None,
+        timeout: float | None = None,
+        env_fn: Callable[[], gym.Env] | None = None,
+    ) -> None:
+        self._group: EnvGroup | None = None
+        if env_fn is None:
+            from torchwm.factory import build_env
+
+            env_fn = functools.partial(build_env, spec)
+        envs = [env_fn() for _ in range(spec.num_envs)]
+        try:
+            check_same_spaces(envs)
+        except Exception:
+            for env in envs:
+                env.close()
+            raise
+        first = envs[0]
+        super().__init__(
+            spec, first.observation_space, first.action_space, metadata=dict(first.metadata),
+            render_mode=first.render_mode, batch_size=batch_size, timeout=timeout, copy=copy,
+        )
+        n = spec.num_envs
+        self._observations = create_empty_array(first.observation_space, n=n, fn=np.zeros)
+        self._rewards = np.zeros(n, dtype=np.float64)
+        self._terminations = np.zeros(n, dtype=np.bool_)
+        self._truncations = np.zeros(n, dtype=np.bool_)
+        self._group = EnvGroup(envs, self.autoreset_mode, self._observations, self._rewards,
+                               self._terminations, self._truncations)
+        self._ready_infos: dict[int, dict] = {}
+
+    @property
+    def envs(self) -> list[gym.Env]:
+        """The envs themselves (sync only), as Gymnasium's SyncVectorEnv offers."""
+        assert self._group is not None
+        return self._group.envs
+
+    def _reset_envs(self, ids: np.ndarray, seeds: list[int | None], options: dict | None) -> list[dict]:
+        assert self._group is not None
+        return self._group.reset(ids.tolist(), seeds, options)
+
+    def _send_step(self, ids: np.ndarray, actions: Any) -> None:
+        assert self._group is not None
+        infos = self._group.step(ids.tolist(), actions)
+        self._ready_infos.update(zip(ids.tolist(), infos))
+
+    def _wait_ready(self, candidates: np.ndarray, count: int, timeout: float | None) -> tuple[np.ndarray, list[dict]]:
+        chosen = candidates[:count]
+        return chosen, [self._ready_infos.pop(i) for i in chosen.tolist()]
+
+    def _call(self, name: str, args: tuple, kwargs: dict) -> list[Any]:
+        assert self._group is not None
+        return self._group.call(range(self.num_envs), name, args, kwargs)
+
+    def _set_attr(self, name: str, values: list[Any]) -> None:
+        assert self._group is not None
+        self._group.set_attr(range(self.num_envs), name, values)
+
+    def _close(self) -> None:
+        if self._group is not None:
+            self._group.close()
+
+
+@hookimpl
+def register_backends(register):
+    register("sync", SyncVectorEnv, description="all envs in this process, stepped in a loop")
