@@ -16,7 +16,7 @@ import gymnasium as gym
 
 from torchwm import names
 from torchwm.plugins import registry
-from torchwm.spec import VecSpec, parse_autoreset_mode, resolve_wrappers, wrapper_env_kwargs
+from torchwm.spec import VecSpec, parse_autoreset_mode, resolve_wrapper, resolve_wrappers, wrapper_env_kwargs
 
 
 def _check_int(name: str, value: Any, minimum: int) -> int:
@@ -69,12 +69,11 @@ def resolve_spec(
     size = _check_size(size)
 
     resolved = names.resolve(id, env_kwargs)
-    stack = list(wrappers) if wrappers is not None else None
+    wrapper_specs = resolve_wrappers(wrappers, family=resolved.family, env_id=resolved.id)
     if size is not None:
         # Pixels first, so that every wrapper above sees the rendered frames.
-        base = stack if stack is not None else []
-        stack = [{"name": "pixels", "width": size[0], "height": size[1]}, *base]
-    wrapper_specs = resolve_wrappers(stack, family=resolved.family, env_id=resolved.id)
+        pixels = resolve_wrapper({"name": "pixels", "width": size[0], "height": size[1]})
+        wrapper_specs = (pixels, *wrapper_specs)
     kwargs = {**wrapper_env_kwargs(wrapper_specs), **resolved.kwargs}
     if resolved.family == "atari" and "frameskip" not in (env_kwargs or {}) and any(
         w.name == "atari_preprocessing" for w in wrapper_specs

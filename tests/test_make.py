@@ -1,0 +1,116 @@
+"""make_env and make_vec: pixels, check_env, seeds, and bad input refused before anything starts."""
+
+import cv2
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import torchwm
+from torchwm.errors import UnknownNameError
+
+
+def test_make_env_size_gives_resized_rendered_frames():
+    env = torchwm.make_env("CartPole-v1", backend="gym", size=(64, 48))
+    obs, _ = env.reset(seed=0)
+    assert obs.shape == (48, 64, 3) and obs.dtype == np.uint8
+    plain = gym.make("CartPole-v1", render_mode="rgb_array")
+    plain.reset(seed=0)
+    # The frame is the env's own render, resized as Gymnasium's ResizeObservation does.
+    expected = cv2.resize(plain.render(), (64, 48), interpolation=cv2.INTER_AREA)
+    assert np.array_equal(obs, expected.reshape(obs.shape))
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "ALE/Pong-v5"])
+def test_make_env_passes_check_env(env_id):
+    check_env(torchwm.make_env(env_id), skip_render_check=True)
+
+
+def test_make_env_seed_is_the_first_reset_seed():
+    a = torchwm.make_env("CartPole-v1", seed=5)
+    b = gym.make("CartPole-v1")
+    assert np.array_equal(a.reset()[0], b.reset(seed=5)[0])
+
+
+def test_make_env_source_and_backend_conflict():
+    with pytest.raises(ValueError, match="another name for source"):
+        torchwm.make_env("CartPole-v1", source="gym", backend="ale")
+
+
+def test_ale_source_gives_the_gym_sources_arrays():
+    a = torchwm.make_vec("pong", 2, source="ale", seed=0)
+    b = torchwm.make_vec("pong", 2, source="gym", seed=0)
+    rng = np.random.default_rng(0)
+    try:
+        assert np.array_equal(a.reset()[0], b.reset()[0])
+        for _ in range(50):
+            actions = rng.integers(0, 6, size=2)
+            for x, y in zip(a.step(actions)[:4], b.step(actions)[:4]):
+                assert np.array_equal(x, y)
+    finally:
+        a.close()
+        b.close()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"backend": "nope"}, UnknownNameError, "unknown backend 'nope'"),
+        ({"source": "nope"}, UnknownNameError, "unknown source 'nope'"),
+        ({"wrappers": ["nope"]}, UnknownNameError, "unknown wrapper 'nope'"),
+        ({"num_envs": 0}, ValueError, "num_envs must be an int >= 1, got 0"),
+        ({"num_envs": 2.5}, ValueError, "num_envs must be an int >= 1, got 2.5"),
+        ({"size": (64,)}, ValueError, r"size must be two positive ints \(width, height\), got \(64,\)"),
+        ({"size": (64, -1)}, ValueError, "size must be two positive ints"),
+        ({"seed": -1}, ValueError, "seed must be an int >= 0"),
+        ({"autoreset_mode": "sometimes"}, ValueError, "autoreset_mode must be one of"),
+        ({"wrappers": [{"name": "frame_stack", "stack": 4}]}, TypeError, "has no option 'stack'; its options are: stack_size, padding"),
+        ({"wrappers": [{"name": "frame_stack", "stack_size": "four"}]}, TypeError, "option 'stack_size' expected int, got 'four'"),
+        ({"wrappers": [{"name": "frame_stack", "padding": "mirror"}]}, TypeError, "option 'padding'"),
+        ({"wrappers": ["atari_preprocessing"]}, ValueError, "works only on atari envs, and 'CartPole-v1' is not one"),
+        ({"wrappers": [{"stack_size": 4}]}, ValueError, "needs a 'name' key"),
+        ({"wrappers": "frame_stack"}, TypeError, "must be a list of wrappers"),
+        ({"wrappers": [3]}, TypeError, "a wrapper must be a name"),
+    ],
+)
+def test_bad_input_is_refused_with_a_clear_message(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        torchwm.make_vec("CartPole-v1", **kwargs)
+
+
+def test_unknown_env_id():
+    with pytest.raises(LookupError, match="Did you mean 'CartPole-v1'"):
+        torchwm.make_vec("CartPol-v1")
+
+
+# Values of every kind for every argument: make_vec must answer with a clear error or an env, nothing else.
+anything = st.one_of(
+    st.none(), st.booleans(), st.integers(-3, 70), st.floats(allow_nan=True), st.text(max_size=12),
+    st.lists(st.integers(-2, 100), max_size=3), st.dictionaries(st.text(max_size=6), st.integers(), max_size=2),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    env_id=st.one_of(st.sampled_from(["CartPole-v1", "pong", "ALE/Pnog-v5", ""]), anything),
+    num_envs=anything,
+    backend=st.one_of(st.sampled_from(["sync", "snyc"]), anything),
+    wrappers=st.one_of(st.none(), st.lists(st.one_of(st.sampled_from(["frame_stack", "clip_reward", "nope"]),
+                                                    st.fixed_dictionaries({"name": st.just("frame_stack")}, optional={"stack_size": anything, "padding": anything}),
+                                                    anything), max_size=2)),
+    seed=anything,
+    autoreset_mode=st.one_of(st.sampled_from(["next_step", "same_step", "disabled"]), anything),
+    size=anything,
+    backend_kwargs=st.one_of(st.none(), anything),
+)
+def test_fuzz_make_vec_only_raises_clear_errors(env_id, num_envs, backend, wrappers, seed, autoreset_mode, size, backend_kwargs):
+    num_envs = 1 if num_envs is None else num_envs
+    try:
+        envs = torchwm.make_vec(env_id, num_envs, backend=backend, wrappers=wrappers,
+                                seed=seed, autoreset_mode=autoreset_mode, size=size, backend_kwargs=backend_kwargs)
+    except (ValueError, TypeError, LookupError):
+        return
+    with envs:
+        assert envs.num_envs == num_envs

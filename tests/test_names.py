@@ -1,0 +1,58 @@
+"""Id resolution: ALE short names, Gymnasium ids, typos and missing packages."""
+
+import pytest
+
+from torchwm import names
+from torchwm.errors import UnknownNameError
+
+
+@pytest.mark.parametrize("name", ["ALE/Pong-v5", "pong", "Pong"])
+def test_pong_names_resolve_to_the_v5_id(name):
+    resolved = names.resolve(name)
+    assert resolved.id == "ALE/Pong-v5"
+    assert resolved.family == "atari"
+    assert resolved.kwargs["game"] == "pong"
+    assert resolved.kwargs["repeat_action_probability"] == 0.25
+
+
+@pytest.mark.parametrize("name", ["space_invaders", "SpaceInvaders", "spaceinvaders"])
+def test_multi_word_games(name):
+    assert names.resolve(name).id == "ALE/SpaceInvaders-v5"
+
+
+def test_v4_noframeskip_keeps_its_own_defaults():
+    resolved = names.resolve("PongNoFrameskip-v4")
+    assert resolved.id == "PongNoFrameskip-v4"
+    assert resolved.kwargs["frameskip"] == 1
+    assert resolved.kwargs["repeat_action_probability"] == 0.0
+
+
+def test_user_kwargs_override_registered_defaults():
+    assert names.resolve("pong", {"repeat_action_probability": 0.0}).kwargs["repeat_action_probability"] == 0.0
+
+
+def test_gymnasium_ids_are_generic():
+    resolved = names.resolve("CartPole-v1")
+    assert (resolved.id, resolved.family) == ("CartPole-v1", "generic")
+
+
+def test_typo_suggests_the_right_name():
+    with pytest.raises(UnknownNameError) as info:
+        names.resolve("ALE/Pnog-v5")
+    assert "ALE/Pong-v5" in info.value.suggestions
+
+
+def test_missing_namespace_names_the_package():
+    with pytest.raises(UnknownNameError, match=r"pip install minigrid"):
+        names.resolve("MiniGrid/Empty-5x5-v0")
+
+
+def test_unknown_namespace_says_nothing_registered_it():
+    with pytest.raises(LookupError, match="namespace 'NoSuchThing'"):
+        names.resolve("NoSuchThing/Env-v0")
+
+
+@pytest.mark.parametrize("bad", [None, "", 3])
+def test_non_string_ids_are_type_errors(bad):
+    with pytest.raises(TypeError, match="env id"):
+        names.resolve(bad)

@@ -1,0 +1,461 @@
+"""The conformance kit: the checks every torchwm backend must pass, for us and for plugin authors.
+
+Each check in `CHECKS` takes a `BackendUnderTest` and raises `AssertionError`
+(with a message saying what was expected and what came) when the backend
+breaks the vector contract of DESIGN.md. torchwm's own ``tests/conformance``
+runs every check on every registered backend; a plugin author runs them on
+theirs::
+
+    import pytest
+    import torchwm.testing
+
+    @pytest.mark.parametrize("check", torchwm.testing.checks_for("mybackend"), ids=lambda c: c.__name__)
+    def test_conformance(check):
+        check(torchwm.testing.BackendUnderTest("mybackend"))
+
+or from the command line: ``torchwm check mybackend``.
+
+Generic backends are checked on `CountdownEnv` (registered as
+``torchwm/Countdown-v0``), whose episodes have a known, seed-dependent length
+and end by termination or truncation, against Gymnasium's own
+`SyncVectorEnv` in each autoreset mode. Backends registered with
+``family="atari"`` (such as ``ale-native``) are checked on Pong with a short
+frame limit. A backend that cannot meet a check registers
+``conformance={"skip": {"check_name": "why"}}``, and ``conformance={"variants":
+[{...backend_kwargs...}, ...]}`` runs every check once per variant (start
+methods, for example).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+import torchwm
+from torchwm.errors import ClosedEnvironmentError
+from torchwm.plugins import registry
+
+COUNTDOWN_ID = "torchwm/Countdown-v0"
+ATARI_ID = "ALE/Pong-v5"
+ATARI_FRAME_LIMIT = 400  # frames; with frame_skip 4, about 100 steps an episode
+
+
+class CountdownEnv(gym.Env):
+    """An env whose episodes last 3 to 7 steps, drawn from the reset seed.
+
+    The observation holds the steps left, a number drawn from the env's RNG at
+    reset (so envs with different seeds differ), the last action and the step
+    count; the reward depends on the action. An episode of even length ends by
+    termination, of odd length by truncation, so both flags are exercised.
+    """
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 30}
+
+    def __init__(self, render_mode: str | None = None) -> None:
+        self.observation_space = spaces.Box(-np.inf, np.inf, shape=(4,), dtype=np.float32)
+        self.action_space = spaces.Discrete(3)
+        self.render_mode = render_mode
+        self.length = 0
+        self.steps = 0
+        self.mark = 0.0
+
+    def _obs(self, action: int) -> np.ndarray:
+        return np.array([self.length - self.steps, self.mark, action, self.steps], dtype=np.float32)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self.length = int(self.np_random.integers(3, 8))
+        self.mark = float(self.np_random.random())
+        self.steps = 0
+        return self._obs(-1), {"length": self.length}
+
+    def step(self, action):
+        self.steps += 1
+        reward = float(self.steps + 0.5 * int(action))
+        ended = self.steps >= self.length
+        terminated = ended and self.length % 2 == 0
+        truncated = ended and not terminated
+        return self._obs(int(action)), reward, terminated, truncated, {"steps": self.steps}
+
+    def render(self) -> np.ndarray:
+        frame = np.zeros((8, 8, 3), dtype=np.uint8)
+        frame[: self.steps] = 255
+        return frame
+
+
+if COUNTDOWN_ID not in gym.registry:
+    gym.register(COUNTDOWN_ID, entry_point=CountdownEnv)
+
+
+@dataclasses.dataclass
+class BackendUnderTest:
+    """A backend and the options to build it with, as the checks see it."""
+
+    name: str
+    backend_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return registry("backend").get(self.name).metadata
+
+    @property
+    def family(self) -> str:
+        return self.metadata.get("family", "generic")
+
+    @property
+    def skips(self) -> dict[str, str]:
+        return dict(self.metadata.get("conformance", {}).get("skip", {}))
+
+    def make(self, num_envs: int = 4, *, autoreset_mode: str = "next_step", seed: int | None = None,
+             backend: str | None = None, **backend_kwargs: Any) -> Any:
+        """The check env on this backend (or on ``backend``, for comparisons)."""
+        kwargs = {**self.backend_kwargs, **backend_kwargs} if backend is None else {}
+        if self.family == "atari":
+            return torchwm.make_vec(ATARI_ID, num_envs, backend=backend or self.name, seed=seed,
+                                    autoreset_mode=autoreset_mode, backend_kwargs=kwargs,
+                                    max_num_frames_per_episode=ATARI_FRAME_LIMIT)
+        return torchwm.make_vec(COUNTDOWN_ID, num_envs, backend=backend or self.name, seed=seed,
+                                autoreset_mode=autoreset_mode, backend_kwargs=kwargs)
+
+    def reference(self, num_envs: int, autoreset_mode: str) -> gym.vector.SyncVectorEnv:
+        """Gymnasium's own SyncVectorEnv on the check env."""
+        mode = torchwm.spec.AUTORESET_MODES[autoreset_mode]
+        return gym.vector.SyncVectorEnv([lambda: gym.make(COUNTDOWN_ID) for _ in range(num_envs)],
+                                        autoreset_mode=mode)
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckResult:
+    name: str
+    passed: bool
+    message: str = ""
+    skipped: bool = False
+
+
+def _actions(envs: Any, steps: int, seed: int = 0) -> list[np.ndarray]:
+    space = envs.single_action_space
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, space.n, size=envs.num_envs) for _ in range(steps)]
+
+
+def _assert_same(what: str, step: int, expected: Any, got: Any) -> None:
+    if not np.array_equal(np.asarray(expected), np.asarray(got)):
+        raise AssertionError(f"{what} differ at step {step}:\nexpected {expected!r}\ngot      {got!r}")
+
+
+def _compare_with_gymnasium(target: BackendUnderTest, mode: str, steps: int = 40) -> None:
+    n = 3
+    with target.make(n, autoreset_mode=mode) as envs:
+        ref = target.reference(n, mode)
+        try:
+            obs, _ = envs.reset(seed=7)
+            ref_obs, _ = ref.reset(seed=7)
+            _assert_same("reset observations", 0, ref_obs, obs)
+            for t, actions in enumerate(_actions(envs, steps), start=1):
+                if mode == "disabled":
+                    done = np.asarray(ref._terminations | ref._truncations)
+                    if done.any():
+                        ref_obs, _ = ref.reset(options={"reset_mask": done.copy()})
+                        obs, _ = envs.reset(options={"reset_mask": done.copy()})
+                        _assert_same("observations after reset_mask", t, ref_obs, obs)
+                got = envs.step(actions)
+                want = ref.step(actions)
+                for name, a, b in zip(("observations", "rewards", "terminations", "truncations"), want[:4], got[:4]):
+                    _assert_same(name, t, a, b)
+                if mode == "same_step":
+                    want_final = want[4].get("_final_obs", np.zeros(n, bool))
+                    got_final = got[4].get("_final_obs", np.zeros(n, bool))
+                    _assert_same("infos['_final_obs']", t, want_final, got_final)
+                    for i in np.flatnonzero(want_final):
+                        _assert_same(f"infos['final_obs'][{i}]", t, want[4]["final_obs"][i], got[4]["final_obs"][i])
+        finally:
+            ref.close()
+
+
+def _atari_autoreset(target: BackendUnderTest, mode: str) -> None:
+    """On Atari the RNG streams of a native backend may differ from Gymnasium's; check the semantics."""
+    n = 2
+    with target.make(n, autoreset_mode=mode, seed=0) as envs:
+        envs.reset()
+        actions = np.zeros(n, dtype=np.int64)
+        ended_at = None
+        for t in range(ATARI_FRAME_LIMIT):
+            obs, rewards, term, trunc, infos = envs.step(actions)
+            done = term | trunc
+            if ended_at is not None:
+                if mode == "next_step":
+                    assert rewards[0] == 0 and not done[0], f"next_step: the step after an episode end must be a reset step (reward 0, no flags), got reward {rewards[0]}, flags {done[0]}"
+                return
+            if done[0]:
+                if mode == "same_step":
+                    assert infos.get("_final_obs", np.zeros(n, bool))[0], f"same_step: infos must carry final_obs for env 0, got keys {sorted(infos)}"
+                    assert not np.shares_memory(infos["final_obs"][0], obs), "same_step: final_obs must be a copy, not a view of the observation batch"
+                if mode == "disabled":
+                    try:
+                        envs.step(actions)
+                    except ValueError:
+                        return
+                    raise AssertionError("disabled: stepping an env whose episode ended must raise ValueError")
+                ended_at = t
+        raise AssertionError(f"no episode ended within {ATARI_FRAME_LIMIT} steps under a {ATARI_FRAME_LIMIT}-frame limit")
+
+
+# -- the checks --------------------------------------------------------------------------------------
+
+
+def check_spaces_and_dtypes(target: BackendUnderTest) -> None:
+    """Batched spaces are the single spaces batched; results have their shapes and dtypes."""
+    n = 3
+    with target.make(n, seed=1) as envs:
+        assert envs.num_envs == n, f"num_envs: expected {n}, got {envs.num_envs}"
+        assert envs.observation_space == gym.vector.utils.batch_space(envs.single_observation_space, n), (
+            f"observation_space {envs.observation_space} is not {envs.single_observation_space} batched {n} times")
+        assert envs.action_space == gym.vector.utils.batch_space(envs.single_action_space, n), (
+            f"action_space {envs.action_space} is not {envs.single_action_space} batched {n} times")
+        assert envs.metadata.get("autoreset_mode") is gym.vector.AutoresetMode.NEXT_STEP, (
+            f"metadata['autoreset_mode']: expected AutoresetMode.NEXT_STEP, got {envs.metadata.get('autoreset_mode')!r}")
+        obs, infos = envs.reset()
+        assert isinstance(infos, dict), f"reset infos: expected a dict, got {type(infos).__name__}"
+        assert envs.observation_space.contains(obs), f"reset observations {obs.shape} {obs.dtype} not in {envs.observation_space}"
+        obs, rewards, term, trunc, infos = envs.step(envs.action_space.sample())
+        assert envs.observation_space.contains(obs), f"step observations {obs.shape} {obs.dtype} not in {envs.observation_space}"
+        assert rewards.shape == (n,) and rewards.dtype.kind in "fi", f"rewards: expected ({n},) numbers, got {rewards.shape} {rewards.dtype}"
+        for name, flags in (("terminations", term), ("truncations", trunc)):
+            assert flags.shape == (n,) and flags.dtype == np.bool_, f"{name}: expected ({n},) bool, got {flags.shape} {flags.dtype}"
+
+
+def check_autoreset_next_step(target: BackendUnderTest) -> None:
+    """next_step: the step after an episode end resets that env, as Gymnasium's SyncVectorEnv does."""
+    if target.family == "atari":
+        return _atari_autoreset(target, "next_step")
+    _compare_with_gymnasium(target, "next_step")
+
+
+def check_autoreset_same_step(target: BackendUnderTest) -> None:
+    """same_step: the ending step returns the reset observation and final_obs / final_info, copies."""
+    if target.family == "atari":
+        return _atari_autoreset(target, "same_step")
+    _compare_with_gymnasium(target, "same_step")
+    # The final observations must be copies: a later step must not change one already returned.
+    with target.make(2, autoreset_mode="same_step", seed=3) as envs:
+        envs.reset()
+        kept = []
+        for actions in _actions(envs, 30):
+            *_, infos = envs.step(actions)
+            for i in np.flatnonzero(infos.get("_final_obs", np.zeros(2, bool))):
+                kept.append((infos["final_obs"][i], infos["final_obs"][i].copy()))
+        assert kept, "same_step: no episode ended in 30 steps of the countdown env"
+        for i, (returned, snapshot) in enumerate(kept):
+            _assert_same(f"final_obs #{i} (changed after it was returned: a view of a reused buffer?)", i, snapshot, returned)
+
+
+def check_autoreset_disabled(target: BackendUnderTest) -> None:
+    """disabled: envs stay ended until reset(options={'reset_mask': m}); stepping one first raises."""
+    if target.family == "atari":
+        return _atari_autoreset(target, "disabled")
+    _compare_with_gymnasium(target, "disabled")
+    with target.make(1, autoreset_mode="disabled", seed=0) as envs:
+        envs.reset()
+        for _ in range(8):
+            _, _, term, trunc, _ = envs.step(np.zeros(1, dtype=np.int64))
+            if term[0] or trunc[0]:
+                break
+        try:
+            envs.step(np.zeros(1, dtype=np.int64))
+        except ValueError:
+            return
+        raise AssertionError("disabled: stepping an env whose episode ended must raise ValueError")
+
+
+def _rollout(envs: Any, steps: int, seed: int) -> list[np.ndarray]:
+    obs, _ = envs.reset(seed=seed)
+    out = [obs]
+    for actions in _actions(envs, steps, seed):
+        obs, rewards, term, trunc, _ = envs.step(actions)
+        out += [obs, rewards, term, trunc]
+    return out
+
+
+def check_same_seed_same_trajectory(target: BackendUnderTest) -> None:
+    """Two envs built alike and reset with one seed give the same arrays."""
+    steps = 30 if target.family == "generic" else 15
+    with target.make(2) as a:
+        first = _rollout(a, steps, seed=11)
+    with target.make(2) as b:
+        second = _rollout(b, steps, seed=11)
+    for k, (x, y) in enumerate(zip(first, second)):
+        _assert_same("arrays of two runs with the same seed", k, x, y)
+
+
+def check_matches_sync(target: BackendUnderTest) -> None:
+    """The same spec and seed give the same arrays as the `sync` backend."""
+    steps = 30 if target.family == "generic" else 15
+    with target.make(3) as envs:
+        got = _rollout(envs, steps, seed=5)
+    with target.make(3, backend="sync") as envs:
+        want = _rollout(envs, steps, seed=5)
+    for k, (x, y) in enumerate(zip(want, got)):
+        _assert_same(f"arrays of {target.name!r} and 'sync'", k, x, y)
+
+
+def check_envs_differ(target: BackendUnderTest) -> None:
+    """Envs of one vector env get different seeds (s + i), so their streams differ."""
+    with target.make(2) as envs:
+        obs, _ = envs.reset(seed=0)
+        for _ in range(20):
+            # The same action everywhere, so only the seeds can make the envs differ.
+            step_obs = envs.step(np.zeros(2, dtype=np.int64))[0]
+            obs = np.concatenate([obs, step_obs], axis=1)
+        assert not np.array_equal(obs[0], obs[1]), "env 0 and env 1 gave the same observations: are both seeded alike?"
+
+
+def check_first_reset_uses_make_seed(target: BackendUnderTest) -> None:
+    """make_vec(seed=s) seeds the first reset: it equals reset(seed=s)."""
+    with target.make(2, seed=21) as envs:
+        first, _ = envs.reset()
+    with target.make(2) as envs:
+        again, _ = envs.reset(seed=21)
+    _assert_same("reset() after make_vec(seed=21) and reset(seed=21)", 0, again, first)
+
+
+def check_bad_actions_rejected(target: BackendUnderTest) -> None:
+    """Wrong count, shape or dtype of actions raises ValueError naming the shape, and the env goes on."""
+    n = 2
+    with target.make(n, seed=0) as envs:
+        envs.reset()
+        bad = {
+            "too few actions": np.zeros(n - 1, dtype=np.int64),
+            "too many actions": np.zeros(n + 1, dtype=np.int64),
+            "an extra dimension": np.zeros((n, 2), dtype=np.int64),
+            "float actions for a discrete space": np.zeros(n, dtype=np.float32) + 0.5,
+            "an action out of range": np.full(n, envs.single_action_space.n + 5),
+        }
+        for what, actions in bad.items():
+            try:
+                envs.step(actions)
+            except ValueError as exc:
+                assert str(n) in str(exc) or "range" in str(exc) or "dtype" in str(exc), f"the error for {what} should name the expected shape: {exc}"
+                continue
+            raise AssertionError(f"{what} ({actions!r}) was accepted; expected ValueError")
+        obs = envs.step(np.zeros(n, dtype=np.int64))[0]
+        assert envs.observation_space.contains(obs), "the env did not go on after rejected actions"
+
+
+def check_partial_and_async(target: BackendUnderTest) -> None:
+    """reset(env_ids=), step(actions, env_ids=) and send/recv return the right rows and infos['env_id']."""
+    n = 4
+    with target.make(n, seed=0) as envs, target.make(n, backend="sync", seed=0) as ref:
+        envs.reset()
+        ref.reset()
+        ids = [1, 3]
+        actions = np.array([1, 2])
+        got = envs.step(actions, env_ids=ids)
+        want = ref.step(actions, env_ids=ids)
+        _assert_same("infos['env_id'] of step(env_ids=[1, 3])", 1, np.array(ids), got[4].get("env_id"))
+        for name, a, b in zip(("observations", "rewards", "terminations", "truncations"), want[:4], got[:4]):
+            _assert_same(f"{name} of step(env_ids=[1, 3])", 1, a, b)
+        obs, infos = envs.reset(env_ids=[2], seed=40)
+        ref_obs, _ = ref.reset(env_ids=[2], seed=40)
+        _assert_same("reset(env_ids=[2]) observations", 2, ref_obs, obs)
+        envs.send(np.zeros(n, dtype=np.int64))
+        got = envs.recv()
+        ref.send(np.zeros(n, dtype=np.int64))
+        want = ref.recv()
+        for name, a, b in zip(("observations", "rewards", "terminations", "truncations"), want[:4], got[:4]):
+            _assert_same(f"{name} of send/recv", 3, a, b)
+
+
+def check_batch_size(target: BackendUnderTest) -> None:
+    """With batch_size=k, recv() returns k envs with infos['env_id'], and every env comes back."""
+    n, k = 4, 2
+    with target.make(n, seed=0, batch_size=k) as envs:
+        envs.reset()
+        envs.send(np.zeros(n, dtype=np.int64))
+        seen: list[int] = []
+        for _ in range(n // k):
+            obs, rewards, *_, infos = envs.recv()
+            assert obs.shape[0] == k and rewards.shape == (k,), f"recv with batch_size={k}: expected {k} rows, got {obs.shape[0]}"
+            seen += infos["env_id"].tolist()
+        assert sorted(seen) == list(range(n)), f"every env must come back exactly once, got env ids {seen}"
+        envs.send(np.zeros(k, dtype=np.int64), env_ids=seen[:k])
+        *_, infos = envs.recv()
+        assert sorted(infos["env_id"].tolist()) == sorted(seen[:k]), f"recv after send(env_ids={seen[:k]}) returned {infos['env_id']}"
+
+
+def check_close(target: BackendUnderTest) -> None:
+    """close() twice is fine; any use after close raises ClosedEnvironmentError; also works as a context manager."""
+    envs = target.make(2, seed=0)
+    envs.reset()
+    envs.close()
+    envs.close()
+    for what, call in (("reset", envs.reset), ("step", lambda: envs.step(np.zeros(2, dtype=np.int64)))):
+        try:
+            call()
+        except ClosedEnvironmentError:
+            continue
+        raise AssertionError(f"{what}() after close() must raise ClosedEnvironmentError")
+    with target.make(2, seed=0) as envs:
+        envs.reset()
+    assert envs.closed, "leaving a with-block must close the env"
+
+
+def check_attributes(target: BackendUnderTest) -> None:
+    """get_attr / call read every env; set_attr writes every env."""
+    with target.make(2, seed=0) as envs:
+        spaces_ = envs.get_attr("action_space")
+        assert len(spaces_) == 2 and all(s == envs.single_action_space for s in spaces_), f"get_attr('action_space') gave {spaces_}"
+        envs.set_attr("torchwm_probe", [5, 6])
+        assert tuple(envs.get_attr("torchwm_probe")) == (5, 6), f"set_attr then get_attr gave {envs.get_attr('torchwm_probe')}"
+
+
+CHECKS: list[Callable[[BackendUnderTest], None]] = [
+    check_spaces_and_dtypes,
+    check_autoreset_next_step,
+    check_autoreset_same_step,
+    check_autoreset_disabled,
+    check_same_seed_same_trajectory,
+    check_matches_sync,
+    check_envs_differ,
+    check_first_reset_uses_make_seed,
+    check_bad_actions_rejected,
+    check_partial_and_async,
+    check_batch_size,
+    check_close,
+    check_attributes,
+]
+
+
+def checks_for(backend: str) -> list[Callable[[BackendUnderTest], None]]:
+    """The checks that apply to ``backend`` (all but those it registered as skipped, with a reason)."""
+    skips = BackendUnderTest(backend).skips
+    return [check for check in CHECKS if check.__name__ not in skips]
+
+
+def variants(backend: str) -> list[dict[str, Any]]:
+    """The backend_kwargs variants a backend asks to be checked with (``[{}]`` by default)."""
+    return list(BackendUnderTest(backend).metadata.get("conformance", {}).get("variants", [{}]))
+
+
+def run_checks(backend: str, backend_kwargs: dict[str, Any] | None = None) -> list[CheckResult]:
+    """Run every check on ``backend``; one result per check, failures with their message."""
+    target = BackendUnderTest(backend, dict(backend_kwargs or {}))
+    results = []
+    for check in CHECKS:
+        if check.__name__ in target.skips:
+            results.append(CheckResult(check.__name__, True, target.skips[check.__name__], skipped=True))
+            continue
+        try:
+            check(target)
+        except AssertionError as exc:
+            results.append(CheckResult(check.__name__, False, str(exc)))
+        except Exception:
+            results.append(CheckResult(check.__name__, False, traceback.format_exc()))
+        else:
+            results.append(CheckResult(check.__name__, True))
+    return results
