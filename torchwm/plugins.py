@@ -85,9 +85,9 @@ def _collect(manager: pluggy.PluginManager) -> dict[str, Registry]:
     dists = _distributions(manager)
     for hook_name, kind in HOOK_KINDS.items():
         # Calling each implementation on its own lets the register callback know
-        # which plugin is registering. pluggy returns them last-registered first;
-        # built-ins go first so that a plugin's override=True replaces them.
-        for impl in reversed(getattr(manager.hook, hook_name).get_hookimpls()):
+        # which plugin is registering. get_hookimpls() lists them in registration
+        # order, built-ins first, so that a plugin's override=True replaces them.
+        for impl in getattr(manager.hook, hook_name).get_hookimpls():
             distribution, version = dists.get(impl.plugin_name, (None, None))
 
             def register(name: str, factory: Any, *, override: bool = False, _impl=impl, _d=distribution,
