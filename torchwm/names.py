@@ -10,7 +10,6 @@ whose package is missing names the package to install.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import re
 from dataclasses import dataclass, field

@@ -10,6 +10,7 @@ or a built-in module name such as ``torchwm.vector.shmem``.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.metadata
 import os
@@ -89,12 +90,8 @@ def _collect(manager: pluggy.PluginManager) -> dict[str, Registry]:
         # order, built-ins first, so that a plugin's override=True replaces them.
         for impl in getattr(manager.hook, hook_name).get_hookimpls():
             distribution, version = dists.get(impl.plugin_name, (None, None))
-
-            def register(name: str, factory: Any, *, override: bool = False, _impl=impl, _d=distribution,
-                         _v=version, **metadata: Any) -> None:
-                registries[kind].register(name, factory, override=override, plugin=_impl.plugin_name,
-                                          distribution=_d, version=_v, **metadata)
-
+            register = functools.partial(registries[kind].register, plugin=impl.plugin_name,
+                                         distribution=distribution, version=version)
             impl.function(register=register)
     return registries
 
