@@ -90,7 +90,8 @@ class CountdownEnv(gym.Env):
 
 
 if COUNTDOWN_ID not in gym.registry:
-    gym.register(COUNTDOWN_ID, entry_point=CountdownEnv)
+    # By path, so that worker processes started with spawn can make it too.
+    gym.register(COUNTDOWN_ID, entry_point="torchwm.testing:CountdownEnv")
 
 
 @dataclasses.dataclass
@@ -248,8 +249,8 @@ def check_autoreset_same_step(target: BackendUnderTest) -> None:
         kept = []
         for actions in _actions(envs, 30):
             *_, infos = envs.step(actions)
-            for i in np.flatnonzero(infos.get("_final_obs", np.zeros(2, bool))):
-                kept.append((infos["final_obs"][i], infos["final_obs"][i].copy()))
+            for env in np.flatnonzero(infos.get("_final_obs", np.zeros(2, bool))):
+                kept.append((infos["final_obs"][env], infos["final_obs"][env].copy()))
         assert kept, "same_step: no episode ended in 30 steps of the countdown env"
         for i, (returned, snapshot) in enumerate(kept):
             _assert_same(f"final_obs #{i} (changed after it was returned: a view of a reused buffer?)", i, snapshot, returned)

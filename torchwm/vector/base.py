@@ -229,9 +229,8 @@ class VectorEnv(gym.vector.VectorEnv):
     def __enter__(self) -> VectorEnv:
         return self
 
-    def __exit__(self, *exc: Any) -> bool:
+    def __exit__(self, *exc: Any) -> None:
         self.close()
-        return False
 
     def __del__(self) -> None:
         try:

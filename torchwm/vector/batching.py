@@ -86,7 +86,7 @@ def check_actions(space: gym.Space, actions: Any, count: int) -> Any:
         return actions
 
     array = np.asarray(actions)
-    expected = (count, *space.shape)
+    expected = (count, *(space.shape or ()))
     if array.shape != expected:
         raise ValueError(
             f"expected actions of shape {expected} ({count} envs x {space}), got shape {array.shape}"
@@ -115,7 +115,7 @@ class InfoBatcher:
     ``_key`` masks and dtypes, also for partial batches (``env_ids``, ``batch_size``).
     """
 
-    _add_info = gym.vector.VectorEnv._add_info
+    _add_info = gym.vector.VectorEnv._add_info  # type: ignore[assignment]  # only reads self.num_envs
 
     def __init__(self, num_envs: int) -> None:
         self.num_envs = num_envs
@@ -124,9 +124,5 @@ class InfoBatcher:
         batched: dict[str, Any] = {}
         for position, info in enumerate(infos):
             if info:
-                batched = self._add_info(batched, info, position)
+                batched = self._add_info(batched, info, position)  # type: ignore[misc]
         return batched
-
-
-def batch_infos(infos: list[dict[str, Any]]) -> dict[str, Any]:
-    return InfoBatcher(len(infos)).batch(infos)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
@@ -52,7 +52,7 @@ class EnvGroup:
         self._array_obs = isinstance(self.observation_space, ARRAY_SPACES)
         self._array_actions = isinstance(self.action_space, ARRAY_SPACES)
 
-    def _write(self, i: int, obs: Any, reward: float, terminated: bool, truncated: bool) -> None:
+    def _write(self, i: int, obs: Any, reward: SupportsFloat, terminated: bool, truncated: bool) -> None:
         if self._array_obs:
             self.observations[i] = obs
         else:
@@ -77,6 +77,7 @@ class EnvGroup:
         same_step = self.autoreset_mode is AutoresetMode.SAME_STEP
         for row, i in enumerate(local_ids):
             env = self.envs[i]
+            reward: SupportsFloat
             if next_step and self.needs_reset[i]:
                 obs, info = env.reset()
                 reward, terminated, truncated = 0.0, False, False
