@@ -1,34 +1,43 @@
-"""Built-in wrappers, registered under their names (a placeholder set; see issue 2 item 5)."""
+"""The built-in wrappers, registered under the names the docs and config files use.
+
+Each name maps to a factory ``factory(env, **options) -> env`` whose keyword
+options (with their annotations and defaults) are what a config may set;
+`torchwm.spec` checks option names and types against these signatures before
+anything is built. The Atari-only ones are registered with ``family="atari"``.
+The classes live in their own modules: `atari`, `episodic_life`, `fire_reset`,
+`generic`; `atari_fused` replaces a whole Atari stack with one faster env.
+"""
 
 from __future__ import annotations
 
-from typing import Literal
-
-import gymnasium as gym
-from gymnasium.wrappers import AddRenderObservation, AtariPreprocessing, FrameStackObservation, ResizeObservation
-
 from torchwm.hookspecs import hookimpl
+from torchwm.wrappers.atari import atari_preprocessing
+from torchwm.wrappers.episodic_life import EpisodicLifeEnv, episodic_life
+from torchwm.wrappers.fire_reset import FireResetEnv, fire_reset
+from torchwm.wrappers.generic import clip_reward, frame_stack, pixels, resize
 
-
-def atari_preprocessing(env: gym.Env, noop_max: int = 30, frame_skip: int = 4, screen_size: int = 84,
-                        grayscale: bool = True, terminal_on_life_loss: bool = False, scale_obs: bool = False) -> gym.Env:
-    return AtariPreprocessing(env, noop_max=noop_max, frame_skip=frame_skip, screen_size=screen_size,
-                              grayscale_obs=grayscale, terminal_on_life_loss=terminal_on_life_loss, scale_obs=scale_obs)
-
-
-def frame_stack(env: gym.Env, stack_size: int = 4, padding: Literal["zero", "reset"] = "zero") -> gym.Env:
-    return FrameStackObservation(env, stack_size, padding_type=padding)
-
-
-def pixels(env: gym.Env, width: int | None = None, height: int | None = None) -> gym.Env:
-    env = AddRenderObservation(env, render_only=True)
-    if width is not None and height is not None:
-        env = ResizeObservation(env, (height, width))
-    return env
+__all__ = [
+    "EpisodicLifeEnv",
+    "FireResetEnv",
+    "atari_preprocessing",
+    "clip_reward",
+    "episodic_life",
+    "fire_reset",
+    "frame_stack",
+    "pixels",
+    "resize",
+]
 
 
 @hookimpl
 def register_wrappers(register):
-    register("atari_preprocessing", atari_preprocessing, family="atari", env_kwargs={"frameskip": 1})
-    register("frame_stack", frame_stack)
-    register("pixels", pixels, env_kwargs={"render_mode": "rgb_array"})
+    register("atari_preprocessing", atari_preprocessing, family="atari", env_kwargs={"frameskip": 1},
+             description="gymnasium AtariPreprocessing: no-op reset, frame skip + max-pool, resize, grayscale")
+    register("frame_stack", frame_stack, description="gymnasium FrameStackObservation")
+    register("episodic_life", episodic_life, family="atari",
+             description="a lost life ends the episode; the game restarts only at game over (DeepMind)")
+    register("fire_reset", fire_reset, family="atari", description="press FIRE once after each reset")
+    register("clip_reward", clip_reward, description="gymnasium ClipReward")
+    register("resize", resize, description="gymnasium ResizeObservation")
+    register("pixels", pixels, env_kwargs={"render_mode": "rgb_array"},
+             description="observations are the rendered RGB frames (gymnasium AddRenderObservation)")

@@ -1,5 +1,357 @@
-"""Placeholder: the fused Atari env (issue 4) replaces this."""
+"""The fused Atari env: the standard Atari wrapper stack as one env that drives ALE directly.
+
+Gymnasium's chain ``FrameStackObservation(AtariPreprocessing(gym.make(id, frameskip=1)))``
+spends most of its time outside the emulator: every emulated frame goes through
+``gym.make``'s checkers and `AtariEnv.step`, which copies the RGB screen and builds
+an info dict, and every agent step deep-copies the frame stack. `FusedAtariEnv` does
+the same work with `ale_py.ALEInterface` calls on preallocated buffers: two raw
+frames for the max-pool, ``cv2.resize(..., dst=...)`` into a preallocated frame and
+a ring buffer for the stack. It mirrors the chain line by line (the RNG draws, the
+frames it reads, the stale max-pool buffer when an episode ends inside a frame
+skip) so that, for the same seed and actions, it returns exactly the chain's
+observations, rewards, flags and infos. ``episodic_life`` and ``fire_reset`` are the
+very same wrapper classes the chain uses, placed over the fast core in the order
+the stack gives; ``clip_reward`` is Gymnasium's `ClipReward`.
+
+`build_fused_atari` returns None for a stack it cannot reproduce exactly (see
+`unfusable_reason`); `torchwm.factory.build_env` then builds the wrapper chain.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from typing import Any
+
+import cv2
+import gymnasium as gym
+import numpy as np
+from gymnasium.spaces import Box
+from gymnasium.vector.utils import batch_space
+from gymnasium.wrappers import ClipReward
+
+from torchwm.spec import VecSpec, WrapperSpec
+from torchwm.wrappers.episodic_life import EpisodicLifeEnv
+from torchwm.wrappers.fire_reset import FireResetEnv
+
+# Wrappers that may follow atari_preprocessing in a fused stack, in any order.
+FUSABLE_WRAPPERS = ("episodic_life", "fire_reset", "clip_reward", "frame_stack")
 
 
-def build_fused_atari(spec):
+def _atari_env_options() -> set[str]:
+    from ale_py.env import AtariEnv
+
+    return set(inspect.signature(AtariEnv.__init__).parameters) - {"self"}
+
+
+def _atari_kwargs(spec: VecSpec) -> dict[str, Any]:
+    from torchwm.names import register_ale
+
+    register_ale()
+    return {**gym.registry[spec.id].kwargs, **spec.env_kwargs}
+
+
+def unfusable_reason(spec: VecSpec) -> str | None:
+    """Why ``spec`` cannot use the fused env, or None when it can.
+
+    Example:
+        >>> from torchwm.factory import resolve_spec
+        >>> unfusable_reason(resolve_spec("ALE/Pong-v5")) is None
+        True
+        >>> unfusable_reason(resolve_spec("ALE/Pong-v5", wrappers=["atari_preprocessing", "pixels"]))
+        "wrapper 'pixels' is not one of ('episodic_life', 'fire_reset', 'clip_reward', 'frame_stack')"
+    """
+    from torchwm.names import is_atari, register_ale
+
+    register_ale()
+    if spec.family != "atari" or not is_atari(spec.id):
+        return f"{spec.id!r} is not an ALE env"
+    if spec.source not in ("gym", "ale"):
+        return f"source {spec.source!r} is not 'gym' or 'ale'"
+    if not spec.wrappers or spec.wrappers[0].fn is not None or spec.wrappers[0].name != "atari_preprocessing":
+        return "the stack does not start with atari_preprocessing"
+    pre = spec.wrappers[0].kwargs
+    if pre["noop_max"] < 0 or pre["frame_skip"] < 1 or pre["screen_size"] < 1:
+        return f"atari_preprocessing options {pre} are out of range"
+    stacks = 0
+    for wrapper in spec.wrappers[1:]:
+        if wrapper.fn is not None:
+            return f"wrapper {wrapper.name!r} is a callable"
+        if wrapper.name not in FUSABLE_WRAPPERS:
+            return f"wrapper {wrapper.name!r} is not one of {FUSABLE_WRAPPERS}"
+        if wrapper.name == "frame_stack":
+            stacks += 1
+            if stacks > 1 or wrapper.kwargs["stack_size"] < 1 or wrapper.kwargs["padding"] not in ("zero", "reset"):
+                return f"frame_stack {wrapper.kwargs} (fused supports one, zero or reset padding)"
+        if wrapper.name == "clip_reward" and wrapper.kwargs["min_reward"] > wrapper.kwargs["max_reward"]:
+            return f"clip_reward {wrapper.kwargs} has min_reward > max_reward"
+    unknown = sorted(set(spec.env_kwargs) - _atari_env_options())
+    if unknown:
+        return f"env options {unknown} are not AtariEnv's"
+    kwargs = _atari_kwargs(spec)
+    checks = {
+        "frameskip": 1, "obs_type": "rgb", "continuous": False, "sound_obs": False,
+    }
+    for key, wanted in checks.items():
+        value = kwargs.get(key, wanted)
+        if type(value) is not type(wanted) or value != wanted:
+            return f"env option {key}={value!r} (fused needs {wanted!r})"
+    if kwargs.get("render_mode") not in (None, "rgb_array"):
+        return f"render_mode={kwargs['render_mode']!r}"
     return None
+
+
+def build_fused_atari(spec: VecSpec) -> gym.Env | None:
+    """The fused env of ``spec``, or None when only the wrapper chain can build it exactly.
+
+    Example:
+        >>> from torchwm.factory import resolve_spec
+        >>> env = build_fused_atari(resolve_spec("ALE/Pong-v5"))
+        >>> type(env).__name__, env.observation_space.shape
+        ('FusedAtariEnv', (4, 84, 84))
+    """
+    if unfusable_reason(spec) is not None:
+        return None
+    from ale_py.env import AtariEnv
+
+    return FusedAtariEnv(AtariEnv(**_atari_kwargs(spec)), spec.wrappers)
+
+
+class AtariPreprocessingCore(gym.Env):
+    """`AtariPreprocessing` over an `AtariEnv` with ``frameskip=1``, on ALE calls and fixed buffers.
+
+    Its observation is a preallocated frame that the next step overwrites; the
+    layers above copy it (the ring stack) and `FusedAtariEnv` copies it when
+    there is no stack.
+    """
+
+    def __init__(
+        self,
+        atari_env: Any,
+        noop_max: int = 30,
+        frame_skip: int = 4,
+        screen_size: int = 84,
+        grayscale: bool = True,
+        terminal_on_life_loss: bool = False,
+        scale_obs: bool = False,
+    ) -> None:
+        if noop_max > 0 and atari_env.get_action_meanings()[0] != "NOOP":
+            # AtariPreprocessing's own check and message (Backgammon, for one).
+            raise ValueError("When noop_max > 0, the first action meaning must be 'NOOP'")
+        self.atari_env = atari_env
+        self.ale = atari_env.ale
+        self._game = atari_env._game
+        self._action_set = atari_env._action_set
+        self.action_space = atari_env.action_space
+        self.metadata = atari_env.metadata
+        self.render_mode = atari_env.render_mode
+        self.noop_max = noop_max
+        self.frame_skip = frame_skip
+        self.terminal_on_life_loss = terminal_on_life_loss
+        self.scale_obs = scale_obs
+        self.lives = 0
+
+        raw_shape = atari_env.observation_space.shape
+        raw_shape = raw_shape[:2] if grayscale else raw_shape
+        self._raw_frames = (np.empty(raw_shape, dtype=np.uint8), np.empty(raw_shape, dtype=np.uint8))
+        self._read_screen = self.ale.getScreenGrayscale if grayscale else self.ale.getScreenRGB
+        self._dsize = (screen_size, screen_size)
+        frame_shape = (screen_size, screen_size) if grayscale else (screen_size, screen_size, 3)
+        self._resized = np.zeros(frame_shape, dtype=np.uint8)
+        self._scaled = np.zeros(frame_shape, dtype=np.float32) if scale_obs else None
+        if scale_obs:
+            self.observation_space = Box(low=0, high=1, shape=frame_shape, dtype=np.float32)
+        else:
+            self.observation_space = Box(low=0, high=255, shape=frame_shape, dtype=np.uint8)
+
+    def get_action_meanings(self) -> list[str]:
+        return self.atari_env.get_action_meanings()
+
+    def _counters(self) -> dict[str, Any]:
+        ale = self.ale
+        return {
+            "lives": ale.lives(),
+            "episode_frame_number": ale.getEpisodeFrameNumber(),
+            "frame_number": ale.getFrameNumber(),
+        }
+
+    def _frame(self) -> np.ndarray:
+        raw = self._raw_frames[0]
+        if self.frame_skip > 1:
+            np.maximum(raw, self._raw_frames[1], out=raw)
+        cv2.resize(raw, self._dsize, dst=self._resized, interpolation=cv2.INTER_AREA)
+        if self._scaled is not None:
+            # The chain's float32 array divided by a Python float: the same float32 division.
+            np.divide(self._resized, np.float32(255.0), out=self._scaled)
+            return self._scaled
+        return self._resized
+
+    def step(self, action: Any):
+        ale = self.ale
+        ale_action = self._action_set[action]
+        frame_skip = self.frame_skip
+        total_reward = 0.0
+        terminated = truncated = False
+        for t in range(frame_skip):
+            # AtariEnv.step sums into a float, frame by frame; so does AtariPreprocessing.
+            total_reward += 0.0 + ale.act(ale_action, 1.0)
+            if ale.game_over():  # terminal or truncated: tell the two apart only then
+                terminated = ale.game_over(with_truncation=False)
+                truncated = ale.game_truncated()
+            if self.terminal_on_life_loss:
+                lives = ale.lives()
+                terminated = terminated or lives < self.lives
+                self.lives = lives
+            if terminated or truncated:
+                # As AtariPreprocessing: the raw frames keep what they held (a stale max-pool).
+                break
+            if t == frame_skip - 2:
+                self._read_screen(self._raw_frames[1])
+            elif t == frame_skip - 1:
+                self._read_screen(self._raw_frames[0])
+        return self._frame(), total_reward, terminated, truncated, self._counters()
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        atari_env = self.atari_env
+        ale = self.ale
+        _, reset_info = atari_env.reset(seed=seed, options=options)
+        # The draw AtariPreprocessing makes, from the same generator, after the same reset.
+        noops = atari_env.np_random.integers(1, self.noop_max + 1) if self.noop_max > 0 else 0
+        noop_action = self._action_set[0]
+        for _ in range(noops):
+            ale.act(noop_action, 1.0)
+            if ale.game_over():
+                _, reset_info = atari_env.reset(seed=seed, options=options)
+        reset_info.update(self._counters())
+        self.lives = ale.lives()
+        self._read_screen(self._raw_frames[0])
+        self._raw_frames[1].fill(0)
+        return self._frame(), reset_info
+
+    def render(self) -> Any:
+        return self.atari_env.render()
+
+    def close(self) -> None:
+        self.atari_env.close()
+
+
+class RingFrameStack(gym.Wrapper):
+    """`FrameStackObservation` on a ring buffer: one frame copy in, one fresh stacked array out."""
+
+    def __init__(self, env: gym.Env, stack_size: int = 4, padding: str = "zero") -> None:
+        super().__init__(env)
+        frame_space = env.observation_space
+        self.observation_space = batch_space(frame_space, n=stack_size)
+        self.stack_size = stack_size
+        self.padding = padding
+        self._ring = np.zeros((stack_size, *frame_space.shape), dtype=frame_space.dtype)
+        self._oldest = 0  # the ring slot of the oldest frame, which the next frame replaces
+
+    def _push(self, frame: np.ndarray) -> np.ndarray:
+        self._ring[self._oldest] = frame
+        self._oldest = (self._oldest + 1) % self.stack_size
+        oldest = self._oldest
+        if oldest == 0:
+            return self._ring.copy()
+        return np.concatenate((self._ring[oldest:], self._ring[:oldest]))
+
+    def step(self, action: Any):
+        frame, reward, terminated, truncated, info = self.env.step(action)
+        return self._push(frame), reward, terminated, truncated, info
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        frame, info = self.env.reset(seed=seed, options=options)
+        if self.padding == "reset":
+            self._ring[:] = frame
+        else:
+            self._ring.fill(0)
+        self._oldest = 0
+        return self._push(frame), info
+
+
+class FusedAtariEnv(gym.Env):
+    """One env equal to an Atari wrapper stack: `atari_preprocessing` then the others, in order.
+
+    Args:
+        atari_env: an `ale_py.env.AtariEnv` made with ``frameskip=1``.
+        wrappers: the resolved stack; the first is ``atari_preprocessing``, the others are in
+            `FUSABLE_WRAPPERS` (use `build_fused_atari`, which checks it).
+
+    Observations are fresh arrays that later steps never change.
+
+    Example:
+        >>> import torchwm
+        >>> env = torchwm.make_env("ALE/Breakout-v5", wrappers=["atari_preprocessing", "fire_reset", "frame_stack"])
+        >>> type(env).__name__
+        'FusedAtariEnv'
+        >>> obs, info = env.reset(seed=0)
+        >>> obs.shape, info["lives"]
+        ((4, 84, 84), 5)
+    """
+
+    def __init__(self, atari_env: Any, wrappers: Sequence[WrapperSpec]) -> None:
+        core = AtariPreprocessingCore(atari_env, **wrappers[0].kwargs)
+        top: gym.Env = core
+        stacked = False
+        for wrapper in wrappers[1:]:
+            if wrapper.name == "frame_stack":
+                top = RingFrameStack(top, wrapper.kwargs["stack_size"], wrapper.kwargs["padding"])
+                stacked = True
+            elif wrapper.name == "episodic_life":
+                top = EpisodicLifeEnv(top)
+            elif wrapper.name == "fire_reset":
+                top = FireResetEnv(top)
+            elif wrapper.name == "clip_reward":
+                top = ClipReward(top, wrapper.kwargs["min_reward"], wrapper.kwargs["max_reward"])
+            else:
+                raise ValueError(f"FusedAtariEnv cannot fuse wrapper {wrapper.name!r}; it fuses {FUSABLE_WRAPPERS}")
+        self._core = core
+        self._top = top
+        # The core's frame is a buffer the next step overwrites; a ring stack returns fresh arrays.
+        self._copy_obs = not stacked
+        self._needs_reset = True
+        self.ale = core.ale
+        self.action_space = core.action_space
+        self.observation_space = top.observation_space
+        self.metadata = core.metadata
+        self.render_mode = core.render_mode
+        self.stack = tuple(wrappers)
+
+    @property
+    def np_random(self) -> np.random.Generator:
+        """The AtariEnv's generator, the one the no-op draws come from."""
+        return self._core.atari_env.np_random
+
+    @property
+    def _np_random(self) -> np.random.Generator | None:  # what Gymnasium's env checker inspects
+        return self._core.atari_env._np_random
+
+    @property
+    def atari_env(self) -> Any:
+        """The `ale_py.env.AtariEnv` underneath."""
+        return self._core.atari_env
+
+    def get_action_meanings(self) -> list[str]:
+        return self._core.get_action_meanings()
+
+    def step(self, action: Any):
+        if self._needs_reset:
+            # What gym.make's OrderEnforcing says in the chain.
+            raise gym.error.ResetNeeded("Cannot call env.step() before calling env.reset()")
+        obs, reward, terminated, truncated, info = self._top.step(action)
+        return (obs.copy() if self._copy_obs else obs), reward, terminated, truncated, info
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        obs, info = self._top.reset(seed=seed, options=options)
+        self._needs_reset = False
+        return (obs.copy() if self._copy_obs else obs), info
+
+    def render(self) -> Any:
+        return self._core.render()
+
+    def close(self) -> None:
+        self._core.close()
+
+    def __repr__(self) -> str:
+        stack = ", ".join(repr(w) for w in self.stack)
+        return f"<FusedAtariEnv {self._core._game!r} [{stack}]>"

@@ -1,0 +1,223 @@
+"""The fused Atari env gives exactly the wrapper chain's arrays, and is used only where it can.
+
+Every comparison runs the same spec twice, ``fused=True`` and ``fused=False`` (the
+Gymnasium wrapper chain), with the same seed and seeded random actions, over
+several episodes, and asserts equal observations, rewards, flags and infos.
+"""
+
+from __future__ import annotations
+
+import re
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import torchwm
+from torchwm.factory import resolve_spec
+from torchwm.wrappers.atari_fused import FusedAtariEnv, build_fused_atari, unfusable_reason
+
+FULL_STACK = ["atari_preprocessing", "episodic_life", "fire_reset", "clip_reward", "frame_stack"]
+
+# (id, wrappers, env kwargs, steps): a game with FIRE and lives under episodic_life + fire_reset,
+# v5 ids with sticky actions 0.25, a v4 id, each option of atari_preprocessing, and the
+# optional wrappers in other orders.
+SINGLE_CASES = {
+    "breakout-full-stack": ("ALE/Breakout-v5", FULL_STACK, {}, 900),
+    "breakout-fire-below-episodic": (
+        "ALE/Breakout-v5", ["atari_preprocessing", "fire_reset", "frame_stack", "episodic_life"], {}, 700),
+    "space-invaders-default": ("ALE/SpaceInvaders-v5", None, {"max_num_frames_per_episode": 800}, 700),
+    "breakout-v4-life-loss-no-skip": (
+        "BreakoutNoFrameskip-v4",
+        [{"name": "atari_preprocessing", "terminal_on_life_loss": True, "frame_skip": 1, "noop_max": 0}], {}, 900),
+    "pong-rgb-scaled-reset-padding": (
+        "ALE/Pong-v5",
+        [{"name": "atari_preprocessing", "grayscale": False, "scale_obs": True, "screen_size": 64},
+         {"name": "frame_stack", "stack_size": 3, "padding": "reset"}, "clip_reward"],
+        {"max_num_frames_per_episode": 400}, 400),
+    "ms-pacman-skip-3": (
+        "ALE/MsPacman-v5", [{"name": "atari_preprocessing", "frame_skip": 3, "noop_max": 5}, "episodic_life"],
+        {"max_num_frames_per_episode": 1500}, 700),
+}
+
+
+def assert_same_run(env_id, wrappers, env_kwargs, steps, seed=0, min_episodes=3):
+    fused = torchwm.make_env(env_id, wrappers=wrappers, **env_kwargs)
+    chain = torchwm.make_env(env_id, wrappers=wrappers, fused=False, **env_kwargs)
+    assert isinstance(fused, FusedAtariEnv)
+    assert not isinstance(chain.unwrapped, FusedAtariEnv)
+    assert fused.observation_space == chain.observation_space
+    assert fused.action_space == chain.action_space
+
+    obs_f, info_f = fused.reset(seed=seed)
+    obs_c, info_c = chain.reset(seed=seed)
+    assert obs_f.dtype == obs_c.dtype and np.array_equal(obs_f, obs_c)
+    assert info_f == info_c
+    rng = np.random.default_rng(seed)
+    episodes = 0
+    for t in range(steps):
+        action = int(rng.integers(fused.action_space.n))
+        got, expected = fused.step(action), chain.step(action)
+        assert np.array_equal(got[0], expected[0]), f"observation differs at step {t}"
+        assert got[1:4] == expected[1:4], f"reward/terminated/truncated differ at step {t}"
+        assert got[4] == expected[4], f"info differs at step {t}"
+        if got[2] or got[3]:
+            episodes += 1
+            obs_f, info_f = fused.reset()
+            obs_c, info_c = chain.reset()
+            assert np.array_equal(obs_f, obs_c) and info_f == info_c, f"reset after step {t} differs"
+    assert episodes >= min_episodes, f"only {episodes} episodes in {steps} steps"
+    fused.close()
+    chain.close()
+
+
+@pytest.mark.parametrize("case", list(SINGLE_CASES))
+def test_single_env_equals_chain(case):
+    assert_same_run(*SINGLE_CASES[case])
+
+
+VECTOR_CASES = [
+    ("ALE/Breakout-v5", FULL_STACK, {}),
+    ("ALE/Pong-v5", None, {"max_num_frames_per_episode": 500}),
+    ("ALE/Freeway-v5", ["atari_preprocessing", "clip_reward", "frame_stack"], {"max_num_frames_per_episode": 500}),
+]
+
+
+@pytest.mark.parametrize(("env_id", "wrappers", "env_kwargs"), VECTOR_CASES, ids=[c[0] for c in VECTOR_CASES])
+def test_sync_vector_fused_equals_chain(env_id, wrappers, env_kwargs):
+    runs = []
+    for fused in (True, False):
+        envs = torchwm.make_vec(env_id, 3, backend="sync", wrappers=wrappers, seed=5, fused=fused, **env_kwargs)
+        assert isinstance(envs.envs[0], FusedAtariEnv) is fused
+        envs.action_space.seed(5)
+        obs, infos = envs.reset()
+        steps = [(obs, infos["lives"], infos["episode_frame_number"])]
+        for _ in range(300):
+            obs, rewards, terminations, truncations, infos = envs.step(envs.action_space.sample())
+            steps.append((obs, rewards, terminations, truncations, infos["lives"], infos["frame_number"]))
+        envs.close()
+        runs.append(steps)
+    fused_steps, chain_steps = runs
+    ends = sum(int(np.sum(s[2] | s[3])) for s in chain_steps[1:])
+    assert ends >= 3, f"the run should cross episode ends, saw {ends}"
+    for t, (got, expected) in enumerate(zip(fused_steps, chain_steps, strict=True)):
+        for a, b in zip(got, expected, strict=True):
+            assert a.dtype == b.dtype and np.array_equal(a, b), f"batch {t} differs"
+
+
+def test_default_make_env_is_fused_with_the_chain_space():
+    env = torchwm.make_env("ALE/Pong-v5")
+    assert isinstance(env, FusedAtariEnv)
+    assert env.observation_space == gym.spaces.Box(0, 255, (4, 84, 84), np.uint8)
+    assert isinstance(torchwm.make_env("ALE/Pong-v5", fused=False), gym.wrappers.FrameStackObservation)
+
+
+@pytest.mark.parametrize("wrappers", [FULL_STACK[:-1], FULL_STACK], ids=["no-stack", "stack"])
+def test_returned_observations_are_not_changed_by_later_steps(wrappers):
+    env = torchwm.make_env("ALE/Breakout-v5", wrappers=wrappers)
+    first, _ = env.reset(seed=1)
+    kept = first.copy()
+    second = env.step(1)[0]
+    kept_second = second.copy()
+    for _ in range(20):
+        env.step(2)
+    assert np.array_equal(first, kept) and np.array_equal(second, kept_second)
+    assert not np.array_equal(first, env.step(3)[0]) or not np.array_equal(second, kept)
+
+
+def test_step_before_reset_raises_as_the_chain_does():
+    env = torchwm.make_env("ALE/Pong-v5")
+    with pytest.raises(gym.error.ResetNeeded):
+        env.step(0)
+    with pytest.raises(gym.error.ResetNeeded):
+        torchwm.make_env("ALE/Pong-v5", fused=False).step(0)
+
+
+@pytest.mark.parametrize(
+    ("wrappers", "env_kwargs", "reason"),
+    [
+        (["atari_preprocessing", lambda env: env], {}, "callable"),
+        (["atari_preprocessing", {"name": "resize", "width": 42, "height": 42}], {}, "'resize' is not one of"),
+        (["atari_preprocessing", "frame_stack", "frame_stack"], {}, "fused supports one"),
+        (["frame_stack"], {}, "does not start with atari_preprocessing"),
+        ([], {}, "does not start with atari_preprocessing"),
+        (None, {"obs_type": "grayscale"}, "obs_type"),
+        (None, {"frameskip": 2}, "frameskip"),
+        (None, {"render_mode": "human"}, "render_mode"),
+    ],
+)
+def test_stacks_it_cannot_reproduce_use_the_chain(wrappers, env_kwargs, reason):
+    spec = resolve_spec("ALE/Breakout-v5", wrappers=wrappers, env_kwargs=env_kwargs)
+    assert reason in unfusable_reason(spec)
+    assert build_fused_atari(spec) is None
+
+
+def test_generic_envs_and_other_sources_are_not_fused():
+    assert "not an ALE env" in unfusable_reason(resolve_spec("CartPole-v1"))
+    assert unfusable_reason(resolve_spec("ALE/Pong-v5", source="ale")) is None
+    assert "source" in unfusable_reason(resolve_spec("ALE/Pong-v5").replace(source="plugin"))
+
+
+def test_ale_source_fused_equals_gym_source_chain():
+    fused = torchwm.make_env("ALE/Breakout-v5", source="ale")
+    chain = torchwm.make_env("ALE/Breakout-v5", fused=False)
+    assert isinstance(fused, FusedAtariEnv)
+    a, _ = fused.reset(seed=4)
+    b, _ = chain.reset(seed=4)
+    assert np.array_equal(a, b)
+    for action in np.random.default_rng(4).integers(4, size=200):
+        got, expected = fused.step(int(action)), chain.step(int(action))
+        assert np.array_equal(got[0], expected[0]) and got[1:4] == expected[1:4]
+        if got[2] or got[3]:
+            break
+
+
+def test_fused_env_exposes_ale_and_renders():
+    env = torchwm.make_env("ALE/Breakout-v5", render_mode="rgb_array")
+    assert isinstance(env, FusedAtariEnv)
+    env.reset(seed=0)
+    assert env.get_action_meanings() == ["NOOP", "FIRE", "RIGHT", "LEFT"]
+    assert env.unwrapped.ale.lives() == 5
+    assert np.array_equal(env.render(), env.ale.getScreenRGB())
+
+
+def _v5_ids() -> list[str]:
+    import ale_py.roms
+
+    from torchwm.names import register_ale
+
+    register_ale()
+    names = (rom.title().replace("_", "") for rom in ale_py.roms.get_all_rom_ids())
+    return [f"ALE/{name}-v5" for name in names if f"ALE/{name}-v5" in gym.registry]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_every_rom_fused_equals_chain_for_200_steps():
+    ids = _v5_ids()
+    assert len(ids) > 90
+    refused = []
+    for env_id in ids:
+        try:
+            chain = torchwm.make_env(env_id, fused=False)
+        except ValueError as error:
+            # A game whose first action is not NOOP: the fused env refuses it with the same error.
+            with pytest.raises(ValueError, match=re.escape(str(error))):
+                torchwm.make_env(env_id)
+            refused.append(env_id)
+            continue
+        fused = torchwm.make_env(env_id)
+        a, info_a = fused.reset(seed=0)
+        b, info_b = chain.reset(seed=0)
+        assert np.array_equal(a, b) and info_a == info_b, env_id
+        rng = np.random.default_rng(0)
+        for t in range(200):
+            action = int(rng.integers(fused.action_space.n))
+            got, expected = fused.step(action), chain.step(action)
+            assert np.array_equal(got[0], expected[0]), f"{env_id}: observation differs at step {t}"
+            assert got[1:] == expected[1:], f"{env_id}: step {t} differs"
+            if got[2] or got[3]:
+                assert np.array_equal(fused.reset()[0], chain.reset()[0]), env_id
+        fused.close()
+        chain.close()
+    assert len(refused) < 5, refused

@@ -1,0 +1,69 @@
+"""Glue between torchwm's Atari wrapper names and Gymnasium's `AtariPreprocessing`.
+
+`atari_preprocessing` is registered with ``family="atari"`` and asks for an
+env made with ``frameskip=1``, because AtariPreprocessing repeats each action
+itself and max-pools the last two frames. The helpers here find the ALE
+interface and the action meanings under any stack of wrappers, which
+`episodic_life`, `fire_reset` and the fused env share.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+from gymnasium.wrappers import AtariPreprocessing
+
+
+def atari_preprocessing(
+    env: gym.Env,
+    noop_max: int = 30,
+    frame_skip: int = 4,
+    screen_size: int = 84,
+    grayscale: bool = True,
+    terminal_on_life_loss: bool = False,
+    scale_obs: bool = False,
+) -> gym.Env:
+    """Gymnasium's `AtariPreprocessing` (no-op reset, frame skip with max-pool, resize, grayscale).
+
+    Args:
+        env: an ALE env made with ``frameskip=1``.
+        noop_max: at most this many no-ops after each reset (1 to ``noop_max``, drawn from the
+            env's ``np_random``); 0 turns them off.
+        frame_skip: frames each action is repeated for; the last two are max-pooled.
+        screen_size: observations are ``screen_size`` x ``screen_size``.
+        grayscale: grayscale ``(h, w)`` frames, else RGB ``(h, w, 3)``.
+        terminal_on_life_loss: a lost life ends the episode *and* the next reset restarts the game
+            (Gymnasium's meaning; `episodic_life` is the DeepMind variant that keeps the game going).
+        scale_obs: float32 observations in ``[0, 1]`` instead of uint8.
+
+    Example:
+        >>> import torchwm
+        >>> env = torchwm.make_env("ALE/Pong-v5", wrappers=["atari_preprocessing"], fused=False)
+        >>> env.observation_space.shape
+        (84, 84)
+    """
+    return AtariPreprocessing(
+        env, noop_max=noop_max, frame_skip=frame_skip, screen_size=screen_size,
+        grayscale_obs=grayscale, terminal_on_life_loss=terminal_on_life_loss, scale_obs=scale_obs,
+    )
+
+
+def ale_of(env: gym.Env, wrapper: str) -> Any:
+    """The ``ale_py.ALEInterface`` under ``env``, or a `ValueError` naming ``wrapper``."""
+    ale = getattr(env.unwrapped, "ale", None)
+    if ale is None:
+        raise ValueError(
+            f"wrapper {wrapper!r} needs an ALE env (one with .unwrapped.ale), got {type(env.unwrapped).__name__}"
+        )
+    return ale
+
+
+def action_meanings(env: gym.Env) -> list[str]:
+    """The meanings of the env's actions (``["NOOP", "FIRE", ...]``), as ALE names them."""
+    return list(env.unwrapped.get_action_meanings())
+
+
+def game_name(env: gym.Env) -> str:
+    """The ALE game of ``env`` (``"breakout"``), for error messages."""
+    return str(getattr(env.unwrapped, "_game", type(env.unwrapped).__name__))
