@@ -1,0 +1,510 @@
+"""The ``ale-native`` backend and `make_atari_vector_env`: mapping, refusals, equality with Gymnasium, semantics."""
+
+from __future__ import annotations
+
+import ale_py
+import gymnasium as gym
+import numpy as np
+import pytest
+from ale_py.vector_env import AtariVectorEnv
+from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
+
+import torchwm
+from torchwm.errors import ClosedEnvironmentError, UnknownNameError, UnsupportedStackError
+from torchwm.factory import resolve_spec
+from torchwm.vector.ale_native import NO_FRAME_LIMIT, ale_vector_kwargs
+
+gym.register_envs(ale_py)
+
+DEFAULT_STACK_OFF = {"episodic_life": False, "life_loss_info": False, "reward_clipping": False, "use_fire_reset": False}
+
+
+SPEC_ARGS = ("wrappers", "seed", "autoreset_mode", "source", "size", "backend_kwargs")
+
+
+def kwargs_of(env_id, num_envs=2, **make_kwargs):
+    """The AtariVectorEnv kwargs of ``make_vec(env_id, num_envs, backend="ale-native", **make_kwargs)``."""
+    spec_args = {k: v for k, v in make_kwargs.items() if k in SPEC_ARGS}
+    env_kwargs = {k: v for k, v in make_kwargs.items() if k not in SPEC_ARGS}
+    spec = resolve_spec(env_id, num_envs, backend="ale-native", env_kwargs=env_kwargs, **spec_args)
+    return ale_vector_kwargs(spec, **spec.backend_kwargs)
+
+
+# -- the mapping: spec -> AtariVectorEnv kwargs ------------------------------------------------------
+
+
+def test_default_stack_maps_every_argument_explicitly():
+    kwargs = kwargs_of("ALE/Pong-v5", 8)
+    expected = {
+        "game": "pong", "num_envs": 8, "frameskip": 4, "maxpool": True, "img_height": 84, "img_width": 84,
+        "grayscale": True, "stack_num": 4, "noop_max": 30, "repeat_action_probability": 0.25,
+        "full_action_space": False, "max_num_frames_per_episode": 108000, "continuous": False,
+        "batch_size": 0, "num_threads": 0, "thread_affinity_offset": -1,
+        "autoreset_mode": gym.vector.AutoresetMode.NEXT_STEP, **DEFAULT_STACK_OFF,
+    }
+    assert {k: kwargs[k] for k in expected} == expected
+    # Every AtariVectorEnv argument is given, so none of ALE's own defaults applies.
+    import inspect
+
+    params = set(inspect.signature(AtariVectorEnv.__init__).parameters) - {"self"}
+    assert params == set(kwargs)
+
+
+def test_v4_id_has_no_sticky_actions():
+    assert kwargs_of("PongNoFrameskip-v4")["repeat_action_probability"] == 0.0
+
+
+def test_stack_with_episodic_life_fire_reset_clip_reward():
+    stack = [
+        {"name": "atari_preprocessing", "noop_max": 7, "frame_skip": 3, "screen_size": 64, "grayscale": False},
+        "episodic_life", "fire_reset", "clip_reward",
+        {"name": "frame_stack", "stack_size": 2},
+    ]
+    kwargs = kwargs_of("ALE/Breakout-v5", wrappers=stack, repeat_action_probability=0.1, full_action_space=True,
+                       max_num_frames_per_episode=500, autoreset_mode="same_step",
+                       backend_kwargs={"num_threads": 1})
+    expected = {
+        "game": "breakout", "noop_max": 7, "frameskip": 3, "img_height": 64, "img_width": 64, "grayscale": False,
+        "stack_num": 2, "life_loss_info": True, "episodic_life": False, "use_fire_reset": True,
+        "reward_clipping": True, "repeat_action_probability": 0.1, "full_action_space": True,
+        "max_num_frames_per_episode": 500, "autoreset_mode": gym.vector.AutoresetMode.SAME_STEP,
+    }
+    assert {k: kwargs[k] for k in expected} == expected
+
+
+def test_terminal_on_life_loss_is_ales_episodic_life_and_no_frame_stack_is_one_frame():
+    kwargs = kwargs_of("ALE/Breakout-v5", wrappers=[{"name": "atari_preprocessing", "terminal_on_life_loss": True,
+                                                      "frame_skip": 1}])
+    assert (kwargs["episodic_life"], kwargs["life_loss_info"], kwargs["stack_num"], kwargs["maxpool"]) == (True, False, 1, False)
+
+
+def test_frame_limit_comes_from_the_id_or_is_lifted():
+    assert kwargs_of("ALE/Pong-v5", max_num_frames_per_episode=None)["max_num_frames_per_episode"] == NO_FRAME_LIMIT
+
+
+def test_disabled_autoreset_is_kept_in_python():
+    assert kwargs_of("ALE/Pong-v5", autoreset_mode="disabled")["autoreset_mode"] == gym.vector.AutoresetMode.NEXT_STEP
+
+
+# -- refusals, before anything starts ----------------------------------------------------------------
+
+
+@pytest.fixture
+def no_ale_start(monkeypatch):
+    """Fails the test if a refused spec got as far as building ALE's vector env."""
+
+    def boom(*args, **kwargs):
+        raise AssertionError("AtariVectorEnv was built for a spec that should have been refused")
+
+    monkeypatch.setattr(ale_py.vector_env.AtariVectorEnv, "__init__", boom)
+
+
+@pytest.mark.parametrize(
+    ("env_id", "make_kwargs", "message"),
+    [
+        ("ALE/Pong-v5", {"wrappers": ["atari_preprocessing", lambda env: env]}, "is a Python callable"),
+        ("ALE/Pong-v5", {"wrappers": [{"name": "atari_preprocessing", "scale_obs": True}]}, "scale_obs=True"),
+        ("ALE/Pong-v5", {"wrappers": ["atari_preprocessing", {"name": "frame_stack", "padding": "reset"}]},
+         "padding='reset'"),
+        ("ALE/Pong-v5", {"wrappers": ["atari_preprocessing", {"name": "resize", "width": 42, "height": 42}]},
+         "no equivalent of the wrapper 'resize'"),
+        ("ALE/Pong-v5", {"size": (64, 64)}, "must start with atari_preprocessing"),
+        ("ALE/Pong-v5", {"wrappers": []}, "must start with atari_preprocessing"),
+        ("ALE/Pong-v5", {"wrappers": ["atari_preprocessing", {"name": "clip_reward", "min_reward": -2.0}]},
+         "clip_reward(-2.0, 1.0)"),
+        ("ALE/Breakout-v5", {"wrappers": ["atari_preprocessing", "frame_stack", "episodic_life"]},
+         "frame_stack must be the last wrapper"),
+        ("ALE/Breakout-v5", {"wrappers": ["atari_preprocessing", "fire_reset", "fire_reset"]}, "appears 2 times"),
+        ("ALE/Pong-v5", {"mode": 1}, "env option mode=1"),
+        ("ALE/Pong-v5", {"frameskip": 4}, "env frameskip=4"),
+        ("CartPole-v1", {}, "it is not an Atari (ALE) env"),
+    ],
+)
+def test_refused_stacks_name_the_part_and_suggest_shmem(no_ale_start, env_id, make_kwargs, message):
+    with pytest.raises(UnsupportedStackError) as info:
+        torchwm.make_vec(env_id, 2, backend="ale-native", **make_kwargs)
+    assert message in str(info.value)
+    assert 'backend="shmem"' in str(info.value)
+
+
+def test_refused_source(no_ale_start):
+    spec = resolve_spec("ALE/Pong-v5", 2, backend="ale-native").replace(source="mysim")
+    with pytest.raises(UnsupportedStackError, match="source 'mysim'"):
+        ale_vector_kwargs(spec)
+
+
+def test_unknown_backend_option_is_refused(no_ale_start):
+    with pytest.raises(TypeError, match="has no option 'num_workers'; its options are: batch_size"):
+        torchwm.make_vec("ALE/Pong-v5", 2, backend="ale-native", backend_kwargs={"num_workers": 2})
+
+
+@pytest.mark.parametrize("backend_kwargs", [{"batch_size": 0}, {"batch_size": 5}, {"num_threads": -1}])
+def test_bad_backend_option_values_are_refused(no_ale_start, backend_kwargs):
+    with pytest.raises(ValueError, match=f"{next(iter(backend_kwargs))} must be an int"):
+        torchwm.make_vec("ALE/Pong-v5", 4, backend="ale-native", backend_kwargs=backend_kwargs)
+
+
+def test_disabled_autoreset_with_async_batches_is_refused(no_ale_start):
+    with pytest.raises(UnsupportedStackError, match="'disabled' with batch_size < num_envs"):
+        torchwm.make_vec("ALE/Pong-v5", 4, backend="ale-native", autoreset_mode="disabled",
+                         backend_kwargs={"batch_size": 2})
+
+
+def test_fire_reset_on_a_game_without_fire_is_an_error():
+    with pytest.raises(ValueError, match="'freeway' has none"):
+        torchwm.make_vec("ALE/Freeway-v5", 1, backend="ale-native",
+                         wrappers=["atari_preprocessing", "fire_reset", "frame_stack"])
+
+
+def rollout(envs, steps=40, seed=None, actions_seed=0, arrays=False):
+    """Observations of a reset and ``steps`` random steps; with ``arrays``, rewards and flags too."""
+    obs, _ = envs.reset(seed=seed)
+    results = [[obs], [], [], []]
+    rng = np.random.default_rng(actions_seed)
+    for _ in range(steps):
+        step = envs.step(rng.integers(0, envs.single_action_space.n, envs.num_envs))
+        for kept, value in zip(results, step[:4]):
+            kept.append(value)
+    if arrays:
+        return [np.stack(kept) for kept in results]
+    return np.stack(results[0])
+
+
+# -- equality with Gymnasium's wrapper chain -----------------------------------------------------------
+
+
+def gymnasium_chain(env_id, noop_max=0, grayscale=True, terminal_on_life_loss=False, frames=1000):
+    def make():
+        env = gym.make(env_id, frameskip=1, repeat_action_probability=0.0, max_num_frames_per_episode=frames)
+        env = AtariPreprocessing(env, noop_max=noop_max, grayscale_obs=grayscale,
+                                 terminal_on_life_loss=terminal_on_life_loss)
+        return FrameStackObservation(env, 4, padding_type="zero")
+
+    return make
+
+
+def assert_same_rollout(env_id, steps, seed=3, num_envs=2, **options):
+    """ale-native and Gymnasium's SyncVectorEnv of the chain give the same arrays, step by step."""
+    pre = {"name": "atari_preprocessing", "noop_max": 0, "grayscale": options.get("grayscale", True),
+           "terminal_on_life_loss": options.get("terminal_on_life_loss", False)}
+    frames = options.get("frames", 1000)
+    reference = gym.vector.SyncVectorEnv([gymnasium_chain(env_id, **options)] * num_envs)
+    native = torchwm.make_vec(env_id, num_envs, backend="ale-native", wrappers=[pre, "frame_stack"],
+                              repeat_action_probability=0.0, max_num_frames_per_episode=frames)
+    rng = np.random.default_rng(seed)
+    ends = 0
+    try:
+        ref_obs, _ = reference.reset(seed=seed)
+        obs, _ = native.reset(seed=seed)
+        assert np.array_equal(obs, ref_obs)
+        for step in range(steps):
+            actions = rng.integers(0, native.single_action_space.n, num_envs)
+            expected = reference.step(actions)
+            got = native.step(actions)
+            for name, a, b in zip(("obs", "rewards", "terminations", "truncations"), got[:4], expected[:4], strict=True):
+                assert np.array_equal(a, b), f"{name} differ at step {step}"
+            assert np.array_equal(got[4]["lives"], expected[4]["lives"])
+            ends += int(np.sum(got[2] | got[3]))
+    finally:
+        reference.close()
+        native.close()
+    return ends
+
+
+def test_equals_gymnasium_chain_on_breakout_across_episode_ends():
+    # No no-ops (ALE draws them with another RNG) and no sticky actions: the rest is the same arithmetic.
+    assert assert_same_rollout("ALE/Breakout-v5", 600) >= 4
+
+
+def test_equals_gymnasium_chain_on_pong_with_truncation():
+    assert assert_same_rollout("ALE/Pong-v5", 300, frames=600) >= 2
+
+
+def test_terminal_on_life_loss_equals_gymnasium_chain():
+    assert assert_same_rollout("ALE/Breakout-v5", 300, terminal_on_life_loss=True) >= 4
+
+
+def test_rgb_equals_gymnasium_chain():
+    assert_same_rollout("ALE/Breakout-v5", 30, grayscale=False)
+
+
+@pytest.mark.parametrize("stack", [
+    [{"name": "atari_preprocessing", "noop_max": 0}, "clip_reward", "frame_stack"],
+    [{"name": "atari_preprocessing", "noop_max": 0, "terminal_on_life_loss": True}, "clip_reward"],
+], ids=["clip_reward+frame_stack", "life_loss+clip_reward,no_frame_stack"])
+def test_equals_the_sync_backend_where_streams_can_match(stack):
+    # Breakout scores 1, 4 and 7 points a brick row: clipping shows. No no-ops, no sticky actions.
+    results = []
+    for backend in ("sync", "ale-native"):
+        with torchwm.make_vec("ALE/Breakout-v5", 2, backend=backend, wrappers=stack, seed=2,
+                              repeat_action_probability=0.0, max_num_frames_per_episode=1000) as envs:
+            results.append(rollout(envs, steps=300, actions_seed=2, arrays=True))
+    for name, a, b in zip(("obs", "rewards", "terminations", "truncations"), *results, strict=True):
+        assert np.array_equal(a, b), name
+    assert results[1][1].max() == 1.0
+
+
+def test_ale_no_ops_are_drawn_from_zero_to_noop_max_minus_one():
+    # The documented difference: Gymnasium's AtariPreprocessing takes 1..noop_max no-ops, ALE 0..noop_max-1.
+    with torchwm.make_vec("ALE/Breakout-v5", 12, backend="ale-native", repeat_action_probability=0.0,
+                          wrappers=[{"name": "atari_preprocessing", "noop_max": 3}]) as envs:
+        _, infos = envs.reset(seed=0)
+    assert set(infos["episode_frame_number"].tolist()) == {0, 1, 2}
+
+
+# -- seeds ---------------------------------------------------------------------------------------------
+
+
+
+
+def test_reset_seed_s_gives_env_i_seed_s_plus_i():
+    with torchwm.make_vec("ALE/Breakout-v5", 3, backend="ale-native") as three:
+        rng = np.random.default_rng(1)
+        actions = rng.integers(0, 4, (40, 3))
+        obs, _ = three.reset(seed=10)
+        trio = [obs] + [three.step(a)[0] for a in actions]
+    with torchwm.make_vec("ALE/Breakout-v5", 1, backend="ale-native") as one:
+        obs, _ = one.reset(seed=12)
+        solo = [obs] + [one.step(a[2:3])[0] for a in actions]
+    assert np.array_equal(np.stack(trio)[:, 2], np.stack(solo)[:, 0])
+
+
+def test_make_vec_seed_makes_runs_repeat_with_sticky_actions():
+    runs = []
+    for _ in range(2):
+        with torchwm.make_vec("ALE/Breakout-v5", 2, backend="ale-native", seed=5) as envs:
+            runs.append(rollout(envs))
+    assert np.array_equal(runs[0], runs[1])
+    with torchwm.make_vec("ALE/Breakout-v5", 2, backend="ale-native", seed=6) as envs:
+        assert not np.array_equal(runs[0], rollout(envs))
+
+
+def test_seeds_outside_ales_range_are_refused():
+    with torchwm.make_vec("ALE/Pong-v5", 2, backend="ale-native") as envs:
+        with pytest.raises(ValueError, match=r"seeds must be ints in \[0, 2147483647\]"):
+            envs.reset(seed=2**31 - 1)
+
+
+# -- Breakout: episodic_life and fire_reset ------------------------------------------------------------
+
+
+def test_episodic_life_ends_the_episode_and_the_game_goes_on():
+    stack = ["atari_preprocessing", "episodic_life", "fire_reset", "frame_stack"]
+    with torchwm.make_vec("ALE/Breakout-v5", 1, backend="ale-native", wrappers=stack, seed=0,
+                          repeat_action_probability=0.0) as envs:
+        _, infos = envs.reset()
+        lives, frame = int(infos["lives"][0]), int(infos["episode_frame_number"][0])
+        life_losses = 0
+        rng = np.random.default_rng(0)
+        for _ in range(3000):
+            _, _, terminated, truncated, infos = envs.step(rng.integers(0, 4, 1))
+            now_lives, now_frame = int(infos["lives"][0]), int(infos["episode_frame_number"][0])
+            if now_lives == 0 or truncated[0]:
+                assert terminated[0] or truncated[0]
+                break
+            assert now_frame > frame, "the emulator was reset after a lost life"
+            assert terminated[0] == (now_lives < lives)
+            life_losses += now_lives < lives
+            lives, frame = now_lives, now_frame
+        assert life_losses == 4
+        # At game over the next step is the real reset: the game starts again with every life.
+        _, _, _, _, infos = envs.step(np.zeros(1, dtype=np.int64))
+        assert int(infos["lives"][0]) == 5 and int(infos["episode_frame_number"][0]) < frame
+
+
+@pytest.mark.parametrize("fire", [False, True])
+def test_fire_reset_serves_the_ball_in_breakout(fire):
+    stack = [{"name": "atari_preprocessing", "noop_max": 0}, *(["fire_reset"] if fire else []), "frame_stack"]
+    with torchwm.make_vec("ALE/Breakout-v5", 1, backend="ale-native", wrappers=stack, seed=0,
+                          repeat_action_probability=0.0) as envs:
+        _, infos = envs.reset()
+        # FIRE is one emulator frame of the reset.
+        assert int(infos["episode_frame_number"][0]) == int(fire)
+        noop = np.zeros(1, dtype=np.int64)
+        lives = [int(envs.step(noop)[4]["lives"][0]) for _ in range(300)]
+    # Served, the ball is missed by a paddle that never moves; never served, no life is lost.
+    assert (min(lives) < 5) == fire
+
+
+# -- the vector contract where ALE's engine bounds it --------------------------------------------------
+
+
+@pytest.fixture
+def breakout():
+    envs = torchwm.make_vec("ALE/Breakout-v5", 3, backend="ale-native", seed=0, repeat_action_probability=0.0,
+                            max_num_frames_per_episode=40)
+    yield envs
+    envs.close()
+
+
+def test_spaces_spec_and_dtypes(breakout):
+    obs, infos = breakout.reset()
+    assert breakout.observation_space.contains(obs) and breakout.single_observation_space.shape == (4, 84, 84)
+    assert breakout.spec.backend == "ale-native" and breakout.metadata["autoreset_mode"] is gym.vector.AutoresetMode.NEXT_STEP
+    _, rewards, terminations, truncations, infos = breakout.step(np.ones(3, dtype=np.int64))
+    assert rewards.dtype == np.float64 and terminations.dtype == truncations.dtype == np.bool_
+    assert np.array_equal(infos["env_id"], [0, 1, 2]) and infos["_lives"].all()
+
+
+def test_actions_are_checked_before_they_reach_ale(breakout):
+    breakout.reset()
+    for bad, message in [(np.zeros(2, dtype=np.int64), r"shape \(3,\)"), (np.array([0, 1, 4]), "out of range"),
+                         (np.zeros(3, dtype=np.float32), "integer actions")]:
+        with pytest.raises(ValueError, match=message):
+            breakout.step(bad)
+    assert breakout.step([0, 1, 2])[0].shape == (3, 4, 84, 84)  # a list is fine
+
+
+def test_step_before_reset_needs_a_reset(breakout):
+    with pytest.raises(gym.error.ResetNeeded):
+        breakout.step(np.zeros(3, dtype=np.int64))
+
+
+def test_env_ids_in_another_order_follow_their_actions():
+    results = []
+    for env_ids, actions in [(None, [0, 1, 3]), ([2, 0, 1], [3, 0, 1])]:
+        with torchwm.make_vec("ALE/Breakout-v5", 3, backend="ale-native", seed=1) as envs:
+            envs.reset()
+            for _ in range(10):
+                obs = envs.step(np.array(actions), env_ids=env_ids)[0]
+            results.append(obs)
+    assert np.array_equal(results[0], results[1])
+
+
+def test_partial_step_is_refused_and_partial_reset_returns_its_rows(breakout):
+    breakout.reset()
+    with pytest.raises(NotImplementedError, match="cannot step env_ids=\\[1\\]"):
+        breakout.step(np.array([0]), env_ids=[1])
+    for _ in range(3):
+        breakout.step(np.ones(3, dtype=np.int64))
+    obs, infos = breakout.reset(env_ids=[1], seed=4)
+    assert obs.shape == (1, 4, 84, 84) and infos["env_id"].tolist() == [1]
+    assert int(infos["episode_frame_number"][0]) < 12  # env 1 restarted, at most noop_max - 1 frames in
+    with torchwm.make_vec("ALE/Breakout-v5", 1, backend="ale-native", repeat_action_probability=0.0) as solo:
+        assert np.array_equal(solo.reset(seed=4)[0], obs)
+
+
+def test_next_step_autoreset(breakout):
+    breakout.reset()
+    for _ in range(10):
+        obs, _, terminations, truncations, infos = breakout.step(np.zeros(3, dtype=np.int64))
+    assert truncations.all() and not terminations.any()  # 40 frames = 10 steps of 4
+    obs, rewards, terminations, truncations, infos = breakout.step(np.zeros(3, dtype=np.int64))
+    assert not (terminations | truncations).any() and (rewards == 0).all()
+    assert (infos["episode_frame_number"] < 30).all()  # the reset step: noops only
+    assert not obs[:, :3].any()  # a fresh stack is zero-padded
+
+
+def test_same_step_autoreset_gives_final_obs():
+    with torchwm.make_vec("ALE/Breakout-v5", 2, backend="ale-native", seed=0, autoreset_mode="same_step",
+                          max_num_frames_per_episode=40) as envs:
+        envs.reset()
+        for _ in range(9):
+            previous = envs.step(np.zeros(2, dtype=np.int64))[0]
+        obs, _, _, truncations, infos = envs.step(np.zeros(2, dtype=np.int64))
+    assert truncations.all() and infos["_final_obs"].all()
+    assert not obs[:, :3].any()  # already the reset obs
+    for i in range(2):
+        # The final stack is the previous one moved on by a frame.
+        assert np.array_equal(infos["final_obs"][i][:3], previous[i][1:])
+
+
+def test_disabled_autoreset_wants_a_reset_mask():
+    with torchwm.make_vec("ALE/Breakout-v5", 2, backend="ale-native", seed=0, autoreset_mode="disabled",
+                          max_num_frames_per_episode=40) as envs:
+        envs.reset()
+        for _ in range(10):
+            _, _, _, truncations, _ = envs.step(np.zeros(2, dtype=np.int64))
+        assert truncations.all()
+        with pytest.raises(ValueError, match="autoreset_mode is 'disabled'"):
+            envs.step(np.zeros(2, dtype=np.int64))
+        obs, infos = envs.reset(options={"reset_mask": np.array([True, True])})
+        assert not obs[:, :3].any()
+        _, _, _, truncations, _ = envs.step(np.zeros(2, dtype=np.int64))
+        assert not truncations.any()
+
+
+def test_batch_size_is_ales_asynchronous_mode():
+    with torchwm.make_vec("ALE/Breakout-v5", 4, backend="ale-native", seed=0,
+                          backend_kwargs={"batch_size": 2}) as envs:
+        obs, infos = envs.reset()
+        assert obs.shape == (2, 4, 84, 84) and envs.action_space.shape == (2,)
+        seen = set(infos["env_id"].tolist())
+        with pytest.raises(NotImplementedError, match="exactly the envs of the last result"):
+            envs.send(np.zeros(2, dtype=np.int64), env_ids=sorted({0, 1, 2, 3} - seen))
+        for _ in range(6):
+            envs.send(np.zeros(2, dtype=np.int64), env_ids=infos["env_id"][::-1])
+            obs, _, _, _, infos = envs.recv()
+            # The first two envs ready, whichever they are (ALE does not promise to cycle through all).
+            assert obs.shape == (2, 4, 84, 84) and len(set(infos["env_id"].tolist())) == 2
+            assert set(infos["env_id"].tolist()) <= {0, 1, 2, 3}
+
+
+def test_attributes_and_close():
+    envs = torchwm.make_vec("ALE/Breakout-v5", 2, backend="ale-native")
+    assert envs.get_attr("get_action_meanings") == (["NOOP", "FIRE", "RIGHT", "LEFT"],) * 2
+    assert envs.get_attr("observation_space")[0] == envs.single_observation_space
+    with pytest.raises(NotImplementedError, match="cannot call 'ale'"):
+        envs.get_attr("ale")
+    with pytest.raises(NotImplementedError, match="cannot set 'frameskip'"):
+        envs.set_attr("frameskip", 2)
+    with pytest.raises(NotImplementedError, match="does not render"):
+        envs.render()
+    envs.close()
+    envs.close()
+    with pytest.raises(ClosedEnvironmentError):
+        envs.reset()
+
+
+# -- make_atari_vector_env -----------------------------------------------------------------------------
+
+SEED_DOC_ARGS = dict(game="pong", num_envs=16, obs_type="rgb", frameskip=4, repeat_action_probability=0.25,
+                     full_action_space=False, seed=0)
+
+
+def first_steps(envs, steps=5):
+    obs, _ = envs.reset()
+    frames = [obs]
+    for _ in range(steps):
+        frames.append(envs.step(np.full(envs.num_envs, 2, dtype=np.int64))[0])
+    envs.close()
+    return np.stack(frames)
+
+
+def test_make_atari_vector_env_with_the_documented_arguments():
+    envs = torchwm.make_atari_vector_env(**SEED_DOC_ARGS)
+    assert isinstance(envs, AtariVectorEnv)
+    assert envs.single_observation_space.shape == (4, 84, 84, 3)
+    frames = first_steps(envs)
+    assert frames.shape == (6, 16, 4, 84, 84, 3) and frames.dtype == np.uint8
+    # RGB: the colour channels are not copies of one another.
+    assert not np.array_equal(frames[..., 0], frames[..., 1])
+    assert np.array_equal(frames, first_steps(torchwm.make_atari_vector_env(**SEED_DOC_ARGS)))
+
+
+def test_make_atari_vector_env_grayscale_and_names():
+    frames = first_steps(torchwm.make_atari_vector_env("Pong", 2, seed=3))
+    assert frames.shape == (6, 2, 4, 84, 84)
+    for name in ("pong", "ALE/Pong-v5", "PongNoFrameskip-v4"):
+        assert np.array_equal(frames, first_steps(torchwm.make_atari_vector_env(name, 2, seed=3)))
+    for name in ("space_invaders", "SpaceInvaders", "ALE/SpaceInvaders-v5"):
+        envs = torchwm.make_atari_vector_env(name, 1)
+        assert envs.single_action_space.n == 6
+        envs.close()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"game": "pong", "obs_type": "ram"}, ValueError, "obs_type must be one of"),
+        ({"game": "pongg"}, UnknownNameError, "Did you mean"),
+        ({"game": "CartPole-v1"}, ValueError, "must be an Atari game"),
+        ({"game": "pong", "num_envs": 0}, ValueError, "num_envs must be an int >= 1, got 0"),
+        ({"game": "pong", "seed": -1}, ValueError, "seed must be None or an int"),
+        ({"game": "pong", "stack_size": 4}, TypeError, "no option 'stack_size'; AtariVectorEnv takes"),
+        ({"game": "pong", "grayscale": False}, TypeError, "obs_type='rgb'"),
+    ],
+)
+def test_make_atari_vector_env_errors(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        torchwm.make_atari_vector_env(**kwargs)

@@ -1,0 +1,492 @@
+"""The ``ale-native`` backend: a `VecSpec` run by ALE's own C++ vector env.
+
+ALE's `ale_py.vector_env.AtariVectorEnv` steps Atari games in C++ threads with
+the standard preprocessing built in. This backend translates the spec's
+wrapper stack into its arguments (`ale_vector_kwargs`), passing every one of
+them explicitly, because ALE's own defaults (reward clipping, FIRE on reset)
+are not torchwm's: the same ``make_vec`` call must mean the same thing on every
+backend. A stack ALE cannot express (a callable, ``resize``, ``pixels``,
+``scale_obs=True``, ``padding="reset"``, an order ALE does not follow, a
+non-Atari id) is refused with `UnsupportedStackError` before any thread starts.
+
+The public calls go straight to ALE rather than through the base class's
+row buffers: ALE already returns fresh arrays, so the hot path adds only the
+action check, the reward cast to float64 and Gymnasium's ``_key`` info masks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space
+
+from torchwm.errors import UnsupportedStackError
+from torchwm.hookspecs import hookimpl
+from torchwm.spec import VecSpec
+from torchwm.vector.base import VectorEnv
+from torchwm.vector.batching import check_actions
+
+# ALE takes seeds as C ints and treats a negative one as "no seed".
+MAX_SEED = 2**31 - 1
+# "No frame limit" for ALE, whose own default is 108000 frames.
+NO_FRAME_LIMIT = 2**31 - 1
+
+# The ALE env keyword arguments this backend can express; the others have to be their "off" value.
+SUPPORTED_ENV_KWARGS = {
+    "game", "obs_type", "frameskip", "repeat_action_probability", "full_action_space",
+    "max_num_frames_per_episode", "continuous", "continuous_action_threshold",
+}
+UNSET_ENV_KWARGS = {"mode": None, "difficulty": None, "render_mode": None}
+WRAPPERS_BETWEEN = ("episodic_life", "fire_reset", "clip_reward")
+BACKEND_KWARGS = ("batch_size", "num_threads", "thread_affinity_offset")
+INFO_KEYS = ("lives", "frame_number", "episode_frame_number")
+
+SHMEM_HINT = 'use backend="shmem" (or "sync"), which runs any stack'
+
+
+def _refuse(spec: VecSpec, what: str) -> UnsupportedStackError:
+    return UnsupportedStackError(f"backend 'ale-native' cannot run {spec.id!r}: {what}; {SHMEM_HINT}")
+
+
+def _stack_kwargs(spec: VecSpec) -> dict[str, Any]:
+    """The preprocessing arguments of AtariVectorEnv that the wrapper stack means."""
+    wrappers = list(spec.wrappers)
+    for w in wrappers:
+        if w.fn is not None:
+            raise _refuse(spec, f"the wrapper {w.name!r} is a Python callable, which ALE's C++ env cannot run")
+    names = [w.name for w in wrappers]
+    if not names or names[0] != "atari_preprocessing":
+        raise _refuse(
+            spec, f"its stack must start with atari_preprocessing (ALE always preprocesses), got {names}"
+        )
+    for name in set(names):
+        if names.count(name) > 1:
+            raise _refuse(spec, f"the wrapper {name!r} appears {names.count(name)} times")
+
+    pre = wrappers[0].kwargs
+    if pre.get("scale_obs"):
+        raise _refuse(spec, "atari_preprocessing(scale_obs=True) gives float observations and ALE gives uint8 only")
+    screen = pre.get("screen_size", 84)
+    width, height = (screen, screen) if isinstance(screen, int) else screen
+    frame_skip = pre.get("frame_skip", 4)
+    kwargs: dict[str, Any] = {
+        "noop_max": pre.get("noop_max", 30),
+        "frameskip": frame_skip,
+        # AtariPreprocessing max-pools the last two frames only when it skips frames.
+        "maxpool": frame_skip > 1,
+        "img_height": height,
+        "img_width": width,
+        "grayscale": pre.get("grayscale", True),
+        # AtariPreprocessing(terminal_on_life_loss) ends the episode at a lost life and its next
+        # reset restarts the game: that is ALE's episodic_life (break out of the frame skip, reset).
+        "episodic_life": pre.get("terminal_on_life_loss", False),
+        "life_loss_info": False,
+        "reward_clipping": False,
+        "use_fire_reset": False,
+        "stack_num": 1,
+    }
+
+    rest = wrappers[1:]
+    if rest and rest[-1].name == "frame_stack":
+        stack = rest.pop()
+        if stack.kwargs.get("padding", "zero") != "zero":
+            raise _refuse(
+                spec, f"frame_stack(padding={stack.kwargs['padding']!r}): ALE pads the stack with zeros only"
+            )
+        kwargs["stack_num"] = stack.kwargs.get("stack_size", 4)
+    for w in rest:
+        if w.name == "episodic_life":
+            # A lost life ends the learner's episode and the game goes on: ALE's life_loss_info.
+            kwargs["life_loss_info"] = True
+        elif w.name == "fire_reset":
+            kwargs["use_fire_reset"] = True
+        elif w.name == "clip_reward":
+            bounds = (w.kwargs.get("min_reward", -1.0), w.kwargs.get("max_reward", 1.0))
+            if bounds != (-1.0, 1.0):
+                raise _refuse(spec, f"clip_reward{bounds}: ALE clips rewards to (-1, 1) only")
+            kwargs["reward_clipping"] = True
+        elif w.name == "frame_stack":
+            raise _refuse(spec, "frame_stack must be the last wrapper of the stack (ALE stacks the final frames)")
+        elif w.name == "atari_preprocessing":
+            raise _refuse(spec, "atari_preprocessing must come first, once")
+        else:
+            raise _refuse(
+                spec, f"ALE has no equivalent of the wrapper {w.name!r} (it expresses atari_preprocessing, "
+                f"then {', '.join(WRAPPERS_BETWEEN)}, then frame_stack)"
+            )
+    return kwargs
+
+
+def _env_kwargs(spec: VecSpec) -> dict[str, Any]:
+    """The emulator arguments of AtariVectorEnv that the spec's env kwargs mean."""
+    env_kwargs = dict(spec.env_kwargs)
+    for key, off in UNSET_ENV_KWARGS.items():
+        if env_kwargs.get(key, off) != off:
+            raise _refuse(spec, f"env option {key}={env_kwargs[key]!r} (ALE's vector env has no {key})")
+    unknown = sorted(set(env_kwargs) - SUPPORTED_ENV_KWARGS - set(UNSET_ENV_KWARGS))
+    if unknown:
+        raise _refuse(spec, f"env options {unknown} (it expresses {sorted(SUPPORTED_ENV_KWARGS)})")
+    if env_kwargs.get("frameskip", 1) != 1:
+        raise _refuse(
+            spec, f"env frameskip={env_kwargs['frameskip']!r}: under atari_preprocessing the emulator must not "
+            f"skip frames (frame_skip is atari_preprocessing's option)"
+        )
+    limit = env_kwargs.get("max_num_frames_per_episode")
+    gym_spec = gym.registry.get(spec.id)
+    if spec.source == "gym" and gym_spec is not None and gym_spec.max_episode_steps is not None:
+        # gymnasium.make's TimeLimit counts emulator steps, which are frames when frameskip=1.
+        limit = min(limit or NO_FRAME_LIMIT, gym_spec.max_episode_steps)
+    return {
+        "game": env_kwargs["game"],
+        "repeat_action_probability": float(env_kwargs.get("repeat_action_probability", 0.0)),
+        "full_action_space": bool(env_kwargs.get("full_action_space", False)),
+        "max_num_frames_per_episode": int(limit) if limit else NO_FRAME_LIMIT,
+        "continuous": bool(env_kwargs.get("continuous", False)),
+        "continuous_action_threshold": float(env_kwargs.get("continuous_action_threshold", 0.5)),
+    }
+
+
+def ale_vector_kwargs(
+    spec: VecSpec,
+    *,
+    batch_size: int | None = None,
+    num_threads: int = 0,
+    thread_affinity_offset: int = -1,
+) -> dict[str, Any]:
+    """Every keyword argument of `ale_py.vector_env.AtariVectorEnv` that ``spec`` means.
+
+    Raises `UnsupportedStackError` for a spec ALE cannot express. Builds nothing.
+
+    Example:
+        >>> from torchwm.factory import resolve_spec
+        >>> kwargs = ale_vector_kwargs(resolve_spec("ALE/Pong-v5", 8, backend="ale-native"))
+        >>> kwargs["game"], kwargs["stack_num"], kwargs["reward_clipping"], kwargs["repeat_action_probability"]
+        ('pong', 4, False, 0.25)
+    """
+    if spec.family != "atari":
+        raise _refuse(spec, "it is not an Atari (ALE) env")
+    if spec.source not in ("gym", "ale"):
+        raise _refuse(spec, f"source {spec.source!r} (ALE builds the game itself: only sources 'gym' and 'ale')")
+    n = spec.num_envs
+    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
+                                   or not 1 <= batch_size <= n):
+        raise ValueError(f"batch_size must be an int from 1 to num_envs={n}, got {batch_size!r}")
+    for name, value in (("num_threads", num_threads), ("thread_affinity_offset", thread_affinity_offset)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "num_threads" else -1):
+            raise ValueError(f"{name} must be an int >= {0 if name == 'num_threads' else -1}, got {value!r}")
+    mode = spec.autoreset
+    return {
+        **_stack_kwargs(spec),
+        **_env_kwargs(spec),
+        "num_envs": spec.num_envs,
+        "batch_size": batch_size or 0,
+        "num_threads": num_threads,
+        "thread_affinity_offset": thread_affinity_offset,
+        # "disabled" is kept in Python (see AleNativeVectorEnv): ALE itself knows only the other two.
+        "autoreset_mode": AutoresetMode.SAME_STEP if mode is AutoresetMode.SAME_STEP else AutoresetMode.NEXT_STEP,
+    }
+
+
+class AleNativeVectorEnv(VectorEnv):
+    """A `VecSpec` of an Atari game run by ALE's C++ `AtariVectorEnv`.
+
+    Args:
+        spec: what to build; its stack must be one ALE expresses (see `ale_vector_kwargs`).
+        batch_size: ``k < num_envs`` is ALE's asynchronous mode: `reset` and `recv` return the first
+            ``k`` envs ready, ``infos["env_id"]`` says which, and the next `send` takes their actions.
+        num_threads: ALE's worker threads (0: one per env, at most one per core).
+        thread_affinity_offset: pin thread ``i`` to core ``offset + i`` (-1: no pinning).
+
+    Example:
+        >>> import torchwm
+        >>> with torchwm.make_vec("ALE/Pong-v5", num_envs=2, backend="ale-native", seed=0) as envs:
+        ...     obs, infos = envs.reset()
+        ...     obs.shape, obs.dtype
+        ((2, 4, 84, 84), dtype('uint8'))
+    """
+
+    def __init__(
+        self,
+        spec: VecSpec,
+        *,
+        batch_size: int | None = None,
+        num_threads: int = 0,
+        thread_affinity_offset: int = -1,
+    ) -> None:
+        self._ale_env = None
+        self.closed = True  # until built, so that __del__ of a refused spec does nothing
+        kwargs = ale_vector_kwargs(spec, batch_size=batch_size, num_threads=num_threads,
+                                   thread_affinity_offset=thread_affinity_offset)
+        if batch_size is not None and batch_size < spec.num_envs and spec.autoreset is AutoresetMode.DISABLED:
+            raise _refuse(spec, "autoreset_mode='disabled' with batch_size < num_envs (ALE resets envs in "
+                                "its asynchronous mode only all together)")
+        from ale_py.vector_env import AtariVectorEnv
+
+        ale_env = AtariVectorEnv(**kwargs)
+        if kwargs["use_fire_reset"] and not kwargs["full_action_space"]:
+            import ale_py
+
+            if ale_py.Action.FIRE not in list(ale_env.ale.get_action_set()):
+                ale_env.close()
+                raise ValueError(
+                    f"wrapper 'fire_reset' needs a game with a FIRE action, and {kwargs['game']!r} has none; "
+                    f"remove fire_reset from the stack"
+                )
+        self._ale_env = ale_env
+        self._ale = ale_env.ale
+        # Without frame_stack the stack axis ALE always has is dropped, as Gymnasium's chain has none.
+        self._squeeze = not any(w.name == "frame_stack" for w in spec.wrappers)
+        single_obs = ale_env.single_observation_space
+        if self._squeeze:
+            single_obs = spaces.Box(0, 255, single_obs.shape[1:], np.uint8)
+        super().__init__(spec, single_obs, ale_env.single_action_space, metadata={"render_modes": []},
+                         batch_size=batch_size)
+        self.ale_kwargs = kwargs
+        self._async = self.batch_size < self.num_envs
+        if self._async:
+            # ALE's asynchronous mode works on batches of batch_size envs, as EnvPool's does.
+            self.observation_space = batch_space(self.single_observation_space, self.batch_size)
+            self.action_space = batch_space(self.single_action_space, self.batch_size)
+            self.action_space.seed(spec.seed)
+        self._continuous = kwargs["continuous"]
+        self._paddle_strength = np.ones(self.batch_size, dtype=np.float32)
+        self._info_masks = {f"_{key}": np.ones(self.batch_size, dtype=np.bool_) for key in INFO_KEYS}
+        self._last_ids = np.arange(self.batch_size)
+        self._awaiting_recv = False
+        self._ever_reset_all = False
+        self._episode_over = np.zeros(self.num_envs, dtype=np.bool_)
+        self.closed = False
+
+    # -- reset -----------------------------------------------------------------------------------
+
+    def reset(
+        self,
+        *,
+        seed: int | list[int | None] | None = None,
+        options: dict[str, Any] | None = None,
+        env_ids: Any = None,
+    ) -> tuple[Any, dict[str, Any]]:
+        """Reset all envs, or those of ``env_ids`` / ``options["reset_mask"]`` (then their rows only for ``env_ids``).
+
+        ``seed=s`` gives env ``i`` ALE's seed ``s + i``; ALE uses it raw for the emulator (sticky
+        actions) and for its no-op draws, where Gymnasium's AtariEnv derives both from a
+        `numpy.random.SeedSequence`, so the same seed gives other no-op counts than ``sync``.
+        """
+        self._check_open()
+        if self._awaiting_recv:
+            raise RuntimeError("reset() while actions are in flight; recv() first")
+        options = dict(options) if options else {}
+        mask = options.pop("reset_mask", None)
+        if options:
+            raise ValueError(f"ale-native reset takes no options but 'reset_mask', got {sorted(options)}")
+        if mask is not None and env_ids is not None:
+            raise ValueError("give env_ids or options['reset_mask'], not both")
+        ids = self._mask_ids(mask) if mask is not None else self._env_ids(env_ids)
+        partial = ids.size < self.num_envs
+        if partial and (self._async or not self._ever_reset_all):
+            raise NotImplementedError(
+                "ale-native resets some envs only after a full reset() and with batch_size == num_envs "
+                "(ALE's partial reset); reset all envs, or use backend='shmem'"
+            )
+        if seed is None and self._first_reset_seed is not None:
+            seed = self._first_reset_seed
+        self._first_reset_seed = None
+        seeds = np.asarray([-1 if s is None else s for s in self._seeds(seed, ids, full_list=mask is not None)],
+                           dtype=np.int64)
+        if seeds.size and (seeds.max() > MAX_SEED or seeds.min() < -1):
+            raise ValueError(f"ale-native seeds must be ints in [0, {MAX_SEED}] (ALE takes C ints), got {seeds.tolist()}")
+        obs, infos = self._ale.reset(ids.tolist(), seeds.tolist())
+        self._ever_reset_all = self._ever_reset_all or not partial
+        self._ever_reset[ids] = True
+        self._episode_over[ids] = False
+        self._last_ids = infos["env_id"].astype(np.int64)
+        infos = self._with_masks(infos)
+        if self._squeeze:
+            obs = obs[:, 0]
+        if env_ids is not None:
+            # ALE answers with every env's row, in env order; env_ids asks for its rows, in its order.
+            return obs[ids], {key: value[ids] for key, value in infos.items()}
+        return obs, infos
+
+    # -- step ------------------------------------------------------------------------------------
+
+    def step(self, actions: Any, env_ids: Any = None) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Step every env (or, with ``batch_size=k``, the ``k`` envs of the last result)."""
+        self.send(actions, env_ids)
+        return self.recv()
+
+    def send(self, actions: Any, env_ids: Any = None) -> None:
+        """Start stepping the envs of the last result: all envs, or ``batch_size`` of them.
+
+        ``env_ids`` may name those same envs in any order (the actions follow that order);
+        ALE cannot step any other subset.
+        """
+        self._check_open()
+        if self._awaiting_recv:
+            raise RuntimeError("send() twice without recv(); ale-native has one batch in flight at a time")
+        if not self._ever_reset_all:
+            raise gym.error.ResetNeeded("call reset() before step() or send()")
+        if env_ids is not None:
+            ids = self._env_ids(env_ids)
+            if ids.size != self._last_ids.size or not np.array_equal(np.sort(ids), np.sort(self._last_ids)):
+                raise NotImplementedError(
+                    f"ale-native steps exactly the envs of the last result ({self._last_ids.tolist()}); ALE "
+                    f"cannot step env_ids={ids.tolist()}. Use backend='shmem' for arbitrary env_ids"
+                )
+        actions = self._check_actions(actions)
+        if env_ids is not None:
+            if not np.array_equal(ids, self._last_ids):
+                order = np.argsort(ids)[np.argsort(np.argsort(self._last_ids))]
+                actions = actions[order]
+        if self.autoreset_mode is AutoresetMode.DISABLED:
+            ended = np.flatnonzero(self._episode_over)
+            if ended.size:
+                raise ValueError(
+                    f"envs {ended.tolist()} ended their episode and autoreset_mode is 'disabled': reset them "
+                    f"first, e.g. reset(options={{'reset_mask': mask}})"
+                )
+        if self._continuous:
+            self._ale_env.send(actions)
+        else:
+            self._ale.send(actions, self._paddle_strength)
+        self._awaiting_recv = True
+
+    def recv(self, timeout: float | None = None) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """The results of the batch in flight (ALE's C++ threads cannot time out: ``timeout`` is ignored)."""
+        self._check_open()
+        if not self._awaiting_recv:
+            raise RuntimeError("recv() with no action in flight; call send() first")
+        obs, rewards, terminations, truncations, infos = self._ale.recv()
+        self._awaiting_recv = False
+        ids = infos["env_id"]
+        if self._async:
+            self._last_ids = ids.astype(np.int64)
+        if self.autoreset_mode is AutoresetMode.DISABLED:
+            self._episode_over[ids] = terminations | truncations
+        infos = self._with_masks(infos)
+        if "final_obs" in infos:
+            infos = self._final_obs_info(infos, terminations | truncations)
+        if self._squeeze:
+            obs = obs[:, 0]
+        return obs, rewards.astype(np.float64), terminations, truncations, infos
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    def _check_actions(self, actions: Any) -> np.ndarray:
+        space = self.single_action_space
+        if (
+            not self._continuous
+            and type(actions) is np.ndarray
+            and actions.shape == (self.batch_size,)
+            and actions.dtype in (np.int64, np.int32)
+        ):
+            # Checked here because an out-of-range action stops ALE's C++ worker with no answer.
+            if actions.min() < 0 or actions.max() >= space.n:
+                raise ValueError(
+                    f"actions out of range for {space}: expected values in [0, {space.n - 1}], got {actions!r:.200}"
+                )
+            return actions
+        checked = check_actions(space, actions, self.batch_size)
+        return checked.astype(np.float32 if self._continuous else np.int64, copy=False)
+
+    def _with_masks(self, infos: dict[str, Any]) -> dict[str, Any]:
+        """Gymnasium's ``_key`` masks next to ALE's info arrays (every env reports every key)."""
+        for key in INFO_KEYS:
+            infos[f"_{key}"] = self._info_masks[f"_{key}"].copy()
+        return infos
+
+    def _final_obs_info(self, infos: dict[str, Any], ended: np.ndarray) -> dict[str, Any]:
+        """ALE's ``final_obs`` batch in Gymnasium's same-step form: an object array set where an episode ended."""
+        batch = infos.pop("final_obs")
+        final_obs = np.full(ended.size, None, dtype=object)
+        for row in np.flatnonzero(ended):
+            # A copy, so that no returned array depends on how ALE reuses its result buffers.
+            final_obs[row] = (batch[row, 0] if self._squeeze else batch[row]).copy()
+        infos["final_obs"] = final_obs
+        infos["_final_obs"] = ended.copy()
+        return infos
+
+    # -- attributes --------------------------------------------------------------------------------
+
+    def _per_env(self, name: str) -> tuple[Any, ...] | None:
+        values = {
+            "observation_space": self.single_observation_space,
+            "action_space": self.single_action_space,
+            "render_mode": None,
+        }
+        if name in values:
+            return (values[name],) * self.num_envs
+        if name == "get_action_meanings":
+            import ale_py
+
+            names = {action: action.name for action in ale_py.Action.__members__.values()}
+            return tuple([names[a] for a in self._ale.get_action_set()] for _ in range(self.num_envs))
+        return None
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Only ``get_action_meanings`` and the spaces: ALE's C++ envs have no Python attributes."""
+        self._check_open()
+        values = self._per_env(name)
+        if values is None or args or kwargs:
+            raise NotImplementedError(
+                f"ale-native cannot call {name!r} on its envs: they are C++ objects. It answers "
+                f"get_action_meanings, observation_space, action_space and render_mode; use backend='shmem' "
+                f"for anything else"
+            )
+        return values
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        return self.call(name)
+
+    def set_attr(self, name: str, values: Any) -> None:
+        raise NotImplementedError(
+            f"ale-native cannot set {name!r}: its envs are C++ objects with no Python attributes; "
+            f"use backend='shmem'"
+        )
+
+    def render(self) -> tuple[Any, ...]:
+        raise NotImplementedError("ale-native does not render; use backend='shmem' with render_mode='rgb_array'")
+
+    def _close(self) -> None:
+        if self._ale_env is not None:
+            self._ale_env.close()
+            # Dropping the last reference stops and joins ALE's threads.
+            self._ale_env = None
+            self._ale = None
+
+
+def make_ale_native(spec: VecSpec, **backend_kwargs: Any) -> AleNativeVectorEnv:
+    """The backend factory: checks ``backend_kwargs`` by name before building."""
+    unknown = sorted(set(backend_kwargs) - set(BACKEND_KWARGS))
+    if unknown:
+        raise TypeError(
+            f"backend 'ale-native' has no option {', '.join(map(repr, unknown))}; its options are: "
+            f"{', '.join(BACKEND_KWARGS)}"
+        )
+    return AleNativeVectorEnv(spec, **backend_kwargs)
+
+
+# The conformance checks ALE's engine cannot meet, and why (docs/atari.md says the same).
+CONFORMANCE_SKIPS = {
+    "check_matches_sync": "ALE draws no-ops with its own C++ RNG (0..noop_max-1) and seeds sticky actions with "
+                          "the raw seed, where Gymnasium's AtariEnv derives both from a SeedSequence (no-ops "
+                          "1..noop_max): same seed, other streams. Equal arrays hold with noop_max=0 and no "
+                          "sticky actions (tests/test_ale_native.py)",
+    "check_partial_and_async": "AtariVectorEnv steps all envs (or the batch of its last result) together: "
+                               "step(actions, env_ids=<a subset>) is refused with NotImplementedError",
+    "check_batch_size": "batch_size=k is ALE's EnvPool-style asynchronous mode: reset() and recv() return k envs "
+                        "and send() takes k actions for those envs; it does not promise that every env comes back",
+    "check_attributes": "the envs are C++ objects: set_attr is refused with NotImplementedError (get_attr answers "
+                        "the spaces, render_mode and get_action_meanings)",
+}
+
+
+@hookimpl
+def register_backends(register):
+    register("ale-native", make_ale_native, family="atari",
+             description="ALE's C++ AtariVectorEnv: Atari stacks only, threads, fastest",
+             conformance={"skip": CONFORMANCE_SKIPS})
