@@ -1,0 +1,79 @@
+"""torchwm.bench: the measurement API the CLI uses, the synthetic env, PSS, ratios, the table and the plot."""
+
+from __future__ import annotations
+
+import time
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import torchwm
+from torchwm import bench
+from torchwm.envs import SYNTHETIC_ID
+
+
+def test_run_bench_in_process_measures_each_backend():
+    results = bench.run_bench("CartPole-v1", ["gym-sync", "shmem"], [2, 4], steps=30, repeats=3,
+                              backend_kwargs={"shmem": {"num_workers": 2, "context": "fork"}},
+                              measure_memory=True, isolate=False)
+    assert [(r.backend, r.num_envs) for r in results] == [("gym-sync", 2), ("shmem", 2), ("gym-sync", 4), ("shmem", 4)]
+    for r in results:
+        assert len(r.samples) == 3 and r.steps_per_second == float(np.median(r.samples)) > 0
+        assert r.pss_mb is not None and r.pss_mb > 0
+
+
+def test_ratios_and_table():
+    results = [bench.BenchResult("E", "a", 8, 100.0, [100.0]), bench.BenchResult("E", "b", 8, 250.0, [250.0]),
+               bench.BenchResult("E", "b", 16, 300.0, [300.0])]
+    table = bench.format_table(results, baseline="a")
+    assert [r.ratio for r in results] == [1.0, 2.5, None]
+    lines = table.splitlines()
+    assert "x a" in lines[0] and lines[3].split()[2:5] == ["b", "250", "2.50"]
+    assert lines[4].split()[4] == "-"
+
+
+def test_plot_writes_a_png(tmp_path):
+    results = [bench.BenchResult("E", b, n, float(n * k), [float(n * k)]) for k, b in ((1, "a"), (2, "b")) for n in (1, 4)]
+    path = tmp_path / "bench.png"
+    bench.plot(results, str(path))
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_pss_of_the_tree_counts_children():
+    alone = bench.process_tree_pss_mb()
+    with torchwm.make_vec("CartPole-v1", 2, backend="subproc", backend_kwargs={"num_workers": 2, "context": "spawn"}):
+        with_workers = bench.process_tree_pss_mb()
+    assert alone > 0 and with_workers > alone + 5  # two fresh interpreters weigh several MB each
+
+
+def test_synthetic_env_costs_cpu_and_has_the_atari_shape():
+    env = gym.make(SYNTHETIC_ID, step_seconds=0.002, episode_length=3)
+    obs, _ = env.reset(seed=0)
+    assert obs.shape == (4, 84, 84) and obs.dtype == np.uint8
+    before = time.thread_time()
+    for _ in range(3):
+        obs, reward, terminated, truncated, _ = env.step(1)
+    used = time.thread_time() - before
+    assert used >= 0.006  # a busy loop, not a sleep: this thread spent the CPU time of 3 steps
+    assert truncated and not terminated and reward == 1.0
+
+
+def test_synthetic_env_under_spawn_workers():
+    with torchwm.make_vec(SYNTHETIC_ID, 2, backend="shmem", seed=0, step_seconds=0.0001,
+                          backend_kwargs={"num_workers": 2, "context": "spawn"}) as vec:
+        obs, _ = vec.reset()
+        obs, rewards, *_ = vec.step(np.array([1, 2]))
+    assert obs.shape == (2, 4, 84, 84) and np.array_equal(rewards, [1.0, 1.0])
+
+
+def test_unknown_backend_is_refused_before_measuring():
+    with pytest.raises(torchwm.UnknownNameError, match="shmen"):
+        bench.run_bench("CartPole-v1", ["shmen"], [2], isolate=False)
+
+
+def test_main_prints_the_table(capsys):
+    assert bench.main(["--env", "CartPole-v1", "--backends", "sync,ceiling", "--num-envs", "2",
+                       "--steps", "20", "--repeats", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "x sync" in out and "ceiling" in out and "CartPole-v1" in out

@@ -1,0 +1,204 @@
+"""Faults in the parallel backends: an env that raises, a worker killed or hung, restart_on_crash, cleanup.
+
+After every fault, no worker process and no torchwm shared-memory segment may be left.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+import signal
+import time
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium import spaces
+
+import torchwm
+from torchwm.errors import EnvTimeoutError, WorkerError
+from torchwm.vector.shared_batch import leaked_segments
+
+BACKENDS = ["subproc", "shmem"]
+OK, HANG, RAISE, SEGFAULT = 0, 1, 2, 3
+
+
+class FaultyEnv(gym.Env):
+    """The action says what goes wrong: 0 nothing, 1 hang (sleep 60 s), 2 raise, 3 segfault."""
+
+    def __init__(self) -> None:
+        self.observation_space = spaces.Box(0, 1000, (1,), np.float32)
+        self.action_space = spaces.Discrete(4)
+        self.t = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.array([self.t], np.float32), {}
+
+    def step(self, action):
+        if action == HANG:
+            time.sleep(60)
+        elif action == RAISE:
+            raise ValueError("the env broke on purpose")
+        elif action == SEGFAULT:
+            faulthandler.disable()  # pytest's handler, inherited by fork, would print a dump
+            os.kill(os.getpid(), signal.SIGSEGV)
+        self.t += 1
+        return np.array([self.t], np.float32), 1.0, False, self.t >= 5, {}
+
+
+gym.register("TorchwmTest/Faulty-v0", entry_point=FaultyEnv)
+
+
+def make(backend, **kwargs):
+    options = {"num_workers": 2, "context": "fork", "timeout": 30, **kwargs}
+    return torchwm.make_vec("TorchwmTest/Faulty-v0", 4, backend=backend, seed=0, backend_kwargs=options)
+
+
+def gone(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def assert_cleaned_up(vec, pids):
+    vec.close()
+    assert all(gone(pid) for pid in pids), "a worker outlived close()"
+    assert leaked_segments() == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_env_exception_names_env_worker_and_traceback(backend):
+    vec = make(backend)
+    pids = vec.worker_pids
+    vec.reset()
+    with pytest.raises(WorkerError) as caught:
+        vec.step(np.array([OK, OK, RAISE, OK]))
+    error = caught.value
+    assert error.env_index == 2 and error.worker_index == 1
+    assert "ValueError: the env broke on purpose" in error.remote_traceback
+    assert "env 2" in str(error) and "the env broke on purpose" in str(error)
+    # The other envs are fine: after a reset the vector env steps again.
+    vec.reset()
+    obs, *_ = vec.step(np.zeros(4, dtype=np.int64))
+    assert np.array_equal(obs[:, 0], [1, 1, 1, 1])
+    assert_cleaned_up(vec, pids)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_exception_at_construction_is_reported_with_its_traceback(backend):
+    def broken_factory():
+        raise RuntimeError("cannot build this env")
+
+    with pytest.raises(WorkerError, match="cannot build this env"):
+        torchwm.TorchVectorizedEnv(broken_factory, num_workers=2, backend=backend, context="fork")
+    assert leaked_segments() == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_worker_killed_mid_step_raises_instead_of_hanging(backend):
+    vec = make(backend)  # timeout 30 s: a WorkerError (not EnvTimeoutError) shows the death was detected
+    pids = vec.worker_pids
+    vec.reset()
+    vec.send(np.array([OK, OK, HANG, OK]))
+    time.sleep(0.2)
+    os.kill(pids[1], signal.SIGKILL)
+    with pytest.raises(WorkerError, match="worker 1 .* died \\(killed by SIGKILL\\)") as caught:
+        vec.recv()
+    assert caught.value.worker_index == 1 and caught.value.env_index is None
+    with pytest.raises(WorkerError, match="lost a worker"):
+        vec.reset()
+    assert_cleaned_up(vec, pids)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_segfault_in_an_env_is_reported(backend):
+    vec = make(backend)
+    pids = vec.worker_pids
+    vec.reset()
+    with pytest.raises(WorkerError, match="SIGSEGV"):
+        vec.step(np.array([SEGFAULT, OK, OK, OK]))
+    assert_cleaned_up(vec, pids)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_hung_worker_times_out_and_close_kills_it(backend):
+    vec = make(backend, timeout=0.5)
+    pids = vec.worker_pids
+    vec.reset()
+    with pytest.raises(EnvTimeoutError, match=r"envs \[.*2.*\] did not finish"):
+        vec.step(np.array([OK, OK, HANG, OK]))
+    # recv(timeout=) on the same envs times out again rather than waiting for ever.
+    with pytest.raises(EnvTimeoutError):
+        vec.recv(timeout=0.2)
+    assert_cleaned_up(vec, pids)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_restart_on_crash_carries_on(backend):
+    vec = make(backend, restart_on_crash=True)
+    pids = vec.worker_pids
+    vec.reset()
+    vec.step(np.zeros(4, dtype=np.int64))
+    os.kill(pids[0], signal.SIGKILL)
+    obs, rewards, terminations, truncations, infos = vec.step(np.zeros(4, dtype=np.int64))
+    # Worker 0 held envs 0 and 1: their episodes end truncated, flagged, and start afresh.
+    assert truncations.tolist() == [True, True, False, False]
+    assert infos["worker_restarted"].tolist() == [True, True, False, False]
+    assert np.array_equal(obs[:, 0], [0, 0, 2, 2]) and np.array_equal(rewards, [0, 0, 1, 1])
+    new_pids = vec.worker_pids
+    assert new_pids[0] != pids[0] and new_pids[1] == pids[1]
+    obs, rewards, terminations, truncations, infos = vec.step(np.zeros(4, dtype=np.int64))
+    # next_step autoreset: the step after a truncation is the reset step of those envs.
+    assert np.array_equal(obs[:, 0], [0, 0, 3, 3]) and np.array_equal(rewards, [0, 0, 1, 1])
+    obs, *_ = vec.step(np.zeros(4, dtype=np.int64))
+    assert np.array_equal(obs[:, 0], [1, 1, 4, 4])
+    assert_cleaned_up(vec, pids + new_pids)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_workers_ignore_sigint(backend):
+    vec = make(backend)
+    pids = vec.worker_pids
+    vec.reset()
+    os.kill(pids[0], signal.SIGINT)
+    time.sleep(0.1)
+    obs, *_ = vec.step(np.zeros(4, dtype=np.int64))
+    assert np.array_equal(obs[:, 0], [1, 1, 1, 1])
+    assert_cleaned_up(vec, pids)
+
+
+CTRL_C_SCRIPT = """
+import sys, time, numpy as np, torchwm
+if __name__ == "__main__":
+    envs = torchwm.make_vec("CartPole-v1", 4, backend=sys.argv[1],
+                            backend_kwargs={"num_workers": 2, "context": "fork"})
+    envs.reset(seed=0)
+    print("stepping", flush=True)
+    while True:
+        envs.step(np.zeros(4, dtype=np.int64))
+"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_ctrl_c_gives_one_keyboard_interrupt_and_cleans_up(backend, tmp_path):
+    import subprocess
+    import sys
+
+    script = tmp_path / "ctrl_c.py"
+    script.write_text(CTRL_C_SCRIPT)
+    child = subprocess.Popen([sys.executable, str(script), backend], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    try:
+        assert child.stdout.readline().strip() == "stepping"
+        time.sleep(0.3)
+        child.send_signal(signal.SIGINT)
+        _, stderr = child.communicate(timeout=30)
+    finally:
+        child.kill()
+    assert stderr.count("KeyboardInterrupt") == 1, stderr
+    assert stderr.count("Traceback") == 1, stderr
+    assert not [name for name in os.listdir("/dev/shm") if name.startswith(f"torchwm_{child.pid}_")]

@@ -1,0 +1,312 @@
+"""The parallel backends ``subproc`` and ``shmem``: same arrays as ``sync``, start methods, splits, async batches."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+import time
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium import spaces
+
+import torchwm
+from torchwm.errors import UnsupportedStackError
+from torchwm.vector.processes import split_envs
+from torchwm.vector.shared_batch import leaked_segments
+
+BACKENDS = ["subproc", "shmem"]
+START_METHODS = ["fork", "forkserver", "spawn"]
+
+
+class SlowOnOneEnv(gym.Env):
+    """Action 1 sleeps ``delay`` seconds in step; action 0 returns at once. Registered at run time below."""
+
+    def __init__(self, delay: float = 0.3) -> None:
+        self.delay = delay
+        self.observation_space = spaces.Box(0, 100, (2,), np.float32)
+        self.action_space = spaces.Discrete(2)
+        self.t = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.array([self.t, self.np_random.integers(100)], np.float32), {}
+
+    def step(self, action):
+        if action == 1:
+            time.sleep(self.delay)
+        self.t += 1
+        return np.array([self.t, action], np.float32), float(action), False, False, {}
+
+
+class DictObsEnv(gym.Env):
+    """A Dict observation (an image and a vector) and a Box action, to exercise the shared layout."""
+
+    def __init__(self) -> None:
+        self.observation_space = spaces.Dict({"image": spaces.Box(0, 255, (3, 5), np.uint8),
+                                              "state": spaces.Box(-1, 1, (2,), np.float64)})
+        self.action_space = spaces.Box(-1, 1, (2,), np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return self._obs(), {}
+
+    def _obs(self):
+        return {"image": self.np_random.integers(0, 255, (3, 5), dtype=np.uint8),
+                "state": self.np_random.uniform(-1, 1, 2)}
+
+    def step(self, action):
+        return self._obs(), float(np.sum(action)), bool(self.np_random.random() < 0.2), False, {"sum": float(np.sum(action))}
+
+
+# Registered at import, in this module: spawn/forkserver workers get the spec sent along.
+gym.register("TorchwmTest/SlowOnOne-v0", entry_point=SlowOnOneEnv)
+gym.register("TorchwmTest/DictObs-v0", entry_point=DictObsEnv)
+
+
+def assert_same(a, b, what=""):
+    if isinstance(a, dict):
+        for key in a:
+            assert_same(a[key], b[key], f"{what}[{key}]")
+        return
+    assert np.array_equal(a, b), f"{what}: {a!r} != {b!r}"
+
+
+def run_both(env_id, num_envs, steps, backend, backend_kwargs, seed=0, **make_kwargs):
+    """Step sync and ``backend`` with the same random actions; compare every returned array."""
+    with torchwm.make_vec(env_id, num_envs, backend="sync", seed=seed, **make_kwargs) as ref, \
+            torchwm.make_vec(env_id, num_envs, backend=backend, seed=seed, backend_kwargs=backend_kwargs,
+                             **make_kwargs) as vec:
+        obs_ref, _ = ref.reset()
+        obs, _ = vec.reset()
+        assert_same(obs, obs_ref, "reset obs")
+        ended = 0
+        for t in range(steps):
+            actions = ref.action_space.sample()
+            expected = ref.step(actions)
+            got = vec.step(actions)
+            for name, a, b in zip(("obs", "rewards", "terminations", "truncations"), got[:4], expected[:4], strict=True):
+                assert_same(a, b, f"step {t} {name}")
+            ended += int(np.sum(expected[2] | expected[3]))
+        return ended
+
+
+@pytest.mark.parametrize("context", START_METHODS)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_same_trajectories_as_sync_on_cartpole(backend, context):
+    ended = run_both("CartPole-v1", 5, 60, backend, {"num_workers": 2, "context": context})
+    assert ended > 0, "the run should cross episode ends (autoreset)"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_same_trajectories_as_sync_on_atari(backend):
+    run_both("ALE/Pong-v5", 2, 25, backend, {"num_workers": 2, "context": "fork"})
+
+
+@pytest.mark.parametrize("mode", ["same_step", "disabled"])
+def test_autoreset_modes_match_sync(mode):
+    # disabled: every env that ended is reset by mask before the next step.
+    with torchwm.make_vec("CartPole-v1", 4, backend="sync", seed=3, autoreset_mode=mode) as ref, \
+            torchwm.make_vec("CartPole-v1", 4, backend="shmem", seed=3, autoreset_mode=mode,
+                             backend_kwargs={"num_workers": 2, "context": "fork"}) as vec:
+        ref.reset()
+        vec.reset()
+        for _ in range(50):
+            actions = ref.action_space.sample()
+            expected, got = ref.step(actions), vec.step(actions)
+            for a, b in zip(got[:4], expected[:4], strict=True):
+                assert np.array_equal(a, b)
+            if mode == "same_step" and "final_obs" in expected[4]:
+                assert np.array_equal(np.stack(got[4]["final_obs"][got[4]["_final_obs"]]),
+                                      np.stack(expected[4]["final_obs"][expected[4]["_final_obs"]]))
+            if mode == "disabled":
+                mask = expected[2] | expected[3]
+                if mask.any():
+                    assert np.array_equal(vec.reset(options={"reset_mask": mask})[0], ref.reset(options={"reset_mask": mask})[0])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dict_observations_and_box_actions(backend):
+    run_both("TorchwmTest/DictObs-v0", 3, 15, backend, {"num_workers": 2, "context": "spawn"})
+
+
+@pytest.mark.parametrize("context", ["forkserver", "spawn"])
+def test_env_registered_at_run_time_under_non_fork_start(context):
+    with torchwm.make_vec("TorchwmTest/SlowOnOne-v0", 2, backend="shmem", seed=0,
+                          backend_kwargs={"num_workers": 2, "context": context}) as vec:
+        obs, _ = vec.reset()
+        obs, rewards, *_ = vec.step(np.array([0, 0]))
+    assert np.array_equal(obs[:, 0], [1, 1]) and np.array_equal(rewards, [0.0, 0.0])
+
+
+def test_lambda_closure_factory_under_spawn():
+    offset = 7.0
+
+    class Shift(gym.ObservationWrapper):
+        def observation(self, observation):
+            return observation + offset
+
+    factory = lambda: Shift(gym.make("CartPole-v1"))  # noqa: E731 - a lambda on purpose
+    with torchwm.TorchVectorizedEnv(factory, num_workers=2, envs_per_worker=1, backend="subproc",
+                                    seed=0, context="spawn") as vec:
+        obs = vec.reset()
+    reference = np.stack([gym.make("CartPole-v1").reset(seed=i)[0] for i in range(2)])
+    assert np.allclose(obs, reference + offset)
+
+
+def test_worker_slices_uneven_and_envs_per_worker():
+    assert split_envs(5, 2, None) == [range(0, 3), range(3, 5)]
+    assert split_envs(5, None, 2) == [range(0, 2), range(2, 4), range(4, 5)]
+    assert split_envs(3, 8, None) == [range(0, 1), range(1, 2), range(2, 3)]
+    with torchwm.make_vec("CartPole-v1", 5, backend="shmem",
+                          backend_kwargs={"envs_per_worker": 2, "context": "fork"}) as vec:
+        assert vec.worker_slices == [range(0, 2), range(2, 4), range(4, 5)]
+        assert vec.num_workers == 3 and len(set(vec.worker_pids)) == 3
+
+
+def test_default_num_workers_is_the_cpu_affinity():
+    with torchwm.make_vec("CartPole-v1", 8, backend="subproc", backend_kwargs={"context": "fork"}) as vec:
+        assert vec.num_workers == min(8, len(__import__("os").sched_getaffinity(0)))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_batch_size_returns_first_ready_and_keeps_the_rest(backend):
+    # Worker 0 (envs 0, 1) is fast; worker 1 (envs 2, 3) sleeps: the first recv gets envs 0 and 1.
+    with torchwm.make_vec("TorchwmTest/SlowOnOne-v0", 4, backend=backend, seed=0,
+                          backend_kwargs={"num_workers": 2, "batch_size": 2, "context": "fork"}) as vec:
+        vec.reset()
+        vec.send(np.array([0, 0, 1, 1]))
+        obs, rewards, _, _, infos = vec.recv()
+        assert infos["env_id"].tolist() == [0, 1]
+        assert np.array_equal(rewards, [0.0, 0.0])
+        # Envs 0 and 1 may go again while 2 and 3 are still stepping.
+        vec.send(np.array([0, 0]), env_ids=[0, 1])
+        seen = []
+        for _ in range(2):
+            obs, rewards, _, _, infos = vec.recv()
+            seen += infos["env_id"].tolist()
+            for env, o, r in zip(infos["env_id"], obs, rewards, strict=True):
+                if env in (2, 3):
+                    assert (o[0], r) == (1, 1.0)
+                else:
+                    assert (o[0], r) == (2, 0.0)
+        assert sorted(seen) == [0, 1, 2, 3]
+        with pytest.raises(RuntimeError, match="no action in flight"):
+            vec.recv()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_partial_step_and_reset_match_sync(backend):
+    with torchwm.make_vec("CartPole-v1", 4, backend="sync", seed=1) as ref, \
+            torchwm.make_vec("CartPole-v1", 4, backend=backend, seed=1,
+                             backend_kwargs={"num_workers": 2, "context": "fork"}) as vec:
+        ref.reset()
+        vec.reset()
+        for ids in ([1, 2], [3], [0, 1, 2, 3], [3, 0]):
+            actions = np.ones(len(ids), dtype=np.int64)
+            got, expected = vec.step(actions, env_ids=ids), ref.step(actions, env_ids=ids)
+            for a, b in zip(got[:4], expected[:4], strict=True):
+                assert np.array_equal(a, b)
+            if len(ids) < 4:
+                assert got[4]["env_id"].tolist() == sorted(ids)
+        got, _ = vec.reset(env_ids=[2, 1], seed=[10, 11])
+        expected, _ = ref.reset(env_ids=[2, 1], seed=[10, 11])
+        assert np.array_equal(got, expected)
+
+
+def test_shmem_copy_false_gives_views_and_copy_true_copies():
+    with torchwm.make_vec("CartPole-v1", 2, backend="shmem", seed=0,
+                          backend_kwargs={"num_workers": 1, "copy": False, "context": "fork"}) as vec:
+        first, _ = vec.reset()
+        kept = first.copy()
+        second = vec.step(np.array([1, 1]))[0]
+        assert second is first or np.shares_memory(second, first)
+        assert not np.array_equal(first, kept), "a view shows the next step's observations"
+    with torchwm.make_vec("CartPole-v1", 2, backend="shmem", seed=0,
+                          backend_kwargs={"num_workers": 1, "context": "fork"}) as vec:
+        first, _ = vec.reset()
+        kept = first.copy()
+        vec.step(np.array([1, 1]))
+        assert np.array_equal(first, kept)
+
+
+def test_shmem_refuses_spaces_without_a_fixed_shape():
+    class TextEnv(gym.Env):
+        observation_space = spaces.Text(5)
+        action_space = spaces.Discrete(2)
+
+        def reset(self, *, seed=None, options=None):
+            return "a", {}
+
+    with pytest.raises(UnsupportedStackError, match="subproc"):
+        torchwm.TorchVectorizedEnv(TextEnv, num_workers=1, backend="shmem", context="fork")
+
+
+def _no_new_children_or_segments(before):
+    assert set(multiprocessing.active_children()) <= before
+    assert leaked_segments() == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(("kwargs", "error", "match"), [
+    ({"num_workers": 0}, ValueError, "num_workers must be an int >= 1, got 0"),
+    ({"num_workers": 2.5}, TypeError, "num_workers must be an int"),
+    ({"batch_size": 9}, ValueError, "batch_size must be from 1 to num_envs=4, got 9"),
+    ({"context": "threads"}, ValueError, r"context must be one of \['fork', 'forkserver', 'spawn'\]"),
+    ({"num_wrokers": 2}, TypeError, r"unknown backend option\(s\) \['num_wrokers'\]"),
+    ({"num_workers": 3, "envs_per_worker": 3}, ValueError, "do not fit num_envs=4"),
+    ({"timeout": -1}, ValueError, "timeout must be a positive number"),
+    ({"copy": "yes"}, TypeError, "copy must be True or False"),
+])
+def test_bad_backend_kwargs_fail_before_any_worker_starts(backend, kwargs, error, match):
+    before = set(multiprocessing.active_children())
+    with pytest.raises(error, match=match):
+        torchwm.make_vec("CartPole-v1", 4, backend=backend, backend_kwargs=kwargs)
+    _no_new_children_or_segments(before)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_unpicklable_factory_is_named_at_construction(backend):
+    lock = threading.Lock()
+
+    def factory_with_a_lock():
+        assert lock is not None
+        return gym.make("CartPole-v1")
+
+    before = set(multiprocessing.active_children())
+    with pytest.raises(TypeError, match="factory_with_a_lock cannot be pickled.*module-level function"):
+        torchwm.TorchVectorizedEnv(factory_with_a_lock, num_workers=2, backend=backend)
+    _no_new_children_or_segments(before)
+
+
+def test_close_is_idempotent_and_leaves_nothing_behind():
+    vec = torchwm.make_vec("CartPole-v1", 4, backend="shmem", backend_kwargs={"num_workers": 2, "context": "fork"})
+    pids = vec.worker_pids
+    assert len(leaked_segments()) == 1
+    vec.close()
+    vec.close()
+    assert leaked_segments() == []
+    assert all(not _alive(pid) for pid in pids)
+    with pytest.raises(torchwm.ClosedEnvironmentError):
+        vec.reset()
+
+
+def test_garbage_collection_closes_workers_and_segments():
+    import gc
+
+    vec = torchwm.make_vec("CartPole-v1", 2, backend="shmem", backend_kwargs={"num_workers": 2, "context": "fork"})
+    pids = vec.worker_pids
+    del vec
+    gc.collect()
+    assert leaked_segments() == []
+    assert all(not _alive(pid) for pid in pids)
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

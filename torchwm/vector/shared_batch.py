@@ -1,0 +1,227 @@
+"""One shared-memory block holding a whole batch: actions, observations, rewards, flags, signals.
+
+The ``shmem`` backend lays every array that crosses between the parent and its
+workers into a single POSIX shared-memory segment, so a step moves no bytes
+through a pipe: the parent writes actions in place, each worker writes its
+observation rows in place, and two counters per worker (``command_seq``,
+``done_seq``) say when there is work and when it is done. `SharedBatch.layout`
+describes the block as plain data, so a worker (started by fork, forkserver or
+spawn) attaches by name and gets the same numpy views.
+
+Segments are named ``torchwm_<pid>_<random>`` so that a leak is easy to spot in
+``/dev/shm`` (Linux); only the parent creates and unlinks them (it also
+registers them with multiprocessing's resource tracker, which unlinks them if
+the parent is killed). Workers attach without registering, so a worker that
+exits does not unlink a segment the parent still uses.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import secrets
+from dataclasses import dataclass
+from multiprocessing import resource_tracker
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from torchwm.errors import UnsupportedStackError
+from torchwm.vector import futex
+from torchwm.vector.batching import ARRAY_SPACES
+
+SEGMENT_PREFIX = "torchwm_"
+_ALIGN = 64  # a cache line: workers write neighbouring arrays without false sharing of the flags
+
+
+def _leaves(space: gym.Space, path: tuple = ()) -> list[tuple[tuple, np.dtype, tuple[int, ...]]]:
+    """(path, dtype, shape of one env's value) of every array a batch of ``space`` holds."""
+    if isinstance(space, spaces.Dict):
+        return [leaf for key, sub in space.spaces.items() for leaf in _leaves(sub, (*path, key))]
+    if isinstance(space, spaces.Tuple):
+        return [leaf for i, sub in enumerate(space.spaces) for leaf in _leaves(sub, (*path, i))]
+    if isinstance(space, ARRAY_SPACES):
+        return [(path, np.dtype(space.dtype), tuple(space.shape or ()))]
+    raise UnsupportedStackError(
+        f"the shmem backend keeps batches in shared memory and needs fixed-shape spaces (Box, Discrete, "
+        f"MultiDiscrete, MultiBinary, Dict or Tuple of them); got {space}. Use backend='subproc'."
+    )
+
+
+def _nest(space: gym.Space, arrays: dict[tuple, np.ndarray], path: tuple = ()) -> Any:
+    """The batch structure of ``space`` (dicts and tuples like Gymnasium's) around ``arrays``."""
+    if isinstance(space, spaces.Dict):
+        return {key: _nest(sub, arrays, (*path, key)) for key, sub in space.spaces.items()}
+    if isinstance(space, spaces.Tuple):
+        return tuple(_nest(sub, arrays, (*path, i)) for i, sub in enumerate(space.spaces))
+    return arrays[path]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where each array lives in the block: plain data, sent to workers at start-up."""
+
+    name: str
+    size: int
+    num_envs: int
+    num_workers: int
+    entries: tuple[tuple[str, tuple, str, tuple[int, ...], int], ...]  # (field, path, dtype, shape, offset)
+
+
+def plan_layout(
+    observation_space: gym.Space, action_space: gym.Space, num_envs: int, num_workers: int
+) -> Layout:
+    """Lay out the batch of ``num_envs`` envs and the signals of ``num_workers`` workers."""
+    n, w = num_envs, num_workers
+    arrays: list[tuple[str, tuple, np.dtype, tuple[int, ...]]] = [
+        # Signals first, each on its own cache lines.
+        ("command_seq", (), np.dtype(np.int64), (w,)),
+        ("done_seq", (), np.dtype(np.int64), (w,)),
+        ("status", (), np.dtype(np.int64), (w,)),
+        # Futex words (int32): a worker sleeps on its doorbell, the parent on parent_bell.
+        ("doorbell", (), np.dtype(np.int32), (w,)),
+        ("parent_bell", (), np.dtype(np.int32), (1,)),
+        # Set by a side just before it sleeps, so that the other rings (a syscall) only then.
+        ("worker_sleeping", (), np.dtype(np.int32), (w,)),
+        ("parent_sleeping", (), np.dtype(np.int32), (1,)),
+        # How many workers must be done before waking the parent helps (0: any).
+        ("ring_threshold", (), np.dtype(np.int32), (1,)),
+        ("step_mask", (), np.dtype(np.bool_), (n,)),
+        ("rewards", (), np.dtype(np.float64), (n,)),
+        ("terminations", (), np.dtype(np.bool_), (n,)),
+        ("truncations", (), np.dtype(np.bool_), (n,)),
+    ]
+    arrays += [("observations", path, dtype, (n, *shape)) for path, dtype, shape in _leaves(observation_space)]
+    arrays += [("actions", path, dtype, (n, *shape)) for path, dtype, shape in _leaves(action_space)]
+    entries = []
+    offset = 0
+    for field, path, dtype, shape in arrays:
+        offset = -(-offset // _ALIGN) * _ALIGN
+        entries.append((field, path, dtype.str, shape, offset))
+        offset += int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    name = f"{SEGMENT_PREFIX}{os.getpid()}_{secrets.token_hex(4)}"
+    return Layout(name=name, size=max(offset, 1), num_envs=n, num_workers=w, entries=tuple(entries))
+
+
+class SharedBatch:
+    """Numpy views of a shared block: ``observations``, ``actions`` (batches of their spaces), ``rewards``,
+    ``terminations``, ``truncations``, ``step_mask`` (one row per env), ``command_seq``, ``done_seq``,
+    ``status``, ``doorbell`` (one per worker) and ``parent_bell``.
+
+    Use `SharedBatch.create` in the parent and `SharedBatch.attach` in a worker.
+    """
+
+    def __init__(self, layout: Layout, mapping: mmap.mmap, observation_space: gym.Space,
+                 action_space: gym.Space, owner: bool) -> None:
+        self.layout = layout
+        self._owner = owner
+        self._mapping: mmap.mmap | None = mapping
+        fields: dict[str, dict[tuple, np.ndarray]] = {}
+        for field, path, dtype, shape, offset in layout.entries:
+            count = int(np.prod(shape, dtype=np.int64))
+            view = np.frombuffer(mapping, dtype=np.dtype(dtype), count=count, offset=offset).reshape(shape)
+            fields.setdefault(field, {})[path] = view
+        self.command_seq = fields["command_seq"][()]
+        self.done_seq = fields["done_seq"][()]
+        self.status = fields["status"][()]
+        self.doorbell = fields["doorbell"][()]
+        self.parent_bell = fields["parent_bell"][()]
+        self.worker_sleeping = fields["worker_sleeping"][()]
+        self.parent_sleeping = fields["parent_sleeping"][()]
+        self.ring_threshold = fields["ring_threshold"][()]
+        self.step_mask = fields["step_mask"][()]
+        self.rewards = fields["rewards"][()]
+        self.terminations = fields["terminations"][()]
+        self.truncations = fields["truncations"][()]
+        self.observations = _nest(observation_space, fields["observations"])
+        self.actions = _nest(action_space, fields["actions"])
+
+    def doorbell_address(self, worker: int) -> int:
+        return self.doorbell.ctypes.data + worker * self.doorbell.itemsize
+
+    @property
+    def parent_bell_address(self) -> int:
+        return self.parent_bell.ctypes.data
+
+    def ring_worker(self, worker: int) -> None:
+        """Wake worker ``worker`` if it sleeps (after a step signal or a pipe command).
+
+        The bell always changes, so a worker about to sleep on its old value returns at once; the wake
+        syscall is made only for a worker that said it sleeps.
+        """
+        self.doorbell[worker] += 1
+        if self.worker_sleeping[worker]:
+            futex.wake(self.doorbell_address(worker))
+
+    def ring_parent(self) -> None:
+        """Wake the parent if it sleeps (a worker finished). Workers may race on the increment:
+        a lost increment still changes the value, which is all a sleeper checks."""
+        self.parent_bell[0] += 1
+        if self.parent_sleeping[0] and (
+            # Waiting for every worker: only the last one to finish wakes the parent. Two finishing at
+            # once could each miss the other; the parent's sleep is bounded, so that costs at most that.
+            not self.ring_threshold[0]
+            or np.count_nonzero(self.done_seq == self.command_seq) >= self.ring_threshold[0]
+        ):
+            futex.wake(self.parent_bell_address)
+
+    @classmethod
+    def create(cls, observation_space: gym.Space, action_space: gym.Space, num_envs: int,
+               num_workers: int) -> SharedBatch:
+        layout = plan_layout(observation_space, action_space, num_envs, num_workers)
+        fd = os.open(_path(layout.name), os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+        try:
+            os.ftruncate(fd, layout.size)
+            mapping = mmap.mmap(fd, layout.size)
+        except BaseException:
+            os.unlink(_path(layout.name))
+            raise
+        finally:
+            os.close(fd)
+        # The tracker unlinks the segment if this process dies without closing (SIGKILL, os._exit).
+        resource_tracker.register("/" + layout.name, "shared_memory")
+        return cls(layout, mapping, observation_space, action_space, owner=True)
+
+    @classmethod
+    def attach(cls, layout: Layout, observation_space: gym.Space, action_space: gym.Space) -> SharedBatch:
+        # Not SharedMemory(name): on Python < 3.13 that registers the segment with the resource
+        # tracker again, and a worker's exit would then unlink the segment under the parent.
+        fd = os.open(_path(layout.name), os.O_RDWR)
+        try:
+            mapping = mmap.mmap(fd, layout.size)
+        finally:
+            os.close(fd)
+        return cls(layout, mapping, observation_space, action_space, owner=False)
+
+    def release(self) -> None:
+        """Unlink the segment (the parent) and drop the mapping. Safe to call twice."""
+        if self._owner:
+            self._owner = False
+            try:
+                os.unlink(_path(self.layout.name))
+            except FileNotFoundError:
+                pass
+            resource_tracker.unregister("/" + self.layout.name, "shared_memory")
+        mapping, self._mapping = self._mapping, None
+        if mapping is not None:
+            try:
+                mapping.close()
+            except BufferError:
+                # Views handed out with copy=False still use it; the memory goes with them,
+                # and the name is already gone from /dev/shm.
+                pass
+
+
+def _path(name: str) -> str:
+    return f"/dev/shm/{name}"
+
+
+def leaked_segments() -> list[str]:
+    """Names of torchwm segments in ``/dev/shm`` created by this process (tests use it)."""
+    prefix = f"{SEGMENT_PREFIX}{os.getpid()}_"
+    try:
+        return sorted(name for name in os.listdir("/dev/shm") if name.startswith(prefix))
+    except FileNotFoundError:
+        return []

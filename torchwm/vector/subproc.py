@@ -1,0 +1,147 @@
+"""The ``subproc`` backend: worker processes, each stepping several envs; commands and results over pipes.
+
+Each worker runs an `EnvGroup` (the same loop as ``sync``) over its envs and
+answers a step command with its rows (observations, rewards, flags) and
+infos, pickled through its pipe. It works for any space, including ones that
+do not fit in fixed-size shared memory; for array observations ``shmem`` is
+faster, since it moves nothing through pipes on a step.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from multiprocessing.connection import wait as wait_connections
+from typing import Any
+
+import numpy as np
+from gymnasium.vector.utils import create_empty_array
+
+from torchwm.errors import EnvTimeoutError, WorkerError
+from torchwm.hookspecs import hookimpl
+from torchwm.spec import VecSpec
+from torchwm.vector.batching import slice_rows, take_rows
+from torchwm.vector.processes import CONFORMANCE_VARIANTS, ProcessVectorEnv, WorkerHandle, put_rows
+
+
+class SubprocVectorEnv(ProcessVectorEnv):
+    """Envs in worker processes, results over pipes. Options: see `ProcessVectorEnv`.
+
+    Example:
+        >>> import torchwm
+        >>> envs = torchwm.make_vec("CartPole-v1", num_envs=4, backend="subproc", seed=0,
+        ...                         backend_kwargs={"num_workers": 2})
+        >>> obs, infos = envs.reset()
+        >>> obs.shape, envs.worker_slices
+        ((4, 4), [range(0, 2), range(2, 4)])
+        >>> envs.close()
+    """
+
+    backend_name = "subproc"
+
+    def __init__(self, spec: VecSpec, **options: Any) -> None:
+        self._outstanding: list[collections.deque] = []
+        super().__init__(spec, **options)
+
+    def _make_buffers(self) -> None:
+        n = self.num_envs
+        self._observations = create_empty_array(self.single_observation_space, n=n, fn=np.zeros)
+        self._rewards = np.zeros(n, dtype=np.float64)
+        self._terminations = np.zeros(n, dtype=np.bool_)
+        self._truncations = np.zeros(n, dtype=np.bool_)
+        # Per worker, the global ids of each step command not answered yet, oldest first.
+        self._outstanding = [collections.deque() for _ in self._handles]
+
+    def _store(self, ids: np.ndarray | slice, rows: tuple) -> None:
+        obs, rewards, terminations, truncations = rows
+        put_rows(self.single_observation_space, self._observations, ids, obs)
+        self._rewards[ids] = rewards
+        self._terminations[ids] = terminations
+        self._truncations[ids] = truncations
+
+    def _reset_reply(self, handle: WorkerHandle, local_ids: list[int], reply: Any) -> list[dict]:
+        *rows, infos = reply
+        ids = np.asarray(local_ids, dtype=np.int64) + handle.envs.start
+        self._store(ids, tuple(rows))
+        return infos
+
+    def _worker_restarted(self, handle: WorkerHandle) -> None:
+        self._outstanding[handle.index].clear()
+
+    def _send_step(self, ids: np.ndarray, actions: Any) -> None:
+        self._check_usable()
+        if ids.size == self.num_envs:
+            # Every env: each worker's actions are a contiguous slice.
+            for handle in self._handles:
+                rows = handle.envs
+                local = list(range(len(rows)))
+                self._send(handle, ("step", local, slice_rows(self.single_action_space, actions, rows.start, rows.stop)),
+                           np.arange(rows.start, rows.stop))
+            return
+        workers = self._worker_of[ids]
+        for w in np.unique(workers).tolist():
+            handle = self._handles[w]
+            positions = np.flatnonzero(workers == w)
+            mine = ids[positions]
+            self._send(handle, ("step", (mine - handle.envs.start).tolist(),
+                                take_rows(self.single_action_space, actions, positions)), mine)
+
+    def _send(self, handle: WorkerHandle, command: tuple, ids: np.ndarray) -> None:
+        try:
+            handle.conn.send(command)
+        except (OSError, ValueError):
+            pass  # a dead worker; _wait_ready notices through its sentinel
+        self._outstanding[handle.index].append(ids)
+
+    def _wait_ready(self, candidates: np.ndarray, count: int, timeout: float | None) -> tuple[np.ndarray, list[dict]]:
+        self._check_usable()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while len(self._ready) < count:
+            busy = [h for h in self._handles if self._outstanding[h.index]]
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                waiting = sorted(int(i) for h in busy for ids in self._outstanding[h.index] for i in ids)
+                raise EnvTimeoutError(
+                    f"{self.backend_name}: envs {waiting} did not finish their step within {timeout} s; "
+                    f"recv(timeout=...) again to keep waiting, or close() to stop the workers"
+                )
+            waitables = [h.conn for h in busy] + [h.process.sentinel for h in busy]
+            ready = wait_connections(waitables, remaining)
+            for handle in busy:
+                if handle.conn in ready:
+                    self._collect(handle, deadline)
+                elif handle.process.sentinel in ready:
+                    self._on_crash(handle, self._dead(handle, "stepping"), deadline)
+                    self._outstanding[handle.index].clear()
+        chosen = list(self._ready)[:count]
+        return np.asarray(chosen, dtype=np.int64), [self._ready.pop(i) for i in chosen]
+
+    def _drain(self, deadline: float | None) -> None:
+        for handle in self._handles:
+            while self._outstanding[handle.index]:
+                self._outstanding[handle.index].popleft()
+                self._receive(handle, deadline, "finishing a step after an env raised")
+
+    def _collect(self, handle: WorkerHandle, deadline: float | None) -> None:
+        try:
+            message = handle.conn.recv()
+        except (EOFError, OSError):
+            self._on_crash(handle, self._dead(handle, "stepping"), deadline)
+            self._outstanding[handle.index].clear()
+            return
+        ids = self._outstanding[handle.index].popleft()
+        try:
+            self._check_reply(handle, message, "stepping")
+        except WorkerError as error:
+            self._fail_step(error, deadline)
+        *rows, infos = message[1]
+        self._store(ids, tuple(rows))
+        for env, info in zip(ids.tolist(), infos, strict=True):
+            self._ready[env] = info
+
+
+@hookimpl
+def register_backends(register):
+    register("subproc", SubprocVectorEnv,
+             description="worker processes, several envs each; results over pipes (any space)",
+             conformance={"variants": CONFORMANCE_VARIANTS})

@@ -1,0 +1,279 @@
+"""The worker process: several envs stepped by one `EnvGroup`, driven by the parent.
+
+`worker_main` is the target of every process that ``subproc`` and ``shmem``
+start. It builds its envs from a cloudpickled factory (so lambdas, closures
+and envs registered at run time work under fork, forkserver and spawn),
+reports their spaces, then serves commands until ``close``:
+
+- ``subproc``: every command comes over the pipe and every result goes back
+  over it (`serve_pipe`).
+- ``shmem``: steps are signalled through shared memory (`serve_shared`): the
+  parent writes actions and a step mask, then bumps ``command_seq[w]``; the
+  worker steps, writes its rows in place, sends non-empty infos over the pipe,
+  then sets ``done_seq[w]``. While idle it polls the counter with
+  ``os.sched_yield()`` for a millisecond, then sleeps on its doorbell (a
+  futex, see `torchwm.vector.futex`), so that it never holds a core another
+  process needs. Control commands (reset, call, close) come over the pipe.
+
+Workers ignore SIGINT: Ctrl-C reaches the parent alone, which closes them.
+An exception in an env is sent back with the env's index and traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import signal
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+import cloudpickle
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector.utils import create_empty_array
+
+from torchwm.vector import futex
+from torchwm.vector.batching import slice_rows, take_rows
+from torchwm.vector.env_group import EnvGroup
+from torchwm.vector.shared_batch import SharedBatch
+
+# status[w] values written by a shmem worker with done_seq
+STATUS_OK = 0
+STATUS_INFOS = 1  # non-empty infos wait in the pipe
+STATUS_ERROR = 2  # an error message waits in the pipe
+
+# Idle time polled with sched_yield before sleeping on the doorbell: longer than the parent's own
+# work between two steps, since waking a sleeping process costs tens of microseconds.
+SPIN_SECONDS = 0.001
+IDLE_WAIT_SECONDS = 0.005  # longest sleep: bounds a missed ring and the check that the parent lives
+
+
+@dataclass
+class WorkerPayload:
+    """What a worker needs to build its envs; sent cloudpickled."""
+
+    env_fn: Any
+    num_envs: int
+    first_env: int  # global index of the worker's first env
+    autoreset_mode: Any
+    gym_specs: list[gym.envs.registration.EnvSpec] = field(default_factory=list)
+
+
+def gym_specs_to_send(env_id: str | None) -> list[gym.envs.registration.EnvSpec]:
+    """The Gymnasium spec of ``env_id``, for workers whose interpreter never saw its registration."""
+    if env_id and env_id in gym.registry:
+        return [gym.registry[env_id]]
+    return []
+
+
+def _register_missing(specs: list[gym.envs.registration.EnvSpec]) -> None:
+    for spec in specs:
+        if spec.id not in gym.registry and isinstance(spec.entry_point, str):
+            # The package that registers the id (ale_py registers every ALE id on import) goes first,
+            # so that its own registration does not find ours and warn about an override.
+            try:
+                importlib.import_module(spec.entry_point.split(":")[0])
+            except ImportError:
+                pass
+        if spec.id not in gym.registry:
+            gym.registry[spec.id] = spec
+
+
+def failing_env(exc: BaseException) -> int | None:
+    """The local index of the env that raised, read from the `EnvGroup` frame of the traceback.
+
+    `EnvGroup` loops over its envs with the index in ``i``; reading it back here
+    costs nothing on the hot path, unlike wrapping every env call in a try.
+    """
+    tb = exc.__traceback__
+    index = None
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_filename == EnvGroup.step.__code__.co_filename and "i" in frame.f_locals:
+            index = frame.f_locals["i"]
+        tb = tb.tb_next
+    return index if isinstance(index, int) else None
+
+
+def _error(exc: BaseException) -> tuple:
+    return ("error", failing_env(exc), "".join(traceback.format_exception(exc)), repr(exc))
+
+
+def worker_main(worker_index: int, conn: Any, parent_conn: Any, payload_bytes: bytes) -> None:
+    """Entry point of a worker process."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if parent_conn is not None:
+        parent_conn.close()  # else the pipe never reports the parent's death (fork keeps both ends)
+    group: EnvGroup | None = None
+    shared = None
+    try:
+        try:
+            payload: WorkerPayload = cloudpickle.loads(payload_bytes)
+            _register_missing(payload.gym_specs)
+            envs = [payload.env_fn() for _ in range(payload.num_envs)]
+            first = envs[0]
+            for i, env in enumerate(envs[1:], start=1):
+                if env.observation_space != first.observation_space or env.action_space != first.action_space:
+                    raise RuntimeError(f"env {payload.first_env + i} has spaces unlike env {payload.first_env}'s")
+            conn.send(("ready", {
+                "observation_space": first.observation_space,
+                "action_space": first.action_space,
+                "metadata": dict(first.metadata),
+                "render_mode": first.render_mode,
+            }))
+            command = conn.recv()
+            assert command[0] == "setup", command
+            layout = command[1]
+            if layout is None:
+                arrays = (create_empty_array(first.observation_space, n=len(envs), fn=np.zeros),
+                          np.zeros(len(envs)), np.zeros(len(envs), bool), np.zeros(len(envs), bool))
+            else:
+                shared = SharedBatch.attach(layout, first.observation_space, first.action_space)
+                rows = slice(payload.first_env, payload.first_env + len(envs))
+                arrays = (slice_rows(first.observation_space, shared.observations, rows.start, rows.stop),
+                          shared.rewards[rows], shared.terminations[rows], shared.truncations[rows])
+            group = EnvGroup(envs, payload.autoreset_mode, *arrays)
+            conn.send(("ok", None))
+        except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent
+            conn.send(_error(exc))
+            return
+        if shared is None:
+            serve_pipe(group, conn)
+        else:
+            serve_shared(group, conn, shared, worker_index, payload.first_env)
+    except (EOFError, BrokenPipeError, ConnectionResetError):
+        pass  # the parent is gone: nobody to answer
+    finally:
+        if group is not None:
+            try:
+                group.close()
+            except Exception:
+                pass
+        if shared is not None:
+            shared.release()
+
+
+def _control(group: EnvGroup, command: tuple) -> tuple:
+    """A command other than step; returns the reply."""
+    kind = command[0]
+    if kind == "reset":
+        _, local_ids, seeds, options = command
+        infos = group.reset(local_ids, seeds, options)
+        return ("ok", infos)
+    if kind == "call":
+        _, name, args, kwargs = command
+        return ("ok", group.call(range(len(group.envs)), name, args, kwargs))
+    if kind == "set_attr":
+        _, name, values = command
+        group.set_attr(range(len(group.envs)), name, values)
+        return ("ok", None)
+    if kind == "needs_reset":
+        # A restarted worker: its envs' interrupted episodes were reported truncated, so under
+        # next_step autoreset their next step starts a new episode, as after any truncation.
+        group.needs_reset = [True] * len(group.envs)
+        return ("ok", None)
+    if kind == "ping":
+        return ("ok", os.getpid())
+    raise ValueError(f"unknown worker command {kind!r}")
+
+
+def _rows_of(group: EnvGroup, local_ids: list[int]) -> tuple:
+    if len(local_ids) == len(group.envs):
+        ids = None
+    else:
+        ids = np.asarray(local_ids)
+    obs = take_rows(group.observation_space, group.observations, ids)
+    pick = slice(None) if ids is None else ids
+    return obs, group.rewards[pick].copy(), group.terminations[pick].copy(), group.truncations[pick].copy()
+
+
+def serve_pipe(group: EnvGroup, conn: Any) -> None:
+    """The ``subproc`` loop: commands and results over the pipe."""
+    while True:
+        command = conn.recv()
+        kind = command[0]
+        if kind == "close":
+            conn.send(("ok", None))
+            return
+        try:
+            if kind == "step":
+                _, local_ids, actions = command
+                infos = group.step(local_ids, actions)
+                conn.send(("ok", (*_rows_of(group, local_ids), infos)))
+            elif kind == "reset":
+                _, local_ids, seeds, options = command
+                infos = group.reset(local_ids, seeds, options)
+                conn.send(("ok", (*_rows_of(group, local_ids), infos)))
+            else:
+                conn.send(_control(group, command))
+        except (EOFError, BrokenPipeError):
+            raise
+        except Exception as exc:
+            conn.send(_error(exc))
+
+
+def serve_shared(group: EnvGroup, conn: Any, shared: Any, worker_index: int, first_env: int) -> None:
+    """The ``shmem`` loop: steps signalled through shared memory, control over the pipe."""
+    count = len(group.envs)
+    rows = slice(first_env, first_env + count)
+    all_local = list(range(count))
+    action_space = group.action_space
+    actions_view = slice_rows(action_space, shared.actions, rows.start, rows.stop)
+    mask_view = shared.step_mask[rows]
+    command_seq = shared.command_seq
+    done_seq = shared.done_seq
+    status = shared.status
+    doorbell = shared.doorbell
+    sleeping = shared.worker_sleeping
+    doorbell_address = shared.doorbell_address(worker_index)
+    last_seq = int(command_seq[worker_index])
+    parent = os.getppid()
+    idle_since = time.perf_counter()
+    while True:
+        bell = int(doorbell[worker_index])  # read before the checks: a ring after them ends the sleep
+        seq = int(command_seq[worker_index])
+        if seq != last_seq:
+            last_seq = seq
+            local_ids = all_local if mask_view.all() else np.flatnonzero(mask_view).tolist()
+            try:
+                actions = actions_view if local_ids is all_local else take_rows(action_space, actions_view, np.asarray(local_ids))
+                infos = group.step(local_ids, actions)
+                message: Any = infos if any(infos) else None
+                status[worker_index] = STATUS_OK if message is None else STATUS_INFOS
+            except Exception as exc:
+                message = _error(exc)
+                status[worker_index] = STATUS_ERROR
+            # done_seq after the rows and status (the parent reads them once it sees it), and
+            # before a pipe message: a message larger than the pipe buffer would otherwise block
+            # this worker until the parent reads it, while the parent waits for done_seq.
+            done_seq[worker_index] = seq
+            shared.ring_parent()
+            if message is not None:
+                conn.send(message)
+            idle_since = time.perf_counter()
+            continue
+        if conn.poll():
+            command = conn.recv()
+            if command[0] == "close":
+                conn.send(("ok", None))
+                return
+            try:
+                conn.send(_control(group, command))
+            except (EOFError, BrokenPipeError):
+                raise
+            except Exception as exc:
+                conn.send(_error(exc))
+            idle_since = time.perf_counter()
+            continue
+        if time.perf_counter() - idle_since < SPIN_SECONDS:
+            os.sched_yield()
+        else:
+            if os.getppid() != parent:
+                return  # orphaned: the parent died without closing the pipe
+            sleeping[worker_index] = 1
+            # Checked again after saying so: a command sent before the flag was seen is not slept over.
+            if int(command_seq[worker_index]) == last_seq and not conn.poll():
+                futex.wait(doorbell_address, bell, IDLE_WAIT_SECONDS)
+            sleeping[worker_index] = 0
