@@ -1,0 +1,245 @@
+"""The ``envpool`` backend: a torchwm vector env whose envs are one EnvPool, stepped in C++ threads.
+
+`EnvPoolVectorEnv` gives EnvPool's envs torchwm's contract (the base class's
+checks, ``env_ids``, send/recv with ``batch_size``, ``reset(seed=)``), and adds
+as little as it can: one copy of the rows EnvPool returns into the batch, and
+for ``frame_stack(padding="zero")`` the blanking of the frames before an
+episode's first (EnvPool repeats the first frame there). Where EnvPool's
+semantics differ from the Python backends (seeds are fixed when the pool is
+made; its own RNG streams; next-step autoreset only), the backend either
+emulates torchwm (``reset(seed=...)`` of every env remakes the pool with those
+seeds) or refuses the call with a clear error.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+from torchwm.errors import EnvTimeoutError
+from torchwm.spec import VecSpec
+from torchwm.vector.base import VectorEnv
+from torchwm_envpool.translate import EnvPoolPlan, translate
+
+INFO_KEYS = ("lives", "elapsed_step")  # per-env infos kept from EnvPool's (not its RAM copy nor player ids)
+
+
+class EnvPoolVectorEnv(VectorEnv):
+    """``num_envs`` envs of one EnvPool.
+
+    Args:
+        spec: what to build; `torchwm_envpool.translate.translate` says whether EnvPool can.
+        num_threads: EnvPool's worker threads (0: EnvPool chooses, one per env up to the cores).
+        thread_affinity_offset: pin threads to cores from this one (-1: no pinning).
+        batch_size: `recv` returns the first ``batch_size`` envs ready (EnvPool's async mode).
+        timeout: accepted for the common backend options; EnvPool's waits have no deadline, so
+            a recv that could never complete is refused up front instead.
+        copy: return copies of the observation batch (default) or the internal buffer.
+
+    Example:
+        >>> import torchwm
+        >>> envs = torchwm.make_vec("ALE/Pong-v5", 8, backend="envpool", seed=0)   # doctest: +SKIP
+        >>> envs.reset()[0].shape                                                  # doctest: +SKIP
+        (8, 4, 84, 84)
+    """
+
+    def __init__(
+        self,
+        spec: VecSpec,
+        *,
+        num_threads: int = 0,
+        thread_affinity_offset: int = -1,
+        batch_size: int | None = None,
+        timeout: float | None = None,
+        copy: bool = True,
+    ) -> None:
+        self._pool: Any = None
+        for name, value, minimum in (("num_threads", num_threads, 0), ("thread_affinity_offset", thread_affinity_offset, -1)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+                raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+        n = spec.num_envs
+        if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
+                                       or not 1 <= batch_size <= n):
+            raise ValueError(f"batch_size must be an int from 1 to num_envs={n}, got {batch_size!r}")
+        self._plan: EnvPoolPlan = translate(spec)
+        self._pool_options = {"num_threads": num_threads, "thread_affinity_offset": thread_affinity_offset,
+                              "batch_size": batch_size or n}
+        # EnvPool draws env i's seed from the pool's seed as seed + i, Gymnasium's layout.
+        seed = spec.seed if spec.seed is not None else int(np.random.SeedSequence().entropy % 2**31)
+        self._fresh_seeds: list[int] | None = [seed + i for i in range(n)]
+        self._pool = self._make_pool(self._fresh_seeds)
+        single_obs, single_action = self._spaces()
+        super().__init__(spec, single_obs, single_action, metadata={"render_modes": []}, render_mode=None,
+                         batch_size=batch_size, timeout=timeout, copy=copy)
+        self._observations = np.zeros((n, *single_obs.shape), dtype=single_obs.dtype)
+        self._rewards = np.zeros(n, dtype=np.float64)
+        self._terminations = np.zeros(n, dtype=np.bool_)
+        self._truncations = np.zeros(n, dtype=np.bool_)
+        self._attributes: dict[str, list[Any]] = {}  # set_attr values: EnvPool has no Python env objects
+        self._ready: dict[int, dict] = {}  # env id -> infos, rows already in the batch, in arrival order
+        self._all_ids = np.arange(n)
+
+    # -- EnvPool ----------------------------------------------------------------------------------
+
+    def _make_pool(self, seeds: list[int]) -> Any:
+        import envpool
+
+        return envpool.make_gymnasium(self._plan.task_id, num_envs=len(seeds), seed=seeds[0], env_seed=list(seeds),
+                                      **self._pool_options, **self._plan.kwargs)
+
+    def _spaces(self) -> tuple[spaces.Space, spaces.Space]:
+        obs_space = self._pool.observation_space
+        if self._plan.squeeze_stack:
+            obs_space = spaces.Box(0, 255, obs_space.shape[1:], np.uint8)
+        return obs_space, self._pool.action_space
+
+    @property
+    def envpool(self) -> Any:
+        """The EnvPool object itself (its config, its own methods)."""
+        return self._pool
+
+    # -- the backend primitives -------------------------------------------------------------------
+
+    def _reset_envs(self, ids: np.ndarray, seeds: list[int | None], options: dict | None) -> list[dict]:
+        n = self.num_envs
+        if options:
+            raise ValueError(f"the envpool backend takes no reset options but reset_mask, got {sorted(options)}")
+        seeded = [s is not None for s in seeds]
+        if any(seeded):
+            if ids.size != n or not all(seeded):
+                raise ValueError(
+                    "EnvPool fixes each env's seed when the pool is made, so the envpool backend can seed "
+                    "only a reset of every env at once (reset(seed=s) or a list of num_envs seeds); "
+                    f"got seeds for envs {ids[np.asarray(seeded)].tolist()} of {n}"
+                )
+            if seeds != self._fresh_seeds:
+                self._pool.close()
+                self._pool = self._make_pool([int(s) for s in seeds])  # type: ignore[arg-type]
+        self._fresh_seeds = None
+        pool_batch = self._pool_options["batch_size"]
+        if self._is_async and ids.size < pool_batch:
+            raise ValueError(
+                f"EnvPool returns exactly batch_size={pool_batch} envs per wait, so the envpool backend cannot "
+                f"reset {ids.size} envs alone; reset at least {pool_batch} (or make the env with a smaller batch_size)"
+            )
+        self._pool._reset(ids.astype(np.int32))
+        infos: dict[int, dict] = {}
+        while len(infos) < ids.size:
+            obs, info = self._pool.recv(reset=True, return_info=True)
+            infos.update(self._store(obs, None, None, None, info))
+        return [infos[i] for i in ids.tolist()]
+
+    @property
+    def _is_async(self) -> bool:
+        """EnvPool's async mode (batch_size < num_envs): each wait returns exactly batch_size envs."""
+        return self._pool_options["batch_size"] < self.num_envs
+
+    def _send_step(self, ids: np.ndarray, actions: Any) -> None:
+        if not self._is_async and self._in_flight.any():
+            # In sync mode EnvPool's next wait returns the envs of one send; a second send would be lost.
+            raise RuntimeError(
+                f"envs {np.flatnonzero(self._in_flight).tolist()} have actions in flight: recv() before sending "
+                f"again, or make the env with batch_size < num_envs to overlap sends"
+            )
+        # All envs: no env_id, so EnvPool uses its own cached ids instead of converting ours.
+        env_id = None if ids.size == self.num_envs and (ids == self._all_ids).all() else ids.astype(np.int32)
+        self._pool.send(np.asarray(actions), env_id)
+
+    def _wait_ready(self, candidates: np.ndarray, count: int, timeout: float | None) -> tuple[np.ndarray, list[dict]]:
+        wanted = set(candidates.tolist())
+        waiting = [i for i in wanted if i not in self._ready]
+        pool_batch = self._pool_options["batch_size"]
+        if self._is_async and waiting and len(waiting) < pool_batch:
+            raise ValueError(
+                f"EnvPool returns exactly batch_size={pool_batch} envs per wait and only {len(waiting)} are in "
+                f"flight ({sorted(waiting)}): send actions for at least {pool_batch} envs before recv()"
+            )
+        start = time.monotonic()
+        while sum(1 for i in self._ready if i in wanted) < count:
+            obs, rewards, terminations, truncations, info = self._pool.recv(reset=False, return_info=True)
+            self._ready.update(self._store(obs, rewards, terminations, truncations, info))
+            if timeout is not None and time.monotonic() - start > timeout:
+                raise EnvTimeoutError(f"EnvPool took more than {timeout} s to return {count} envs")
+        chosen = [i for i in self._ready if i in wanted][:count]
+        return np.asarray(chosen, dtype=np.int64), [self._ready.pop(i) for i in chosen]
+
+    def _call(self, name: str, args: tuple, kwargs: dict) -> list[Any]:
+        if name in self._attributes:
+            return list(self._attributes[name])
+        if name in ("observation_space", "action_space"):
+            space = self.single_observation_space if name == "observation_space" else self.single_action_space
+            return [space] * self.num_envs
+        value = getattr(self._pool, name, None)
+        if value is None or callable(value):
+            raise AttributeError(
+                f"the envpool backend has no per-env Python objects to call or read {name!r} on; EnvPool's own "
+                f"object is vec.envpool"
+            )
+        return [value] * self.num_envs
+
+    def _set_attr(self, name: str, values: list[Any]) -> None:
+        self._attributes[name] = list(values)
+
+    def _close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    # -- helpers ----------------------------------------------------------------------------------
+
+    def recv(self, timeout: float | None = None) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """`torchwm.VectorEnv.recv`, with a shortcut for the common case: every env in one EnvPool wait.
+
+        Then the infos are batched as whole columns rather than env by env, which on Pong is
+        half of what the backend adds to EnvPool's own step. The result is the same.
+        """
+        if self.closed or self._is_async or self._ready or not self._in_flight.all():
+            return super().recv(timeout)
+        obs, rewards, terminations, truncations, info = self._pool.recv(reset=False, return_info=True)
+        self._store(obs, rewards, terminations, truncations, info, per_env_infos=False)
+        self._in_flight[:] = False
+        batched: dict[str, Any] = {}
+        for key in INFO_KEYS:
+            if key in info:
+                column = np.zeros(self.num_envs, dtype=np.int64)  # Gymnasium's dtype for int infos
+                column[info["env_id"]] = info[key]
+                batched[key], batched[f"_{key}"] = column, np.ones(self.num_envs, dtype=np.bool_)
+        observations = self._observations.copy() if self.copy else self._observations
+        return observations, self._rewards.copy(), self._terminations.copy(), self._truncations.copy(), batched
+
+    def _store(self, obs: np.ndarray, rewards: Any, terminations: Any, truncations: Any,
+               info: dict[str, Any], per_env_infos: bool = True) -> dict[int, dict]:
+        """Copy EnvPool's rows into the batch (blanking stack padding); return the infos by env id."""
+        env_ids = info["env_id"]
+        elapsed = info["elapsed_step"]
+        if self._plan.squeeze_stack:
+            obs = obs[:, 0]
+        if env_ids.size == self.num_envs and (env_ids == self._all_ids).all():
+            rows: Any = slice(None)
+            # EnvPool returns a new array on every wait: adopt it as the batch instead of copying it.
+            self._observations = obs
+        else:
+            rows = env_ids
+            self._observations[rows] = obs
+        if rewards is None:
+            self._rewards[rows] = 0.0
+            self._terminations[rows] = False
+            self._truncations[rows] = False
+        else:
+            self._rewards[rows] = rewards
+            self._terminations[rows] = terminations
+            self._truncations[rows] = truncations
+        if self._plan.zero_padding:
+            # Frames before the episode's first: EnvPool repeats that frame, torchwm's
+            # frame_stack(padding="zero") shows blanks, one fewer for each step taken.
+            padded = np.flatnonzero(elapsed < self._plan.stack_size - 1)
+            for k in padded.tolist():
+                self._observations[env_ids[k], : self._plan.stack_size - 1 - int(elapsed[k])] = 0
+        if not per_env_infos:
+            return {}
+        keys = [key for key in INFO_KEYS if key in info]
+        columns = [info[key].tolist() for key in keys]
+        return {int(i): dict(zip(keys, values, strict=True)) for i, *values in zip(env_ids.tolist(), *columns, strict=True)}

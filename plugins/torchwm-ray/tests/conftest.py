@@ -1,0 +1,25 @@
+"""Fixtures: one local Ray instance for a whole test module, started by the tests, not by torchwm.
+
+The ``ray`` backend then finds Ray running, uses it, and leaves it running when an
+env closes (it stops only a Ray it started itself), so the module pays Ray's start once.
+
+Ray's token authentication is turned off for the whole test run, before anything starts Ray:
+the two-node test's ``ray start`` nodes and every local Ray must agree on it, and a Ray
+process reads the setting once. Every node these tests start listens on loopback only.
+"""
+
+import os
+
+os.environ["RAY_AUTH_MODE"] = "disabled"
+os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+
+import pytest  # noqa: E402
+import ray  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    assert not ray.is_initialized(), "a previous test module left Ray connected"
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield
+    ray.shutdown()

@@ -1,0 +1,151 @@
+"""The ``ray`` backend beyond the conformance kit: Atari trajectories, actor layout, failures, restarts."""
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import ray
+from torchwm_ray import vector_env
+from torchwm_ray.vector_env import split_envs
+
+import torchwm
+import torchwm.testing
+from torchwm.errors import WorkerError
+from torchwm.plugins import registry
+
+
+def test_backend_comes_from_the_plugin_entry_point():
+    entry = registry("backend").get("ray")
+    assert (entry.plugin, entry.distribution) == ("ray", "torchwm-ray")
+
+
+def test_pong_standard_stack_matches_sync(local_ray):
+    """2 actors x 4 envs of Pong under the default stack give sync's arrays for the same seed."""
+    kwargs = {"num_actors": 2, "envs_per_actor": 4}
+    rng = np.random.default_rng(0)
+    with torchwm.make_vec("ALE/Pong-v5", 8, backend="ray", seed=3, backend_kwargs=kwargs) as envs, \
+            torchwm.make_vec("ALE/Pong-v5", 8, backend="sync", seed=3) as ref:
+        assert envs.actor_env_ids == [[0, 1, 2, 3], [4, 5, 6, 7]]
+        got, want = envs.reset(), ref.reset()
+        assert np.array_equal(got[0], want[0])
+        for _ in range(20):
+            actions = rng.integers(0, envs.single_action_space.n, size=8)
+            got, want = envs.step(actions), ref.step(actions)
+            for a, b in zip(got[:4], want[:4]):
+                assert np.array_equal(a, b)
+        # Rows of some envs only, across both actors (their observations travel in chunks).
+        got, want = envs.step([1, 2, 3], env_ids=[1, 4, 6]), ref.step([1, 2, 3], env_ids=[1, 4, 6])
+        for a, b in zip(got[:4], want[:4]):
+            assert np.array_equal(a, b)
+        assert envs.reset(env_ids=[0, 5], seed=9)[0].tolist() == ref.reset(env_ids=[0, 5], seed=9)[0].tolist()
+
+
+@pytest.mark.parametrize(("num_envs", "num_actors", "envs_per_actor", "expected"), [
+    (5, 2, None, [[0, 1], [2, 3, 4]]),
+    (5, None, 2, [[0, 1], [2, 3], [4]]),
+    (4, 4, 1, [[0], [1], [2], [3]]),
+])
+def test_envs_are_split_over_actors_in_order(num_envs, num_actors, envs_per_actor, expected):
+    assert [list(r) for r in split_envs(num_envs, num_actors, envs_per_actor)] == expected
+
+
+@pytest.mark.parametrize(("backend_kwargs", "error", "words"), [
+    ({"num_actors": 2, "envs_per_actor": 3}, ValueError, "2 x 3 = 6, but num_envs is 4"),
+    ({"num_actors": 5}, ValueError, "num_actors=5 is more than num_envs=4"),
+    ({"envs_per_actor": 0}, ValueError, "envs_per_actor must be an int >= 1"),
+    ({"batch_size": 9}, ValueError, "batch_size must be an int from 1 to num_envs=4"),
+    ({"address": 6379}, TypeError, "address must be a str"),
+    ({"max_restarts": -1}, ValueError, "max_restarts must be an int >= 0"),
+    ({"actors": 2}, TypeError, "actors"),
+])
+def test_bad_options_fail_before_ray_is_touched(monkeypatch, backend_kwargs, error, words):
+    def no_ray(*args, **kwargs):
+        raise AssertionError("Ray was started or joined before the options were checked")
+
+    monkeypatch.setattr(vector_env._LocalRay, "acquire", no_ray)
+    with pytest.raises(error, match=words.replace("(", r"\(").replace(")", r"\)")):
+        torchwm.make_vec("CartPole-v1", 4, backend="ray", backend_kwargs=backend_kwargs)
+
+
+def test_an_env_that_raises_is_named(local_ray):
+    with torchwm.make_vec(torchwm.testing.COUNTDOWN_ID, 4, backend="ray", seed=0,
+                          backend_kwargs={"num_actors": 2}) as envs:
+        envs.reset()
+        # The countdown env compares its step count with `length`: a string makes env 1 raise.
+        envs.set_attr("length", [5, "not a number", 5, 5])
+        with pytest.raises(WorkerError, match="env 1 \\(on Ray actor 0\\) raised") as caught:
+            envs.step(np.zeros(4, dtype=np.int64))
+        assert caught.value.env_index == 1 and caught.value.worker_index == 0
+        assert "TypeError" in caught.value.remote_traceback
+
+
+def wait_until_gone(pid: int, seconds: float = 30.0) -> None:
+    """Until the killed actor's process has ended (ray.kill returns before it has)."""
+    deadline = time.monotonic() + seconds
+    while Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1][:3]:
+        assert time.monotonic() < deadline, f"actor process {pid} still running {seconds} s after ray.kill"
+        time.sleep(0.05)
+
+
+def test_a_dead_actor_raises_worker_error_naming_its_envs(local_ray):
+    with torchwm.make_vec(torchwm.testing.COUNTDOWN_ID, 4, backend="ray", seed=0,
+                          backend_kwargs={"num_actors": 2}) as envs:
+        envs.reset()
+        pid = ray.get(envs.actors[1].describe.remote())["pid"]
+        ray.kill(envs.actors[1], no_restart=True)
+        wait_until_gone(pid)
+        with pytest.raises(WorkerError, match=r"Ray actor 1 died, taking envs \[2, 3\]") as caught:
+            envs.step(np.zeros(4, dtype=np.int64))
+        assert caught.value.worker_index == 1
+        assert "restart_on_crash=True" in str(caught.value)
+
+
+def test_a_crash_between_steps_is_noticed_at_the_next_step(local_ray):
+    with torchwm.make_vec(torchwm.testing.COUNTDOWN_ID, 4, backend="ray", seed=0,
+                          backend_kwargs={"num_actors": 2, "restart_on_crash": True}) as envs:
+        envs.reset()
+        pid = ray.get(envs.actors[0].describe.remote())["pid"]
+        ray.kill(envs.actors[0], no_restart=False)
+        wait_until_gone(pid)
+        deadline = time.monotonic() + 60
+        while True:  # until Ray has restarted it, with new envs
+            try:
+                ray.get(envs.actors[0].describe.remote(), timeout=10)
+                break
+            except ray.exceptions.RayActorError:
+                assert time.monotonic() < deadline, "Ray did not restart the actor within 60 s"
+                time.sleep(0.1)
+        *_, truncations, infos = envs.step(np.ones(4, dtype=np.int64))
+        assert infos["worker_restarted"].tolist() == [True, True, False, False]
+        assert truncations.tolist() == [True, True, False, False]
+
+
+def test_restart_on_crash_truncates_the_interrupted_episodes(local_ray):
+    with torchwm.make_vec(torchwm.testing.COUNTDOWN_ID, 4, backend="ray", seed=0,
+                          backend_kwargs={"num_actors": 2, "restart_on_crash": True}) as envs:
+        envs.reset()
+        envs.step(np.ones(4, dtype=np.int64))
+        pid = ray.get(envs.actors[1].describe.remote())["pid"]
+        ray.kill(envs.actors[1], no_restart=False)
+        wait_until_gone(pid)
+        obs, rewards, terminations, truncations, infos = envs.step(np.ones(4, dtype=np.int64))
+        restarted = infos.get("worker_restarted", np.zeros(4, dtype=bool))
+        assert restarted.tolist() == [False, False, True, True]
+        assert truncations[2:].all() and not terminations[2:].any() and rewards[2:].tolist() == [0.0, 0.0]
+        # Envs 2 and 3 show the first observation of a new episode: last action -1, 0 steps done.
+        assert obs[2:, 2:].tolist() == [[-1.0, 0.0], [-1.0, 0.0]]
+        # Envs 0 and 1 went on: this was their second step.
+        assert obs[:2, 3].tolist() == [2.0, 2.0]
+        obs, *_ = envs.step(np.ones(4, dtype=np.int64))
+        assert obs[2:, 3].tolist() == [1.0, 1.0]
+
+
+def test_large_observations_travel_in_chunks_under_rays_inline_limit():
+    from gymnasium import spaces
+
+    frames = spaces.Box(0, 255, (4, 84, 84), np.uint8)  # 28,224 bytes an env
+    assert vector_env.obs_chunks(frames, 3) == 0  # 84,672 bytes: inline as they are
+    chunks = vector_env.obs_chunks(frames, 4)  # 112,896 bytes
+    assert chunks == 2 and 112_896 / chunks <= vector_env.INLINE_BYTES
+    assert vector_env.obs_chunks(spaces.Dict({"a": frames}), 64) == 0  # only plain arrays are split

@@ -1,0 +1,74 @@
+"""torchwm-ray: the ``ray`` backend, torchwm envs on Ray actors, on one machine or a cluster.
+
+Quick start (a plugin author's view of this package). Install it beside torchwm and the backend
+is found through the entry-point group ``torchwm``; torchwm itself knows nothing of Ray::
+
+    pip install -e plugins/torchwm-ray      # [project.entry-points.torchwm] ray = "torchwm_ray"
+    torchwm list                            # shows: ray  (torchwm-ray 0.1.0)
+
+Then::
+
+    import torchwm
+
+    envs = torchwm.make_vec(
+        "ALE/Pong-v5", num_envs=8, backend="ray", seed=0,
+        backend_kwargs={"num_actors": 2, "envs_per_actor": 4},   # or "address": "auto" for a cluster
+    )
+    obs, infos = envs.reset()
+    obs, rewards, terminations, truncations, infos = envs.step(envs.action_space.sample())
+    envs.close()
+
+Each Ray actor hosts several envs and steps them with torchwm's own worker loop
+(`torchwm.vector.env_group.EnvGroup`) over envs built by `torchwm.factory.build_env`, so a
+step costs one Ray call per actor and gives the same arrays as the ``sync`` backend for the
+same seed. The plugin is this module's one hook below; importing Ray waits until a ``ray``
+env is actually made, so installing the plugin costs other backends nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torchwm
+
+__version__ = "0.1.0"
+
+
+def make_ray_vector_env(
+    spec: torchwm.VecSpec,
+    *,
+    num_actors: int | None = None,
+    envs_per_actor: int | None = None,
+    address: str | None = None,
+    actor_options: dict[str, Any] | None = None,
+    restart_on_crash: bool = False,
+    max_restarts: int = 3,
+    init_kwargs: dict[str, Any] | None = None,
+    stop_ray_on_close: bool = True,
+    batch_size: int | None = None,
+    timeout: float | None = 120.0,
+    copy: bool = True,
+) -> torchwm.VectorEnv:
+    """The backend factory; the options are those of `torchwm_ray.vector_env.RayVectorEnv`.
+
+    Spelled out here (not ``**kwargs``) so that ``torchwm list`` shows them without importing Ray.
+    """
+    from torchwm_ray.vector_env import RayVectorEnv
+
+    return RayVectorEnv(
+        spec, num_actors=num_actors, envs_per_actor=envs_per_actor, address=address, actor_options=actor_options,
+        restart_on_crash=restart_on_crash, max_restarts=max_restarts, init_kwargs=init_kwargs,
+        stop_ray_on_close=stop_ray_on_close, batch_size=batch_size, timeout=timeout, copy=copy,
+    )
+
+
+@torchwm.hookimpl
+def register_backends(register):
+    register(
+        "ray",
+        make_ray_vector_env,
+        description="Ray actors, several envs each, on this machine or a Ray cluster (torchwm-ray)",
+        # The conformance suite makes many small envs one after another: keep the local Ray
+        # instance between them rather than paying its start (seconds) for every env.
+        conformance={"variants": [{"stop_ray_on_close": False}]},
+    )

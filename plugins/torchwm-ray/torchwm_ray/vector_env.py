@@ -1,0 +1,535 @@
+"""The ``ray`` backend: envs spread over Ray actors, several envs an actor, one Ray call a step.
+
+Each `EnvActor` builds its envs with `torchwm.factory.build_env` and steps them
+with `torchwm.vector.env_group.EnvGroup`, writing into its own small batch
+buffers, which it returns. `RayVectorEnv` copies those rows into the batch the
+base class returns, so autoreset, seeding and infos are the code ``sync`` runs.
+Asynchronous batches (``batch_size < num_envs``) wait on the actors' results
+with `ray.wait`; an actor's envs come back together, and rows that arrive
+before they are asked for wait in the batch until a later `recv`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import math
+import os
+import threading
+import time
+import traceback
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import ray
+import ray.exceptions
+from gymnasium import spaces
+from gymnasium.vector.utils import create_empty_array
+
+from torchwm.errors import EnvTimeoutError, WorkerError
+from torchwm.spec import VecSpec
+from torchwm.vector.base import VectorEnv
+from torchwm.vector.batching import ARRAY_SPACES, get_row, take_rows
+from torchwm.vector.env_group import EnvGroup
+
+DEFAULT_TIMEOUT = 120.0  # seconds; actors may first have to be scheduled and import torchwm
+# Ray sends a return value inline with the reply when it is under 100 KiB (its default
+# max_direct_call_object_size) and through the object store otherwise, which is slower.
+INLINE_BYTES = 90_000
+
+
+def obs_chunks(space: gym.Space, rows: int) -> int:
+    """In how many return values an actor sends ``rows`` observations (0: with the rest of the result)."""
+    if not isinstance(space, spaces.Box):
+        return 0
+    size = rows * int(np.prod(space.shape)) * space.dtype.itemsize
+    return 0 if size <= INLINE_BYTES else math.ceil(size / INLINE_BYTES)
+
+
+class EnvFailure(Exception):
+    """An env raised inside an actor; carries which env, so the driver can name it."""
+
+    def __init__(self, local_index: int, remote_traceback: str) -> None:
+        super().__init__(local_index, remote_traceback)
+        self.local_index = local_index
+        self.remote_traceback = remote_traceback
+
+
+class ActorRestarted(Exception):
+    """Raised by a restarted actor asked to step envs it has not reset since it came back."""
+
+
+class ActorDiedError(WorkerError):
+    """A Ray actor died (its process ended, or its node went away); ``worker_index`` is the actor."""
+
+
+class EnvActor:
+    """Hosts ``count`` envs of ``spec`` in one Ray actor process (used through `ray.remote`).
+
+    A restarted actor (``max_restarts``) runs ``__init__`` again: its envs are new and
+    must be reset before they step, which the driver does.
+    """
+
+    def __init__(self, spec: VecSpec, count: int, gym_spec: gym.envs.registration.EnvSpec | None = None) -> None:
+        from torchwm.factory import build_env
+
+        if gym_spec is not None and gym_spec.id not in gym.registry:
+            # An env registered at run time in the driver (a user's own, or the conformance
+            # kit's) is unknown to a fresh actor process until it is registered here too.
+            gym.registry[gym_spec.id] = gym_spec
+        envs = [build_env(spec) for _ in range(count)]
+        first = envs[0]
+        self.count = count
+        self.observations = create_empty_array(first.observation_space, n=count, fn=np.zeros)
+        self.obs_chunks = obs_chunks(first.observation_space, count)
+        self.rewards = np.zeros(count, dtype=np.float64)
+        self.terminations = np.zeros(count, dtype=np.bool_)
+        self.truncations = np.zeros(count, dtype=np.bool_)
+        self.group = EnvGroup(envs, spec.autoreset, self.observations, self.rewards, self.terminations,
+                              self.truncations)
+        # Ray ran __init__ again after a crash: the envs are new, and the driver must hear of it
+        # even if the crash happened between two calls.
+        self.restarted = ray.get_runtime_context().was_current_actor_reconstructed
+
+    def describe(self) -> dict[str, Any]:
+        env = self.group.envs[0]
+        return {
+            "observation_space": env.observation_space,
+            "action_space": env.action_space,
+            "metadata": dict(env.metadata),
+            "render_mode": env.render_mode,
+            "node_id": ray.get_runtime_context().get_node_id(),
+            "obs_chunks": self.obs_chunks,
+            "pid": os.getpid(),
+        }
+
+    def _result(self, local_ids: list[int], infos: list[dict]) -> tuple:
+        """The rows of ``local_ids``: ``(obs, rewards, terminations, truncations, infos)``.
+
+        With ``obs_chunks``, the observations go as that many separate return values instead,
+        after ``(None, rewards, terminations, truncations, infos)``: Ray sends return values
+        under 100 kB inline with the reply and puts larger ones in its object store, which
+        costs more than the step of a few Atari envs.
+        """
+        if len(local_ids) == self.count:
+            # Ray copies the return value when the method returns, so the buffers can be reused.
+            obs, rewards, terminations, truncations = self.observations, self.rewards, self.terminations, self.truncations
+        else:
+            ids = np.asarray(local_ids)
+            obs = take_rows(self.group.observation_space, self.observations, ids)
+            rewards, terminations, truncations = self.rewards[ids], self.terminations[ids], self.truncations[ids]
+        if not self.obs_chunks:
+            return obs, rewards, terminations, truncations, infos
+        return ((None, rewards, terminations, truncations, infos),
+                *np.array_split(np.ascontiguousarray(obs).reshape(-1), self.obs_chunks))
+
+    def reset(self, local_ids: list[int], seeds: list[int | None], options: dict | None) -> tuple:
+        if len(local_ids) == self.count:
+            self.restarted = False
+        infos = []
+        for i, seed in zip(local_ids, seeds, strict=True):
+            try:
+                infos += self.group.reset([i], [seed], options)
+            except Exception:
+                raise EnvFailure(i, traceback.format_exc()) from None
+        return self._result(local_ids, infos)
+
+    def step(self, local_ids: list[int], actions: Any) -> tuple:
+        if self.restarted:
+            raise ActorRestarted()
+        infos = []
+        for row, i in enumerate(local_ids):
+            # One env at a time, so that a failure names its env.
+            action = actions[row : row + 1] if isinstance(self.group.action_space, ARRAY_SPACES) else _one_row(
+                self.group.action_space, actions, row)
+            try:
+                infos += self.group.step([i], action)
+            except Exception:
+                raise EnvFailure(i, traceback.format_exc()) from None
+        return self._result(local_ids, infos)
+
+    def call(self, name: str, args: tuple, kwargs: dict) -> list[Any]:
+        return self.group.call(range(self.count), name, args, kwargs)
+
+    def set_attr(self, name: str, values: list[Any]) -> None:
+        self.group.set_attr(range(self.count), name, values)
+
+    def close(self) -> None:
+        self.group.close()
+
+
+def _one_row(space: gym.Space, actions: Any, row: int) -> Any:
+    """A batch of one action (row ``row`` of ``actions``), for Dict and Tuple action spaces."""
+    from gymnasium.vector.utils import concatenate
+
+    return concatenate(space, [get_row(space, actions, row)], create_empty_array(space, n=1))
+
+
+def put_rows(space: gym.Space, batch: Any, ids: np.ndarray | slice, rows: Any) -> None:
+    """``batch[ids] = rows`` for a batch of ``space`` (a dict or tuple of arrays included)."""
+    if isinstance(space, spaces.Dict):
+        for key, sub in space.spaces.items():
+            put_rows(sub, batch[key], ids, rows[key])
+    elif isinstance(space, spaces.Tuple):
+        for sub, sub_batch, sub_rows in zip(space.spaces, batch, rows, strict=True):
+            put_rows(sub, sub_batch, ids, sub_rows)
+    else:
+        batch[ids] = rows
+
+
+class _LocalRay:
+    """The local Ray instance torchwm started, shared by the ray envs of this process.
+
+    It stops when the last env using it closes (``stop_ray_on_close=True``) or when the
+    process exits. A Ray that someone else started or connected to is never stopped.
+    """
+
+    lock = threading.Lock()
+    users = 0
+    started = False
+
+    @classmethod
+    def acquire(cls, address: str | None, init_kwargs: dict[str, Any]) -> bool:
+        """Connect to Ray (start it locally if ``address`` is None); True if torchwm owns it."""
+        with cls.lock:
+            if ray.is_initialized():
+                if not cls.started:
+                    return False
+            else:
+                kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
+                                          "configure_logging": False}
+                if address is None:
+                    kwargs["num_cpus"] = os.cpu_count() or 1
+                else:
+                    kwargs["address"] = address
+                kwargs.update(init_kwargs)
+                ray.init(**kwargs)
+                cls.started = True
+                atexit.register(cls.stop)
+            cls.users += 1
+            return True
+
+    @classmethod
+    def release(cls, stop: bool) -> None:
+        with cls.lock:
+            cls.users = max(cls.users - 1, 0)
+            if stop and cls.users == 0 and cls.started:
+                ray.shutdown()
+                cls.started = False
+
+    @classmethod
+    def stop(cls) -> None:
+        with cls.lock:
+            if cls.started and ray.is_initialized():
+                ray.shutdown()
+            cls.started = False
+
+
+def split_envs(num_envs: int, num_actors: int | None, envs_per_actor: int | None) -> list[range]:
+    """The global env ids of each actor: as even as possible, in order."""
+    for name, value in (("num_actors", num_actors), ("envs_per_actor", envs_per_actor)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(f"{name} must be an int >= 1 or None, got {value!r}")
+    if num_actors is not None and envs_per_actor is not None:
+        if num_actors * envs_per_actor != num_envs:
+            raise ValueError(
+                f"num_actors x envs_per_actor must equal num_envs: {num_actors} x {envs_per_actor} = "
+                f"{num_actors * envs_per_actor}, but num_envs is {num_envs}"
+            )
+    elif envs_per_actor is not None:
+        num_actors = math.ceil(num_envs / envs_per_actor)
+    elif num_actors is None:
+        num_actors = min(num_envs, os.cpu_count() or 1)
+    if num_actors > num_envs:
+        raise ValueError(f"num_actors={num_actors} is more than num_envs={num_envs}; every actor needs an env")
+    if envs_per_actor is not None:
+        bounds = [min(k * envs_per_actor, num_envs) for k in range(num_actors + 1)]
+    else:
+        bounds = [round(k * num_envs / num_actors) for k in range(num_actors + 1)]
+    return [range(bounds[k], bounds[k + 1]) for k in range(num_actors)]
+
+
+class RayVectorEnv(VectorEnv):
+    """torchwm envs on Ray actors: ``num_actors`` actors hosting ``envs_per_actor`` envs each.
+
+    Args:
+        spec: what to build (from `torchwm.make_vec`).
+        num_actors: how many actors (default: one per CPU of this machine, at most ``num_envs``).
+        envs_per_actor: envs in each actor; with ``num_actors``, their product must be ``num_envs``.
+        address: an existing cluster to join (``"auto"``, ``"ray://host:port"`` or ``"host:port"``).
+            ``None`` joins the Ray this process is already connected to, or starts a local one.
+            A process connects to one Ray at a time: once connected, ``address`` is not used.
+        actor_options: `ray.remote` options of every actor (``num_cpus``, ``resources``,
+            ``scheduling_strategy``, ...). By default actors are spread over the nodes (``"SPREAD"``).
+        restart_on_crash: let Ray restart a dead actor (``max_restarts`` times); its envs begin new
+            episodes and the interrupted steps come back truncated with ``infos["worker_restarted"]``.
+        max_restarts: restarts allowed for each actor when ``restart_on_crash`` is set.
+        init_kwargs: extra `ray.init` arguments when this env starts or joins Ray.
+        stop_ray_on_close: stop the Ray instance this env started when the last env using it
+            closes (default); ``False`` keeps it for the next env, until the process exits.
+        batch_size: `recv` returns the first ``batch_size`` envs ready (``infos["env_id"]``).
+        timeout: seconds a wait on the actors may take before `torchwm.errors.EnvTimeoutError`.
+        copy: return copies of the observation batch (default) or the internal buffer.
+
+    Example:
+        >>> import torchwm
+        >>> envs = torchwm.make_vec("CartPole-v1", num_envs=4, backend="ray", seed=0,
+        ...                         backend_kwargs={"num_actors": 2})      # doctest: +SKIP
+        >>> envs.actor_env_ids                                             # doctest: +SKIP
+        [[0, 1], [2, 3]]
+    """
+
+    def __init__(
+        self,
+        spec: VecSpec,
+        *,
+        num_actors: int | None = None,
+        envs_per_actor: int | None = None,
+        address: str | None = None,
+        actor_options: dict[str, Any] | None = None,
+        restart_on_crash: bool = False,
+        max_restarts: int = 3,
+        init_kwargs: dict[str, Any] | None = None,
+        stop_ray_on_close: bool = True,
+        batch_size: int | None = None,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        copy: bool = True,
+    ) -> None:
+        self._actors: list[Any] = []
+        self._owns_ray = False
+        # Everything is checked before Ray starts, so bad options cost nothing.
+        self._actor_ranges = split_envs(spec.num_envs, num_actors, envs_per_actor)
+        if address is not None and not isinstance(address, str):
+            raise TypeError(f"address must be a str such as 'auto' or 'ray://127.0.0.1:10001', got {address!r}")
+        if actor_options is not None and not isinstance(actor_options, dict):
+            raise TypeError(f"actor_options must be a dict of ray.remote options, got {actor_options!r}")
+        if init_kwargs is not None and not isinstance(init_kwargs, dict):
+            raise TypeError(f"init_kwargs must be a dict of ray.init arguments, got {init_kwargs!r}")
+        if isinstance(max_restarts, bool) or not isinstance(max_restarts, int) or max_restarts < 0:
+            raise ValueError(f"max_restarts must be an int >= 0, got {max_restarts!r}")
+        n = spec.num_envs
+        if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
+                                       or not 1 <= batch_size <= n):
+            raise ValueError(f"batch_size must be an int from 1 to num_envs={n}, got {batch_size!r}")
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
+            raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
+
+        self._restart_on_crash = bool(restart_on_crash)
+        self._stop_ray_on_close = bool(stop_ray_on_close)
+        options = {"scheduling_strategy": "SPREAD", **(actor_options or {})}
+        options["max_restarts"] = max_restarts if restart_on_crash else 0
+        self._owns_ray = _LocalRay.acquire(address, dict(init_kwargs or {}))
+        try:
+            actor_class = ray.remote(EnvActor).options(**options)
+            gym_spec = gym.registry.get(spec.id)
+            self._actors = [actor_class.remote(spec, len(r), gym_spec) for r in self._actor_ranges]
+            described = self._get([a.describe.remote() for a in self._actors], timeout, "starting the actors")
+        except BaseException:
+            self._release()
+            raise
+        first = described[0]
+        self._actor_node_ids = [d["node_id"] for d in described]
+        super().__init__(spec, first["observation_space"], first["action_space"], metadata=first["metadata"],
+                         render_mode=first["render_mode"], batch_size=batch_size, timeout=timeout, copy=copy)
+        self._observations = create_empty_array(first["observation_space"], n=n, fn=np.zeros)
+        self._rewards = np.zeros(n, dtype=np.float64)
+        self._terminations = np.zeros(n, dtype=np.bool_)
+        self._truncations = np.zeros(n, dtype=np.bool_)
+        self._actor_of_env = np.zeros(n, dtype=np.int64)
+        for k, r in enumerate(self._actor_ranges):
+            self._actor_of_env[r.start : r.stop] = k
+        self._obs_chunks = [d["obs_chunks"] for d in described]
+        self._pending: dict[Any, tuple[int, np.ndarray, list]] = {}  # first ref -> (actor, global ids, all refs)
+        self._ready: dict[int, dict] = {}  # env id -> infos, rows already in the batch, in arrival order
+
+    # -- what the cluster looks like ----------------------------------------------------------------
+
+    @property
+    def actors(self) -> list[Any]:
+        """The Ray actor handles, one per actor."""
+        return list(self._actors)
+
+    @property
+    def actor_env_ids(self) -> list[list[int]]:
+        """The env ids each actor hosts."""
+        return [list(r) for r in self._actor_ranges]
+
+    @property
+    def actor_node_ids(self) -> list[str]:
+        """The Ray node id each actor runs on (`ray.get_runtime_context().get_node_id()` there)."""
+        return list(self._actor_node_ids)
+
+    # -- the backend primitives -------------------------------------------------------------------
+
+    def _by_actor(self, ids: np.ndarray) -> list[tuple[int, np.ndarray]]:
+        actors = self._actor_of_env[ids]
+        return [(int(k), ids[actors == k]) for k in np.unique(actors)]
+
+    def _remote(self, k: int, method: str, *args: Any) -> list[Any]:
+        """Call ``method`` of actor ``k``; the refs of its return values (several when obs are chunked)."""
+        chunks = self._obs_chunks[k]
+        call = getattr(self._actors[k], method)
+        if not chunks:
+            return [call.remote(*args)]
+        return list(call.options(num_returns=1 + chunks).remote(*args))
+
+    def _fetch(self, k: int, refs: list[Any], timeout: float | None, what: str) -> tuple:
+        """The result of one actor call: ``(obs, rewards, terminations, truncations, infos)``."""
+        parts = self._get(refs, timeout, what, [k] * len(refs))
+        if len(parts) == 1:
+            return parts[0]
+        _, rewards, terminations, truncations, infos = parts[0]
+        obs = np.concatenate(parts[1:]).reshape(len(rewards), *self.single_observation_space.shape)
+        return obs, rewards, terminations, truncations, infos
+
+    def _reset_envs(self, ids: np.ndarray, seeds: list[int | None], options: dict | None) -> list[dict]:
+        seed_of = dict(zip(ids.tolist(), seeds, strict=True))
+        calls = []
+        for k, global_ids in self._by_actor(ids):
+            local = (global_ids - self._actor_ranges[k].start).tolist()
+            calls.append((k, global_ids, self._remote(k, "reset", local, [seed_of[i] for i in global_ids.tolist()], options)))
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        infos: dict[int, dict] = {}
+        for k, global_ids, refs in calls:
+            remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            infos.update(self._store(global_ids, self._fetch(k, refs, remaining, "reset")))
+        return [infos[i] for i in ids.tolist()]
+
+    def _send_step(self, ids: np.ndarray, actions: Any) -> None:
+        position = {int(i): row for row, i in enumerate(ids.tolist())}
+        for k, global_ids in self._by_actor(ids):
+            rows = np.asarray([position[i] for i in global_ids.tolist()])
+            actor_actions = (actions[rows] if isinstance(self.single_action_space, ARRAY_SPACES)
+                             else take_rows(self.single_action_space, actions, rows))
+            refs = self._remote(k, "step", (global_ids - self._actor_ranges[k].start).tolist(), actor_actions)
+            self._pending[refs[0]] = (k, global_ids, refs)
+
+    def _wait_ready(self, candidates: np.ndarray, count: int, timeout: float | None) -> tuple[np.ndarray, list[dict]]:
+        wanted = set(candidates.tolist())
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while (missing := count - sum(1 for i in self._ready if i in wanted)) > 0:
+            calls = [ref for ref, (_, ids, _) in self._pending.items() if wanted.intersection(ids.tolist())]
+            remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            if sum(self._pending[ref][1].size for ref in calls) <= missing:
+                done = calls  # every call is needed: fetch them in turn, without a ray.wait round trip
+            else:
+                done, _ = ray.wait(calls, num_returns=1, timeout=remaining)
+                if not done:
+                    raise EnvTimeoutError(
+                        f"no actor answered within {timeout} s; envs {sorted(wanted - set(self._ready))} are "
+                        f"still stepping (raise timeout= in backend_kwargs for slow envs)"
+                    )
+            if len(done) > 1:
+                # Wait for all of them in one ray.get; the loop below then finds every result ready.
+                all_refs = [r for ref in done for r in self._pending[ref][2]]
+                ray.wait(all_refs, num_returns=len(all_refs), timeout=remaining, fetch_local=True)
+            for ref in done:
+                k, global_ids, refs = self._pending.pop(ref)
+                remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+                try:
+                    result = self._fetch(k, refs, remaining, "step")
+                except ActorDiedError:
+                    if not self._restart_on_crash:
+                        raise
+                    result = self._recover(k, global_ids)
+                self._ready.update(self._store(global_ids, result))
+        chosen = [i for i in self._ready if i in wanted][:count]
+        return np.asarray(chosen, dtype=np.int64), [self._ready.pop(i) for i in chosen]
+
+    def _call(self, name: str, args: tuple, kwargs: dict) -> list[Any]:
+        refs = [a.call.remote(name, args, kwargs) for a in self._actors]
+        results = self._get(refs, self.timeout, f"call({name!r})")
+        return [value for part in results for value in part]
+
+    def _set_attr(self, name: str, values: list[Any]) -> None:
+        refs = [a.set_attr.remote(name, values[r.start : r.stop]) for a, r in zip(self._actors, self._actor_ranges)]
+        self._get(refs, self.timeout, f"set_attr({name!r})")
+
+    def _close(self) -> None:
+        try:
+            if self._actors and ray.is_initialized():
+                closing = [a.close.remote() for a in self._actors]
+                try:
+                    ray.wait(closing, num_returns=len(closing), timeout=10)
+                except Exception:
+                    pass  # an actor that died already has nothing to close
+                for actor in self._actors:
+                    ray.kill(actor, no_restart=True)
+        finally:
+            self._actors = []
+            self._pending.clear()
+            self._release()
+
+    # -- helpers ----------------------------------------------------------------------------------
+
+    def _release(self) -> None:
+        if self._owns_ray:
+            self._owns_ray = False
+            _LocalRay.release(stop=self._stop_ray_on_close)
+
+    def _store(self, global_ids: np.ndarray, result: tuple) -> dict[int, dict]:
+        """Copy an actor's rows into the batch; return its infos by env id."""
+        obs, rewards, terminations, truncations, infos = result
+        first, last = int(global_ids[0]), int(global_ids[-1])
+        rows: np.ndarray | slice = slice(first, last + 1) if last - first + 1 == global_ids.size else global_ids
+        put_rows(self.single_observation_space, self._observations, rows, obs)
+        self._rewards[rows] = rewards
+        self._terminations[rows] = terminations
+        self._truncations[rows] = truncations
+        return dict(zip(global_ids.tolist(), infos, strict=True))
+
+    def _get(self, refs: list[Any], timeout: float | None, what: str, actors: list[int] | None = None) -> list[Any]:
+        """`ray.get` of each ref (``actors[i]`` made ``refs[i]``) within one deadline; errors name the actor."""
+        actors = list(range(len(refs))) if actors is None else actors
+        try:
+            return ray.get(refs, timeout=timeout)  # one call for all: the common case, and the cheapest
+        except (ray.exceptions.GetTimeoutError, ray.exceptions.RayTaskError, ray.exceptions.RayActorError):
+            timeout = 0  # find which ref failed, one at a time; those done answer at once
+        deadline = time.monotonic()
+        results = []
+        for ref, k in zip(refs, actors, strict=True):
+            remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            try:
+                results.append(ray.get(ref, timeout=remaining))
+            except ray.exceptions.GetTimeoutError:
+                raise EnvTimeoutError(
+                    f"{what}: Ray actor {k} (envs {list(self._actor_ranges[k])}) did not answer within {timeout} s "
+                    f"(raise timeout= in backend_kwargs for slow envs)") from None
+            except ray.exceptions.RayTaskError as exc:
+                cause = exc.cause
+                if isinstance(cause, ActorRestarted):
+                    raise ActorDiedError(f"{what}: Ray actor {k} died and was restarted by Ray; envs "
+                                         f"{list(self._actor_ranges[k])} lost their episodes", worker_index=k) from None
+                if isinstance(cause, EnvFailure):
+                    env = self._actor_ranges[k].start + cause.local_index
+                    raise WorkerError(f"{what}: env {env} (on Ray actor {k}) raised", env_index=env, worker_index=k,
+                                      remote_traceback=cause.remote_traceback) from None
+                raise WorkerError(f"{what}: Ray actor {k} (envs {list(self._actor_ranges[k])}) raised",
+                                  worker_index=k, remote_traceback=str(exc)) from None
+            except ray.exceptions.RayActorError as exc:
+                raise ActorDiedError(
+                    f"{what}: Ray actor {k} died, taking envs {list(self._actor_ranges[k])} with it"
+                    + ("" if self._restart_on_crash else
+                       " (pass restart_on_crash=True in backend_kwargs to let Ray restart it)")
+                    + f" ({type(exc).__name__})",
+                    worker_index=k, remote_traceback=str(exc),
+                ) from None
+        return results
+
+    def _recover(self, k: int, interrupted: np.ndarray) -> tuple:
+        """Actor ``k`` was restarted by Ray: reset all its envs; the interrupted steps end truncated."""
+        actor_range = self._actor_ranges[k]
+        local = list(range(len(actor_range)))
+        # Ray queues this call until the restarted actor is up; a restart budget spent raises.
+        obs, rewards, terminations, truncations, infos = self._fetch(
+            k, self._remote(k, "reset", local, [None] * len(local), None), self.timeout, f"restarting Ray actor {k}")
+        all_ids = np.arange(actor_range.start, actor_range.stop)
+        # Envs of this actor not in flight lose their episode too: their rows now hold the new start.
+        others = np.setdiff1d(all_ids, interrupted)
+        if others.size:
+            put_rows(self.single_observation_space, self._observations, others,
+                     take_rows(self.single_observation_space, obs, others - actor_range.start))
+        rows = interrupted - actor_range.start
+        restarted = [{**infos[r], "worker_restarted": True} for r in rows.tolist()]
+        return (take_rows(self.single_observation_space, obs, rows), np.zeros(rows.size), np.zeros(rows.size, bool),
+                np.ones(rows.size, bool), restarted)
