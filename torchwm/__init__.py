@@ -4,6 +4,9 @@
     >>> envs = torchwm.make_vec("ALE/Pong-v5", num_envs=4, backend="sync", seed=0)  # doctest: +SKIP
 """
 
+from torchwm import envs as _envs  # noqa: F401  (registers torchwm/Synthetic-v0 with Gymnasium)
+from torchwm.atari import make_atari_vector_env
+from torchwm.config import load_config, make_vec_from_config
 from torchwm.errors import (
     ClosedEnvironmentError,
     ConfigError,
@@ -16,12 +19,14 @@ from torchwm.factory import make_env, make_vec, make_vec_from_spec
 from torchwm.hookspecs import hookimpl
 from torchwm.listing import list_backends, list_sources, list_wrappers
 from torchwm.spec import VecSpec, WrapperSpec
+from torchwm.torch_vectorized import TorchVectorizedEnv
 from torchwm.vector.base import VectorEnv
 
 __all__ = [
     "ClosedEnvironmentError",
     "ConfigError",
     "EnvTimeoutError",
+    "TorchVectorizedEnv",
     "UnknownNameError",
     "UnsupportedStackError",
     "VecSpec",
@@ -32,7 +37,10 @@ __all__ = [
     "list_backends",
     "list_sources",
     "list_wrappers",
+    "load_config",
+    "make_atari_vector_env",
     "make_env",
     "make_vec",
+    "make_vec_from_config",
     "make_vec_from_spec",
 ]

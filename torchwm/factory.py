@@ -9,6 +9,7 @@ envs live, so one spec means one env everywhere.
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,6 +38,14 @@ def _check_size(size: Any) -> tuple[int, int] | None:
     return (int(size[0]), int(size[1]))
 
 
+def _plain_containers(value: Any) -> Any:
+    """OmegaConf's DictConfig/ListConfig (what Hydra's ``instantiate`` passes) as plain dicts and lists."""
+    omegaconf = sys.modules.get("omegaconf")  # never imported here: only Hydra users have such values
+    if omegaconf is not None and isinstance(value, (omegaconf.DictConfig, omegaconf.ListConfig)):
+        return omegaconf.OmegaConf.to_container(value, resolve=True)
+    return value
+
+
 def resolve_spec(
     id: str,
     num_envs: int = 1,
@@ -52,6 +61,8 @@ def resolve_spec(
     env_kwargs: dict[str, Any] | None = None,
 ) -> VecSpec:
     """Check every argument and make every default explicit; builds nothing."""
+    wrappers, size, backend_kwargs = (_plain_containers(v) for v in (wrappers, size, backend_kwargs))
+    env_kwargs = {k: _plain_containers(v) for k, v in (env_kwargs or {}).items()}
     num_envs = _check_int("num_envs", num_envs, 1)
     if seed is not None:
         seed = _check_int("seed", seed, 0)

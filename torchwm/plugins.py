@@ -25,6 +25,9 @@ from torchwm.registry import Registry
 DEFAULT_PLUGINS = (
     "torchwm.sources",
     "torchwm.vector.sync",
+    "torchwm.vector.subproc",
+    "torchwm.vector.shmem",
+    "torchwm.vector.ale_native",
     "torchwm.wrappers",
 )
 

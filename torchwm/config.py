@@ -1,0 +1,428 @@
+"""Config files: TOML, YAML, JSON or a dict, validated into a `VecSpec`.
+
+`load_config` reads a file (``tomllib``; ``yaml.safe_load`` only, so a file
+cannot ask for Python objects; ``json``) or takes a dict, substitutes
+``${VAR}`` / ``${VAR:-default}`` in string values, applies ``--set``-style
+overrides (``"wrappers[1].stack_size=2"``), validates every key with a
+pydantic schema (unknown keys are errors) and resolves the result with
+`torchwm.factory.resolve_spec`. Every error is a `ConfigError` whose message
+starts with the key it is about (``wrappers[1].stack_size: expected an
+integer, got "four"``). The file `VecSpec.to_dict` writes (the "resolved
+config", see `dump_config`) loads back into an equal spec.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import sys
+import typing
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import pydantic
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from torchwm import names
+from torchwm.errors import ConfigError
+from torchwm.factory import make_vec_from_spec, resolve_spec
+from torchwm.plugins import registry
+from torchwm.spec import VecSpec, package_versions, parse_autoreset_mode, resolve_wrapper, wrapper_options
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # the same parser, before it joined the standard library
+    import tomli as tomllib
+
+CONFIG_SUFFIXES = (".toml", ".yaml", ".yml", ".json")
+
+# ${VAR} or ${VAR:-default}; "$${" writes a literal "${".
+_ENV_REFERENCE = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+class RunOptions(BaseModel):
+    """The ``[run]`` table: what ``torchwm run`` does with the env (ignored by `make_vec_from_config`)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    steps: int = Field(1000, ge=1)
+    policy: str | None = Field(None, pattern=r"^[\w.]+:[\w.]+$")
+
+
+class ConfigModel(BaseModel):
+    """The keys of a config file; `VecSpec` fields plus ``size`` and the ``[run]`` table."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    id: str
+    num_envs: int = Field(1, ge=1)
+    backend: str = "sync"
+    source: str = "gym"
+    seed: int | None = Field(None, ge=0)
+    autoreset_mode: str = "next_step"
+    size: tuple[pydantic.PositiveInt, pydantic.PositiveInt] | None = Field(None, strict=False)
+    fused: bool = True
+    env_kwargs: dict[str, Any] = Field(default_factory=dict)
+    backend_kwargs: dict[str, Any] = Field(default_factory=dict)
+    wrappers: list[str | dict[str, Any]] | None = None
+    # Written by VecSpec.to_dict (the resolved config): checked, not needed.
+    family: Literal["atari", "generic"] | None = None
+    versions: dict[str, str | None] | None = None
+    run: RunOptions = Field(default_factory=RunOptions)
+
+
+def load_config(source: str | os.PathLike[str] | Mapping[str, Any], overrides: Sequence[str] = ()) -> VecSpec:
+    """A validated `VecSpec` from a config file or dict.
+
+    Args:
+        source: a path to a ``.toml``, ``.yaml``/``.yml`` or ``.json`` file, or a dict of the same keys.
+        overrides: ``"key=value"`` strings applied after reading (``"num_envs=16"``,
+            ``"backend_kwargs.num_workers=2"``, ``"wrappers[1].stack_size=2"``).
+
+    Raises:
+        ConfigError: the file is missing or unreadable, or a key is unknown or has a bad value;
+            the message names the key.
+
+    Example:
+        >>> import torchwm
+        >>> spec = torchwm.load_config({"id": "CartPole-v1", "num_envs": 2, "seed": 0})
+        >>> spec.num_envs, spec.seed
+        (2, 0)
+    """
+    return load_run_config(source, overrides)[0]
+
+
+def load_run_config(
+    source: str | os.PathLike[str] | Mapping[str, Any], overrides: Sequence[str] = ()
+) -> tuple[VecSpec, RunOptions]:
+    """Like `load_config`, and also the ``[run]`` table (what ``torchwm run`` uses)."""
+    label = f"{source}: " if not isinstance(source, Mapping) else ""
+    try:
+        data = read_config(source) if not isinstance(source, Mapping) else copy.deepcopy(dict(source))
+        data = interpolate_env(data)
+        data = apply_overrides(data, overrides)
+        return validate_config(data)
+    except ConfigError as exc:
+        raise ConfigError(f"{label}{exc}") from exc.__cause__
+
+
+def make_vec_from_config(source: str | os.PathLike[str] | Mapping[str, Any] | VecSpec, overrides: Sequence[str] = ()) -> Any:
+    """Build the vector env a config file, dict or `VecSpec` describes.
+
+    Example:
+        >>> import torchwm
+        >>> with torchwm.make_vec_from_config({"id": "CartPole-v1", "num_envs": 2, "seed": 0}) as envs:
+        ...     obs, infos = envs.reset()
+        ...     obs.shape
+        (2, 4)
+    """
+    if isinstance(source, VecSpec):
+        if overrides:
+            source = source.to_dict()
+        else:
+            return make_vec_from_spec(source)
+    return make_vec_from_spec(load_config(source, overrides))
+
+
+def read_config(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The raw table of a TOML, YAML or JSON file (by its suffix), not yet validated."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in CONFIG_SUFFIXES:
+        raise ConfigError(f"not a config file: expected a name ending in {', '.join(CONFIG_SUFFIXES)}, got {path.name!r}")
+    if not path.is_file():
+        raise ConfigError("no such file")
+    text = path.read_text(encoding="utf-8")
+    try:
+        if suffix == ".toml":
+            data = tomllib.loads(text)
+        elif suffix == ".json":
+            data = json.loads(text)
+        else:
+            data = yaml.safe_load(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"not valid TOML: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"not valid JSON: {exc}") from None
+    except yaml.constructor.ConstructorError as exc:
+        where = f" (line {exc.problem_mark.line + 1})" if exc.problem_mark else ""
+        raise ConfigError(
+            f"not allowed in a config{where}: {exc.problem}; configs hold plain data only (YAML is read with "
+            f"yaml.safe_load, which refuses tags that build Python objects)"
+        ) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        raise ConfigError(f"not valid YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"expected a table of keys (id, num_envs, ...) at the top, got {type(data).__name__}")
+    return data
+
+
+def interpolate_env(data: Any, path: str = "") -> Any:
+    """``${VAR}`` and ``${VAR:-default}`` in every string value, from the environment.
+
+    A string that is exactly one reference takes the type of what it holds (``"${N:-8}"`` gives
+    the integer 8, parsed as `parse_value` does); a reference inside a longer string is text.
+    """
+    if isinstance(data, dict):
+        return {k: interpolate_env(v, _join(path, k)) for k, v in data.items()}
+    if isinstance(data, list):
+        return [interpolate_env(v, f"{path}[{i}]") for i, v in enumerate(data)]
+    if not isinstance(data, str) or "${" not in data:
+        return data
+
+    def substitute(match: re.Match[str]) -> str:
+        if match.group(0) == "$${":
+            return "${"
+        name, default = match.group(1), match.group(2)
+        value = os.environ.get(name)
+        if value is None or (value == "" and default is not None):
+            if default is None:
+                raise ConfigError(f"{path}: the environment variable {name} is not set and {match.group(0)} has no default (write ${{{name}:-default}})")
+            return default
+        return value
+
+    text = _ENV_REFERENCE.sub(substitute, data)
+    whole = _ENV_REFERENCE.fullmatch(data)
+    return parse_value(text) if whole and whole.group(0) != "$${" else text
+
+
+def parse_value(text: str) -> Any:
+    """A ``--set`` value: a TOML value (``16``, ``true``, ``2.5``, ``[64, 64]``, ``{a = 1}``, ``"x"``),
+    ``null`` for None, else the text itself (``ALE/Pong-v5``)."""
+    if text.strip() in ("null", "~", "None"):
+        return None
+    try:
+        return tomllib.loads(f"value = {text}")["value"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """``"key=value"`` overrides with dotted keys and list indexes: ``"wrappers[1].stack_size=2"``."""
+    data = copy.deepcopy(data)
+    for override in overrides:
+        key, sep, text = override.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"--set {override!r}: expected key=value (e.g. num_envs=16 or wrappers[1].stack_size=2)")
+        parts = _split_key(key)
+        target: Any = data
+        for depth, part in enumerate(parts[:-1]):
+            here = _key_text(parts[: depth + 1])
+            if isinstance(part, int):
+                if not isinstance(target, list) or part >= len(target):
+                    size = len(target) if isinstance(target, list) else 0
+                    raise ConfigError(f"{here}: no such item to override (the list has {size} items; write the whole list in the config or --set it)")
+                target = target[part]
+            else:
+                if not isinstance(target, dict):
+                    raise ConfigError(f"{here}: cannot set a key inside {type(target).__name__}")
+                nxt = parts[depth + 1]
+                target = target.setdefault(part, [] if isinstance(nxt, int) else {})
+        last = parts[-1]
+        if isinstance(last, int):
+            if not isinstance(target, list) or last >= len(target):
+                raise ConfigError(f"{key}: no such item to override")
+            target[last] = parse_value(text.strip())
+        else:
+            if not isinstance(target, dict):
+                raise ConfigError(f"{key}: cannot set a key inside {type(target).__name__}")
+            target[last] = parse_value(text.strip())
+    return data
+
+
+def validate_config(data: Mapping[str, Any]) -> tuple[VecSpec, RunOptions]:
+    """Check a raw table key by key and resolve it into a `VecSpec` (plus the ``[run]`` table)."""
+    try:
+        model = ConfigModel.model_validate(dict(data))
+    except pydantic.ValidationError as exc:
+        raise ConfigError(_describe(exc.errors()[0], data)) from None
+
+    def checked(key: str, check: Any, *args: Any) -> Any:
+        try:
+            return check(*args)
+        except (LookupError, ValueError, TypeError) as exc:
+            raise ConfigError(f"{key}: {exc}") from exc
+
+    resolved = checked("id", names.resolve, model.id, model.env_kwargs)
+    checked("backend", registry("backend").get, model.backend)
+    checked("source", registry("source").get, model.source)
+    checked("autoreset_mode", parse_autoreset_mode, model.autoreset_mode)
+    if model.family is not None and model.family != resolved.family:
+        raise ConfigError(f"family: {model.id!r} is a {resolved.family} env, but the config says {model.family!r}")
+    if model.wrappers is not None:
+        for index, item in enumerate(model.wrappers):
+            _check_wrapper(index, {"name": item} if isinstance(item, str) else item, resolved.family, resolved.id)
+    if model.versions:
+        _warn_versions(model.versions)
+    env_kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in model.env_kwargs.items()}
+    try:
+        spec = resolve_spec(
+            model.id, model.num_envs, backend=model.backend, wrappers=model.wrappers, seed=model.seed,
+            autoreset_mode=model.autoreset_mode, source=model.source, size=model.size,
+            backend_kwargs=model.backend_kwargs, fused=model.fused, env_kwargs=env_kwargs,
+        )
+    except (LookupError, ValueError, TypeError) as exc:
+        raise ConfigError(str(exc)) from exc
+    return spec, model.run
+
+
+def dump_config(spec: VecSpec | Mapping[str, Any], format: str = "toml") -> str:
+    """The resolved config (`VecSpec.to_dict`) as TOML, YAML or JSON text that `load_config` reads back.
+
+    TOML has no null, so keys whose value is None are left out of TOML output; on loading, an
+    absent ``seed`` or wrapper option takes its default, which for those keys is None.
+
+    Example:
+        >>> import torchwm
+        >>> from torchwm.config import dump_config
+        >>> print(dump_config(torchwm.load_config({"id": "CartPole-v1", "seed": 0})).splitlines()[0])
+        id = "CartPole-v1"
+    """
+    data = spec.to_dict() if isinstance(spec, VecSpec) else dict(spec)
+    if format == "toml":
+        import tomli_w
+
+        return tomli_w.dumps(_drop_none(data))
+    if format in ("yaml", "yml"):
+        return yaml.safe_dump(data, sort_keys=False)
+    if format == "json":
+        return json.dumps(data, indent=2) + "\n"
+    raise ValueError(f"format must be 'toml', 'yaml' or 'json', got {format!r}")
+
+
+def _check_wrapper(index: int, item: Mapping[str, Any], family: str, env_id: str) -> None:
+    """One wrapper table, with the key path of a bad option in the message."""
+    here = f"wrappers[{index}]"
+    name = item.get("name")
+    if not isinstance(name, str):
+        got = "no name key" if name is None else f"{_show(name)}"
+        raise ConfigError(f"{here}.name: expected the name of a registered wrapper, got {got}")
+    try:
+        entry = registry("wrapper").get(name)
+    except LookupError as exc:
+        raise ConfigError(f"{here}.name: {exc}") from exc
+    options = wrapper_options(entry.factory)
+    try:
+        hints = typing.get_type_hints(entry.factory)
+    except Exception:  # the same rule as torchwm.spec: unevaluable annotations are not checked
+        hints = {}
+    for key, value in item.items():
+        if key == "name":
+            continue
+        if key not in options:
+            raise ConfigError(f"{here}.{key}: wrapper {name!r} has no option {key!r}; its options are: {', '.join(options) or '(none)'}")
+        annotation = hints.get(key, options[key].annotation)
+        if annotation is options[key].empty:
+            continue
+        try:
+            # The strictness of torchwm.spec's own check: "4" is not an int, but a list may fill a tuple.
+            pydantic.TypeAdapter(annotation).validate_python(value, strict=not isinstance(value, list))
+        except pydantic.ValidationError as exc:
+            raise ConfigError(f"{here}.{key}: {_expected(exc.errors()[0])}, got {_show(value)}") from None
+    # Anything else (a required option missing, a wrapper that needs another env family).
+    try:
+        resolve_wrapper(dict(item), family=family, env_id=env_id)
+    except (LookupError, ValueError, TypeError) as exc:
+        raise ConfigError(f"{here}: {exc}") from exc
+
+
+_EXPECTED = {
+    "int_type": "expected an integer", "int_parsing": "expected an integer", "int_from_float": "expected an integer",
+    "bool_type": "expected true or false", "bool_parsing": "expected true or false",
+    "float_type": "expected a number", "float_parsing": "expected a number",
+    "string_type": "expected a string", "dict_type": "expected a table", "list_type": "expected a list",
+    "tuple_type": "expected a list", "model_type": "expected a table", "none_required": "expected nothing (null)",
+}
+
+
+def _expected(error: Mapping[str, Any]) -> str:
+    if error["type"] in _EXPECTED:
+        return _EXPECTED[error["type"]]
+    if error["type"] == "greater_than_equal":
+        return f"expected an integer >= {error['ctx']['ge']}"
+    message = error["msg"]
+    return "expected " + message[len("Input should be "):] if message.startswith("Input should be ") else message
+
+
+def _describe(error: Mapping[str, Any], data: Mapping[str, Any]) -> str:
+    """One pydantic error as ``key.path: expected ..., got ...``."""
+    loc = [part for part in error["loc"] if not (isinstance(part, str) and part.startswith(("function-", "nullable[")))]
+    # Unions report each member; keep the key path itself.
+    loc = [part for part in loc if isinstance(part, int) or part in _KNOWN_KEYS or not _looks_like_type(part)]
+    key = _key_text(loc) or "config"
+    if error["type"] == "extra_forbidden":
+        where = ", ".join(sorted(RunOptions.model_fields if loc[:1] == ["run"] else ConfigModel.model_fields))
+        return f"{key}: unknown key; the keys are: {where}"
+    if loc[:1] == ["size"]:
+        return f"size: expected two positive integers [width, height], got {_show(data.get('size'))}"
+    if loc[:1] == ["wrappers"] and len(loc) == 2:
+        return f"{key}: expected a wrapper name or a table with a name key, got {_show(error['input'])}"
+    if error["type"] == "missing":
+        return f"{key}: required key missing"
+    if error["type"] == "string_pattern_mismatch" and loc[:1] == ["run"]:
+        return f"{key}: expected module:function, got {_show(error['input'])}"
+    return f"{key}: {_expected(error)}, got {_show(error['input'])}"
+
+
+_KNOWN_KEYS = set(ConfigModel.model_fields) | set(RunOptions.model_fields)
+
+
+def _looks_like_type(part: Any) -> bool:
+    return isinstance(part, str) and (part in ("int", "str", "bool", "float", "none", "tuple", "list", "dict") or "[" in part)
+
+
+def _show(value: Any) -> str:
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _join(path: str, key: Any) -> str:
+    return f"{path}.{key}" if path else str(key)
+
+
+def _split_key(key: str) -> list[str | int]:
+    parts: list[str | int] = []
+    position = 0
+    for match in _PATH_PART.finditer(key):
+        if match.start() != position and key[position:match.start()] != ".":
+            raise ConfigError(f"--set {key!r}: expected a key like num_envs, backend_kwargs.num_workers or wrappers[1].stack_size")
+        parts.append(match.group(1) if match.group(1) is not None else int(match.group(2)))
+        position = match.end()
+    if position != len(key) or not parts or isinstance(parts[0], int):
+        raise ConfigError(f"--set {key!r}: expected a key like num_envs, backend_kwargs.num_workers or wrappers[1].stack_size")
+    return parts
+
+
+def _key_text(parts: Sequence[Any]) -> str:
+    text = ""
+    for part in parts:
+        text = f"{text}[{part}]" if isinstance(part, int) else _join(text, part)
+    return text
+
+
+def _drop_none(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _drop_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_drop_none(v) for v in value]
+    return value
+
+
+def _warn_versions(written: Mapping[str, str | None]) -> None:
+    installed = package_versions()
+    differ = [f"{name} {written[name]} (installed: {installed.get(name)})" for name in written
+              if name in installed and written[name] != installed[name]]
+    if differ:
+        warnings.warn(f"the config was written with {', '.join(differ)}; trajectories may differ", stacklevel=4)
+
