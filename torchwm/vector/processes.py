@@ -30,7 +30,9 @@ from gymnasium.vector import AutoresetMode
 from torchwm.errors import EnvTimeoutError, WorkerError
 from torchwm.spec import VecSpec
 from torchwm.vector.base import VectorEnv
-from torchwm.vector.worker import WorkerPayload, gym_specs_to_send, worker_main
+from torchwm.vector.batching import slice_rows
+from torchwm.vector.env_group import EnvGroup
+from torchwm.vector.worker import WorkerPayload, control_reply, error_reply, gym_specs_to_send, worker_main
 
 START_METHODS = ("fork", "forkserver", "spawn")
 # forkserver: safe with threads in the parent (fork is not), much faster to start than spawn, and
@@ -162,11 +164,16 @@ def signal_name(exitcode: int | None) -> str:
 
 
 class WorkerHandle:
-    """One worker process and the parent's end of its pipe."""
+    """One worker process and the parent's end of its pipe.
 
-    def __init__(self, index: int, envs: range) -> None:
+    An ``inline`` handle has no process: its envs are stepped by the parent itself (see ``shmem``'s
+    ``inline`` option); it keeps the index and env range so that errors name it like any worker.
+    """
+
+    def __init__(self, index: int, envs: range, inline: bool = False) -> None:
         self.index = index
         self.envs = envs
+        self.inline = inline
         self.process: Any = None
         self.conn: Any = None
 
@@ -187,7 +194,8 @@ class WorkerHandle:
         return self.process is not None and self.process.exitcode is None
 
     def describe(self) -> str:
-        return f"worker {self.index} (envs {self.envs.start}-{self.envs.stop - 1}, pid {self.process.pid})"
+        where = f"in the parent process, pid {os.getpid()}" if self.inline else f"pid {self.process.pid}"
+        return f"worker {self.index} (envs {self.envs.start}-{self.envs.stop - 1}, {where})"
 
 
 def shutdown(handles: list[WorkerHandle], release: Callable[[], None] | None) -> None:
@@ -280,15 +288,25 @@ class ProcessVectorEnv(VectorEnv):
         self._autoreset = spec.autoreset
         self._failure: WorkerError | None = None
         self._ready: dict[int, dict] = {}  # envs stepped but not yet returned by recv, in finishing order
-        self._handles = [WorkerHandle(w, envs) for w, envs in enumerate(self.worker_slices)]
+        inline = self._parent_steps_first_share(options)
+        self._handles = [WorkerHandle(w, envs, inline=inline and w == 0) for w, envs in enumerate(self.worker_slices)]
+        self._children = [handle for handle in self._handles if not handle.inline]
+        self._local_group: EnvGroup | None = None  # the envs of the inline handle, stepped here
         self._finalizer = weakref.finalize(self, shutdown, self._handles, None)
         deadline = _deadline(settings["timeout"])
-        for handle in self._handles:
+        for handle in self._children:
             self._start_worker(handle)
-        described = [self._expect(handle, "ready", deadline, "starting its envs") for handle in self._handles]
+        # Built while the children build theirs.
+        local_envs = self._build_local_envs(self._handles[0]) if inline else []
+        described = [self._expect(handle, "ready", deadline, "starting its envs") for handle in self._children]
+        if inline:
+            env = local_envs[0]
+            described.insert(0, {"observation_space": env.observation_space, "action_space": env.action_space,
+                                 "metadata": dict(env.metadata), "render_mode": env.render_mode})
         first = described[0]
         for w, other in enumerate(described[1:], start=1):
             if (other["observation_space"], other["action_space"]) != (first["observation_space"], first["action_space"]):
+                self._close_local(local_envs)
                 self._finalizer()
                 raise RuntimeError(f"worker {w}'s envs have spaces unlike worker 0's; every env of a vector env must match")
         try:
@@ -299,13 +317,22 @@ class ProcessVectorEnv(VectorEnv):
             )
             self._make_buffers()
         except BaseException:
+            self._close_local(local_envs)
             self._finalizer()
             raise
         self._finalizer.detach()
         self._finalizer = weakref.finalize(self, shutdown, self._handles, self._release_buffers())
-        for handle in self._handles:
+        if inline:
+            rows = self.worker_slices[0]
+            self._local_group = EnvGroup(
+                local_envs, self._autoreset,
+                slice_rows(self.single_observation_space, self._observations, rows.start, rows.stop),
+                self._rewards[rows.start:rows.stop], self._terminations[rows.start:rows.stop],
+                self._truncations[rows.start:rows.stop],
+            )
+        for handle in self._children:
             handle.conn.send(("setup", self._layout()))
-        for handle in self._handles:
+        for handle in self._children:
             self._expect(handle, "ok", deadline, "attaching its buffers")
 
     # -- what subprocess and shmem provide -------------------------------------------------------
@@ -322,6 +349,10 @@ class ProcessVectorEnv(VectorEnv):
     def _reset_reply(self, handle: WorkerHandle, local_ids: list[int], reply: Any) -> list[dict]:
         """Store a worker's reset reply in the batch; return the infos."""
         raise NotImplementedError
+
+    def _parent_steps_first_share(self, options: dict[str, Any]) -> bool:
+        """Whether the parent steps worker 0's envs itself instead of starting a process for them."""
+        return False
 
     def _worker_restarted(self, handle: WorkerHandle) -> None:
         """Forget what was in flight on a worker that was restarted."""
@@ -346,6 +377,35 @@ class ProcessVectorEnv(VectorEnv):
         """Wake ``handle`` after a pipe command, if it sleeps somewhere other than on its pipe."""
 
     # -- workers ---------------------------------------------------------------------------------
+
+    def _build_local_envs(self, handle: WorkerHandle) -> list[gym.Env]:
+        """The inline handle's envs, built here; a failure is reported like a worker's."""
+        envs: list[gym.Env] = []
+        try:
+            for _ in handle.envs:
+                envs.append(self._env_fn())
+        except Exception as exc:
+            self._close_local(envs)
+            self._finalizer()
+            self._check_reply(handle, error_reply(exc), "starting its envs")
+        return envs
+
+    @staticmethod
+    def _close_local(envs: list[gym.Env]) -> None:
+        for env in envs:
+            try:
+                env.close()
+            except Exception:
+                pass
+
+    def _run_local(self, command: tuple, doing: str) -> Any:
+        """A control command on the inline handle's envs: the reply a worker would send, or its WorkerError."""
+        assert self._local_group is not None
+        try:
+            message = control_reply(self._local_group, command)
+        except Exception as exc:
+            message = error_reply(exc)
+        return self._check_reply(self._handles[0], message, doing)
 
     def _start_worker(self, handle: WorkerHandle) -> None:
         payload = WorkerPayload(
@@ -470,6 +530,8 @@ class ProcessVectorEnv(VectorEnv):
         deadline = _deadline(self.timeout)
         for w, command in commands.items():
             handle = self._handles[w]
+            if handle.inline:
+                continue  # run below, while the children run theirs
             try:
                 handle.conn.send(command)
             except (OSError, ValueError):
@@ -477,19 +539,22 @@ class ProcessVectorEnv(VectorEnv):
             self._ring(handle)
         replies: dict[int, Any] = {}
         first_error: BaseException | None = None
-        for w in commands:
+        for w in sorted(commands, key=lambda w: not self._handles[w].inline):
             handle = self._handles[w]
             try:
-                replies[w] = self._check_reply(handle, self._receive(handle, deadline, doing), doing)[1]
+                if handle.inline:
+                    replies[w] = self._run_local(commands[w], doing)[1]
+                else:
+                    replies[w] = self._check_reply(handle, self._receive(handle, deadline, doing), doing)[1]
             except WorkerError as error:
-                if error.env_index is None and self.restart_on_crash:
+                if error.env_index is None and self.restart_on_crash and not handle.inline:
                     self._restart(handle, deadline)
                     handle.conn.send(commands[w])
                     self._ring(handle)
                     replies[w] = self._check_reply(handle, self._receive(handle, deadline, doing), doing)[1]
                 elif first_error is None:
                     first_error = error
-                    if error.env_index is None:
+                    if error.env_index is None and not handle.inline:
                         self._failure = error
         if first_error is not None:
             raise first_error
@@ -523,12 +588,15 @@ class ProcessVectorEnv(VectorEnv):
         self._broadcast(commands, f"setting {name!r}")
 
     def _close(self) -> None:
+        if self._local_group is not None:
+            group, self._local_group = self._local_group, None
+            self._close_local(group.envs)
         if self._finalizer is not None:
             self._finalizer()
 
     @property
     def worker_pids(self) -> list[int | None]:
-        """The process id of each worker (tests and fault injection use it)."""
+        """The process id of each worker (tests and fault injection use it); None for the parent's share."""
         return [h.process.pid if h.process is not None else None for h in self._handles]
 
     def __repr__(self) -> str:

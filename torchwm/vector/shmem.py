@@ -8,6 +8,14 @@ sides poll those counters with ``os.sched_yield()`` for a few tens of
 microseconds, then sleep on a futex until the other side rings (`futex`), so
 that no waiting process holds a core a worker needs.
 Pipes carry only control commands, errors and non-empty infos.
+
+With ``inline=True`` (the default when the number of workers is the default,
+one per usable core) the parent steps worker 0's share of the envs itself,
+in-process, into the same shared rows, and starts only ``num_workers - 1``
+processes. Measured on 2 cores: with a process per core plus a parent that
+polls and wakes them, three processes compete for two cores and each delays
+the others; with the parent doing a worker's share, as many processes are
+busy as there are cores.
 """
 
 from __future__ import annotations
@@ -23,17 +31,34 @@ from torchwm.errors import EnvTimeoutError, WorkerError
 from torchwm.hookspecs import hookimpl
 from torchwm.spec import VecSpec
 from torchwm.vector import futex
-from torchwm.vector.processes import CONFORMANCE_VARIANTS, ProcessVectorEnv, WorkerHandle, put_rows
+from torchwm.vector.batching import slice_rows, take_rows
+from torchwm.vector.processes import (
+    CONFORMANCE_VARIANTS,
+    ProcessVectorEnv,
+    WorkerHandle,
+    default_num_workers,
+    put_rows,
+)
 from torchwm.vector.shared_batch import Layout, SharedBatch
-from torchwm.vector.worker import STATUS_ERROR, STATUS_INFOS, STATUS_OK
+from torchwm.vector.worker import STATUS_ERROR, STATUS_INFOS, STATUS_OK, error_reply
 
 SPIN_SECONDS = 0.00002  # a wait polls with sched_yield this long, then sleeps on parent_bell
 LIVENESS_SECONDS = 0.005  # longest sleep between checks that the busy workers are alive
 IDLE_SLEEP_SECONDS = 0.0005  # polling period of the rare waits that need no speed
+# The parent stepping worker 0's share, next to one worker process (the default on 2 cores).
+INLINE_VARIANTS = [{"context": method, "num_workers": 2, "inline": True} for method in ("fork", "forkserver")]
 
 
 class ShmemVectorEnv(ProcessVectorEnv):
-    """Envs in worker processes, batch in shared memory. Options: see `ProcessVectorEnv`.
+    """Envs in worker processes, batch in shared memory. Options: see `ProcessVectorEnv`, and:
+
+    Args:
+        inline: the parent steps worker 0's envs itself (``worker_slices[0]``, ``worker_pids[0]`` is
+            None) and starts ``num_workers - 1`` processes. Default: True when neither ``num_workers``
+            nor ``envs_per_worker`` is given and that default split has two workers or more (one per
+            usable core); an explicit ``num_workers=N`` starts N processes unless ``inline=True``.
+            A step then runs the parent's envs after signalling the children, in `send` (its envs
+            are ready at once, as with ``sync``); ``restart_on_crash`` concerns the children only.
 
     Observations are copies by default; ``copy=False`` returns views of the shared block that the next
     `step` overwrites. With ``send(env_ids=...)`` on envs of a worker that is still stepping, `send`
@@ -56,7 +81,19 @@ class ShmemVectorEnv(ProcessVectorEnv):
         self._shared: SharedBatch | None = None
         self._busy: dict[int, np.ndarray] = {}  # worker -> global ids of its step in progress
         self._spin_seconds = SPIN_SECONDS
+        inline = options.pop("inline", None)
+        if inline is not None and not isinstance(inline, bool):
+            raise TypeError(f"{self.backend_name}: inline must be True, False or None (default), got {inline!r}")
+        self._inline_option = inline
         super().__init__(spec, **options)
+
+    def _parent_steps_first_share(self, options: dict[str, Any]) -> bool:
+        if self._inline_option is None:
+            defaulted = options.get("num_workers") is None and options.get("envs_per_worker") is None
+            # The default split has one worker per core: with the parent stepping a share, exactly as
+            # many processes are busy as there are cores (see the module docstring).
+            return defaulted and self.num_workers >= 2 and self.num_workers == default_num_workers()
+        return self._inline_option  # with a single share (num_envs=1, say), no process starts
 
     def _make_buffers(self) -> None:
         self._shared = SharedBatch.create(self.single_observation_space, self.single_action_space,
@@ -68,6 +105,9 @@ class ShmemVectorEnv(ProcessVectorEnv):
         self._truncations = shared.truncations
         self._expected_seq = [0] * self.num_workers
         self._worker_ids = [np.arange(r.start, r.stop) for r in self.worker_slices]
+        self._child_workers = [w for w in range(self.num_workers) if not self._handles[w].inline]
+        first = self.worker_slices[0]
+        self._local_actions = slice_rows(self.single_action_space, shared.actions, first.start, first.stop)
 
     def _release_buffers(self) -> Callable[[], None] | None:
         assert self._shared is not None
@@ -99,8 +139,11 @@ class ShmemVectorEnv(ProcessVectorEnv):
                 self._poll_until(lambda: not self._busy, self._deadline(), "waiting for busy workers")
             put_rows(self.single_action_space, shared.actions, slice(None), actions)
             shared.step_mask[:] = True
-            for w in range(self.num_workers):
+            for w in self._child_workers:
                 self._signal(w, self._worker_ids[w])
+            if self._local_group is not None:
+                # After ringing the children, so that they step in parallel with these envs.
+                self._step_local(list(range(len(self._worker_ids[0]))), self._local_actions)
             return
         workers = self._worker_of[ids]
         involved = np.unique(workers).tolist()
@@ -109,11 +152,32 @@ class ShmemVectorEnv(ProcessVectorEnv):
                              "waiting for busy workers")
         put_rows(self.single_action_space, shared.actions, ids, actions)
         for w in involved:
+            if self._handles[w].inline:
+                continue
             rows = self.worker_slices[w]
             shared.step_mask[rows.start:rows.stop] = False
             mine = ids[workers == w]
             shared.step_mask[mine] = True
             self._signal(w, mine)
+        if self._local_group is not None and 0 in involved:
+            mine = ids[workers == 0]
+            start = self.worker_slices[0].start
+            self._step_local((mine - start).tolist(), take_rows(self.single_action_space, shared.actions, mine))
+
+    def _step_local(self, local_ids: list[int], actions: Any) -> None:
+        """Step the parent's share now; an env error is raised like a worker's, after the children finish."""
+        assert self._local_group is not None
+        handle = self._handles[0]
+        try:
+            infos = self._local_group.step(local_ids, actions)
+        except Exception as exc:
+            try:
+                self._check_reply(handle, error_reply(exc), "stepping")  # raises the WorkerError a worker's gives
+            except WorkerError as error:
+                self._fail_step(error, self._deadline())  # waits for the children, then raises it
+            raise  # not reached
+        start = handle.envs.start
+        self._ready.update(zip((start + i for i in local_ids), infos))
 
     def _signal(self, w: int, ids: np.ndarray) -> None:
         assert self._shared is not None
@@ -225,4 +289,4 @@ class ShmemVectorEnv(ProcessVectorEnv):
 def register_backends(register):
     register("shmem", ShmemVectorEnv,
              description="worker processes, several envs each; batch in shared memory, no pipe per step",
-             conformance={"variants": CONFORMANCE_VARIANTS})
+             conformance={"variants": CONFORMANCE_VARIANTS + INLINE_VARIANTS})

@@ -97,7 +97,8 @@ def failing_env(exc: BaseException) -> int | None:
     return index if isinstance(index, int) else None
 
 
-def _error(exc: BaseException) -> tuple:
+def error_reply(exc: BaseException) -> tuple:
+    """The message a worker sends for ``exc`` (also built by the parent for the envs it steps itself)."""
     return ("error", failing_env(exc), "".join(traceback.format_exception(exc)), repr(exc))
 
 
@@ -137,7 +138,7 @@ def worker_main(worker_index: int, conn: Any, parent_conn: Any, payload_bytes: b
             group = EnvGroup(envs, payload.autoreset_mode, *arrays)
             conn.send(("ok", None))
         except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent
-            conn.send(_error(exc))
+            conn.send(error_reply(exc))
             return
         if shared is None:
             serve_pipe(group, conn)
@@ -155,8 +156,8 @@ def worker_main(worker_index: int, conn: Any, parent_conn: Any, payload_bytes: b
             shared.release()
 
 
-def _control(group: EnvGroup, command: tuple) -> tuple:
-    """A command other than step; returns the reply."""
+def control_reply(group: EnvGroup, command: tuple) -> tuple:
+    """A command other than step; returns the reply (the parent runs it too on the envs it steps itself)."""
     kind = command[0]
     if kind == "reset":
         _, local_ids, seeds, options = command
@@ -207,11 +208,11 @@ def serve_pipe(group: EnvGroup, conn: Any) -> None:
                 infos = group.reset(local_ids, seeds, options)
                 conn.send(("ok", (*_rows_of(group, local_ids), infos)))
             else:
-                conn.send(_control(group, command))
+                conn.send(control_reply(group, command))
         except (EOFError, BrokenPipeError):
             raise
         except Exception as exc:
-            conn.send(_error(exc))
+            conn.send(error_reply(exc))
 
 
 def serve_shared(group: EnvGroup, conn: Any, shared: Any, worker_index: int, first_env: int) -> None:
@@ -243,7 +244,7 @@ def serve_shared(group: EnvGroup, conn: Any, shared: Any, worker_index: int, fir
                 message: Any = infos if any(infos) else None
                 status[worker_index] = STATUS_OK if message is None else STATUS_INFOS
             except Exception as exc:
-                message = _error(exc)
+                message = error_reply(exc)
                 status[worker_index] = STATUS_ERROR
             # done_seq after the rows and status (the parent reads them once it sees it), and
             # before a pipe message: a message larger than the pipe buffer would otherwise block
@@ -260,11 +261,11 @@ def serve_shared(group: EnvGroup, conn: Any, shared: Any, worker_index: int, fir
                 conn.send(("ok", None))
                 return
             try:
-                conn.send(_control(group, command))
+                conn.send(control_reply(group, command))
             except (EOFError, BrokenPipeError):
                 raise
             except Exception as exc:
-                conn.send(_error(exc))
+                conn.send(error_reply(exc))
             idle_since = time.perf_counter()
             continue
         if time.perf_counter() - idle_since < SPIN_SECONDS:
