@@ -150,23 +150,21 @@ def _build(env_id: str, backend: str, num_envs: int, kwargs: dict[str, Any]) -> 
     from torchwm.factory import env_fn
 
     if backend in ("gym-sync", "gym-async"):
-        fns = [env_fn(_spec(env_id, num_envs))] * num_envs
+        # Gymnasium's own wrapper chain (fused=False): the peer is what a Gymnasium user runs.
+        fns = [env_fn(_spec(env_id, num_envs).replace(fused=False))] * num_envs
         if backend == "gym-sync":
             return gym.vector.SyncVectorEnv(fns, **kwargs)
         return gym.vector.AsyncVectorEnv(fns, shared_memory=True, **kwargs)
     if backend == "ale-direct":
         from ale_py.vector_env import AtariVectorEnv
 
+        from torchwm.vector.ale_native import ale_vector_kwargs
+
         spec = _spec(env_id, num_envs)
         if spec.family != "atari":
             raise ValueError(f"ale-direct measures ALE ids only, got {env_id!r}")
-        return AtariVectorEnv(
-            game=spec.env_kwargs["game"], num_envs=num_envs, frameskip=4, grayscale=True, stack_num=4,
-            img_height=84, img_width=84, noop_max=30, maxpool=True, episodic_life=False,
-            reward_clipping=False, use_fire_reset=False,
-            repeat_action_probability=spec.env_kwargs.get("repeat_action_probability", 0.25),
-            full_action_space=spec.env_kwargs.get("full_action_space", False), **kwargs,
-        )
+        # The very arguments ale-native passes, so the two differ only by torchwm's own layer.
+        return AtariVectorEnv(**ale_vector_kwargs(spec), **kwargs)
     return torchwm.make_vec(env_id, num_envs, backend=backend, backend_kwargs=kwargs or None)
 
 
