@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from torchwm import names
 from torchwm.errors import ConfigError
-from torchwm.factory import make_vec_from_spec, resolve_spec
+from torchwm.factory import _plain_containers, make_vec_from_spec, resolve_spec
 from torchwm.plugins import registry
 from torchwm.spec import VecSpec, package_versions, parse_autoreset_mode, resolve_wrapper, wrapper_options
 
@@ -104,7 +104,8 @@ def load_run_config(
     """Like `load_config`, and also the ``[run]`` table (what ``torchwm run`` uses)."""
     label = f"{source}: " if not isinstance(source, Mapping) else ""
     try:
-        data = read_config(source) if not isinstance(source, Mapping) else copy.deepcopy(dict(source))
+        # An OmegaConf DictConfig (a Hydra app's cfg.env) becomes plain dicts and lists first.
+        data = read_config(source) if not isinstance(source, Mapping) else copy.deepcopy(dict(_plain_containers(source)))
         data = interpolate_env(data)
         data = apply_overrides(data, overrides)
         return validate_config(data)
@@ -224,7 +225,7 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str,
                 target = target[part]
             else:
                 if not isinstance(target, dict):
-                    raise ConfigError(f"{here}: cannot set a key inside {type(target).__name__}")
+                    raise ConfigError(f"{key}: {_key_text(parts[:depth])} is a {type(target).__name__}, not a table")
                 nxt = parts[depth + 1]
                 target = target.setdefault(part, [] if isinstance(nxt, int) else {})
         last = parts[-1]
@@ -234,7 +235,7 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str,
             target[last] = parse_value(text.strip())
         else:
             if not isinstance(target, dict):
-                raise ConfigError(f"{key}: cannot set a key inside {type(target).__name__}")
+                raise ConfigError(f"{key}: {_key_text(parts[:-1])} is a {type(target).__name__}, not a table")
             target[last] = parse_value(text.strip())
     return data
 

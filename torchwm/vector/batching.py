@@ -17,14 +17,14 @@ from gymnasium import spaces
 ARRAY_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
 
 
-def set_row(space: gym.Space, batch: Any, index: int, value: Any) -> None:
-    """``batch[index] = value`` for a batch of ``space``."""
+def put_rows(space: gym.Space, batch: Any, index: Any, value: Any) -> None:
+    """``batch[index] = value`` for a batch of ``space``; ``index`` is a row, a slice or an array of rows."""
     if isinstance(space, spaces.Dict):
         for key, sub in space.spaces.items():
-            set_row(sub, batch[key], index, value[key])
+            put_rows(sub, batch[key], index, value[key])
     elif isinstance(space, spaces.Tuple):
         for sub, sub_batch, sub_value in zip(space.spaces, batch, value, strict=True):
-            set_row(sub, sub_batch, index, sub_value)
+            put_rows(sub, sub_batch, index, sub_value)
     else:
         batch[index] = value
 

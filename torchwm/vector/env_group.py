@@ -18,7 +18,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from torchwm.vector.batching import ARRAY_SPACES, get_row, set_row
+from torchwm.vector.batching import ARRAY_SPACES, get_row, put_rows
 
 
 class EnvGroup:
@@ -56,7 +56,7 @@ class EnvGroup:
         if self._array_obs:
             self.observations[i] = obs
         else:
-            set_row(self.observation_space, self.observations, i, obs)
+            put_rows(self.observation_space, self.observations, i, obs)
         self.rewards[i] = reward
         self.terminations[i] = terminated
         self.truncations[i] = truncated

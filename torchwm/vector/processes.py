@@ -24,7 +24,6 @@ from typing import Any
 import cloudpickle
 import gymnasium as gym
 import numpy as np
-from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
 from torchwm.errors import EnvTimeoutError, WorkerError
@@ -230,18 +229,6 @@ def shutdown(handles: list[WorkerHandle], release: Callable[[], None] | None) ->
     finally:
         if release is not None:
             release()
-
-
-def put_rows(space: gym.Space, batch: Any, ids: np.ndarray | slice, values: Any) -> None:
-    """``batch[ids] = values`` for a batch of any space."""
-    if isinstance(space, spaces.Dict):
-        for key, sub in space.spaces.items():
-            put_rows(sub, batch[key], ids, values[key])
-    elif isinstance(space, spaces.Tuple):
-        for sub, sub_batch, sub_values in zip(space.spaces, batch, values, strict=True):
-            put_rows(sub, sub_batch, ids, sub_values)
-    else:
-        batch[ids] = values
 
 
 class ProcessVectorEnv(VectorEnv):

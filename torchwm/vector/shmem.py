@@ -31,13 +31,12 @@ from torchwm.errors import EnvTimeoutError, WorkerError
 from torchwm.hookspecs import hookimpl
 from torchwm.spec import VecSpec
 from torchwm.vector import futex
-from torchwm.vector.batching import slice_rows, take_rows
+from torchwm.vector.batching import put_rows, slice_rows, take_rows
 from torchwm.vector.processes import (
     CONFORMANCE_VARIANTS,
     ProcessVectorEnv,
     WorkerHandle,
     default_num_workers,
-    put_rows,
 )
 from torchwm.vector.shared_batch import Layout, SharedBatch
 from torchwm.vector.worker import STATUS_ERROR, STATUS_INFOS, STATUS_OK, error_reply

@@ -20,8 +20,8 @@ from gymnasium.vector.utils import create_empty_array
 from torchwm.errors import EnvTimeoutError, WorkerError
 from torchwm.hookspecs import hookimpl
 from torchwm.spec import VecSpec
-from torchwm.vector.batching import slice_rows, take_rows
-from torchwm.vector.processes import CONFORMANCE_VARIANTS, ProcessVectorEnv, WorkerHandle, put_rows
+from torchwm.vector.batching import put_rows, slice_rows, take_rows
+from torchwm.vector.processes import CONFORMANCE_VARIANTS, ProcessVectorEnv, WorkerHandle
 
 
 class SubprocVectorEnv(ProcessVectorEnv):

@@ -29,7 +29,7 @@ from gymnasium.vector.utils import create_empty_array
 from torchwm.errors import EnvTimeoutError, WorkerError
 from torchwm.spec import VecSpec
 from torchwm.vector.base import VectorEnv
-from torchwm.vector.batching import ARRAY_SPACES, get_row, take_rows
+from torchwm.vector.batching import ARRAY_SPACES, get_row, put_rows, take_rows
 from torchwm.vector.env_group import EnvGroup
 
 DEFAULT_TIMEOUT = 120.0  # seconds; actors may first have to be scheduled and import torchwm
@@ -163,18 +163,6 @@ def _one_row(space: gym.Space, actions: Any, row: int) -> Any:
     from gymnasium.vector.utils import concatenate
 
     return concatenate(space, [get_row(space, actions, row)], create_empty_array(space, n=1))
-
-
-def put_rows(space: gym.Space, batch: Any, ids: np.ndarray | slice, rows: Any) -> None:
-    """``batch[ids] = rows`` for a batch of ``space`` (a dict or tuple of arrays included)."""
-    if isinstance(space, spaces.Dict):
-        for key, sub in space.spaces.items():
-            put_rows(sub, batch[key], ids, rows[key])
-    elif isinstance(space, spaces.Tuple):
-        for sub, sub_batch, sub_rows in zip(space.spaces, batch, rows, strict=True):
-            put_rows(sub, sub_batch, ids, sub_rows)
-    else:
-        batch[ids] = rows
 
 
 class _LocalRay:
