@@ -156,7 +156,6 @@ def _options(kind: str, factory: Callable[..., Any]) -> dict[str, Any]:
         # The names are checked further in; a plugin can list them with register(..., options={...}).
         options["**" + next(p.name for p in params if p.kind is p.VAR_KEYWORD)] = inspect.Parameter.empty
     return options
-    return options
 
 
 def _plugins() -> list[tuple[str, str, list[str]]]:

@@ -275,11 +275,12 @@ def check_autoreset_disabled(target: BackendUnderTest) -> None:
 
 
 def _rollout(envs: Any, steps: int, seed: int) -> list[np.ndarray]:
+    # Copies: a backend made with copy=False returns the same buffer every step.
     obs, _ = envs.reset(seed=seed)
-    out = [obs]
+    out = [np.array(obs)]
     for actions in _actions(envs, steps, seed):
         obs, rewards, term, trunc, _ = envs.step(actions)
-        out += [obs, rewards, term, trunc]
+        out += [np.array(obs), rewards, term, trunc]
     return out
 
 

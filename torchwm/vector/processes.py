@@ -39,8 +39,10 @@ START_METHODS = ("fork", "forkserver", "spawn")
 DEFAULT_START_METHOD = "forkserver"
 DEFAULT_TIMEOUT = 300.0
 CLOSE_GRACE_SECONDS = 1.0  # how long close() waits for workers to exit before terminating them
-BACKEND_OPTIONS = ("num_workers", "envs_per_worker", "batch_size", "context", "timeout", "copy",
-                   "restart_on_crash", "env_fn")
+# Every option of the process backends and its default (None: decided from the machine or the spec).
+OPTION_DEFAULTS = {"num_workers": None, "envs_per_worker": None, "batch_size": None, "context": DEFAULT_START_METHOD,
+                   "timeout": DEFAULT_TIMEOUT, "copy": True, "restart_on_crash": False, "env_fn": None}
+BACKEND_OPTIONS = tuple(OPTION_DEFAULTS)
 # The conformance suite runs every check under each start method, with envs split over two workers.
 CONFORMANCE_VARIANTS = [{"context": method, "num_workers": 2} for method in START_METHODS]
 _PRELOAD = ["torchwm.vector.worker", "gymnasium", "numpy", "cloudpickle"]

@@ -34,6 +34,7 @@ from torchwm.vector import futex
 from torchwm.vector.batching import put_rows, slice_rows, take_rows
 from torchwm.vector.processes import (
     CONFORMANCE_VARIANTS,
+    OPTION_DEFAULTS,
     ProcessVectorEnv,
     WorkerHandle,
     default_num_workers,
@@ -288,4 +289,5 @@ class ShmemVectorEnv(ProcessVectorEnv):
 def register_backends(register):
     register("shmem", ShmemVectorEnv,
              description="worker processes, several envs each; batch in shared memory, no pipe per step",
+             options={**OPTION_DEFAULTS, "inline": None},
              conformance={"variants": CONFORMANCE_VARIANTS + INLINE_VARIANTS})

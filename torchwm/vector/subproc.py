@@ -21,7 +21,7 @@ from torchwm.errors import EnvTimeoutError, WorkerError
 from torchwm.hookspecs import hookimpl
 from torchwm.spec import VecSpec
 from torchwm.vector.batching import put_rows, slice_rows, take_rows
-from torchwm.vector.processes import CONFORMANCE_VARIANTS, ProcessVectorEnv, WorkerHandle
+from torchwm.vector.processes import CONFORMANCE_VARIANTS, OPTION_DEFAULTS, ProcessVectorEnv, WorkerHandle
 
 
 class SubprocVectorEnv(ProcessVectorEnv):
@@ -144,4 +144,5 @@ class SubprocVectorEnv(ProcessVectorEnv):
 def register_backends(register):
     register("subproc", SubprocVectorEnv,
              description="worker processes, several envs each; results over pipes (any space)",
+             options=OPTION_DEFAULTS,
              conformance={"variants": CONFORMANCE_VARIANTS})
