@@ -1,9 +1,8 @@
 """Shared fixtures: a clean plugin state around tests that change it.
 
-tests/conformance also runs installed plugin backends (Ray's among them): the single-node
-Ray it starts keeps to loopback (Ray otherwise binds to the machine's own network address;
-the setting also forbids multi-node clusters, which only the ray plugin's own tests start)
-and asks for no auth token. Set before Ray is imported.
+tests/conformance also runs installed plugin backends (Ray's among them): the Ray it starts
+asks for no auth token and sends no usage stats, as the ray plugin's own tests (which run in
+the same pytest process) expect. Set before Ray is imported.
 """
 
 import os
@@ -12,7 +11,6 @@ import pytest
 
 from torchwm import plugins
 
-os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 

@@ -6,10 +6,21 @@ code here. Checks a backend registered as not applicable (with the reason,
 [...]}`` runs every check once per set of backend options.
 """
 
+import sys
+
 import pytest
 
 from torchwm import testing
 from torchwm.plugins import registry
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _stop_ray_when_done():
+    """The ray plugin, if installed, keeps its local Ray between checks; nothing may outlive this module."""
+    yield
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()
 
 
 def _cases():
