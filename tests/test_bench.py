@@ -77,3 +77,39 @@ def test_main_prints_the_table(capsys):
                        "--steps", "20", "--repeats", "1"]) == 0
     out = capsys.readouterr().out
     assert "x sync" in out and "ceiling" in out and "CartPole-v1" in out
+
+
+def test_ale_emulator_peer_emulates_exactly_a_steps_frames():
+    emulator = bench.AleEmulator("ALE/Pong-v5")
+    try:
+        before = emulator.ale.getFrameNumber()
+        for _ in range(10):
+            emulator.step(emulator.action_space.sample())
+        assert emulator.ale.getFrameNumber() - before == 10 * 4  # frame_skip 4 of the default stack, nothing more
+    finally:
+        emulator.close()
+
+
+def test_a_plugins_bench_peer_is_measured_on_its_backends_spec(monkeypatch):
+    made = []
+
+    class Peer:
+        def __init__(self, spec):
+            made.append(spec)
+            self.action_space = gym.vector.utils.batch_space(gym.spaces.Discrete(2), spec.num_envs)
+            self.steps = 0
+
+        def reset(self, seed=None):
+            return None
+
+        def step(self, actions):
+            assert actions.shape == (3,)
+            self.steps += 1
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(bench, "plugin_peers", lambda: {"sync-direct": ("sync", Peer)})
+    results = bench.run_bench("CartPole-v1", ["sync-direct"], [3], steps=10, repeats=2, isolate=False)
+    assert [(r.backend, r.num_envs) for r in results] == [("sync-direct", 3)] and results[0].steps_per_second > 0
+    assert made[0].backend == "sync" and made[0].num_envs == 3 and made[0].seed == 0

@@ -89,6 +89,25 @@ def test_env_exception_names_env_worker_and_traceback(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("inline", [False, True])
+def test_replies_stay_in_step_after_many_env_errors(backend, inline):
+    # An error in one worker while the other answers (subproc: a reply, then its raw observation
+    # bytes) must leave nothing unread: a stale message would shift every later step's rows.
+    vec = make(backend, inline=inline)
+    vec.reset()
+    for k in range(12):
+        actions = np.zeros(4, dtype=np.int64)
+        actions[0 if k % 2 else 3] = RAISE  # worker 0's env or worker 1's
+        with pytest.raises(WorkerError):
+            vec.step(actions)
+        vec.reset()
+        obs, rewards, *_ = vec.step(np.zeros(4, dtype=np.int64))
+        assert np.array_equal(obs[:, 0], [1, 1, 1, 1]) and np.array_equal(rewards, [1, 1, 1, 1])
+    vec.close()
+    assert leaked_segments() == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_exception_at_construction_is_reported_with_its_traceback(backend):
     def broken_factory():
         raise RuntimeError("cannot build this env")
@@ -190,8 +209,10 @@ def test_ctrl_c_gives_one_keyboard_interrupt_and_cleans_up(backend, tmp_path):
 
     script = tmp_path / "ctrl_c.py"
     script.write_text(CTRL_C_SCRIPT)
+    # SIGINT's default action restored in the child: a test run started in the background inherits it
+    # ignored, and Python then installs no KeyboardInterrupt handler at all.
     child = subprocess.Popen([sys.executable, str(script), backend], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True)
+                             text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         assert child.stdout.readline().strip() == "stepping"
         time.sleep(0.3)

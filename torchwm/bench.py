@@ -16,7 +16,11 @@ What can be measured (``backends``):
   the arguments equivalent to torchwm's default Atari stack;
 - ``ceiling``: the cores times the steps/s of one env stepped alone in a loop,
   what perfect parallel scaling would give;
-- any registered torchwm backend by name (``sync``, ``subproc``, ``shmem``, a plugin's).
+- ``ale-emulator``: the cores times the steps/s of one ALE emulator alone, doing
+  only the ``frame_skip`` emulated frames of a step (no screen read, no
+  preprocessing): the bound for any backend that emulates the same frames;
+- any registered torchwm backend by name (``sync``, ``subproc``, ``shmem``, a plugin's),
+  and the peers a backend plugin registers as ``bench_peers`` (``envpool-direct``).
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-PEERS = ("gym-sync", "gym-async", "ale-direct", "ceiling")
+PEERS = ("gym-sync", "gym-async", "ale-direct", "ceiling", "ale-emulator")
 WARMUP_STEPS = 20
 
 
@@ -143,11 +147,27 @@ def _spec(env_id: str, num_envs: int):
     return resolve_spec(env_id, num_envs)
 
 
+def plugin_peers() -> dict[str, Any]:
+    """The bench peers backend plugins register (metadata ``bench_peers={name: factory}``): name -> (backend, factory)."""
+    from torchwm.plugins import registry
+
+    return {name: (entry.name, factory) for entry in registry("backend")
+            for name, factory in entry.metadata.get("bench_peers", {}).items()}
+
+
 def _build(env_id: str, backend: str, num_envs: int, kwargs: dict[str, Any]) -> Any:
     import gymnasium as gym
 
     import torchwm
     from torchwm.factory import env_fn
+
+    peers = plugin_peers()
+    if backend in peers:
+        from torchwm.factory import resolve_spec
+
+        # The spec the peer's own backend would get, so that both run the same work.
+        owner, factory = peers[backend]
+        return factory(resolve_spec(env_id, num_envs, backend=owner, seed=0), **kwargs)
 
     if backend in ("gym-sync", "gym-async"):
         # Gymnasium's own wrapper chain (fused=False): the peer is what a Gymnasium user runs.
@@ -175,12 +195,47 @@ def _time_steps(step: Any, actions: np.ndarray, steps: int) -> float:
     return time.perf_counter() - start
 
 
+class AleEmulator:
+    """One ALE emulator doing just the ``frame_skip`` emulated frames of each step: no screen read,
+    no preprocessing. Its steps/s bounds any backend that emulates the same frames."""
+
+    def __init__(self, env_id: str) -> None:
+        from torchwm.wrappers.atari_fused import build_fused_atari
+
+        spec = _spec(env_id, 1)
+        self.env = build_fused_atari(spec)
+        if self.env is None:
+            raise ValueError(f"ale-emulator measures ALE ids under atari_preprocessing, got {env_id!r}")
+        self.env.reset(seed=0)
+        self.ale = self.env.ale
+        self.action_space = self.env.action_space
+        self._action_set = self.env.atari_env._action_set
+        self._frames = range(spec.wrappers[0].kwargs["frame_skip"])
+
+    def step(self, action: Any) -> None:
+        ale, ale_action = self.ale, self._action_set[action]
+        for _ in self._frames:
+            ale.act(ale_action, 1.0)
+        if ale.game_over():
+            ale.reset_game()
+
+    def close(self) -> None:
+        self.env.close()
+
+
 class Runner:
     """One backend built and warmed up; `sample` times ``steps`` batched steps and returns steps/s."""
 
     def __init__(self, env_id: str, backend: str, num_envs: int, kwargs: dict[str, Any]) -> None:
         self.num_envs = num_envs
-        if backend == "ceiling":
+        if backend == "ale-emulator":
+            from torchwm.vector.processes import default_num_workers
+
+            emulator = AleEmulator(env_id)
+            self._step, self._close, space = emulator.step, emulator.close, emulator.action_space
+            space.seed(0)
+            self._envs_per_step = default_num_workers()  # every core emulating, as fast as this one
+        elif backend == "ceiling":
             from torchwm.factory import build_env
             from torchwm.vector.processes import default_num_workers
 
@@ -242,7 +297,8 @@ def run_bench(
 
     Args:
         env_id: a Gymnasium/ALE id (with torchwm's default stack), or ``"torchwm/Synthetic-v0"``.
-        backends: peers (``gym-sync``, ``gym-async``, ``ale-direct``, ``ceiling``) and torchwm backend names.
+        backends: peers (``gym-sync``, ``gym-async``, ``ale-direct``, ``ceiling``, ``ale-emulator``, plugins'
+            ``bench_peers``) and torchwm backend names.
         num_envs: the batch sizes to try.
         steps: batched steps timed per repeat.
         repeats: timed repeats; the result is their median.
@@ -263,8 +319,9 @@ def run_bench(
         raise ValueError(f"steps must be an int >= 1, got {steps!r}")
     from torchwm.plugins import registry
 
+    peers = plugin_peers()
     for backend in backends:
-        if backend not in PEERS:
+        if backend not in PEERS and backend not in peers:
             registry("backend").get(backend)  # UnknownNameError with suggestions
     results = []
     for n in num_envs:

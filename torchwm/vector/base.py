@@ -82,7 +82,10 @@ class VectorEnv(gym.vector.VectorEnv):
         self.closed = False
         self._first_reset_seed = spec.seed
         self._ever_reset = np.zeros(n, dtype=bool)
+        self._all_reset = False  # every env was reset at least once (then it stays so)
         self._in_flight = np.zeros(n, dtype=bool)
+        self._all_ids = np.arange(n)
+        self._all_ids.flags.writeable = False  # shared by every full-batch call
 
     # -- what a backend implements ---------------------------------------------------------------
 
@@ -139,6 +142,7 @@ class VectorEnv(gym.vector.VectorEnv):
         seeds = self._seeds(seed, ids, full_list=mask is not None)
         infos = self._reset_envs(ids, seeds, options)
         self._ever_reset[ids] = True
+        self._all_reset = bool(self._ever_reset.all())
         if env_ids is not None:
             obs, _, _, _, batched = self._rows(ids, infos)
             return obs, batched
@@ -154,12 +158,15 @@ class VectorEnv(gym.vector.VectorEnv):
         """Start stepping envs ``env_ids`` (all by default); `recv` collects the results."""
         self._check_open()
         ids = self._env_ids(env_ids)
-        busy = ids[self._in_flight[ids]]
-        if busy.size:
-            raise RuntimeError(f"envs {busy.tolist()} already have an action in flight; recv() them before sending again")
-        not_reset = ids[~self._ever_reset[ids]]
-        if not_reset.size:
-            raise gym.error.ResetNeeded(f"envs {not_reset.tolist()} were never reset; call reset() before step()")
+        # Checked on flags first: a whole-batch step, the common case, then costs no fancy indexing.
+        if self._in_flight.any():
+            busy = ids[self._in_flight[ids]]
+            if busy.size:
+                raise RuntimeError(f"envs {busy.tolist()} already have an action in flight; recv() them before sending again")
+        if not self._all_reset:
+            not_reset = ids[~self._ever_reset[ids]]
+            if not_reset.size:
+                raise gym.error.ResetNeeded(f"envs {not_reset.tolist()} were never reset; call reset() before step()")
         actions = check_actions(self.single_action_space, actions, len(ids))
         if self.autoreset_mode is AutoresetMode.DISABLED:
             ended = ids[self._terminations[ids] | self._truncations[ids]]
@@ -182,14 +189,18 @@ class VectorEnv(gym.vector.VectorEnv):
             raise RuntimeError("recv() with no action in flight; call send() first")
         count = min(self.batch_size, candidates.size)
         ids, infos = self._wait_ready(candidates, count, self.timeout if timeout is None else timeout)
+        if len(ids) == self.num_envs:
+            self._in_flight[:] = False
+            if any(infos):  # else their order does not matter
+                by_env = dict(zip(np.asarray(ids).tolist(), infos, strict=True))
+                infos = [by_env[i] for i in range(self.num_envs)]
+            obs = take_rows(self.single_observation_space, self._observations, None) if self.copy else self._observations
+            return (obs, self._rewards.copy(), self._terminations.copy(), self._truncations.copy(),
+                    InfoBatcher(self.num_envs).batch(infos))
         order = np.argsort(ids, kind="stable")
         ids = np.asarray(ids, dtype=np.int64)[order]
         infos = [infos[k] for k in order]
         self._in_flight[ids] = False
-        if ids.size == self.num_envs:
-            obs = take_rows(self.single_observation_space, self._observations, None) if self.copy else self._observations
-            return (obs, self._rewards.copy(), self._terminations.copy(), self._truncations.copy(),
-                    InfoBatcher(self.num_envs).batch(infos))
         return self._rows(ids, infos)
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
@@ -253,7 +264,7 @@ class VectorEnv(gym.vector.VectorEnv):
 
     def _env_ids(self, env_ids: Any) -> np.ndarray:
         if env_ids is None:
-            return np.arange(self.num_envs)
+            return self._all_ids
         ids = np.asarray([env_ids] if np.isscalar(env_ids) else env_ids)
         if ids.ndim != 1 or ids.size == 0 or ids.dtype.kind not in "iu":
             raise ValueError(f"env_ids must be a non-empty list of env indices, got {env_ids!r}")

@@ -8,6 +8,14 @@ worker through its process sentinel (within a second, never a hang), restarts
 it when ``restart_on_crash=True``, and closes everything within a deadline,
 also at interpreter exit or garbage collection (`weakref.finalize`). The two
 backends differ only in how a step travels: `_send_step` and `_wait_ready`.
+
+With ``inline=True`` (the default when the number of workers is the default,
+one per usable core) the parent steps worker 0's share of the envs itself,
+in-process, and starts only ``num_workers - 1`` processes. Measured on 2
+cores: with a process per core plus a parent that waits on them and wakes
+them, three processes compete for two cores and each delays the others; with
+the parent doing a worker's share, as many processes are busy as there are
+cores, and the parent's share costs no message at all.
 """
 
 from __future__ import annotations
@@ -41,10 +49,13 @@ DEFAULT_TIMEOUT = 300.0
 CLOSE_GRACE_SECONDS = 1.0  # how long close() waits for workers to exit before terminating them
 # Every option of the process backends and its default (None: decided from the machine or the spec).
 OPTION_DEFAULTS = {"num_workers": None, "envs_per_worker": None, "batch_size": None, "context": DEFAULT_START_METHOD,
-                   "timeout": DEFAULT_TIMEOUT, "copy": True, "restart_on_crash": False, "env_fn": None}
+                   "timeout": DEFAULT_TIMEOUT, "copy": True, "restart_on_crash": False, "env_fn": None,
+                   "inline": None}
 BACKEND_OPTIONS = tuple(OPTION_DEFAULTS)
-# The conformance suite runs every check under each start method, with envs split over two workers.
-CONFORMANCE_VARIANTS = [{"context": method, "num_workers": 2} for method in START_METHODS]
+# The conformance suite runs every check under each start method, with envs split over two workers,
+# and with the parent stepping worker 0's share next to one worker process (the default on 2 cores).
+CONFORMANCE_VARIANTS = ([{"context": method, "num_workers": 2} for method in START_METHODS]
+                        + [{"context": method, "num_workers": 2, "inline": True} for method in ("fork", "forkserver")])
 _PRELOAD = ["torchwm.vector.worker", "gymnasium", "numpy", "cloudpickle"]
 
 
@@ -126,8 +137,18 @@ def check_options(backend: str, num_envs: int, options: dict[str, Any]) -> dict[
     env_fn = options.get("env_fn")
     if env_fn is not None and not callable(env_fn):
         raise TypeError(f"{backend}: env_fn must be a callable returning a gymnasium.Env, got {env_fn!r}")
+    inline = options.get("inline")
+    if inline is not None and not isinstance(inline, bool):
+        raise TypeError(f"{backend}: inline must be True, False or None (default), got {inline!r}")
+    worker_slices = split_envs(num_envs, num_workers, envs_per_worker, backend)
+    if inline is None:
+        # The default split has one worker per core: with the parent stepping a share, exactly as
+        # many processes are busy as there are cores (see the module docstring).
+        defaulted = num_workers is None and envs_per_worker is None
+        inline = defaulted and len(worker_slices) >= 2 and len(worker_slices) == default_num_workers()
     return {
-        "worker_slices": split_envs(num_envs, num_workers, envs_per_worker, backend),
+        "worker_slices": worker_slices,
+        "inline": inline,
         "batch_size": batch_size,
         "context": context,
         "timeout": timeout,
@@ -248,6 +269,12 @@ class ProcessVectorEnv(VectorEnv):
         restart_on_crash: restart a worker that died, with its envs; their episodes in flight end
             truncated with ``infos["worker_restarted"]``.
         env_fn: a no-argument callable that returns one env, instead of building from ``spec``.
+        inline: the parent steps worker 0's envs itself (``worker_slices[0]``, ``worker_pids[0]`` is
+            None) and starts ``num_workers - 1`` processes. Default: True when neither ``num_workers``
+            nor ``envs_per_worker`` is given and that default split has two workers or more (one per
+            usable core); an explicit ``num_workers=N`` starts N processes unless ``inline=True``.
+            A step then runs the parent's envs after signalling the children, in `send` (its envs
+            are ready at once, as with ``sync``); ``restart_on_crash`` concerns the children only.
     """
 
     backend_name = "process"
@@ -277,7 +304,7 @@ class ProcessVectorEnv(VectorEnv):
         self._autoreset = spec.autoreset
         self._failure: WorkerError | None = None
         self._ready: dict[int, dict] = {}  # envs stepped but not yet returned by recv, in finishing order
-        inline = self._parent_steps_first_share(options)
+        inline = settings["inline"]
         self._handles = [WorkerHandle(w, envs, inline=inline and w == 0) for w, envs in enumerate(self.worker_slices)]
         self._children = [handle for handle in self._handles if not handle.inline]
         self._local_group: EnvGroup | None = None  # the envs of the inline handle, stepped here
@@ -339,10 +366,6 @@ class ProcessVectorEnv(VectorEnv):
         """Store a worker's reset reply in the batch; return the infos."""
         raise NotImplementedError
 
-    def _parent_steps_first_share(self, options: dict[str, Any]) -> bool:
-        """Whether the parent steps worker 0's envs itself instead of starting a process for them."""
-        return False
-
     def _worker_restarted(self, handle: WorkerHandle) -> None:
         """Forget what was in flight on a worker that was restarted."""
 
@@ -395,6 +418,30 @@ class ProcessVectorEnv(VectorEnv):
         except Exception as exc:
             message = error_reply(exc)
         return self._check_reply(self._handles[0], message, doing)
+
+    def _take_ready(self, count: int) -> tuple[np.ndarray, list[dict]]:
+        """The first ``count`` envs of ``_ready`` (in finishing order) and their infos, removed from it."""
+        if count == len(self._ready):  # all of them: no per-env pops
+            ids, infos = np.fromiter(self._ready, np.int64, count), list(self._ready.values())
+            self._ready.clear()
+            return ids, infos
+        chosen = list(self._ready)[:count]
+        return np.asarray(chosen, dtype=np.int64), [self._ready.pop(i) for i in chosen]
+
+    def _step_local(self, local_ids: list[int], actions: Any) -> None:
+        """Step the parent's share now; an env error is raised like a worker's, after the children finish."""
+        assert self._local_group is not None
+        handle = self._handles[0]
+        try:
+            infos = self._local_group.step(local_ids, actions)
+        except Exception as exc:
+            try:
+                self._check_reply(handle, error_reply(exc), "stepping")  # raises the WorkerError a worker's gives
+            except WorkerError as error:
+                self._fail_step(error, _deadline(self.timeout))  # waits for the children, then raises it
+            raise  # not reached
+        start = handle.envs.start
+        self._ready.update(zip((start + i for i in local_ids), infos))
 
     def _start_worker(self, handle: WorkerHandle) -> None:
         payload = WorkerPayload(

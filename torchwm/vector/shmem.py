@@ -7,15 +7,9 @@ worker steps its envs, writes its rows in place and sets ``done_seq``. Both
 sides poll those counters with ``os.sched_yield()`` for a few tens of
 microseconds, then sleep on a futex until the other side rings (`futex`), so
 that no waiting process holds a core a worker needs.
-Pipes carry only control commands, errors and non-empty infos.
-
-With ``inline=True`` (the default when the number of workers is the default,
-one per usable core) the parent steps worker 0's share of the envs itself,
-in-process, into the same shared rows, and starts only ``num_workers - 1``
-processes. Measured on 2 cores: with a process per core plus a parent that
-polls and wakes them, three processes compete for two cores and each delays
-the others; with the parent doing a worker's share, as many processes are
-busy as there are cores.
+Pipes carry only control commands, errors and non-empty infos. With
+``inline`` (see `torchwm.vector.processes`) the parent steps worker 0's envs
+into the same shared rows.
 """
 
 from __future__ import annotations
@@ -37,7 +31,6 @@ from torchwm.vector.processes import (
     OPTION_DEFAULTS,
     ProcessVectorEnv,
     WorkerHandle,
-    default_num_workers,
 )
 from torchwm.vector.shared_batch import Layout, SharedBatch
 from torchwm.vector.worker import STATUS_ERROR, STATUS_INFOS, STATUS_OK, error_reply
@@ -45,20 +38,10 @@ from torchwm.vector.worker import STATUS_ERROR, STATUS_INFOS, STATUS_OK, error_r
 SPIN_SECONDS = 0.00002  # a wait polls with sched_yield this long, then sleeps on parent_bell
 LIVENESS_SECONDS = 0.005  # longest sleep between checks that the busy workers are alive
 IDLE_SLEEP_SECONDS = 0.0005  # polling period of the rare waits that need no speed
-# The parent stepping worker 0's share, next to one worker process (the default on 2 cores).
-INLINE_VARIANTS = [{"context": method, "num_workers": 2, "inline": True} for method in ("fork", "forkserver")]
 
 
 class ShmemVectorEnv(ProcessVectorEnv):
-    """Envs in worker processes, batch in shared memory. Options: see `ProcessVectorEnv`, and:
-
-    Args:
-        inline: the parent steps worker 0's envs itself (``worker_slices[0]``, ``worker_pids[0]`` is
-            None) and starts ``num_workers - 1`` processes. Default: True when neither ``num_workers``
-            nor ``envs_per_worker`` is given and that default split has two workers or more (one per
-            usable core); an explicit ``num_workers=N`` starts N processes unless ``inline=True``.
-            A step then runs the parent's envs after signalling the children, in `send` (its envs
-            are ready at once, as with ``sync``); ``restart_on_crash`` concerns the children only.
+    """Envs in worker processes, batch in shared memory. Options: see `ProcessVectorEnv`.
 
     Observations are copies by default; ``copy=False`` returns views of the shared block that the next
     `step` overwrites. With ``send(env_ids=...)`` on envs of a worker that is still stepping, `send`
@@ -81,19 +64,7 @@ class ShmemVectorEnv(ProcessVectorEnv):
         self._shared: SharedBatch | None = None
         self._busy: dict[int, np.ndarray] = {}  # worker -> global ids of its step in progress
         self._spin_seconds = SPIN_SECONDS
-        inline = options.pop("inline", None)
-        if inline is not None and not isinstance(inline, bool):
-            raise TypeError(f"{self.backend_name}: inline must be True, False or None (default), got {inline!r}")
-        self._inline_option = inline
         super().__init__(spec, **options)
-
-    def _parent_steps_first_share(self, options: dict[str, Any]) -> bool:
-        if self._inline_option is None:
-            defaulted = options.get("num_workers") is None and options.get("envs_per_worker") is None
-            # The default split has one worker per core: with the parent stepping a share, exactly as
-            # many processes are busy as there are cores (see the module docstring).
-            return defaulted and self.num_workers >= 2 and self.num_workers == default_num_workers()
-        return self._inline_option  # with a single share (num_envs=1, say), no process starts
 
     def _make_buffers(self) -> None:
         self._shared = SharedBatch.create(self.single_observation_space, self.single_action_space,
@@ -164,21 +135,6 @@ class ShmemVectorEnv(ProcessVectorEnv):
             start = self.worker_slices[0].start
             self._step_local((mine - start).tolist(), take_rows(self.single_action_space, shared.actions, mine))
 
-    def _step_local(self, local_ids: list[int], actions: Any) -> None:
-        """Step the parent's share now; an env error is raised like a worker's, after the children finish."""
-        assert self._local_group is not None
-        handle = self._handles[0]
-        try:
-            infos = self._local_group.step(local_ids, actions)
-        except Exception as exc:
-            try:
-                self._check_reply(handle, error_reply(exc), "stepping")  # raises the WorkerError a worker's gives
-            except WorkerError as error:
-                self._fail_step(error, self._deadline())  # waits for the children, then raises it
-            raise  # not reached
-        start = handle.envs.start
-        self._ready.update(zip((start + i for i in local_ids), infos))
-
     def _signal(self, w: int, ids: np.ndarray) -> None:
         assert self._shared is not None
         self._busy[w] = ids
@@ -201,8 +157,7 @@ class ShmemVectorEnv(ProcessVectorEnv):
             # A wait for every env in flight needs every busy worker: only the last one need wake us.
             need_all = count >= candidates.size
             self._poll_until(lambda: len(self._ready) >= count, deadline, "stepping", timeout, need_all)
-        chosen = list(self._ready)[:count]
-        return np.asarray(chosen, dtype=np.int64), [self._ready.pop(i) for i in chosen]
+        return self._take_ready(count)
 
     def _poll_until(self, satisfied: Callable[[], bool], deadline: float | None, doing: str,
                     timeout: float | None = None, need_all: bool = False) -> None:
@@ -289,5 +244,5 @@ class ShmemVectorEnv(ProcessVectorEnv):
 def register_backends(register):
     register("shmem", ShmemVectorEnv,
              description="worker processes, several envs each; batch in shared memory, no pipe per step",
-             options={**OPTION_DEFAULTS, "inline": None},
-             conformance={"variants": CONFORMANCE_VARIANTS + INLINE_VARIANTS})
+             options=OPTION_DEFAULTS,
+             conformance={"variants": CONFORMANCE_VARIANTS})

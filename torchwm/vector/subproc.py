@@ -4,12 +4,15 @@ Each worker runs an `EnvGroup` (the same loop as ``sync``) over its envs and
 answers a step command with its rows (observations, rewards, flags) and
 infos, pickled through its pipe. It works for any space, including ones that
 do not fit in fixed-size shared memory; for array observations ``shmem`` is
-faster, since it moves nothing through pipes on a step.
+faster, since it moves nothing through pipes on a step. With ``inline`` (see
+`torchwm.vector.processes`) the parent steps worker 0's envs into its own
+batch, with no message at all.
 """
 
 from __future__ import annotations
 
 import collections
+import os
 import time
 from multiprocessing.connection import wait as wait_connections
 from typing import Any
@@ -22,6 +25,8 @@ from torchwm.hookspecs import hookimpl
 from torchwm.spec import VecSpec
 from torchwm.vector.batching import put_rows, slice_rows, take_rows
 from torchwm.vector.processes import CONFORMANCE_VARIANTS, OPTION_DEFAULTS, ProcessVectorEnv, WorkerHandle
+
+SPIN_SECONDS = 0.001  # a wait for replies polls the pipes with sched_yield this long, then blocks
 
 
 class SubprocVectorEnv(ProcessVectorEnv):
@@ -54,12 +59,15 @@ class SubprocVectorEnv(ProcessVectorEnv):
 
     def _store(self, ids: np.ndarray | slice, rows: tuple) -> None:
         obs, rewards, terminations, truncations = rows
-        put_rows(self.single_observation_space, self._observations, ids, obs)
+        if obs is not None:  # None: already read into the batch
+            put_rows(self.single_observation_space, self._observations, ids, obs)
         self._rewards[ids] = rewards
         self._terminations[ids] = terminations
         self._truncations[ids] = truncations
 
     def _reset_reply(self, handle: WorkerHandle, local_ids: list[int], reply: Any) -> list[dict]:
+        if handle.inline:
+            return reply  # the parent's envs wrote their rows in place
         *rows, infos = reply
         ids = np.asarray(local_ids, dtype=np.int64) + handle.envs.start
         self._store(ids, tuple(rows))
@@ -70,21 +78,31 @@ class SubprocVectorEnv(ProcessVectorEnv):
 
     def _send_step(self, ids: np.ndarray, actions: Any) -> None:
         self._check_usable()
+        local_step = None  # the parent's own envs and their actions, under inline
         if ids.size == self.num_envs:
             # Every env: each worker's actions are a contiguous slice.
             for handle in self._handles:
                 rows = handle.envs
                 local = list(range(len(rows)))
-                self._send(handle, ("step", local, slice_rows(self.single_action_space, actions, rows.start, rows.stop)),
-                           np.arange(rows.start, rows.stop))
-            return
-        workers = self._worker_of[ids]
-        for w in np.unique(workers).tolist():
-            handle = self._handles[w]
-            positions = np.flatnonzero(workers == w)
-            mine = ids[positions]
-            self._send(handle, ("step", (mine - handle.envs.start).tolist(),
-                                take_rows(self.single_action_space, actions, positions)), mine)
+                mine = slice_rows(self.single_action_space, actions, rows.start, rows.stop)
+                if handle.inline:
+                    local_step = (local, mine)
+                else:
+                    self._send(handle, ("step", local, mine), np.arange(rows.start, rows.stop))
+        else:
+            workers = self._worker_of[ids]
+            for w in np.unique(workers).tolist():
+                handle = self._handles[w]
+                positions = np.flatnonzero(workers == w)
+                mine = ids[positions]
+                local, rows = (mine - handle.envs.start).tolist(), take_rows(self.single_action_space, actions, positions)
+                if handle.inline:
+                    local_step = (local, rows)
+                else:
+                    self._send(handle, ("step", local, rows), mine)
+        if local_step is not None:
+            # After the children's commands, so that they step in parallel with these envs.
+            self._step_local(*local_step)
 
     def _send(self, handle: WorkerHandle, command: tuple, ids: np.ndarray) -> None:
         try:
@@ -106,30 +124,46 @@ class SubprocVectorEnv(ProcessVectorEnv):
                     f"recv(timeout=...) again to keep waiting, or close() to stop the workers"
                 )
             waitables = [h.conn for h in busy] + [h.process.sentinel for h in busy]
-            ready = wait_connections(waitables, remaining)
+            ready = self._poll_briefly(busy) or wait_connections(waitables, remaining)
             for handle in busy:
                 if handle.conn in ready:
                     self._collect(handle, deadline)
                 elif handle.process.sentinel in ready:
                     self._on_crash(handle, self._dead(handle, "stepping"), deadline)
                     self._outstanding[handle.index].clear()
-        chosen = list(self._ready)[:count]
-        return np.asarray(chosen, dtype=np.int64), [self._ready.pop(i) for i in chosen]
+        return self._take_ready(count)
+
+    @staticmethod
+    def _poll_briefly(busy: list[WorkerHandle]) -> list[Any]:
+        """The busy workers' pipes that have a reply within ``SPIN_SECONDS`` (polled with sched_yield);
+        a reply that comes that soon then costs no wake-up from a blocking wait."""
+        started = time.perf_counter()
+        while True:
+            ready = [h.conn for h in busy if h.conn.poll()]
+            if ready or time.perf_counter() - started >= SPIN_SECONDS:
+                return ready
+            os.sched_yield()
 
     def _drain(self, deadline: float | None) -> None:
-        for handle in self._handles:
+        for handle in self._children:
             while self._outstanding[handle.index]:
                 self._outstanding[handle.index].popleft()
-                self._receive(handle, deadline, "finishing a step after an env raised")
+                message = self._receive(handle, deadline, "finishing a step after an env raised")
+                if message[0] == "ok" and message[1][0] is None:
+                    handle.conn.recv_bytes()  # the raw observation rows that follow it
 
     def _collect(self, handle: WorkerHandle, deadline: float | None) -> None:
+        ids = self._outstanding[handle.index][0]
         try:
             message = handle.conn.recv()
+            if message[0] == "ok" and message[1][0] is None:
+                # A whole share's observations as raw bytes (see serve_pipe): its rows are contiguous.
+                handle.conn.recv_bytes_into(memoryview(self._observations[ids[0]:ids[-1] + 1]).cast("B"))
         except (EOFError, OSError):
             self._on_crash(handle, self._dead(handle, "stepping"), deadline)
             self._outstanding[handle.index].clear()
             return
-        ids = self._outstanding[handle.index].popleft()
+        self._outstanding[handle.index].popleft()
         try:
             self._check_reply(handle, message, "stepping")
         except WorkerError as error:

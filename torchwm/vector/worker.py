@@ -6,7 +6,9 @@ and envs registered at run time work under fork, forkserver and spawn),
 reports their spaces, then serves commands until ``close``:
 
 - ``subproc``: every command comes over the pipe and every result goes back
-  over it (`serve_pipe`).
+  over it (`serve_pipe`). After a command the worker polls the pipe with
+  ``os.sched_yield()`` for a millisecond before it blocks in ``recv``, for the
+  reason below.
 - ``shmem``: steps are signalled through shared memory (`serve_shared`): the
   parent writes actions and a step mask, then bumps ``command_seq[w]``; the
   worker steps, writes its rows in place, sends non-empty infos over the pipe,
@@ -190,9 +192,20 @@ def _rows_of(group: EnvGroup, local_ids: list[int]) -> tuple:
     return obs, group.rewards[pick].copy(), group.terminations[pick].copy(), group.truncations[pick].copy()
 
 
+def wait_for_message(conn: Any, idle_since: float) -> None:
+    """Return once ``conn`` has a message: poll with sched_yield until ``SPIN_SECONDS`` after ``idle_since``,
+    then block. The next step usually comes within that time, and a process that blocks must be woken."""
+    while time.perf_counter() - idle_since < SPIN_SECONDS:
+        if conn.poll():
+            return
+        os.sched_yield()
+    conn.poll(None)
+
+
 def serve_pipe(group: EnvGroup, conn: Any) -> None:
     """The ``subproc`` loop: commands and results over the pipe."""
     while True:
+        wait_for_message(conn, time.perf_counter())
         command = conn.recv()
         kind = command[0]
         if kind == "close":
@@ -202,7 +215,13 @@ def serve_pipe(group: EnvGroup, conn: Any) -> None:
             if kind == "step":
                 _, local_ids, actions = command
                 infos = group.step(local_ids, actions)
-                conn.send(("ok", (*_rows_of(group, local_ids), infos)))
+                if len(local_ids) == len(group.envs) and isinstance(group.observations, np.ndarray):
+                    # All rows of an array batch: the observations follow as raw bytes, which the
+                    # parent reads straight into its batch (no pickling, no copy on either side).
+                    conn.send(("ok", (None, group.rewards, group.terminations, group.truncations, infos)))
+                    conn.send_bytes(memoryview(group.observations).cast("B"))
+                else:
+                    conn.send(("ok", (*_rows_of(group, local_ids), infos)))
             elif kind == "reset":
                 _, local_ids, seeds, options = command
                 infos = group.reset(local_ids, seeds, options)

@@ -105,3 +105,25 @@ def test_the_shortcut_for_full_batches_gives_what_the_base_class_gives():
             assert got[4].keys() == want[4].keys() and got[4]["lives"].dtype == want[4]["lives"].dtype
             for key in got[4]:
                 assert np.array_equal(got[4][key], want[4][key]), f"infos[{key!r}] at step {t}"
+
+
+def test_the_envpool_direct_bench_peer_runs_the_backends_pool():
+    # `torchwm bench --backends envpool,envpool-direct` compares the two: they must do the same work.
+    from torchwm.bench import plugin_peers
+    from torchwm.factory import resolve_spec
+
+    owner, factory = plugin_peers()["envpool-direct"]
+    assert owner == "envpool"
+    direct = factory(resolve_spec("ALE/Pong-v5", 3, backend="envpool", seed=0))
+    rng = np.random.default_rng(0)
+    with torchwm.make_vec("ALE/Pong-v5", 3, backend="envpool", seed=0) as envs:
+        obs, _ = envs.reset()
+        direct_obs, _ = direct.reset(seed=0)
+        # The newest frame of each stack (torchwm blanks the padding frames EnvPool repeats).
+        assert np.array_equal(obs[:, -1], direct_obs[:, -1])
+        for _ in range(50):
+            actions = direct.action_space.sample() if _ % 2 else rng.integers(0, 6, size=3)
+            obs, rewards, terminations, truncations, _ = envs.step(actions)
+            direct_obs, direct_rewards, *_ = direct.step(actions)
+            assert np.array_equal(obs[:, -1], direct_obs[:, -1]) and np.array_equal(rewards, direct_rewards)
+    direct.close()

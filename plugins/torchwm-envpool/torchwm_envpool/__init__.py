@@ -58,6 +58,13 @@ def make_envpool_vector_env(
                             batch_size=batch_size, timeout=timeout, copy=copy)
 
 
+def make_envpool_direct(spec: torchwm.VecSpec, *, num_threads: int = 0, thread_affinity_offset: int = -1) -> object:
+    """EnvPool called directly with the backend's options (`torchwm_envpool.direct.EnvPoolDirect`)."""
+    from torchwm_envpool.direct import EnvPoolDirect
+
+    return EnvPoolDirect(spec, num_threads=num_threads, thread_affinity_offset=thread_affinity_offset)
+
+
 @torchwm.hookimpl
 def register_backends(register):
     register(
@@ -67,4 +74,6 @@ def register_backends(register):
         # The conformance kit checks this backend on Pong: EnvPool cannot run its Python check env.
         family="atari",
         conformance={"skip": DIFFERENCES},
+        # `torchwm bench --backends envpool,envpool-direct`: the same pool without torchwm's layer.
+        bench_peers={"envpool-direct": make_envpool_direct},
     )

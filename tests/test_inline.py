@@ -1,7 +1,8 @@
-"""shmem's ``inline`` option: the parent steps worker 0's envs into the shared batch, next to the child workers.
+"""The ``inline`` option of ``subproc`` and ``shmem``: the parent steps worker 0's envs itself, next to the child workers.
 
 Trajectories, partial steps, call/set_attr and close are also checked by the conformance suite
-(`INLINE_VARIANTS`); these tests cover what is particular to the parent's share.
+(the ``inline`` variants of `CONFORMANCE_VARIANTS`); these tests cover what is particular to the
+parent's share.
 """
 
 from __future__ import annotations
@@ -45,9 +46,12 @@ class CountingEnv(gym.Env):
 gym.register("TorchwmTest/Counting-v0", entry_point=CountingEnv)
 
 
-def make(**options):
+BACKENDS = ["subproc", "shmem"]
+
+
+def make(backend, **options):
     options = {"num_workers": 2, "context": "fork", "timeout": 30, "inline": True, **options}
-    return torchwm.make_vec("TorchwmTest/Counting-v0", 4, backend="shmem", seed=0, backend_kwargs=options)
+    return torchwm.make_vec("TorchwmTest/Counting-v0", 4, backend=backend, seed=0, backend_kwargs=options)
 
 
 def alive(pid):
@@ -58,19 +62,21 @@ def alive(pid):
         return False
 
 
-def test_default_is_inline_with_one_worker_per_core_and_off_for_an_explicit_count():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_default_is_inline_with_one_worker_per_core_and_off_for_an_explicit_count(backend):
     expected = default_num_workers() >= 2
-    with torchwm.make_vec("CartPole-v1", 4, backend="shmem", backend_kwargs={"context": "fork"}) as vec:
+    with torchwm.make_vec("CartPole-v1", 4, backend=backend, backend_kwargs={"context": "fork"}) as vec:
         assert (vec.worker_pids[0] is None) == expected
         assert sum(pid is not None for pid in vec.worker_pids) == vec.num_workers - expected
         assert vec.worker_slices[0].start == 0 and vec.worker_slices[-1].stop == 4
-    with torchwm.make_vec("CartPole-v1", 4, backend="shmem",
+    with torchwm.make_vec("CartPole-v1", 4, backend=backend,
                           backend_kwargs={"num_workers": 2, "context": "fork"}) as vec:
         assert None not in vec.worker_pids and len(set(vec.worker_pids)) == 2
 
 
-def test_parent_share_is_ready_first_and_matches_sync():
-    with make(batch_size=2) as vec, torchwm.make_vec("TorchwmTest/Counting-v0", 4, backend="sync", seed=0) as ref:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_parent_share_is_ready_first_and_matches_sync(backend):
+    with make(backend, batch_size=2) as vec, torchwm.make_vec("TorchwmTest/Counting-v0", 4, backend="sync", seed=0) as ref:
         assert vec.worker_slices == [range(0, 2), range(2, 4)] and vec.worker_pids[0] is None
         vec.reset(seed=0)
         ref.reset(seed=0)
@@ -86,8 +92,9 @@ def test_parent_share_is_ready_first_and_matches_sync():
             assert np.array_equal(obs, expected[0][2:]) and np.array_equal(rewards, expected[1][2:])
 
 
-def test_error_in_a_parent_env_names_env_worker_and_traceback():
-    vec = make()
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_error_in_a_parent_env_names_env_worker_and_traceback(backend):
+    vec = make(backend)
     pids = [pid for pid in vec.worker_pids if pid is not None]
     vec.reset()
     with pytest.raises(WorkerError) as caught:
@@ -104,8 +111,9 @@ def test_error_in_a_parent_env_names_env_worker_and_traceback():
     assert not any(alive(pid) for pid in pids) and leaked_segments() == []
 
 
-def test_partial_step_of_parent_and_child_envs():
-    with make() as vec:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_partial_step_of_parent_and_child_envs(backend):
+    with make(backend) as vec:
         vec.reset()
         vec.send(np.zeros(2, dtype=np.int64), env_ids=[1, 2])
         obs, *_ = vec.recv()
@@ -114,8 +122,9 @@ def test_partial_step_of_parent_and_child_envs():
         assert np.array_equal(obs[:, 0], [1, 2, 2, 1])
 
 
-def test_set_attr_and_call_reach_the_parent_envs():
-    with make() as vec:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_set_attr_and_call_reach_the_parent_envs(backend):
+    with make(backend) as vec:
         vec.reset()
         vec.set_attr("t", [10, 20, 30, 40])
         assert list(vec.get_attr("t")) == [10, 20, 30, 40]
@@ -123,8 +132,9 @@ def test_set_attr_and_call_reach_the_parent_envs():
         assert np.array_equal(obs[:, 0], [11, 21, 31, 41])
 
 
-def test_restart_on_crash_restarts_the_child_and_keeps_the_parent_share():
-    vec = make(restart_on_crash=True)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_restart_on_crash_restarts_the_child_and_keeps_the_parent_share(backend):
+    vec = make(backend, restart_on_crash=True)
     pids = vec.worker_pids
     vec.reset()
     vec.step(np.zeros(4, dtype=np.int64))
@@ -139,16 +149,18 @@ def test_restart_on_crash_restarts_the_child_and_keeps_the_parent_share():
     assert not alive(new_pids[1]) and leaked_segments() == []
 
 
-def test_construction_error_in_the_parent_share_is_a_worker_error():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_construction_error_in_the_parent_share_is_a_worker_error(backend):
     def broken_factory():
         raise RuntimeError("cannot build this env")
 
     with pytest.raises(WorkerError, match="cannot build this env") as caught:
-        torchwm.TorchVectorizedEnv(broken_factory, num_workers=2, backend="shmem", context="fork", inline=True)
+        torchwm.TorchVectorizedEnv(broken_factory, num_workers=2, backend=backend, context="fork", inline=True)
     assert caught.value.worker_index in (0, 1)
     assert leaked_segments() == []
 
 
-def test_inline_must_be_a_bool():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_inline_must_be_a_bool(backend):
     with pytest.raises(TypeError, match="inline must be True, False or None"):
-        make(inline="yes")
+        make(backend, inline="yes")
