@@ -34,6 +34,9 @@ from torchwm.vector.batching import ARRAY_SPACES
 
 SEGMENT_PREFIX = "torchwm_"
 _ALIGN = 64  # a cache line: workers write neighbouring arrays without false sharing of the flags
+# Bytes each worker has for its step's pickled infos (Atari's lives and frame counters take ~150 a
+# env); larger infos go through the pipe instead.
+INFO_BYTES_PER_WORKER = 32768
 
 
 def _leaves(space: gym.Space, path: tuple = ()) -> list[tuple[tuple, np.dtype, tuple[int, ...]]]:
@@ -89,6 +92,9 @@ def plan_layout(
         # How many workers must be done before waking the parent helps (0: any).
         ("ring_threshold", (), np.dtype(np.int32), (1,)),
         ("step_mask", (), np.dtype(np.bool_), (n,)),
+        # A worker's step infos, pickled, when they fit: no pipe message, no wake-up on either side.
+        ("info_length", (), np.dtype(np.int64), (w,)),
+        ("info_bytes", (), np.dtype(np.uint8), (w, INFO_BYTES_PER_WORKER)),
         ("rewards", (), np.dtype(np.float64), (n,)),
         ("terminations", (), np.dtype(np.bool_), (n,)),
         ("truncations", (), np.dtype(np.bool_), (n,)),
@@ -108,7 +114,7 @@ def plan_layout(
 class SharedBatch:
     """Numpy views of a shared block: ``observations``, ``actions`` (batches of their spaces), ``rewards``,
     ``terminations``, ``truncations``, ``step_mask`` (one row per env), ``command_seq``, ``done_seq``,
-    ``status``, ``doorbell`` (one per worker) and ``parent_bell``.
+    ``status``, ``doorbell``, ``info_length``, ``info_bytes`` (one per worker) and ``parent_bell``.
 
     Use `SharedBatch.create` in the parent and `SharedBatch.attach` in a worker.
     """
@@ -132,6 +138,8 @@ class SharedBatch:
         self.parent_sleeping = fields["parent_sleeping"][()]
         self.ring_threshold = fields["ring_threshold"][()]
         self.step_mask = fields["step_mask"][()]
+        self.info_length = fields["info_length"][()]
+        self.info_bytes = fields["info_bytes"][()]
         self.rewards = fields["rewards"][()]
         self.terminations = fields["terminations"][()]
         self.truncations = fields["truncations"][()]

@@ -7,7 +7,8 @@ worker steps its envs, writes its rows in place and sets ``done_seq``. Both
 sides poll those counters with ``os.sched_yield()`` for a few tens of
 microseconds, then sleep on a futex until the other side rings (`futex`), so
 that no waiting process holds a core a worker needs.
-Pipes carry only control commands, errors and non-empty infos. With
+Pipes carry only control commands, errors and infos too large for their
+share of the block (the rest travel pickled in it). With
 ``inline`` (see `torchwm.vector.processes`) the parent steps worker 0's envs
 into the same shared rows.
 """
@@ -15,6 +16,7 @@ into the same shared rows.
 from __future__ import annotations
 
 import os
+import pickle
 import time
 from collections.abc import Callable
 from typing import Any
@@ -33,7 +35,7 @@ from torchwm.vector.processes import (
     WorkerHandle,
 )
 from torchwm.vector.shared_batch import Layout, SharedBatch
-from torchwm.vector.worker import STATUS_ERROR, STATUS_INFOS, STATUS_OK, error_reply
+from torchwm.vector.worker import STATUS_ERROR, STATUS_INFOS, STATUS_SHARED_INFOS, error_reply
 
 SPIN_SECONDS = 0.00002  # a wait polls with sched_yield this long, then sleeps on parent_bell
 LIVENESS_SECONDS = 0.005  # longest sleep between checks that the busy workers are alive
@@ -218,7 +220,7 @@ class ShmemVectorEnv(ProcessVectorEnv):
                 time.sleep(IDLE_SLEEP_SECONDS)
             else:
                 self._busy.pop(w)
-                if shared.status[w] != STATUS_OK:
+                if shared.status[w] in (STATUS_INFOS, STATUS_ERROR):  # a message waits in the pipe
                     self._receive(handle, deadline, "finishing a step after an env raised")
 
     def _finish(self, w: int, deadline: float | None) -> None:
@@ -227,7 +229,9 @@ class ShmemVectorEnv(ProcessVectorEnv):
         ids = self._busy.pop(w)
         status = self._shared.status[w]
         handle = self._handles[w]
-        if status == STATUS_INFOS:
+        if status == STATUS_SHARED_INFOS:
+            infos = pickle.loads(self._shared.info_bytes[w, : self._shared.info_length[w]])
+        elif status == STATUS_INFOS:
             infos = self._receive(handle, deadline, "stepping")
         elif status == STATUS_ERROR:
             try:

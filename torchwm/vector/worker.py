@@ -11,8 +11,9 @@ reports their spaces, then serves commands until ``close``:
   reason below.
 - ``shmem``: steps are signalled through shared memory (`serve_shared`): the
   parent writes actions and a step mask, then bumps ``command_seq[w]``; the
-  worker steps, writes its rows in place, sends non-empty infos over the pipe,
-  then sets ``done_seq[w]``. While idle it polls the counter with
+  worker steps, writes its rows in place and its non-empty infos, pickled, in
+  its share of ``info_bytes`` (the pipe only when they do not fit), then sets
+  ``done_seq[w]``. While idle it polls the counter with
   ``os.sched_yield()`` for a millisecond, then sleeps on its doorbell (a
   futex, see `torchwm.vector.futex`), so that it never holds a core another
   process needs. Control commands (reset, call, close) come over the pipe.
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import pickle
 import signal
 import time
 import traceback
@@ -45,6 +47,7 @@ from torchwm.vector.shared_batch import SharedBatch
 STATUS_OK = 0
 STATUS_INFOS = 1  # non-empty infos wait in the pipe
 STATUS_ERROR = 2  # an error message waits in the pipe
+STATUS_SHARED_INFOS = 3  # non-empty infos, pickled in info_bytes[w][:info_length[w]]
 
 # Idle time polled with sched_yield before sleeping on the doorbell: longer than the parent's own
 # work between two steps, since waking a sleeping process costs tens of microseconds.
@@ -245,6 +248,8 @@ def serve_shared(group: EnvGroup, conn: Any, shared: Any, worker_index: int, fir
     command_seq = shared.command_seq
     done_seq = shared.done_seq
     status = shared.status
+    info_bytes, info_length = shared.info_bytes[worker_index], shared.info_length
+    info_capacity = info_bytes.size
     doorbell = shared.doorbell
     sleeping = shared.worker_sleeping
     doorbell_address = shared.doorbell_address(worker_index)
@@ -260,8 +265,17 @@ def serve_shared(group: EnvGroup, conn: Any, shared: Any, worker_index: int, fir
             try:
                 actions = actions_view if local_ids is all_local else take_rows(action_space, actions_view, np.asarray(local_ids))
                 infos = group.step(local_ids, actions)
-                message: Any = infos if any(infos) else None
-                status[worker_index] = STATUS_OK if message is None else STATUS_INFOS
+                message: Any = None
+                status[worker_index] = STATUS_OK
+                if any(infos):
+                    pickled = pickle.dumps(infos, protocol=pickle.HIGHEST_PROTOCOL)
+                    if len(pickled) <= info_capacity:
+                        info_bytes[: len(pickled)] = np.frombuffer(pickled, dtype=np.uint8)
+                        info_length[worker_index] = len(pickled)
+                        status[worker_index] = STATUS_SHARED_INFOS
+                    else:
+                        message = infos
+                        status[worker_index] = STATUS_INFOS
             except Exception as exc:
                 message = error_reply(exc)
                 status[worker_index] = STATUS_ERROR

@@ -1,0 +1,62 @@
+"""`InfoBatcher`: infos batched exactly as Gymnasium's `VectorEnv._add_info` batches them, fast path included."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from torchwm.vector.batching import InfoBatcher
+
+VALUES = st.one_of(st.integers(-(2**40), 2**40), st.floats(allow_nan=False), st.booleans(),
+                   st.integers(0, 100).map(np.int32), st.text(max_size=3), st.none())
+
+
+def gymnasium_batch(infos):
+    """The reference: Gymnasium's own loop, env by env."""
+    batcher = InfoBatcher(len(infos))
+    batched = {}
+    for position, info in enumerate(infos):
+        if info:
+            batched = gym.vector.VectorEnv._add_info(batcher, batched, info, position)
+    return batched
+
+
+def assert_same(ours, reference):
+    assert list(ours) == list(reference)  # the same keys, masks included, in the same order
+    for key, value in reference.items():
+        assert ours[key].dtype == value.dtype, key
+        np.testing.assert_array_equal(ours[key], value, err_msg=key)  # NaN where Gymnasium has NaN
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 5).flatmap(lambda n: st.lists(
+    st.dictionaries(st.sampled_from(["lives", "frame", "score", "flag"]), VALUES, max_size=3),
+    min_size=n, max_size=n)))
+def test_any_infos_batch_like_gymnasium(infos):
+    try:
+        reference = gymnasium_batch(infos)
+    except (ValueError, TypeError, OverflowError) as error:  # Gymnasium refuses some mixes ({"x": 0}, {"x": ""})
+        with pytest.raises(type(error)):
+            InfoBatcher(len(infos)).batch(infos)
+        return
+    assert_same(InfoBatcher(len(infos)).batch(infos), reference)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 6).flatmap(lambda n: st.lists(
+    st.fixed_dictionaries({"lives": st.integers(0, 5), "episode_frame_number": st.integers(0, 10**6),
+                           "ratio": st.floats(allow_nan=False), "done": st.booleans()}),
+    min_size=n, max_size=n)))
+def test_uniform_infos_take_the_column_path_and_match_gymnasium(infos):
+    batcher = InfoBatcher(len(infos))
+    assert batcher._batch_uniform(infos) is not None
+    assert_same(batcher.batch(infos), gymnasium_batch(infos))
+
+
+def test_mixed_types_of_one_key_take_gymnasiums_path():
+    infos = [{"x": 1}, {"x": 2.5}]  # Gymnasium: an int array, 2.5 cast to 2
+    assert InfoBatcher(2)._batch_uniform(infos) is None
+    assert InfoBatcher(2).batch(infos)["x"].tolist() == [1, 2]
