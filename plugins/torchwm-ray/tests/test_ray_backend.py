@@ -39,6 +39,12 @@ def test_pong_standard_stack_matches_sync(local_ray):
         for a, b in zip(got[:4], want[:4]):
             assert np.array_equal(a, b)
         assert envs.reset(env_ids=[0, 5], seed=9)[0].tolist() == ref.reset(env_ids=[0, 5], seed=9)[0].tolist()
+        # Steps of all envs went through the compiled graph; partial steps and resets beside it did not
+        # disturb it, and it goes on after them.
+        assert envs.compiled_graph
+        actions = rng.integers(0, envs.single_action_space.n, size=8)
+        for a, b in zip(envs.step(actions)[:4], ref.step(actions)[:4]):
+            assert np.array_equal(a, b)
 
 
 @pytest.mark.parametrize(("num_envs", "num_actors", "envs_per_actor", "expected"), [
@@ -99,6 +105,42 @@ def test_a_dead_actor_raises_worker_error_naming_its_envs(local_ray):
             envs.step(np.zeros(4, dtype=np.int64))
         assert caught.value.worker_index == 1
         assert "restart_on_crash=True" in str(caught.value)
+
+
+def test_an_actor_that_dies_under_the_compiled_graph_is_named(local_ray):
+    with torchwm.make_vec(torchwm.testing.COUNTDOWN_ID, 4, backend="ray", seed=0,
+                          backend_kwargs={"num_actors": 2}) as envs:
+        envs.reset()
+        envs.step(np.zeros(4, dtype=np.int64))
+        assert envs.compiled_graph
+        pid = ray.get(envs.actors[0].describe.remote())["pid"]
+        ray.kill(envs.actors[0], no_restart=True)
+        wait_until_gone(pid)
+        with pytest.raises(WorkerError, match=r"Ray actor 0 died, taking envs \[0, 1\]") as caught:
+            envs.step(np.zeros(4, dtype=np.int64))
+        assert caught.value.worker_index == 0
+        assert not envs.compiled_graph, "a graph with a dead actor should be torn down"
+
+
+@pytest.mark.parametrize("backend_kwargs", [{"compiled_graph": False}, {"batch_size": 2}, {"restart_on_crash": True}])
+def test_without_a_compiled_graph_steps_are_ordinary_actor_calls(local_ray, backend_kwargs):
+    """Turned off, with async batches (results come as they are ready) or restarts (a graph dies with its actor)."""
+    with torchwm.make_vec(torchwm.testing.COUNTDOWN_ID, 4, backend="ray", seed=0,
+                          backend_kwargs={"num_actors": 2, **backend_kwargs}) as envs, \
+            torchwm.make_vec(torchwm.testing.COUNTDOWN_ID, 4, backend="sync", seed=0) as ref:
+        assert np.array_equal(envs.reset()[0], ref.reset()[0])
+        for _ in range(3):
+            actions = np.ones(4, dtype=np.int64)
+            want = ref.step(actions)[0]
+            envs.send(actions)
+            got, received = np.zeros_like(want), 0
+            while received < 4:  # with batch_size=2, in two batches
+                obs, *_, infos = envs.recv()
+                ids = infos.get("env_id", np.arange(4))
+                got[ids] = obs
+                received += len(ids)
+            assert np.array_equal(got, want)
+        assert not envs.compiled_graph
 
 
 def test_a_crash_between_steps_is_noticed_at_the_next_step(local_ray):

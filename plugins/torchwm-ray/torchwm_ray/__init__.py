@@ -19,9 +19,9 @@ Then::
     envs.close()
 
 Each Ray actor hosts several envs and steps them with torchwm's own worker loop
-(`torchwm.vector.env_group.EnvGroup`) over envs built by `torchwm.factory.build_env`, so a
-step costs one Ray call per actor and gives the same arrays as the ``sync`` backend for the
-same seed. The plugin is this module's one hook below; importing Ray waits until a ``ray``
+(`torchwm.vector.env_group.EnvGroup`) over envs built by `torchwm.factory.build_env`, so it
+gives the same arrays as the ``sync`` backend for the same seed. A step of all envs goes through
+a Ray Compiled Graph (``compiled_graph=True``, the default); everything else is an actor call. The plugin is this module's one hook below; importing Ray waits until a ``ray``
 env is actually made, so installing the plugin costs other backends nothing.
 """
 
@@ -45,6 +45,7 @@ def make_ray_vector_env(
     max_restarts: int = 3,
     init_kwargs: dict[str, Any] | None = None,
     stop_ray_on_close: bool = True,
+    compiled_graph: bool = True,
     batch_size: int | None = None,
     timeout: float | None = 120.0,
     copy: bool = True,
@@ -58,7 +59,8 @@ def make_ray_vector_env(
     return RayVectorEnv(
         spec, num_actors=num_actors, envs_per_actor=envs_per_actor, address=address, actor_options=actor_options,
         restart_on_crash=restart_on_crash, max_restarts=max_restarts, init_kwargs=init_kwargs,
-        stop_ray_on_close=stop_ray_on_close, batch_size=batch_size, timeout=timeout, copy=copy,
+        stop_ray_on_close=stop_ray_on_close, compiled_graph=compiled_graph,
+        batch_size=batch_size, timeout=timeout, copy=copy,
     )
 
 
