@@ -74,12 +74,13 @@ def add_ratios(results: list[BenchResult], baseline: str) -> list[BenchResult]:
 def format_table(results: list[BenchResult], baseline: str) -> str:
     """A plain-text table: env, num_envs, backend, steps/s, ratio to ``baseline``, PSS."""
     add_ratios(results, baseline)
-    header = f"{'env':<24} {'envs':>5} {'backend':<12} {'steps/s':>12} {'x ' + baseline:>14} {'PSS MB':>8}"
+    width = max([12] + [len(r.backend) for r in results])
+    header = f"{'env':<24} {'envs':>5} {'backend':<{width}} {'steps/s':>12} {'x ' + baseline:>14} {'PSS MB':>8}"
     lines = [header, "-" * len(header)]
     for r in results:
         ratio = f"{r.ratio:.2f}" if r.ratio is not None else "-"
         pss = f"{r.pss_mb:.0f}" if r.pss_mb is not None else "-"
-        lines.append(f"{r.env_id:<24} {r.num_envs:>5} {r.backend:<12} {r.steps_per_second:>12,.0f} {ratio:>14} {pss:>8}")
+        lines.append(f"{r.env_id:<24} {r.num_envs:>5} {r.backend:<{width}} {r.steps_per_second:>12,.0f} {ratio:>14} {pss:>8}")
     return "\n".join(lines)
 
 
