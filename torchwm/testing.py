@@ -362,6 +362,13 @@ def check_partial_and_async(target: BackendUnderTest) -> None:
         _assert_same("infos['env_id'] of step(env_ids=[1, 3])", 1, np.array(ids), got[4].get("env_id"))
         for name, a, b in zip(("observations", "rewards", "terminations", "truncations"), want[:4], got[:4]):
             _assert_same(f"{name} of step(env_ids=[1, 3])", 1, a, b)
+        # Every env, listed in another order: each env gets its own action, rows come in env order.
+        order = [3, 0, 2, 1]
+        actions = np.array([2, 0, 1, 2])  # env 3's, env 0's, env 2's, env 1's
+        got = envs.step(actions, env_ids=order)
+        want = ref.step(actions[np.argsort(order)])
+        for name, a, b in zip(("observations", "rewards", "terminations", "truncations"), want[:4], got[:4]):
+            _assert_same(f"{name} of step(env_ids={order})", 1, a, b)
         obs, infos = envs.reset(env_ids=[2], seed=40)
         ref_obs, _ = ref.reset(env_ids=[2], seed=40)
         _assert_same("reset(env_ids=[2]) observations", 2, ref_obs, obs)

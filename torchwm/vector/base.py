@@ -168,6 +168,10 @@ class VectorEnv(gym.vector.VectorEnv):
             if not_reset.size:
                 raise gym.error.ResetNeeded(f"envs {not_reset.tolist()} were never reset; call reset() before step()")
         actions = check_actions(self.single_action_space, actions, len(ids))
+        if ids.size == self.num_envs and ids is not self._all_ids:
+            # Every env, in another order: backends take a whole batch in env order.
+            order = np.argsort(ids)
+            actions, ids = take_rows(self.single_action_space, actions, order), self._all_ids
         if self.autoreset_mode is AutoresetMode.DISABLED:
             ended = ids[self._terminations[ids] | self._truncations[ids]]
             if ended.size:
