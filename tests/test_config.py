@@ -4,11 +4,11 @@ import json
 import subprocess
 import sys
 import textwrap
-import tomllib
 from pathlib import Path
 
 import numpy as np
 import pytest
+import tomllib
 import yaml
 
 import torchwm

@@ -35,7 +35,7 @@ from torchwm.vector.processes import (
     WorkerHandle,
 )
 from torchwm.vector.shared_batch import Layout, SharedBatch
-from torchwm.vector.worker import STATUS_ERROR, STATUS_INFOS, STATUS_SHARED_INFOS, error_reply
+from torchwm.vector.worker import STATUS_ERROR, STATUS_INFOS, STATUS_SHARED_INFOS
 
 SPIN_SECONDS = 0.00002  # a wait polls with sched_yield this long, then sleeps on parent_bell
 LIVENESS_SECONDS = 0.005  # longest sleep between checks that the busy workers are alive
