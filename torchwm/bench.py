@@ -201,12 +201,13 @@ class AleEmulator:
     no preprocessing. Its steps/s bounds any backend that emulates the same frames."""
 
     def __init__(self, env_id: str) -> None:
-        from torchwm.wrappers.atari_fused import build_fused_atari
+        from torchwm.wrappers.atari_fused import FusedAtariEnv, build_fused_atari
 
         spec = _spec(env_id, 1)
-        self.env = build_fused_atari(spec)
-        if self.env is None:
+        env = build_fused_atari(spec)
+        if not isinstance(env, FusedAtariEnv):
             raise ValueError(f"ale-emulator measures ALE ids under atari_preprocessing, got {env_id!r}")
+        self.env = env
         self.env.reset(seed=0)
         self.ale = self.env.ale
         self.action_space = self.env.action_space

@@ -230,7 +230,7 @@ class ShmemVectorEnv(ProcessVectorEnv):
         status = self._shared.status[w]
         handle = self._handles[w]
         if status == STATUS_SHARED_INFOS:
-            infos = pickle.loads(self._shared.info_bytes[w, : self._shared.info_length[w]])
+            infos = pickle.loads(self._shared.info_bytes[w, : self._shared.info_length[w]].data)
         elif status == STATUS_INFOS:
             infos = self._receive(handle, deadline, "stepping")
         elif status == STATUS_ERROR:

@@ -158,7 +158,7 @@ class SubprocVectorEnv(ProcessVectorEnv):
             message = handle.conn.recv()
             if message[0] == "ok" and message[1][0] is None:
                 # A whole share's observations as raw bytes (see serve_pipe): its rows are contiguous.
-                handle.conn.recv_bytes_into(memoryview(self._observations[ids[0]:ids[-1] + 1]).cast("B"))
+                handle.conn.recv_bytes_into(self._observations[ids[0]:ids[-1] + 1].data.cast("B"))
         except (EOFError, OSError):
             self._on_crash(handle, self._dead(handle, "stepping"), deadline)
             self._outstanding[handle.index].clear()

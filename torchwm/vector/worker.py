@@ -222,7 +222,7 @@ def serve_pipe(group: EnvGroup, conn: Any) -> None:
                     # All rows of an array batch: the observations follow as raw bytes, which the
                     # parent reads straight into its batch (no pickling, no copy on either side).
                     conn.send(("ok", (None, group.rewards, group.terminations, group.truncations, infos)))
-                    conn.send_bytes(memoryview(group.observations).cast("B"))
+                    conn.send_bytes(group.observations.data.cast("B"))
                 else:
                     conn.send(("ok", (*_rows_of(group, local_ids), infos)))
             elif kind == "reset":
