@@ -53,20 +53,20 @@ class EnvGroup:
         self._array_obs = isinstance(self.observation_space, ARRAY_SPACES)
         self._array_actions = isinstance(self.action_space, ARRAY_SPACES)
 
-    def _write(self, i: int, obs: Any, reward: SupportsFloat, terminated: bool, truncated: bool) -> None:
+    def _write_obs(self, i: int, obs: Any) -> None:
         if self._array_obs:
             self.observations[i] = obs
         else:
             put_rows(self.observation_space, self.observations, i, obs)
-        self.rewards[i] = reward
-        self.terminations[i] = terminated
-        self.truncations[i] = truncated
 
     def reset(self, local_ids: Sequence[int], seeds: Sequence[int | None], options: dict[str, Any] | None) -> list[dict]:
         infos = []
         for i, seed in zip(local_ids, seeds, strict=True):
             obs, info = self.envs[i].reset(seed=seed, options=options)
-            self._write(i, obs, 0.0, False, False)
+            self._write_obs(i, obs)
+            self.rewards[i] = 0.0
+            self.terminations[i] = False
+            self.truncations[i] = False
             self.needs_reset[i] = False
             infos.append(info)
         return infos
@@ -92,10 +92,7 @@ class EnvGroup:
                     final = {"final_obs": copy.deepcopy(obs), "final_info": info}
                     obs, reset_info = env.reset()
                     info = {**final, **reset_info}
-            if self._array_obs:
-                self.observations[i] = obs
-            else:
-                put_rows(self.observation_space, self.observations, i, obs)
+            self._write_obs(i, obs)
             rewards.append(reward)
             terminations.append(terminated)
             truncations.append(truncated)

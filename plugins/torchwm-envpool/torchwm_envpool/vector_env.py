@@ -80,7 +80,6 @@ class EnvPoolVectorEnv(VectorEnv):
         self._truncations = np.zeros(n, dtype=np.bool_)
         self._attributes: dict[str, list[Any]] = {}  # set_attr values: EnvPool has no Python env objects
         self._ready: dict[int, dict] = {}  # env id -> infos, rows already in the batch, in arrival order
-        self._all_ids = np.arange(n)
 
     # -- EnvPool ----------------------------------------------------------------------------------
 
@@ -145,7 +144,7 @@ class EnvPoolVectorEnv(VectorEnv):
                 f"again, or make the env with batch_size < num_envs to overlap sends"
             )
         # All envs: no env_id, so EnvPool uses its own cached ids instead of converting ours.
-        env_id = None if ids.size == self.num_envs and (ids == self._all_ids).all() else ids.astype(np.int32)
+        env_id = None if ids.size == self.num_envs else ids.astype(np.int32)  # every env comes in env order
         self._pool.send(np.asarray(actions), env_id)
 
     def _wait_ready(self, candidates: np.ndarray, count: int, timeout: float | None) -> tuple[np.ndarray, list[dict]]:

@@ -421,7 +421,7 @@ class RayVectorEnv(VectorEnv):
         return [infos[i] for i in ids.tolist()]
 
     def _send_step(self, ids: np.ndarray, actions: Any) -> None:
-        if self._use_graph and ids.size == self.num_envs and np.array_equal(ids, np.arange(self.num_envs)):
+        if self._use_graph and ids.size == self.num_envs:  # every env, in env order (the base class sees to it)
             self._send_graph_step(actions)
             return
         position = {int(i): row for row, i in enumerate(ids.tolist())}
