@@ -15,7 +15,7 @@ from torchwm.errors import (
     UnsupportedStackError,
     WorkerError,
 )
-from torchwm.factory import make_env, make_vec, make_vec_from_spec
+from torchwm.factory import make_env, make_vec, make_vec_from_fns, make_vec_from_spec
 from torchwm.hookspecs import hookimpl
 from torchwm.listing import list_backends, list_sources, list_wrappers
 from torchwm.spec import VecSpec, WrapperSpec
@@ -42,5 +42,6 @@ __all__ = [
     "make_env",
     "make_vec",
     "make_vec_from_config",
+    "make_vec_from_fns",
     "make_vec_from_spec",
 ]

@@ -206,6 +206,39 @@ def make_vec(
     return make_vec_from_spec(spec)
 
 
+def make_vec_from_fns(
+    env_fns: Sequence[Any],
+    *,
+    backend: str = "sync",
+    seed: int | None = None,
+    autoreset_mode: Any = "next_step",
+    backend_kwargs: dict[str, Any] | None = None,
+) -> Any:
+    """A vector env of the envs ``env_fns`` make, one each: Gymnasium's ``SyncVectorEnv(env_fns)`` and
+    ``AsyncVectorEnv(env_fns)`` on any torchwm backend that takes the ``env_fn`` option.
+
+    Example:
+        >>> import gymnasium as gym, torchwm
+        >>> envs = torchwm.make_vec_from_fns([lambda: gym.make("CartPole-v1")] * 2, backend="sync")
+        >>> envs.reset(seed=0)[0].shape
+        (2, 4)
+        >>> envs.close()
+    """
+    if isinstance(env_fns, (str, bytes)) or not isinstance(env_fns, Sequence) or not env_fns:
+        raise TypeError(f"env_fns must be a non-empty list of callables that each return a gymnasium.Env, got {env_fns!r:.200}")
+    if not isinstance(backend, str):
+        raise TypeError(f"backend must be a registered backend name (a str), got {backend!r}")
+    if backend_kwargs is not None and not isinstance(backend_kwargs, dict):
+        raise TypeError(f"backend_kwargs must be a dict, got {backend_kwargs!r}")
+    if seed is not None:
+        seed = _check_int("seed", seed, 0)
+    label = getattr(env_fns[0], "__qualname__", None) or type(env_fns[0]).__name__
+    spec = VecSpec(id=f"<env_fns {label}>", num_envs=len(env_fns), seed=seed,
+                   autoreset_mode=parse_autoreset_mode(autoreset_mode), backend=backend)
+    factory = registry("backend").get(backend).factory
+    return factory(spec, **{**(backend_kwargs or {}), "env_fn": list(env_fns)})
+
+
 def make_vec_from_spec(spec: VecSpec) -> Any:
     """Build the vector env a `VecSpec` describes, on its backend."""
     return registry("backend").get(spec.backend).factory(spec, **spec.backend_kwargs)

@@ -121,14 +121,12 @@ class EnvGroup:
             env.close()
 
 
-def build_group(
-    env_fn: Callable[[], gym.Env],
-    count: int,
-    autoreset_mode: AutoresetMode,
-    observations: Any,
-    rewards: np.ndarray,
-    terminations: np.ndarray,
-    truncations: np.ndarray,
-) -> EnvGroup:
-    envs = [env_fn() for _ in range(count)]
-    return EnvGroup(envs, autoreset_mode, observations, rewards, terminations, truncations)
+def env_fns_of(env_fn: Any, num_envs: int, backend: str) -> list[Callable[[], gym.Env]]:
+    """One factory per env: ``env_fn`` is one callable for every env, or a list of ``num_envs`` callables."""
+    fns = list(env_fn) if isinstance(env_fn, (list, tuple)) else [env_fn] * num_envs
+    if len(fns) != num_envs or not all(callable(fn) for fn in fns):
+        raise TypeError(
+            f"{backend}: env_fn must be a callable returning a gymnasium.Env, or a list of {num_envs} such "
+            f"callables (one per env), got {env_fn!r:.200}"
+        )
+    return fns

@@ -38,7 +38,7 @@ from torchwm.errors import EnvTimeoutError, WorkerError
 from torchwm.spec import VecSpec
 from torchwm.vector.base import VectorEnv
 from torchwm.vector.batching import slice_rows
-from torchwm.vector.env_group import EnvGroup
+from torchwm.vector.env_group import EnvGroup, env_fns_of
 from torchwm.vector.worker import WorkerPayload, control_reply, error_reply, gym_specs_to_send, worker_main
 
 START_METHODS = ("fork", "forkserver", "spawn")
@@ -135,8 +135,8 @@ def check_options(backend: str, num_envs: int, options: dict[str, Any]) -> dict[
         if flag in options and not isinstance(options[flag], bool):
             raise TypeError(f"{backend}: {flag} must be True or False, got {options[flag]!r}")
     env_fn = options.get("env_fn")
-    if env_fn is not None and not callable(env_fn):
-        raise TypeError(f"{backend}: env_fn must be a callable returning a gymnasium.Env, got {env_fn!r}")
+    if env_fn is not None:
+        env_fn = env_fns_of(env_fn, num_envs, backend)
     inline = options.get("inline")
     if inline is not None and not isinstance(inline, bool):
         raise TypeError(f"{backend}: inline must be True, False or None (default), got {inline!r}")
@@ -158,7 +158,7 @@ def check_options(backend: str, num_envs: int, options: dict[str, Any]) -> dict[
     }
 
 
-def pickle_factory(env_fn: Callable[[], gym.Env], backend: str) -> bytes:
+def pickle_factory(env_fn: Any, backend: str) -> bytes:
     """``env_fn`` cloudpickled, or a TypeError that names it and says how to fix it."""
     try:
         return cloudpickle.dumps(env_fn)
@@ -268,7 +268,8 @@ class ProcessVectorEnv(VectorEnv):
         copy: return copies of the observation batch (default) or a view the next call overwrites.
         restart_on_crash: restart a worker that died, with its envs; their episodes in flight end
             truncated with ``infos["worker_restarted"]``.
-        env_fn: a no-argument callable that returns one env, instead of building from ``spec``.
+        env_fn: a no-argument callable that returns one env, or a list of one such callable per env,
+            instead of building from ``spec`` (`torchwm.make_vec_from_fns` passes it).
         inline: the parent steps worker 0's envs itself (``worker_slices[0]``, ``worker_pids[0]`` is
             None) and starts ``num_workers - 1`` processes. Default: True when neither ``num_workers``
             nor ``envs_per_worker`` is given and that default split has two workers or more (one per
@@ -283,13 +284,14 @@ class ProcessVectorEnv(VectorEnv):
         self._handles: list[WorkerHandle] = []
         self._finalizer: weakref.finalize | None = None
         settings = check_options(self.backend_name, spec.num_envs, options)
-        env_fn = settings["env_fn"]
-        if env_fn is None:
+        env_fns = settings["env_fn"]
+        if env_fns is None:
             from torchwm.factory import env_fn as spec_env_fn
 
-            env_fn = spec_env_fn(spec)
-        self._env_fn = env_fn
-        pickle_factory(env_fn, self.backend_name)  # fails here, naming the factory, before any worker starts
+            env_fns = [spec_env_fn(spec)] * spec.num_envs
+        self._env_fns: list[Callable[[], gym.Env]] = env_fns
+        for fn in dict.fromkeys(env_fns):  # each distinct factory once
+            pickle_factory(fn, self.backend_name)  # fails here, naming the factory, before any worker starts
         self._gym_specs = gym_specs_to_send(spec.id)
         self.worker_slices: list[range] = settings["worker_slices"]
         self.num_workers = len(self.worker_slices)
@@ -394,8 +396,8 @@ class ProcessVectorEnv(VectorEnv):
         """The inline handle's envs, built here; a failure is reported like a worker's."""
         envs: list[gym.Env] = []
         try:
-            for _ in handle.envs:
-                envs.append(self._env_fn())
+            for i in handle.envs:
+                envs.append(self._env_fns[i]())
         except Exception as exc:
             self._close_local(envs)
             self._finalizer()
@@ -445,7 +447,7 @@ class ProcessVectorEnv(VectorEnv):
 
     def _start_worker(self, handle: WorkerHandle) -> None:
         payload = WorkerPayload(
-            env_fn=self._env_fn, num_envs=len(handle.envs), first_env=handle.envs.start,
+            env_fns=self._env_fns[handle.envs.start:handle.envs.stop], first_env=handle.envs.start,
             autoreset_mode=self._autoreset, gym_specs=self._gym_specs,
         )
         handle.start(self._ctx, cloudpickle.dumps(payload))

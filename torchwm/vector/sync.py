@@ -18,7 +18,7 @@ from gymnasium.vector.utils import create_empty_array
 from torchwm.hookspecs import hookimpl
 from torchwm.spec import VecSpec
 from torchwm.vector.base import VectorEnv
-from torchwm.vector.env_group import EnvGroup
+from torchwm.vector.env_group import EnvGroup, env_fns_of
 
 
 def check_same_spaces(envs: list[gym.Env]) -> None:
@@ -38,7 +38,8 @@ class SyncVectorEnv(VectorEnv):
         spec: what to build.
         copy: return copies of the observation batch (default) or the internal buffer.
         batch_size: `recv` returns the first ``batch_size`` envs in flight (by index).
-        env_fn: builds one env; defaults to `torchwm.factory.build_env` of ``spec``.
+        env_fn: builds one env, or a list of one such callable per env; defaults to
+            `torchwm.factory.build_env` of ``spec``.
 
     Example:
         >>> import torchwm
@@ -55,14 +56,14 @@ class SyncVectorEnv(VectorEnv):
         copy: bool = True,
         batch_size: int | None = None,
         timeout: float | None = None,
-        env_fn: Callable[[], gym.Env] | None = None,
+        env_fn: Callable[[], gym.Env] | list[Callable[[], gym.Env]] | None = None,
     ) -> None:
         self._group: EnvGroup | None = None
         if env_fn is None:
             from torchwm.factory import build_env
 
             env_fn = functools.partial(build_env, spec)
-        envs = [env_fn() for _ in range(spec.num_envs)]
+        envs = [fn() for fn in env_fns_of(env_fn, spec.num_envs, "sync")]
         try:
             check_same_spaces(envs)
         except Exception:

@@ -59,8 +59,7 @@ IDLE_WAIT_SECONDS = 0.005  # longest sleep: bounds a missed ring and the check t
 class WorkerPayload:
     """What a worker needs to build its envs; sent cloudpickled."""
 
-    env_fn: Any
-    num_envs: int
+    env_fns: list[Any]  # one factory per env of this worker
     first_env: int  # global index of the worker's first env
     autoreset_mode: Any
     gym_specs: list[gym.envs.registration.EnvSpec] = field(default_factory=list)
@@ -118,7 +117,7 @@ def worker_main(worker_index: int, conn: Any, parent_conn: Any, payload_bytes: b
         try:
             payload: WorkerPayload = cloudpickle.loads(payload_bytes)
             _register_missing(payload.gym_specs)
-            envs = [payload.env_fn() for _ in range(payload.num_envs)]
+            envs = [fn() for fn in payload.env_fns]
             first = envs[0]
             for i, env in enumerate(envs[1:], start=1):
                 if env.observation_space != first.observation_space or env.action_space != first.action_space:
