@@ -392,6 +392,11 @@ class ProcessVectorEnv(VectorEnv):
         self._autoreset = spec.autoreset
         self._failure: WorkerError | None = None
         self._ready: dict[int, dict] = {}  # envs stepped but not yet returned by recv, in finishing order
+        # For batch_size < num_envs: the recv() count when each env was last sent, and the envs in
+        # flight that were passed over for too long (`_overdue_envs`): recv waits for those.
+        self._recvs = 0
+        self._sent_at = np.zeros(spec.num_envs, dtype=np.int64)
+        self._overdue: list[int] = []
         # Envs whose step was interrupted (Ctrl-C): they must be reset before they step again.
         self._interrupted = np.zeros(spec.num_envs, dtype=bool)
         self._any_interrupted = False
@@ -484,6 +489,7 @@ class ProcessVectorEnv(VectorEnv):
                 f"interrupted (Ctrl-C), so their state is not what the last results said; reset them "
                 f"(reset(), or reset(env_ids=[...])) before stepping them again"
             )
+        self._sent_at[ids] = self._recvs
         try:
             self._start_step(ids, actions)
         except (WorkerError, EnvTimeoutError):
@@ -494,6 +500,8 @@ class ProcessVectorEnv(VectorEnv):
 
     def _wait_ready(self, candidates: np.ndarray, count: int, timeout: float | None) -> tuple[np.ndarray, list[dict]]:
         self._check_usable()
+        self._recvs += 1
+        self._overdue = self._overdue_envs(candidates, count)
         try:
             return self._await_ready(candidates, count, timeout)
         except (WorkerError, EnvTimeoutError):
@@ -633,17 +641,32 @@ class ProcessVectorEnv(VectorEnv):
             message = error_reply(exc)
         return self._check_reply(self._handles[0], message, doing)
 
-    def _collect_ready(self, count: int) -> tuple[np.ndarray, list[dict]]:
-        """The first ``count`` envs of ``_ready`` (in finishing order) and their infos, removed from it.
+    def _overdue_envs(self, candidates: np.ndarray, count: int) -> list[int]:
+        """The envs in flight that were sent two rounds of ``count`` envs ago or more (empty when
+        every env in flight is waited for anyway).
 
-        First ready, first served: an env that finished earlier is never passed over for one that
-        finished later, so with ``batch_size`` every env is served in turn.
+        With ``batch_size``, recv returns envs that are ready; a worker that the OS runs less than the
+        others (more processes than cores) would then have its envs passed over again and again while
+        the others cycle. Waiting for envs this overdue bounds how long any env waits for its turn.
         """
+        if count >= candidates.size:
+            return []
+        patience = 2 * -(-self.num_envs // count)
+        return candidates[self._sent_at[candidates] <= self._recvs - patience].tolist()
+
+    def _enough_ready(self, count: int) -> bool:
+        """Whether recv can return: ``count`` envs ready, and every overdue env among them."""
+        return len(self._ready) >= count and all(env in self._ready for env in self._overdue)
+
+    def _collect_ready(self, count: int) -> tuple[np.ndarray, list[dict]]:
+        """``count`` envs of ``_ready`` and their infos, removed from it: those sent longest ago first
+        (in finishing order among envs sent together), so that with ``batch_size`` every env has its
+        turn and none starves."""
         if count == len(self._ready):  # all of them: no per-env pops
             ids, infos = np.fromiter(self._ready, np.int64, count), list(self._ready.values())
             self._ready.clear()
             return ids, infos
-        chosen = list(self._ready)[:count]
+        chosen = sorted(self._ready, key=self._sent_at.__getitem__)[:count]  # stable: finishing order kept
         return np.asarray(chosen, dtype=np.int64), [self._ready.pop(i) for i in chosen]
 
     def _step_local(self, local_ids: list[int], actions: Any) -> None:

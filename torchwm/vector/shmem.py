@@ -200,7 +200,7 @@ class ShmemVectorEnv(ProcessVectorEnv):
         # then served in the order they finished, and none waits behind envs that finished later.
         # A wait for every env in flight needs every busy worker: only the last one need wake us.
         need_all = count >= candidates.size
-        self._poll_until(lambda: len(self._ready) >= count, deadline, "stepping", timeout, need_all)
+        self._poll_until(lambda: self._enough_ready(count), deadline, "stepping", timeout, need_all)
         return self._collect_ready(count)
 
     def _poll_until(self, satisfied: Callable[[], bool], deadline: float | None, doing: str,

@@ -115,13 +115,13 @@ class SubprocVectorEnv(ProcessVectorEnv):
     def _await_ready(self, candidates: np.ndarray, count: int, timeout: float | None) -> tuple[np.ndarray, list[dict]]:
         deadline = None if timeout is None else time.monotonic() + timeout
         busy = [h for h in self._children if self._outstanding[h.index]]
-        if busy and len(self._ready) >= count:
+        if busy and self._enough_ready(count):
             # Enough are ready already; still take in the replies that have come, so that envs are
             # served in the order they finished, and none waits behind envs that finished later.
             for handle in busy:
                 while self._outstanding[handle.index] and handle.conn.poll():
                     self._collect(handle, deadline)
-        while len(self._ready) < count:
+        while not self._enough_ready(count):
             busy = [h for h in self._children if self._outstanding[h.index]]
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
