@@ -602,14 +602,13 @@ class ProcessVectorEnv(VectorEnv):
 
     def _lost(self, handle: WorkerHandle) -> WorkerError:
         """The error for a pipe that an interrupt cut in the middle of a message; nothing more can work."""
-        self._failure = WorkerError(
+        error = WorkerError(
             f"{self.backend_name}: an interrupt (Ctrl-C) came in the middle of a message to or from "
             f"{handle.describe()}, and its pipe cannot be read again; close() this vector env and make a new one",
             worker_index=handle.index,
         )
-        self._ready.clear()
-        self._in_flight[:] = False
-        return self._failure
+        self._fail_for_good(error)
+        return error
 
     # -- workers ---------------------------------------------------------------------------------
 
@@ -722,11 +721,16 @@ class ProcessVectorEnv(VectorEnv):
             worker_index=handle.index,
         )
 
+    def _fail_for_good(self, failure: WorkerError) -> None:
+        """Nothing more can work (a dead worker, a cut pipe): every later call raises ``failure``'s message."""
+        # A copy without the traceback: its frames hold views of the batch, which close() must free.
+        self._failure = WorkerError(failure.args[0], worker_index=failure.worker_index)
+        self._ready.clear()
+        self._in_flight[:] = False
+
     def _raise_failure(self, failure: WorkerError) -> None:
         if failure.env_index is None:
-            self._failure = failure  # a dead worker: nothing more can work
-            self._ready.clear()
-            self._in_flight[:] = False
+            self._fail_for_good(failure)
         raise failure
 
     def _check_reply(self, handle: WorkerHandle, message: Any, doing: str) -> Any:
@@ -805,7 +809,8 @@ class ProcessVectorEnv(VectorEnv):
                     message = self._receive(handle, deadline, doing, sent[w])
                 except WorkerError as death:
                     if not self.restart_on_crash or self._failure is not None:
-                        self._failure = self._failure or death
+                        if self._failure is None:
+                            self._fail_for_good(death)
                         raise
                     self._restart(handle, deadline)
                     message = self._receive(handle, deadline, doing, self._request(handle, commands[w]))
