@@ -127,7 +127,10 @@ def no_wedge():
 
 
 def make(backend):
-    return torchwm.make_vec(FAULT_ID, NUM_ENVS, backend=backend, seed=0, backend_kwargs={"timeout": TIMEOUT})
+    """The default configuration, with a short timeout once started (starting may take longer on a loaded machine)."""
+    envs = torchwm.make_vec(FAULT_ID, NUM_ENVS, backend=backend, seed=0, backend_kwargs={"timeout": 30})
+    envs.timeout = TIMEOUT
+    return envs
 
 
 def actions(fault=OK):
@@ -270,8 +273,8 @@ if sys.argv[1] == "ray":
     ray.init(address=sys.argv[3], log_to_driver=False, configure_logging=False)
 report = {}
 tfi.FaultEnv.sleeping_marker = os.environ["TORCHWM_TEST_SLEEPING"]
-envs = torchwm.make_vec(tfi.FAULT_ID, tfi.NUM_ENVS, backend=sys.argv[1], seed=0,
-                        backend_kwargs={"timeout": tfi.TIMEOUT * 4})
+envs = tfi.make(sys.argv[1])
+envs.timeout = 10  # the next reset waits for the interrupted step's 2 s sleep to end in the worker
 pids, block = tfi.processes_of(envs)
 envs.reset(seed=0)
 threading.Thread(target=interrupt_when_an_env_sleeps, daemon=True).start()

@@ -80,7 +80,8 @@ BACKEND_OPTIONS = tuple(OPTION_DEFAULTS)
 # and with the parent stepping worker 0's share next to one worker process (inline=True).
 CONFORMANCE_VARIANTS = ([{"context": method, "num_workers": 2} for method in START_METHODS]
                         + [{"context": method, "num_workers": 2, "inline": True} for method in ("fork", "forkserver")])
-_PRELOAD = ["torchwm.vector.worker", "gymnasium", "numpy", "cloudpickle"]
+# torchwm.vector.processes too: a worker unpickles its process object (`ForkServerWorkerProcess`) from it.
+_PRELOAD = ["torchwm.vector.processes", "torchwm.vector.worker", "gymnasium", "numpy", "cloudpickle"]
 
 
 def default_num_workers() -> int:
@@ -489,7 +490,8 @@ class ProcessVectorEnv(VectorEnv):
                 f"interrupted (Ctrl-C), so their state is not what the last results said; reset them "
                 f"(reset(), or reset(env_ids=[...])) before stepping them again"
             )
-        self._sent_at[ids] = self._recvs
+        if self.batch_size < self.num_envs:  # only batches of fewer envs choose (see _overdue_envs)
+            self._sent_at[ids] = self._recvs
         try:
             self._start_step(ids, actions)
         except (WorkerError, EnvTimeoutError):

@@ -8,7 +8,6 @@ the envs at once and `recv` returns what it computed.
 from __future__ import annotations
 
 import functools
-import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -101,10 +100,10 @@ class SyncVectorEnv(VectorEnv):
         self._ready_infos.update(zip(ids.tolist(), infos))
 
     def _wait_ready(self, candidates: np.ndarray, count: int, timeout: float | None) -> tuple[np.ndarray, list[dict]]:
-        # Every env in flight is ready; serve the ones sent first (FIFO), as the parallel backends serve
-        # the ones that finished first. The lowest indices first would starve the others when the
-        # caller sends again to exactly the envs recv() returned.
-        chosen = list(itertools.islice(self._ready_infos, count))
+        # Every env in flight is ready: serve the ones sent first (FIFO), as the parallel backends serve
+        # the finished envs sent longest ago first. The lowest indices first would starve the others
+        # when the caller sends again to exactly the envs recv() returned.
+        chosen = list(self._ready_infos)[:count]
         return np.asarray(chosen, dtype=np.int64), [self._ready_infos.pop(i) for i in chosen]
 
     def _call(self, name: str, args: tuple, kwargs: dict) -> list[Any]:
