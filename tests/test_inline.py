@@ -63,15 +63,15 @@ def alive(pid):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_default_is_inline_with_one_worker_per_core_and_off_for_an_explicit_count(backend):
-    expected = default_num_workers() >= 2
+def test_every_env_is_in_a_worker_by_default_and_the_parent_share_is_opt_in(backend):
+    # Isolation by default: no env runs in the parent unless inline=True is asked for.
     with torchwm.make_vec("CartPole-v1", 4, backend=backend, backend_kwargs={"context": "fork"}) as vec:
-        assert (vec.worker_pids[0] is None) == expected
-        assert sum(pid is not None for pid in vec.worker_pids) == vec.num_workers - expected
+        assert None not in vec.worker_pids and len(set(vec.worker_pids)) == vec.num_workers
+        assert vec.num_workers == min(4, default_num_workers())
         assert vec.worker_slices[0].start == 0 and vec.worker_slices[-1].stop == 4
     with torchwm.make_vec("CartPole-v1", 4, backend=backend,
-                          backend_kwargs={"num_workers": 2, "context": "fork"}) as vec:
-        assert None not in vec.worker_pids and len(set(vec.worker_pids)) == 2
+                          backend_kwargs={"num_workers": 2, "context": "fork", "inline": True}) as vec:
+        assert vec.worker_pids[0] is None and vec.worker_pids[1] is not None
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -162,5 +162,5 @@ def test_construction_error_in_the_parent_share_is_a_worker_error(backend):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_inline_must_be_a_bool(backend):
-    with pytest.raises(TypeError, match="inline must be True, False or None"):
+    with pytest.raises(TypeError, match="inline must be True or False"):
         make(backend, inline="yes")

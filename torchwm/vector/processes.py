@@ -7,25 +7,41 @@ the backend options before anything starts, splits the envs over workers
 worker through its process sentinel (within a second, never a hang), restarts
 it when ``restart_on_crash=True``, and closes everything within a deadline,
 also at interpreter exit or garbage collection (`weakref.finalize`). The two
-backends differ only in how a step travels: `_send_step` and `_wait_ready`.
+backends differ only in how a step travels: `_start_step` and `_await_ready`.
 
-With ``inline=True`` (the default when the number of workers is the default,
-one per usable core) the parent steps worker 0's share of the envs itself,
-in-process, and starts only ``num_workers - 1`` processes. Measured on 2
-cores: with a process per core plus a parent that waits on them and wakes
-them, three processes compete for two cores and each delays the others; with
-the parent doing a worker's share, as many processes are busy as there are
-cores, and the parent's share costs no message at all.
+Every command to a worker is numbered and every reply says which command it
+answers (see `torchwm.vector.worker`), so that a reply nobody waits for any
+more (after a timeout or Ctrl-C) is dropped when it comes, never taken for a
+later one. A step that Ctrl-C (or any unexpected exception) interrupts is
+abandoned: its envs must be reset before they step again, and everything
+else keeps working. Only a Ctrl-C in the middle of one message leaves a pipe
+that cannot be read again; the vector env then says it must be closed.
+
+Workers under ``forkserver`` (the default) start without running the main
+module again (`ForkServerWorkerProcess`), so a script needs no
+``if __name__ == "__main__":`` guard, as under ``fork``; ``spawn`` runs it
+again, as it does for any multiprocessing child.
+
+With ``inline=True`` the parent steps worker 0's share of the envs itself,
+in-process, and starts only ``num_workers - 1`` processes: on a machine where
+a process per core plus a waiting parent compete for the cores, it costs no
+message for that share, but those envs have none of the protections of a
+worker process (no timeout, a crash or ``os._exit`` in them ends the
+program). It is off by default.
 """
 
 from __future__ import annotations
 
+import io
 import math
 import multiprocessing
 import os
+import sys
 import time
 import weakref
 from collections.abc import Callable
+from multiprocessing import context as mp_context
+from multiprocessing import forkserver, popen_forkserver, reduction, spawn, util
 from multiprocessing.connection import wait as wait_connections
 from typing import Any
 
@@ -39,7 +55,15 @@ from torchwm.spec import VecSpec
 from torchwm.vector.base import VectorEnv
 from torchwm.vector.batching import slice_rows
 from torchwm.vector.env_group import EnvGroup, env_fns_of
-from torchwm.vector.worker import WorkerPayload, control_reply, error_reply, gym_specs_to_send, worker_main
+from torchwm.vector.worker import (
+    WorkerPayload,
+    check_same_spaces,
+    control_reply,
+    describe_share,
+    error_reply,
+    gym_specs_to_send,
+    worker_main,
+)
 
 START_METHODS = ("fork", "forkserver", "spawn")
 # forkserver: safe with threads in the parent (fork is not), much faster to start than spawn, and
@@ -50,13 +74,14 @@ CLOSE_GRACE_SECONDS = 1.0  # how long close() waits for workers to exit before t
 # Every option of the process backends and its default (None: decided from the machine or the spec).
 OPTION_DEFAULTS = {"num_workers": None, "envs_per_worker": None, "batch_size": None, "context": DEFAULT_START_METHOD,
                    "timeout": DEFAULT_TIMEOUT, "copy": True, "restart_on_crash": False, "env_fn": None,
-                   "inline": None}
+                   "inline": False}
 BACKEND_OPTIONS = tuple(OPTION_DEFAULTS)
 # The conformance suite runs every check under each start method, with envs split over two workers,
-# and with the parent stepping worker 0's share next to one worker process (the default on 2 cores).
+# and with the parent stepping worker 0's share next to one worker process (inline=True).
 CONFORMANCE_VARIANTS = ([{"context": method, "num_workers": 2} for method in START_METHODS]
                         + [{"context": method, "num_workers": 2, "inline": True} for method in ("fork", "forkserver")])
-_PRELOAD = ["torchwm.vector.worker", "gymnasium", "numpy", "cloudpickle"]
+# torchwm.vector.processes too: a worker unpickles its process object (`ForkServerWorkerProcess`) from it.
+_PRELOAD = ["torchwm.vector.processes", "torchwm.vector.worker", "gymnasium", "numpy", "cloudpickle"]
 
 
 def default_num_workers() -> int:
@@ -138,14 +163,11 @@ def check_options(backend: str, num_envs: int, options: dict[str, Any]) -> dict[
     if env_fn is not None:
         env_fn = env_fns_of(env_fn, num_envs, backend)
     inline = options.get("inline")
-    if inline is not None and not isinstance(inline, bool):
-        raise TypeError(f"{backend}: inline must be True, False or None (default), got {inline!r}")
-    worker_slices = split_envs(num_envs, num_workers, envs_per_worker, backend)
     if inline is None:
-        # The default split has one worker per core: with the parent stepping a share, exactly as
-        # many processes are busy as there are cores (see the module docstring).
-        defaulted = num_workers is None and envs_per_worker is None
-        inline = defaulted and len(worker_slices) >= 2 and len(worker_slices) == default_num_workers()
+        inline = False
+    if not isinstance(inline, bool):
+        raise TypeError(f"{backend}: inline must be True or False (default), got {inline!r}")
+    worker_slices = split_envs(num_envs, num_workers, envs_per_worker, backend)
     return {
         "worker_slices": worker_slices,
         "inline": inline,
@@ -185,11 +207,68 @@ def signal_name(exitcode: int | None) -> str:
     return f"exit code {exitcode}"
 
 
+# Keys of multiprocessing's preparation data that make a child run the parent's main module again.
+_MAIN_MODULE_KEYS = ("init_main_from_path", "init_main_from_name")
+
+
+class _ForkServerPopen(popen_forkserver.Popen):
+    """The forkserver start of a process, without running the parent's main module in the child.
+
+    multiprocessing prepares each forkserver or spawn child with `spawn.get_preparation_data`, which
+    names the parent's main script (``init_main_from_path``) or module (``init_main_from_name``); the
+    child runs it again as ``__mp_main__`` so that objects pickled by reference from ``__main__``
+    resolve there. A script without an ``if __name__ == "__main__":`` guard then builds its vector env
+    again inside every worker and fails. A torchwm worker needs nothing from ``__main__``: its target
+    is `worker_main` and its payload is cloudpickled (functions and classes of ``__main__`` travel by
+    value). So these two keys are left out, for torchwm's workers only and without changing any global
+    state; the rest is the standard library's ``Popen._launch`` unchanged (Python 3.10-3.13).
+    """
+
+    def _launch(self, process_obj: Any) -> None:
+        prep_data = {key: value for key, value in spawn.get_preparation_data(process_obj._name).items()
+                     if key not in _MAIN_MODULE_KEYS}
+        buf = io.BytesIO()
+        mp_context.set_spawning_popen(self)
+        try:
+            reduction.dump(prep_data, buf)
+            reduction.dump(process_obj, buf)
+        finally:
+            mp_context.set_spawning_popen(None)
+        self.sentinel, w = forkserver.connect_to_new_process(self._fds)
+        # As in the standard library: a duplicate of the data pipe's write end is the sentinel of the
+        # parent for the child.
+        _parent_w = os.dup(w)
+        self.finalizer = util.Finalize(self, util.close_fds, (_parent_w, self.sentinel))
+        with open(w, "wb", closefd=True) as f:
+            f.write(buf.getbuffer())
+        self.pid = forkserver.read_signed(self.sentinel)
+
+
+class ForkServerWorkerProcess(mp_context.ForkServerProcess):
+    """A forkserver process that does not run the main module again (see `_ForkServerPopen`)."""
+
+    @staticmethod
+    def _Popen(process_obj: Any) -> _ForkServerPopen:
+        return _ForkServerPopen(process_obj)
+
+
+def _main_module_runs_again(start_method: str) -> bool:
+    """Whether a worker started by ``start_method`` runs the parent's main script again (spawn only)."""
+    main = sys.modules.get("__main__")
+    return start_method == "spawn" and main is not None and getattr(main, "__file__", None) is not None
+
+
 class WorkerHandle:
     """One worker process and the parent's end of its pipe.
 
     An ``inline`` handle has no process: its envs are stepped by the parent itself (see ``shmem``'s
     ``inline`` option); it keeps the index and env range so that errors name it like any worker.
+
+    Attributes:
+        seq: the number of the last command sent (a shmem step takes a number too).
+        torn: True while the parent is in the middle of a message to or from the worker; still True
+            afterwards only if an interrupt cut the message, and the pipe can then not be read again.
+        started: the worker reached torchwm's code (a death before that is a start-up failure).
     """
 
     def __init__(self, index: int, envs: range, inline: bool = False) -> None:
@@ -198,18 +277,25 @@ class WorkerHandle:
         self.inline = inline
         self.process: Any = None
         self.conn: Any = None
+        self.seq = 0
+        self.torn = False
+        self.started = False
 
     def start(self, ctx: Any, payload: bytes) -> None:
         parent_conn, child_conn = ctx.Pipe(duplex=True)
+        method = ctx.get_start_method()
         # The parent's end goes along only under fork, where the child holds a copy it must close.
-        inherited = parent_conn if ctx.get_start_method() == "fork" else None
-        self.process = ctx.Process(
+        inherited = parent_conn if method == "fork" else None
+        process_class = ForkServerWorkerProcess if method == "forkserver" else ctx.Process
+        self.process = process_class(
             target=worker_main, args=(self.index, child_conn, inherited, payload),
             name=f"torchwm-worker-{self.index}", daemon=True,
         )
         self.process.start()
         child_conn.close()
         self.conn = parent_conn
+        self.torn = False
+        self.started = False
 
     @property
     def alive(self) -> bool:
@@ -227,9 +313,10 @@ def shutdown(handles: list[WorkerHandle], release: Callable[[], None] | None) ->
     """
     try:
         for handle in handles:
-            if handle.alive:
+            if handle.alive and not handle.torn:
                 try:
-                    handle.conn.send(("close",))
+                    handle.seq += 1
+                    handle.conn.send((handle.seq, ("close",)))
                 except (OSError, ValueError):
                     pass
         deadline = time.monotonic() + CLOSE_GRACE_SECONDS
@@ -261,7 +348,8 @@ class ProcessVectorEnv(VectorEnv):
         spec: what to build (each worker builds its envs with `torchwm.factory.build_env`).
         num_workers: worker processes (default: the cores this process may use, at most num_envs).
         envs_per_worker: envs each worker steps (the last worker takes the rest); give this or num_workers.
-        batch_size: `recv` returns the first ``batch_size`` envs ready (default: all in flight).
+        batch_size: `recv` returns ``batch_size`` envs among those ready, the ones ready first (default:
+            all in flight).
         context: start method, ``"forkserver"`` (default), ``"fork"`` or ``"spawn"``.
         timeout: seconds a wait on workers may take before `EnvTimeoutError` (default 300; None: no limit).
             A dead worker is detected within a second whatever the timeout.
@@ -271,10 +359,9 @@ class ProcessVectorEnv(VectorEnv):
         env_fn: a no-argument callable that returns one env, or a list of one such callable per env,
             instead of building from ``spec`` (`torchwm.make_vec_from_fns` passes it).
         inline: the parent steps worker 0's envs itself (``worker_slices[0]``, ``worker_pids[0]`` is
-            None) and starts ``num_workers - 1`` processes. Default: True when neither ``num_workers``
-            nor ``envs_per_worker`` is given and that default split has two workers or more (one per
-            usable core); an explicit ``num_workers=N`` starts N processes unless ``inline=True``.
-            A step then runs the parent's envs after signalling the children, in `send` (its envs
+            None) and starts ``num_workers - 1`` processes (default False). Those envs then have none
+            of a worker's protections: no timeout, and a crash or ``os._exit`` in them ends the
+            program. A step runs the parent's envs after signalling the children, in `send` (its envs
             are ready at once, as with ``sync``); ``restart_on_crash`` concerns the children only.
     """
 
@@ -306,52 +393,54 @@ class ProcessVectorEnv(VectorEnv):
         self._autoreset = spec.autoreset
         self._failure: WorkerError | None = None
         self._ready: dict[int, dict] = {}  # envs stepped but not yet returned by recv, in finishing order
+        # For batch_size < num_envs: the recv() count when each env was last sent, and the envs in
+        # flight that were passed over for too long (`_overdue_envs`): recv waits for those.
+        self._recvs = 0
+        self._sent_at = np.zeros(spec.num_envs, dtype=np.int64)
+        self._overdue: list[int] = []
+        # Envs whose step was interrupted (Ctrl-C): they must be reset before they step again.
+        self._interrupted = np.zeros(spec.num_envs, dtype=bool)
+        self._any_interrupted = False
         inline = settings["inline"]
         self._handles = [WorkerHandle(w, envs, inline=inline and w == 0) for w, envs in enumerate(self.worker_slices)]
         self._children = [handle for handle in self._handles if not handle.inline]
         self._local_group: EnvGroup | None = None  # the envs of the inline handle, stepped here
         self._finalizer = weakref.finalize(self, shutdown, self._handles, None)
-        deadline = _deadline(settings["timeout"])
-        for handle in self._children:
-            self._start_worker(handle)
-        # Built while the children build theirs.
-        local_envs = self._build_local_envs(self._handles[0]) if inline else []
-        described = [self._expect(handle, "ready", deadline, "starting its envs") for handle in self._children]
-        if inline:
-            env = local_envs[0]
-            described.insert(0, {"observation_space": env.observation_space, "action_space": env.action_space,
-                                 "metadata": dict(env.metadata), "render_mode": env.render_mode})
-        first = described[0]
-        for w, other in enumerate(described[1:], start=1):
-            if (other["observation_space"], other["action_space"]) != (first["observation_space"], first["action_space"]):
-                self._close_local(local_envs)
-                self._finalizer()
-                raise RuntimeError(f"worker {w}'s envs have spaces unlike worker 0's; every env of a vector env must match")
+        local_envs: list[gym.Env] = []
         try:
+            deadline = _deadline(settings["timeout"])
+            for handle in self._children:
+                self._start_worker(handle)
+            # Built while the children build theirs.
+            local_envs = self._build_local_envs(self._handles[0]) if inline else []
+            shares = [(handle.envs, self._expect_ready(handle, deadline)) for handle in self._children]
+            if inline:
+                shares.insert(0, (self._handles[0].envs, describe_share(local_envs)))
+            check_same_spaces(self.backend_name, shares)
+            first = shares[0][1]
             super().__init__(
                 spec, first["observation_space"], first["action_space"], metadata=first["metadata"],
                 render_mode=first["render_mode"], batch_size=settings["batch_size"], timeout=settings["timeout"],
                 copy=settings["copy"],
             )
             self._make_buffers()
+            self._finalizer.detach()
+            self._finalizer = weakref.finalize(self, shutdown, self._handles, self._release_buffers())
+            if inline:
+                rows = self.worker_slices[0]
+                self._local_group = EnvGroup(
+                    local_envs, self._autoreset,
+                    slice_rows(self.single_observation_space, self._observations, rows.start, rows.stop),
+                    self._rewards[rows.start:rows.stop], self._terminations[rows.start:rows.stop],
+                    self._truncations[rows.start:rows.stop],
+                )
+            setups = [(handle, self._setup(handle)) for handle in self._children]
+            for handle, seq in setups:
+                self._expect(handle, seq, "ok", deadline, "attaching its buffers")
         except BaseException:
             self._close_local(local_envs)
             self._finalizer()
             raise
-        self._finalizer.detach()
-        self._finalizer = weakref.finalize(self, shutdown, self._handles, self._release_buffers())
-        if inline:
-            rows = self.worker_slices[0]
-            self._local_group = EnvGroup(
-                local_envs, self._autoreset,
-                slice_rows(self.single_observation_space, self._observations, rows.start, rows.stop),
-                self._rewards[rows.start:rows.stop], self._terminations[rows.start:rows.stop],
-                self._truncations[rows.start:rows.stop],
-            )
-        for handle in self._children:
-            handle.conn.send(("setup", self._layout()))
-        for handle in self._children:
-            self._expect(handle, "ok", deadline, "attaching its buffers")
 
     # -- what subprocess and shmem provide -------------------------------------------------------
 
@@ -364,6 +453,17 @@ class ProcessVectorEnv(VectorEnv):
     def _layout(self) -> Any:
         return None
 
+    def _hand_over_buffers(self, handle: WorkerHandle) -> None:
+        """Give a worker that was sent its setup what it needs beyond the layout (shmem: the block)."""
+
+    def _start_step(self, ids: np.ndarray, actions: Any) -> None:
+        """Start stepping ``ids`` (see `VectorEnv._send_step`)."""
+        raise NotImplementedError
+
+    def _await_ready(self, candidates: np.ndarray, count: int, timeout: float | None) -> tuple[np.ndarray, list[dict]]:
+        """Wait for ``count`` envs ready (see `VectorEnv._wait_ready`); the ones ready first come first."""
+        raise NotImplementedError
+
     def _reset_reply(self, handle: WorkerHandle, local_ids: list[int], reply: Any) -> list[dict]:
         """Store a worker's reset reply in the batch; return the infos."""
         raise NotImplementedError
@@ -371,8 +471,61 @@ class ProcessVectorEnv(VectorEnv):
     def _worker_restarted(self, handle: WorkerHandle) -> None:
         """Forget what was in flight on a worker that was restarted."""
 
+    def _forget_steps(self) -> None:
+        """Forget the steps in progress without waiting for them: their replies are dropped when they come."""
+
     def _drain(self, deadline: float | None) -> None:
         """Wait for every step in progress and discard its results (after an env raised)."""
+
+    def _ring(self, handle: WorkerHandle) -> None:
+        """Wake ``handle`` after a pipe command, if it sleeps somewhere other than on its pipe."""
+
+    # -- stepping: what the base class calls -----------------------------------------------------
+
+    def _send_step(self, ids: np.ndarray, actions: Any) -> None:
+        self._check_usable()
+        if self._any_interrupted and self._interrupted[ids].any():
+            raise gym.error.ResetNeeded(
+                f"{self.backend_name}: envs {ids[self._interrupted[ids]].tolist()} were in a step that was "
+                f"interrupted (Ctrl-C), so their state is not what the last results said; reset them "
+                f"(reset(), or reset(env_ids=[...])) before stepping them again"
+            )
+        if self.batch_size < self.num_envs:  # only batches of fewer envs choose (see _overdue_envs)
+            self._sent_at[ids] = self._recvs
+        try:
+            self._start_step(ids, actions)
+        except (WorkerError, EnvTimeoutError):
+            raise  # handled where raised: nothing half-done is left
+        except BaseException:
+            self._abandon_step(ids)
+            raise
+
+    def _wait_ready(self, candidates: np.ndarray, count: int, timeout: float | None) -> tuple[np.ndarray, list[dict]]:
+        self._check_usable()
+        self._recvs += 1
+        self._overdue = self._overdue_envs(candidates, count)
+        try:
+            return self._await_ready(candidates, count, timeout)
+        except (WorkerError, EnvTimeoutError):
+            raise  # a timeout leaves the envs in flight: recv() again to keep waiting
+        except BaseException:
+            self._abandon_step(None)
+            raise
+
+    def _abandon_step(self, sending: np.ndarray | None) -> None:
+        """A step was interrupted midway (Ctrl-C, or an unexpected error in the parent): forget it.
+
+        Its envs (those in flight, and ``sending``) are marked to be reset; the replies still to come
+        are dropped by their numbers; the workers are not waited for, so Ctrl-C returns at once.
+        """
+        envs = self._in_flight.copy()
+        if sending is not None:
+            envs[sending] = True
+        self._interrupted |= envs
+        self._any_interrupted = bool(self._interrupted.any())
+        self._ready.clear()
+        self._in_flight[:] = False
+        self._forget_steps()
 
     def _fail_step(self, error: WorkerError, deadline: float | None) -> None:
         """An env raised during a step: finish the rest of the step, then raise with nothing in flight.
@@ -382,13 +535,82 @@ class ProcessVectorEnv(VectorEnv):
         """
         try:
             self._drain(deadline)
-        finally:
-            self._ready.clear()
-            self._in_flight[:] = False
+        except BaseException:
+            self._abandon_step(None)
+            raise
+        self._ready.clear()
+        self._in_flight[:] = False
         raise error
 
-    def _ring(self, handle: WorkerHandle) -> None:
-        """Wake ``handle`` after a pipe command, if it sleeps somewhere other than on its pipe."""
+    # -- messages --------------------------------------------------------------------------------
+
+    def _request(self, handle: WorkerHandle, command: tuple) -> int:
+        """Send ``command`` to ``handle``'s worker under a new number, and return the number."""
+        if handle.torn:
+            raise self._lost(handle)
+        handle.seq += 1
+        handle.torn = True
+        try:
+            handle.conn.send((handle.seq, command))
+        except (OSError, ValueError):
+            pass  # a dead worker: the wait for its reply reports it
+        handle.torn = False
+        self._ring(handle)
+        return handle.seq
+
+    def _read_reply(self, handle: WorkerHandle, seq: int, doing: str,
+                    into: Callable[[], memoryview] | None = None) -> tuple[bool, Any]:
+        """Read one message of ``handle`` (it must have one): (True, reply) if it answers command ``seq``,
+        (False, None) if it answers an earlier command nobody waits for any more (dropped).
+
+        A reply followed by raw observation bytes has them read into ``into()``, or dropped.
+        """
+        if handle.torn:
+            raise self._lost(handle)
+        handle.torn = True
+        try:
+            answered, reply, raw_follows = handle.conn.recv()
+            current = answered == seq
+            if raw_follows:
+                if current and into is not None:
+                    handle.conn.recv_bytes_into(into())
+                else:
+                    handle.conn.recv_bytes()
+        except (EOFError, OSError):
+            raise self._dead(handle, doing) from None
+        handle.torn = False
+        if answered > seq:
+            raise RuntimeError(f"{self.backend_name}: {handle.describe()} answered command {answered} while "
+                               f"{doing}, before command {seq}")
+        return current, reply
+
+    def _receive(self, handle: WorkerHandle, deadline: float | None, doing: str, seq: int,
+                 into: Callable[[], memoryview] | None = None) -> Any:
+        """The reply to command ``seq`` of ``handle``; WorkerError if it died, EnvTimeoutError past ``deadline``."""
+        while True:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise EnvTimeoutError(
+                    f"{self.backend_name}: {handle.describe()} did not answer within the timeout while {doing}; "
+                    f"pass a larger timeout= (backend_kwargs or recv(timeout=)), or look for an env that hangs"
+                )
+            ready = wait_connections([handle.conn, handle.process.sentinel], remaining)
+            if handle.conn in ready:
+                current, reply = self._read_reply(handle, seq, doing, into)
+                if current:
+                    return reply
+            elif ready:
+                raise self._dead(handle, doing)
+
+    def _lost(self, handle: WorkerHandle) -> WorkerError:
+        """The error for a pipe that an interrupt cut in the middle of a message; nothing more can work."""
+        error = WorkerError(
+            f"{self.backend_name}: an interrupt (Ctrl-C) came in the middle of a message to or from "
+            f"{handle.describe()}, and its pipe cannot be read again; close() this vector env and make a new one",
+            worker_index=handle.index,
+        )
+        self._fail_for_good(error)
+        return error
 
     # -- workers ---------------------------------------------------------------------------------
 
@@ -400,7 +622,6 @@ class ProcessVectorEnv(VectorEnv):
                 envs.append(self._env_fns[i]())
         except Exception as exc:
             self._close_local(envs)
-            self._finalizer()
             self._check_reply(handle, error_reply(exc), "starting its envs")
         return envs
 
@@ -421,13 +642,32 @@ class ProcessVectorEnv(VectorEnv):
             message = error_reply(exc)
         return self._check_reply(self._handles[0], message, doing)
 
-    def _take_ready(self, count: int) -> tuple[np.ndarray, list[dict]]:
-        """The first ``count`` envs of ``_ready`` (in finishing order) and their infos, removed from it."""
+    def _overdue_envs(self, candidates: np.ndarray, count: int) -> list[int]:
+        """The envs in flight that were sent two rounds of ``count`` envs ago or more (empty when
+        every env in flight is waited for anyway).
+
+        With ``batch_size``, recv returns envs that are ready; a worker that the OS runs less than the
+        others (more processes than cores) would then have its envs passed over again and again while
+        the others cycle. Waiting for envs this overdue bounds how long any env waits for its turn.
+        """
+        if count >= candidates.size:
+            return []
+        patience = 2 * -(-self.num_envs // count)
+        return candidates[self._sent_at[candidates] <= self._recvs - patience].tolist()
+
+    def _enough_ready(self, count: int) -> bool:
+        """Whether recv can return: ``count`` envs ready, and every overdue env among them."""
+        return len(self._ready) >= count and all(env in self._ready for env in self._overdue)
+
+    def _collect_ready(self, count: int) -> tuple[np.ndarray, list[dict]]:
+        """``count`` envs of ``_ready`` and their infos, removed from it: those sent longest ago first
+        (in finishing order among envs sent together), so that with ``batch_size`` every env has its
+        turn and none starves."""
         if count == len(self._ready):  # all of them: no per-env pops
             ids, infos = np.fromiter(self._ready, np.int64, count), list(self._ready.values())
             self._ready.clear()
             return ids, infos
-        chosen = list(self._ready)[:count]
+        chosen = sorted(self._ready, key=self._sent_at.__getitem__)[:count]  # stable: finishing order kept
         return np.asarray(chosen, dtype=np.int64), [self._ready.pop(i) for i in chosen]
 
     def _step_local(self, local_ids: list[int], actions: Any) -> None:
@@ -452,48 +692,48 @@ class ProcessVectorEnv(VectorEnv):
         )
         handle.start(self._ctx, cloudpickle.dumps(payload))
 
+    def _expect_ready(self, handle: WorkerHandle, deadline: float | None) -> dict[str, Any]:
+        """Wait for a new worker's ``started`` then ``ready``; returns its `describe_share`."""
+        self._expect(handle, 0, "started", deadline, "starting")
+        handle.started = True
+        return self._expect(handle, 0, "ready", deadline, "starting its envs")
+
+    def _setup(self, handle: WorkerHandle) -> int:
+        """Send a ready worker the batch layout (and the buffers); returns the command's number."""
+        seq = self._request(handle, ("setup", self._layout()))
+        self._hand_over_buffers(handle)
+        return seq
+
     def _dead(self, handle: WorkerHandle, doing: str) -> WorkerError:
         handle.process.join(0.1)
-        hint = (
-            "Its envs are lost; close() this vector env and make a new one, or pass "
-            "backend_kwargs={'restart_on_crash': True} to restart crashed workers."
-        )
-        if doing == "starting its envs" and self.start_method != "fork":
-            hint = (
-                f"Under the {self.start_method!r} start method a worker imports the main module again: "
-                f"a script must create vector envs under `if __name__ == '__main__':` (its stderr shows "
-                f"the worker's own traceback)."
-            )
+        if not handle.started:
+            hint = "Its stderr shows the worker's own traceback."
+            if _main_module_runs_again(self.start_method):
+                hint = ("Under the 'spawn' start method a worker runs your main script again first: create "
+                        "vector envs under `if __name__ == '__main__':`, or use the default start method, "
+                        "forkserver, which does not.")
+        elif doing == "starting its envs":
+            hint = "An env's constructor ended the process (a crash, os._exit, exit()); its stderr may show why."
+        else:
+            hint = ("Its envs are lost; close() this vector env and make a new one, or pass "
+                    "backend_kwargs={'restart_on_crash': True} to restart crashed workers.")
         return WorkerError(
             f"{self.backend_name}: {handle.describe()} died ({signal_name(handle.process.exitcode)}) while "
             f"{doing}. {hint}",
             worker_index=handle.index,
         )
 
+    def _fail_for_good(self, failure: WorkerError) -> None:
+        """Nothing more can work (a dead worker, a cut pipe): every later call raises ``failure``'s message."""
+        # A copy without the traceback: its frames hold views of the batch, which close() must free.
+        self._failure = WorkerError(failure.args[0], worker_index=failure.worker_index)
+        self._ready.clear()
+        self._in_flight[:] = False
+
     def _raise_failure(self, failure: WorkerError) -> None:
         if failure.env_index is None:
-            self._failure = failure  # a dead worker: nothing more can work
-            self._ready.clear()
-            self._in_flight[:] = False
+            self._fail_for_good(failure)
         raise failure
-
-    def _receive(self, handle: WorkerHandle, deadline: float | None, doing: str) -> Any:
-        """The next message from ``handle``; WorkerError if it died, EnvTimeoutError past ``deadline``."""
-        while True:
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                raise EnvTimeoutError(
-                    f"{self.backend_name}: {handle.describe()} did not answer within the timeout while {doing}; "
-                    f"pass a larger timeout= (backend_kwargs or recv(timeout=)), or look for an env that hangs"
-                )
-            ready = wait_connections([handle.conn, handle.process.sentinel], remaining)
-            if handle.conn in ready:
-                try:
-                    return handle.conn.recv()
-                except (EOFError, OSError):
-                    raise self._dead(handle, doing) from None
-            if ready:
-                raise self._dead(handle, doing)
 
     def _check_reply(self, handle: WorkerHandle, message: Any, doing: str) -> Any:
         if message[0] == "error":
@@ -504,13 +744,9 @@ class ProcessVectorEnv(VectorEnv):
                               env_index=env_index, worker_index=handle.index, remote_traceback=remote_traceback)
         return message
 
-    def _expect(self, handle: WorkerHandle, kind: str, deadline: float | None, doing: str) -> Any:
-        try:
-            message = self._check_reply(handle, self._receive(handle, deadline, doing), doing)
-        except BaseException:
-            if self._finalizer is not None:
-                self._finalizer()
-            raise
+    def _expect(self, handle: WorkerHandle, seq: int, kind: str, deadline: float | None, doing: str) -> Any:
+        """The reply to command ``seq`` (0: a message the worker sends unasked), which must be ``kind``."""
+        message = self._check_reply(handle, self._receive(handle, deadline, doing, seq), doing)
         if message[0] != kind:
             raise RuntimeError(f"{self.backend_name}: {handle.describe()} sent {message[0]!r} while {doing}, expected {kind!r}")
         return message[1]
@@ -527,29 +763,19 @@ class ProcessVectorEnv(VectorEnv):
         handle.process.close()
         self._start_worker(handle)
         doing = "restarting after a crash"
-        self._expect_restart(handle, "ready", deadline, doing)
-        handle.conn.send(("setup", self._layout()))
-        self._expect_restart(handle, "ok", deadline, doing)
+        self._expect_ready(handle, deadline)
+        self._expect(handle, self._setup(handle), "ok", deadline, doing)
         local_ids = list(range(len(handle.envs)))
-        handle.conn.send(("reset", local_ids, [None] * len(local_ids), None))
-        self._ring(handle)
-        infos = self._reset_reply(handle, local_ids, self._expect_restart(handle, "ok", deadline, doing))
+        seq = self._request(handle, ("reset", local_ids, [None] * len(local_ids), None))
+        infos = self._reset_reply(handle, local_ids, self._expect(handle, seq, "ok", deadline, doing))
         if self._autoreset is AutoresetMode.NEXT_STEP:
-            handle.conn.send(("needs_reset",))
-            self._ring(handle)
-            self._expect_restart(handle, "ok", deadline, doing)
+            self._expect(handle, self._request(handle, ("needs_reset",)), "ok", deadline, doing)
         self._worker_restarted(handle)
         ids = np.asarray(handle.envs)
         self._rewards[ids] = 0.0
         self._terminations[ids] = False
         self._truncations[ids] = True
         return [{**info, "worker_restarted": True} for info in infos]
-
-    def _expect_restart(self, handle: WorkerHandle, kind: str, deadline: float | None, doing: str) -> Any:
-        message = self._check_reply(handle, self._receive(handle, deadline, doing), doing)
-        if message[0] != kind:
-            raise RuntimeError(f"{self.backend_name}: {handle.describe()} sent {message[0]!r} while {doing}")
-        return message[1]
 
     def _on_crash(self, handle: WorkerHandle, error: WorkerError, deadline: float | None) -> None:
         """Restart ``handle`` (restart_on_crash) and mark its in-flight envs ready, or fail for good."""
@@ -563,18 +789,16 @@ class ProcessVectorEnv(VectorEnv):
     # -- control commands (reset, call, set_attr) ------------------------------------------------
 
     def _broadcast(self, commands: dict[int, tuple], doing: str) -> dict[int, Any]:
-        """Send each worker its command, then gather every reply (commands run in parallel)."""
+        """Send each worker its command, then gather every reply (commands run in parallel).
+
+        An error reply (an env raised, or its result cannot be pickled) fails this call only; a worker
+        that died fails the vector env, unless ``restart_on_crash`` restarts it and the command is sent
+        again.
+        """
         self._check_usable()
         deadline = _deadline(self.timeout)
-        for w, command in commands.items():
-            handle = self._handles[w]
-            if handle.inline:
-                continue  # run below, while the children run theirs
-            try:
-                handle.conn.send(command)
-            except (OSError, ValueError):
-                pass  # a dead worker: _receive reports it
-            self._ring(handle)
+        sent = {w: self._request(self._handles[w], command) for w, command in commands.items()
+                if not self._handles[w].inline}  # the inline share runs below, while the children run theirs
         replies: dict[int, Any] = {}
         first_error: BaseException | None = None
         for w in sorted(commands, key=lambda w: not self._handles[w].inline):
@@ -582,18 +806,20 @@ class ProcessVectorEnv(VectorEnv):
             try:
                 if handle.inline:
                     replies[w] = self._run_local(commands[w], doing)[1]
-                else:
-                    replies[w] = self._check_reply(handle, self._receive(handle, deadline, doing), doing)[1]
-            except WorkerError as error:
-                if error.env_index is None and self.restart_on_crash and not handle.inline:
+                    continue
+                try:
+                    message = self._receive(handle, deadline, doing, sent[w])
+                except WorkerError as death:
+                    if not self.restart_on_crash or self._failure is not None:
+                        if self._failure is None:
+                            self._fail_for_good(death)
+                        raise
                     self._restart(handle, deadline)
-                    handle.conn.send(commands[w])
-                    self._ring(handle)
-                    replies[w] = self._check_reply(handle, self._receive(handle, deadline, doing), doing)[1]
-                elif first_error is None:
+                    message = self._receive(handle, deadline, doing, self._request(handle, commands[w]))
+                replies[w] = self._check_reply(handle, message, doing)[1]
+            except WorkerError as error:
+                if first_error is None:
                     first_error = error
-                    if error.env_index is None and not handle.inline:
-                        self._failure = error
         if first_error is not None:
             raise first_error
         return replies
@@ -615,6 +841,9 @@ class ProcessVectorEnv(VectorEnv):
                 infos[p] = info
         for env in ids.tolist():
             self._ready.pop(env, None)
+        if self._any_interrupted:
+            self._interrupted[ids] = False
+            self._any_interrupted = bool(self._interrupted.any())
         return infos
 
     def _call(self, name: str, args: tuple, kwargs: dict) -> list[Any]:
@@ -626,9 +855,10 @@ class ProcessVectorEnv(VectorEnv):
         self._broadcast(commands, f"setting {name!r}")
 
     def _close(self) -> None:
-        if self._local_group is not None:
-            group, self._local_group = self._local_group, None
+        group, self._local_group = self._local_group, None
+        if group is not None:
             self._close_local(group.envs)
+            del group  # its rows are views of the batch, which shmem unmaps below
         if self._finalizer is not None:
             self._finalizer()
 

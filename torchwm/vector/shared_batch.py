@@ -8,11 +8,14 @@ observation rows in place, and two counters per worker (``command_seq``,
 describes the block as plain data, so a worker (started by fork, forkserver or
 spawn) attaches by name and gets the same numpy views.
 
-Segments are named ``torchwm_<pid>_<random>`` so that a leak is easy to spot in
-``/dev/shm`` (Linux); only the parent creates and unlinks them (it also
-registers them with multiprocessing's resource tracker, which unlinks them if
-the parent is killed). Workers attach without registering, so a worker that
-exits does not unlink a segment the parent still uses.
+The block has no name in ``/dev/shm``: the parent makes it with
+``memfd_create`` (elsewhere: a file it unlinks at once) and hands each worker
+its file descriptor over the worker's pipe (`send_handle`), also a worker
+restarted later. So nothing is left behind whatever is killed (the parent,
+the workers, the whole process group, and with them multiprocessing's
+resource tracker): the memory goes with the last process that maps it. The
+name ``torchwm_<pid>_<random>`` still labels the mapping (``/memfd:torchwm_...``
+in ``/proc/<pid>/maps``), so that it is easy to find.
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ from __future__ import annotations
 import mmap
 import os
 import secrets
+import tempfile
 from dataclasses import dataclass
-from multiprocessing import resource_tracker
+from multiprocessing.reduction import send_handle
 from typing import Any
 
 import gymnasium as gym
@@ -91,6 +95,8 @@ def plan_layout(
         ("parent_sleeping", (), np.dtype(np.int32), (1,)),
         # How many workers must be done before waking the parent helps (0: any).
         ("ring_threshold", (), np.dtype(np.int32), (1,)),
+        # 1: this worker's step actions come over its pipe (their dtype is not the action space's).
+        ("action_via_pipe", (), np.dtype(np.int32), (w,)),
         ("step_mask", (), np.dtype(np.bool_), (n,)),
         # A worker's step infos, pickled, when they fit: no pipe message, no wake-up on either side.
         ("info_length", (), np.dtype(np.int64), (w,)),
@@ -116,13 +122,14 @@ class SharedBatch:
     ``terminations``, ``truncations``, ``step_mask`` (one row per env), ``command_seq``, ``done_seq``,
     ``status``, ``doorbell``, ``info_length``, ``info_bytes`` (one per worker) and ``parent_bell``.
 
-    Use `SharedBatch.create` in the parent and `SharedBatch.attach` in a worker.
+    Use `SharedBatch.create` in the parent, `SharedBatch.send` to hand it to a worker, and
+    `SharedBatch.attach` in the worker.
     """
 
     def __init__(self, layout: Layout, mapping: mmap.mmap, observation_space: gym.Space,
-                 action_space: gym.Space, owner: bool) -> None:
+                 action_space: gym.Space, fd: int | None) -> None:
         self.layout = layout
-        self._owner = owner
+        self._fd = fd  # the parent's: kept open to hand the block to workers started later
         self._mapping: mmap.mmap | None = mapping
         fields: dict[str, dict[tuple, np.ndarray]] = {}
         for field, path, dtype, shape, offset in layout.entries:
@@ -137,6 +144,7 @@ class SharedBatch:
         self.worker_sleeping = fields["worker_sleeping"][()]
         self.parent_sleeping = fields["parent_sleeping"][()]
         self.ring_threshold = fields["ring_threshold"][()]
+        self.action_via_pipe = fields["action_via_pipe"][()]
         self.step_mask = fields["step_mask"][()]
         self.info_length = fields["info_length"][()]
         self.info_bytes = fields["info_bytes"][()]
@@ -179,57 +187,73 @@ class SharedBatch:
     def create(cls, observation_space: gym.Space, action_space: gym.Space, num_envs: int,
                num_workers: int) -> SharedBatch:
         layout = plan_layout(observation_space, action_space, num_envs, num_workers)
-        fd = os.open(_path(layout.name), os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+        fd = _anonymous_file(layout.name)
         try:
             os.ftruncate(fd, layout.size)
             mapping = mmap.mmap(fd, layout.size)
         except BaseException:
-            os.unlink(_path(layout.name))
-            raise
-        finally:
             os.close(fd)
-        # The tracker unlinks the segment if this process dies without closing (SIGKILL, os._exit).
-        resource_tracker.register("/" + layout.name, "shared_memory")
-        return cls(layout, mapping, observation_space, action_space, owner=True)
+            raise
+        return cls(layout, mapping, observation_space, action_space, fd)
+
+    def send(self, conn: Any, pid: int) -> None:
+        """Hand the block to the worker at the other end of ``conn`` (it calls `attach`)."""
+        assert self._fd is not None, "only the process that created the block sends it"
+        send_handle(conn, self._fd, pid)
 
     @classmethod
-    def attach(cls, layout: Layout, observation_space: gym.Space, action_space: gym.Space) -> SharedBatch:
-        # Not SharedMemory(name): on Python < 3.13 that registers the segment with the resource
-        # tracker again, and a worker's exit would then unlink the segment under the parent.
-        fd = os.open(_path(layout.name), os.O_RDWR)
+    def attach(cls, layout: Layout, fd: int, observation_space: gym.Space, action_space: gym.Space) -> SharedBatch:
+        """Map the block whose descriptor ``fd`` came from `send` (and close ``fd``)."""
         try:
             mapping = mmap.mmap(fd, layout.size)
         finally:
             os.close(fd)
-        return cls(layout, mapping, observation_space, action_space, owner=False)
+        return cls(layout, mapping, observation_space, action_space, None)
 
     def release(self) -> None:
-        """Unlink the segment (the parent) and drop the mapping. Safe to call twice."""
-        if self._owner:
-            self._owner = False
-            try:
-                os.unlink(_path(self.layout.name))
-            except FileNotFoundError:
-                pass
-            resource_tracker.unregister("/" + self.layout.name, "shared_memory")
+        """Drop the mapping (and the parent's descriptor). Safe to call twice."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
         mapping, self._mapping = self._mapping, None
+        # This object's own views go first: a mapping with views cannot be closed.
+        for name in [name for name in vars(self) if name not in ("layout", "_fd", "_mapping")]:
+            setattr(self, name, None)
         if mapping is not None:
             try:
                 mapping.close()
             except BufferError:
-                # Views handed out with copy=False still use it; the memory goes with them,
-                # and the name is already gone from /dev/shm.
+                # Views handed out with copy=False still use it; the memory goes with them.
                 pass
 
 
-def _path(name: str) -> str:
-    return f"/dev/shm/{name}"
+def _anonymous_file(name: str) -> int:
+    """A descriptor of a new, empty shared file that has no path (``name`` labels it where possible)."""
+    if hasattr(os, "memfd_create"):
+        return os.memfd_create(name, os.MFD_CLOEXEC)
+    directory = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+    path = os.path.join(directory, name)
+    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+    os.unlink(path)  # at once: the descriptor keeps the file, and nothing can be left behind
+    return fd
 
 
 def leaked_segments() -> list[str]:
-    """Names of torchwm segments in ``/dev/shm`` created by this process (tests use it)."""
+    """Names of torchwm segments in ``/dev/shm`` created by this process (tests use it; torchwm itself
+    leaves none there, even while running)."""
     prefix = f"{SEGMENT_PREFIX}{os.getpid()}_"
     try:
         return sorted(name for name in os.listdir("/dev/shm") if name.startswith(prefix))
     except FileNotFoundError:
         return []
+
+
+def mapped_segments(pid: int | str = "self") -> list[str]:
+    """Names of the torchwm blocks that process ``pid`` maps (Linux; tests use it to see memory freed)."""
+    try:
+        with open(f"/proc/{pid}/maps") as maps:
+            lines = maps.read().splitlines()
+    except FileNotFoundError:
+        return []
+    names = {line.split("/memfd:", 1)[1].split(" ")[0] for line in lines if f"/memfd:{SEGMENT_PREFIX}" in line}
+    return sorted(names)

@@ -6,7 +6,8 @@ infos, pickled through its pipe. It works for any space, including ones that
 do not fit in fixed-size shared memory; for array observations ``shmem`` is
 faster, since it moves nothing through pipes on a step. With ``inline`` (see
 `torchwm.vector.processes`) the parent steps worker 0's envs into its own
-batch, with no message at all.
+batch, with no message at all. Replies are taken in the order they come, so
+with ``batch_size`` the envs that finished first are returned first.
 """
 
 from __future__ import annotations
@@ -54,8 +55,9 @@ class SubprocVectorEnv(ProcessVectorEnv):
         self._rewards = np.zeros(n, dtype=np.float64)
         self._terminations = np.zeros(n, dtype=np.bool_)
         self._truncations = np.zeros(n, dtype=np.bool_)
-        # Per worker, the global ids of each step command not answered yet, oldest first.
+        # Per worker, (number, global ids) of each step command not answered yet, oldest first.
         self._outstanding = [collections.deque() for _ in self._handles]
+        self._worker_ids = [np.arange(r.start, r.stop) for r in self.worker_slices]
 
     def _store(self, ids: np.ndarray | slice, rows: tuple) -> None:
         obs, rewards, terminations, truncations = rows
@@ -76,8 +78,11 @@ class SubprocVectorEnv(ProcessVectorEnv):
     def _worker_restarted(self, handle: WorkerHandle) -> None:
         self._outstanding[handle.index].clear()
 
-    def _send_step(self, ids: np.ndarray, actions: Any) -> None:
-        self._check_usable()
+    def _forget_steps(self) -> None:
+        for outstanding in self._outstanding:
+            outstanding.clear()  # their replies carry older numbers than any later command: dropped
+
+    def _start_step(self, ids: np.ndarray, actions: Any) -> None:
         local_step = None  # the parent's own envs and their actions, under inline
         if ids.size == self.num_envs:
             # Every env: each worker's actions are a contiguous slice.
@@ -88,7 +93,7 @@ class SubprocVectorEnv(ProcessVectorEnv):
                 if handle.inline:
                     local_step = (local, mine)
                 else:
-                    self._send(handle, ("step", local, mine), np.arange(rows.start, rows.stop))
+                    self._send(handle, ("step", local, mine), self._worker_ids[handle.index])
         else:
             workers = self._worker_of[ids]
             for w in np.unique(workers).tolist():
@@ -105,63 +110,67 @@ class SubprocVectorEnv(ProcessVectorEnv):
             self._step_local(*local_step)
 
     def _send(self, handle: WorkerHandle, command: tuple, ids: np.ndarray) -> None:
-        try:
-            handle.conn.send(command)
-        except (OSError, ValueError):
-            pass  # a dead worker; _wait_ready notices through its sentinel
-        self._outstanding[handle.index].append(ids)
+        self._outstanding[handle.index].append((self._request(handle, command), ids))
 
-    def _wait_ready(self, candidates: np.ndarray, count: int, timeout: float | None) -> tuple[np.ndarray, list[dict]]:
-        self._check_usable()
+    def _await_ready(self, candidates: np.ndarray, count: int, timeout: float | None) -> tuple[np.ndarray, list[dict]]:
         deadline = None if timeout is None else time.monotonic() + timeout
-        while len(self._ready) < count:
-            busy = [h for h in self._handles if self._outstanding[h.index]]
+        busy = [h for h in self._children if self._outstanding[h.index]]
+        if busy and self._enough_ready(count):
+            # Enough are ready already; still take in the replies that have come, so that envs are
+            # served in the order they finished, and none waits behind envs that finished later.
+            for handle in busy:
+                while self._outstanding[handle.index] and handle.conn.poll():
+                    self._collect(handle, deadline)
+        while not self._enough_ready(count):
+            busy = [h for h in self._children if self._outstanding[h.index]]
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
-                waiting = sorted(int(i) for h in busy for ids in self._outstanding[h.index] for i in ids)
+                waiting = sorted(int(i) for h in busy for _, ids in self._outstanding[h.index] for i in ids)
                 raise EnvTimeoutError(
                     f"{self.backend_name}: envs {waiting} did not finish their step within {timeout} s; "
                     f"recv(timeout=...) again to keep waiting, or close() to stop the workers"
                 )
             waitables = [h.conn for h in busy] + [h.process.sentinel for h in busy]
-            ready = self._poll_briefly(busy) or wait_connections(waitables, remaining)
+            ready = self._poll_briefly(busy, SPIN_SECONDS) or wait_connections(waitables, remaining)
             for handle in busy:
                 if handle.conn in ready:
                     self._collect(handle, deadline)
                 elif handle.process.sentinel in ready:
                     self._on_crash(handle, self._dead(handle, "stepping"), deadline)
                     self._outstanding[handle.index].clear()
-        return self._take_ready(count)
+        return self._collect_ready(count)
 
     @staticmethod
-    def _poll_briefly(busy: list[WorkerHandle]) -> list[Any]:
-        """The busy workers' pipes that have a reply within ``SPIN_SECONDS`` (polled with sched_yield);
+    def _poll_briefly(busy: list[WorkerHandle], seconds: float) -> list[Any]:
+        """The busy workers' pipes that have a reply within ``seconds`` (polled with sched_yield);
         a reply that comes that soon then costs no wake-up from a blocking wait."""
         started = time.perf_counter()
         while True:
             ready = [h.conn for h in busy if h.conn.poll()]
-            if ready or time.perf_counter() - started >= SPIN_SECONDS:
+            if ready or time.perf_counter() - started >= seconds:
                 return ready
             os.sched_yield()
 
     def _drain(self, deadline: float | None) -> None:
         for handle in self._children:
             while self._outstanding[handle.index]:
-                self._outstanding[handle.index].popleft()
-                message = self._receive(handle, deadline, "finishing a step after an env raised")
-                if message[0] == "ok" and message[1][0] is None:
-                    handle.conn.recv_bytes()  # the raw observation rows that follow it
+                seq, _ = self._outstanding[handle.index].popleft()
+                self._receive(handle, deadline, "finishing a step after an env raised", seq)
 
     def _collect(self, handle: WorkerHandle, deadline: float | None) -> None:
-        ids = self._outstanding[handle.index][0]
+        """Read one reply of ``handle`` (it has one): its oldest step's results, or a late reply to drop."""
+        seq, ids = self._outstanding[handle.index][0]
         try:
-            message = handle.conn.recv()
-            if message[0] == "ok" and message[1][0] is None:
-                # A whole share's observations as raw bytes (see serve_pipe): its rows are contiguous.
-                handle.conn.recv_bytes_into(self._observations[ids[0]:ids[-1] + 1].data.cast("B"))
-        except (EOFError, OSError):
-            self._on_crash(handle, self._dead(handle, "stepping"), deadline)
+            # A whole share's observations come as raw bytes (see serve_pipe): its rows are contiguous.
+            current, message = self._read_reply(handle, seq, "stepping",
+                                                into=lambda: self._observations[ids[0]:ids[-1] + 1].data.cast("B"))
+        except WorkerError as death:
+            if self._failure is not None:  # a pipe cut by an interrupt: nothing to restart
+                raise
+            self._on_crash(handle, death, deadline)
             self._outstanding[handle.index].clear()
+            return
+        if not current:
             return
         self._outstanding[handle.index].popleft()
         try:

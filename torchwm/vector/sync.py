@@ -100,8 +100,11 @@ class SyncVectorEnv(VectorEnv):
         self._ready_infos.update(zip(ids.tolist(), infos))
 
     def _wait_ready(self, candidates: np.ndarray, count: int, timeout: float | None) -> tuple[np.ndarray, list[dict]]:
-        chosen = candidates[:count]
-        return chosen, [self._ready_infos.pop(i) for i in chosen.tolist()]
+        # Every env in flight is ready: serve the ones sent first (FIFO), as the parallel backends serve
+        # the finished envs sent longest ago first. The lowest indices first would starve the others
+        # when the caller sends again to exactly the envs recv() returned.
+        chosen = list(self._ready_infos)[:count]
+        return np.asarray(chosen, dtype=np.int64), [self._ready_infos.pop(i) for i in chosen]
 
     def _call(self, name: str, args: tuple, kwargs: dict) -> list[Any]:
         assert self._group is not None

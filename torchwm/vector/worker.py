@@ -3,14 +3,26 @@
 `worker_main` is the target of every process that ``subproc`` and ``shmem``
 start. It builds its envs from a cloudpickled factory (so lambdas, closures
 and envs registered at run time work under fork, forkserver and spawn),
-reports their spaces, then serves commands until ``close``:
+reports their spaces, then serves commands until ``close``.
+
+Every pipe message is numbered. The parent sends ``(seq, command)``; the
+worker answers ``(seq, reply, raw_follows)`` with the number of the command
+it answers (0 for the messages it sends unasked at start: ``started``, then
+``ready``). A reply the parent no longer waits for (its command timed out, or
+Ctrl-C interrupted the wait) is recognised by its number and dropped, so a
+late reply is never taken for the answer to a later command. A reply that
+cannot be pickled (an env attribute holding a lock, an emulator handle)
+becomes an error reply for that command only (`send_reply`).
 
 - ``subproc``: every command comes over the pipe and every result goes back
   over it (`serve_pipe`). After a command the worker polls the pipe with
   ``os.sched_yield()`` for a millisecond before it blocks in ``recv``, for the
   reason below.
 - ``shmem``: steps are signalled through shared memory (`serve_shared`): the
-  parent writes actions and a step mask, then bumps ``command_seq[w]``; the
+  parent writes actions and a step mask, then sets ``command_seq[w]`` to the
+  step's number (actions whose dtype is not the action space's come over the
+  pipe instead, flagged in ``action_via_pipe[w]``, so that every env gets the
+  actions exactly as given, as on every other backend); the
   worker steps, writes its rows in place and its non-empty infos, pickled, in
   its share of ``info_bytes`` (the pipe only when they do not fit), then sets
   ``done_seq[w]``. While idle it polls the counter with
@@ -27,6 +39,7 @@ from __future__ import annotations
 import importlib
 import os
 import pickle
+from multiprocessing.reduction import ForkingPickler, recv_handle
 import signal
 import time
 import traceback
@@ -85,6 +98,74 @@ def _register_missing(specs: list[gym.envs.registration.EnvSpec]) -> None:
             gym.registry[spec.id] = spec
 
 
+def describe_share(envs: list[gym.Env]) -> dict[str, Any]:
+    """What the parent needs to know of one share of envs: its first env's spaces, metadata and render
+    mode, and ``unlike``: (local index, observation space, action space) of the first env whose spaces
+    differ from the first one's, or None. Built in each worker and by the parent for the envs it steps
+    itself (``inline``), so that every env of every share is checked (`check_same_spaces`)."""
+    first = envs[0]
+    unlike = next(((i, env.observation_space, env.action_space) for i, env in enumerate(envs)
+                   if env.observation_space != first.observation_space or env.action_space != first.action_space), None)
+    return {"observation_space": first.observation_space, "action_space": first.action_space,
+            "metadata": dict(first.metadata), "render_mode": first.render_mode, "unlike": unlike}
+
+
+def check_same_spaces(backend: str, shares: list[tuple[range, dict[str, Any]]]) -> None:
+    """RuntimeError (Gymnasium's type for this) if any env's spaces differ from env 0's.
+
+    ``shares`` holds each share's envs and its `describe_share`, the share of env 0 first.
+    """
+    reference = shares[0][1]
+    for envs, described in shares:
+        candidates = [(envs.start, described["observation_space"], described["action_space"])]
+        if described["unlike"] is not None:
+            local, observation_space, action_space = described["unlike"]
+            candidates.append((envs.start + local, observation_space, action_space))
+        for env, observation_space, action_space in candidates:
+            for kind, space, expected in (("observation", observation_space, reference["observation_space"]),
+                                          ("action", action_space, reference["action_space"])):
+                if space != expected:
+                    raise RuntimeError(
+                        f"{backend}: env {env} has {kind} space {space}, unlike env 0's {expected}; every env "
+                        f"of a vector env must have the same observation and action spaces"
+                    )
+
+
+def send_reply(conn: Any, seq: int, reply: Any, raw: Any = None, first_env: int = 0) -> None:
+    """Send ``reply`` as the answer to command ``seq``, then ``raw`` bytes if given.
+
+    Pickled here, before anything is written: a reply that cannot be pickled (``get_attr`` of an
+    attribute holding a lock or an emulator) is answered with an error for this command instead, and
+    the pipe stays in step.
+    """
+    try:
+        data = ForkingPickler.dumps((seq, reply, raw is not None))
+    except Exception as exc:
+        data = ForkingPickler.dumps((seq, error_reply(_unpicklable(reply, exc, first_env)), False))
+        raw = None
+    conn.send_bytes(data)
+    if raw is not None:
+        conn.send_bytes(raw)
+
+
+def _unpicklable(reply: Any, exc: Exception, first_env: int) -> TypeError:
+    whose = ""
+    if isinstance(reply, tuple) and len(reply) == 2 and isinstance(reply[1], list):  # one value per env
+        for i, value in enumerate(reply[1]):
+            try:
+                ForkingPickler.dumps(value)
+            except Exception:
+                whose = f" (the value of env {first_env + i}, a {type(value).__name__})"
+                break
+    error = TypeError(
+        f"the result cannot be pickled to send it to the parent process{whose}: {type(exc).__name__}: {exc}. "
+        f"Call a method that returns plain data (numbers, arrays, strings), or use backend='sync' to "
+        f"reach the env object itself"
+    )
+    error.__cause__ = exc
+    return error
+
+
 def failing_env(exc: BaseException) -> int | None:
     """The local index of the env that raised, read from the `EnvGroup` frame of the traceback.
 
@@ -113,41 +194,39 @@ def worker_main(worker_index: int, conn: Any, parent_conn: Any, payload_bytes: b
         parent_conn.close()  # else the pipe never reports the parent's death (fork keeps both ends)
     group: EnvGroup | None = None
     shared = None
+    first_env = 0
     try:
+        # Says that the process got as far as torchwm's code (a death before it is a start-up failure).
+        send_reply(conn, 0, ("started", os.getpid()))
+        answering = 0
         try:
             payload: WorkerPayload = cloudpickle.loads(payload_bytes)
+            first_env = payload.first_env
             _register_missing(payload.gym_specs)
             envs = [fn() for fn in payload.env_fns]
-            first = envs[0]
-            for i, env in enumerate(envs[1:], start=1):
-                if env.observation_space != first.observation_space or env.action_space != first.action_space:
-                    raise RuntimeError(f"env {payload.first_env + i} has spaces unlike env {payload.first_env}'s")
-            conn.send(("ready", {
-                "observation_space": first.observation_space,
-                "action_space": first.action_space,
-                "metadata": dict(first.metadata),
-                "render_mode": first.render_mode,
-            }))
-            command = conn.recv()
+            send_reply(conn, 0, ("ready", describe_share(envs)))
+            answering, command = conn.recv()
             assert command[0] == "setup", command
             layout = command[1]
+            first = envs[0]
             if layout is None:
                 arrays = (create_empty_array(first.observation_space, n=len(envs), fn=np.zeros),
                           np.zeros(len(envs)), np.zeros(len(envs), bool), np.zeros(len(envs), bool))
             else:
-                shared = SharedBatch.attach(layout, first.observation_space, first.action_space)
+                # The block comes as a file descriptor over the pipe: it has no name anyone could leak.
+                shared = SharedBatch.attach(layout, recv_handle(conn), first.observation_space, first.action_space)
                 rows = slice(payload.first_env, payload.first_env + len(envs))
                 arrays = (slice_rows(first.observation_space, shared.observations, rows.start, rows.stop),
                           shared.rewards[rows], shared.terminations[rows], shared.truncations[rows])
             group = EnvGroup(envs, payload.autoreset_mode, *arrays)
-            conn.send(("ok", None))
+            send_reply(conn, answering, ("ok", None))
         except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent
-            conn.send(error_reply(exc))
+            send_reply(conn, answering, error_reply(exc))
             return
         if shared is None:
-            serve_pipe(group, conn)
+            serve_pipe(group, conn, first_env)
         else:
-            serve_shared(group, conn, shared, worker_index, payload.first_env)
+            serve_shared(group, conn, shared, worker_index, first_env)
     except (EOFError, BrokenPipeError, ConnectionResetError):
         pass  # the parent is gone: nobody to answer
     finally:
@@ -204,14 +283,14 @@ def wait_for_message(conn: Any, idle_since: float) -> None:
     conn.poll(None)
 
 
-def serve_pipe(group: EnvGroup, conn: Any) -> None:
+def serve_pipe(group: EnvGroup, conn: Any, first_env: int) -> None:
     """The ``subproc`` loop: commands and results over the pipe."""
     while True:
         wait_for_message(conn, time.perf_counter())
-        command = conn.recv()
+        seq, command = conn.recv()
         kind = command[0]
         if kind == "close":
-            conn.send(("ok", None))
+            send_reply(conn, seq, ("ok", None))
             return
         try:
             if kind == "step":
@@ -220,20 +299,20 @@ def serve_pipe(group: EnvGroup, conn: Any) -> None:
                 if len(local_ids) == len(group.envs) and isinstance(group.observations, np.ndarray):
                     # All rows of an array batch: the observations follow as raw bytes, which the
                     # parent reads straight into its batch (no pickling, no copy on either side).
-                    conn.send(("ok", (None, group.rewards, group.terminations, group.truncations, infos)))
-                    conn.send_bytes(group.observations.data.cast("B"))
+                    send_reply(conn, seq, ("ok", (None, group.rewards, group.terminations, group.truncations, infos)),
+                               raw=group.observations.data.cast("B"))
                 else:
-                    conn.send(("ok", (*_rows_of(group, local_ids), infos)))
+                    send_reply(conn, seq, ("ok", (*_rows_of(group, local_ids), infos)))
             elif kind == "reset":
                 _, local_ids, seeds, options = command
                 infos = group.reset(local_ids, seeds, options)
-                conn.send(("ok", (*_rows_of(group, local_ids), infos)))
+                send_reply(conn, seq, ("ok", (*_rows_of(group, local_ids), infos)))
             else:
-                conn.send(control_reply(group, command))
+                send_reply(conn, seq, control_reply(group, command), first_env=first_env)
         except (EOFError, BrokenPipeError):
             raise
         except Exception as exc:
-            conn.send(error_reply(exc))
+            send_reply(conn, seq, error_reply(exc))
 
 
 def serve_shared(group: EnvGroup, conn: Any, shared: Any, worker_index: int, first_env: int) -> None:
@@ -247,12 +326,14 @@ def serve_shared(group: EnvGroup, conn: Any, shared: Any, worker_index: int, fir
     command_seq = shared.command_seq
     done_seq = shared.done_seq
     status = shared.status
+    action_via_pipe = shared.action_via_pipe
     info_bytes, info_length = shared.info_bytes[worker_index], shared.info_length
     info_capacity = info_bytes.size
     doorbell = shared.doorbell
     sleeping = shared.worker_sleeping
     doorbell_address = shared.doorbell_address(worker_index)
     last_seq = int(command_seq[worker_index])
+    piped_actions: tuple | None = None  # (seq, local_ids, actions) of a step whose actions came over the pipe
     parent = os.getppid()
     idle_since = time.perf_counter()
     while True:
@@ -260,11 +341,21 @@ def serve_shared(group: EnvGroup, conn: Any, shared: Any, worker_index: int, fir
         seq = int(command_seq[worker_index])
         if seq != last_seq:
             last_seq = seq
-            local_ids = all_local if mask_view.all() else np.flatnonzero(mask_view).tolist()
+            message: Any = None
             try:
-                actions = actions_view if local_ids is all_local else take_rows(action_space, actions_view, np.asarray(local_ids))
+                if action_via_pipe[worker_index]:
+                    # Sent before the step's number was set, so it is in the pipe already.
+                    while piped_actions is None or piped_actions[0] != seq:
+                        answered, command = conn.recv()
+                        piped_actions = (answered, *command[1:])
+                    _, local_ids, actions = piped_actions
+                    piped_actions = None
+                elif mask_view.all():
+                    local_ids, actions = all_local, actions_view
+                else:
+                    local_ids = np.flatnonzero(mask_view).tolist()
+                    actions = take_rows(action_space, actions_view, np.asarray(local_ids))
                 infos = group.step(local_ids, actions)
-                message: Any = None
                 status[worker_index] = STATUS_OK
                 if any(infos):
                     pickled = pickle.dumps(infos, protocol=pickle.HIGHEST_PROTOCOL)
@@ -275,6 +366,8 @@ def serve_shared(group: EnvGroup, conn: Any, shared: Any, worker_index: int, fir
                     else:
                         message = infos
                         status[worker_index] = STATUS_INFOS
+            except (EOFError, BrokenPipeError):
+                raise
             except Exception as exc:
                 message = error_reply(exc)
                 status[worker_index] = STATUS_ERROR
@@ -284,20 +377,24 @@ def serve_shared(group: EnvGroup, conn: Any, shared: Any, worker_index: int, fir
             done_seq[worker_index] = seq
             shared.ring_parent()
             if message is not None:
-                conn.send(message)
+                send_reply(conn, seq, message)
             idle_since = time.perf_counter()
             continue
         if conn.poll():
-            command = conn.recv()
+            answered, command = conn.recv()
+            if command[0] == "actions":
+                # A step's actions, read before its number was seen; the step comes next.
+                piped_actions = (answered, *command[1:])
+                continue
             if command[0] == "close":
-                conn.send(("ok", None))
+                send_reply(conn, answered, ("ok", None))
                 return
             try:
-                conn.send(control_reply(group, command))
+                send_reply(conn, answered, control_reply(group, command), first_env=first_env)
             except (EOFError, BrokenPipeError):
                 raise
             except Exception as exc:
-                conn.send(error_reply(exc))
+                send_reply(conn, answered, error_reply(exc))
             idle_since = time.perf_counter()
             continue
         if time.perf_counter() - idle_since < SPIN_SECONDS:
