@@ -11,6 +11,12 @@ which an actor runs beside the graph's loop. Asynchronous batches
 (``batch_size < num_envs``) wait on the actors' results with `ray.wait`; an
 actor's envs come back together, and rows that arrive before they are asked
 for wait in the batch until a later `recv`.
+
+Faults (docs/backends.md, "Faults on Ray"): an env's exception comes back as an
+`EnvFailure` with the rows of the envs that went on; a dead actor makes the env
+lost for good (``_failure``); envs whose state moved on without their rows
+reaching the user (an interrupted wait) are marked ``_lost`` and must be reset;
+every wait runs against one `Deadline`.
 """
 
 from __future__ import annotations
@@ -630,7 +636,7 @@ class RayVectorEnv(VectorEnv):
                 if failure.rows is not None:
                     infos.update(self._store(global_ids, failure.rows))
                     self._lost[global_ids] = False
-                self._lost[failure.env_index] = True
+                self._lost[global_ids if failure.env_index is None else failure.env_index] = True
                 first_error = first_error or failure.error(what, list(self._actor_ranges[k]))
             except (WorkerError, EnvTimeoutError) as error:
                 first_error = first_error or error
