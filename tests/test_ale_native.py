@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import ale_py
 import gymnasium as gym
 import numpy as np
@@ -10,6 +12,7 @@ from ale_py.vector_env import AtariVectorEnv
 from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
 import torchwm
+from torchwm.atari import ALE_ARGUMENT_CHECKS
 from torchwm.errors import ClosedEnvironmentError, UnknownNameError, UnsupportedStackError
 from torchwm.factory import resolve_spec
 from torchwm.vector.ale_native import NO_FRAME_LIMIT, ale_vector_kwargs
@@ -285,6 +288,30 @@ def test_seeds_outside_ales_range_are_refused():
             envs.reset(seed=2**31 - 1)
 
 
+@pytest.mark.parametrize(("seed", "error"), [(-1, ValueError), ([3, -1], ValueError), ([3, "4"], TypeError),
+                                              ([3, True], TypeError), (2**31 - 1, ValueError)])
+def test_a_refused_reset_seed_changes_nothing(seed, error):
+    """ALE reads -1 as "no seed": refused (with the range) before the make_vec seed is used up."""
+    with torchwm.make_vec("ALE/Breakout-v5", 2, backend="ale-native", seed=5) as envs:
+        with pytest.raises(error, match=r"seeds must be ints in \[0, 2147483647\]"):
+            envs.reset(seed=seed)
+        after_refusal = rollout(envs)
+    with torchwm.make_vec("ALE/Breakout-v5", 2, backend="ale-native", seed=5) as fresh:
+        assert np.array_equal(after_refusal, rollout(fresh))
+
+
+def test_a_make_vec_seed_whose_envs_leave_ales_range_is_refused_before_ale_starts(no_ale_start):
+    with pytest.raises(ValueError, match=r"seed must be an int in \[0, 2147483646\] with 2 envs.*got 2147483647"):
+        torchwm.make_vec("ALE/Pong-v5", 2, backend="ale-native", seed=2**31 - 1)
+
+
+def test_make_atari_vector_env_refuses_a_bad_reset_seed_and_keeps_its_own():
+    envs = torchwm.make_atari_vector_env("pong", 2, seed=3)
+    with pytest.raises(ValueError, match=r"seeds must be ints in \[0, 2147483647\]"):
+        envs.reset(seed=-1)
+    assert np.array_equal(first_steps(envs), first_steps(torchwm.make_atari_vector_env("pong", 2, seed=3)))
+
+
 # -- Breakout: episodic_life and fire_reset ------------------------------------------------------------
 
 
@@ -500,7 +527,7 @@ def test_make_atari_vector_env_grayscale_and_names():
         ({"game": "pongg"}, UnknownNameError, "Did you mean"),
         ({"game": "CartPole-v1"}, ValueError, "must be an Atari game"),
         ({"game": "pong", "num_envs": 0}, ValueError, "num_envs must be an int >= 1, got 0"),
-        ({"game": "pong", "seed": -1}, ValueError, "seed must be None or an int"),
+        ({"game": "pong", "seed": -1}, ValueError, r"seeds must be ints in \[0, 2147483647\].*got -1"),
         ({"game": "pong", "stack_size": 4}, TypeError, "no option 'stack_size'; AtariVectorEnv takes"),
         ({"game": "pong", "grayscale": False}, TypeError, "obs_type='rgb'"),
     ],
@@ -508,3 +535,45 @@ def test_make_atari_vector_env_grayscale_and_names():
 def test_make_atari_vector_env_errors(kwargs, error, message):
     with pytest.raises(error, match=message):
         torchwm.make_atari_vector_env(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        # Each of these used to build, then hang at the first reset, or run with a meaningless value.
+        ({"num_envs": 2, "batch_size": 5}, ValueError, r"batch_size must be 0 \(every env\) or an int from 1 to "
+                                                       r"num_envs=2, got 5"),
+        ({"stack_num": 0}, ValueError, "stack_num must be an int >= 1, got 0"),
+        ({"img_height": 0}, ValueError, "img_height must be an int >= 1, got 0"),
+        ({"img_width": -84}, ValueError, "img_width must be an int >= 1, got -84"),
+        ({"frameskip": 0}, ValueError, "frameskip must be an int >= 1, got 0"),
+        ({"frameskip": 4.0}, TypeError, "frameskip must be an int, got 4.0"),
+        ({"repeat_action_probability": 1.5}, ValueError, r"repeat_action_probability must be a number in \[0, 1\]"),
+        ({"repeat_action_probability": float("nan")}, ValueError, "repeat_action_probability must be a number"),
+        ({"continuous_action_threshold": 2}, ValueError, r"continuous_action_threshold must be a number in \[0, 1\]"),
+        ({"noop_max": -1}, ValueError, "noop_max must be an int >= 0, got -1"),
+        ({"num_threads": -1}, ValueError, "num_threads must be an int >= 0, got -1"),
+        ({"thread_affinity_offset": -2}, ValueError, "thread_affinity_offset must be an int >= -1, got -2"),
+        ({"max_num_frames_per_episode": 0}, ValueError, "max_num_frames_per_episode must be an int >= 1, got 0"),
+        ({"full_action_space": 1}, TypeError, "full_action_space must be True or False, got 1"),
+        ({"reward_clipping": "no"}, TypeError, "reward_clipping must be True or False"),
+        ({"autoreset_mode": "Disabled"}, ValueError, r"autoreset_mode must be one of \['NextStep', 'SameStep'\]"),
+        ({"num_envs": 2, "seed": 2**31 - 1}, ValueError, r"seed must be an int in \[0, 2147483646\] with 2 envs"),
+        ({"seed": True}, TypeError, "seeds must be ints"),
+    ],
+)
+def test_make_atari_vector_env_checks_every_argument_before_ale(no_ale_start, kwargs, error, message):
+    with pytest.raises(error, match=message):
+        torchwm.make_atari_vector_env("pong", **kwargs)
+
+
+def test_every_argument_of_ales_vector_env_has_a_check():
+    """A new AtariVectorEnv argument must get a check (else make_atari_vector_env refuses it as unknown)."""
+    parameters = set(inspect.signature(AtariVectorEnv.__init__).parameters) - {"self", "game", "num_envs"}
+    assert parameters == set(ALE_ARGUMENT_CHECKS) | {"batch_size"}
+
+
+def test_make_atari_vector_env_takes_numpy_ints():
+    envs = torchwm.make_atari_vector_env("pong", np.int64(2), seed=np.int64(3), stack_num=np.int32(2))
+    assert envs.reset()[0].shape == (2, 2, 84, 84)
+    envs.close()

@@ -11,7 +11,9 @@ stacks on the same engine, use ``make_vec(..., backend="ale-native")``.
 
 from __future__ import annotations
 
-import inspect
+import math
+import numbers
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -19,6 +21,126 @@ import numpy as np
 from torchwm import names
 
 OBS_TYPES = ("rgb", "grayscale")
+# ALE takes seeds as C ints and reads a negative one as "no seed", so a user's seed must be in this range.
+ALE_MAX_SEED = 2**31 - 1
+C_INT_MAX = 2**31 - 1
+
+
+def check_ale_seeds(seeds: Sequence[Any], what: str) -> list[int | None]:
+    """``seeds`` as ints (None stays None), or a clear error if ALE cannot take one of them.
+
+    Raises:
+        TypeError: a seed that is not an int (bools are not seeds).
+        ValueError: a seed outside ``[0, 2**31 - 1]``, which ALE would refuse or, below 0, ignore.
+    """
+    checked: list[int | None] = []
+    for seed in seeds:
+        if seed is None:
+            checked.append(None)
+            continue
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+            raise TypeError(f"{what}: seeds must be ints in [0, {ALE_MAX_SEED}] or None, got {seed!r}")
+        if not 0 <= seed <= ALE_MAX_SEED:
+            raise ValueError(f"{what}: seeds must be ints in [0, {ALE_MAX_SEED}] (ALE takes C ints and ignores a "
+                             f"negative seed), got {int(seed)}")
+        checked.append(int(seed))
+    return checked
+
+
+def check_first_seed(seed: Any, num_envs: int, what: str) -> int | None:
+    """A seed ``s`` that gives env ``i`` the seed ``s + i``: all of them must fit ALE's range."""
+    if seed is None:
+        return None
+    (first,) = check_ale_seeds([seed], what)
+    assert first is not None
+    if first + num_envs - 1 > ALE_MAX_SEED:
+        raise ValueError(f"{what}: seed must be an int in [0, {ALE_MAX_SEED - num_envs + 1}] with {num_envs} envs "
+                         f"(env i gets seed + i, and ALE takes seeds in [0, {ALE_MAX_SEED}]), got {first}")
+    return first
+
+
+def _int_in(low: int, high: int = C_INT_MAX) -> Callable[[str, Any], Any]:
+    def check(name: str, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"{name} must be an int, got {value!r}")
+        if not low <= value <= high:
+            expected = f"an int >= {low}" if high == C_INT_MAX else f"an int in [{low}, {high}]"
+            raise ValueError(f"{name} must be {expected}, got {value!r}")
+        return int(value)
+    return check
+
+
+def _probability(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number in [0, 1], got {value!r}")
+    if math.isnan(value) or not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
+    return float(value)
+
+
+def _flag(name: str, value: Any) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def _autoreset_mode(name: str, value: Any) -> Any:
+    from gymnasium.vector import AutoresetMode
+
+    allowed = (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP)  # ALE has no "disabled" mode
+    if value not in allowed and value not in [mode.value for mode in allowed]:
+        raise ValueError(f"{name} must be one of {[mode.value for mode in allowed]} (or the AutoresetMode), "
+                         f"got {value!r}")
+    return AutoresetMode(value)
+
+
+# How each argument of `ale_py.vector_env.AtariVectorEnv` (but game, num_envs and batch_size, which
+# depend on num_envs) is checked. ALE checks almost none of them, and some bad values (stack_num=0,
+# img_height=0, batch_size > num_envs) make its first reset wait for ever.
+ALE_ARGUMENT_CHECKS: dict[str, Callable[[str, Any], Any]] = {
+    "num_threads": _int_in(0),
+    "thread_affinity_offset": _int_in(-1),
+    "max_num_frames_per_episode": _int_in(1),
+    "repeat_action_probability": _probability,
+    "full_action_space": _flag,
+    "continuous": _flag,
+    "continuous_action_threshold": _probability,
+    "autoreset_mode": _autoreset_mode,
+    "img_height": _int_in(1),
+    "img_width": _int_in(1),
+    "grayscale": _flag,
+    "stack_num": _int_in(1),
+    "frameskip": _int_in(1),
+    "maxpool": _flag,
+    "noop_max": _int_in(0),
+    "episodic_life": _flag,
+    "life_loss_info": _flag,
+    "reward_clipping": _flag,
+    "use_fire_reset": _flag,
+}
+
+
+def check_ale_vector_kwargs(num_envs: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` of `AtariVectorEnv` checked (before ALE sees them) and converted to plain types.
+
+    ``num_envs`` must be an int >= 1 and ``batch_size`` (if given) 0 (every env) or 1..num_envs.
+
+    Raises:
+        TypeError: an argument of the wrong type.
+        ValueError: an argument out of its range; the message says the range.
+    """
+    n = _int_in(1)("num_envs", num_envs)
+    checked = {}
+    for name, value in kwargs.items():
+        if name == "batch_size":
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+                raise TypeError(f"batch_size must be an int, got {value!r}")
+            if not 0 <= value <= n:
+                raise ValueError(f"batch_size must be 0 (every env) or an int from 1 to num_envs={n}, got {value!r}")
+            checked[name] = int(value)
+        else:
+            checked[name] = ALE_ARGUMENT_CHECKS[name](name, value)
+    return checked
 
 
 def _ale_vector_env_class() -> type:
@@ -36,6 +158,11 @@ def _ale_vector_env_class() -> type:
         def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None):
             if seed is None:
                 seed = self._first_reset_seed
+            # Checked before the pending first seed is used up: a refused reset changes nothing.
+            if isinstance(seed, np.ndarray):
+                check_ale_seeds(seed.tolist(), "reset")
+            else:
+                seed = check_first_seed(seed, self.num_envs, "reset")
             self._first_reset_seed = None
             return super().reset(seed=seed, options=options)
 
@@ -73,9 +200,16 @@ def make_atari_vector_env(
         frameskip: emulator frames per step.
         repeat_action_probability: the sticky-action probability.
         full_action_space: all 18 actions instead of the game's minimal set.
-        seed: the seed of the first `reset` (env ``i`` gets ``seed + i``) and of the action space.
+        seed: the seed of the first `reset` (env ``i`` gets ``seed + i``) and of the action space;
+            every ``seed + i`` must be in ALE's range ``[0, 2**31 - 1]``.
         **ale_kwargs: any other `AtariVectorEnv` argument (``stack_num``, ``img_height``,
             ``noop_max``, ``reward_clipping``, ``use_fire_reset``, ``batch_size``, ...).
+
+    Every argument is checked before ALE is called (see `ALE_ARGUMENT_CHECKS`): a wrong type is a
+    `TypeError`, a value out of range (``stack_num=0``, ``img_height=0``, ``batch_size`` above
+    ``num_envs``, a probability outside [0, 1]) a `ValueError` that says the range. The returned
+    env's `reset` refuses seeds outside ALE's range the same way (ALE would ignore a negative one)
+    and, when it does, keeps the constructor's seed for the next reset.
 
     Returns:
         an `ale_py.vector_env.AtariVectorEnv`.
@@ -89,28 +223,19 @@ def make_atari_vector_env(
         >>> envs.close()
     """
     rom = ale_game(game)
-    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
-        raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
     if obs_type not in OBS_TYPES:
         raise ValueError(f"obs_type must be one of {OBS_TYPES}, got {obs_type!r}")
-    if isinstance(frameskip, bool) or not isinstance(frameskip, int) or frameskip < 1:
-        raise ValueError(f"frameskip must be an int >= 1, got {frameskip!r}")
-    if isinstance(repeat_action_probability, bool) or not isinstance(repeat_action_probability, (int, float)) \
-            or not 0.0 <= repeat_action_probability <= 1.0:
-        raise ValueError(f"repeat_action_probability must be a number in [0, 1], got {repeat_action_probability!r}")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))
-                             or not 0 <= seed <= 2**31 - 1 - num_envs):
-        raise ValueError(f"seed must be None or an int in [0, 2**31 - 1 - num_envs] (ALE takes C ints), got {seed!r}")
-    cls = _ale_vector_env_class()
-    accepted = [p for p in inspect.signature(cls.__mro__[1].__init__).parameters if p not in ("self", "game", "num_envs")]
     if "grayscale" in ale_kwargs:
         raise TypeError("give obs_type='rgb' or 'grayscale', not grayscale=")
+    accepted = ["batch_size", *(name for name in ALE_ARGUMENT_CHECKS if name != "grayscale")]
     unknown = sorted(set(ale_kwargs) - set(accepted))
     if unknown:
         raise TypeError(f"make_atari_vector_env has no option {', '.join(map(repr, unknown))}; AtariVectorEnv "
                         f"takes: {', '.join(accepted)}")
-    return cls(
-        rom, num_envs, seed=None if seed is None else int(seed), frameskip=frameskip,
-        repeat_action_probability=float(repeat_action_probability), full_action_space=bool(full_action_space),
-        grayscale=obs_type == "grayscale", **ale_kwargs,
-    )
+    # Every argument is checked here: ALE checks few, and some bad values make its first reset wait for ever.
+    kwargs = check_ale_vector_kwargs(num_envs, {
+        "frameskip": frameskip, "repeat_action_probability": repeat_action_probability,
+        "full_action_space": full_action_space, "grayscale": obs_type == "grayscale", **ale_kwargs,
+    })
+    seed = check_first_seed(seed, int(num_envs), "make_atari_vector_env")
+    return _ale_vector_env_class()(rom, int(num_envs), seed=seed, **kwargs)

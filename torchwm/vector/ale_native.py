@@ -24,14 +24,13 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
+from torchwm.atari import check_ale_seeds, check_ale_vector_kwargs, check_first_seed
 from torchwm.errors import UnsupportedStackError
 from torchwm.hookspecs import hookimpl
 from torchwm.spec import VecSpec
 from torchwm.vector.base import VectorEnv
 from torchwm.vector.batching import check_actions
 
-# ALE takes seeds as C ints and treats a negative one as "no seed".
-MAX_SEED = 2**31 - 1
 # "No frame limit" for ALE, whose own default is 108000 frames.
 NO_FRAME_LIMIT = 2**31 - 1
 
@@ -179,16 +178,18 @@ def ale_vector_kwargs(
         if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "num_threads" else -1):
             raise ValueError(f"{name} must be an int >= {0 if name == 'num_threads' else -1}, got {value!r}")
     mode = spec.autoreset
-    return {
+    kwargs = {
         **_stack_kwargs(spec),
         **_env_kwargs(spec),
-        "num_envs": spec.num_envs,
         "batch_size": batch_size or 0,
         "num_threads": num_threads,
         "thread_affinity_offset": thread_affinity_offset,
         # "disabled" is kept in Python (see AleNativeVectorEnv): ALE itself knows only the other two.
         "autoreset_mode": AutoresetMode.SAME_STEP if mode is AutoresetMode.SAME_STEP else AutoresetMode.NEXT_STEP,
     }
+    game = kwargs.pop("game")
+    # What the stack maps to is checked as make_atari_vector_env checks it: some values make ALE hang.
+    return {"game": game, "num_envs": n, **check_ale_vector_kwargs(n, kwargs)}
 
 
 class AleNativeVectorEnv(VectorEnv):
@@ -221,6 +222,8 @@ class AleNativeVectorEnv(VectorEnv):
         self.closed = True  # until built, so that __del__ of a refused spec does nothing
         kwargs = ale_vector_kwargs(spec, batch_size=batch_size, num_threads=num_threads,
                                    thread_affinity_offset=thread_affinity_offset)
+        # Refused here, not at the first reset: every env's seed (seed + i) must fit ALE's range.
+        check_first_seed(spec.seed, spec.num_envs, "ale-native: make_vec")
         if batch_size is not None and batch_size < spec.num_envs and spec.autoreset is AutoresetMode.DISABLED:
             raise _refuse(spec, "autoreset_mode='disabled' with batch_size < num_envs (ALE resets envs in "
                                 "its asynchronous mode only all together)")
@@ -294,12 +297,10 @@ class AleNativeVectorEnv(VectorEnv):
             )
         if seed is None and self._first_reset_seed is not None:
             seed = self._first_reset_seed
+        # Checked before the pending first-reset seed is used up, so that a refused reset changes nothing.
+        seeds = check_ale_seeds(self._seeds(seed, ids, full_list=mask is not None), "ale-native reset")
         self._first_reset_seed = None
-        seeds = np.asarray([-1 if s is None else s for s in self._seeds(seed, ids, full_list=mask is not None)],
-                           dtype=np.int64)
-        if seeds.size and (seeds.max() > MAX_SEED or seeds.min() < -1):
-            raise ValueError(f"ale-native seeds must be ints in [0, {MAX_SEED}] (ALE takes C ints), got {seeds.tolist()}")
-        obs, infos = self._ale.reset(ids.tolist(), seeds.tolist())
+        obs, infos = self._ale.reset(ids.tolist(), [-1 if s is None else s for s in seeds])  # -1: ALE's "no seed"
         self._ever_reset_all = self._ever_reset_all or not partial
         self._ever_reset[ids] = True
         self._episode_over[ids] = False

@@ -67,6 +67,24 @@ def test_seeding_some_envs_only_is_refused():
         assert obs.shape == (2, 4) and infos["env_id"].tolist() == [1, 2]
 
 
+@pytest.mark.parametrize(("seed", "env"), [(-1, 0), (2**31 - 1, 1), (2**40, 0)])
+def test_seeds_envpool_cannot_take_are_refused_and_change_nothing(seed, env):
+    """EnvPool asserts on seeds outside int32 (after the old pool was closed) and takes negative ones."""
+    with torchwm.make_vec("CartPole-v1", 2, backend="envpool", seed=3) as envs, \
+            torchwm.make_vec("CartPole-v1", 2, backend="envpool", seed=3) as fresh:
+        with pytest.raises(ValueError, match=rf"seeds must be ints in \[0, 2147483647\].*for env {env}"):
+            envs.reset(seed=seed)
+        assert np.array_equal(envs.reset()[0], fresh.reset()[0])  # the make_vec seed, on the same pool
+
+
+def test_a_make_vec_seed_envpool_cannot_take_is_refused_before_a_pool_is_made(monkeypatch):
+    import envpool
+
+    monkeypatch.setattr(envpool, "make_gymnasium", lambda *a, **k: pytest.fail("a pool was made"))
+    with pytest.raises(ValueError, match=r"seeds must be ints in \[0, 2147483647\].*got 2147483648 for env 1"):
+        torchwm.make_vec("CartPole-v1", 2, backend="envpool", seed=2**31 - 1)
+
+
 def test_cartpole_keeps_gymnasiums_time_limit():
     with torchwm.make_vec("CartPole-v1", 1, backend="envpool", seed=0) as envs:
         assert envs.envpool.config["max_episode_steps"] == 500

@@ -27,6 +27,21 @@ from torchwm_envpool.translate import EnvPoolPlan, translate
 INFO_KEYS = ("lives", "elapsed_step")  # per-env infos kept from EnvPool's (not its RAM copy nor player ids)
 
 
+# EnvPool takes seeds as int32 (and asserts on others); a negative seed is refused, as Gymnasium does.
+MAX_SEED = 2**31 - 1
+
+
+def check_seeds(seeds: list[Any], what: str) -> list[int]:
+    """Each env's seed as an int, or a `ValueError`/`TypeError` that says the range EnvPool accepts."""
+    for env, seed in enumerate(seeds):
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+            raise TypeError(f"{what}: the envpool backend's seeds must be ints in [0, {MAX_SEED}], got {seed!r}")
+        if not 0 <= seed <= MAX_SEED:
+            raise ValueError(f"{what}: the envpool backend's seeds must be ints in [0, {MAX_SEED}] (EnvPool takes "
+                             f"int32 seeds; env i gets seed + i), got {int(seed)} for env {env}")
+    return [int(seed) for seed in seeds]
+
+
 class EnvPoolVectorEnv(VectorEnv):
     """``num_envs`` envs of one EnvPool.
 
@@ -68,8 +83,8 @@ class EnvPoolVectorEnv(VectorEnv):
         self._pool_options = {"num_threads": num_threads, "thread_affinity_offset": thread_affinity_offset,
                               "batch_size": batch_size or n}
         # EnvPool draws env i's seed from the pool's seed as seed + i, Gymnasium's layout.
-        seed = spec.seed if spec.seed is not None else int(np.random.SeedSequence().entropy % 2**31)
-        self._fresh_seeds: list[int] | None = [seed + i for i in range(n)]
+        seed = spec.seed if spec.seed is not None else int(np.random.SeedSequence().entropy % (MAX_SEED - n + 2))
+        self._fresh_seeds: list[int] | None = check_seeds([seed + i for i in range(n)], "make_vec(seed=...)")
         self._pool = self._make_pool(self._fresh_seeds)
         single_obs, single_action = self._spaces()
         super().__init__(spec, single_obs, single_action, metadata={"render_modes": []}, render_mode=None,
@@ -115,8 +130,9 @@ class EnvPoolVectorEnv(VectorEnv):
                     f"got seeds for envs {ids[np.asarray(seeded)].tolist()} of {n}"
                 )
             if seeds != self._fresh_seeds:
+                new_seeds = check_seeds(seeds, "reset")  # before the pool goes: a refused reset changes nothing
                 self._pool.close()
-                self._pool = self._make_pool([int(s) for s in seeds])  # type: ignore[arg-type]
+                self._pool = self._make_pool(new_seeds)
         self._fresh_seeds = None
         pool_batch = self._pool_options["batch_size"]
         if self._is_async and ids.size < pool_batch:

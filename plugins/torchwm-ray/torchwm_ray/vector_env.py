@@ -11,6 +11,12 @@ which an actor runs beside the graph's loop. Asynchronous batches
 (``batch_size < num_envs``) wait on the actors' results with `ray.wait`; an
 actor's envs come back together, and rows that arrive before they are asked
 for wait in the batch until a later `recv`.
+
+Faults (docs/backends.md, "Faults on Ray"): an env's exception comes back as an
+`EnvFailure` with the rows of the envs that went on; a dead actor makes the env
+lost for good (``_failure``); envs whose state moved on without their rows
+reaching the user (an interrupted wait) are marked ``_lost`` and must be reset;
+every wait runs against one `Deadline`.
 """
 
 from __future__ import annotations
@@ -31,9 +37,10 @@ import ray
 import ray.exceptions
 from gymnasium import spaces
 from gymnasium.vector.utils import create_empty_array
+from ray import cloudpickle
 from ray.dag import InputNode, MultiOutputNode
 
-from torchwm.errors import EnvTimeoutError, WorkerError
+from torchwm.errors import ClosedEnvironmentError, EnvTimeoutError, WorkerError
 from torchwm.spec import VecSpec
 from torchwm.vector.base import VectorEnv
 from torchwm.vector.batching import ARRAY_SPACES, get_row, put_rows, take_rows
@@ -54,12 +61,30 @@ def obs_chunks(space: gym.Space, rows: int) -> int:
 
 
 class EnvFailure(Exception):
-    """An env raised inside an actor; carries which env, so the driver can name it."""
+    """Something raised inside an actor; sent back to the driver, which turns it into a `WorkerError`.
 
-    def __init__(self, local_index: int, remote_traceback: str) -> None:
-        super().__init__(local_index, remote_traceback)
-        self.local_index = local_index
+    Args:
+        env_index: the global index of the env that raised (None: the actor itself, not one env).
+        actor_index: the actor it happened on.
+        remote_traceback: the actor's traceback.
+        rows: the actor's result for the other envs of the call, which went on without the one that
+            raised (``(obs, rewards, terminations, truncations, infos)``; None when there is none).
+    """
+
+    def __init__(self, env_index: int | None, actor_index: int, remote_traceback: str, rows: tuple | None = None) -> None:
+        super().__init__(env_index, actor_index, remote_traceback, rows)
+        self.env_index = env_index
+        self.actor_index = actor_index
         self.remote_traceback = remote_traceback
+        self.rows = rows
+
+    def error(self, what: str, envs: list[int]) -> WorkerError:
+        """The `WorkerError` the user sees; ``envs`` are the actor's envs."""
+        where = (f"env {self.env_index} (on Ray actor {self.actor_index})" if self.env_index is not None
+                 else f"Ray actor {self.actor_index} (envs {envs})")
+        summary = self.remote_traceback.strip().splitlines()[-1] if self.remote_traceback.strip() else "an error"
+        return WorkerError(f"{what}: {where} raised {summary}", env_index=self.env_index,
+                           worker_index=self.actor_index, remote_traceback=self.remote_traceback)
 
 
 class ActorRestarted(Exception):
@@ -75,15 +100,21 @@ class EnvActor:
 
     A restarted actor (``max_restarts``) runs ``__init__`` again: its envs are new and
     must be reset before they step, which the driver does.
+
+    An env that raises does not stop the call: the actor's other envs go on, and the error
+    goes back as an `EnvFailure` holding their rows, so the driver keeps every row it can.
     """
 
-    def __init__(self, spec: VecSpec, count: int, gym_spec: gym.envs.registration.EnvSpec | None = None) -> None:
+    def __init__(self, spec: VecSpec, count: int, gym_spec: gym.envs.registration.EnvSpec | None = None,
+                 actor_index: int = 0, first_env: int = 0) -> None:
         from torchwm.factory import build_env
 
         if gym_spec is not None and gym_spec.id not in gym.registry:
             # An env registered at run time in the driver (a user's own, or the conformance
             # kit's) is unknown to a fresh actor process until it is registered here too.
             gym.registry[gym_spec.id] = gym_spec
+        self.actor_index = actor_index
+        self.first_env = first_env  # the global index of local env 0, so that errors name the env
         envs = [build_env(spec) for _ in range(count)]
         first = envs[0]
         self.count = count
@@ -130,29 +161,45 @@ class EnvActor:
         return ((None, rewards, terminations, truncations, infos),
                 *np.array_split(np.ascontiguousarray(obs).reshape(-1), self.obs_chunks))
 
+    def _each_env(self, local_ids: list[int], run: Any) -> tuple[list[Any], tuple[int, str] | None]:
+        """``run(row, i)`` (a list of one result) for each env in turn; the others go on after a failure.
+
+        Returns the results (``{}`` for an env that raised) and the first failure: ``(global env, traceback)``.
+        """
+        results: list[Any] = []
+        failed = None
+        for row, i in enumerate(local_ids):
+            try:
+                results += run(row, i)
+            except Exception:
+                results.append({})
+                failed = failed or (self.first_env + i, traceback.format_exc())
+        return results, failed
+
+    def _raise_with_rows(self, failed: tuple[int, str], local_ids: list[int], infos: list[dict]) -> None:
+        """Raise the `EnvFailure` of ``failed``, carrying the rows of ``local_ids`` (the others' are good)."""
+        raise EnvFailure(failed[0], self.actor_index, failed[1], self._result(local_ids, infos, chunked=False))
+
     def reset(self, local_ids: list[int], seeds: list[int | None], options: dict | None) -> tuple:
         if len(local_ids) == self.count:
             self.restarted = False
-        infos = []
-        for i, seed in zip(local_ids, seeds, strict=True):
-            try:
-                infos += self.group.reset([i], [seed], options)
-            except Exception:
-                raise EnvFailure(i, traceback.format_exc()) from None
+        infos, failed = self._each_env(local_ids, lambda row, i: self.group.reset([i], [seeds[row]], options))
+        if failed is not None:
+            self._raise_with_rows(failed, local_ids, infos)
         return self._result(local_ids, infos)
 
     def step(self, local_ids: list[int], actions: Any, chunked: bool = True) -> tuple:
         if self.restarted:
             raise ActorRestarted()
-        infos = []
-        for row, i in enumerate(local_ids):
-            # One env at a time, so that a failure names its env.
-            action = actions[row : row + 1] if isinstance(self.group.action_space, ARRAY_SPACES) else _one_row(
-                self.group.action_space, actions, row)
-            try:
-                infos += self.group.step([i], action)
-            except Exception:
-                raise EnvFailure(i, traceback.format_exc()) from None
+        array_actions = isinstance(self.group.action_space, ARRAY_SPACES)
+
+        def step_one(row: int, i: int) -> list[dict]:
+            action = actions[row : row + 1] if array_actions else _one_row(self.group.action_space, actions, row)
+            return self.group.step([i], action)
+
+        infos, failed = self._each_env(local_ids, step_one)
+        if failed is not None:
+            self._raise_with_rows(failed, local_ids, infos)
         return self._result(local_ids, infos, chunked)
 
     def step_all(self, actions: Any) -> bytes:
@@ -160,15 +207,50 @@ class EnvActor:
 
         The result goes pickled: a compiled graph hands NumPy arrays to the driver as views of its
         shared-memory channel, which cannot take the next step's result until every view is gone,
-        and an array in ``infos`` (``final_obs``) may be kept by the user for ever.
+        and an array in ``infos`` (``final_obs``) may be kept by the user for ever. A failure is
+        returned, not raised: when one task of a compiled graph raises, Ray 2.60 raises that error
+        for every actor's output and the other actors' rows are lost.
         """
-        return pickle.dumps(self.step(list(range(self.count)), actions, chunked=False), protocol=5)
+        try:
+            return pickle.dumps(self.step(list(range(self.count)), actions, chunked=False), protocol=5)
+        except EnvFailure as failure:
+            outcome = failure
+        except Exception:
+            outcome = EnvFailure(None, self.actor_index, traceback.format_exc())
+        try:
+            return pickle.dumps(outcome, protocol=5)
+        except Exception:  # the rows themselves cannot be pickled (an info value): send the error alone
+            return pickle.dumps(EnvFailure(outcome.env_index, self.actor_index,
+                                           outcome.remote_traceback + traceback.format_exc()), protocol=5)
 
-    def call(self, name: str, args: tuple, kwargs: dict) -> list[Any]:
-        return self.group.call(range(self.count), name, args, kwargs)
+    def call(self, name: str, args: tuple, kwargs: dict) -> bytes:
+        """Each env's value, pickled here so that a value that cannot travel names its env."""
+        values, failed = self._each_env(list(range(self.count)),
+                                        lambda row, i: self.group.call([i], name, args, kwargs))
+        if failed is not None:
+            raise EnvFailure(failed[0], self.actor_index, failed[1])
+        try:
+            return cloudpickle.dumps(values)
+        except Exception as exc:
+            error = exc  # find the value that cannot travel, to name its env
+        for i, value in enumerate(values):
+            try:
+                cloudpickle.dumps(value)
+            except Exception as exc:
+                raise EnvFailure(self.first_env + i, self.actor_index, (
+                    f"{name!r} of this env is a {type(value).__name__}, which cannot be sent from the Ray actor "
+                    f"to the driver ({type(exc).__name__}: {exc}); call a method that returns plain data instead\n"
+                )) from None
+        raise error
 
     def set_attr(self, name: str, values: list[Any]) -> None:
-        self.group.set_attr(range(self.count), name, values)
+        def set_one(row: int, i: int) -> list[dict]:
+            self.group.set_attr([i], name, [values[row]])
+            return [{}]
+
+        _, failed = self._each_env(list(range(self.count)), set_one)
+        if failed is not None:
+            raise EnvFailure(failed[0], self.actor_index, failed[1])
 
     def close(self) -> None:
         self.group.close()
@@ -307,6 +389,8 @@ class RayVectorEnv(VectorEnv):
         self._actors: list[Any] = []
         self._graph: Any = None
         self._owns_ray = False
+        self._pending: dict[Any, tuple[int, np.ndarray, list]] = {}  # first ref -> (actor, global ids, all refs)
+        self._failure: WorkerError | None = None  # an actor died (without restart_on_crash): nothing more works
         # Everything is checked before Ray starts, so bad options cost nothing.
         self._actor_ranges = split_envs(spec.num_envs, num_actors, envs_per_actor)
         if address is not None and not isinstance(address, str):
@@ -332,13 +416,17 @@ class RayVectorEnv(VectorEnv):
         try:
             actor_class = ray.remote(EnvActor).options(**options)
             gym_spec = gym.registry.get(spec.id)
-            self._actors = [actor_class.remote(spec, len(r), gym_spec) for r in self._actor_ranges]
-            described = self._get([a.describe.remote() for a in self._actors], timeout, "starting the actors")
+            self._actors = [actor_class.remote(spec, len(r), gym_spec, k, r.start) for k, r in enumerate(self._actor_ranges)]
+            # Actors may first have to be scheduled and import torchwm: their start gets at least the default.
+            start_timeout = None if timeout is None else max(timeout, DEFAULT_TIMEOUT)
+            described = self._get([a.describe.remote() for a in self._actors], Deadline.after(start_timeout),
+                                  "starting the actors")
         except BaseException:
             self._release()
             raise
         first = described[0]
         self._actor_node_ids = [d["node_id"] for d in described]
+        self._actor_pids = [d["pid"] for d in described]
         super().__init__(spec, first["observation_space"], first["action_space"], metadata=first["metadata"],
                          render_mode=first["render_mode"], batch_size=batch_size, timeout=timeout, copy=copy)
         self._observations = create_empty_array(first["observation_space"], n=n, fn=np.zeros)
@@ -349,7 +437,6 @@ class RayVectorEnv(VectorEnv):
         for k, r in enumerate(self._actor_ranges):
             self._actor_of_env[r.start : r.stop] = k
         self._obs_chunks = [d["obs_chunks"] for d in described]
-        self._pending: dict[Any, tuple[int, np.ndarray, list]] = {}  # first ref -> (actor, global ids, all refs)
         self._ready: dict[int, dict] = {}  # env id -> infos, rows already in the batch, in arrival order
         # Steps of all envs at once go through a Ray Compiled Graph (compiled at the first such step):
         # shared-memory channels instead of a gRPC call per actor. Not with restart_on_crash (a graph
@@ -360,7 +447,12 @@ class RayVectorEnv(VectorEnv):
         self._graph_sent = 0.0  # when that step was sent (time.monotonic)
         self._graph_latencies: collections.deque[float] = collections.deque(maxlen=16)  # recent steps, s
         self._graph_warm = False  # the first step of a new graph also starts its actors' loops
-        self._graph_broken: str | None = None  # why the graph's step in flight can never be collected
+        # The graph's channels no longer match its executions (a wait on them was interrupted): it is
+        # torn down before the next step of all envs, which compiles a new one.
+        self._graph_stale = False
+        # Envs whose last results never reached the user although their state moved on (an interrupted
+        # wait, an env that raised): they must be reset before they step again.
+        self._lost = np.zeros(n, dtype=bool)
 
     # -- what the cluster looks like ----------------------------------------------------------------
 
@@ -377,7 +469,12 @@ class RayVectorEnv(VectorEnv):
     @property
     def compiled_graph(self) -> bool:
         """Whether steps of all envs now go through a Ray Compiled Graph (compiled at the first one)."""
-        return self._graph is not None
+        return self._graph is not None and not self._graph_stale
+
+    @property
+    def worker_pids(self) -> list[int]:
+        """The process id of each actor when it started (tests and fault injection use it)."""
+        return list(self._actor_pids)
 
     @property
     def actor_node_ids(self) -> list[str]:
@@ -398,9 +495,9 @@ class RayVectorEnv(VectorEnv):
             return [call.remote(*args)]
         return list(call.options(num_returns=1 + chunks).remote(*args))
 
-    def _fetch(self, k: int, refs: list[Any], timeout: float | None, what: str) -> tuple:
+    def _fetch(self, k: int, refs: list[Any], deadline: Deadline, what: str) -> tuple:
         """The result of one actor call: ``(obs, rewards, terminations, truncations, infos)``."""
-        parts = self._get(refs, timeout, what, [k] * len(refs))
+        parts = self._get(refs, deadline, what, [k] * len(refs))
         if len(parts) == 1:
             return parts[0]
         _, rewards, terminations, truncations, infos = parts[0]
@@ -408,19 +505,23 @@ class RayVectorEnv(VectorEnv):
         return obs, rewards, terminations, truncations, infos
 
     def _reset_envs(self, ids: np.ndarray, seeds: list[int | None], options: dict | None) -> list[dict]:
+        self._check_usable()
         seed_of = dict(zip(ids.tolist(), seeds, strict=True))
         calls = []
         for k, global_ids in self._by_actor(ids):
             local = (global_ids - self._actor_ranges[k].start).tolist()
             calls.append((k, global_ids, self._remote(k, "reset", local, [seed_of[i] for i in global_ids.tolist()], options)))
-        deadline = None if self.timeout is None else time.monotonic() + self.timeout
-        infos: dict[int, dict] = {}
-        for k, global_ids, refs in calls:
-            remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-            infos.update(self._store(global_ids, self._fetch(k, refs, remaining, "reset")))
+        # Until its rows arrive, an env being reset has a state the batch does not show.
+        self._lost[ids] = True
+        infos = self._collect(calls, Deadline.after(self.timeout), "reset")
         return [infos[i] for i in ids.tolist()]
 
     def _send_step(self, ids: np.ndarray, actions: Any) -> None:
+        self._check_usable()
+        if self._lost[ids].any():
+            raise gym.error.ResetNeeded(
+                f"envs {ids[self._lost[ids]].tolist()} must be reset before they step again: their last reset or "
+                f"step failed or was interrupted, so their state is not the one their rows show")
         if self._use_graph and ids.size == self.num_envs:  # every env, in env order (the base class sees to it)
             self._send_graph_step(actions)
             return
@@ -433,40 +534,138 @@ class RayVectorEnv(VectorEnv):
             self._pending[refs[0]] = (k, global_ids, refs)
 
     def _wait_ready(self, candidates: np.ndarray, count: int, timeout: float | None) -> tuple[np.ndarray, list[dict]]:
-        if self._graph_broken:
-            raise EnvTimeoutError(self._graph_broken)
-        if self._graph_refs is not None:  # a step of all envs, so candidates are all envs too
-            return np.arange(self.num_envs), self._wait_graph_step(timeout)
+        self._check_usable()
+        try:
+            if self._graph_refs is not None:  # a step of all envs, so candidates are all envs too
+                return np.arange(self.num_envs), self._wait_graph_step(timeout)
+            return self._wait_calls(candidates, count, Deadline.after(timeout))
+        except (WorkerError, EnvTimeoutError, ClosedEnvironmentError):
+            raise  # each path left the env in a known state
+        except EnvFailure as failure:  # a restarted actor's envs failed to reset
+            self._give_up(np.flatnonzero(self._in_flight))
+            raise failure.error("step", list(self._actor_ranges[failure.actor_index])) from None
+        except BaseException:
+            # Interrupted (Ctrl-C) or failed in Ray itself: the results in flight are given up. Their envs
+            # stepped, or will, so they must be reset before their next step.
+            self._give_up(np.flatnonzero(self._in_flight))
+            raise
+
+    def _wait_calls(self, candidates: np.ndarray, count: int, deadline: Deadline) -> tuple[np.ndarray, list[dict]]:
+        """`_wait_ready` for steps sent as ordinary actor calls."""
         wanted = set(candidates.tolist())
-        deadline = None if timeout is None else time.monotonic() + timeout
         while (missing := count - sum(1 for i in self._ready if i in wanted)) > 0:
             calls = [ref for ref, (_, ids, _) in self._pending.items() if wanted.intersection(ids.tolist())]
-            remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            if not calls:
+                # Envs the base class counts in flight have neither a result nor a call (an interrupt
+                # between our return and the base class's bookkeeping): their results are gone.
+                lost = np.asarray(sorted(wanted - set(self._ready)), dtype=np.int64)
+                self._give_up(lost)
+                raise gym.error.ResetNeeded(f"the results of envs {lost.tolist()} were lost (an interrupted recv()); "
+                                            f"reset them before they step again")
             if sum(self._pending[ref][1].size for ref in calls) <= missing:
                 done = calls  # every call is needed: fetch them in turn, without a ray.wait round trip
             else:
-                done, _ = ray.wait(calls, num_returns=1, timeout=remaining)
+                done, _ = ray.wait(calls, num_returns=1, timeout=deadline.remaining())
                 if not done:
                     raise EnvTimeoutError(
-                        f"no actor answered within {timeout} s; envs {sorted(wanted - set(self._ready))} are "
-                        f"still stepping (raise timeout= in backend_kwargs for slow envs)"
-                    )
+                        f"step: no Ray actor answered within {deadline.seconds} s; envs "
+                        f"{sorted(wanted - set(self._ready))} are still stepping (recv() waits for them again; "
+                        f"raise timeout= in backend_kwargs or recv(timeout=) for slow envs)")
             if len(done) > 1:
                 # Wait for all of them in one ray.get; the loop below then finds every result ready.
                 all_refs = [r for ref in done for r in self._pending[ref][2]]
-                ray.wait(all_refs, num_returns=len(all_refs), timeout=remaining, fetch_local=True)
+                ray.wait(all_refs, num_returns=len(all_refs), timeout=deadline.remaining(), fetch_local=True)
             for ref in done:
-                k, global_ids, refs = self._pending.pop(ref)
-                remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+                k, global_ids, refs = self._pending[ref]
                 try:
-                    result = self._fetch(k, refs, remaining, "step")
+                    result = self._fetch(k, refs, deadline, "step")
+                except EnvTimeoutError:
+                    raise  # still pending: a later recv() waits for it again
+                except EnvFailure as failure:
+                    del self._pending[ref]
+                    if failure.rows is not None:
+                        self._store(global_ids, failure.rows)
+                    self._fail_step(failure.error("step", list(self._actor_ranges[k])), deadline)
                 except ActorDiedError:
+                    del self._pending[ref]
                     if not self._restart_on_crash:
-                        raise
+                        raise  # _get has marked the env as lost for good
                     result = self._recover(k, global_ids)
+                except WorkerError as error:  # the actor raised outside any env: none of its rows came
+                    del self._pending[ref]
+                    self._lost[global_ids] = True
+                    self._fail_step(error, deadline)
+                else:
+                    del self._pending[ref]
                 self._ready.update(self._store(global_ids, result))
         chosen = [i for i in self._ready if i in wanted][:count]
         return np.asarray(chosen, dtype=np.int64), [self._ready.pop(i) for i in chosen]
+
+    def _fail_step(self, error: WorkerError, deadline: Deadline) -> None:
+        """An env raised during a step: finish the rest of the step, then raise with nothing in flight.
+
+        As with torchwm's process backends, the other envs keep their new state (their rows are in
+        the batch) and the env that raised must be reset before it steps again.
+        """
+        calls = list(self._pending.values())
+        self._pending.clear()
+        self._ready.clear()
+        self._in_flight[:] = False
+        for _, ids, _ in calls:
+            self._lost[ids] = True  # until their rows arrive: a call that passes the deadline leaves them lost
+        try:
+            self._collect(calls, deadline, "step")
+        except (WorkerError, EnvTimeoutError):
+            pass  # the first error is the one to report
+        if error.env_index is not None:
+            self._lost[error.env_index] = True
+        raise error
+
+    def _collect(self, calls: list[tuple[int, np.ndarray, list]], deadline: Deadline, what: str) -> dict[int, dict]:
+        """Wait for every actor call ``(actor, global ids, refs)``, store the rows of each, then raise the first error.
+
+        The envs of a call whose rows arrived are no longer lost; the env that raised is.
+        """
+        infos: dict[int, dict] = {}
+        first_error: BaseException | None = None
+        for k, global_ids, refs in calls:
+            try:
+                infos.update(self._store(global_ids, self._fetch(k, refs, deadline, what)))
+                self._lost[global_ids] = False
+            except EnvFailure as failure:
+                if failure.rows is not None:
+                    infos.update(self._store(global_ids, failure.rows))
+                    self._lost[global_ids] = False
+                self._lost[global_ids if failure.env_index is None else failure.env_index] = True
+                first_error = first_error or failure.error(what, list(self._actor_ranges[k]))
+            except (WorkerError, EnvTimeoutError) as error:
+                first_error = first_error or error
+        if first_error is not None:
+            raise first_error
+        return infos
+
+    def _give_up(self, envs: np.ndarray) -> None:
+        """Forget the results in flight for ``envs`` (their rows will never be stored): they must be reset."""
+        self._lost[envs] = True
+        self._in_flight[envs] = False
+        self._pending.clear()
+        self._ready.clear()
+        if self._graph_refs is not None:  # a graph step: its channels no longer match its executions
+            self._graph_refs = None
+            self._graph_stale = True
+
+    def _check_usable(self) -> None:
+        """Raise if an actor is lost; before any call, let an interrupted graph step finish.
+
+        An actor runs ordinary calls beside its graph loop, so a reset could otherwise run while
+        the interrupted step still steps the same env, which would then move on past the reset.
+        Tearing the graph down waits for its loops to end, after their step.
+        """
+        if self._failure is not None:
+            raise WorkerError(f"this Ray vector env lost an actor earlier; close() it and make a new one "
+                              f"({self._failure.args[0].splitlines()[0]})", worker_index=self._failure.worker_index)
+        if self._graph_stale:
+            self._teardown_graph(kill_actors=False)
 
     # -- the compiled graph (steps of all envs) ---------------------------------------------------
 
@@ -485,9 +684,14 @@ class RayVectorEnv(VectorEnv):
             self._graph_refs = self._graph.execute(*per_actor)
         except (ray.exceptions.RayActorError, ray.exceptions.RayChannelError) as exc:
             self._graph_failed(exc)  # an actor died: compiling or sending to it fails
+        except BaseException:
+            # Interrupted while writing the actions: some actors may step, others not.
+            self._give_up(self._all_ids)
+            raise
 
     def _wait_graph_step(self, timeout: float | None) -> list[dict]:
-        refs, self._graph_refs = self._graph_refs, None
+        refs = self._graph_refs
+        assert refs is not None
         # Ray 2.60 reads a channel by polling shared memory (a sched_yield loop), so a driver that
         # waits at once takes a core from the actors it waits for (measured: 1 ms of a 2.8 ms step of
         # 8 Pong envs on 2 cores). Sleep most of the shortest recent step first; the poll does the rest.
@@ -499,32 +703,41 @@ class RayVectorEnv(VectorEnv):
             # The first step of a new graph waits for its actors to start their loops (seconds on a
             # busy machine), which is part of starting the actors, so it gets their time limit.
             timeout = max(timeout, DEFAULT_TIMEOUT)
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = Deadline.after(timeout)
+        outcomes = []
+        try:
+            # One get per actor. An env's failure comes back as a value (see EnvActor.step_all), so
+            # every actor's rows arrive; an error raised here concerns the whole graph.
+            for ref in refs:
+                outcomes.append(pickle.loads(ray.get(ref, timeout=deadline.remaining(forever=-1))))
+        except ray.exceptions.RayChannelTimeoutError:
+            self.close()  # a compiled graph's result can be asked for only once: nothing else can collect it
+            raise EnvTimeoutError(
+                f"step: the Ray actors did not all answer within {deadline.seconds} s, and a compiled graph's step "
+                f"cannot be waited for again, so this vector env is now closed; make a new one (raise timeout= in "
+                f"backend_kwargs for slow envs, or pass compiled_graph=False to be able to recv() again)") from None
+        except (ray.exceptions.RayActorError, ray.exceptions.RayChannelError) as exc:
+            self._graph_failed(exc)
+        except ray.exceptions.RayTaskError as exc:  # not an env: step_all returns those
+            self._give_up(self._all_ids)
+            raise WorkerError("step: a Ray actor's step of the compiled graph failed; every env must be reset",
+                              remote_traceback=str(exc)) from None
+        self._graph_refs = None
         infos: list[dict] = []
-        for k, ref in enumerate(refs):
-            # Each ref is fetched alone, so that an error names its actor (a failure of one would
-            # otherwise hide which). The first get reads every actor's result; the others are cached.
-            remaining = -1 if deadline is None else max(deadline - time.monotonic(), 0.0)
-            try:
-                result = pickle.loads(ray.get(ref, timeout=remaining))
-            except ray.exceptions.RayChannelTimeoutError:
-                # A compiled graph's result can be asked for only once: this step is lost.
-                self._graph_broken = (
-                    f"step: the Ray actors did not all answer within {timeout} s and the step of envs "
-                    f"0..{self.num_envs - 1} can no longer be collected; close() the env (raise timeout= "
-                    f"in backend_kwargs for slow envs)")
-                raise EnvTimeoutError(self._graph_broken) from None
-            except ray.exceptions.RayTaskError as exc:
-                if isinstance(exc.cause, EnvFailure):
-                    env = self._actor_ranges[k].start + exc.cause.local_index
-                    raise WorkerError(f"step: env {env} (on Ray actor {k}) raised", env_index=env, worker_index=k,
-                                      remote_traceback=exc.cause.remote_traceback) from None
-                raise WorkerError(f"step: Ray actor {k} (envs {list(self._actor_ranges[k])}) raised",
-                                  worker_index=k, remote_traceback=str(exc)) from None
-            except (ray.exceptions.RayActorError, ray.exceptions.RayChannelError) as exc:
-                self._graph_failed(exc)
-            infos += self._store(np.arange(self._actor_ranges[k].start, self._actor_ranges[k].stop),
-                                 result).values()
+        first_failure: WorkerError | None = None
+        for k, outcome in enumerate(outcomes):
+            ids = np.arange(self._actor_ranges[k].start, self._actor_ranges[k].stop)
+            if isinstance(outcome, EnvFailure):
+                if outcome.rows is not None:
+                    self._store(ids, outcome.rows)
+                # The env that raised, or all the actor's envs when their rows could not come.
+                self._lost[outcome.env_index if outcome.rows is not None else ids] = True
+                first_failure = first_failure or outcome.error("step", ids.tolist())
+                continue
+            infos += self._store(ids, outcome).values()
+        if first_failure is not None:
+            self._in_flight[:] = False
+            raise first_failure
         if self._graph_warm:  # the first step's time says nothing of the next ones
             self._graph_latencies.append(time.monotonic() - self._graph_sent)
         self._graph_warm = True
@@ -532,51 +745,75 @@ class RayVectorEnv(VectorEnv):
 
     def _graph_failed(self, exc: BaseException) -> None:
         """The graph broke (an actor died): tear it down and raise `ActorDiedError` naming the dead actor."""
-        graph, self._graph = self._graph, None
         self._use_graph = False  # its actors are gone; ordinary calls report them from now on
-        try:
-            if graph is not None:
-                graph.teardown(kill_actors=False)
-        except Exception:
-            pass  # a graph whose actor died may fail to tear down cleanly; its actors are killed at close()
+        self._graph_refs = None
+        self._teardown_graph(kill_actors=False)
         # The graph's error may not say which actor died: ask each one, briefly.
         for k, actor in enumerate(self._actors):
             try:
                 ray.get(actor.describe.remote(), timeout=10)
             except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
-                raise ActorDiedError(
+                self._lose(ActorDiedError(
                     f"step: Ray actor {k} died, taking envs {list(self._actor_ranges[k])} with it (pass "
                     f"restart_on_crash=True in backend_kwargs to let Ray restart it) ({type(exc).__name__})",
-                    worker_index=k, remote_traceback=str(exc)) from None
-        raise WorkerError(f"step: the compiled graph of the Ray actors failed ({type(exc).__name__})",
-                          remote_traceback=str(exc)) from None
+                    worker_index=k, remote_traceback=str(exc)))
+        self._lose(WorkerError(f"step: the compiled graph of the Ray actors failed ({type(exc).__name__})",
+                               remote_traceback=str(exc)))
+
+    def _teardown_graph(self, kill_actors: bool) -> None:
+        graph, self._graph = self._graph, None
+        self._graph_stale = False
+        try:
+            if graph is not None and ray.is_initialized():
+                graph.teardown(kill_actors=kill_actors)
+        except Exception:
+            pass  # a graph whose actor died may fail to tear down cleanly; its actors are killed at close()
+
+    def _lose(self, error: WorkerError) -> None:
+        """An actor is gone for good: every later call raises, until close()."""
+        self._failure = error
+        self._pending.clear()
+        self._ready.clear()
+        if hasattr(self, "_in_flight"):  # not yet while the actors start
+            self._in_flight[:] = False
+        raise error
 
     def _call(self, name: str, args: tuple, kwargs: dict) -> list[Any]:
+        self._check_usable()
         refs = [a.call.remote(name, args, kwargs) for a in self._actors]
-        results = self._get(refs, self.timeout, f"call({name!r})")
-        return [value for part in results for value in part]
+        results = self._get_each_env(refs, f"call({name!r})")
+        return [value for part in results for value in cloudpickle.loads(part)]
 
     def _set_attr(self, name: str, values: list[Any]) -> None:
+        self._check_usable()
         refs = [a.set_attr.remote(name, values[r.start : r.stop]) for a, r in zip(self._actors, self._actor_ranges)]
-        self._get(refs, self.timeout, f"set_attr({name!r})")
+        self._get_each_env(refs, f"set_attr({name!r})")
+
+    def _get_each_env(self, refs: list[Any], what: str) -> list[Any]:
+        """`_get` of one call per actor that concerns no rows (``call``, ``set_attr``); it changes no state here."""
+        try:
+            return self._get(refs, Deadline.after(self.timeout), what)
+        except EnvFailure as failure:
+            raise failure.error(what, list(self._actor_ranges[failure.actor_index])) from None
 
     def _close(self) -> None:
         try:
-            if self._graph is not None and ray.is_initialized():
-                graph, self._graph = self._graph, None
+            if ray.is_initialized():
                 # A graph with a step still running (a timeout) would wait for it: kill the actors instead.
-                graph.teardown(kill_actors=self._graph_refs is not None or self._graph_broken is not None)
+                self._teardown_graph(kill_actors=self._graph_refs is not None)
             if self._actors and ray.is_initialized():
-                closing = [a.close.remote() for a in self._actors]
-                try:
-                    ray.wait(closing, num_returns=len(closing), timeout=10)
-                except Exception:
-                    pass  # an actor that died already has nothing to close
+                if not self._pending and self._graph_refs is None:  # else an actor may be stuck in a step
+                    closing = [a.close.remote() for a in self._actors]
+                    try:
+                        ray.wait(closing, num_returns=len(closing), timeout=10)
+                    except Exception:
+                        pass  # an actor that died already has nothing to close
                 for actor in self._actors:
                     ray.kill(actor, no_restart=True)
         finally:
             self._actors = []
             self._pending.clear()
+            self._graph_refs = None
             self._release()
 
     # -- helpers ----------------------------------------------------------------------------------
@@ -597,42 +834,44 @@ class RayVectorEnv(VectorEnv):
         self._truncations[rows] = truncations
         return dict(zip(global_ids.tolist(), infos, strict=True))
 
-    def _get(self, refs: list[Any], timeout: float | None, what: str, actors: list[int] | None = None) -> list[Any]:
-        """`ray.get` of each ref (``actors[i]`` made ``refs[i]``) within one deadline; errors name the actor."""
+    def _get(self, refs: list[Any], deadline: Deadline, what: str, actors: list[int] | None = None) -> list[Any]:
+        """`ray.get` of each ref (``actors[i]`` made ``refs[i]``) before ``deadline``; errors name the actor.
+
+        Ray's errors become torchwm's; an `EnvFailure` is raised as it is, with the rows it carries.
+        """
         actors = list(range(len(refs))) if actors is None else actors
         try:
-            return ray.get(refs, timeout=timeout)  # one call for all: the common case, and the cheapest
+            return ray.get(refs, timeout=deadline.remaining())  # one call for all: the common case, and the cheapest
         except (ray.exceptions.GetTimeoutError, ray.exceptions.RayTaskError, ray.exceptions.RayActorError):
-            timeout = 0  # find which ref failed, one at a time; those done answer at once
-        deadline = time.monotonic()
+            pass  # find which ref failed, one at a time, within the same deadline; those done answer at once
         results = []
         for ref, k in zip(refs, actors, strict=True):
-            remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
             try:
-                results.append(ray.get(ref, timeout=remaining))
+                results.append(ray.get(ref, timeout=deadline.remaining()))
             except ray.exceptions.GetTimeoutError:
                 raise EnvTimeoutError(
-                    f"{what}: Ray actor {k} (envs {list(self._actor_ranges[k])}) did not answer within {timeout} s "
-                    f"(raise timeout= in backend_kwargs for slow envs)") from None
+                    f"{what}: Ray actor {k} (envs {list(self._actor_ranges[k])}) did not answer within "
+                    f"{deadline.seconds} s (raise timeout= in backend_kwargs for slow envs)") from None
             except ray.exceptions.RayTaskError as exc:
                 cause = exc.cause
+                if isinstance(cause, EnvFailure):
+                    raise cause from None
                 if isinstance(cause, ActorRestarted):
                     raise ActorDiedError(f"{what}: Ray actor {k} died and was restarted by Ray; envs "
                                          f"{list(self._actor_ranges[k])} lost their episodes", worker_index=k) from None
-                if isinstance(cause, EnvFailure):
-                    env = self._actor_ranges[k].start + cause.local_index
-                    raise WorkerError(f"{what}: env {env} (on Ray actor {k}) raised", env_index=env, worker_index=k,
-                                      remote_traceback=cause.remote_traceback) from None
                 raise WorkerError(f"{what}: Ray actor {k} (envs {list(self._actor_ranges[k])}) raised",
                                   worker_index=k, remote_traceback=str(exc)) from None
             except ray.exceptions.RayActorError as exc:
-                raise ActorDiedError(
+                died = ActorDiedError(
                     f"{what}: Ray actor {k} died, taking envs {list(self._actor_ranges[k])} with it"
                     + ("" if self._restart_on_crash else
                        " (pass restart_on_crash=True in backend_kwargs to let Ray restart it)")
                     + f" ({type(exc).__name__})",
                     worker_index=k, remote_traceback=str(exc),
-                ) from None
+                )
+                if self._restart_on_crash:
+                    raise died from None
+                self._lose(died)
         return results
 
     def _recover(self, k: int, interrupted: np.ndarray) -> tuple:
@@ -641,7 +880,8 @@ class RayVectorEnv(VectorEnv):
         local = list(range(len(actor_range)))
         # Ray queues this call until the restarted actor is up; a restart budget spent raises.
         obs, rewards, terminations, truncations, infos = self._fetch(
-            k, self._remote(k, "reset", local, [None] * len(local), None), self.timeout, f"restarting Ray actor {k}")
+            k, self._remote(k, "reset", local, [None] * len(local), None), Deadline.after(self.timeout),
+            f"restarting Ray actor {k}")
         all_ids = np.arange(actor_range.start, actor_range.stop)
         # Envs of this actor not in flight lose their episode too: their rows now hold the new start.
         others = np.setdiff1d(all_ids, interrupted)
@@ -652,3 +892,21 @@ class RayVectorEnv(VectorEnv):
         restarted = [{**infos[r], "worker_restarted": True} for r in rows.tolist()]
         return (take_rows(self.single_observation_space, obs, rows), np.zeros(rows.size), np.zeros(rows.size, bool),
                 np.ones(rows.size, bool), restarted)
+
+
+class Deadline:
+    """When a wait must end: ``seconds`` after it began (None: never). Messages name ``seconds``."""
+
+    __slots__ = ("seconds", "at")
+
+    def __init__(self, seconds: float | None, at: float | None) -> None:
+        self.seconds = seconds
+        self.at = at
+
+    @classmethod
+    def after(cls, seconds: float | None) -> Deadline:
+        return cls(seconds, None if seconds is None else time.monotonic() + seconds)
+
+    def remaining(self, forever: float | None = None) -> float | None:
+        """Seconds left (at least 0), or ``forever`` when there is no deadline."""
+        return forever if self.at is None else max(self.at - time.monotonic(), 0.0)

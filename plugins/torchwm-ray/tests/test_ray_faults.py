@@ -1,0 +1,223 @@
+"""Faults on the ``ray`` backend in its default configuration (compiled graph on), and what follows them.
+
+For every fault (an env that raises, hangs, kills its actor's process, segfaults or exits, a reply
+that cannot be pickled, Ctrl-C in the driver mid-step) the vector env must raise a clear error
+before its deadline, then either work (a reset and steps give the arrays of a fresh ``sync`` env
+with the same seed) or say that it is closed or lost; never return stale rows; and leave no actor
+process behind after ``close()``.
+
+The faulty env is defined here and travels to the actors by value (Ray's cloudpickle), since the
+actor processes cannot import this test module.
+"""
+
+import ctypes
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import ray
+from ray import cloudpickle
+
+import torchwm
+from torchwm.errors import ClosedEnvironmentError, EnvTimeoutError, WorkerError
+from torchwm.testing import CountdownEnv
+
+FAULT_ID = "torchwm_ray_tests/Fault-v0"
+TIMEOUT = 20.0  # the backend's timeout in these tests, in seconds: every error must come before it
+
+
+class FaultEnv(CountdownEnv):
+    """`CountdownEnv` that misbehaves once at its next step, as ``set_attr("fault", ...)`` says."""
+
+    def __init__(self, render_mode=None):
+        super().__init__(render_mode)
+        self.fault = None
+        self.lock = threading.Lock()  # cannot be pickled: ``get_attr("lock")`` is an unpicklable reply
+
+    def pause(self, seconds):
+        time.sleep(seconds)
+        return seconds
+
+    def step(self, action):
+        fault, self.fault = self.fault, None
+        if fault == "raise":
+            raise RuntimeError("injected fault")
+        if fault == "hang":
+            time.sleep(3600)
+        if fault == "slow":
+            time.sleep(3)
+        if fault == "sigkill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        if fault == "sigsegv":
+            ctypes.string_at(0)  # a real segfault, in the stepping thread (os.kill would land in another thread)
+        if fault == "exit":
+            os._exit(0)
+        return super().step(action)
+
+
+if FAULT_ID not in gym.registry:
+    gym.register(FAULT_ID, entry_point=FaultEnv)
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+ACTIONS = np.ones(4, dtype=np.int64)
+
+
+def make(**backend_kwargs):
+    return torchwm.make_vec(FAULT_ID, 4, backend="ray", seed=0,
+                            backend_kwargs={"num_actors": 2, "timeout": TIMEOUT, **backend_kwargs})
+
+
+def inject(envs, env, fault):
+    faults = [None] * 4
+    faults[env] = fault
+    envs.set_attr("fault", faults)
+
+
+def assert_works_like_a_fresh_sync_env(envs):
+    """A full reset and a few steps give the arrays of a fresh ``sync`` env with the same seed."""
+    with torchwm.make_vec(FAULT_ID, 4, backend="sync") as ref:
+        got, want = envs.reset(seed=5), ref.reset(seed=5)
+        assert np.array_equal(got[0], want[0])
+        for step in range(3):
+            actions = np.array([step % 3, 1, 2, 0])
+            got, want = envs.step(actions), ref.step(actions)
+            for name, a, b in zip(("obs", "rewards", "terminations", "truncations"), got[:4], want[:4]):
+                assert np.array_equal(a, b), f"step {step}: {name} {a.tolist()} != sync's {b.tolist()}"
+
+
+def assert_gone(pids, seconds=60.0):
+    """Every process of ``pids`` has ended (ray.kill returns before the process is gone)."""
+    deadline = time.monotonic() + seconds
+    for pid in pids:
+        while Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1][:3]:
+            assert time.monotonic() < deadline, f"actor process {pid} still runs {seconds} s after close()"
+            time.sleep(0.05)
+
+
+def started(**backend_kwargs):
+    """A reset env that has stepped once (so the compiled graph is built) and its actors' pids."""
+    envs = make(**backend_kwargs)
+    envs.reset()
+    envs.step(ACTIONS)
+    return envs, [ray.get(actor.describe.remote(), timeout=60)["pid"] for actor in envs.actors]
+
+
+@pytest.mark.parametrize("backend_kwargs", [{}, {"compiled_graph": False}], ids=["graph", "actor_calls"])
+def test_an_env_that_raises_is_named_and_the_env_stays_usable(local_ray, backend_kwargs):
+    envs, pids = started(**backend_kwargs)
+    try:
+        inject(envs, 2, "raise")
+        with pytest.raises(WorkerError, match=r"env 2 \(on Ray actor 1\) raised RuntimeError: injected fault") as caught:
+            envs.step(ACTIONS)
+        assert (caught.value.env_index, caught.value.worker_index) == (2, 1)
+        assert "injected fault" in caught.value.remote_traceback
+        # Nothing is left in flight; the other envs stepped (their step counts went on), env 2 did not.
+        assert envs.get_attr("steps") == (2, 2, 1, 2)
+        with pytest.raises(gym.error.ResetNeeded, match=r"envs \[2\] must be reset"):
+            envs.step(ACTIONS)
+        envs.reset(env_ids=[2])
+        obs = envs.step(ACTIONS)[0]
+        assert obs[:, 3].tolist() == [3.0, 3.0, 1.0, 3.0]  # each env's own step count: no stale row
+        assert_works_like_a_fresh_sync_env(envs)
+    finally:
+        envs.close()
+    assert_gone(pids)
+
+
+def test_a_hang_past_the_timeout_raises_in_time_and_closes_the_env(local_ray):
+    envs, pids = started(timeout=3)
+    try:
+        inject(envs, 1, "hang")
+        with pytest.raises(EnvTimeoutError, match=r"within 3 s.*now closed"):
+            envs.step(ACTIONS)
+        # A compiled graph's step cannot be waited for again: the env says it is closed.
+        assert envs.closed
+        with pytest.raises(ClosedEnvironmentError):
+            envs.reset()
+    finally:
+        envs.close()
+    assert_gone(pids)
+
+
+def test_without_the_graph_a_hang_times_out_each_wait_and_close_ends_it(local_ray):
+    envs, pids = started(timeout=3, compiled_graph=False)
+    try:
+        inject(envs, 1, "hang")
+        with pytest.raises(EnvTimeoutError, match=r"Ray actor 0 \(envs \[0, 1\]\) did not answer within 3 s"):
+            envs.step(ACTIONS)
+        # The step is still in flight: recv() waits for it again, with its own deadline, and does not spin.
+        with pytest.raises(EnvTimeoutError, match=r"within 1 s"):
+            envs.recv(timeout=1)
+    finally:
+        envs.close()
+    assert_gone(pids)
+
+
+def test_a_timed_out_call_names_the_real_deadline_and_later_calls_get_their_own_replies(local_ray):
+    envs, pids = started(timeout=1)
+    try:
+        with pytest.raises(EnvTimeoutError, match=r"call\('pause'\): Ray actor 0 \(envs \[0, 1\]\) did not answer "
+                                                  r"within 1 s"):
+            envs.call("pause", 2)
+        envs.timeout = TIMEOUT
+        assert envs.get_attr("steps") == (1, 1, 1, 1)  # not the late reply of pause()
+        assert_works_like_a_fresh_sync_env(envs)
+    finally:
+        envs.close()
+    assert_gone(pids)
+
+
+@pytest.mark.parametrize("fault", ["sigkill", "sigsegv", "exit"])
+def test_an_actor_process_that_dies_is_named_and_the_env_says_it_is_lost(local_ray, fault):
+    envs, pids = started()
+    try:
+        inject(envs, 3, fault)
+        with pytest.raises(WorkerError, match=r"Ray actor 1 died, taking envs \[2, 3\]") as caught:
+            envs.step(ACTIONS)
+        assert caught.value.worker_index == 1
+        for later in (envs.reset, lambda: envs.step(ACTIONS), lambda: envs.get_attr("steps")):
+            with pytest.raises(WorkerError, match="lost an actor earlier"):
+                later()
+    finally:
+        envs.close()
+    assert_gone(pids)
+
+
+def test_an_unpicklable_reply_fails_that_call_only(local_ray):
+    envs, pids = started()
+    try:
+        with pytest.raises(WorkerError, match=r"get_attr|call\('lock'\): env 0 \(on Ray actor 0\) raised") as caught:
+            envs.get_attr("lock")
+        assert "cannot be sent" in str(caught.value) and caught.value.env_index == 0
+        assert envs.get_attr("steps") == (1, 1, 1, 1)
+        assert_works_like_a_fresh_sync_env(envs)
+    finally:
+        envs.close()
+    assert_gone(pids)
+
+
+def test_ctrl_c_in_the_driver_mid_step_leaves_an_env_that_must_be_reset(local_ray):
+    envs, pids = started()
+    try:
+        inject(envs, 0, "slow")
+        timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+        timer.start()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                envs.step(ACTIONS)
+        finally:
+            timer.cancel()
+        # The interrupted step's results never came: stepping again would hide a transition, so it is refused.
+        with pytest.raises(gym.error.ResetNeeded, match=r"envs \[0, 1, 2, 3\] must be reset"):
+            envs.step(ACTIONS)
+        assert_works_like_a_fresh_sync_env(envs)
+        assert envs.compiled_graph  # a new graph replaced the interrupted one
+    finally:
+        envs.close()
+    assert_gone(pids)
