@@ -16,6 +16,8 @@ from __future__ import annotations
 import dataclasses
 import importlib.metadata
 import inspect
+import math
+import numbers
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +26,7 @@ from typing import Any
 import pydantic
 from gymnasium.vector import AutoresetMode
 
+from torchwm.errors import InvalidSeedError
 from torchwm.plugins import registry
 
 AUTORESET_MODES = {
@@ -153,6 +156,41 @@ def _plain(value: Any) -> Any:
 def _from_plain(value: Mapping[str, Any]) -> dict[str, Any]:
     # Env kwargs such as ALE's frameskip=(2, 5) are tuples; a file gives lists.
     return {k: tuple(v) if isinstance(v, list) else v for k, v in value.items()}
+
+
+def check_count(name: str, value: Any, minimum: int = 1) -> int:
+    """``value`` as an int >= ``minimum``: any integer (``np.int64`` too), not a bool."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int >= {minimum}, got {value!r} ({type(value).__name__})")
+    if value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def check_seed(value: Any, name: str = "seed") -> int:
+    """``value`` as a seed Gymnasium's seeding takes: an int >= 0 (``np.int64`` too), as a Python int.
+
+    Raises:
+        TypeError: not an integer (a bool, a float, a string).
+        InvalidSeedError: a negative int; both a ``ValueError`` and ``gymnasium.error.Error``, what an
+            env's own ``reset(seed=-1)`` raises.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int >= 0 or None, got {value!r} ({type(value).__name__})")
+    if value < 0:
+        raise InvalidSeedError(f"{name} must be an int >= 0 (Gymnasium's seeding refuses negative seeds), got {value}")
+    return int(value)
+
+
+def check_timeout(value: Any, name: str = "timeout") -> float | None:
+    """``value`` as a number of seconds > 0, or None for no limit; ``math.inf`` also means no limit."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number of seconds > 0, or None for no limit, got {value!r} ({type(value).__name__})")
+    if math.isnan(value) or value <= 0:
+        raise ValueError(f"{name} must be a number of seconds > 0, or None for no limit, got {value!r}")
+    return None if math.isinf(value) else float(value)
 
 
 def parse_autoreset_mode(mode: Any) -> str:

@@ -36,10 +36,9 @@ from typing import Any
 import cloudpickle
 import gymnasium as gym
 import numpy as np
-from gymnasium.vector.utils import create_empty_array
 
 from torchwm.vector import futex
-from torchwm.vector.batching import slice_rows, take_rows
+from torchwm.vector.batching import ARRAY_SPACES, create_batch, slice_rows, take_rows
 from torchwm.vector.env_group import EnvGroup
 from torchwm.vector.shared_batch import SharedBatch
 
@@ -102,8 +101,16 @@ def failing_env(exc: BaseException) -> int | None:
 
 
 def error_reply(exc: BaseException) -> tuple:
-    """The message a worker sends for ``exc`` (also built by the parent for the envs it steps itself)."""
-    return ("error", failing_env(exc), "".join(traceback.format_exception(exc)), repr(exc))
+    """The message a worker sends for ``exc`` (also built by the parent for the envs it steps itself).
+
+    ``("error", local env index or None, traceback text, repr, exception type cloudpickled or None)``:
+    the type lets the parent raise a `WorkerError` that is also an instance of it.
+    """
+    try:
+        pickled_type = cloudpickle.dumps(type(exc))
+    except Exception:
+        pickled_type = None
+    return ("error", failing_env(exc), "".join(traceback.format_exception(exc)), repr(exc), pickled_type)
 
 
 def worker_main(worker_index: int, conn: Any, parent_conn: Any, payload_bytes: bytes) -> None:
@@ -132,7 +139,7 @@ def worker_main(worker_index: int, conn: Any, parent_conn: Any, payload_bytes: b
             assert command[0] == "setup", command
             layout = command[1]
             if layout is None:
-                arrays = (create_empty_array(first.observation_space, n=len(envs), fn=np.zeros),
+                arrays = (create_batch(first.observation_space, len(envs)),
                           np.zeros(len(envs)), np.zeros(len(envs), bool), np.zeros(len(envs), bool))
             else:
                 shared = SharedBatch.attach(layout, first.observation_space, first.action_space)
@@ -217,7 +224,7 @@ def serve_pipe(group: EnvGroup, conn: Any) -> None:
             if kind == "step":
                 _, local_ids, actions = command
                 infos = group.step(local_ids, actions)
-                if len(local_ids) == len(group.envs) and isinstance(group.observations, np.ndarray):
+                if len(local_ids) == len(group.envs) and isinstance(group.observation_space, ARRAY_SPACES):
                     # All rows of an array batch: the observations follow as raw bytes, which the
                     # parent reads straight into its batch (no pickling, no copy on either side).
                     conn.send(("ok", (None, group.rewards, group.terminations, group.truncations, infos)))
