@@ -395,7 +395,8 @@ def test_make_vec_takes_an_env_spec():
         ("sync", None, "sync", {}),
         ("async", None, "shmem", {}),
         ("async", {"shared_memory": False}, "subproc", {}),
-        ("async", {"copy": False, "context": "fork"}, "shmem", {"copy": False, "context": "fork"}),
+        ("async", {"copy": False, "context": "fork", "max_concurrency": 1}, "shmem",
+         {"copy": False, "context": "fork", "num_workers": 1}),
         (gym.VectorizeMode.SYNC, {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}, "sync", {}),
     ],
 )

@@ -35,7 +35,8 @@ from torchwm.spec import (
 # gives subproc, as AsyncVectorEnv without shared memory).
 VECTORIZATION_MODES = {"sync": "sync", "async": "shmem"}
 # gymnasium.make_vec's vector_kwargs that have a torchwm equivalent -> that backend option.
-VECTOR_KWARGS = {"copy": "copy", "context": "context"}
+# max_concurrency (at most k envs stepping at once) is num_workers: a worker steps its envs one by one.
+VECTOR_KWARGS = {"copy": "copy", "context": "context", "max_concurrency": "num_workers"}
 _MISSING = object()  # a kwarg the registration does not have
 
 
@@ -96,7 +97,7 @@ def gymnasium_arguments(
     if unknown:
         raise TypeError(
             f"vector_kwargs {unknown} have no torchwm equivalent; torchwm takes backend options in "
-            f"backend_kwargs= (the copy and context of vector_kwargs map to it; see docs/from-gymnasium.md)"
+            f"backend_kwargs= (copy, context and max_concurrency map to it; see docs/from-gymnasium.md)"
         )
     if vector_kwargs:
         backend_kwargs = {**{VECTOR_KWARGS[k]: v for k, v in vector_kwargs.items()}, **(backend_kwargs or {})}
@@ -273,8 +274,9 @@ def make_vec(
     ``id`` may be a ``gymnasium.envs.registration.EnvSpec`` (its id, and the kwargs it changes from
     the registration). ``vectorization_mode`` and ``vector_kwargs`` are ``gymnasium.make_vec``'s names:
     ``"sync"`` is ``backend="sync"``, ``"async"`` is ``backend="shmem"`` (``"subproc"`` with
-    ``vector_kwargs={"shared_memory": False}``); their ``copy``, ``context`` and ``autoreset_mode``
-    map to torchwm's arguments, anything else fails naming torchwm's argument.
+    ``vector_kwargs={"shared_memory": False}``); their ``copy``, ``context``, ``max_concurrency``
+    (``num_workers``) and ``autoreset_mode`` map to torchwm's arguments, anything else fails naming
+    torchwm's argument.
 
     Example:
         >>> import torchwm

@@ -8,7 +8,10 @@ It is a frozen dataclass: it pickles, prints, and round-trips through
 the same env elsewhere. `resolve_wrappers` turns what a user wrote
 (``"frame_stack"``, ``{"name": "frame_stack", "stack_size": 4}`` or a
 callable) into `WrapperSpec` items, checking names and option types against
-the registered factory's signature before anything is built.
+the registered factory's signature before anything is built. `check_count`,
+`check_seed` and `check_timeout` check the plain arguments that several entry
+points share (`make_vec`, a vector env's `reset` and `recv`, the process
+backends' options), so that each is refused alike everywhere.
 """
 
 from __future__ import annotations
