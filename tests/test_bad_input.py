@@ -67,6 +67,7 @@ def test_numpy_integers_are_accepted_for_num_envs_and_seeds():
         obs = envs.reset()[0]
         assert np.array_equal(envs.reset(seed=np.int32(3))[0], obs)
         assert np.array_equal(envs.reset(seed=[np.int64(3), np.uint8(4)])[0], obs)
+        assert np.array_equal(envs.reset(seed=np.array([3, 4]))[0], obs)
     with torchwm.make_vec("CartPole-v1", 2, seed=3) as envs:
         assert np.array_equal(envs.reset()[0], obs)
     with pytest.raises(TypeError, match="num_envs must be an int"):

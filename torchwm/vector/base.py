@@ -332,6 +332,8 @@ class VectorEnv(gym.vector.VectorEnv):
         """One seed per env of ``ids`` (Python ints, as Gymnasium's seeding wants), every one checked."""
         if seed is None:
             return [None] * ids.size
+        if isinstance(seed, np.ndarray) and seed.ndim == 1:
+            seed = seed.tolist()
         if isinstance(seed, (list, tuple)):
             expected = self.num_envs if full_list else ids.size
             if len(seed) != expected:
