@@ -61,7 +61,7 @@ def test_ale_source_gives_the_gym_sources_arrays():
         ({"source": "nope"}, UnknownNameError, "unknown source 'nope'"),
         ({"wrappers": ["nope"]}, UnknownNameError, "unknown wrapper 'nope'"),
         ({"num_envs": 0}, ValueError, "num_envs must be an int >= 1, got 0"),
-        ({"num_envs": 2.5}, ValueError, "num_envs must be an int >= 1, got 2.5"),
+        ({"num_envs": 2.5}, TypeError, "num_envs must be an int >= 1, got 2.5"),
         ({"size": (64,)}, ValueError, r"size must be two positive ints \(width, height\), got \(64,\)"),
         ({"size": (64, -1)}, ValueError, "size must be two positive ints"),
         ({"seed": -1}, ValueError, "seed must be an int >= 0"),

@@ -257,7 +257,7 @@ def _no_new_children_or_segments(before):
     ({"context": "threads"}, ValueError, r"context must be one of \['fork', 'forkserver', 'spawn'\]"),
     ({"num_wrokers": 2}, TypeError, r"unknown backend option\(s\) \['num_wrokers'\]"),
     ({"num_workers": 3, "envs_per_worker": 3}, ValueError, "do not fit num_envs=4"),
-    ({"timeout": -1}, ValueError, "timeout must be a positive number"),
+    ({"timeout": -1}, ValueError, "timeout must be a number of seconds > 0"),
     ({"copy": "yes"}, TypeError, "copy must be True or False"),
 ])
 def test_bad_backend_kwargs_fail_before_any_worker_starts(backend, kwargs, error, match):

@@ -8,9 +8,12 @@ from torchwm import envs as _envs  # noqa: F401  (registers torchwm/Synthetic-v0
 from torchwm.atari import make_atari_vector_env
 from torchwm.config import load_config, make_vec_from_config
 from torchwm.errors import (
+    AlreadyPendingCallError,
     ClosedEnvironmentError,
     ConfigError,
     EnvTimeoutError,
+    InvalidSeedError,
+    NoAsyncCallError,
     UnknownNameError,
     UnsupportedStackError,
     WorkerError,
@@ -23,9 +26,12 @@ from torchwm.torch_vectorized import TorchVectorizedEnv
 from torchwm.vector.base import VectorEnv
 
 __all__ = [
+    "AlreadyPendingCallError",
     "ClosedEnvironmentError",
     "ConfigError",
     "EnvTimeoutError",
+    "InvalidSeedError",
+    "NoAsyncCallError",
     "TorchVectorizedEnv",
     "UnknownNameError",
     "UnsupportedStackError",

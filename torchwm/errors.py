@@ -1,15 +1,24 @@
 """The exceptions torchwm raises.
 
-Each one subclasses the built-in exception a caller would already catch
-(`LookupError` for a missing name, `ValueError` for bad input), so code written
-against Gymnasium keeps working, and each message says what was expected and
-what came.
+Each one subclasses the exception a caller would already catch: the built-in
+one (`LookupError` for a missing name, `ValueError` for bad input) and, where
+Gymnasium raises its own type for the same mistake, Gymnasium's
+(`gymnasium.error.NoAsyncCallError`, `multiprocessing.TimeoutError`, ...), so
+code written against Gymnasium keeps working. An exception an env raised in a
+worker process arrives as a `WorkerError` that is also an instance of the
+env's own exception type (see `worker_error_class`). Each message says what
+was expected and what came.
 """
 
 from __future__ import annotations
 
 import difflib
+import functools
+import multiprocessing
+import pickle
+import types
 from collections.abc import Iterable
+from typing import Any
 
 import gymnasium.error
 
@@ -53,11 +62,19 @@ class UnsupportedStackError(TorchwmError, ValueError):
 class WorkerError(TorchwmError, RuntimeError):
     """An env raised, or a worker process died, inside a parallel backend.
 
+    When an env raised, the error is also an instance of the env's exception type
+    (``except ValueError`` catches a ``ValueError`` raised in a worker, as with
+    Gymnasium's ``AsyncVectorEnv``), unless that type cannot be combined with this
+    one (see `worker_error_class`).
+
     Attributes:
         env_index: the global index of the env that failed, or None when a whole worker died.
         worker_index: the worker that ran it.
         remote_traceback: the traceback text from the worker, when there is one.
+        original_type: the exception type the env raised, when this class also subclasses it.
     """
+
+    original_type: type[BaseException] | None = None
 
     def __init__(
         self,
@@ -73,10 +90,85 @@ class WorkerError(TorchwmError, RuntimeError):
         self.worker_index = worker_index
         self.remote_traceback = remote_traceback
 
+    def __str__(self) -> str:
+        # The message as written, whatever the env's type does (KeyError's own __str__ would quote it).
+        return str(self.args[0]) if self.args else ""
+
+    def __reduce__(self) -> tuple:
+        # A class made by worker_error_class is no module attribute: rebuild it from the original type.
+        return (_rebuild_worker_error, (self.original_type, self.args), self.__dict__)
+
+
+def _rebuild_worker_error(original_type: type[BaseException] | None, args: tuple) -> WorkerError:
+    cls = worker_error_class(original_type)
+    error = cls.__new__(cls)
+    error.args = args
+    return error
+
+
+@functools.cache
+def worker_error_class(original_type: type[BaseException] | None) -> type[WorkerError]:
+    """`WorkerError`, or a subclass of it and ``original_type`` (made once per type).
+
+    The subclass is made only where that is safe: an ``Exception`` type (not
+    ``KeyboardInterrupt`` or ``SystemExit``) without an ``__init__`` of its own in
+    Python (its instances would lack what that ``__init__`` sets; the built-in
+    types and ``class MyError(Exception): pass`` qualify), picklable by reference
+    (so the error pickles), that can be combined with `WorkerError`. Any other
+    type gives plain `WorkerError`; its message still names the type.
+    """
+    if (
+        not isinstance(original_type, type)
+        or not issubclass(original_type, Exception)
+        or issubclass(WorkerError, original_type)
+        or isinstance(original_type.__init__, types.FunctionType)
+    ):
+        return WorkerError
+    if issubclass(original_type, WorkerError):
+        return original_type
+    try:
+        if pickle.loads(pickle.dumps(original_type)) is not original_type:
+            return WorkerError
+        name = f"WorkerError[{original_type.__name__}]"
+        cls = type(name, (WorkerError, original_type), {"__module__": __name__, "__qualname__": name,
+                                                        "original_type": original_type})
+        cls("probe", env_index=0)  # a type that cannot be built this way fails here, not when raised
+    except Exception:
+        return WorkerError
+    return cls
+
+
+def worker_error(message: str, *, original_type: type[BaseException] | None = None, **details: Any) -> WorkerError:
+    """A `WorkerError` (``details``: ``env_index``, ``worker_index``, ``remote_traceback``) that is also an
+    instance of ``original_type`` where `worker_error_class` allows it."""
+    return worker_error_class(original_type)(message, **details)
+
 
 class ConfigError(TorchwmError, ValueError):
     """A config file or dict that does not validate; the message names the key."""
 
 
-class EnvTimeoutError(TorchwmError, TimeoutError):
-    """A wait on workers passed its deadline (``timeout=``)."""
+class EnvTimeoutError(TorchwmError, TimeoutError, multiprocessing.TimeoutError):
+    """A wait on workers passed its deadline (``timeout=``).
+
+    Both the built-in ``TimeoutError`` and ``multiprocessing.TimeoutError``, which
+    Gymnasium's ``AsyncVectorEnv`` raises for the same wait.
+    """
+
+
+class NoAsyncCallError(TorchwmError, gymnasium.error.NoAsyncCallError, RuntimeError):
+    """`recv()` (``step_wait()``) with no action in flight; Gymnasium raises its type for the same misuse."""
+
+    def __init__(self, message: str, name: str = "step") -> None:
+        super().__init__(message, name)
+
+
+class AlreadyPendingCallError(TorchwmError, gymnasium.error.AlreadyPendingCallError, RuntimeError):
+    """A second `send()`, or a `reset`/`call`, while actions are in flight: `recv()` first."""
+
+    def __init__(self, message: str, name: str = "step") -> None:
+        super().__init__(message, name)
+
+
+class InvalidSeedError(TorchwmError, gymnasium.error.Error, ValueError):
+    """A seed Gymnasium's seeding refuses (a negative int): a ``ValueError`` and Gymnasium's ``Error``."""

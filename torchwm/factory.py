@@ -3,7 +3,9 @@
 Both go through `resolve_spec`, which checks every argument and fills in
 every default before anything is built, giving a `VecSpec`. `build_env` makes
 one env from a spec; every Python backend calls it, in whichever process its
-envs live, so one spec means one env everywhere.
+envs live, so one spec means one env everywhere. `make_vec` also takes what a
+Gymnasium user already types for ``gymnasium.make_vec``: an ``EnvSpec`` as the
+id, ``vectorization_mode`` and ``vector_kwargs`` (`gymnasium_arguments`).
 """
 
 from __future__ import annotations
@@ -14,16 +16,92 @@ from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
+from gymnasium.envs.registration import EnvSpec
 
 from torchwm import names
 from torchwm.plugins import registry
-from torchwm.spec import VecSpec, parse_autoreset_mode, resolve_wrapper, resolve_wrappers, wrapper_env_kwargs
+from torchwm.spec import (
+    VecSpec,
+    check_count,
+    check_seed,
+    parse_autoreset_mode,
+    resolve_wrapper,
+    resolve_wrappers,
+    wrapper_env_kwargs,
+)
+
+# gymnasium.make_vec's vectorization_mode -> torchwm's backend. "async" is AsyncVectorEnv, whose
+# default is shared_memory=True: shmem is the same design (vector_kwargs={"shared_memory": False}
+# gives subproc, as AsyncVectorEnv without shared memory).
+VECTORIZATION_MODES = {"sync": "sync", "async": "shmem"}
+# gymnasium.make_vec's vector_kwargs that have a torchwm equivalent -> that backend option.
+# max_concurrency (at most k envs stepping at once) is num_workers: a worker steps its envs one by one.
+VECTOR_KWARGS = {"copy": "copy", "context": "context", "max_concurrency": "num_workers"}
+_MISSING = object()  # a kwarg the registration does not have
 
 
-def _check_int(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-    return value
+def _env_spec_arguments(spec: EnvSpec) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """The id, the env kwargs that differ from its registration, and the make_vec arguments of an EnvSpec.
+
+    ``spec.kwargs`` holds every registered default too (ALE's ``frameskip=4``, which the default stack
+    replaces); only the ones the spec changed are passed on, so that ``make_vec(gym.spec(id))`` is
+    ``make_vec(id)``. A vector env's spec (``gymnasium.make_vec(...).spec``) also holds ``num_envs``,
+    ``vectorization_mode``, ``vector_kwargs`` and ``wrappers``, taken as Gymnasium takes them.
+    """
+    names.register_ale()
+    registered = gym.registry.get(spec.id)
+    if registered is None:
+        raise ValueError(
+            f"the EnvSpec {spec.id!r} is not registered with Gymnasium; register it first "
+            f"(gymnasium.register(id={spec.id!r}, entry_point=...)) so that every worker can build it"
+        )
+    kwargs = dict(spec.kwargs)
+    arguments = {key: kwargs.pop(key) for key in ("num_envs", "vectorization_mode", "vector_kwargs", "wrappers")
+                 if key in kwargs}
+    changed = {key: value for key, value in kwargs.items() if registered.kwargs.get(key, _MISSING) != value}
+    if spec.max_episode_steps != registered.max_episode_steps:
+        changed["max_episode_steps"] = spec.max_episode_steps
+    return spec.id, changed, arguments
+
+
+def gymnasium_arguments(
+    backend: str | None, backend_kwargs: dict[str, Any] | None, autoreset_mode: Any,
+    vectorization_mode: Any, vector_kwargs: Any,
+) -> tuple[str, dict[str, Any] | None, Any]:
+    """``gymnasium.make_vec``'s ``vectorization_mode`` and ``vector_kwargs`` as torchwm's ``backend``,
+    ``backend_kwargs`` and ``autoreset_mode``; anything without an equivalent fails in one line naming
+    torchwm's argument."""
+    mode = getattr(vectorization_mode, "value", vectorization_mode)  # gymnasium.VectorizeMode too
+    if mode is not None and mode not in VECTORIZATION_MODES:
+        hint = ("torchwm has no vector_entry_point mode: pass backend='ale-native' for ALE's own vector env"
+                if mode == "vector_entry_point" else f"expected one of {sorted(VECTORIZATION_MODES)}")
+        raise ValueError(f"vectorization_mode={mode!r}: {hint}, or use torchwm's backend= argument")
+    if vector_kwargs is not None and not isinstance(vector_kwargs, dict):
+        raise TypeError(f"vector_kwargs must be a dict, got {vector_kwargs!r:.200}; torchwm's argument is backend_kwargs=")
+    vector_kwargs = dict(vector_kwargs or {})
+    if mode is None and vector_kwargs:
+        raise ValueError("vector_kwargs needs vectorization_mode='sync' or 'async'; torchwm's argument is backend_kwargs=")
+    if mode is not None:
+        chosen = VECTORIZATION_MODES[mode]
+        if mode == "async" and vector_kwargs.pop("shared_memory", True) is False:
+            chosen = "subproc"
+        if backend is not None and backend != chosen:
+            raise ValueError(f"backend={backend!r} and vectorization_mode={mode!r} disagree "
+                             f"(vectorization_mode={mode!r} is backend={chosen!r}); give one of them")
+        backend = chosen
+    if "autoreset_mode" in vector_kwargs:
+        autoreset_mode = vector_kwargs.pop("autoreset_mode")
+    if vector_kwargs.get("observation_mode", "same") == "same":
+        vector_kwargs.pop("observation_mode", None)
+    unknown = sorted(set(vector_kwargs) - set(VECTOR_KWARGS))
+    if unknown:
+        raise TypeError(
+            f"vector_kwargs {unknown} have no torchwm equivalent; torchwm takes backend options in "
+            f"backend_kwargs= (copy, context and max_concurrency map to it; see docs/from-gymnasium.md)"
+        )
+    if vector_kwargs:
+        backend_kwargs = {**{VECTOR_KWARGS[k]: v for k, v in vector_kwargs.items()}, **(backend_kwargs or {})}
+    return backend or "sync", backend_kwargs, autoreset_mode
 
 
 def _check_size(size: Any) -> tuple[int, int] | None:
@@ -63,9 +141,9 @@ def resolve_spec(
     """Check every argument and make every default explicit; builds nothing."""
     wrappers, size, backend_kwargs = (_plain_containers(v) for v in (wrappers, size, backend_kwargs))
     env_kwargs = {k: _plain_containers(v) for k, v in (env_kwargs or {}).items()}
-    num_envs = _check_int("num_envs", num_envs, 1)
+    num_envs = check_count("num_envs", num_envs)
     if seed is not None:
-        seed = _check_int("seed", seed, 0)
+        seed = check_seed(seed)
     if not isinstance(backend, str):
         raise TypeError(f"backend must be a registered backend name (a str), got {backend!r}")
     if not isinstance(source, str):
@@ -176,10 +254,10 @@ def make_env(
 
 
 def make_vec(
-    id: str,
+    id: str | EnvSpec,
     num_envs: int = 1,
     *,
-    backend: str = "sync",
+    backend: str | None = None,
     wrappers: Sequence[Any] | None = None,
     seed: int | None = None,
     autoreset_mode: Any = "next_step",
@@ -187,9 +265,18 @@ def make_vec(
     size: Any = None,
     backend_kwargs: dict[str, Any] | None = None,
     fused: bool = True,
+    vectorization_mode: Any = None,
+    vector_kwargs: dict[str, Any] | None = None,
     **env_kwargs: Any,
 ) -> Any:
-    """A vector env of ``num_envs`` copies of ``id`` on ``backend``.
+    """A vector env of ``num_envs`` copies of ``id`` on ``backend`` (default ``"sync"``).
+
+    ``id`` may be a ``gymnasium.envs.registration.EnvSpec`` (its id, and the kwargs it changes from
+    the registration). ``vectorization_mode`` and ``vector_kwargs`` are ``gymnasium.make_vec``'s names:
+    ``"sync"`` is ``backend="sync"``, ``"async"`` is ``backend="shmem"`` (``"subproc"`` with
+    ``vector_kwargs={"shared_memory": False}``); their ``copy``, ``context``, ``max_concurrency``
+    (``num_workers``) and ``autoreset_mode`` map to torchwm's arguments, anything else fails naming
+    torchwm's argument.
 
     Example:
         >>> import torchwm
@@ -199,6 +286,15 @@ def make_vec(
         (4, 4)
         >>> envs.close()
     """
+    if isinstance(id, EnvSpec):
+        id, changed, arguments = _env_spec_arguments(id)
+        env_kwargs = {**changed, **env_kwargs}
+        num_envs = arguments.get("num_envs", num_envs)
+        vectorization_mode = arguments.get("vectorization_mode", vectorization_mode)
+        vector_kwargs = arguments.get("vector_kwargs", vector_kwargs)
+        wrappers = arguments.get("wrappers", wrappers)
+    backend, backend_kwargs, autoreset_mode = gymnasium_arguments(
+        backend, backend_kwargs, autoreset_mode, vectorization_mode, vector_kwargs)
     spec = resolve_spec(
         id, num_envs, backend=backend, wrappers=wrappers, seed=seed, autoreset_mode=autoreset_mode,
         source=source, size=size, backend_kwargs=backend_kwargs, fused=fused, env_kwargs=env_kwargs,
@@ -231,7 +327,7 @@ def make_vec_from_fns(
     if backend_kwargs is not None and not isinstance(backend_kwargs, dict):
         raise TypeError(f"backend_kwargs must be a dict, got {backend_kwargs!r}")
     if seed is not None:
-        seed = _check_int("seed", seed, 0)
+        seed = check_seed(seed)
     label = getattr(env_fns[0], "__qualname__", None) or type(env_fns[0]).__name__
     spec = VecSpec(id=f"<env_fns {label}>", num_envs=len(env_fns), seed=seed,
                    autoreset_mode=parse_autoreset_mode(autoreset_mode), backend=backend)

@@ -8,7 +8,10 @@ It is a frozen dataclass: it pickles, prints, and round-trips through
 the same env elsewhere. `resolve_wrappers` turns what a user wrote
 (``"frame_stack"``, ``{"name": "frame_stack", "stack_size": 4}`` or a
 callable) into `WrapperSpec` items, checking names and option types against
-the registered factory's signature before anything is built.
+the registered factory's signature before anything is built. `check_count`,
+`check_seed` and `check_timeout` check the plain arguments that several entry
+points share (`make_vec`, a vector env's `reset` and `recv`, the process
+backends' options), so that each is refused alike everywhere.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from __future__ import annotations
 import dataclasses
 import importlib.metadata
 import inspect
+import math
+import numbers
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +29,7 @@ from typing import Any
 import pydantic
 from gymnasium.vector import AutoresetMode
 
+from torchwm.errors import InvalidSeedError
 from torchwm.plugins import registry
 
 AUTORESET_MODES = {
@@ -153,6 +159,41 @@ def _plain(value: Any) -> Any:
 def _from_plain(value: Mapping[str, Any]) -> dict[str, Any]:
     # Env kwargs such as ALE's frameskip=(2, 5) are tuples; a file gives lists.
     return {k: tuple(v) if isinstance(v, list) else v for k, v in value.items()}
+
+
+def check_count(name: str, value: Any, minimum: int = 1) -> int:
+    """``value`` as an int >= ``minimum``: any integer (``np.int64`` too), not a bool."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int >= {minimum}, got {value!r} ({type(value).__name__})")
+    if value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def check_seed(value: Any, name: str = "seed") -> int:
+    """``value`` as a seed Gymnasium's seeding takes: an int >= 0 (``np.int64`` too), as a Python int.
+
+    Raises:
+        TypeError: not an integer (a bool, a float, a string).
+        InvalidSeedError: a negative int; both a ``ValueError`` and ``gymnasium.error.Error``, what an
+            env's own ``reset(seed=-1)`` raises.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int >= 0 or None, got {value!r} ({type(value).__name__})")
+    if value < 0:
+        raise InvalidSeedError(f"{name} must be an int >= 0 (Gymnasium's seeding refuses negative seeds), got {value}")
+    return int(value)
+
+
+def check_timeout(value: Any, name: str = "timeout") -> float | None:
+    """``value`` as a number of seconds > 0, or None for no limit; ``math.inf`` also means no limit."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number of seconds > 0, or None for no limit, got {value!r} ({type(value).__name__})")
+    if math.isnan(value) or value <= 0:
+        raise ValueError(f"{name} must be a number of seconds > 0, or None for no limit, got {value!r}")
+    return None if math.isinf(value) else float(value)
 
 
 def parse_autoreset_mode(mode: Any) -> str:

@@ -24,9 +24,9 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from torchwm.errors import ClosedEnvironmentError
-from torchwm.spec import VecSpec
-from torchwm.vector.batching import InfoBatcher, check_actions, take_rows
+from torchwm.errors import AlreadyPendingCallError, ClosedEnvironmentError, NoAsyncCallError
+from torchwm.spec import VecSpec, check_seed, check_timeout
+from torchwm.vector.batching import InfoBatcher, check_actions, take_rows, view_rows
 
 
 class VectorEnv(gym.vector.VectorEnv):
@@ -38,8 +38,8 @@ class VectorEnv(gym.vector.VectorEnv):
         metadata: the env's metadata; ``autoreset_mode`` is added.
         render_mode: the env's render mode.
         batch_size: how many envs `recv` returns at the least wait (``None``: all in flight).
-        timeout: seconds any wait on envs may take before `EnvTimeoutError` (``None``: no limit
-            in the base class; parallel backends set their own default).
+        timeout: seconds any wait on envs may take before `EnvTimeoutError` (``None`` or ``math.inf``:
+            no limit in the base class; parallel backends set their own default).
         copy: return copies of the observation batch (``False`` returns the backend's buffer, which
             the next call overwrites).
     """
@@ -64,8 +64,7 @@ class VectorEnv(gym.vector.VectorEnv):
         n = spec.num_envs
         if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= n):
             raise ValueError(f"batch_size must be an int from 1 to num_envs={n}, got {batch_size!r}")
-        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
-            raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
+        timeout = check_timeout(timeout)
         self._vec_spec = spec
         self.num_envs = n
         self.single_observation_space = single_observation_space
@@ -81,6 +80,7 @@ class VectorEnv(gym.vector.VectorEnv):
         self.copy = copy
         self.closed = False
         self._first_reset_seed = spec.seed
+        self._given_seeds = [-1] * n  # the last seed each env was reset with; -1: none (seeds may exceed int64)
         self._ever_reset = np.zeros(n, dtype=bool)
         self._all_reset = False  # every env was reset at least once (then it stays so)
         self._in_flight = np.zeros(n, dtype=bool)
@@ -127,7 +127,11 @@ class VectorEnv(gym.vector.VectorEnv):
         The first reset uses ``make_vec(seed=...)`` when no seed is given.
         """
         self._check_open()
-        self._check_nothing_in_flight("reset()")
+        self._check_nothing_in_flight("reset()", "reset")
+        # Everything is checked before anything changes: a refused call leaves the env as it was
+        # (the seed of make_vec(seed=...) still pending, for one).
+        if options is not None and not isinstance(options, dict):
+            raise TypeError(f"options must be a dict or None, got {options!r:.200} ({type(options).__name__})")
         options = dict(options) if options else None
         mask = options.pop("reset_mask", None) if options else None
         if mask is not None:
@@ -136,18 +140,16 @@ class VectorEnv(gym.vector.VectorEnv):
             ids = self._mask_ids(mask)
         else:
             ids = self._env_ids(env_ids)
-        if seed is None and self._first_reset_seed is not None:
-            seed = self._first_reset_seed
+        seeds = self._seeds(self._first_reset_seed if seed is None else seed, ids, full_list=mask is not None)
         self._first_reset_seed = None
-        seeds = self._seeds(seed, ids, full_list=mask is not None)
         infos = self._reset_envs(ids, seeds, options)
+        self._record_seeds(ids, seeds)
         self._ever_reset[ids] = True
         self._all_reset = bool(self._ever_reset.all())
         if env_ids is not None:
             obs, _, _, _, batched = self._rows(ids, infos)
             return obs, batched
-        obs = take_rows(self.single_observation_space, self._observations, None) if self.copy else self._observations
-        return obs, InfoBatcher(self.num_envs).batch(self._spread(ids, infos))
+        return self._all_rows(), InfoBatcher(self.num_envs).batch(self._spread(ids, infos))
 
     def step(self, actions: Any, env_ids: Any = None) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """`send` then `recv`: all envs, or the rows of ``env_ids`` (``infos["env_id"]`` says which)."""
@@ -162,7 +164,8 @@ class VectorEnv(gym.vector.VectorEnv):
         if self._in_flight.any():
             busy = ids[self._in_flight[ids]]
             if busy.size:
-                raise RuntimeError(f"envs {busy.tolist()} already have an action in flight; recv() them before sending again")
+                raise AlreadyPendingCallError(
+                    f"envs {busy.tolist()} already have an action in flight; recv() them before sending again", "step")
         if not self._all_reset:
             not_reset = ids[~self._ever_reset[ids]]
             if not_reset.size:
@@ -188,18 +191,18 @@ class VectorEnv(gym.vector.VectorEnv):
         A result for fewer than ``num_envs`` envs has their rows only and ``infos["env_id"]``.
         """
         self._check_open()
+        timeout = self.timeout if timeout is None else check_timeout(timeout, "recv(timeout=)")
         candidates = np.flatnonzero(self._in_flight)
         if not candidates.size:
-            raise RuntimeError("recv() with no action in flight; call send() first")
+            raise NoAsyncCallError("recv() with no action in flight; call send() first", "step")
         count = min(self.batch_size, candidates.size)
-        ids, infos = self._wait_ready(candidates, count, self.timeout if timeout is None else timeout)
+        ids, infos = self._wait_ready(candidates, count, timeout)
         if len(ids) == self.num_envs:
             self._in_flight[:] = False
             if any(infos):  # else their order does not matter
                 by_env = dict(zip(np.asarray(ids).tolist(), infos, strict=True))
                 infos = [by_env[i] for i in range(self.num_envs)]
-            obs = take_rows(self.single_observation_space, self._observations, None) if self.copy else self._observations
-            return (obs, self._rewards.copy(), self._terminations.copy(), self._truncations.copy(),
+            return (self._all_rows(), self._rewards.copy(), self._terminations.copy(), self._truncations.copy(),
                     InfoBatcher(self.num_envs).batch(infos))
         order = np.argsort(ids, kind="stable")
         ids = np.asarray(ids, dtype=np.int64)[order]
@@ -207,10 +210,37 @@ class VectorEnv(gym.vector.VectorEnv):
         self._in_flight[ids] = False
         return self._rows(ids, infos)
 
+    def step_async(self, actions: Any) -> None:
+        """Gymnasium's ``AsyncVectorEnv.step_async``: `send` of every env's action."""
+        self.send(actions)
+
+    def step_wait(self, timeout: float | None = None) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Gymnasium's ``AsyncVectorEnv.step_wait``: `recv` (all envs unless ``batch_size`` is set)."""
+        return self.recv(timeout)
+
+    @property
+    def np_random_seed(self) -> tuple[int, ...]:  # type: ignore[override]
+        """The seed of each env's ``np_random``, as Gymnasium's Sync/AsyncVectorEnv give it
+        (``(42, 43, 44, 45)`` after ``reset(seed=42)``, and still after ``reset()``).
+
+        Read from the envs (``get_attr``). Envs that cannot answer (ALE's C++ envs, an env whose
+        ``np_random`` is read-only) give the seed this vector env last reset them with, or -1 where
+        it gave none: Gymnasium's value for a seed that is not known.
+        """
+        try:
+            return self.get_attr("np_random_seed")
+        except (AttributeError, NotImplementedError):
+            return tuple(self._given_seeds)
+
+    @property
+    def np_random(self) -> tuple[np.random.Generator, ...]:  # type: ignore[override]
+        """Each env's ``np_random`` (copies, on a process backend), as Gymnasium's vector envs give it."""
+        return self.get_attr("np_random")
+
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Call method ``name`` of every env (or read it, if it is not callable)."""
         self._check_open()
-        self._check_nothing_in_flight(f"call({name!r})")
+        self._check_nothing_in_flight(f"call({name!r})", "call")
         return tuple(self._call(name, args, kwargs))
 
     def get_attr(self, name: str) -> tuple[Any, ...]:
@@ -219,7 +249,7 @@ class VectorEnv(gym.vector.VectorEnv):
     def set_attr(self, name: str, values: Any) -> None:
         """Set attribute ``name`` on every env: one value for all, or a list/tuple of one per env."""
         self._check_open()
-        self._check_nothing_in_flight(f"set_attr({name!r})")
+        self._check_nothing_in_flight(f"set_attr({name!r})", "set_attr")
         if not isinstance(values, (list, tuple)):
             values = [values] * self.num_envs
         if len(values) != self.num_envs:
@@ -262,9 +292,16 @@ class VectorEnv(gym.vector.VectorEnv):
         if self.closed:
             raise ClosedEnvironmentError(f"{type(self).__name__} ({self._vec_spec.id}) is closed; make a new one")
 
-    def _check_nothing_in_flight(self, what: str) -> None:
+    def _check_nothing_in_flight(self, what: str, name: str) -> None:
         if self._in_flight.any():
-            raise RuntimeError(f"{what} while envs {np.flatnonzero(self._in_flight).tolist()} have actions in flight; recv() first")
+            raise AlreadyPendingCallError(
+                f"{what} while envs {np.flatnonzero(self._in_flight).tolist()} have actions in flight; recv() first", name)
+
+    def _all_rows(self) -> Any:
+        """The observations of every env: a copy, or with ``copy=False`` the batch itself."""
+        if self.copy:
+            return take_rows(self.single_observation_space, self._observations, None)
+        return view_rows(self.single_observation_space, self._observations, None)
 
     def _env_ids(self, env_ids: Any) -> np.ndarray:
         if env_ids is None:
@@ -279,23 +316,40 @@ class VectorEnv(gym.vector.VectorEnv):
         return ids.astype(np.int64)
 
     def _mask_ids(self, mask: Any) -> np.ndarray:
-        if not isinstance(mask, np.ndarray) or mask.dtype != np.bool_ or mask.shape != (self.num_envs,):
-            raise ValueError(f"options['reset_mask'] must be a bool array of shape ({self.num_envs},), got {mask!r}")
+        # The exception types of Gymnasium's Sync/AsyncVectorEnv for each mistake.
+        expected = f"options['reset_mask'] must be a NumPy bool array of shape ({self.num_envs},)"
+        if not isinstance(mask, np.ndarray):
+            raise TypeError(f"{expected}, got {type(mask).__name__} {mask!r:.200}")
+        if mask.shape != (self.num_envs,):
+            raise ValueError(f"{expected}, got shape {mask.shape}")
+        if mask.dtype != np.bool_:
+            raise TypeError(f"{expected}, got dtype {mask.dtype}")
         if not mask.any():
-            raise ValueError("options['reset_mask'] must select at least one env")
+            raise ValueError(f"options['reset_mask'] must select at least one env, got {mask!r}")
         return np.flatnonzero(mask)
 
     def _seeds(self, seed: Any, ids: np.ndarray, full_list: bool) -> list[int | None]:
+        """One seed per env of ``ids`` (Python ints, as Gymnasium's seeding wants), every one checked."""
         if seed is None:
             return [None] * ids.size
-        if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
-            return [int(seed) + int(i) for i in ids]
+        if isinstance(seed, np.ndarray) and seed.ndim == 1:
+            seed = seed.tolist()
         if isinstance(seed, (list, tuple)):
             expected = self.num_envs if full_list else ids.size
             if len(seed) != expected:
-                raise ValueError(f"expected {expected} seeds, one per env, got {len(seed)}")
-            return [seed[int(i)] for i in ids] if full_list else list(seed)
-        raise TypeError(f"seed must be an int, a list of ints or None, got {seed!r}")
+                raise ValueError(f"expected {expected} seeds, one per env reset, got {len(seed)}: {seed!r:.200}")
+            chosen = [seed[int(i)] for i in ids] if full_list else list(seed)
+            return [None if s is None else check_seed(s, "each seed of a list") for s in chosen]
+        if isinstance(seed, (bool, str, bytes)) or not isinstance(seed, (int, np.integer)):
+            raise TypeError(f"seed must be an int >= 0, a list of them (one per env) or None, got {seed!r:.200}")
+        first = check_seed(seed)
+        return [first + int(i) for i in ids]
+
+    def _record_seeds(self, ids: np.ndarray, seeds: list[int | None]) -> None:
+        """Remember the seeds a reset gave (for `np_random_seed`); a reset without one keeps the last."""
+        for i, seed in zip(ids.tolist(), seeds, strict=True):
+            if seed is not None:
+                self._given_seeds[i] = seed
 
     def _spread(self, ids: np.ndarray, infos: list[dict]) -> list[dict]:
         """Infos of ``ids`` placed at their env positions in a list of ``num_envs``."""

@@ -1,13 +1,19 @@
-"""Rows of batched spaces: write one env's value, take some envs' rows, check actions.
+"""Rows of batched spaces: make a batch, write one env's value, take some envs' rows, check actions.
 
 Gymnasium batches a space into arrays with a leading env dimension (a dict of
-arrays for a Dict space). Backends keep one such batch for all envs and fill
-it row by row, so these helpers work on any space, with a fast path for the
-plain array spaces that nearly every env uses.
+arrays for a Dict space, a tuple for a Tuple space), and the spaces that have
+no fixed shape (Text, Graph, Sequence, OneOf, any other `gymnasium.Space`)
+into a tuple of one value per env (`gymnasium.vector.utils.concatenate`).
+Backends keep one such batch for all envs and fill it row by row, so these
+helpers work on any space, with a fast path for the plain array spaces that
+nearly every env uses. A batch of a space without fixed shape is held as a
+NumPy object array (one slot per env, so that a worker's rows are a view of
+it like any array's) and returned as Gymnasium's tuple.
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import gymnasium as gym
@@ -15,6 +21,18 @@ import numpy as np
 from gymnasium import spaces
 
 ARRAY_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
+
+
+def create_batch(space: gym.Space, n: int) -> Any:
+    """A zeroed batch of ``n`` rows of ``space``: Gymnasium's `create_empty_array`, with an object array
+    (filled with None until written) where Gymnasium has a tuple of values."""
+    if isinstance(space, spaces.Dict):
+        return {key: create_batch(sub, n) for key, sub in space.spaces.items()}
+    if isinstance(space, spaces.Tuple):
+        return tuple(create_batch(sub, n) for sub in space.spaces)
+    if isinstance(space, ARRAY_SPACES):
+        return np.zeros((n, *space.shape), dtype=space.dtype)
+    return np.full(n, None, dtype=object)
 
 
 def put_rows(space: gym.Space, batch: Any, index: Any, value: Any) -> None:
@@ -25,8 +43,12 @@ def put_rows(space: gym.Space, batch: Any, index: Any, value: Any) -> None:
     elif isinstance(space, spaces.Tuple):
         for sub, sub_batch, sub_value in zip(space.spaces, batch, value, strict=True):
             put_rows(sub, sub_batch, index, sub_value)
+    elif isinstance(space, ARRAY_SPACES) or isinstance(index, (int, np.integer)):
+        batch[index] = value  # one row of an object array takes the value as it is
     else:
-        batch[index] = value
+        # Several rows of an object array: one value each (NumPy would read a tuple value as an array).
+        for row, row_value in zip(np.arange(len(batch))[index], value, strict=True):
+            batch[row] = row_value
 
 
 def get_row(space: gym.Space, batch: Any, index: int) -> Any:
@@ -39,21 +61,29 @@ def get_row(space: gym.Space, batch: Any, index: int) -> Any:
 
 
 def take_rows(space: gym.Space, batch: Any, ids: np.ndarray | None) -> Any:
-    """A copy of the rows ``ids`` (all rows when ``ids`` is None)."""
+    """A copy of the rows ``ids`` (all rows when ``ids`` is None); a tuple of values for a space
+    without fixed shape, deep-copied as Gymnasium's ``copy=True`` does."""
     if isinstance(space, spaces.Dict):
         return {key: take_rows(sub, batch[key], ids) for key, sub in space.spaces.items()}
     if isinstance(space, spaces.Tuple):
         return tuple(take_rows(sub, b, ids) for sub, b in zip(space.spaces, batch, strict=True))
+    if not isinstance(space, ARRAY_SPACES):
+        rows = batch if ids is None else [batch[i] for i in np.asarray(ids).tolist()]
+        return copy.deepcopy(tuple(rows))
     if ids is None:
         return batch.copy()
     return batch[ids]
 
 
 def view_rows(space: gym.Space, batch: Any, ids: np.ndarray | None) -> Any:
-    """Like `take_rows` but without a copy where one can be avoided (all rows)."""
-    if ids is None:
-        return batch
-    return take_rows(space, batch, ids)
+    """Like `take_rows` but without a copy where one can be avoided (all rows of an array batch)."""
+    if ids is not None:
+        return take_rows(space, batch, ids)
+    if isinstance(space, spaces.Dict):
+        return {key: view_rows(sub, batch[key], None) for key, sub in space.spaces.items()}
+    if isinstance(space, spaces.Tuple):
+        return tuple(view_rows(sub, b, None) for sub, b in zip(space.spaces, batch, strict=True))
+    return batch if isinstance(space, ARRAY_SPACES) else tuple(batch)
 
 
 def slice_rows(space: gym.Space, batch: Any, start: int, stop: int) -> Any:
@@ -95,8 +125,11 @@ def check_actions(space: gym.Space, actions: Any, count: int) -> Any:
         if array.dtype.kind not in "biuf":
             raise ValueError(f"expected numeric actions for {space}, got dtype {array.dtype}")
         return array
-    if array.dtype.kind not in "biu":
-        raise ValueError(f"expected integer actions for {space}, got dtype {array.dtype}")
+    # As Gymnasium's `contains`: a Discrete space holds integers only (NumPy bools are not; a bool
+    # batch would reach each env as np.bool_), while MultiDiscrete and MultiBinary take bool arrays.
+    kinds = "iu" if isinstance(space, spaces.Discrete) else "biu"
+    if array.dtype.kind not in kinds:
+        raise ValueError(f"expected integer actions for {space} (an int dtype such as int64), got dtype {array.dtype}")
     if isinstance(space, spaces.Discrete):
         low, high = space.start, space.start + space.n - 1
     elif isinstance(space, spaces.MultiDiscrete):

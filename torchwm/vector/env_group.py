@@ -100,10 +100,25 @@ class EnvGroup:
             infos.append(info)
         # Written once for all envs: three numpy writes per env cost as much as a cheap env's step.
         rows = slice(None) if local_ids == self._all_local else list(local_ids)
-        self.rewards[rows] = rewards
-        self.terminations[rows] = terminations
-        self.truncations[rows] = truncations
+        if not self._write_flags(rows, rewards, terminations, truncations):
+            # A value that does not fit (a reward that is no number, say): env by env, as Gymnasium
+            # writes them, so that an error comes from the env that returned it, with ``i`` naming it
+            # (worker.failing_env reads it).
+            for row, i in enumerate(local_ids):
+                self.rewards[i] = rewards[row]
+                self.terminations[i] = terminations[row]
+                self.truncations[i] = truncations[row]
         return infos
+
+    def _write_flags(self, rows: Any, rewards: list, terminations: list, truncations: list) -> bool:
+        """Rewards and flags of ``rows`` in one write each; False (nothing raised) if a value does not fit."""
+        try:
+            self.rewards[rows] = rewards
+            self.terminations[rows] = terminations
+            self.truncations[rows] = truncations
+        except (TypeError, ValueError):
+            return False
+        return True
 
     def call(self, local_ids: Sequence[int], name: str, args: tuple, kwargs: dict) -> list[Any]:
         results = []

@@ -50,8 +50,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from torchwm.errors import EnvTimeoutError, WorkerError
-from torchwm.spec import VecSpec
+from torchwm.errors import EnvTimeoutError, WorkerError, worker_error
+from torchwm.spec import VecSpec, check_timeout
 from torchwm.vector.base import VectorEnv
 from torchwm.vector.batching import slice_rows
 from torchwm.vector.env_group import EnvGroup, env_fns_of
@@ -153,9 +153,7 @@ def check_options(backend: str, num_envs: int, options: dict[str, Any]) -> dict[
         raise ValueError(f"{backend}: context must be one of {list(START_METHODS)} (a start method), got {context!r}")
     if context not in multiprocessing.get_all_start_methods():
         raise ValueError(f"{backend}: start method {context!r} is not available on this platform")
-    timeout = options.get("timeout", DEFAULT_TIMEOUT)
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
-        raise ValueError(f"{backend}: timeout must be a positive number of seconds or None, got {timeout!r}")
+    timeout = check_timeout(options.get("timeout", DEFAULT_TIMEOUT), f"{backend}: timeout")
     for flag in ("copy", "restart_on_crash"):
         if flag in options and not isinstance(options[flag], bool):
             raise TypeError(f"{backend}: {flag} must be True or False, got {options[flag]!r}")
@@ -737,11 +735,16 @@ class ProcessVectorEnv(VectorEnv):
 
     def _check_reply(self, handle: WorkerHandle, message: Any, doing: str) -> Any:
         if message[0] == "error":
-            _, local_index, remote_traceback, summary = message
+            _, local_index, remote_traceback, summary, pickled_type = message
+            try:
+                original_type = None if pickled_type is None else cloudpickle.loads(pickled_type)
+            except Exception:  # a type the parent cannot import: plain WorkerError, the message names it
+                original_type = None
             env_index = None if local_index is None else handle.envs.start + local_index
             where = f"env {env_index} on {handle.describe()}" if env_index is not None else handle.describe()
-            raise WorkerError(f"{self.backend_name}: {where} raised {summary} while {doing}",
-                              env_index=env_index, worker_index=handle.index, remote_traceback=remote_traceback)
+            raise worker_error(f"{self.backend_name}: {where} raised {summary} while {doing}",
+                               original_type=original_type, env_index=env_index, worker_index=handle.index,
+                               remote_traceback=remote_traceback)
         return message
 
     def _expect(self, handle: WorkerHandle, seq: int, kind: str, deadline: float | None, doing: str) -> Any:

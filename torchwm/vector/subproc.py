@@ -19,12 +19,11 @@ from multiprocessing.connection import wait as wait_connections
 from typing import Any
 
 import numpy as np
-from gymnasium.vector.utils import create_empty_array
 
 from torchwm.errors import EnvTimeoutError, WorkerError
 from torchwm.hookspecs import hookimpl
 from torchwm.spec import VecSpec
-from torchwm.vector.batching import put_rows, slice_rows, take_rows
+from torchwm.vector.batching import create_batch, put_rows, slice_rows, take_rows
 from torchwm.vector.processes import CONFORMANCE_VARIANTS, OPTION_DEFAULTS, ProcessVectorEnv, WorkerHandle
 
 SPIN_SECONDS = 0.001  # a wait for replies polls the pipes with sched_yield this long, then blocks
@@ -51,7 +50,7 @@ class SubprocVectorEnv(ProcessVectorEnv):
 
     def _make_buffers(self) -> None:
         n = self.num_envs
-        self._observations = create_empty_array(self.single_observation_space, n=n, fn=np.zeros)
+        self._observations = create_batch(self.single_observation_space, n)
         self._rewards = np.zeros(n, dtype=np.float64)
         self._terminations = np.zeros(n, dtype=np.bool_)
         self._truncations = np.zeros(n, dtype=np.bool_)

@@ -13,11 +13,11 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.vector.utils import create_empty_array
 
 from torchwm.hookspecs import hookimpl
 from torchwm.spec import VecSpec
 from torchwm.vector.base import VectorEnv
+from torchwm.vector.batching import create_batch
 from torchwm.vector.env_group import EnvGroup, env_fns_of
 
 
@@ -76,7 +76,7 @@ class SyncVectorEnv(VectorEnv):
             render_mode=first.render_mode, batch_size=batch_size, timeout=timeout, copy=copy,
         )
         n = spec.num_envs
-        self._observations = create_empty_array(first.observation_space, n=n, fn=np.zeros)
+        self._observations = create_batch(first.observation_space, n)
         self._rewards = np.zeros(n, dtype=np.float64)
         self._terminations = np.zeros(n, dtype=np.bool_)
         self._truncations = np.zeros(n, dtype=np.bool_)

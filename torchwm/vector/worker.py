@@ -49,10 +49,9 @@ from typing import Any
 import cloudpickle
 import gymnasium as gym
 import numpy as np
-from gymnasium.vector.utils import create_empty_array
 
 from torchwm.vector import futex
-from torchwm.vector.batching import slice_rows, take_rows
+from torchwm.vector.batching import ARRAY_SPACES, create_batch, slice_rows, take_rows
 from torchwm.vector.env_group import EnvGroup
 from torchwm.vector.shared_batch import SharedBatch
 
@@ -183,8 +182,16 @@ def failing_env(exc: BaseException) -> int | None:
 
 
 def error_reply(exc: BaseException) -> tuple:
-    """The message a worker sends for ``exc`` (also built by the parent for the envs it steps itself)."""
-    return ("error", failing_env(exc), "".join(traceback.format_exception(exc)), repr(exc))
+    """The message a worker sends for ``exc`` (also built by the parent for the envs it steps itself).
+
+    ``("error", local env index or None, traceback text, repr, exception type cloudpickled or None)``:
+    the type lets the parent raise a `WorkerError` that is also an instance of it.
+    """
+    try:
+        pickled_type = cloudpickle.dumps(type(exc))
+    except Exception:
+        pickled_type = None
+    return ("error", failing_env(exc), "".join(traceback.format_exception(exc)), repr(exc), pickled_type)
 
 
 def worker_main(worker_index: int, conn: Any, parent_conn: Any, payload_bytes: bytes) -> None:
@@ -210,7 +217,7 @@ def worker_main(worker_index: int, conn: Any, parent_conn: Any, payload_bytes: b
             layout = command[1]
             first = envs[0]
             if layout is None:
-                arrays = (create_empty_array(first.observation_space, n=len(envs), fn=np.zeros),
+                arrays = (create_batch(first.observation_space, len(envs)),
                           np.zeros(len(envs)), np.zeros(len(envs), bool), np.zeros(len(envs), bool))
             else:
                 # The block comes as a file descriptor over the pipe: it has no name anyone could leak.
@@ -296,7 +303,7 @@ def serve_pipe(group: EnvGroup, conn: Any, first_env: int) -> None:
             if kind == "step":
                 _, local_ids, actions = command
                 infos = group.step(local_ids, actions)
-                if len(local_ids) == len(group.envs) and isinstance(group.observations, np.ndarray):
+                if len(local_ids) == len(group.envs) and isinstance(group.observation_space, ARRAY_SPACES):
                     # All rows of an array batch: the observations follow as raw bytes, which the
                     # parent reads straight into its batch (no pickling, no copy on either side).
                     send_reply(conn, seq, ("ok", (None, group.rewards, group.terminations, group.truncations, infos)),

@@ -1,0 +1,186 @@
+"""Bad input, refused up front with a clear error, and a refused call changes nothing.
+
+Seeds as Gymnasium's seeding takes them, timeouts checked before any worker starts,
+the env that returned a bad value named, bool actions for a Discrete space refused
+alike on every backend, and clear messages for ``options``/``recv(timeout=)`` mistakes.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium import spaces
+
+import torchwm
+from torchwm.errors import WorkerError
+from torchwm.vector import processes
+
+BACKENDS = ["sync", "subproc", "shmem"]
+PROCESS_OPTIONS = {"num_workers": 2, "context": "fork", "timeout": 60}
+
+
+def make(backend, env_id="CartPole-v1", num_envs=3, **kwargs):
+    options = None if backend == "sync" else {**PROCESS_OPTIONS, **kwargs.pop("backend_kwargs", {})}
+    return torchwm.make_vec(env_id, num_envs, backend=backend, backend_kwargs=options, **kwargs)
+
+
+# -- seeds ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(
+    ("bad_call", "error"),
+    [
+        (lambda envs: envs.reset(seed=[1]), ValueError),  # one seed for three envs
+        (lambda envs: envs.reset(seed=-1), ValueError),
+        (lambda envs: envs.reset(seed=[1, -2, 3]), ValueError),
+        (lambda envs: envs.reset(seed=1.5), TypeError),
+        (lambda envs: envs.reset(seed=[1, "2", 3]), TypeError),
+        (lambda envs: envs.reset(options="x"), TypeError),
+        (lambda envs: envs.reset(options={"reset_mask": [True]}), TypeError),
+    ],
+    ids=["length", "negative", "negative_in_list", "float", "str_in_list", "options", "reset_mask"],
+)
+def test_a_refused_reset_keeps_the_make_vec_seed(backend, bad_call, error):
+    with make(backend, seed=7) as reference:
+        expected = reference.reset()[0]
+    with make(backend, seed=7) as envs:
+        with pytest.raises(error):
+            bad_call(envs)
+        assert np.array_equal(envs.reset()[0], expected)
+
+
+def test_a_negative_seed_is_a_value_error_and_gymnasiums_error():
+    with make("sync") as envs:
+        with pytest.raises(ValueError, match="seed must be an int >= 0") as caught:
+            envs.reset(seed=-1)
+        assert isinstance(caught.value, gym.error.Error)  # what an env's own reset(seed=-1) raises
+    with pytest.raises(ValueError, match="seed must be an int >= 0") as caught:
+        torchwm.make_vec("CartPole-v1", 2, seed=-1)
+    assert isinstance(caught.value, gym.error.Error)
+
+
+def test_numpy_integers_are_accepted_for_num_envs_and_seeds():
+    with torchwm.make_vec("CartPole-v1", np.int64(2), seed=np.int64(3)) as envs:
+        assert envs.num_envs == 2 and isinstance(envs.num_envs, int)
+        obs = envs.reset()[0]
+        assert np.array_equal(envs.reset(seed=np.int32(3))[0], obs)
+        assert np.array_equal(envs.reset(seed=[np.int64(3), np.uint8(4)])[0], obs)
+        assert np.array_equal(envs.reset(seed=np.array([3, 4]))[0], obs)
+    with torchwm.make_vec("CartPole-v1", 2, seed=3) as envs:
+        assert np.array_equal(envs.reset()[0], obs)
+    with pytest.raises(TypeError, match="num_envs must be an int"):
+        torchwm.make_vec("CartPole-v1", True)
+
+
+def test_large_seeds_are_taken_as_gymnasium_takes_them():
+    reference = gym.make_vec("CartPole-v1", 2, vectorization_mode="sync")
+    with torchwm.make_vec("CartPole-v1", 2) as envs:
+        for seed in (2**32 - 1, 2**40):
+            assert np.array_equal(envs.reset(seed=seed)[0], reference.reset(seed=seed)[0])
+    reference.close()
+
+
+# -- timeouts -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["subproc", "shmem"])
+@pytest.mark.parametrize(("timeout", "error"), [(float("nan"), ValueError), (-1, ValueError), (0, ValueError),
+                                                ("a", TypeError), (True, TypeError)])
+def test_a_bad_backend_timeout_is_refused_before_any_worker_starts(backend, timeout, error, monkeypatch):
+    def no_worker(*args, **kwargs):
+        raise AssertionError("a worker was started")
+
+    monkeypatch.setattr(processes.WorkerHandle, "start", no_worker)
+    with pytest.raises(error, match=f"{backend}: timeout must be a number of seconds > 0"):
+        make(backend, backend_kwargs={"timeout": timeout})
+
+
+@pytest.mark.parametrize("backend", ["subproc", "shmem"])
+def test_an_infinite_timeout_means_no_limit(backend):
+    with make(backend, backend_kwargs={"timeout": float("inf")}) as envs:
+        assert envs.timeout is None
+        envs.reset(seed=0)
+        envs.step(np.zeros(3, dtype=np.int64))
+
+
+def test_the_sync_timeout_is_checked_too():
+    with pytest.raises(ValueError, match="timeout must be a number of seconds > 0"):
+        torchwm.make_vec("CartPole-v1", 2, backend_kwargs={"timeout": float("nan")})
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(("timeout", "error"), [(-1, ValueError), (float("nan"), ValueError), ("a", TypeError)])
+def test_a_bad_recv_timeout_is_refused_and_the_step_stays_in_flight(backend, timeout, error):
+    with make(backend) as envs, make("sync") as reference:
+        envs.reset(seed=0)
+        reference.reset(seed=0)
+        actions = np.array([0, 1, 0])
+        envs.send(actions)
+        with pytest.raises(error, match=r"recv\(timeout=\) must be a number of seconds > 0"):
+            envs.recv(timeout=timeout)
+        assert np.array_equal(envs.recv(timeout=30)[0], reference.step(actions)[0])
+
+
+# -- the env that returned a bad value is the one named -------------------------------------------
+
+
+class BadRewardEnv(gym.Env):
+    """Action 1 returns a reward that is no number."""
+
+    observation_space = spaces.Box(0, 1, (1,), np.float32)
+    action_space = spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        return np.zeros(1, np.float32), ("not a number" if action == 1 else 1.0), False, False, {}
+
+
+@pytest.mark.parametrize("backend", ["subproc", "shmem"])
+@pytest.mark.parametrize(
+    ("options", "bad_env"),
+    [({"num_workers": 1}, 2), ({"num_workers": 2, "inline": True}, 2), ({"num_workers": 2, "inline": True}, 0)],
+    ids=["one_worker", "worker_next_to_inline", "inline_share"],
+)
+def test_a_bad_reward_names_the_env_that_returned_it(backend, options, bad_env):
+    envs = torchwm.make_vec_from_fns([BadRewardEnv] * 4, backend=backend,
+                                     backend_kwargs={**PROCESS_OPTIONS, **options})
+    try:
+        envs.reset(seed=0)
+        actions = np.zeros(4, dtype=np.int64)
+        actions[bad_env] = 1
+        with pytest.raises(WorkerError, match=f"env {bad_env} on worker") as caught:
+            envs.step(actions)
+        assert caught.value.env_index == bad_env
+    finally:
+        envs.close()
+
+
+# -- bool actions for a Discrete space -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_bool_actions_for_a_discrete_space_are_refused_on_every_backend(backend):
+    # Gymnasium's Discrete(2).contains(np.bool_(True)) is False: a bool is not one of its actions.
+    assert not spaces.Discrete(2).contains(np.bool_(True))
+    with make(backend) as envs, make("sync") as reference:
+        envs.reset(seed=0)
+        reference.reset(seed=0)
+        with pytest.raises(ValueError, match="expected integer actions for Discrete.*got dtype bool"):
+            envs.step(np.array([True, False, True]))
+        actions = np.array([1, 0, 1])  # nothing was sent: the next step is the first
+        assert np.array_equal(envs.step(actions)[0], reference.step(actions)[0])
+
+
+def test_bool_actions_stay_valid_where_gymnasium_takes_them():
+    multi_binary = spaces.MultiBinary(3)
+    assert multi_binary.contains(np.array([True, False, True]))
+    from torchwm.vector.batching import check_actions
+
+    assert check_actions(multi_binary, np.array([[True, False, True]]), 1).dtype == np.bool_
+    assert check_actions(spaces.MultiDiscrete([2, 2]), np.array([[True, False]]), 1).dtype == np.bool_
+
