@@ -162,19 +162,22 @@ def is_config_reference(target: str | os.PathLike[str]) -> bool:
 
 
 def find_config(target: str | os.PathLike[str]) -> Path:
-    """The file ``target`` names: a path as given, else a shipped config of that name (``"pong"``).
+    """The file ``target`` names: a config file's path, else a shipped config of that name (``"pong"``).
 
-    A file in the current directory wins over a shipped config of the same name.
+    A shipped config's name has no suffix and a config file's path has one, so ``pong`` is always the
+    shipped config and ``./pong.toml`` a file.
 
     Raises:
-        ConfigError: neither a file nor a shipped config; the message lists the shipped names.
+        ConfigError: neither a config file nor a shipped config; the message lists the shipped names.
     """
     path = Path(target)
-    if path.is_file():
+    if path.is_file() and path.suffix.lower() in CONFIG_SUFFIXES:
         return path
     shipped = shipped_configs()
     if str(target) in shipped:
         return shipped[str(target)]
+    if path.is_file():
+        return path  # read_config says why it is not a config file
     if path.suffix.lower() in CONFIG_SUFFIXES:
         raise ConfigError("no such file")
     raise ConfigError(

@@ -4,7 +4,7 @@ The core install has what ``import torchwm``, the built-in backends, config
 files and ``torchwm run`` need; ``[plot]`` (matplotlib), ``[render]``
 (pygame, to render classic-control envs) and ``[torch]`` are extras. The name
 ``torchwm`` on the package registry belongs to another project, so a hint
-never says ``pip install torchwm[...]``: it names the directory (or wheel)
+never names the registry's project: it names the directory (or wheel)
 this torchwm was installed from, which pip records in ``direct_url.json``.
 """
 
