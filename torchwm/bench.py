@@ -122,7 +122,7 @@ def plot_figure(results: list[BenchResult], info: dict[str, Any] | None = None) 
 
     info = info or bench_info()
     env_ids = list(dict.fromkeys(r.env_id for r in results))
-    fig, axes = plt.subplots(1, len(env_ids), figsize=(7 * len(env_ids), 5.2), squeeze=False)
+    fig, axes = plt.subplots(1, len(env_ids), figsize=(max(9.0, 7.0 * len(env_ids)), 5.8), squeeze=False)
     for ax, env_id in zip(axes[0], env_ids, strict=True):
         sizes = sorted({r.num_envs for r in results if r.env_id == env_id})
         for backend in dict.fromkeys(r.backend for r in results if r.env_id == env_id):
@@ -150,11 +150,18 @@ def _subtitle(results: list[BenchResult], info: dict[str, Any]) -> str:
     steps = info.get("settings", {}).get("steps")
     cpus = f"{machine['usable_cores']} of {machine['cores']} cores" if machine["usable_cores"] != machine["cores"] \
         else f"{machine['cores']} cores"
-    line1 = f"{cpus}, {machine['cpu_model']}, {machine['system']}; {info['date']}"
-    line2 = ", ".join(f"{name} {version}" for name, version in versions.items())
-    line3 = (f"{'/'.join(map(str, repeats)) or '?'} repeats" + (f" of {steps} batched steps" if steps else "")
-             + " each, median shown")
-    return f"{line1}\n{line2}\n{line3}"
+    cpu = machine["cpu_model"]
+    if machine.get("cpu_family"):
+        # The same model name covers CPUs of different speed (issue: EPYC family 25 vs 26).
+        cpu += f" (family {machine['cpu_family']}, model {machine['cpu_model_number']})"
+    lines = [
+        f"{cpus}, {cpu}",
+        f"{machine['system']}, {info['date']}",
+        ", ".join(f"{name} {version}" for name, version in versions.items()),
+        (f"{'/'.join(map(str, repeats)) or '?'} {'repeat' if repeats == [1] else 'repeats'}"
+         + (f" of {steps} batched steps" if steps else "") + " each, median shown"),
+    ]
+    return "\n".join(lines)
 
 
 def machine_info() -> dict[str, Any]:
