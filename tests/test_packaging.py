@@ -1,7 +1,7 @@
 """The package as a user installs it: the right torchwm from every documented command, a slim core,
 package data (configs, py.typed, LICENSE) in the wheel, and no reference to a missing document.
 
-The name ``torchwm`` on PyPI belongs to another project (a world-model library, 0.3.2 to 0.4.2), so
+The name ``torchwm`` on PyPI belongs to another project (a world-model library, 0.2.1 to 0.4.2), so
 no install command, hint or message of this project may let pip look ``torchwm`` up there: every
 command that installs a plugin installs this checkout's core in the same command, and the plugins
 pin ``torchwm==0.1.*``, a version that project never had.
@@ -26,7 +26,7 @@ from packaging.requirements import Requirement
 ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 # The releases of the other project called torchwm on PyPI.
-REGISTRY_TORCHWM_VERSIONS = ("0.3.2", "0.4.0", "0.4.1", "0.4.2")
+REGISTRY_TORCHWM_VERSIONS = ("0.2.1", "0.3.0", "0.3.1", "0.3.2", "0.4.0", "0.4.1", "0.4.2")
 PLUGINS = sorted((ROOT / "plugins").glob("torchwm-*/pyproject.toml"))
 
 
