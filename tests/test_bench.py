@@ -113,3 +113,41 @@ def test_a_plugins_bench_peer_is_measured_on_its_backends_spec(monkeypatch):
     results = bench.run_bench("CartPole-v1", ["sync-direct"], [3], steps=10, repeats=2, isolate=False)
     assert [(r.backend, r.num_envs) for r in results] == [("sync-direct", 3)] and results[0].steps_per_second > 0
     assert made[0].backend == "sync" and made[0].num_envs == 3 and made[0].seed == 0
+
+
+def test_plot_is_honest_about_what_was_measured():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    results = [bench.BenchResult("E", b, n, float(n * k), [float(n * k) - 1, float(n * k), float(n * k) + 2])
+               for k, b in ((100, "a"), (300, "b")) for n in (2, 4, 16)]
+    info = bench.bench_info({"steps": 50})
+    fig = bench.plot_figure(results, info)
+    ax = fig.axes[0]
+    assert list(ax.get_xticks()) == [2, 4, 16]  # ticks at the sizes measured, nothing in between
+    assert ax.get_ylim()[0] == 0  # y from zero, so ratios read true
+    subtitle = fig._suptitle.get_text()
+    machine, versions = info["machine"], info["versions"]
+    for text in (f"{machine['cores']} cores", machine["cpu_model"], info["date"], "3 repeats of 50 batched steps",
+                 *(f"{name} {version}" for name, version in versions.items())):
+        assert text in subtitle
+    assert {"torchwm", "gymnasium", "ale-py", "numpy", "python"} <= set(versions)
+    matplotlib.pyplot.close(fig)
+
+
+def test_default_backends_include_the_peers_of_the_docs_ratios():
+    cartpole = bench.default_backends("CartPole-v1")
+    assert cartpole[:2] == ["gym-sync", "gym-async"] and {"sync", "subproc", "shmem"} <= set(cartpole)
+    pong = bench.default_backends("ALE/Pong-v5")
+    assert {"gym-sync", "gym-async", "ale-direct", "ale-emulator", "ale-native", "shmem"} <= set(pong)
+
+
+@pytest.mark.parametrize(("env_id", "backends", "kwargs", "message"), [
+    ("ALE/Pnog-v5", ["sync"], None, "Did you mean 'ALE/Pong-v5'"),
+    ("CartPole-v1", ["sync"], {"shmem": {"num_workers": 2}}, r"backend_kwargs.shmem: 'shmem' is not measured"),
+    ("CartPole-v1", ["shmem"], {"shmem": {"num_worker": 2}}, r"did you mean 'num_workers'"),
+    ("CartPole-v1", ["gym-async"], {"gym-async": {"contxt": "fork"}}, r"did you mean 'context'"),
+])
+def test_bad_names_and_options_are_refused_before_any_child_starts(monkeypatch, env_id, backends, kwargs, message):
+    monkeypatch.setattr(bench, "_Child", None)  # starting a child would fail differently
+    with pytest.raises(LookupError if "Pnog" in env_id else ValueError, match=message):
+        bench.run_bench(env_id, backends, [2], backend_kwargs=kwargs)

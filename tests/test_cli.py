@@ -1,5 +1,6 @@
 """The `torchwm` command: list, run, bench, check; bad input is one line on stderr and exit status 2."""
 
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -12,11 +13,17 @@ from torchwm.cli import main
 from torchwm.plugins import registry
 
 ROOT = Path(__file__).resolve().parent.parent
+CONFIGS = ROOT / "torchwm" / "configs"
 
 
-def torchwm_cli(*args, timeout=180):
-    return subprocess.run([sys.executable, "-m", "torchwm", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, "MPLBACKEND": "Agg"})
+def torchwm_cli(*args, timeout=180, cwd=ROOT, env=None):
+    return subprocess.run([sys.executable, "-m", "torchwm", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "MPLBACKEND": "Agg", **(env or {})})
+
+
+def python_c(code, timeout=180, cwd=ROOT):
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "MPLBACKEND": "Agg"})
 
 
 def test_list_names_plugin_distribution_and_options(capsys):
@@ -46,7 +53,7 @@ def test_run_with_a_user_policy(tmp_path, monkeypatch, capsys):
     assert episodes >= 5
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "configs").glob("*.*")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.*")), ids=lambda p: p.name)
 def test_example_configs_run_from_the_command_line(path):
     backend = __import__("torchwm").load_config(path).backend
     if backend not in registry("backend"):
@@ -57,7 +64,7 @@ def test_example_configs_run_from_the_command_line(path):
 
 
 def test_print_config_is_the_resolved_config():
-    result = torchwm_cli("run", "configs/pong.toml", "--print-config")
+    result = torchwm_cli("run", "torchwm/configs/pong.toml", "--print-config")
     assert result.returncode == 0, result.stderr
     for line in ('id = "ALE/Pong-v5"', "repeat_action_probability = 0.25", "noop_max = 30", 'autoreset_mode = "next_step"'):
         assert line in result.stdout
@@ -98,10 +105,35 @@ def test_bench_writes_a_table_json_and_plot(tmp_path):
                          "--steps", "50", "--repeats", "1", "--plot", str(plot), "--json", str(data), timeout=300)
     assert result.returncode == 0, result.stderr
     assert "gym-sync" in result.stdout and "sync" in result.stdout
-    rows = json.loads(data.read_text())
+    written = json.loads(data.read_text())
+    rows = written["results"]
     assert {(r["backend"], r["num_envs"]) for r in rows} == {("gym-sync", 2), ("gym-sync", 4), ("sync", 2), ("sync", 4)}
     assert all(r["steps_per_second"] > 0 for r in rows)
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # The JSON says where and with what the figures were measured.
+    import gymnasium
+    import numpy
+
+    assert written["machine"]["cores"] == os.cpu_count() and written["machine"]["cpu_model"]
+    assert written["versions"]["gymnasium"] == gymnasium.__version__
+    assert written["versions"]["numpy"] == numpy.__version__
+    assert written["settings"]["repeats"] == 1 and written["settings"]["num_envs"] == [2, 4]
+    # Progress on stderr while it runs: 2 sizes x 2 backends x (1 build + 1 repeat) ticks.
+    assert "/8" in result.stderr
+
+
+def test_bench_and_python_m_bench_are_one_parser():
+    as_command = torchwm_cli("bench", "--help")
+    as_module = subprocess.run([sys.executable, "-m", "torchwm.bench", "--help"], cwd=ROOT, capture_output=True,
+                               text=True, timeout=120)
+    assert as_command.returncode == as_module.returncode == 0
+    assert as_command.stdout == as_module.stdout
+    for flag in ("--backend-kwargs", "--set", "--num-envs", "--repeats", "--plot", "--json", "--no-progress"):
+        assert flag in as_command.stdout
+    # docs/performance.md's flag works with torchwm bench too.
+    result = torchwm_cli("bench", "--backends", "sync", "--num-envs", "2", "--steps", "10", "--repeats", "1",
+                         "--backend-kwargs", '{"sync": {"copy": false}}', "--no-progress")
+    assert result.returncode == 0, result.stderr
 
 
 def test_check_runs_the_conformance_kit_on_a_backend(capsys):
@@ -131,3 +163,159 @@ def test_check_reports_a_broken_backend(fresh_plugins, capsys):
     plugins.register_plugin(Plugin(), name="broken-plugin")
     assert main(["check", "broken"]) == 1
     assert "FAIL" in capsys.readouterr().out.upper()
+
+
+# -- one line, exit 2, on every command --------------------------------------------------------------
+
+BAD_FILES = {
+    "num_env.toml": 'id = "CartPole-v1"\nnum_env = 2\n',
+    "env_kwarg.toml": 'id = "ALE/Pong-v5"\n[env_kwargs]\nrepeat_action_probabilty = 0.1\n',
+    "backend_option.toml": 'id = "CartPole-v1"\nbackend = "subproc"\n[backend_kwargs]\nnum_worker = 2\n',
+}
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["--verison"], "did you mean '--version'?"),
+    (["lst"], "did you mean 'list'?"),
+    (["list", "backend"], "did you mean 'backends'?"),
+    (["run", "CartPole-v1", "--stepz", "3"], "did you mean '--steps'?"),
+    (["run", "{tmp}/num_env.toml"], "did you mean 'num_envs'?"),
+    (["run", "{tmp}/env_kwarg.toml"], "the env 'ALE/Pong-v5' (ale_py.env:AtariEnv) takes no argument 'repeat_action_probabilty' (did you mean 'repeat_action_probability'?)"),
+    (["run", "{tmp}/backend_option.toml"], "backend_kwargs.num_worker: backend 'subproc' has no option 'num_worker' (did you mean 'num_workers'?)"),
+    (["run", "pnog"], "Did you mean 'pong'"),
+    (["run", "CartPole-v1", "--backend", "shmme"], "Did you mean 'shmem'?"),
+    (["bench", "--env", "ALE/Pnog-v5"], "Did you mean 'ALE/Pong-v5'"),
+    (["bench", "--set", "shmem.num_worker=2"], "has no option 'num_worker' (did you mean 'num_workers'?)"),
+    (["bench", "--backends", "gym-sync,shmme"], "Did you mean 'shmem'?"),
+    (["bench", "--backend-kwargs", "{x"], "--backend-kwargs: not valid JSON"),
+    (["bench", "--num-envs", "0"], "expected comma-separated integers >= 1"),
+    (["bench", "--backends", "sync", "--num-envs", "2", "--steps", "5", "--repeats", "1",
+      "--set", "sync.batch_size=5", "--no-progress"], "batch_size"),
+    (["check", "shmme"], "Did you mean 'shmem'?"),
+    (["check", "sync", "--set", "copi=false"], "did you mean 'copy'?"),
+], ids=lambda value: " ".join(value) if isinstance(value, list) else None)
+def test_bad_input_on_every_command_is_one_line_status_2(tmp_path, args, expected):
+    for name, text in BAD_FILES.items():
+        (tmp_path / name).write_text(text)
+    result = torchwm_cli(*[a.replace("{tmp}", str(tmp_path)) for a in args], cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert expected in result.stderr
+
+
+def test_version():
+    result = torchwm_cli("--version")
+    assert result.returncode == 0 and result.stdout.strip() == f"torchwm {importlib.metadata.version('torchwm')}"
+
+
+def test_env_kwargs_typo_is_blamed_on_the_env_not_the_backend(tmp_path, capsys):
+    path = tmp_path / "typo.toml"
+    path.write_text(BAD_FILES["env_kwarg.toml"])
+    assert main(["run", str(path), "--backend", "shmem", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "env_kwargs.repeat_action_probabilty" in err and "refused" not in err
+
+
+# -- shipped configs ---------------------------------------------------------------------------------
+
+
+def test_a_shipped_config_runs_by_name_from_any_directory(tmp_path):
+    result = torchwm_cli("run", "cartpole", "--steps", "20", "--no-progress", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "CartPole-v1 x 4 envs on subproc" in result.stderr and "steps per second" in result.stdout
+
+
+def test_list_configs_shows_the_shipped_configs(capsys):
+    assert main(["list", "configs"]) == 0
+    out = capsys.readouterr().out
+    for path in CONFIGS.iterdir():
+        assert path.stem in out
+
+
+def test_run_pong_by_name_prints_the_shipped_file(tmp_path):
+    result = torchwm_cli("run", "pong", "--print-config", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert 'id = "ALE/Pong-v5"' in result.stdout and "timeout = 120" in result.stdout
+
+
+# -- --backend and options per backend ---------------------------------------------------------------
+
+
+def test_backend_switch_applies_only_the_new_backends_table(capsys):
+    # pong.toml has a [backends.shmem] table; sync must not get its options (the issue's command).
+    assert main(["run", str(CONFIGS / "pong.toml"), "--backend", "sync", "--num-envs", "2", "--steps", "3",
+                 "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert "ALE/Pong-v5 x 2 envs on sync" in err and "error" not in err
+
+
+def test_backend_switch_drops_flat_options_the_new_backend_does_not_take(tmp_path, capsys):
+    path = tmp_path / "flat.toml"
+    path.write_text('id = "CartPole-v1"\nnum_envs = 2\nbackend = "subproc"\n'
+                    '[backend_kwargs]\nnum_workers = 2\ntimeout = 60\n')
+    assert main(["run", str(path), "--backend", "sync", "--steps", "3", "--no-progress"]) == 0
+    notes = [line for line in capsys.readouterr().err.splitlines() if "note:" in line]
+    assert len(notes) == 1 and "num_workers" in notes[0] and "timeout" not in notes[0]
+
+
+# -- a policy named in a config -----------------------------------------------------------------------
+
+
+def _policy_config(tmp_path):
+    (tmp_path / "always_left_cfg.py").write_text(
+        "import numpy as np\nRAN = []\ndef policy(obs, action_space):\n"
+        "    RAN.append(1)\n    return np.zeros(len(obs), dtype=np.int64)\n")
+    path = tmp_path / "with_policy.toml"
+    path.write_text('id = "CartPole-v1"\nnum_envs = 1\nseed = 0\n[run]\nsteps = 100\npolicy = "always_left_cfg:policy"\n')
+    return path
+
+
+def test_a_config_cannot_import_a_policy_without_the_flag(tmp_path):
+    path = _policy_config(tmp_path)
+    result = torchwm_cli("run", str(path), "--no-progress", cwd=tmp_path)
+    assert result.returncode == 2 and "--allow-policy-import" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "steps per second" not in result.stdout
+
+
+def test_a_config_policy_runs_with_the_flag(tmp_path):
+    path = _policy_config(tmp_path)
+    result = torchwm_cli("run", str(path), "--no-progress", "--allow-policy-import", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert int(result.stdout.split("episodes finished:")[1].split()[0]) >= 5  # always left: ~10-step episodes
+
+
+# -- missing extras ----------------------------------------------------------------------------------
+
+
+def _assert_extra_hint(stderr, extra):
+    line = stderr.strip()
+    assert len(line.splitlines()) == 1 and "Traceback" not in line, stderr
+    assert f"[{extra}] extra" in line and f'[{extra}]"' in line and 'pip install "' in line
+    assert "pip install torchwm" not in line and "'torchwm[" not in line and '"torchwm[' not in line
+
+
+def test_bench_plot_without_matplotlib_names_the_plot_extra_before_measuring(tmp_path):
+    result = python_c(
+        "import sys; sys.modules['matplotlib'] = None\n"
+        "from torchwm.cli import main\n"
+        f"sys.exit(main(['bench', '--backends', 'sync', '--num-envs', '2', '--plot', {str(tmp_path / 'x.png')!r}]))")
+    assert result.returncode == 2
+    _assert_extra_hint(result.stderr, "plot")
+
+
+def test_rendering_without_pygame_names_the_render_extra(tmp_path):
+    result = python_c(
+        "import sys; sys.modules['pygame'] = None\n"
+        "from torchwm.cli import main\n"
+        "sys.exit(main(['run', 'cartpole_pixels', '--steps', '2', '--no-progress']))")
+    assert result.returncode == 2
+    _assert_extra_hint(result.stderr, "render")
+
+
+def test_to_torch_without_torch_names_the_torch_extra():
+    result = python_c("import sys; sys.modules['torch'] = None\nimport torchwm.to_torch")
+    assert result.returncode == 1
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("torchwm.extras.MissingExtraError: torchwm.to_torch needs torch")
+    _assert_extra_hint(last, "torch")

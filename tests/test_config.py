@@ -97,7 +97,7 @@ def test_make_vec_from_config_builds_dicts_files_and_specs(tmp_path):
     ({"id": "CartPole-v1", "wrappers": [{"name": "frame_stack", "padding": "one"}]},
      "wrappers[0].padding: expected 'zero' or 'reset', got \"one\""),
     ({"id": "CartPole-v1", "wrappers": [{"name": "frame_stack", "stack": 2}]},
-     "wrappers[0].stack: wrapper 'frame_stack' has no option 'stack'; its options are: stack_size, padding"),
+     "wrappers[0].stack: wrapper 'frame_stack' has no option 'stack' (did you mean 'stack_size'?); its options are: stack_size, padding"),
     ({"id": "CartPole-v1", "wrappers": [{"stack_size": 2}]},
      "wrappers[0].name: expected the name of a registered wrapper, got no name key"),
     ({"id": "CartPole-v1", "wrappers": [{"name": "resize"}]},
@@ -111,8 +111,8 @@ def test_make_vec_from_config_builds_dicts_files_and_specs(tmp_path):
     ({"id": "CartPole-v1", "fused": "yes"}, 'fused: expected true or false, got "yes"'),
     ({"id": "CartPole-v1", "size": [64]}, "size: expected two positive integers [width, height], got [64]"),
     ({"id": "CartPole-v1", "env_kwargs": [1]}, "env_kwargs: expected a table, got [1]"),
-    ({"id": "CartPole-v1", "num_envz": 2}, "num_envz: unknown key; the keys are: autoreset_mode, backend, "),
-    ({"id": "CartPole-v1", "run": {"step": 2}}, "run.step: unknown key; the keys are: policy, steps"),
+    ({"id": "CartPole-v1", "num_envz": 2}, "num_envz: unknown key (did you mean 'num_envs'?); the keys are: autoreset_mode, backend, "),
+    ({"id": "CartPole-v1", "run": {"step": 2}}, "run.step: unknown key (did you mean 'steps'?); the keys are: policy, steps"),
     ({"num_envs": 2}, "id: required key missing"),
     ({"id": "CartPole-v1", "autoreset_mode": "sometimes"}, "autoreset_mode: autoreset_mode must be one of"),
     ({"id": "CartPole-v1", "family": "atari"}, "family: 'CartPole-v1' is a generic env, but the config says 'atari'"),
@@ -327,7 +327,7 @@ def test_resolved_config_gives_the_same_trajectory_in_a_new_process(tmp_path):
 
 # -- the example configs ------------------------------------------------------------------------
 
-EXAMPLES = sorted(p for p in (ROOT / "configs").iterdir() if p.suffix in (".toml", ".yaml", ".yml", ".json"))
+EXAMPLES = sorted(p for p in (ROOT / "torchwm" / "configs").iterdir() if p.suffix in (".toml", ".yaml", ".yml", ".json"))
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
@@ -343,3 +343,98 @@ def test_example_config_validates(path):
         spec = torchwm.load_config(path, ['backend="sync"', "backend_kwargs={}"])
     assert spec.id == raw["id"]
     assert spec.num_envs == raw["num_envs"] if isinstance(raw["num_envs"], int) else spec.num_envs >= 1
+
+
+def test_shipped_configs_load_by_name_from_any_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert torchwm.load_config("pong").id == "ALE/Pong-v5"
+    assert set(torchwm.config.shipped_configs()) == {p.stem for p in EXAMPLES}
+    with pytest.raises(ConfigError, match=r"pnog: not a config file .* \(did you mean 'pong'\?\)"):
+        torchwm.load_config("pnog")
+
+
+def test_a_name_is_a_shipped_config_and_a_path_with_a_suffix_is_a_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pong").write_text("not a config")  # a file without a suffix does not hide the shipped config
+    (tmp_path / "pong.toml").write_text('id = "CartPole-v1"\n')
+    assert torchwm.load_config("pong").id == "ALE/Pong-v5"
+    assert torchwm.load_config("pong.toml").id == "CartPole-v1"
+
+
+# -- options per backend ---------------------------------------------------------------------------
+
+
+def test_only_the_table_of_the_backend_in_use_applies():
+    data = {"id": "CartPole-v1", "num_envs": 2, "backend": "shmem",
+            "backends": {"shmem": {"num_workers": 2, "timeout": 30}, "sync": {"copy": False}}}
+    assert torchwm.load_config(data).backend_kwargs == {"num_workers": 2, "timeout": 30}
+    assert torchwm.load_config(data, ['backend="sync"']).backend_kwargs == {"copy": False}
+    # backend_kwargs applies to whichever backend is in use, over its table.
+    assert torchwm.load_config({**data, "backend_kwargs": {"timeout": 5}}).backend_kwargs == {"num_workers": 2, "timeout": 5}
+
+
+def test_a_table_for_a_backend_not_installed_is_kept_and_a_typo_is_not():
+    base = {"id": "CartPole-v1", "backend": "sync"}
+    assert torchwm.load_config({**base, "backends": {"some-plugin-backend": {"x": 1}}}).backend_kwargs == {}
+    with pytest.raises(ConfigError, match=r"backends.shmme: unknown backend 'shmme'. Did you mean 'shmem'"):
+        torchwm.load_config({**base, "backends": {"shmme": {"num_workers": 2}}})
+
+
+def test_a_misspelt_backend_option_names_its_table_and_the_closest_option():
+    with pytest.raises(ConfigError, match=r"backends.shmem.num_worker: backend 'shmem' has no option 'num_worker' "
+                                          r"\(did you mean 'num_workers'\?\)"):
+        torchwm.load_config({"id": "CartPole-v1", "backend": "shmem", "backends": {"shmem": {"num_worker": 2}}})
+
+
+def test_switching_backend_drops_the_flat_options_it_does_not_take():
+    data = {"id": "CartPole-v1", "num_envs": 2, "backend": "subproc", "backend_kwargs": {"num_workers": 2, "timeout": 9}}
+    with pytest.warns(UserWarning, match=r"backend 'sync' does not take backend_kwargs num_workers \(options of 'subproc'\)"):
+        spec, _ = torchwm.config.load_run_config(data, backend="sync")
+    assert spec.backend == "sync" and spec.backend_kwargs == {"timeout": 9}
+    spec, _ = torchwm.config.load_run_config(data, backend="shmem")  # shmem takes both: nothing dropped
+    assert spec.backend_kwargs == {"num_workers": 2, "timeout": 9}
+
+
+def test_unknown_keys_suggest_the_closest():
+    with pytest.raises(ConfigError, match=r"num_env: unknown key \(did you mean 'num_envs'\?\)"):
+        torchwm.load_config({"id": "CartPole-v1", "num_env": 2})
+    with pytest.raises(ConfigError, match=r"run.step: unknown key \(did you mean 'steps'\?\)"):
+        torchwm.load_config({"id": "CartPole-v1", "run": {"step": 2}})
+
+
+def test_env_kwargs_are_checked_against_the_env():
+    with pytest.raises(ConfigError, match=r"env_kwargs.repeat_action_probabilty: the env 'ALE/Pong-v5' .*"
+                                          r"\(did you mean 'repeat_action_probability'\?\)"):
+        torchwm.load_config({"id": "pong", "env_kwargs": {"repeat_action_probabilty": 0.1}})
+    # gymnasium.make's own arguments are fine too.
+    assert torchwm.load_config({"id": "CartPole-v1", "env_kwargs": {"max_episode_steps": 7}}).env_kwargs["max_episode_steps"] == 7
+
+
+# -- a YAML alias bomb -------------------------------------------------------------------------------
+
+
+def alias_bomb(depth=9):
+    lines = ['a0: &a0 ["${X:-x}", "${X:-x}", "${X:-x}", "${X:-x}", "${X:-x}", "${X:-x}", "${X:-x}", "${X:-x}", "${X:-x}"]']
+    for level in range(1, depth):
+        refs = ", ".join([f"*a{level - 1}"] * 9)
+        lines.append(f"a{level}: &a{level} [{refs}]")
+    return "id: CartPole-v1\nenv_kwargs:\n" + "\n".join("  " + line for line in lines) + "\n"
+
+
+def test_a_yaml_alias_bomb_is_refused_in_one_line_and_fast(tmp_path):
+    path = tmp_path / "bomb.yaml"
+    path.write_text(alias_bomb())
+    assert len(path.read_bytes()) < 700  # a few hundred bytes standing for 9**9 values
+    with pytest.raises(ConfigError, match=r"expands to more than 100,000 values"):
+        torchwm.load_config(path)
+    # From the command line: one line, status 2, long before the deadline (the old code expanded
+    # 387 million strings and was still busy after a minute).
+    result = subprocess.run([sys.executable, "-m", "torchwm", "run", str(path)], capture_output=True, text=True,
+                            timeout=30, cwd=tmp_path)
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert "expands to more than" in result.stderr
+
+
+def test_a_large_but_honest_config_is_not_refused():
+    data = {"id": "CartPole-v1", "env_kwargs": {}, "run": {"steps": 1}, "versions": {f"p{i}": "1" for i in range(5000)}}
+    assert torchwm.load_config(data).id == "CartPole-v1"

@@ -20,7 +20,7 @@ from gymnasium.utils.env_checker import check_env
 import torchwm
 from torchwm.names import register_ale
 
-# The contract of DESIGN.md / the brief: name -> options with their defaults.
+# The contract (docs/wrappers.md): name -> options with their defaults.
 CONTRACT = {
     "atari_preprocessing": {"noop_max": 30, "frame_skip": 4, "screen_size": 84, "grayscale": True,
                             "terminal_on_life_loss": False, "scale_obs": False},

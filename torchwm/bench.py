@@ -1,12 +1,16 @@
 """Benchmark torchwm backends beside their peers, on the same envs, in one run.
 
-``python -m torchwm.bench --env CartPole-v1 --num-envs 32`` steps each
+``torchwm bench --env CartPole-v1 --num-envs 32`` (the same command as
+``python -m torchwm.bench ...``: one parser, `add_arguments`) steps each
 backend for a fixed number of batched steps with pre-drawn random actions and
 prints steps/s (the median of ``--repeats`` runs) and the ratio to a baseline.
 Every measurement runs in its own child process (``python -m torchwm.bench
 --one ...``), so one backend's processes and memory never weigh on the next,
 and the PSS of that child's whole process tree can be read from
-``/proc/<pid>/smaps_rollup``.
+``/proc/<pid>/smaps_rollup``. Names, options and the env id are checked
+before any child starts; progress goes to stderr; ``--json`` and ``--plot``
+record the machine (cores, CPU model), the versions, the date and the
+repeats next to the figures.
 
 What can be measured (``backends``):
 
@@ -26,8 +30,13 @@ What can be measured (``backends``):
 from __future__ import annotations
 
 import argparse
+import datetime
+import importlib.metadata
+import importlib.util
+import inspect
 import json
 import os
+import platform
 import statistics
 import subprocess
 import sys
@@ -40,6 +49,8 @@ import numpy as np
 
 PEERS = ("gym-sync", "gym-async", "ale-direct", "ceiling", "ale-emulator")
 WARMUP_STEPS = 20
+# The packages whose versions a result depends on, recorded in --json and in the plot.
+VERSIONED = ("torchwm", "gymnasium", "ale-py", "numpy")
 
 
 @dataclass
@@ -84,28 +95,129 @@ def format_table(results: list[BenchResult], baseline: str) -> str:
     return "\n".join(lines)
 
 
-def plot(results: list[BenchResult], path: str) -> None:
-    """Steps/s against num_envs, one line per backend (one figure per env, side by side)."""
-    import matplotlib
+def plot(results: list[BenchResult], path: str | os.PathLike[str], info: dict[str, Any] | None = None) -> None:
+    """Write `plot_figure` of ``results`` as a PNG (or any format matplotlib knows from the suffix)."""
+    import matplotlib.pyplot as plt
 
+    fig = plot_figure(results, info)
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def plot_figure(results: list[BenchResult], info: dict[str, Any] | None = None) -> Any:
+    """Steps/s against num_envs, one line per backend (one panel per env, side by side): a matplotlib Figure.
+
+    The x ticks are the measured num_envs, the y axis starts at zero, each point is the median with
+    the range of its repeats as an error bar, and a subtitle says the machine, the versions, the date
+    and the repeats (``info`` as `bench_info` gives it; measured now when not given).
+    """
+    try:
+        import matplotlib
+    except ImportError:
+        from torchwm.extras import missing_extra
+
+        raise missing_extra("plot", "torchwm bench --plot") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    env_ids = sorted({r.env_id for r in results})
-    fig, axes = plt.subplots(1, len(env_ids), figsize=(6 * len(env_ids), 4.5), squeeze=False)
+    info = info or bench_info()
+    env_ids = list(dict.fromkeys(r.env_id for r in results))
+    fig, axes = plt.subplots(1, len(env_ids), figsize=(max(9.0, 7.0 * len(env_ids)), 5.8), squeeze=False)
     for ax, env_id in zip(axes[0], env_ids, strict=True):
+        sizes = sorted({r.num_envs for r in results if r.env_id == env_id})
         for backend in dict.fromkeys(r.backend for r in results if r.env_id == env_id):
-            points = sorted((r.num_envs, r.steps_per_second) for r in results
-                            if r.env_id == env_id and r.backend == backend)
-            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=backend)
-        ax.set_xlabel("num_envs")
-        ax.set_ylabel("env steps per second")
+            mine = sorted((r for r in results if r.env_id == env_id and r.backend == backend), key=lambda r: r.num_envs)
+            medians = [r.steps_per_second for r in mine]
+            low = [m - min(r.samples or [m]) for r, m in zip(mine, medians, strict=True)]
+            high = [max(r.samples or [m]) - m for r, m in zip(mine, medians, strict=True)]
+            ax.errorbar([r.num_envs for r in mine], medians, yerr=[low, high], marker="o", capsize=3, label=backend)
+        ax.set_xticks(sizes)
+        ax.set_xticklabels([str(n) for n in sizes])
+        ax.set_ylim(bottom=0)
+        ax.set_xlabel("num_envs (the sizes measured)")
+        ax.set_ylabel("env steps per second (median; bars: range of the repeats)")
         ax.set_title(f"{env_id}: throughput by backend")
-        ax.legend()
+        ax.legend(fontsize="small")
         ax.grid(True, alpha=0.3)
+    fig.suptitle(_subtitle(results, info), fontsize="small")
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    return fig
+
+
+def _subtitle(results: list[BenchResult], info: dict[str, Any]) -> str:
+    machine, versions = info["machine"], info["versions"]
+    repeats = sorted({len(r.samples) for r in results if r.samples})
+    steps = info.get("settings", {}).get("steps")
+    cpus = f"{machine['usable_cores']} of {machine['cores']} cores" if machine["usable_cores"] != machine["cores"] \
+        else f"{machine['cores']} cores"
+    cpu = machine["cpu_model"]
+    if machine.get("cpu_family"):
+        # The same model name covers CPUs of different speed (issue: EPYC family 25 vs 26).
+        cpu += f" (family {machine['cpu_family']}, model {machine['cpu_model_number']})"
+    lines = [
+        f"{cpus}, {cpu}",
+        f"{machine['system']}, {info['date']}",
+        ", ".join(f"{name} {version}" for name, version in versions.items()),
+        (f"{'/'.join(map(str, repeats)) or '?'} {'repeat' if repeats == [1] else 'repeats'}"
+         + (f" of {steps} batched steps" if steps else "") + " each, median shown"),
+    ]
+    return "\n".join(lines)
+
+
+def machine_info() -> dict[str, Any]:
+    """The machine a measurement ran on: cores (all, and those this process may use), CPU model and family, OS."""
+    cpu: dict[str, str] = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, sep, value = line.partition(":")
+                if sep and key.strip() in ("model name", "cpu family", "model") and key.strip() not in cpu:
+                    cpu[key.strip()] = value.strip()
+    except OSError:
+        pass
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        usable = os.cpu_count() or 1
+    return {
+        "cores": os.cpu_count(),
+        "usable_cores": usable,
+        "cpu_model": cpu.get("model name") or platform.processor() or platform.machine(),
+        "cpu_family": cpu.get("cpu family"),
+        "cpu_model_number": cpu.get("model"),
+        "system": platform.platform(terse=True),
+    }
+
+
+def versions(backends: Sequence[str] = ()) -> dict[str, str | None]:
+    """Versions of torchwm, Gymnasium, ale-py, NumPy, Python, and the plugins of ``backends`` measured."""
+    found: dict[str, str | None] = {}
+    for name in VERSIONED:
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            found[name] = None
+    found["python"] = platform.python_version()
+    from torchwm.plugins import registry
+
+    for backend in backends:
+        owner = plugin_peers().get(backend, (backend, None))[0]
+        if owner in registry("backend"):
+            entry = registry("backend").get(owner)
+            if entry.distribution and entry.distribution != "torchwm":
+                found[entry.distribution] = entry.version
+    return found
+
+
+def bench_info(settings: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What a result depends on besides the code: date, machine, versions and the run's settings."""
+    settings = dict(settings or {})
+    return {
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "machine": machine_info(),
+        "versions": versions(settings.get("backends", ())),
+        "settings": settings,
+    }
 
 
 # -- measuring ----------------------------------------------------------------------------------
@@ -270,11 +382,16 @@ class Runner:
 
 
 def measure_one(env_id: str, backend: str, num_envs: int, steps: int, repeats: int,
-                kwargs: dict[str, Any], measure_memory: bool) -> BenchResult:
-    """Measure ``backend`` in this process, its repeats back to back."""
+                kwargs: dict[str, Any], measure_memory: bool, tick: Any = None) -> BenchResult:
+    """Measure ``backend`` in this process, its repeats back to back (``tick(1)`` after the build and each repeat)."""
+    tick = tick or (lambda _n: None)
     runner = Runner(env_id, backend, num_envs, kwargs)
+    tick(1)
     try:
-        samples = [runner.sample(steps) for _ in range(repeats)]
+        samples = []
+        for _ in range(repeats):
+            samples.append(runner.sample(steps))
+            tick(1)
         pss = process_tree_pss_mb() if measure_memory else None
     finally:
         runner.close()
@@ -290,6 +407,7 @@ def run_bench(
     backend_kwargs: dict[str, dict] | None = None,
     measure_memory: bool = False,
     isolate: bool = True,
+    progress: bool = False,
 ) -> list[BenchResult]:
     """Measure every backend at every num_envs on ``env_id``.
 
@@ -308,6 +426,11 @@ def run_bench(
         measure_memory: read the PSS of each backend's process tree (its child and the child's descendants).
         isolate: measure in child processes (default); ``False`` measures in this process, one backend
             after the other.
+        progress: show a progress bar on stderr (a tick per backend built and per repeat).
+
+    Raises:
+        UnknownNameError: an unknown env id or backend (with the closest names).
+        ConfigError: an option a backend does not take, or options for a backend not measured.
 
     Example:
         >>> from torchwm.bench import run_bench, format_table
@@ -319,35 +442,65 @@ def run_bench(
         raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps must be an int >= 1, got {steps!r}")
-    from torchwm.plugins import registry
+    check_bench(env_id, backends, backend_kwargs)
+    from tqdm import tqdm
 
-    peers = plugin_peers()
-    for backend in backends:
-        if backend not in PEERS and backend not in peers:
-            registry("backend").get(backend)  # UnknownNameError with suggestions
+    bar = tqdm(total=len(num_envs) * len(backends) * (1 + repeats), unit="step", file=sys.stderr,
+               disable=not progress, dynamic_ncols=True, leave=False, bar_format="{l_bar}{bar}| {n}/{total} [{elapsed}<{remaining}]")
     results = []
-    for n in num_envs:
-        jobs: list[dict[str, Any]] = [{"env_id": env_id, "backend": backend, "num_envs": n,
-                                       "kwargs": dict((backend_kwargs or {}).get(backend, {}))}
-                                      for backend in backends]
-        if not isolate:
-            results += [measure_one(**job, steps=steps, repeats=repeats, measure_memory=measure_memory) for job in jobs]
-            continue
-        children = [_Child(job) for job in jobs]
-        try:
-            for child in children:
-                child.wait_ready()
-            samples: list[list[float]] = [[] for _ in children]
-            for _ in range(repeats):
-                for child, mine in zip(children, samples, strict=True):
-                    mine.append(float(child.ask(f"run {steps}")))
-            pss = [float(child.ask("memory")) if measure_memory else None for child in children]
-        finally:
-            for child in children:
-                child.close()
-        results += [BenchResult(env_id, job["backend"], n, statistics.median(mine), mine, mb)
-                    for job, mine, mb in zip(jobs, samples, pss, strict=True)]
+    try:
+        for n in num_envs:
+            jobs: list[dict[str, Any]] = [{"env_id": env_id, "backend": backend, "num_envs": n,
+                                           "kwargs": dict((backend_kwargs or {}).get(backend, {}))}
+                                          for backend in backends]
+            if not isolate:
+                for job in jobs:
+                    bar.set_description(f"{job['backend']} x {n}")
+                    results.append(measure_one(**job, steps=steps, repeats=repeats, measure_memory=measure_memory,
+                                               tick=bar.update))
+                continue
+            children = []
+            try:
+                for job in jobs:
+                    children.append(_Child(job))
+                for child in children:
+                    bar.set_description(f"building {child.job['backend']} x {n}")
+                    child.wait_ready()
+                    bar.update(1)
+                samples: list[list[float]] = [[] for _ in children]
+                for repeat in range(repeats):
+                    for child, mine in zip(children, samples, strict=True):
+                        bar.set_description(f"{child.job['backend']} x {n}, repeat {repeat + 1}/{repeats}")
+                        mine.append(float(child.ask(f"run {steps}")))
+                        bar.update(1)
+                pss = [float(child.ask("memory")) if measure_memory else None for child in children]
+            finally:
+                for child in children:
+                    child.close()
+            results += [BenchResult(env_id, job["backend"], n, statistics.median(mine), mine, mb)
+                        for job, mine, mb in zip(jobs, samples, pss, strict=True)]
+    finally:
+        bar.close()
     return results
+
+
+class BenchChildError(RuntimeError):
+    """A measuring child failed; the first line of the message is the child's error, then its stderr.
+
+    Attributes:
+        input_error: the child failed while building with an error that means bad input (an option
+            value a backend refuses: ValueError, TypeError or a torchwm input error), not a failure.
+    """
+
+    INPUT_ERRORS = ("ValueError", "TypeError", "ConfigError", "UnknownNameError", "UnsupportedStackError")
+
+    def __init__(self, job: dict[str, Any], stderr: str, building: bool) -> None:
+        lines = [line for line in stderr.strip().splitlines() if line.strip()]
+        last = lines[-1].strip() if lines else "it exited without a message"
+        kind = last.partition(":")[0].rpartition(".")[2]
+        self.input_error = building and kind in self.INPUT_ERRORS
+        super().__init__(f"measuring {job['backend']} x {job['num_envs']} on {job['env_id']} failed: {last}\n"
+                         f"{stderr[-3000:]}")
 
 
 class _Child:
@@ -362,16 +515,15 @@ class _Child:
         assert self.process.stdin is not None and self.process.stdout is not None and self.process.stderr is not None
         self.stdin, self.stdout, self.stderr = self.process.stdin, self.process.stdout, self.process.stderr
 
-    def _line(self) -> str:
+    def _line(self, building: bool = False) -> str:
         line = self.stdout.readline()
         if not line:
             self.process.wait(timeout=60)
-            raise RuntimeError(f"measuring {self.job['backend']} on {self.job['env_id']} failed:\n"
-                               f"{self.stderr.read()[-3000:]}")
+            raise BenchChildError(self.job, self.stderr.read(), building)
         return line.strip()
 
     def wait_ready(self) -> None:
-        while self._line() != "ready":
+        while self._line(building=True) != "ready":
             pass
 
     def ask(self, command: str) -> str:
@@ -411,36 +563,157 @@ def serve(job: dict[str, Any]) -> None:
         runner.close()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m torchwm.bench", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--serve", help=argparse.SUPPRESS)
-    parser.add_argument("--env", default="CartPole-v1", help="env id (default CartPole-v1)")
-    parser.add_argument("--backends", default="gym-sync,gym-async,sync,subproc,shmem",
-                        help="comma-separated peers and torchwm backends")
-    parser.add_argument("--num-envs", default="32", help="comma-separated batch sizes")
-    parser.add_argument("--steps", type=int, default=1000, help="batched steps per repeat")
-    parser.add_argument("--repeats", type=int, default=3)
+# -- checks and the command line ---------------------------------------------------------------------
+
+
+def default_backends(env_id: str) -> list[str]:
+    """The backends and peers ``torchwm bench`` measures when not told: the peers of the headline ratios
+    in docs/performance.md (Gymnasium's two vectorizers; for ALE ids also ALE's ``AtariVectorEnv`` and
+    the emulator's bound) and torchwm's built-in backends."""
+    from torchwm.factory import resolve_spec
+    from torchwm.plugins import registry
+
+    atari = resolve_spec(env_id, 1).family == "atari"
+    names = ["gym-sync", "gym-async", *(["ale-emulator", "ale-direct"] if atari else []),
+             "sync", "subproc", "shmem", *(["ale-native"] if atari else [])]
+    return [name for name in names if name in PEERS or name in registry("backend")]
+
+
+def _peer_options(backend: str) -> list[str] | None:
+    """The option names a peer takes (None: not known here)."""
+    import gymnasium as gym
+
+    if backend in ("gym-sync", "gym-async"):
+        cls = gym.vector.SyncVectorEnv if backend == "gym-sync" else gym.vector.AsyncVectorEnv
+        taken = {"env_fns", "self", "shared_memory"}
+        return [name for name in inspect.signature(cls.__init__).parameters if name not in taken]
+    if backend in ("ceiling", "ale-emulator"):
+        return []
+    return None
+
+
+def check_bench(env_id: str, backends: Sequence[str], backend_kwargs: dict[str, dict] | None) -> None:
+    """Every name and option of a run checked before any child starts (one clear error, with suggestions)."""
+    from torchwm.config import did_you_mean
+    from torchwm.errors import ConfigError
+    from torchwm.factory import resolve_spec
+    from torchwm.listing import backend_options
+    from torchwm.plugins import registry
+
+    if not backends:
+        raise ConfigError("backends: expected at least one backend or peer")
+    peers = plugin_peers()
+    for backend in backends:
+        if backend not in PEERS and backend not in peers:
+            registry("backend").get(backend)  # UnknownNameError with suggestions
+    resolve_spec(env_id, 1)  # UnknownNameError for a misspelt id, with the closest ids
+    if backend_kwargs is not None and not isinstance(backend_kwargs, dict):
+        raise ConfigError(f"backend_kwargs: expected a table of backend names, got {backend_kwargs!r}")
+    for backend, options in (backend_kwargs or {}).items():
+        if backend not in backends:
+            raise ConfigError(f"backend_kwargs.{backend}: {backend!r} is not measured{did_you_mean(backend, backends)}; "
+                              f"the backends are: {', '.join(backends)}")
+        if not isinstance(options, dict):
+            raise ConfigError(f"backend_kwargs.{backend}: expected a table of options, got {options!r}")
+        accepted = _peer_options(backend) if backend in PEERS or backend in peers else backend_options(backend)
+        for key in options if accepted is not None else ():
+            if key not in accepted:
+                raise ConfigError(f"backend_kwargs.{backend}.{key}: {backend!r} has no option {key!r}"
+                                  f"{did_you_mean(key, accepted)}; its options are: {', '.join(accepted) or '(none)'}")
+
+
+def _sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        sizes = []
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers >= 1, got {text!r}")
+    return sizes
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``torchwm bench``, which ``python -m torchwm.bench`` also takes."""
+    parser.add_argument("--env", default="CartPole-v1", help="env id (default: CartPole-v1)")
+    parser.add_argument("--backends", default=None,
+                        help="comma-separated peers and torchwm backends (default: gym-sync,gym-async,sync,subproc,"
+                             "shmem; for ALE ids also ale-emulator, ale-direct and ale-native)")
+    parser.add_argument("--num-envs", type=_sizes, default=[8, 16, 32], help="comma-separated sizes (default: 8,16,32)")
+    parser.add_argument("--steps", type=_positive, default=1000, help="batched steps per repeat (default: 1000)")
+    parser.add_argument("--repeats", type=_positive, default=3, help="repeats per measurement; the median is kept (default: 3)")
     parser.add_argument("--baseline", default=None, help="backend the ratios are against (default: the first)")
-    parser.add_argument("--backend-kwargs", default="{}",
-                        help='JSON options per backend, e.g. \'{"shmem": {"num_workers": 2}}\'')
-    parser.add_argument("--memory", action="store_true", help="measure the PSS of each process tree")
-    parser.add_argument("--plot", default=None, help="write a PNG plot to this path")
-    parser.add_argument("--json", default=None, help="write the results as JSON to this path")
-    args = parser.parse_args(argv)
-    if args.serve:
-        serve(json.loads(args.serve))
-        return 0
-    backends = [b for b in args.backends.split(",") if b]
-    results = run_bench(args.env, backends, [int(n) for n in args.num_envs.split(",")], steps=args.steps,
-                        repeats=args.repeats, backend_kwargs=json.loads(args.backend_kwargs),
-                        measure_memory=args.memory)
-    print(format_table(results, args.baseline or backends[0]))
+    parser.add_argument("--backend-kwargs", default=None, metavar="JSON",
+                        help='options per backend, e.g. \'{"shmem": {"num_workers": 2}}\'')
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="BACKEND.KEY=VALUE",
+                        help="one backend option, e.g. shmem.num_workers=2 (after --backend-kwargs)")
+    parser.add_argument("--memory", action="store_true", help="also measure the PSS of each process tree")
+    parser.add_argument("--plot", default=None, metavar="PNG", help="write a plot of steps/s against num_envs")
+    parser.add_argument("--json", default=None, metavar="FILE", help="write the results, machine and versions as JSON")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """``torchwm bench``: check, measure, print the table, write the plot and the JSON."""
+    from torchwm.config import apply_overrides
+    from torchwm.errors import ConfigError
+
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()] if args.backends is not None \
+        else default_backends(args.env)
+    baseline = args.baseline or (backends[0] if backends else None)
+    if baseline not in backends:
+        raise ConfigError(f"--baseline {baseline!r} is not one of --backends {','.join(backends)}")
+    try:
+        backend_kwargs = json.loads(args.backend_kwargs) if args.backend_kwargs else {}
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"--backend-kwargs: not valid JSON ({exc})") from None
+    if not isinstance(backend_kwargs, dict):
+        raise ConfigError(f"--backend-kwargs: expected a JSON object of backend names, got {args.backend_kwargs}")
+    for override in args.overrides:
+        key = override.partition("=")[0].strip()
+        if "." not in key:
+            raise ConfigError(f"--set {override!r}: expected BACKEND.KEY=VALUE, e.g. shmem.num_workers=2")
+    backend_kwargs = apply_overrides(backend_kwargs, args.overrides)
+    if args.plot and importlib.util.find_spec("matplotlib") is None:
+        from torchwm.extras import missing_extra
+
+        raise missing_extra("plot", "torchwm bench --plot")  # before minutes of measuring, not after
+    settings = {"env": args.env, "backends": backends, "num_envs": args.num_envs, "steps": args.steps,
+                "repeats": args.repeats, "backend_kwargs": backend_kwargs}
+    results = run_bench(args.env, backends, args.num_envs, steps=args.steps, repeats=args.repeats,
+                        backend_kwargs=backend_kwargs or None, measure_memory=args.memory,
+                        progress=not args.no_progress)
+    print(format_table(results, baseline))
+    info = bench_info(settings)
     if args.plot:
-        plot(results, args.plot)
+        plot(results, args.plot, info)
+        print(f"plot written to {args.plot}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump([asdict(r) for r in results], f, indent=2)
+            json.dump({**info, "baseline": baseline, "results": [asdict(r) for r in results]}, f, indent=2)
+            f.write("\n")
+        print(f"results written to {args.json}")
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m torchwm.bench ...``: exactly ``torchwm bench ...`` (one parser, one-line errors)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--serve"]:
+        serve(json.loads(argv[1]))  # a measuring child (see _Child)
+        return 0
+    from torchwm.cli import main as cli_main
+
+    return cli_main(["bench", *argv])
 
 
 if __name__ == "__main__":

@@ -1,13 +1,15 @@
 """The ``torchwm`` command: ``list``, ``run``, ``bench`` and ``check`` (also ``python -m torchwm``).
 
-``run`` builds the env a config file or an env id describes and steps it with
-a random (or the user's) policy, reporting steps per second and episode
-returns; ``list`` shows every registered name and the plugin behind it;
-``bench`` and ``check`` are front ends to `torchwm.bench` and
-`torchwm.testing`. Bad input (a missing file, an unknown key or name, a
-wrong type) prints one line on stderr and exits with status 2, without a
-traceback (``--traceback`` shows it); a failed conformance check exits 1 and
-Ctrl-C during ``run`` exits 130 after printing the figures so far.
+``run`` builds the env a config file, a shipped config's name (``pong``) or
+an env id describes and steps it with a random (or the user's) policy,
+reporting steps per second and episode returns; ``list`` shows every
+registered name, the plugin behind it and the shipped configs; ``bench`` and
+``check`` are front ends to `torchwm.bench` and `torchwm.testing`. Every
+user error on every command (a bad option, a missing file, an unknown key or
+name with the closest one suggested, a missing extra) prints one line on
+stderr and exits with status 2, without a traceback (``--traceback`` shows
+it); a failed conformance check or measurement exits 1 and Ctrl-C during
+``run`` exits 130 after printing the figures so far.
 """
 
 from __future__ import annotations
@@ -15,30 +17,48 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
-import inspect
-import json
+import importlib.metadata
 import os
+import re
 import sys
 import time
+import warnings
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
-from torchwm.config import CONFIG_SUFFIXES, apply_overrides, dump_config, load_run_config
+from torchwm.config import (
+    apply_overrides,
+    check_backend_options,
+    did_you_mean,
+    dump_config,
+    is_config_reference,
+    load_run_config,
+)
 from torchwm.errors import ConfigError, DuplicateNameError, UnknownNameError, UnsupportedStackError
+from torchwm.extras import MissingExtraError, missing_extra
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-KINDS = ("backends", "wrappers", "sources", "plugins")
+KINDS = ("backends", "wrappers", "sources", "plugins", "configs")
 
 
 class UsageError(Exception):
     """Bad input on the command line: printed as one line, exit status 2."""
 
 
-# Errors that mean "the input was wrong", not "torchwm is broken": one line, status 2.
-INPUT_ERRORS = (UsageError, ConfigError, UnknownNameError, UnsupportedStackError, DuplicateNameError)
+# Errors that mean "the input was wrong" (or an extra is missing), not "torchwm is broken": one line, status 2.
+INPUT_ERRORS = (UsageError, ConfigError, UnknownNameError, UnsupportedStackError, DuplicateNameError, MissingExtraError)
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An `argparse.ArgumentParser` whose errors are one line (no usage block), with a suggestion."""
+
+    def error(self, message: str) -> NoReturn:
+        choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if choice:
+            message += did_you_mean(choice.group(1), re.findall(r"'([^']*)'", choice.group(2)))
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -50,69 +70,103 @@ def main(argv: Sequence[str] | None = None) -> int:
         0
     """
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        _unknown_arguments(getattr(args, "parser", parser), unknown)
     if args.command is None:
-        parser.print_help(sys.stderr)
-        return EXIT_USAGE
+        parser.error("a command is required: list, run, bench or check (torchwm --help describes them)")
     try:
-        return args.handler(args)
-    except INPUT_ERRORS as exc:
-        if args.traceback:
+        with warnings.catch_warnings(record=True) as notes:
+            warnings.simplefilter("always", UserWarning)
+            try:
+                return args.handler(args)
+            finally:
+                for note in notes:
+                    print(f"torchwm {args.command}: note: {note.message}", file=sys.stderr)
+    except Exception as exc:
+        status = _status_of(exc)
+        if status is None or args.traceback:
             raise
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        print(f"torchwm {args.command}: error: {message}", file=sys.stderr)
+        print(f"torchwm {args.command}: error: {_first_line(_explain(exc))}", file=sys.stderr)
+        return status
+
+
+def _status_of(exc: BaseException) -> int | None:
+    """The exit status of an error shown as one line, or None for an error that gets its traceback."""
+    import gymnasium
+
+    from torchwm.bench import BenchChildError
+
+    if isinstance(exc, INPUT_ERRORS) or isinstance(exc, gymnasium.error.DependencyNotInstalled):
         return EXIT_USAGE
+    if isinstance(exc, BenchChildError):
+        # The child's own error is the first line; --traceback shows its stderr.
+        return EXIT_USAGE if exc.input_error else EXIT_FAILED
+    return None
+
+
+def _explain(exc: BaseException) -> str:
+    if "pygame" in str(exc) and type(exc).__name__ == "DependencyNotInstalled":
+        return str(missing_extra("render", "rendering this env"))
+    return str(exc).strip() or type(exc).__name__
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0]
+
+
+def _unknown_arguments(parser: argparse.ArgumentParser, unknown: list[str]) -> NoReturn:
+    options = [s for action in parser._actions for s in action.option_strings]
+    first = next((a for a in unknown if a.startswith("-")), unknown[0])
+    hint = did_you_mean(first.partition("=")[0], options) if first.startswith("-") else ""
+    parser.error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    from torchwm import bench
+
+    parser = OneLineParser(
         prog="torchwm", description="Vectorized RL environments from a name, a backend and a wrapper stack."
     )
+    parser.add_argument("--version", action="version", version=f"torchwm {_version('torchwm')}")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--traceback", action="store_true", help="show the full traceback of an error")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
 
-    listing = commands.add_parser("list", parents=[common], help="registered backends, wrappers, sources and plugins")
-    listing.add_argument("kind", nargs="?", choices=KINDS, help="one kind only (default: all)")
-    listing.set_defaults(handler=cmd_list)
+    listing = commands.add_parser("list", parents=[common], help="registered backends, wrappers, sources, plugins "
+                                                                  "and the shipped configs")
+    listing.add_argument("kind", nargs="?", metavar="KIND", help=f"one of {', '.join(KINDS)} (default: all)")
+    listing.set_defaults(handler=cmd_list, parser=listing)
 
-    run = commands.add_parser("run", parents=[common], help="build an env from a config file or an env id and step it")
+    run = commands.add_parser("run", parents=[common], help="build an env from a config or an env id and step it")
     run.add_argument("target", metavar="CONFIG_OR_ENV_ID",
-                     help=f"a config file ({', '.join(CONFIG_SUFFIXES)}) or an env id such as ALE/Pong-v5")
+                     help="a config file (.toml, .yaml, .yml, .json), a shipped config by name (torchwm list configs: "
+                          "pong, ...), or an env id such as ALE/Pong-v5")
     run.add_argument("--steps", type=_positive_int, help="vector steps to run (default: [run] steps, or 1000)")
     run.add_argument("--num-envs", type=_positive_int, help="number of envs (overrides num_envs)")
-    run.add_argument("--backend", help="backend name (overrides backend)")
+    run.add_argument("--backend", help="backend name (overrides backend; backend_kwargs it does not take are dropped)")
     run.add_argument("--seed", type=_non_negative_int, help="seed of the first reset and of the random policy")
     run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                     help="override a config key: num_envs=16, backend_kwargs.num_workers=2, wrappers[1].stack_size=2")
+                     help="override a config key: num_envs=16, backends.shmem.num_workers=2, wrappers[1].stack_size=2")
     run.add_argument("--policy", metavar="MODULE:FUNCTION",
                      help="policy(obs, action_space) -> actions (default: seeded action_space.sample())")
+    run.add_argument("--allow-policy-import", action="store_true",
+                     help="let the config's run.policy import and run that code (refused without this flag)")
     run.add_argument("--print-config", action="store_true",
                      help="print the resolved config (TOML, every default explicit) and exit")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
-    run.set_defaults(handler=cmd_run)
+    run.set_defaults(handler=cmd_run, parser=run)
 
-    bench = commands.add_parser("bench", parents=[common], help="steps per second of backends side by side (torchwm.bench)")
-    bench.add_argument("--env", default="CartPole-v1", help="env id (default: CartPole-v1)")
-    bench.add_argument("--backends", type=_name_list, default=None,
-                       help="comma-separated backends and peers (default: gym-sync and every torchwm "
-                            "Python backend registered among sync, subproc, shmem)")
-    bench.add_argument("--num-envs", type=_int_list, default=[8, 16, 32], help="comma-separated sizes (default: 8,16,32)")
-    bench.add_argument("--steps", type=_positive_int, default=None, help="vector steps per measurement")
-    bench.add_argument("--repeats", type=_positive_int, default=3, help="repeats per measurement; the median is kept")
-    bench.add_argument("--baseline", default=None, help="backend the ratios are relative to (default: the first)")
-    bench.add_argument("--set", dest="overrides", action="append", default=[], metavar="BACKEND.KEY=VALUE",
-                       help="a backend option, e.g. shmem.num_workers=2")
-    bench.add_argument("--memory", action="store_true", help="also measure the PSS memory of the process tree")
-    bench.add_argument("--plot", type=Path, metavar="PNG", help="write a plot of steps/s against num_envs")
-    bench.add_argument("--json", type=Path, metavar="FILE", help="write the results as JSON")
-    bench.set_defaults(handler=cmd_bench)
+    bench_parser = commands.add_parser("bench", parents=[common],
+                                       help="steps per second of backends and their peers side by side (torchwm.bench)")
+    bench.add_arguments(bench_parser)
+    bench_parser.set_defaults(handler=bench.run_command, parser=bench_parser)
 
     check = commands.add_parser("check", parents=[common], help="run the conformance checks (torchwm.testing) on a backend")
     check.add_argument("backend", help="backend name")
     check.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                        help="a backend option: num_workers=2 (or backend_kwargs.num_workers=2)")
-    check.set_defaults(handler=cmd_check)
+    check.set_defaults(handler=cmd_check, parser=check)
     return parser
 
 
@@ -120,42 +174,29 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from torchwm.plugins import registry
+    from torchwm import listing
 
+    if args.kind is not None and args.kind not in KINDS:
+        raise UsageError(f"list {args.kind!r}: expected one of {', '.join(KINDS)}{did_you_mean(args.kind, KINDS)}")
     kinds = [args.kind] if args.kind else list(KINDS)
+    describe = {"backends": listing.list_backends, "wrappers": listing.list_wrappers, "sources": listing.list_sources}
     for n, kind in enumerate(kinds):
         if n:
             print()
         print(f"{kind}:")
         if kind == "plugins":
             rows = [(name, dist, ", ".join(provides)) for name, dist, provides in _plugins()]
+        elif kind == "configs":
+            rows = [(c.name, c.description) for c in listing.list_configs()]
         else:
             rows = []
-            for entry in registry(kind[:-1]):
-                dist = f"{entry.distribution or '?'} {entry.version or ''}".strip()
-                declared = entry.metadata.get("options")
-                found = dict(declared) if isinstance(declared, dict) else _options(kind, entry.factory)
-                options = ", ".join(f"{k}={v!r}" if v is not inspect.Parameter.empty else k for k, v in found.items())
-                description = entry.metadata.get("description", "")
-                rows.append((entry.name, f"{entry.plugin} ({dist})", f"options: {options or '(none)'}"
-                             + (f"; {description}" if description else "")))
+            for info in describe[kind]():
+                dist = f"{info.distribution or '?'} {info.version or ''}".strip()
+                options = ", ".join(k if v is listing.REQUIRED else f"{k}={v!r}" for k, v in info.options.items())
+                rows.append((info.name, f"{info.plugin} ({dist})", f"options: {options or '(none)'}"
+                             + (f"; {info.description}" if info.description else "")))
         _print_rows(rows)
     return EXIT_OK
-
-
-def _options(kind: str, factory: Callable[..., Any]) -> dict[str, Any]:
-    """Keyword options and their defaults: a wrapper's after ``env``, a backend's after ``spec``."""
-    if kind == "sources":
-        return {}
-    try:
-        params = list(inspect.signature(factory).parameters.values())[1:]  # after env / spec
-    except (TypeError, ValueError):
-        return {}
-    options: dict[str, Any] = {p.name: p.default for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
-    if any(p.kind is p.VAR_KEYWORD for p in params):
-        # The names are checked further in; a plugin can list them with register(..., options={...}).
-        options["**" + next(p.name for p in params if p.kind is p.VAR_KEYWORD)] = inspect.Parameter.empty
-    return options
 
 
 def _plugins() -> list[tuple[str, str, list[str]]]:
@@ -179,8 +220,6 @@ def _plugins() -> list[tuple[str, str, list[str]]]:
 
 
 def _version(name: str) -> str:
-    import importlib.metadata
-
     try:
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
@@ -243,6 +282,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         sys.stdout.write(dump_config(spec))
         return EXIT_OK
     steps = args.steps or run_options.steps
+    if args.policy is None and run_options.policy is not None and not args.allow_policy_import:
+        # A config is data (YAML is read with safe_load); naming code in it runs nothing unless asked.
+        raise UsageError(f"run.policy: the config asks to import and run {run_options.policy!r}; code named in a "
+                         f"config is imported only with --allow-policy-import (or pass --policy {run_options.policy})")
     policy_name = args.policy or run_options.policy
     policy = load_policy(policy_name) if policy_name else None
 
@@ -278,21 +321,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _load_run(args: argparse.Namespace):
-    target = args.target
     overrides = list(args.overrides)
-    # The options win over the file's keys, as --set does; json.dumps quotes a name as a TOML string.
+    # The options win over the file's keys, as --set does.
     if args.num_envs is not None:
         overrides.append(f"num_envs={args.num_envs}")
-    if args.backend is not None:
-        overrides.append(f"backend={json.dumps(args.backend)}")
     if args.seed is not None:
         overrides.append(f"seed={args.seed}")
-    path = Path(target)
-    if path.suffix.lower() in CONFIG_SUFFIXES or path.is_file():
-        if not path.is_file():
-            raise UsageError(f"{target}: no such config file")
-        return load_run_config(path, overrides)
-    return load_run_config({"id": target}, overrides)
+    target = args.target if is_config_reference(args.target) else {"id": args.target}
+    return load_run_config(target, overrides, backend=args.backend)
 
 
 def _build(spec: Any) -> Any:
@@ -301,10 +337,10 @@ def _build(spec: Any) -> Any:
     try:
         return make_vec_from_spec(spec)
     except (TypeError, ValueError) as exc:
-        # A backend refusing its options (an unknown or bad backend_kwargs key) is bad input.
+        # An option value the backend or the env refuses (a bad backend_kwargs or env_kwargs value) is bad input.
         if isinstance(exc, INPUT_ERRORS):
             raise
-        raise UsageError(f"backend {spec.backend!r} refused the config: {exc}") from exc
+        raise UsageError(f"building {spec.id} x {spec.num_envs} on {spec.backend!r} failed: {exc}") from exc
 
 
 def _progress(total: int, disable: bool) -> Any:
@@ -347,50 +383,6 @@ def load_policy(name: str) -> Callable[[Any, Any], Any]:
     return target
 
 
-# ----------------------------------------------------------------------------- bench
-
-
-def cmd_bench(args: argparse.Namespace) -> int:
-    try:
-        from torchwm import bench
-    except ImportError as exc:
-        raise UsageError(f"the benchmark module torchwm.bench is not available: {exc}") from exc
-    backends = args.backends or _default_bench_backends()
-    baseline = args.baseline or backends[0]
-    if baseline not in backends:
-        raise UsageError(f"--baseline {baseline!r} is not one of --backends {','.join(backends)}")
-    backend_kwargs: dict[str, dict[str, Any]] = {}
-    for override in args.overrides:
-        key = override.partition("=")[0]
-        if "." not in key or key.split(".", 1)[0] not in backends:
-            raise UsageError(f"--set {override!r}: expected BACKEND.KEY=VALUE with BACKEND one of {','.join(backends)}")
-    if args.overrides:
-        backend_kwargs = apply_overrides({}, args.overrides)
-    kwargs: dict[str, Any] = {"repeats": args.repeats, "backend_kwargs": backend_kwargs or None,
-                              "measure_memory": args.memory}
-    if args.steps is not None:
-        kwargs["steps"] = args.steps
-    results = bench.run_bench(args.env, backends, args.num_envs, **kwargs)
-    print(bench.format_table(results, baseline))
-    if args.plot:
-        bench.plot(results, args.plot)
-        print(f"plot written to {args.plot}")
-    if args.json:
-        args.json.write_text(json.dumps([_as_data(r) for r in results], indent=2) + "\n")
-        print(f"results written to {args.json}")
-    return EXIT_OK
-
-
-def _default_bench_backends() -> list[str]:
-    from torchwm.plugins import registry
-
-    return ["gym-sync", *[name for name in ("sync", "subproc", "shmem") if name in registry("backend")]]
-
-
-def _as_data(result: Any) -> Any:
-    return dataclasses.asdict(result) if dataclasses.is_dataclass(result) else dict(vars(result))
-
-
 # ----------------------------------------------------------------------------- check
 
 
@@ -400,6 +392,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     registry("backend").get(args.backend)  # an unknown name is bad input, before any check runs
     overrides = [o[len("backend_kwargs."):] if o.startswith("backend_kwargs.") else o for o in args.overrides]
     backend_kwargs = apply_overrides({}, overrides)
+    check_backend_options(args.backend, backend_kwargs)  # a misspelt option: one line, not one failure per check
     import torchwm.testing
 
     print(f"conformance checks on backend {args.backend!r}"
@@ -441,17 +434,6 @@ def _int_at_least(minimum: int) -> Callable[[str], int]:
 
 _positive_int = _int_at_least(1)
 _non_negative_int = _int_at_least(0)
-
-
-def _int_list(text: str) -> list[int]:
-    return [_positive_int(part.strip()) for part in text.split(",") if part.strip()]
-
-
-def _name_list(text: str) -> list[str]:
-    names = [part.strip() for part in text.split(",") if part.strip()]
-    if not names:
-        raise argparse.ArgumentTypeError(f"expected comma-separated names, got {text!r}")
-    return names
 
 
 if __name__ == "__main__":

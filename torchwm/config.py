@@ -1,11 +1,16 @@
 """Config files: TOML, YAML, JSON or a dict, validated into a `VecSpec`.
 
 `load_config` reads a file (``tomllib``; ``yaml.safe_load`` only, so a file
-cannot ask for Python objects; ``json``) or takes a dict, substitutes
-``${VAR}`` / ``${VAR:-default}`` in string values, applies ``--set``-style
-overrides (``"wrappers[1].stack_size=2"``), validates every key with a
-pydantic schema (unknown keys are errors) and resolves the result with
-`torchwm.factory.resolve_spec`. Every error is a `ConfigError` whose message
+cannot ask for Python objects; ``json``), one of the example configs shipped
+in the package by name (``"pong"``, see `shipped_configs`) or a dict,
+refuses a table that expands to more than `MAX_CONFIG_VALUES` values (YAML
+aliases nested in each other), substitutes ``${VAR}`` / ``${VAR:-default}``
+in string values, applies ``--set``-style overrides
+(``"wrappers[1].stack_size=2"``), validates every key with a pydantic schema
+(unknown keys are errors, with the closest key suggested) and resolves the
+result with `torchwm.factory.resolve_spec`. Backend options may be given per
+backend (``[backends.shmem]``): only the table of the backend in use applies,
+so the same file runs on any backend. Every error is a `ConfigError` whose message
 starts with the key it is about (``wrappers[1].stack_size: expected an
 integer, got "four"``). The file `VecSpec.to_dict` writes (the "resolved
 config", see `dump_config`) loads back into an equal spec.
@@ -14,6 +19,8 @@ config", see `dump_config`) loads back into an equal spec.
 from __future__ import annotations
 
 import copy
+import difflib
+import inspect
 import json
 import os
 import re
@@ -40,6 +47,11 @@ else:  # the same parser, before it joined the standard library
     import tomli as tomllib
 
 CONFIG_SUFFIXES = (".toml", ".yaml", ".yml", ".json")
+# The example configs shipped inside the package (package data), found by name from any directory.
+SHIPPED_CONFIGS_DIR = Path(__file__).resolve().parent / "configs"
+# A config holds tens of values; YAML aliases nested in each other can make a few hundred bytes
+# stand for billions, which would be expanded before a key is checked.
+MAX_CONFIG_VALUES = 100_000
 
 # ${VAR} or ${VAR:-default}; "$${" writes a literal "${".
 _ENV_REFERENCE = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -70,6 +82,8 @@ class ConfigModel(BaseModel):
     fused: bool = True
     env_kwargs: dict[str, Any] = Field(default_factory=dict)
     backend_kwargs: dict[str, Any] = Field(default_factory=dict)
+    # Options per backend name; the table of the backend in use applies (backend_kwargs wins over it).
+    backends: dict[str, dict[str, Any]] = Field(default_factory=dict)
     wrappers: list[str | dict[str, Any]] | None = None
     # Written by VecSpec.to_dict (the resolved config): checked, not needed.
     family: Literal["atari", "generic"] | None = None
@@ -99,18 +113,132 @@ def load_config(source: str | os.PathLike[str] | Mapping[str, Any], overrides: S
 
 
 def load_run_config(
-    source: str | os.PathLike[str] | Mapping[str, Any], overrides: Sequence[str] = ()
+    source: str | os.PathLike[str] | Mapping[str, Any], overrides: Sequence[str] = (), backend: str | None = None
 ) -> tuple[VecSpec, RunOptions]:
-    """Like `load_config`, and also the ``[run]`` table (what ``torchwm run`` uses)."""
+    """Like `load_config`, and also the ``[run]`` table (what ``torchwm run`` uses).
+
+    Args:
+        backend: run on this backend instead of the file's. Options of the file's own
+            ``backend_kwargs`` that this backend does not take are dropped with a warning (the
+            ``[backends.NAME]`` tables need no such care: each applies to its backend only).
+    """
     label = f"{source}: " if not isinstance(source, Mapping) else ""
     try:
-        # An OmegaConf DictConfig (a Hydra app's cfg.env) becomes plain dicts and lists first.
-        data = read_config(source) if not isinstance(source, Mapping) else copy.deepcopy(dict(_plain_containers(source)))
+        if isinstance(source, Mapping):
+            check_expansion(source)
+            # An OmegaConf DictConfig (a Hydra app's cfg.env) becomes plain dicts and lists first.
+            data = copy.deepcopy(dict(_plain_containers(source)))
+        else:
+            path = find_config(source)
+            label = f"{source}: " if path == Path(source) else f"{source} ({path}): "
+            data = read_config(path)
+            check_expansion(data)
         data = interpolate_env(data)
+        if backend is not None:
+            data = switch_backend(data, backend)
         data = apply_overrides(data, overrides)
         return validate_config(data)
     except ConfigError as exc:
         raise ConfigError(f"{label}{exc}") from exc.__cause__
+
+
+def shipped_configs() -> dict[str, Path]:
+    """The example configs shipped in the package, by name: ``{"pong": .../torchwm/configs/pong.toml, ...}``.
+
+    Example:
+        >>> from torchwm.config import shipped_configs
+        >>> "pong" in shipped_configs()
+        True
+    """
+    if not SHIPPED_CONFIGS_DIR.is_dir():
+        return {}
+    return {path.stem: path for path in sorted(SHIPPED_CONFIGS_DIR.iterdir()) if path.suffix in CONFIG_SUFFIXES}
+
+
+def is_config_reference(target: str | os.PathLike[str]) -> bool:
+    """Whether ``target`` names a config (an existing file, a config file name, or a shipped config)."""
+    path = Path(target)
+    return path.is_file() or path.suffix.lower() in CONFIG_SUFFIXES or str(target) in shipped_configs()
+
+
+def find_config(target: str | os.PathLike[str]) -> Path:
+    """The file ``target`` names: a config file's path, else a shipped config of that name (``"pong"``).
+
+    A shipped config's name has no suffix and a config file's path has one, so ``pong`` is always the
+    shipped config and ``./pong.toml`` a file.
+
+    Raises:
+        ConfigError: neither a config file nor a shipped config; the message lists the shipped names.
+    """
+    path = Path(target)
+    if path.is_file() and path.suffix.lower() in CONFIG_SUFFIXES:
+        return path
+    shipped = shipped_configs()
+    if str(target) in shipped:
+        return shipped[str(target)]
+    if path.is_file():
+        return path  # read_config says why it is not a config file
+    if path.suffix.lower() in CONFIG_SUFFIXES:
+        raise ConfigError("no such file")
+    raise ConfigError(
+        f"not a config file (a name ending in {', '.join(CONFIG_SUFFIXES)}) nor a shipped config"
+        f"{did_you_mean(str(target), list(shipped))}; the shipped configs are: {', '.join(shipped) or '(none)'}"
+    )
+
+
+def check_expansion(data: Any, limit: int = MAX_CONFIG_VALUES) -> None:
+    """Refuse a table that holds more than ``limit`` values once its aliases are expanded.
+
+    YAML aliases (``*a``) share one object, so a few hundred bytes nested nine deep stand for
+    billions of values; every later step (interpolation, overrides, validation) would expand them.
+    This walk counts each value as often as it is reachable and stops at the limit.
+    """
+    count = 0
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        count += 1
+        if count > limit:
+            raise ConfigError(
+                f"the config expands to more than {limit:,} values (YAML aliases nested in each other?); "
+                f"a config may hold at most {limit:,}"
+            )
+        if isinstance(item, Mapping):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+
+
+def switch_backend(data: Mapping[str, Any], backend: str) -> dict[str, Any]:
+    """``data`` with ``backend`` set, keeping only the ``backend_kwargs`` that ``backend`` takes.
+
+    ``backend_kwargs`` belong to the file's own backend; another backend may not take them
+    (``sync`` has no ``num_workers``). Those it does not take are dropped with a `UserWarning`
+    naming them; per-backend tables (``[backends.NAME]``) never need dropping.
+    """
+    data = dict(data)
+    previous = data.get("backend", "sync")
+    data["backend"] = backend
+    options = data.get("backend_kwargs")
+    if previous == backend or not isinstance(options, Mapping) or not options:
+        return data
+    from torchwm.listing import backend_options
+
+    try:
+        accepted = backend_options(backend)
+    except LookupError:
+        return data  # the unknown name is reported, with suggestions, when the config is validated
+    if accepted is None:
+        return data  # a backend that takes any keyword: it checks them itself
+    dropped = [key for key in options if key not in accepted]
+    if dropped:
+        data["backend_kwargs"] = {k: v for k, v in options.items() if k not in dropped}
+        warnings.warn(
+            f"backend {backend!r} does not take backend_kwargs {', '.join(dropped)} (options of {previous!r}); "
+            f"dropped them (give options per backend in [backends.NAME] tables to keep each backend's own)",
+            UserWarning, stacklevel=3,
+        )
+    return data
 
 
 def make_vec_from_config(source: str | os.PathLike[str] | Mapping[str, Any] | VecSpec, overrides: Sequence[str] = ()) -> Any:
@@ -255,6 +383,15 @@ def validate_config(data: Mapping[str, Any]) -> tuple[VecSpec, RunOptions]:
 
     resolved = checked("id", names.resolve, model.id, model.env_kwargs)
     checked("backend", registry("backend").get, model.backend)
+    for name in model.backends:
+        # A table for a backend that is not installed (a plugin's) is kept for machines that have it;
+        # a name close to an installed backend's is a typo.
+        if name not in registry("backend") and did_you_mean(name, registry("backend").names()):
+            checked(f"backends.{name}", registry("backend").get, name)
+    backend_kwargs = {**model.backends.get(model.backend, {}), **model.backend_kwargs}
+    check_backend_options(model.backend, backend_kwargs, model.backend_kwargs)
+    if model.source in ("gym", "ale"):
+        _check_env_kwargs(resolved.id, model.env_kwargs)
     checked("source", registry("source").get, model.source)
     checked("autoreset_mode", parse_autoreset_mode, model.autoreset_mode)
     if model.family is not None and model.family != resolved.family:
@@ -269,7 +406,7 @@ def validate_config(data: Mapping[str, Any]) -> tuple[VecSpec, RunOptions]:
         spec = resolve_spec(
             model.id, model.num_envs, backend=model.backend, wrappers=model.wrappers, seed=model.seed,
             autoreset_mode=model.autoreset_mode, source=model.source, size=model.size,
-            backend_kwargs=model.backend_kwargs, fused=model.fused, env_kwargs=env_kwargs,
+            backend_kwargs=backend_kwargs, fused=model.fused, env_kwargs=env_kwargs,
         )
     except (LookupError, ValueError, TypeError) as exc:
         raise ConfigError(str(exc)) from exc
@@ -300,6 +437,53 @@ def dump_config(spec: VecSpec | Mapping[str, Any], format: str = "toml") -> str:
     raise ValueError(f"format must be 'toml', 'yaml' or 'json', got {format!r}")
 
 
+def check_backend_options(backend: str, options: Mapping[str, Any], flat: Mapping[str, Any] | None = None) -> None:
+    """Option names the backend does not take, with the closest name; the values are its own to check.
+
+    ``flat`` is the file's ``backend_kwargs`` (the other options came from ``[backends.NAME]``), to
+    name the key a bad option was given under; None means all came from ``backend_kwargs``.
+    """
+    from torchwm.listing import backend_options
+
+    accepted = backend_options(backend)
+    if accepted is None:
+        return
+    for key in options:
+        if key not in accepted:
+            where = f"backend_kwargs.{key}" if flat is None or key in flat else f"backends.{backend}.{key}"
+            raise ConfigError(f"{where}: backend {backend!r} has no option {key!r}{did_you_mean(key, accepted)}; "
+                              f"its options are: {', '.join(accepted) or '(none)'}")
+
+
+def _check_env_kwargs(env_id: str, env_kwargs: Mapping[str, Any]) -> None:
+    """Keyword arguments the env's constructor (or `gymnasium.make`) does not take, blamed on the env."""
+    import gymnasium as gym
+
+    if not env_kwargs:
+        return
+    entry_point = gym.registry[env_id].entry_point
+    try:
+        creator = gym.envs.registration.load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
+        params = inspect.signature(creator).parameters
+    except (TypeError, ValueError, ImportError, AttributeError):
+        return  # no signature to check against: the env checks its arguments itself
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return
+    accepted = [name for name, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    accepted += [name for name in inspect.signature(gym.make).parameters if name not in ("id", "kwargs")]
+    for key in env_kwargs:
+        if key not in accepted:
+            where = entry_point if isinstance(entry_point, str) else getattr(entry_point, "__qualname__", entry_point)
+            raise ConfigError(f"env_kwargs.{key}: the env {env_id!r} ({where}) takes no argument {key!r}"
+                              f"{did_you_mean(key, accepted)}; it takes: {', '.join(sorted(accepted))}")
+
+
+def did_you_mean(name: str, known: Sequence[str]) -> str:
+    """``" (did you mean 'x'?)"`` for the closest of ``known``, or nothing when none is close."""
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def _check_wrapper(index: int, item: Mapping[str, Any], family: str, env_id: str) -> None:
     """One wrapper table, with the key path of a bad option in the message."""
     here = f"wrappers[{index}]"
@@ -320,7 +504,8 @@ def _check_wrapper(index: int, item: Mapping[str, Any], family: str, env_id: str
         if key == "name":
             continue
         if key not in options:
-            raise ConfigError(f"{here}.{key}: wrapper {name!r} has no option {key!r}; its options are: {', '.join(options) or '(none)'}")
+            raise ConfigError(f"{here}.{key}: wrapper {name!r} has no option {key!r}{did_you_mean(key, list(options))}; "
+                              f"its options are: {', '.join(options) or '(none)'}")
         annotation = hints.get(key, options[key].annotation)
         if annotation is options[key].empty:
             continue
@@ -361,8 +546,8 @@ def _describe(error: Mapping[str, Any], data: Mapping[str, Any]) -> str:
     loc = [part for part in loc if isinstance(part, int) or part in _KNOWN_KEYS or not _looks_like_type(part)]
     key = _key_text(loc) or "config"
     if error["type"] == "extra_forbidden":
-        where = ", ".join(sorted(RunOptions.model_fields if loc[:1] == ["run"] else ConfigModel.model_fields))
-        return f"{key}: unknown key; the keys are: {where}"
+        known = sorted(RunOptions.model_fields if loc[:1] == ["run"] else ConfigModel.model_fields)
+        return f"{key}: unknown key{did_you_mean(str(loc[-1]), known)}; the keys are: {', '.join(known)}"
     if loc[:1] == ["size"]:
         return f"size: expected two positive integers [width, height], got {_show(data.get('size'))}"
     if loc[:1] == ["wrappers"] and len(loc) == 2:

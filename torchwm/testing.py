@@ -2,7 +2,7 @@
 
 Each check in `CHECKS` takes a `BackendUnderTest` and raises `AssertionError`
 (with a message saying what was expected and what came) when the backend
-breaks the vector contract of DESIGN.md. torchwm's own ``tests/conformance``
+breaks the vector contract of docs/concepts.md. torchwm's own ``tests/conformance``
 runs every check on every registered backend; a plugin author runs them on
 theirs::
 

@@ -9,7 +9,7 @@ values torch cannot hold (the object arrays of ``final_obs`` under
 ``same_step`` autoreset, on which `NumpyToTorch` raises BufferError) pass
 through unchanged; and torchwm's ``env_ids=`` and ``send``/``recv`` are
 forwarded. It needs torch only (`NumpyToTorch` also needs array-api-compat):
-``pip install torchwm[torch]``.
+torchwm's ``[torch]`` extra, installed from a checkout with ``pip install ".[torch]"``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ from gymnasium.vector import VectorWrapper
 try:
     import torch
 except ImportError as exc:
-    raise ImportError(f"torchwm.to_torch needs torch ({exc}); install it with: pip install 'torchwm[torch]'") from exc
+    from torchwm.extras import missing_extra
+
+    raise missing_extra("torch", "torchwm.to_torch") from exc
 
 # numpy kinds torch can hold: bool, signed and unsigned ints, floats, complex.
 _TENSOR_KINDS = frozenset("biufc")
