@@ -18,14 +18,81 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import gymnasium as gym
+import pytest
+from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
 import torchwm
+import torchwm.errors
 
 BACKENDS = ("sync", "subproc", "shmem")
 PROCESS_BACKENDS = ("subproc", "shmem")
 
 _built: list[Any] = []  # every vector env built by this module since the last close_all()
+
+
+# -- deliberate differences: marks ---------------------------------------------------------------
+# Each place where torchwm differs from Gymnasium on purpose is marked xfail(strict=True) with the
+# exception the test meets, on the backends where it differs only, and listed in docs/from-gymnasium.md
+# ("Where torchwm differs from Gymnasium, and why"). A strict xfail that passes fails the run, so a
+# difference that goes away must be unmarked, and one that changes its exception is seen.
+
+
+def deliberate(raises: type[BaseException], reason: str) -> pytest.MarkDecorator:
+    """The mark of a deliberate difference: the test must fail, with ``raises``."""
+    return pytest.mark.xfail(strict=True, raises=raises, reason=f"deliberate (docs/from-gymnasium.md): {reason}")
+
+
+def backends(differs_on: Sequence[str] = (), mark: pytest.MarkDecorator | None = None,
+             among: Sequence[str] = BACKENDS) -> list[Any]:
+    """``backend`` parameters for a test that differs on ``differs_on`` (marked with ``mark``) only."""
+    return [pytest.param(backend, marks=mark) if backend in differs_on else backend for backend in among]
+
+
+def backends_and_values(values: Sequence[Any], ids: Sequence[str],
+                        mark_for: Callable[[str, Any], pytest.MarkDecorator | None]) -> list[Any]:
+    """``(backend, value)`` parameters, ids ``backend-value`` as the fixture's would be, and the mark
+    ``mark_for(backend, value)`` gives (None: none)."""
+    params = []
+    for backend in BACKENDS:
+        for value, value_id in zip(values, ids, strict=True):
+            mark = mark_for(backend, value)
+            params.append(pytest.param(backend, value, id=f"{backend}-{value_id}", marks=() if mark is None else mark))
+    return params
+
+
+_FIXED_SHAPE = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
+
+
+def _leaf_spaces(space: gym.Space) -> list[gym.Space]:
+    if isinstance(space, spaces.Dict):
+        return [leaf for sub in space.spaces.values() for leaf in _leaf_spaces(sub)]
+    if isinstance(space, spaces.Tuple):
+        return [leaf for sub in space.spaces for leaf in _leaf_spaces(sub)]
+    return [space]
+
+
+def dynamic_shape(space: gym.Space) -> bool:
+    """Whether ``space`` holds a Graph or Sequence: Gymnasium's shared memory refuses it (a TypeError)."""
+    return any(isinstance(leaf, (spaces.Graph, spaces.Sequence)) for leaf in _leaf_spaces(space))
+
+
+def fixed_shape(space: gym.Space) -> bool:
+    """Whether ``space`` is made of Box, Discrete, MultiDiscrete and MultiBinary only (in Dict and Tuple):
+    what torchwm's ``shmem`` holds. Gymnasium's shared memory also holds Text and OneOf."""
+    return all(isinstance(leaf, _FIXED_SHAPE) for leaf in _leaf_spaces(space))
+
+
+SHMEM_NO_TEXT_ONEOF = deliberate(
+    torchwm.errors.UnsupportedStackError,
+    "shmem holds fixed-shape arrays only and refuses Text and OneOf (UnsupportedStackError, naming subproc), "
+    "which Gymnasium's shared memory encodes; subproc batches them as Gymnasium does",
+)
+SHMEM_NO_NON_ARRAY_SPACE = deliberate(
+    torchwm.errors.UnsupportedStackError,
+    "a test Gymnasium runs on SyncVectorEnv only, here on shmem too: shared memory cannot hold this space "
+    "(Gymnasium's AsyncVectorEnv(shared_memory=True) refuses it too), so shmem refuses it when built",
+)
 
 
 def _backend_kwargs(
