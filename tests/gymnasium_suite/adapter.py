@@ -90,9 +90,21 @@ SHMEM_NO_TEXT_ONEOF = deliberate(
 )
 SHMEM_NO_NON_ARRAY_SPACE = deliberate(
     torchwm.errors.UnsupportedStackError,
-    "a test Gymnasium runs on SyncVectorEnv only, here on shmem too: shared memory cannot hold this space "
-    "(Gymnasium's AsyncVectorEnv(shared_memory=True) refuses it too), so shmem refuses it when built",
+    "a test Gymnasium runs on SyncVectorEnv only, here on shmem too: shared memory cannot hold Graph, "
+    "Sequence or custom spaces (Gymnasium's AsyncVectorEnv(shared_memory=True) refuses them too), so shmem "
+    "refuses them when built",
 )
+
+
+def shmem_difference(space: gym.Space) -> pytest.MarkDecorator | None:
+    """The mark of a test that builds ``shmem`` over ``space``: None where shmem holds it, the Text/OneOf
+    difference where only Gymnasium's shared memory holds it, else the refusal both make."""
+    if fixed_shape(space):
+        return None
+    gymnasium_holds = (*_FIXED_SHAPE, spaces.Text, spaces.OneOf)
+    if all(isinstance(leaf, gymnasium_holds) for leaf in _leaf_spaces(space)):
+        return SHMEM_NO_TEXT_ONEOF
+    return SHMEM_NO_NON_ARRAY_SPACE
 
 
 def _backend_kwargs(
@@ -103,7 +115,7 @@ def _backend_kwargs(
     context: str | None = None,
     daemon: bool = True,
     worker: Callable | None = None,
-    observation_mode: Any = "same",
+    observation_mode: Any = None,
     **others: Any,
 ) -> dict[str, Any]:
     """torchwm's ``backend_kwargs`` for the keyword arguments of Gymnasium's vector-env constructors.
@@ -116,7 +128,7 @@ def _backend_kwargs(
         context: the multiprocessing start method; ``None`` keeps torchwm's default.
         daemon: torchwm's workers are always daemonic (Gymnasium's default); ``False`` is passed on.
         worker: a custom worker function (Gymnasium only); passed on when given.
-        observation_mode: ``"same"`` is torchwm's only behaviour; anything else is passed on.
+        observation_mode: the same option on every torchwm backend; passed on when given.
         **others: passed on unchanged.
     """
     if shared_memory is not None and backend in PROCESS_BACKENDS and shared_memory != (backend == "shmem"):
@@ -128,7 +140,7 @@ def _backend_kwargs(
         kwargs["daemon"] = daemon
     if worker is not None:
         kwargs["worker"] = worker
-    if not (isinstance(observation_mode, str) and observation_mode == "same"):
+    if observation_mode is not None:
         kwargs["observation_mode"] = observation_mode
     return kwargs
 

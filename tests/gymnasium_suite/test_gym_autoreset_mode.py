@@ -35,7 +35,7 @@ import pytest
 from gymnasium.spaces import Discrete
 from gymnasium.utils.env_checker import data_equivalence
 from gymnasium.vector.vector_env import AutoresetMode
-from gymnasium_suite.adapter import SHMEM_NO_NON_ARRAY_SPACE, backends_and_values, fixed_shape
+from gymnasium_suite.adapter import backends_and_values, shmem_difference
 from gymnasium_suite.spaces_utils import TESTING_SPACES, TESTING_SPACES_IDS
 from gymnasium_suite.testing_env import GenericTestEnv
 
@@ -291,7 +291,7 @@ def count_step_obs(self: GenericTestEnv, action):
     ("backend", "obs_space"),
     backends_and_values(
         TESTING_SPACES, TESTING_SPACES_IDS,
-        lambda backend, space: SHMEM_NO_NON_ARRAY_SPACE if backend == "shmem" and not fixed_shape(space) else None,
+        lambda backend, space: shmem_difference(space) if backend == "shmem" else None,
     ),
 )
 def test_same_step_final_obs(vectoriser, obs_space):
