@@ -11,7 +11,9 @@ from __future__ import annotations
 import functools
 import multiprocessing
 import pickle
+import re
 import time
+import warnings
 
 import gymnasium as gym
 import numpy as np
@@ -416,7 +418,6 @@ def test_make_vec_takes_gymnasiums_vectorization_arguments(mode, vector_kwargs, 
         ({"vectorization_mode": "vector_entry_point"}, ValueError, "backend='ale-native'"),
         ({"vectorization_mode": "threads"}, ValueError, "backend="),
         ({"vectorization_mode": "async", "vector_kwargs": {"daemon": False}}, TypeError, "backend_kwargs="),
-        ({"vectorization_mode": "async", "vector_kwargs": {"observation_mode": "different"}}, TypeError, "backend_kwargs="),
         ({"vector_kwargs": {"copy": False}}, ValueError, "backend_kwargs="),
         ({"vectorization_mode": "sync", "backend": "shmem"}, ValueError, "give one of them"),
     ],
@@ -425,3 +426,262 @@ def test_gymnasium_arguments_without_an_equivalent_fail_in_one_line(kwargs, erro
     with pytest.raises(error, match=names) as caught:
         torchwm.make_vec("CartPole-v1", 2, **kwargs)
     assert "\n" not in str(caught.value)
+
+
+# -- what the ported Gymnasium suite found (tests/gymnasium_suite) --------------------------------
+
+BACKENDS = ["sync", "subproc", "shmem"]
+
+
+class ActionRecorder(gym.Env):
+    """Returns the action it was given as its observation: what reached the env, value and type."""
+
+    observation_space = spaces.Box(-100, 100, (1,), np.float64)
+    action_space = spaces.Discrete(3)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        time.sleep(getattr(self, "reset_seconds", 0.0))
+        return np.zeros(1), {}
+
+    def step(self, action):
+        return np.array([float(action)]), 0.0, False, False, {}
+
+
+class SlowResetRecorder(ActionRecorder):
+    reset_seconds = 2.0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_batched_action_space_keeps_env_0s_generator_as_in_gymnasium(backend):
+    # Gymnasium's batch_space copies env 0's action-space generator: identically seeded envs give vector
+    # envs that sample the same actions. A batched space seeded at random sampled differently each time.
+    def seeded():
+        env = gym.make("CartPole-v1")
+        env.action_space.seed(123)
+        return env
+
+    reference = gym.vector.SyncVectorEnv([seeded] * 3)
+    expected = [reference.action_space.sample() for _ in range(20)]
+    reference.close()
+    for _ in range(2):
+        with torchwm.make_vec_from_fns([seeded] * 3, backend=backend, backend_kwargs=options_for(backend)) as envs:
+            assert [envs.action_space.sample().tolist() for _ in range(20)] == [a.tolist() for a in expected]
+    # A seed given to make_vec still seeds it (and so decides the samples).
+    samples = []
+    for _ in range(2):
+        with torchwm.make_vec("CartPole-v1", 3, backend=backend, seed=5, backend_kwargs=options_for(backend)) as envs:
+            samples.append([envs.action_space.sample().tolist() for _ in range(5)])
+    assert samples[0] == samples[1]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_discrete_action_values_reach_the_env_as_in_gymnasium(backend):
+    # Gymnasium checks no action values: an env may take values outside its space (the suite's
+    # test_final_obs_info steps Discrete(4) envs with 4). Count, shape and dtype are still checked.
+    with torchwm.make_vec_from_fns([ActionRecorder] * 2, backend=backend, backend_kwargs=options_for(backend)) as envs:
+        envs.reset(seed=0)
+        obs = envs.step(np.array([7, -1]))[0]
+        assert obs[:, 0].tolist() == [7.0, -1.0]
+        with pytest.raises(ValueError, match="dtype bool"):
+            envs.step(np.array([True, False]))
+
+
+def test_action_values_are_checked_where_an_engine_would_crash():
+    from torchwm.vector.batching import check_actions
+
+    assert not torchwm.vector.base.VectorEnv.check_action_values
+    with pytest.raises(ValueError, match="out of range"):
+        check_actions(spaces.Discrete(4), np.array([1, 4]), 2)  # the default, which ale-native uses
+    assert check_actions(spaces.Discrete(4), np.array([1, 4]), 2, check_range=False).tolist() == [1, 4]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_scalar_action_batch_is_a_type_error_and_a_value_error(backend):
+    with torchwm.make_vec("CartPole-v1", 2, backend=backend, backend_kwargs=options_for(backend)) as envs:
+        envs.reset(seed=0)
+        with pytest.raises(TypeError, match=r"expected actions of shape \(2,\).*got shape \(\)") as caught:
+            envs.step(0)
+        assert isinstance(caught.value, ValueError)
+        assert envs.step(np.array([0, 1]))[0].shape == (2, 4)  # refused before anything changed
+
+
+def test_shmem_refuses_graph_and_sequence_with_gymnasiums_type_error():
+    # Gymnasium's AsyncVectorEnv(shared_memory=True) raises TypeError with this phrase for both; its own
+    # tests catch it. Text is refused by shmem but held by Gymnasium's shared memory: not that error.
+    phrase = "has a dynamic shape so its not possible to make a static shared memory"
+    for kind in ["graph", "sequence", "tuple_of_sequence"]:
+        with pytest.raises(TypeError, match=phrase) as caught:
+            torchwm.make_vec_from_fns([functools.partial(SpaceEnv, kind)] * 2, backend="shmem",
+                                      backend_kwargs=PROCESS_OPTIONS)
+        assert isinstance(caught.value, UnsupportedStackError) and "backend='subproc'" in str(caught.value)
+    with pytest.raises(UnsupportedStackError) as caught:
+        torchwm.make_vec_from_fns([functools.partial(SpaceEnv, "text")] * 2, backend="shmem",
+                                  backend_kwargs=PROCESS_OPTIONS)
+    assert not isinstance(caught.value, TypeError)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_messages_start_with_gymnasiums_sentence(backend):
+    with torchwm.make_vec("CartPole-v1", 3, backend=backend, autoreset_mode="disabled",
+                          backend_kwargs=options_for(backend)) as envs:
+        envs.reset(seed=0)
+        with pytest.raises(ValueError, match=re.escape("`options['reset_mask']` must have shape `(3,)`, got (1,)")):
+            envs.reset(options={"reset_mask": np.array([True])})
+        with pytest.raises(TypeError, match=re.escape("`options['reset_mask']` must have `dtype=np.bool_`, got int64")):
+            envs.reset(options={"reset_mask": np.array([1, 1, 0])})
+        with pytest.raises(ValueError, match=re.escape("at least one True value, got reset_mask=[False False False]")):
+            envs.reset(options={"reset_mask": np.zeros(3, dtype=bool)})
+        with pytest.raises(gym.error.NoAsyncCallError,
+                           match=re.escape("Calling `step_wait` without any prior call to `step_async`.")):
+            envs.step_wait()
+        envs.step_async(np.zeros(3, dtype=np.int64))
+        with pytest.raises(gym.error.AlreadyPendingCallError,
+                           match=re.escape("Calling `step_async` while waiting for a pending call to `step` to complete")):
+            envs.step_async(np.zeros(3, dtype=np.int64))
+        envs.step_wait()
+    odd = [lambda: gym.make("CartPole-v1"), lambda: gym.make("FrozenLake-v1")]
+    cls = {"sync": "SyncVectorEnv", "subproc": "SubprocVectorEnv", "shmem": "ShmemVectorEnv"}[backend]
+    with pytest.raises(RuntimeError, match=re.escape(
+            f"{cls}(..., observation_mode='same') however the sub-environments observation spaces are not equivalent. "
+            f"(env 1 has observation space Discrete(16)")):
+        torchwm.make_vec_from_fns(odd, backend=backend, backend_kwargs=options_for(backend))
+
+
+# -- reset_async / reset_wait, and close with a call pending --------------------------------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_reset_async_and_reset_wait_follow_gymnasiums_rules(backend):
+    with torchwm.make_vec("CartPole-v1", 2, backend=backend, backend_kwargs=options_for(backend)) as envs, \
+            torchwm.make_vec("CartPole-v1", 2, backend="sync") as reference:
+        with pytest.raises(gym.error.NoAsyncCallError, match="Calling `reset_wait` without any prior call to `reset_async`"):
+            envs.reset_wait()
+        with pytest.raises(ValueError, match="seeds"):  # checked by reset_async, as Gymnasium does
+            envs.reset_async(seed=[1, 2, 3])
+        envs.reset_async(seed=4)
+        for call in (lambda: envs.step_async(np.array([0, 1])), lambda: envs.reset_async(),
+                     lambda: envs.reset(), lambda: envs.get_attr("spec"), lambda: envs.set_attr("x", 1)):
+            with pytest.raises(gym.error.AlreadyPendingCallError, match="pending call to `reset`") as caught:
+                call()
+            assert caught.value.name == "reset"
+        with pytest.raises(gym.error.NoAsyncCallError):
+            envs.step_wait()
+        obs, infos = envs.reset_wait()
+        expected, _ = reference.reset(seed=4)
+        assert np.array_equal(obs, expected)
+        with pytest.raises(gym.error.NoAsyncCallError):  # one reset_wait per reset_async
+            envs.reset_wait()
+        assert np.array_equal(envs.step(np.array([0, 1]))[0], reference.step(np.array([0, 1]))[0])
+        envs.step_async(np.array([1, 1]))
+        with pytest.raises(gym.error.AlreadyPendingCallError,
+                           match=re.escape("Calling `reset_async` while waiting for a pending call to `step` to complete")):
+            envs.reset_async()
+        envs.step_wait()
+
+
+@pytest.mark.parametrize("backend", ["subproc", "shmem"])
+def test_reset_wait_keeps_its_own_timeout_and_the_env_works_after(backend):
+    envs = torchwm.make_vec_from_fns([SlowResetRecorder] * 2, backend=backend, backend_kwargs=PROCESS_OPTIONS)
+    try:
+        envs.reset_async(seed=0)
+        with pytest.raises(multiprocessing.TimeoutError, match="timeout") as caught:
+            envs.reset_wait(timeout=0.3)
+        assert isinstance(caught.value, EnvTimeoutError)
+        assert envs.timeout == PROCESS_OPTIONS["timeout"]  # the backend's own timeout is unchanged
+        envs.reset_async(seed=0)  # nothing pending after the timeout, as in Gymnasium
+        obs, _ = envs.reset_wait(timeout=30)
+        assert obs.tolist() == [[0.0], [0.0]]
+        assert envs.step(np.array([2, 1]))[0][:, 0].tolist() == [2.0, 1.0]  # no stale reply taken
+    finally:
+        envs.close()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_close_warns_about_a_pending_call_as_gymnasium_does(backend):
+    for pending, start in [("step", lambda e: e.step_async(np.array([0, 1]))), ("reset", lambda e: e.reset_async())]:
+        envs = torchwm.make_vec("CartPole-v1", 2, backend=backend, backend_kwargs=options_for(backend))
+        envs.reset(seed=0)
+        start(envs)
+        with pytest.warns(UserWarning, match=re.escape(
+                f"Calling `close` while waiting for a pending call to `{pending}` to complete.")):
+            envs.close(terminate=True)
+        assert envs.closed
+    with torchwm.make_vec("CartPole-v1", 2, backend=backend, backend_kwargs=options_for(backend)) as envs:
+        envs.reset(seed=0)
+        envs.step(np.array([0, 1]))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            envs.close()  # nothing pending: no warning
+
+
+# -- observation_mode ------------------------------------------------------------------------------
+
+
+class BoundedBoxEnv(gym.Env):
+    """Box(0, high, (2,)) observations: envs of one vector env may differ in ``high`` (domain randomisation)."""
+
+    action_space = spaces.Discrete(2)
+
+    def __init__(self, high, size=2):
+        self.observation_space = spaces.Box(0, high, (size,), np.float32)
+
+    def _obs(self):
+        space = self.observation_space
+        return self.np_random.uniform(space.low, space.high).astype(np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return self._obs(), {}
+
+    def step(self, action):
+        return self._obs(), 1.0, False, False, {}
+
+
+def bounded_fns(highs, sizes=None):
+    return [functools.partial(BoundedBoxEnv, high, size) for high, size in zip(highs, sizes or [2] * len(highs))]
+
+
+@pytest.mark.parametrize(("backend", "inline"), [("sync", False), ("subproc", False), ("subproc", True),
+                                              ("shmem", False), ("shmem", True)])
+def test_observation_mode_different_batches_as_gymnasium_does(backend, inline):
+    fns = bounded_fns([1.0, 2.0, 3.0, 4.0])
+    options = options_for(backend, observation_mode="different", **({"inline": True} if inline else {}))
+    reference = gym.vector.SyncVectorEnv(fns, observation_mode="different")
+    with torchwm.make_vec_from_fns(fns, backend=backend, backend_kwargs=options) as envs:
+        assert envs.observation_space == reference.observation_space
+        assert envs.single_observation_space == reference.single_observation_space
+        assert np.array_equal(envs.reset(seed=3)[0], reference.reset(seed=3)[0])
+        assert np.array_equal(envs.step(np.zeros(4, dtype=np.int64))[0], reference.step(np.zeros(4, dtype=np.int64))[0])
+    reference.close()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_observation_mode_is_checked_as_gymnasium_checks_it(backend):
+    started = set(multiprocessing.active_children())
+    with pytest.raises(ValueError, match="Invalid `observation_mode`"):
+        torchwm.make_vec_from_fns(bounded_fns([1.0, 1.0]), backend=backend,
+                                  backend_kwargs=options_for(backend, observation_mode="differnt"))
+    with pytest.raises(TypeError, match="both elements of observation_mode to be Spaces"):
+        torchwm.make_vec_from_fns(bounded_fns([1.0, 1.0]), backend=backend,
+                                  backend_kwargs=options_for(backend, observation_mode=("a", "b")))
+    assert set(multiprocessing.active_children()) == started  # refused before any worker started
+    # Under "different", spaces of another shape; under "same", other bounds: RuntimeError naming the env.
+    with pytest.raises(RuntimeError, match="do not share a common shape and dtype: env 2"):
+        torchwm.make_vec_from_fns(bounded_fns([1.0, 1.0, 1.0], [2, 2, 3]), backend=backend,
+                                  backend_kwargs=options_for(backend, observation_mode="different"))
+    with pytest.raises(RuntimeError, match="If this is intentional, use `observation_mode='different'`"):
+        torchwm.make_vec_from_fns(bounded_fns([1.0, 2.0]), backend=backend, backend_kwargs=options_for(backend))
+    # A (batched, single) pair is taken as given, as Gymnasium takes it.
+    batched, single = spaces.Box(0, 9, (2, 2), np.float32), spaces.Box(0, 9, (2,), np.float32)
+    with torchwm.make_vec_from_fns(bounded_fns([1.0, 2.0]), backend=backend,
+                                   backend_kwargs=options_for(backend, observation_mode=(batched, single))) as envs:
+        assert envs.observation_space == batched and envs.single_observation_space == single
+        assert envs.reset(seed=0)[0].shape == (2, 2)
+
+
+def test_make_vec_maps_gymnasiums_observation_mode():
+    with torchwm.make_vec("CartPole-v1", 2, vectorization_mode="sync",
+                          vector_kwargs={"observation_mode": "different"}) as envs:
+        assert envs.spec.backend_kwargs["observation_mode"] == "different"
+        assert envs.observation_space == gym.vector.utils.batch_differing_spaces([envs.single_observation_space] * 2)

@@ -59,6 +59,22 @@ class UnsupportedStackError(TorchwmError, ValueError):
     """A backend cannot express the wrapper stack or env options it was given."""
 
 
+class DynamicShapeError(UnsupportedStackError, TypeError):
+    """Shared memory cannot hold a space without a fixed shape (``Graph``, ``Sequence``).
+
+    Also the ``TypeError`` that Gymnasium's ``AsyncVectorEnv(shared_memory=True)``
+    raises for the same spaces, with its phrase in the message.
+    """
+
+
+class NotABatchError(TorchwmError, ValueError, TypeError):
+    """Actions that are no batch (one scalar where one action per env is expected).
+
+    A ``ValueError`` like torchwm's other refusals of actions, and the ``TypeError``
+    Gymnasium's vector envs raise when they cannot iterate the actions.
+    """
+
+
 class WorkerError(TorchwmError, RuntimeError):
     """An env raised, or a worker process died, inside a parallel backend.
 

@@ -36,7 +36,8 @@ from torchwm.spec import (
 VECTORIZATION_MODES = {"sync": "sync", "async": "shmem"}
 # gymnasium.make_vec's vector_kwargs that have a torchwm equivalent -> that backend option.
 # max_concurrency (at most k envs stepping at once) is num_workers: a worker steps its envs one by one.
-VECTOR_KWARGS = {"copy": "copy", "context": "context", "max_concurrency": "num_workers"}
+VECTOR_KWARGS = {"copy": "copy", "context": "context", "max_concurrency": "num_workers",
+                 "observation_mode": "observation_mode"}
 _MISSING = object()  # a kwarg the registration does not have
 
 
@@ -91,13 +92,11 @@ def gymnasium_arguments(
         backend = chosen
     if "autoreset_mode" in vector_kwargs:
         autoreset_mode = vector_kwargs.pop("autoreset_mode")
-    if vector_kwargs.get("observation_mode", "same") == "same":
-        vector_kwargs.pop("observation_mode", None)
     unknown = sorted(set(vector_kwargs) - set(VECTOR_KWARGS))
     if unknown:
         raise TypeError(
             f"vector_kwargs {unknown} have no torchwm equivalent; torchwm takes backend options in "
-            f"backend_kwargs= (copy, context and max_concurrency map to it; see docs/from-gymnasium.md)"
+            f"backend_kwargs= (copy, context, max_concurrency and observation_mode map to it; see docs/from-gymnasium.md)"
         )
     if vector_kwargs:
         backend_kwargs = {**{VECTOR_KWARGS[k]: v for k, v in vector_kwargs.items()}, **(backend_kwargs or {})}
@@ -275,8 +274,8 @@ def make_vec(
     the registration). ``vectorization_mode`` and ``vector_kwargs`` are ``gymnasium.make_vec``'s names:
     ``"sync"`` is ``backend="sync"``, ``"async"`` is ``backend="shmem"`` (``"subproc"`` with
     ``vector_kwargs={"shared_memory": False}``); their ``copy``, ``context``, ``max_concurrency``
-    (``num_workers``) and ``autoreset_mode`` map to torchwm's arguments, anything else fails naming
-    torchwm's argument.
+    (``num_workers``), ``observation_mode`` and ``autoreset_mode`` map to torchwm's arguments, anything
+    else fails naming torchwm's argument.
 
     Example:
         >>> import torchwm

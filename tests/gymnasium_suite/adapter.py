@@ -18,14 +18,93 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import gymnasium as gym
+import pytest
+from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
 import torchwm
+import torchwm.errors
 
 BACKENDS = ("sync", "subproc", "shmem")
 PROCESS_BACKENDS = ("subproc", "shmem")
 
 _built: list[Any] = []  # every vector env built by this module since the last close_all()
+
+
+# -- deliberate differences: marks ---------------------------------------------------------------
+# Each place where torchwm differs from Gymnasium on purpose is marked xfail(strict=True) with the
+# exception the test meets, on the backends where it differs only, and listed in docs/from-gymnasium.md
+# ("Where torchwm differs from Gymnasium, and why"). A strict xfail that passes fails the run, so a
+# difference that goes away must be unmarked, and one that changes its exception is seen.
+
+
+def deliberate(raises: type[BaseException], reason: str) -> pytest.MarkDecorator:
+    """The mark of a deliberate difference: the test must fail, with ``raises``."""
+    return pytest.mark.xfail(strict=True, raises=raises, reason=f"deliberate (docs/from-gymnasium.md): {reason}")
+
+
+def backends(differs_on: Sequence[str] = (), mark: pytest.MarkDecorator | None = None,
+             among: Sequence[str] = BACKENDS) -> list[Any]:
+    """``backend`` parameters for a test that differs on ``differs_on`` (marked with ``mark``) only."""
+    return [pytest.param(backend, marks=mark) if backend in differs_on else backend for backend in among]
+
+
+def backends_and_values(values: Sequence[Any], ids: Sequence[str],
+                        mark_for: Callable[[str, Any], pytest.MarkDecorator | None]) -> list[Any]:
+    """``(backend, value)`` parameters, ids ``backend-value`` as the fixture's would be, and the mark
+    ``mark_for(backend, value)`` gives (None: none)."""
+    params = []
+    for backend in BACKENDS:
+        for value, value_id in zip(values, ids, strict=True):
+            mark = mark_for(backend, value)
+            params.append(pytest.param(backend, value, id=f"{backend}-{value_id}", marks=() if mark is None else mark))
+    return params
+
+
+_FIXED_SHAPE = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
+
+
+def _leaf_spaces(space: gym.Space) -> list[gym.Space]:
+    if isinstance(space, spaces.Dict):
+        return [leaf for sub in space.spaces.values() for leaf in _leaf_spaces(sub)]
+    if isinstance(space, spaces.Tuple):
+        return [leaf for sub in space.spaces for leaf in _leaf_spaces(sub)]
+    return [space]
+
+
+def dynamic_shape(space: gym.Space) -> bool:
+    """Whether ``space`` holds a Graph or Sequence: Gymnasium's shared memory refuses it (a TypeError)."""
+    return any(isinstance(leaf, (spaces.Graph, spaces.Sequence)) for leaf in _leaf_spaces(space))
+
+
+def fixed_shape(space: gym.Space) -> bool:
+    """Whether ``space`` is made of Box, Discrete, MultiDiscrete and MultiBinary only (in Dict and Tuple):
+    what torchwm's ``shmem`` holds. Gymnasium's shared memory also holds Text and OneOf."""
+    return all(isinstance(leaf, _FIXED_SHAPE) for leaf in _leaf_spaces(space))
+
+
+SHMEM_NO_TEXT_ONEOF = deliberate(
+    torchwm.errors.UnsupportedStackError,
+    "shmem holds fixed-shape arrays only and refuses Text and OneOf (UnsupportedStackError, naming subproc), "
+    "which Gymnasium's shared memory encodes; subproc batches them as Gymnasium does",
+)
+SHMEM_NO_NON_ARRAY_SPACE = deliberate(
+    torchwm.errors.UnsupportedStackError,
+    "a test Gymnasium runs on SyncVectorEnv only, here on shmem too: shared memory cannot hold Graph, "
+    "Sequence or custom spaces (Gymnasium's AsyncVectorEnv(shared_memory=True) refuses them too), so shmem "
+    "refuses them when built",
+)
+
+
+def shmem_difference(space: gym.Space) -> pytest.MarkDecorator | None:
+    """The mark of a test that builds ``shmem`` over ``space``: None where shmem holds it, the Text/OneOf
+    difference where only Gymnasium's shared memory holds it, else the refusal both make."""
+    if fixed_shape(space):
+        return None
+    gymnasium_holds = (*_FIXED_SHAPE, spaces.Text, spaces.OneOf)
+    if all(isinstance(leaf, gymnasium_holds) for leaf in _leaf_spaces(space)):
+        return SHMEM_NO_TEXT_ONEOF
+    return SHMEM_NO_NON_ARRAY_SPACE
 
 
 def _backend_kwargs(
@@ -36,7 +115,7 @@ def _backend_kwargs(
     context: str | None = None,
     daemon: bool = True,
     worker: Callable | None = None,
-    observation_mode: Any = "same",
+    observation_mode: Any = None,
     **others: Any,
 ) -> dict[str, Any]:
     """torchwm's ``backend_kwargs`` for the keyword arguments of Gymnasium's vector-env constructors.
@@ -49,7 +128,7 @@ def _backend_kwargs(
         context: the multiprocessing start method; ``None`` keeps torchwm's default.
         daemon: torchwm's workers are always daemonic (Gymnasium's default); ``False`` is passed on.
         worker: a custom worker function (Gymnasium only); passed on when given.
-        observation_mode: ``"same"`` is torchwm's only behaviour; anything else is passed on.
+        observation_mode: the same option on every torchwm backend; passed on when given.
         **others: passed on unchanged.
     """
     if shared_memory is not None and backend in PROCESS_BACKENDS and shared_memory != (backend == "shmem"):
@@ -61,7 +140,7 @@ def _backend_kwargs(
         kwargs["daemon"] = daemon
     if worker is not None:
         kwargs["worker"] = worker
-    if not (isinstance(observation_mode, str) and observation_mode == "same"):
+    if observation_mode is not None:
         kwargs["observation_mode"] = observation_mode
     return kwargs
 

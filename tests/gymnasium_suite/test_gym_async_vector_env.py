@@ -24,9 +24,9 @@
 # Ported from Gymnasium 1.4.0 tests/vector/test_async_vector_env.py (commit 95a790e19, "Update to v1.4.0").
 # Adapted: AsyncVectorEnv(...) is the suite's `vectoriser` fixture and the shared_memory=True/False
 # parameter is the backend (see adapter.py): generic tests run on every backend, the shared-memory ones on
-# `shmem`, the pipe one on `subproc`, timeouts and worker errors on both process backends;
-# step_async/step_wait are torchwm's send/recv (reset_async/reset_wait, which torchwm lacks, are kept as
-# they are).
+# `shmem`, the pipe one on `subproc`, timeouts and worker errors on both process backends. Calls are
+# Gymnasium's (torchwm has step_async/step_wait and reset_async/reset_wait). Deliberate differences are
+# marked xfail(strict=True) with the exception they raise (docs/from-gymnasium.md lists them).
 
 """Test the `SyncVectorEnv` implementation."""
 
@@ -255,8 +255,8 @@ def test_step_timeout_async_vector_env(vectoriser):
     env = vectoriser(env_fns)
     with pytest.raises(TimeoutError):
         env.reset()
-        env.send(np.array([0.1, 0.1, 0.3, 0.1]))  # ported: step_async -> send
-        observations, rewards, terminations, truncations, _ = env.recv(timeout=0.1)  # step_wait -> recv
+        env.step_async(np.array([0.1, 0.1, 0.3, 0.1]))
+        observations, rewards, terminations, truncations, _ = env.step_wait(timeout=0.1)
     env.close(terminate=True)
 
 
@@ -284,7 +284,7 @@ def test_reset_out_of_order_async_vector_env(vectoriser):
     ):
         actions = env.action_space.sample()
         env.reset()
-        env.send(actions)  # ported: step_async -> send
+        env.step_async(actions)
         env.reset_async()
 
     with pytest.warns(
@@ -307,7 +307,7 @@ def test_step_out_of_order_async_vector_env(vectoriser):
     ):
         env.action_space.sample()
         env.reset()
-        env.recv()  # ported: step_wait -> recv
+        env.step_wait()
 
     env.close(terminate=True)
 
@@ -320,7 +320,7 @@ def test_step_out_of_order_async_vector_env(vectoriser):
     ):
         actions = env.action_space.sample()
         env.reset_async()
-        env.send(actions)  # ported: step_async -> send
+        env.step_async(actions)
 
     with pytest.warns(
         UserWarning,
@@ -425,6 +425,12 @@ def raise_error_step(self, action):
 
 
 @pytest.mark.parametrize("backend", PROCESS_BACKENDS)  # ported: an error raised in a worker process
+@pytest.mark.xfail(
+    strict=True, raises=AssertionError,
+    reason="deliberate: torchwm logs nothing when an env raises in a worker; the WorkerError it raises (also "
+           "the env's ValueError) names the env, the worker and carries the worker's traceback, where "
+           "Gymnasium logs three to five 'ERROR: Received the following error from Worker-N' messages",
+)
 def test_async_vector_subenv_error(vectoriser):
     envs = vectoriser(
         [

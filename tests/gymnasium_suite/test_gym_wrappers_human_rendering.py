@@ -59,6 +59,13 @@ def test_num_envs_screen_size(make_vec, env_id, num_envs, screen_size):
     envs.close()
 
 
+@pytest.mark.xfail(
+    strict=True, raises=AssertionError,
+    reason="deliberate (docs/from-gymnasium.md): HumanRendering over render_mode='rgb_array_list' asserts one "
+           "array per env, and a vector env of separate envs renders one list of frames each; Gymnasium's own "
+           "SyncVectorEnv and AsyncVectorEnv fail it too (it passes in Gymnasium only on CartPole's own "
+           "vectorised env, which gymnasium.make_vec picks by default)",
+)
 def test_render_modes(make_vec):
     envs = HumanRendering(
         make_vec("CartPole-v1", num_envs=3, render_mode="rgb_array_list")

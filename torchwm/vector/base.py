@@ -13,6 +13,12 @@ batch buffers (``_observations``, ``_rewards``, ``_terminations``,
   candidate envs have finished, return those ids (first ready) and their infos.
 - ``_call(name, args, kwargs) -> list`` and ``_set_attr(name, values)``: on every env.
 - ``_close()``: release everything; must not raise on a half-built env.
+
+Gymnasium's asynchronous names are here too: ``step_async``/``step_wait`` are
+`send`/`recv`, and `reset_async` checks a reset and holds it for `reset_wait`,
+which runs it under its own timeout. `resolve_spaces` applies Gymnasium's
+``observation_mode`` to the spaces of every env, for the backends that build
+envs themselves.
 """
 
 from __future__ import annotations
@@ -21,12 +27,81 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.spaces.utils import is_space_dtype_shape_equiv
 from gymnasium.vector import AutoresetMode
-from gymnasium.vector.utils import batch_space
+from gymnasium.vector.utils import batch_differing_spaces, batch_space
 
 from torchwm.errors import AlreadyPendingCallError, ClosedEnvironmentError, NoAsyncCallError
 from torchwm.spec import VecSpec, check_seed, check_timeout
 from torchwm.vector.batching import InfoBatcher, check_actions, take_rows, view_rows
+
+ObservationMode = str | tuple[gym.Space, gym.Space]
+
+
+def check_observation_mode(observation_mode: Any) -> ObservationMode:
+    """Gymnasium's ``observation_mode`` option, checked as its vector envs check it (same types, same words).
+
+    ``"same"`` (every env has the same observation space), ``"different"`` (spaces of one shape and dtype,
+    batched with Gymnasium's `batch_differing_spaces`), or a tuple ``(batched space, single space)``, in
+    the order Gymnasium's vector envs read it.
+    """
+    if isinstance(observation_mode, tuple) and len(observation_mode) == 2:
+        if not all(isinstance(space, gym.Space) for space in observation_mode):
+            raise TypeError(
+                f"Expected both elements of observation_mode to be Spaces, got {type(observation_mode[0])} "
+                f"and {type(observation_mode[1])}"
+            )
+        return observation_mode
+    if isinstance(observation_mode, str) and observation_mode in ("same", "different"):
+        return observation_mode
+    raise ValueError(
+        f"Invalid `observation_mode`, expected: 'same' or 'different' or tuple of single and batch observation "
+        f"space, actual got {observation_mode!s:.200}"
+    )
+
+
+def resolve_spaces(
+    owner: str, observation_mode: ObservationMode, observation_spaces: list[gym.Space], action_spaces: list[gym.Space],
+) -> tuple[gym.Space, gym.Space, gym.Space]:
+    """(single observation space, batched observation space, single action space) of envs with these spaces.
+
+    Every env is checked, as Gymnasium's vector envs check them, with a ``RuntimeError`` that starts with
+    Gymnasium's sentence and names the env: under ``"same"`` each observation space must equal env 0's,
+    otherwise have the single space's shape and dtype; every action space must equal env 0's.
+
+    Args:
+        owner: the class named in the message (``SyncVectorEnv``, ...).
+        observation_mode: as `check_observation_mode` returns it.
+        observation_spaces, action_spaces: one per env, in env order.
+    """
+    same = isinstance(observation_mode, str) and observation_mode == "same"
+    if isinstance(observation_mode, tuple):
+        batched, single = observation_mode
+    else:
+        batched, single = None, observation_spaces[0]
+    for i, space in enumerate(observation_spaces):
+        if same and space != single:
+            raise RuntimeError(
+                f"{owner}(..., observation_mode='same') however the sub-environments observation spaces are not "
+                f"equivalent. (env {i} has observation space {space}, unlike env 0's {single}.) If this is "
+                f"intentional, use `observation_mode='different'` instead."
+            )
+        if not same and not is_space_dtype_shape_equiv(space, single):
+            raise RuntimeError(
+                f"{owner}(..., observation_mode='different' or custom space) however the sub-environments "
+                f"observation spaces do not share a common shape and dtype: env {i} has observation space "
+                f"{space}, and the single observation space is {single}"
+            )
+    for i, space in enumerate(action_spaces):
+        if space != action_spaces[0]:
+            raise RuntimeError(
+                f"Sub-environment action space doesn't make the `single_action_space`: env {i} has action space "
+                f"{space}, unlike env 0's {action_spaces[0]}; every env of a vector env must have the same one"
+            )
+    if batched is None:
+        n = len(observation_spaces)
+        batched = batch_space(single, n) if same else batch_differing_spaces(observation_spaces)
+    return single, batched, action_spaces[0]
 
 
 class VectorEnv(gym.vector.VectorEnv):
@@ -42,7 +117,13 @@ class VectorEnv(gym.vector.VectorEnv):
             no limit in the base class; parallel backends set their own default).
         copy: return copies of the observation batch (``False`` returns the backend's buffer, which
             the next call overwrites).
+        observation_space: the batched observation space, where it is not ``batch_space`` of the single
+            one (Gymnasium's ``observation_mode``, see `resolve_spaces`).
     """
+
+    # True for a backend whose envs an out-of-range discrete action would crash (C++ engines such as
+    # EnvPool's): `send` then checks action values too. Python envs get any value, as in Gymnasium.
+    check_action_values: bool = False
 
     _observations: Any
     _rewards: np.ndarray
@@ -60,6 +141,7 @@ class VectorEnv(gym.vector.VectorEnv):
         batch_size: int | None = None,
         timeout: float | None = None,
         copy: bool = True,
+        observation_space: gym.Space | None = None,
     ) -> None:
         n = spec.num_envs
         if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= n):
@@ -69,9 +151,12 @@ class VectorEnv(gym.vector.VectorEnv):
         self.num_envs = n
         self.single_observation_space = single_observation_space
         self.single_action_space = single_action_space
-        self.observation_space = batch_space(single_observation_space, n)
+        self.observation_space = batch_space(single_observation_space, n) if observation_space is None else observation_space
+        # batch_space gives the batched space a copy of env 0's action-space generator, as in Gymnasium:
+        # vector envs of identically seeded envs sample the same actions. Reseeded only for a given seed.
         self.action_space = batch_space(single_action_space, n)
-        self.action_space.seed(spec.seed)
+        if spec.seed is not None:
+            self.action_space.seed(spec.seed)
         self.autoreset_mode: AutoresetMode = spec.autoreset
         self.metadata = {**(metadata or {}), "autoreset_mode": self.autoreset_mode}
         self.render_mode = render_mode
@@ -84,6 +169,7 @@ class VectorEnv(gym.vector.VectorEnv):
         self._ever_reset = np.zeros(n, dtype=bool)
         self._all_reset = False  # every env was reset at least once (then it stays so)
         self._in_flight = np.zeros(n, dtype=bool)
+        self._pending_reset: tuple[Any, Any] | None = None  # (seed, options) of reset_async, for reset_wait
         self._all_ids = np.arange(n)
         self._all_ids.flags.writeable = False  # shared by every full-batch call
 
@@ -127,20 +213,8 @@ class VectorEnv(gym.vector.VectorEnv):
         The first reset uses ``make_vec(seed=...)`` when no seed is given.
         """
         self._check_open()
-        self._check_nothing_in_flight("reset()", "reset")
-        # Everything is checked before anything changes: a refused call leaves the env as it was
-        # (the seed of make_vec(seed=...) still pending, for one).
-        if options is not None and not isinstance(options, dict):
-            raise TypeError(f"options must be a dict or None, got {options!r:.200} ({type(options).__name__})")
-        options = dict(options) if options else None
-        mask = options.pop("reset_mask", None) if options else None
-        if mask is not None:
-            if env_ids is not None:
-                raise ValueError("give env_ids or options['reset_mask'], not both")
-            ids = self._mask_ids(mask)
-        else:
-            ids = self._env_ids(env_ids)
-        seeds = self._seeds(self._first_reset_seed if seed is None else seed, ids, full_list=mask is not None)
+        self._check_nothing_pending("reset_async")
+        ids, seeds, options = self._reset_request(seed, options, env_ids)
         self._first_reset_seed = None
         infos = self._reset_envs(ids, seeds, options)
         self._record_seeds(ids, seeds)
@@ -151,6 +225,41 @@ class VectorEnv(gym.vector.VectorEnv):
             return obs, batched
         return self._all_rows(), InfoBatcher(self.num_envs).batch(self._spread(ids, infos))
 
+    def reset_async(self, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None) -> None:
+        """Gymnasium's ``AsyncVectorEnv.reset_async``: check a reset of every env (or of
+        ``options["reset_mask"]``), and hold it until `reset_wait` runs it.
+
+        Its arguments are checked here, as Gymnasium checks them. Until `reset_wait`, a step, reset or
+        call raises `AlreadyPendingCallError`.
+        """
+        self._check_open()
+        self._check_nothing_pending("reset_async")
+        self._reset_request(seed, options, None)  # checked now; nothing changes
+        self._pending_reset = (seed, None if options is None else dict(options))
+
+    def reset_wait(self, timeout: float | None = None) -> tuple[Any, dict[str, Any]]:
+        """Gymnasium's ``AsyncVectorEnv.reset_wait``: the reset `reset_async` asked for, within ``timeout``
+        seconds (default: the backend's ``timeout``), else `EnvTimeoutError`, a
+        ``multiprocessing.TimeoutError`` as in Gymnasium.
+
+        The reset runs here, so it is not under way between the two calls.
+        """
+        self._check_open()
+        timeout = self.timeout if timeout is None else check_timeout(timeout, "reset_wait(timeout=)")
+        if self._pending_reset is None:
+            raise NoAsyncCallError(
+                "Calling `reset_wait` without any prior call to `reset_async`. (Or call reset(), which does both.)",
+                "reset",
+            )
+        (seed, options), self._pending_reset = self._pending_reset, None
+        # The backends read `self.timeout` for every wait on their envs (it is also the timeout of the
+        # primitives' documented plugin interface), so this reset's deadline is set there, for this call.
+        default_timeout, self.timeout = self.timeout, timeout
+        try:
+            return self.reset(seed=seed, options=options)
+        finally:
+            self.timeout = default_timeout
+
     def step(self, actions: Any, env_ids: Any = None) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """`send` then `recv`: all envs, or the rows of ``env_ids`` (``infos["env_id"]`` says which)."""
         self.send(actions, env_ids)
@@ -159,18 +268,23 @@ class VectorEnv(gym.vector.VectorEnv):
     def send(self, actions: Any, env_ids: Any = None) -> None:
         """Start stepping envs ``env_ids`` (all by default); `recv` collects the results."""
         self._check_open()
+        if self._pending_reset is not None:
+            self._check_nothing_pending("step_async")
         ids = self._env_ids(env_ids)
         # Checked on flags first: a whole-batch step, the common case, then costs no fancy indexing.
         if self._in_flight.any():
             busy = ids[self._in_flight[ids]]
             if busy.size:
                 raise AlreadyPendingCallError(
-                    f"envs {busy.tolist()} already have an action in flight; recv() them before sending again", "step")
+                    f"Calling `step_async` while waiting for a pending call to `step` to complete: envs "
+                    f"{busy.tolist()} already have an action in flight; recv() them before sending again", "step")
         if not self._all_reset:
             not_reset = ids[~self._ever_reset[ids]]
             if not_reset.size:
                 raise gym.error.ResetNeeded(f"envs {not_reset.tolist()} were never reset; call reset() before step()")
-        actions = check_actions(self.single_action_space, actions, len(ids))
+        # Values are the env's business, as in Gymnasium (only count, shape and dtype are checked),
+        # unless the backend's engine cannot take any value.
+        actions = check_actions(self.single_action_space, actions, len(ids), check_range=self.check_action_values)
         if ids.size == self.num_envs and ids is not self._all_ids:
             # Every env, in another order: backends take a whole batch in env order.
             order = np.argsort(ids)
@@ -194,7 +308,9 @@ class VectorEnv(gym.vector.VectorEnv):
         timeout = self.timeout if timeout is None else check_timeout(timeout, "recv(timeout=)")
         candidates = np.flatnonzero(self._in_flight)
         if not candidates.size:
-            raise NoAsyncCallError("recv() with no action in flight; call send() first", "step")
+            raise NoAsyncCallError(
+                "Calling `step_wait` without any prior call to `step_async`. (recv() with no action in flight; "
+                "call send() first.)", "step")
         count = min(self.batch_size, candidates.size)
         ids, infos = self._wait_ready(candidates, count, timeout)
         if len(ids) == self.num_envs:
@@ -240,7 +356,7 @@ class VectorEnv(gym.vector.VectorEnv):
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Call method ``name`` of every env (or read it, if it is not callable)."""
         self._check_open()
-        self._check_nothing_in_flight(f"call({name!r})", "call")
+        self._check_nothing_pending("call_async")
         return tuple(self._call(name, args, kwargs))
 
     def get_attr(self, name: str) -> tuple[Any, ...]:
@@ -249,7 +365,7 @@ class VectorEnv(gym.vector.VectorEnv):
     def set_attr(self, name: str, values: Any) -> None:
         """Set attribute ``name`` on every env: one value for all, or a list/tuple of one per env."""
         self._check_open()
-        self._check_nothing_in_flight(f"set_attr({name!r})", "set_attr")
+        self._check_nothing_pending("set_attr")
         if not isinstance(values, (list, tuple)):
             values = [values] * self.num_envs
         if len(values) != self.num_envs:
@@ -263,7 +379,20 @@ class VectorEnv(gym.vector.VectorEnv):
         self._close()
 
     def close(self, **kwargs: Any) -> None:
-        """Release every env, worker and buffer; safe to call twice."""
+        """Release every env, worker and buffer; safe to call twice.
+
+        Warns, as Gymnasium's ``AsyncVectorEnv`` does, when a step or a `reset_async` is still pending;
+        its results are dropped. Gymnasium's keyword arguments (``terminate``, ``timeout``) are taken and
+        change nothing: workers are always asked, then made, to stop within a deadline.
+        """
+        if getattr(self, "closed", True):
+            return
+        pending = self._pending_call()
+        if pending is not None:
+            gym.logger.warn(f"Calling `close` while waiting for a pending call to `{pending}` to complete.")
+        self._close_now()
+
+    def _close_now(self) -> None:
         if getattr(self, "closed", True):
             return
         try:
@@ -279,7 +408,7 @@ class VectorEnv(gym.vector.VectorEnv):
 
     def __del__(self) -> None:
         try:
-            self.close()
+            self._close_now()  # no warning about pending calls from the garbage collector
         except Exception:
             pass
 
@@ -292,10 +421,24 @@ class VectorEnv(gym.vector.VectorEnv):
         if self.closed:
             raise ClosedEnvironmentError(f"{type(self).__name__} ({self._vec_spec.id}) is closed; make a new one")
 
-    def _check_nothing_in_flight(self, what: str, name: str) -> None:
-        if self._in_flight.any():
-            raise AlreadyPendingCallError(
-                f"{what} while envs {np.flatnonzero(self._in_flight).tolist()} have actions in flight; recv() first", name)
+    def _pending_call(self) -> str | None:
+        """The call still pending, by Gymnasium's name for it: ``"reset"`` (`reset_async`), ``"step"`` or None."""
+        if getattr(self, "_pending_reset", None) is not None:
+            return "reset"
+        in_flight = getattr(self, "_in_flight", None)
+        return "step" if in_flight is not None and in_flight.any() else None
+
+    def _check_nothing_pending(self, calling: str) -> None:
+        """AlreadyPendingCallError (Gymnasium's words, then torchwm's detail) if a step or reset is pending."""
+        pending = self._pending_call()
+        if pending is None:
+            return
+        if pending == "reset":
+            detail = "reset_async() was called: reset_wait() first"
+        else:
+            detail = f"envs {np.flatnonzero(self._in_flight).tolist()} have actions in flight; recv() first"
+        raise AlreadyPendingCallError(
+            f"Calling `{calling}` while waiting for a pending call to `{pending}` to complete ({detail}).", pending)
 
     def _all_rows(self) -> Any:
         """The observations of every env: a copy, or with ``copy=False`` the batch itself."""
@@ -316,17 +459,35 @@ class VectorEnv(gym.vector.VectorEnv):
         return ids.astype(np.int64)
 
     def _mask_ids(self, mask: Any) -> np.ndarray:
-        # The exception types of Gymnasium's Sync/AsyncVectorEnv for each mistake.
-        expected = f"options['reset_mask'] must be a NumPy bool array of shape ({self.num_envs},)"
+        # Gymnasium's Sync/AsyncVectorEnv's exception type and words for each mistake.
+        n = self.num_envs
+        expected = f"expected a NumPy bool array with one entry per env, shape ({n},)"
         if not isinstance(mask, np.ndarray):
-            raise TypeError(f"{expected}, got {type(mask).__name__} {mask!r:.200}")
-        if mask.shape != (self.num_envs,):
-            raise ValueError(f"{expected}, got shape {mask.shape}")
+            raise TypeError(f"`options['reset_mask']` must be a numpy array, got {type(mask)}: {expected}, got {mask!r:.200}")
+        if mask.shape != (n,):
+            raise ValueError(f"`options['reset_mask']` must have shape `({n},)`, got {mask.shape}: {expected}")
         if mask.dtype != np.bool_:
-            raise TypeError(f"{expected}, got dtype {mask.dtype}")
+            raise TypeError(f"`options['reset_mask']` must have `dtype=np.bool_`, got {mask.dtype}: {expected}")
         if not mask.any():
-            raise ValueError(f"options['reset_mask'] must select at least one env, got {mask!r}")
+            raise ValueError(
+                f"`options['reset_mask']` must contain a boolean array with at least one True value, got reset_mask={mask}")
         return np.flatnonzero(mask)
+
+    def _reset_request(self, seed: Any, options: Any, env_ids: Any) -> tuple[np.ndarray, list[int | None], dict | None]:
+        """The envs a reset resets, their seeds and the options the envs get; every argument checked first,
+        so that a refused reset changes nothing (the seed of make_vec(seed=...) still pending, for one)."""
+        if options is not None and not isinstance(options, dict):
+            raise TypeError(f"options must be a dict or None, got {options!r:.200} ({type(options).__name__})")
+        options = dict(options) if options else None
+        mask = options.pop("reset_mask", None) if options else None
+        if mask is not None:
+            if env_ids is not None:
+                raise ValueError("give env_ids or options['reset_mask'], not both")
+            ids = self._mask_ids(mask)
+        else:
+            ids = self._env_ids(env_ids)
+        seeds = self._seeds(self._first_reset_seed if seed is None else seed, ids, full_list=mask is not None)
+        return ids, seeds, options
 
     def _seeds(self, seed: Any, ids: np.ndarray, full_list: bool) -> list[int | None]:
         """One seed per env of ``ids`` (Python ints, as Gymnasium's seeding wants), every one checked."""

@@ -20,6 +20,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from torchwm.errors import NotABatchError
+
 ARRAY_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
 
 
@@ -95,22 +97,27 @@ def slice_rows(space: gym.Space, batch: Any, start: int, stop: int) -> Any:
     return batch[start:stop]
 
 
-def check_actions(space: gym.Space, actions: Any, count: int) -> Any:
+def check_actions(space: gym.Space, actions: Any, count: int, *, check_range: bool = True) -> Any:
     """Actions for ``count`` envs of single action space ``space``, as a batch; ValueError if they do not fit.
 
-    Checked: the leading dimension, the shape of a row, the dtype kind, and for
-    discrete spaces the range. Box bounds are not checked (envs clip or not, as
-    Gymnasium leaves it to them).
+    Checked: the leading dimension, the shape of a row and the dtype kind (a scalar where a batch is
+    expected raises `NotABatchError`, also a ``TypeError`` as in Gymnasium). With ``check_range``, the
+    values of a discrete space too: the vector envs leave them to the env, as Gymnasium does (it checks
+    no action values, and an env may take values outside its space), while ``ale-native`` checks them
+    because an out-of-range action stops ALE's C++ worker. Box bounds are never checked.
     """
     if isinstance(space, spaces.Dict):
         if not isinstance(actions, dict) or set(actions) != set(space.spaces):
             raise ValueError(f"expected a dict of batched actions with keys {sorted(space.spaces)}, got {actions!r:.200}")
-        return {key: check_actions(sub, actions[key], count) for key, sub in space.spaces.items()}
+        return {key: check_actions(sub, actions[key], count, check_range=check_range) for key, sub in space.spaces.items()}
     if isinstance(space, spaces.Tuple):
         if not isinstance(actions, (tuple, list)) or len(actions) != len(space.spaces):
             raise ValueError(f"expected a tuple of {len(space.spaces)} batched actions, got {actions!r:.200}")
-        return tuple(check_actions(sub, a, count) for sub, a in zip(space.spaces, actions, strict=True))
+        return tuple(check_actions(sub, a, count, check_range=check_range)
+                     for sub, a in zip(space.spaces, actions, strict=True))
     if not isinstance(space, ARRAY_SPACES):
+        if not hasattr(actions, "__len__"):
+            raise NotABatchError(f"expected a sequence of {count} actions of {space}, one per env, got {actions!r:.200}")
         if len(actions) != count:
             raise ValueError(f"expected {count} actions, one per env, got {len(actions)}")
         return actions
@@ -118,9 +125,8 @@ def check_actions(space: gym.Space, actions: Any, count: int) -> Any:
     array = np.asarray(actions)
     expected = (count, *(space.shape or ()))
     if array.shape != expected:
-        raise ValueError(
-            f"expected actions of shape {expected} ({count} envs x {space}), got shape {array.shape}"
-        )
+        error = NotABatchError if array.ndim == 0 else ValueError
+        raise error(f"expected actions of shape {expected} ({count} envs x {space}), got shape {array.shape}")
     if isinstance(space, spaces.Box):
         if array.dtype.kind not in "biuf":
             raise ValueError(f"expected numeric actions for {space}, got dtype {array.dtype}")
@@ -130,6 +136,8 @@ def check_actions(space: gym.Space, actions: Any, count: int) -> Any:
     kinds = "iu" if isinstance(space, spaces.Discrete) else "biu"
     if array.dtype.kind not in kinds:
         raise ValueError(f"expected integer actions for {space} (an int dtype such as int64), got dtype {array.dtype}")
+    if not check_range:
+        return array
     if isinstance(space, spaces.Discrete):
         low, high = space.start, space.start + space.n - 1
     elif isinstance(space, spaces.MultiDiscrete):

@@ -52,12 +52,11 @@ from gymnasium.vector import AutoresetMode
 
 from torchwm.errors import EnvTimeoutError, WorkerError, worker_error
 from torchwm.spec import VecSpec, check_timeout
-from torchwm.vector.base import VectorEnv
+from torchwm.vector.base import VectorEnv, check_observation_mode, resolve_spaces
 from torchwm.vector.batching import slice_rows
 from torchwm.vector.env_group import EnvGroup, env_fns_of
 from torchwm.vector.worker import (
     WorkerPayload,
-    check_same_spaces,
     control_reply,
     describe_share,
     error_reply,
@@ -74,7 +73,7 @@ CLOSE_GRACE_SECONDS = 1.0  # how long close() waits for workers to exit before t
 # Every option of the process backends and its default (None: decided from the machine or the spec).
 OPTION_DEFAULTS = {"num_workers": None, "envs_per_worker": None, "batch_size": None, "context": DEFAULT_START_METHOD,
                    "timeout": DEFAULT_TIMEOUT, "copy": True, "restart_on_crash": False, "env_fn": None,
-                   "inline": False}
+                   "inline": False, "observation_mode": "same"}
 BACKEND_OPTIONS = tuple(OPTION_DEFAULTS)
 # The conformance suite runs every check under each start method, with envs split over two workers,
 # and with the parent stepping worker 0's share next to one worker process (inline=True).
@@ -175,6 +174,7 @@ def check_options(backend: str, num_envs: int, options: dict[str, Any]) -> dict[
         "copy": options.get("copy", True),
         "restart_on_crash": options.get("restart_on_crash", False),
         "env_fn": env_fn,
+        "observation_mode": check_observation_mode(options.get("observation_mode", "same")),
     }
 
 
@@ -414,12 +414,15 @@ class ProcessVectorEnv(VectorEnv):
             shares = [(handle.envs, self._expect_ready(handle, deadline)) for handle in self._children]
             if inline:
                 shares.insert(0, (self._handles[0].envs, describe_share(local_envs)))
-            check_same_spaces(self.backend_name, shares)
+            single_observation_space, observation_space, single_action_space = resolve_spaces(
+                type(self).__name__, settings["observation_mode"],
+                [space for _, share in shares for space in share["observation_spaces"]],
+                [space for _, share in shares for space in share["action_spaces"]])
             first = shares[0][1]
             super().__init__(
-                spec, first["observation_space"], first["action_space"], metadata=first["metadata"],
+                spec, single_observation_space, single_action_space, metadata=first["metadata"],
                 render_mode=first["render_mode"], batch_size=settings["batch_size"], timeout=settings["timeout"],
-                copy=settings["copy"],
+                copy=settings["copy"], observation_space=observation_space,
             )
             self._make_buffers()
             self._finalizer.detach()

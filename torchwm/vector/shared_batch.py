@@ -32,7 +32,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from torchwm.errors import UnsupportedStackError
+from torchwm.errors import DynamicShapeError, UnsupportedStackError
 from torchwm.vector import futex
 from torchwm.vector.batching import ARRAY_SPACES
 
@@ -51,6 +51,13 @@ def _leaves(space: gym.Space, path: tuple = ()) -> list[tuple[tuple, np.dtype, t
         return [leaf for i, sub in enumerate(space.spaces) for leaf in _leaves(sub, (*path, i))]
     if isinstance(space, ARRAY_SPACES):
         return [(path, np.dtype(space.dtype), tuple(space.shape or ()))]
+    if isinstance(space, (spaces.Graph, spaces.Sequence)):
+        # Gymnasium's shared memory refuses these two with a TypeError and this phrase, which code
+        # written for AsyncVectorEnv (its own test suite, for one) catches.
+        raise DynamicShapeError(
+            f"As {space} has a dynamic shape so its not possible to make a static shared memory. The shmem "
+            f"backend keeps batches in shared memory and needs fixed-shape spaces; use backend='subproc'."
+        )
     raise UnsupportedStackError(
         f"the shmem backend keeps batches in shared memory and needs fixed-shape spaces (Box, Discrete, "
         f"MultiDiscrete, MultiBinary, Dict or Tuple of them); got {space}. Use backend='subproc'."

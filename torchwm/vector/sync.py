@@ -16,19 +16,9 @@ import numpy as np
 
 from torchwm.hookspecs import hookimpl
 from torchwm.spec import VecSpec
-from torchwm.vector.base import VectorEnv
+from torchwm.vector.base import VectorEnv, check_observation_mode, resolve_spaces
 from torchwm.vector.batching import create_batch
 from torchwm.vector.env_group import EnvGroup, env_fns_of
-
-
-def check_same_spaces(envs: list[gym.Env]) -> None:
-    first = envs[0]
-    for i, env in enumerate(envs[1:], start=1):
-        if env.observation_space != first.observation_space or env.action_space != first.action_space:
-            raise RuntimeError(
-                f"env {i} has spaces ({env.observation_space}, {env.action_space}) unlike env 0's "
-                f"({first.observation_space}, {first.action_space}); every env of a vector env must match"
-            )
 
 
 class SyncVectorEnv(VectorEnv):
@@ -40,6 +30,8 @@ class SyncVectorEnv(VectorEnv):
         batch_size: `recv` returns the first ``batch_size`` envs in flight (by index).
         env_fn: builds one env, or a list of one such callable per env; defaults to
             `torchwm.factory.build_env` of ``spec``.
+        observation_mode: Gymnasium's option: ``"same"`` (default), ``"different"`` or a tuple
+            ``(batched space, single space)`` (see `torchwm.vector.base.resolve_spaces`).
 
     Example:
         >>> import torchwm
@@ -57,26 +49,31 @@ class SyncVectorEnv(VectorEnv):
         batch_size: int | None = None,
         timeout: float | None = None,
         env_fn: Callable[[], gym.Env] | list[Callable[[], gym.Env]] | None = None,
+        observation_mode: Any = "same",
     ) -> None:
         self._group: EnvGroup | None = None
+        observation_mode = check_observation_mode(observation_mode)
         if env_fn is None:
             from torchwm.factory import build_env
 
             env_fn = functools.partial(build_env, spec)
         envs = [fn() for fn in env_fns_of(env_fn, spec.num_envs, "sync")]
         try:
-            check_same_spaces(envs)
+            single_observation_space, observation_space, single_action_space = resolve_spaces(
+                type(self).__name__, observation_mode, [env.observation_space for env in envs],
+                [env.action_space for env in envs])
         except Exception:
             for env in envs:
                 env.close()
             raise
         first = envs[0]
         super().__init__(
-            spec, first.observation_space, first.action_space, metadata=dict(first.metadata),
+            spec, single_observation_space, single_action_space, metadata=dict(first.metadata),
             render_mode=first.render_mode, batch_size=batch_size, timeout=timeout, copy=copy,
+            observation_space=observation_space,
         )
         n = spec.num_envs
-        self._observations = create_batch(first.observation_space, n)
+        self._observations = create_batch(single_observation_space, n)
         self._rewards = np.zeros(n, dtype=np.float64)
         self._terminations = np.zeros(n, dtype=np.bool_)
         self._truncations = np.zeros(n, dtype=np.bool_)

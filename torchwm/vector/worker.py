@@ -98,36 +98,18 @@ def _register_missing(specs: list[gym.envs.registration.EnvSpec]) -> None:
 
 
 def describe_share(envs: list[gym.Env]) -> dict[str, Any]:
-    """What the parent needs to know of one share of envs: its first env's spaces, metadata and render
-    mode, and ``unlike``: (local index, observation space, action space) of the first env whose spaces
-    differ from the first one's, or None. Built in each worker and by the parent for the envs it steps
-    itself (``inline``), so that every env of every share is checked (`check_same_spaces`)."""
+    """What the parent needs to know of one share of envs: its first env's metadata and render mode, and
+    every env's observation and action space, so that every env of every share is checked
+    (`torchwm.vector.base.resolve_spaces`). Built in each worker and by the parent for the envs it steps
+    itself (``inline``). A space equal to the first env's is that same object, which pickle sends once."""
     first = envs[0]
-    unlike = next(((i, env.observation_space, env.action_space) for i, env in enumerate(envs)
-                   if env.observation_space != first.observation_space or env.action_space != first.action_space), None)
-    return {"observation_space": first.observation_space, "action_space": first.action_space,
-            "metadata": dict(first.metadata), "render_mode": first.render_mode, "unlike": unlike}
 
+    def spaces_of(kind: str) -> list[gym.Space]:
+        reference = getattr(first, kind)
+        return [reference if space == reference else space for space in (getattr(env, kind) for env in envs)]
 
-def check_same_spaces(backend: str, shares: list[tuple[range, dict[str, Any]]]) -> None:
-    """RuntimeError (Gymnasium's type for this) if any env's spaces differ from env 0's.
-
-    ``shares`` holds each share's envs and its `describe_share`, the share of env 0 first.
-    """
-    reference = shares[0][1]
-    for envs, described in shares:
-        candidates = [(envs.start, described["observation_space"], described["action_space"])]
-        if described["unlike"] is not None:
-            local, observation_space, action_space = described["unlike"]
-            candidates.append((envs.start + local, observation_space, action_space))
-        for env, observation_space, action_space in candidates:
-            for kind, space, expected in (("observation", observation_space, reference["observation_space"]),
-                                          ("action", action_space, reference["action_space"])):
-                if space != expected:
-                    raise RuntimeError(
-                        f"{backend}: env {env} has {kind} space {space}, unlike env 0's {expected}; every env "
-                        f"of a vector env must have the same observation and action spaces"
-                    )
+    return {"observation_spaces": spaces_of("observation_space"), "action_spaces": spaces_of("action_space"),
+            "metadata": dict(first.metadata), "render_mode": first.render_mode}
 
 
 def send_reply(conn: Any, seq: int, reply: Any, raw: Any = None, first_env: int = 0) -> None:

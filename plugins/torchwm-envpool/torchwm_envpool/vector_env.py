@@ -61,6 +61,10 @@ class EnvPoolVectorEnv(VectorEnv):
         (8, 4, 84, 84)
     """
 
+    # EnvPool's C++ envs index their action set with the action: an out-of-range one crashes the process
+    # (Atari: SIGSEGV), so action values are checked before they are sent.
+    check_action_values = True
+
     def __init__(
         self,
         spec: VecSpec,
