@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import logging
 import math
 import os
 import pickle
@@ -145,6 +146,7 @@ class EnvActor:
         self.truncations = np.zeros(count, dtype=np.bool_)
         self.group = EnvGroup(envs, spec.autoreset, self.observations, self.rewards, self.terminations,
                               self.truncations)
+        self.graph_step_running = False
         # Ray ran __init__ again after a crash: the envs are new, and the driver must hear of it
         # even if the crash happened between two calls.
         self.restarted = ray.get_runtime_context().was_current_actor_reconstructed
@@ -233,18 +235,25 @@ class EnvActor:
         returned, not raised: when one task of a compiled graph raises, Ray 2.60 raises that error
         for every actor's output and the other actors' rows are lost.
         """
+        self.graph_step_running = True
         try:
             return pickle.dumps(self.step(list(range(self.count)), actions, chunked=False), protocol=5)
         except EnvFailure as failure:
             outcome = failure
         except Exception as exc:
             outcome = EnvFailure.of(exc, None, self.actor_index)
+        finally:
+            self.graph_step_running = False
         try:
             return pickle.dumps(outcome, protocol=5)
         except Exception:  # the rows themselves cannot be pickled (an info value): send the error alone
             return pickle.dumps(EnvFailure(outcome.env_index, self.actor_index,
                                            outcome.remote_traceback + traceback.format_exc(),
                                            pickled_type=outcome.pickled_type), protocol=5)
+
+    def in_graph_step(self) -> bool:
+        """Whether a step of the compiled graph runs now (an ordinary call, answered beside the graph's loop)."""
+        return self.graph_step_running
 
     def call(self, name: str, args: tuple, kwargs: dict) -> bytes:
         """Each env's value, pickled here so that a value that cannot travel names its env."""
@@ -727,9 +736,11 @@ class RayVectorEnv(VectorEnv):
             for ref in refs:
                 outcomes.append(pickle.loads(ray.get(ref, timeout=deadline.remaining(forever=-1))))
         except ray.exceptions.RayChannelTimeoutError:
+            late = self._actors_in_graph_step()
             self.close()  # a compiled graph's result can be asked for only once: nothing else can collect it
+            which = ", ".join(f"Ray actor {k} (envs {list(self._actor_ranges[k])})" for k in late) or "the Ray actors"
             raise EnvTimeoutError(
-                f"step: the Ray actors did not all answer within {deadline.seconds:g} s, and a compiled graph's step "
+                f"step: {which} did not answer within {deadline.seconds:g} s, and a compiled graph's step "
                 f"cannot be waited for again, so this vector env is now closed; make a new one (raise timeout= in "
                 f"backend_kwargs for slow envs, or pass compiled_graph=False to be able to recv() again)") from None
         except (ray.exceptions.RayActorError, ray.exceptions.RayChannelError) as exc:
@@ -759,6 +770,20 @@ class RayVectorEnv(VectorEnv):
         self._graph_warm = True
         return infos
 
+    def _actors_in_graph_step(self) -> list[int]:
+        """The actors still in the graph's step, asked with ordinary calls (a result read from the graph
+        covers every actor, so a timeout of it does not say which one is late)."""
+        asked = [actor.in_graph_step.remote() for actor in self._actors]
+        ray.wait(asked, num_returns=len(asked), timeout=5)
+        late = []
+        for k, ref in enumerate(asked):
+            try:
+                if ray.get(ref, timeout=0):
+                    late.append(k)
+            except Exception:  # no answer (an actor held in C code, or dead): it did not finish either
+                late.append(k)
+        return late
+
     def _graph_failed(self, exc: BaseException) -> None:
         """The graph broke (an actor died): tear it down and raise `ActorDiedError` naming the dead actor."""
         self._use_graph = False  # its actors are gone; ordinary calls report them from now on
@@ -779,11 +804,19 @@ class RayVectorEnv(VectorEnv):
     def _teardown_graph(self, kill_actors: bool) -> None:
         graph, self._graph = self._graph, None
         self._graph_stale = False
+        # With kill_actors the actors were killed first (see _close): Ray would log a traceback for
+        # each task it can no longer cancel, which says nothing the user does not know.
+        graph_logger = logging.getLogger("ray.dag.compiled_dag_node")
+        level = graph_logger.level
+        if kill_actors:
+            graph_logger.setLevel(logging.CRITICAL)
         try:
             if graph is not None and ray.is_initialized():
                 graph.teardown(kill_actors=kill_actors)
         except Exception:
             pass  # a graph whose actor died may fail to tear down cleanly; its actors are killed at close()
+        finally:
+            graph_logger.setLevel(level)
 
     def _lose(self, error: WorkerError) -> None:
         """An actor is gone for good: every later call raises, until close()."""
@@ -815,8 +848,12 @@ class RayVectorEnv(VectorEnv):
     def _close(self) -> None:
         try:
             if ray.is_initialized():
-                # A graph with a step still running (a timeout) would wait for it: kill the actors instead.
-                self._teardown_graph(kill_actors=self._graph_refs is not None)
+                step_running = self._graph_refs is not None  # a timed-out step of the graph
+                if step_running:
+                    # Tearing down the graph would wait for that step to end: its actors go first.
+                    for actor in self._actors:
+                        ray.kill(actor, no_restart=True)
+                self._teardown_graph(kill_actors=step_running)
             if self._actors and ray.is_initialized():
                 if not self._pending and self._graph_refs is None:  # else an actor may be stuck in a step
                     closing = [a.close.remote() for a in self._actors]
