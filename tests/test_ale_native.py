@@ -13,7 +13,13 @@ from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
 import torchwm
 from torchwm.atari import ALE_ARGUMENT_CHECKS
-from torchwm.errors import ClosedEnvironmentError, UnknownNameError, UnsupportedStackError
+from torchwm.errors import (
+    AlreadyPendingCallError,
+    ClosedEnvironmentError,
+    NoAsyncCallError,
+    UnknownNameError,
+    UnsupportedStackError,
+)
 from torchwm.factory import resolve_spec
 from torchwm.vector.ale_native import NO_FRAME_LIMIT, ale_vector_kwargs
 
@@ -288,12 +294,17 @@ def test_seeds_outside_ales_range_are_refused():
             envs.reset(seed=2**31 - 1)
 
 
-@pytest.mark.parametrize(("seed", "error"), [(-1, ValueError), ([3, -1], ValueError), ([3, "4"], TypeError),
-                                              ([3, True], TypeError), (2**31 - 1, ValueError)])
-def test_a_refused_reset_seed_changes_nothing(seed, error):
-    """ALE reads -1 as "no seed": refused (with the range) before the make_vec seed is used up."""
+NOT_A_SEED = r"seed(?: of a list)? must be an int >= 0"  # the check every backend shares (Gymnasium's rule)
+ALE_RANGE = r"seeds must be ints in \[0, 2147483647\]"  # what ALE adds: a C int
+
+
+@pytest.mark.parametrize(("seed", "error", "message"), [
+    (-1, ValueError, NOT_A_SEED), ([3, -1], ValueError, NOT_A_SEED), ([3, "4"], TypeError, NOT_A_SEED),
+    ([3, True], TypeError, NOT_A_SEED), (2**31 - 1, ValueError, ALE_RANGE), ([3, 2**31], ValueError, ALE_RANGE)])
+def test_a_refused_reset_seed_changes_nothing(seed, error, message):
+    """ALE reads -1 as "no seed": refused (with what is expected) before the make_vec seed is used up."""
     with torchwm.make_vec("ALE/Breakout-v5", 2, backend="ale-native", seed=5) as envs:
-        with pytest.raises(error, match=r"seeds must be ints in \[0, 2147483647\]"):
+        with pytest.raises(error, match=message):
             envs.reset(seed=seed)
         after_refusal = rollout(envs)
     with torchwm.make_vec("ALE/Breakout-v5", 2, backend="ale-native", seed=5) as fresh:
@@ -385,6 +396,35 @@ def test_actions_are_checked_before_they_reach_ale(breakout):
 def test_step_before_reset_needs_a_reset(breakout):
     with pytest.raises(gym.error.ResetNeeded):
         breakout.step(np.zeros(3, dtype=np.int64))
+
+
+def test_misuse_raises_gymnasiums_error_types(breakout):
+    """The same types as the base class (and Gymnasium's AsyncVectorEnv) for the same misuse."""
+    with pytest.raises(gym.error.NoAsyncCallError, match="no action in flight") as caught:
+        breakout.recv()
+    assert isinstance(caught.value, NoAsyncCallError) and caught.value.name == "step"
+    breakout.reset()
+    breakout.send(np.zeros(3, dtype=np.int64))
+    with pytest.raises(gym.error.AlreadyPendingCallError, match="recv\\(\\) first") as caught:
+        breakout.send(np.zeros(3, dtype=np.int64))
+    assert isinstance(caught.value, AlreadyPendingCallError) and caught.value.name == "step"
+    with pytest.raises(gym.error.AlreadyPendingCallError, match="recv\\(\\) first") as caught:
+        breakout.reset()
+    assert caught.value.name == "reset"
+    assert breakout.recv()[0].shape == (3, 4, 84, 84)  # the refused calls changed nothing
+    with pytest.raises(gym.error.NoAsyncCallError):
+        breakout.recv()
+
+
+def test_np_random_seed_is_the_seed_each_env_was_reset_with(breakout):
+    breakout.reset()  # make_vec(seed=0)
+    assert breakout.np_random_seed == (0, 1, 2)
+    breakout.reset(seed=[7, None, 9])
+    assert breakout.np_random_seed == (7, 1, 9)  # as Gymnasium: an unseeded reset keeps the env's seed
+    breakout.reset(seed=None)
+    assert breakout.np_random_seed == (7, 1, 9)
+    breakout.reset(seed=42, env_ids=[1])
+    assert breakout.np_random_seed == (7, 43, 9)
 
 
 def test_env_ids_in_another_order_follow_their_actions():

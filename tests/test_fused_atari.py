@@ -105,6 +105,54 @@ def test_sync_vector_fused_equals_chain(env_id, wrappers, env_kwargs):
             assert a.dtype == b.dtype and np.array_equal(a, b), f"batch {t} differs"
 
 
+def gymnasium_chain(env_id="ALE/Pong-v5"):
+    """Gymnasium's own construction of the default stack."""
+    from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
+
+    return FrameStackObservation(AtariPreprocessing(gym.make(env_id, frameskip=1)), 4)
+
+
+def seed_reports(env):
+    """What an env says of its seed along seeded and unseeded resets, and whether its generator is that seed's."""
+    reports = []
+    for seed in (42, None, 7):
+        env.reset(seed=seed)
+        reports.append((env.np_random_seed, env.np_random.bit_generator.state))
+    env.np_random = np.random.default_rng(3)  # set directly: Gymnasium's seed is then unknown (-1)
+    reports.append((env.np_random_seed, env.np_random.bit_generator.state))
+    env.close()
+    return reports
+
+
+def test_np_random_seed_is_the_atari_envs_as_in_gymnasiums_chain():
+    fused = build_fused_atari(resolve_spec("ALE/Pong-v5"))
+    assert isinstance(fused, FusedAtariEnv)
+    got, expected = seed_reports(fused), seed_reports(gymnasium_chain())
+    assert [seed for seed, _ in expected] == [42, 42, 7, -1]
+    assert got == expected
+
+
+@pytest.mark.parametrize("backend", ["sync", "shmem"])
+def test_vector_np_random_seed_on_the_fused_path(backend):
+    with torchwm.make_vec("ALE/Pong-v5", 2, backend=backend) as envs:
+        assert envs.get_attr("stack")[0][0].name == "atari_preprocessing"  # a FusedAtariEnv's attribute
+        envs.reset()
+        # Never seeded: the AtariEnv draws a seed when asked, as Gymnasium's chain does, and its
+        # generator is then that seed's (not -1, the vector env's "unknown").
+        seeds = envs.np_random_seed
+        assert all(isinstance(s, int) and s >= 0 for s in seeds) and seeds[0] != seeds[1]
+        for seed, generator in zip(seeds, envs.np_random, strict=True):
+            assert generator.bit_generator.state == np.random.default_rng(seed).bit_generator.state
+        envs.reset(seed=42)
+        envs.reset()
+        assert envs.np_random_seed == (42, 43)
+        reference = gym.vector.SyncVectorEnv([gymnasium_chain] * 2)
+        reference.reset(seed=42)
+        reference.reset()
+        assert reference.np_random_seed == envs.np_random_seed
+        reference.close()
+
+
 def test_default_make_env_is_fused_with_the_chain_space():
     env = torchwm.make_env("ALE/Pong-v5")
     assert isinstance(env, FusedAtariEnv)

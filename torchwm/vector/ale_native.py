@@ -25,7 +25,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from torchwm.atari import check_ale_seeds, check_ale_vector_kwargs, check_first_seed
-from torchwm.errors import UnsupportedStackError
+from torchwm.errors import NoAsyncCallError, UnsupportedStackError
 from torchwm.hookspecs import hookimpl
 from torchwm.spec import VecSpec
 from torchwm.vector.base import VectorEnv
@@ -259,8 +259,6 @@ class AleNativeVectorEnv(VectorEnv):
         self._paddle_strength = np.ones(self.batch_size, dtype=np.float32)
         self._info_masks = {f"_{key}": np.ones(self.batch_size, dtype=np.bool_) for key in INFO_KEYS}
         self._last_ids = np.arange(self.batch_size)
-        self._awaiting_recv = False
-        self._ever_reset_all = False
         self._episode_over = np.zeros(self.num_envs, dtype=np.bool_)
         self.closed = False
 
@@ -280,8 +278,7 @@ class AleNativeVectorEnv(VectorEnv):
         `numpy.random.SeedSequence`, so the same seed gives other no-op counts than ``sync``.
         """
         self._check_open()
-        if self._awaiting_recv:
-            raise RuntimeError("reset() while actions are in flight; recv() first")
+        self._check_nothing_in_flight("reset()", "reset")
         options = dict(options) if options else {}
         mask = options.pop("reset_mask", None)
         if options:
@@ -290,7 +287,7 @@ class AleNativeVectorEnv(VectorEnv):
             raise ValueError("give env_ids or options['reset_mask'], not both")
         ids = self._mask_ids(mask) if mask is not None else self._env_ids(env_ids)
         partial = ids.size < self.num_envs
-        if partial and (self._async or not self._ever_reset_all):
+        if partial and (self._async or not self._all_reset):
             raise NotImplementedError(
                 "ale-native resets some envs only after a full reset() and with batch_size == num_envs "
                 "(ALE's partial reset); reset all envs, or use backend='shmem'"
@@ -301,8 +298,9 @@ class AleNativeVectorEnv(VectorEnv):
         seeds = check_ale_seeds(self._seeds(seed, ids, full_list=mask is not None), "ale-native reset")
         self._first_reset_seed = None
         obs, infos = self._ale.reset(ids.tolist(), [-1 if s is None else s for s in seeds])  # -1: ALE's "no seed"
-        self._ever_reset_all = self._ever_reset_all or not partial
+        self._record_seeds(ids, seeds)
         self._ever_reset[ids] = True
+        self._all_reset = bool(self._ever_reset.all())
         self._episode_over[ids] = False
         self._last_ids = infos["env_id"].astype(np.int64)
         infos = self._with_masks(infos)
@@ -327,9 +325,9 @@ class AleNativeVectorEnv(VectorEnv):
         ALE cannot step any other subset.
         """
         self._check_open()
-        if self._awaiting_recv:
-            raise RuntimeError("send() twice without recv(); ale-native has one batch in flight at a time")
-        if not self._ever_reset_all:
+        # ALE has one batch in flight at a time, whichever envs send() names.
+        self._check_nothing_in_flight("send()", "step")
+        if not self._all_reset:
             raise gym.error.ResetNeeded("call reset() before step() or send()")
         if env_ids is not None:
             ids = self._env_ids(env_ids)
@@ -354,15 +352,15 @@ class AleNativeVectorEnv(VectorEnv):
             self._ale_env.send(actions)
         else:
             self._ale.send(actions, self._paddle_strength)
-        self._awaiting_recv = True
+        self._in_flight[self._last_ids] = True
 
     def recv(self, timeout: float | None = None) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """The results of the batch in flight (ALE's C++ threads cannot time out: ``timeout`` is ignored)."""
         self._check_open()
-        if not self._awaiting_recv:
-            raise RuntimeError("recv() with no action in flight; call send() first")
+        if not self._in_flight.any():
+            raise NoAsyncCallError("recv() with no action in flight; call send() first", "step")
         obs, rewards, terminations, truncations, infos = self._ale.recv()
-        self._awaiting_recv = False
+        self._in_flight[:] = False
         ids = infos["env_id"]
         if self._async:
             self._last_ids = ids.astype(np.int64)

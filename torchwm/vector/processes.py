@@ -349,8 +349,8 @@ class ProcessVectorEnv(VectorEnv):
         batch_size: `recv` returns ``batch_size`` envs among those ready, the ones ready first (default:
             all in flight).
         context: start method, ``"forkserver"`` (default), ``"fork"`` or ``"spawn"``.
-        timeout: seconds a wait on workers may take before `EnvTimeoutError` (default 300; None: no limit).
-            A dead worker is detected within a second whatever the timeout.
+        timeout: seconds a wait on workers may take before `EnvTimeoutError` (default 300; None or
+            ``math.inf``: no limit). A dead worker is detected within a second whatever the timeout.
         copy: return copies of the observation batch (default) or a view the next call overwrites.
         restart_on_crash: restart a worker that died, with its envs; their episodes in flight end
             truncated with ``infos["worker_restarted"]``.

@@ -27,7 +27,7 @@ class SyncVectorEnv(VectorEnv):
     Args:
         spec: what to build.
         copy: return copies of the observation batch (default) or the internal buffer.
-        batch_size: `recv` returns the first ``batch_size`` envs in flight (by index).
+        batch_size: `recv` returns ``batch_size`` of the envs in flight, in the order they were sent.
         env_fn: builds one env, or a list of one such callable per env; defaults to
             `torchwm.factory.build_env` of ``spec``.
         observation_mode: Gymnasium's option: ``"same"`` (default), ``"different"`` or a tuple

@@ -322,6 +322,16 @@ class FusedAtariEnv(gym.Env):
         """The AtariEnv's generator, the one the no-op draws come from."""
         return self._core.atari_env.np_random
 
+    @np_random.setter
+    def np_random(self, value: np.random.Generator) -> None:
+        # Given to the AtariEnv, as the chain's wrappers pass it down to theirs.
+        self._core.atari_env.np_random = value
+
+    @property
+    def np_random_seed(self) -> int:
+        """The AtariEnv's seed, as the chain reports it (-1 after ``np_random`` was set directly)."""
+        return self._core.atari_env.np_random_seed
+
     @property
     def _np_random(self) -> np.random.Generator | None:  # what Gymnasium's env checker inspects
         return self._core.atari_env._np_random

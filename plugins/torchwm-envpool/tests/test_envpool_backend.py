@@ -1,5 +1,8 @@
 """The ``envpool`` backend against ``sync`` where EnvPool is deterministic, and its seeds and limits."""
 
+import math
+
+import gymnasium as gym
 import numpy as np
 import pytest
 
@@ -67,12 +70,15 @@ def test_seeding_some_envs_only_is_refused():
         assert obs.shape == (2, 4) and infos["env_id"].tolist() == [1, 2]
 
 
-@pytest.mark.parametrize(("seed", "env"), [(-1, 0), (2**31 - 1, 1), (2**40, 0)])
-def test_seeds_envpool_cannot_take_are_refused_and_change_nothing(seed, env):
+@pytest.mark.parametrize(("seed", "message"), [
+    (-1, "seed must be an int >= 0"),  # the check every backend shares (Gymnasium's rule)
+    (2**31 - 1, r"seeds must be ints in \[0, 2147483647\].*for env 1"),  # what EnvPool adds: int32
+    (2**40, r"seeds must be ints in \[0, 2147483647\].*for env 0")])
+def test_seeds_envpool_cannot_take_are_refused_and_change_nothing(seed, message):
     """EnvPool asserts on seeds outside int32 (after the old pool was closed) and takes negative ones."""
     with torchwm.make_vec("CartPole-v1", 2, backend="envpool", seed=3) as envs, \
             torchwm.make_vec("CartPole-v1", 2, backend="envpool", seed=3) as fresh:
-        with pytest.raises(ValueError, match=rf"seeds must be ints in \[0, 2147483647\].*for env {env}"):
+        with pytest.raises(ValueError, match=message):
             envs.reset(seed=seed)
         assert np.array_equal(envs.reset()[0], fresh.reset()[0])  # the make_vec seed, on the same pool
 
@@ -83,6 +89,39 @@ def test_a_make_vec_seed_envpool_cannot_take_is_refused_before_a_pool_is_made(mo
     monkeypatch.setattr(envpool, "make_gymnasium", lambda *a, **k: pytest.fail("a pool was made"))
     with pytest.raises(ValueError, match=r"seeds must be ints in \[0, 2147483647\].*got 2147483648 for env 1"):
         torchwm.make_vec("CartPole-v1", 2, backend="envpool", seed=2**31 - 1)
+
+
+@pytest.mark.parametrize(("timeout", "error"), [(math.nan, ValueError), (-1, ValueError), (0, ValueError),
+                                                 ("a", TypeError)])
+def test_a_bad_timeout_is_refused_before_a_pool_is_made(monkeypatch, timeout, error):
+    import envpool
+
+    monkeypatch.setattr(envpool, "make_gymnasium", lambda *a, **k: pytest.fail("a pool was made"))
+    with pytest.raises(error, match="timeout must be a number of seconds > 0, or None for no limit"):
+        torchwm.make_vec("CartPole-v1", 2, backend="envpool", backend_kwargs={"timeout": timeout})
+
+
+@pytest.mark.parametrize("batch_size", [None, 2])
+def test_recv_checks_its_timeout_as_every_backend_does(batch_size):
+    with torchwm.make_vec("CartPole-v1", 4, backend="envpool", seed=0,
+                          backend_kwargs={"batch_size": batch_size, "timeout": math.inf}) as envs:
+        assert envs.timeout is None  # inf: no limit
+        envs.reset()
+        envs.send(np.zeros(4, dtype=np.int64))
+        for bad, error in ((-1, ValueError), (math.nan, ValueError), ("a", TypeError)):
+            with pytest.raises(error, match=r"recv\(timeout=\) must be a number of seconds > 0"):
+                envs.recv(timeout=bad)
+        assert envs.recv(timeout=30)[1].shape == (batch_size or 4,)  # the refused waits changed nothing
+
+
+def test_a_second_send_before_recv_is_gymnasiums_error():
+    with torchwm.make_vec("CartPole-v1", 4, backend="envpool", seed=0) as envs:
+        envs.reset()
+        envs.send(np.zeros(2, dtype=np.int64), env_ids=[0, 1])
+        with pytest.raises(gym.error.AlreadyPendingCallError, match="recv\\(\\) before sending again") as caught:
+            envs.send(np.zeros(2, dtype=np.int64), env_ids=[2, 3])
+        assert caught.value.name == "step"
+        assert envs.recv()[1].shape == (2,)
 
 
 def test_cartpole_keeps_gymnasiums_time_limit():

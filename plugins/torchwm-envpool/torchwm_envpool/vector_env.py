@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from torchwm.errors import EnvTimeoutError
-from torchwm.spec import VecSpec
+from torchwm.errors import AlreadyPendingCallError, EnvTimeoutError
+from torchwm.spec import VecSpec, check_timeout
 from torchwm.vector.base import VectorEnv
 from torchwm_envpool.translate import EnvPoolPlan, translate
 
@@ -50,8 +50,9 @@ class EnvPoolVectorEnv(VectorEnv):
         num_threads: EnvPool's worker threads (0: EnvPool chooses, one per env up to the cores).
         thread_affinity_offset: pin threads to cores from this one (-1: no pinning).
         batch_size: `recv` returns the first ``batch_size`` envs ready (EnvPool's async mode).
-        timeout: accepted for the common backend options; EnvPool's waits have no deadline, so
-            a recv that could never complete is refused up front instead.
+        timeout: seconds > 0, or ``None``/``math.inf`` for no limit, as for every backend (checked before
+            the pool is made). EnvPool's waits cannot be interrupted: a wait that passes it raises
+            `EnvTimeoutError` once it ends, and a recv that could never complete is refused up front.
         copy: return copies of the observation batch (default) or the internal buffer.
 
     Example:
@@ -83,6 +84,7 @@ class EnvPoolVectorEnv(VectorEnv):
         if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
                                        or not 1 <= batch_size <= n):
             raise ValueError(f"batch_size must be an int from 1 to num_envs={n}, got {batch_size!r}")
+        timeout = check_timeout(timeout)  # the base class checks it too, but after the pool is made
         self._plan: EnvPoolPlan = translate(spec)
         self._pool_options = {"num_threads": num_threads, "thread_affinity_offset": thread_affinity_offset,
                               "batch_size": batch_size or n}
@@ -159,9 +161,9 @@ class EnvPoolVectorEnv(VectorEnv):
     def _send_step(self, ids: np.ndarray, actions: Any) -> None:
         if not self._is_async and self._in_flight.any():
             # In sync mode EnvPool's next wait returns the envs of one send; a second send would be lost.
-            raise RuntimeError(
+            raise AlreadyPendingCallError(
                 f"envs {np.flatnonzero(self._in_flight).tolist()} have actions in flight: recv() before sending "
-                f"again, or make the env with batch_size < num_envs to overlap sends"
+                f"again, or make the env with batch_size < num_envs to overlap sends", "step"
             )
         # All envs: no env_id, so EnvPool uses its own cached ids instead of converting ours.
         env_id = None if ids.size == self.num_envs else ids.astype(np.int32)  # every env comes in env order
@@ -217,6 +219,8 @@ class EnvPoolVectorEnv(VectorEnv):
         """
         if self.closed or self._is_async or self._ready or not self._in_flight.all():
             return super().recv(timeout)
+        if timeout is not None:
+            check_timeout(timeout, "recv(timeout=)")  # as the base class would: the shortcut waits without one
         obs, rewards, terminations, truncations, info = self._pool.recv(reset=False, return_info=True)
         self._store(obs, rewards, terminations, truncations, info, per_env_infos=False)
         self._in_flight[:] = False

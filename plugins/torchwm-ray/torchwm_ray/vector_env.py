@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import logging
 import math
 import os
 import pickle
@@ -36,14 +37,13 @@ import numpy as np
 import ray
 import ray.exceptions
 from gymnasium import spaces
-from gymnasium.vector.utils import create_empty_array
 from ray import cloudpickle
 from ray.dag import InputNode, MultiOutputNode
 
-from torchwm.errors import ClosedEnvironmentError, EnvTimeoutError, WorkerError
-from torchwm.spec import VecSpec
+from torchwm.errors import ClosedEnvironmentError, EnvTimeoutError, WorkerError, worker_error
+from torchwm.spec import VecSpec, check_timeout
 from torchwm.vector.base import VectorEnv
-from torchwm.vector.batching import ARRAY_SPACES, get_row, put_rows, take_rows
+from torchwm.vector.batching import ARRAY_SPACES, create_batch, put_rows, take_rows
 from torchwm.vector.env_group import EnvGroup
 
 DEFAULT_TIMEOUT = 120.0  # seconds; actors may first have to be scheduled and import torchwm
@@ -69,22 +69,43 @@ class EnvFailure(Exception):
         remote_traceback: the actor's traceback.
         rows: the actor's result for the other envs of the call, which went on without the one that
             raised (``(obs, rewards, terminations, truncations, infos)``; None when there is none).
+        pickled_type: the type of the exception, cloudpickled (None: it could not be), so that the
+            `WorkerError` is also an instance of it, as on the process backends.
     """
 
-    def __init__(self, env_index: int | None, actor_index: int, remote_traceback: str, rows: tuple | None = None) -> None:
-        super().__init__(env_index, actor_index, remote_traceback, rows)
+    def __init__(self, env_index: int | None, actor_index: int, remote_traceback: str, rows: tuple | None = None,
+                 pickled_type: bytes | None = None) -> None:
+        super().__init__(env_index, actor_index, remote_traceback, rows, pickled_type)
         self.env_index = env_index
         self.actor_index = actor_index
         self.remote_traceback = remote_traceback
         self.rows = rows
+        self.pickled_type = pickled_type
+
+    @classmethod
+    def of(cls, exc: BaseException, env_index: int | None, actor_index: int) -> EnvFailure:
+        """The failure of ``exc``: its traceback and its type, as a process backend's worker sends them."""
+        try:
+            # Ray's cloudpickle, not the cloudpickle package: a class that came to the actor by value
+            # (an env defined in the driver's __main__ or a test module) then goes back as the
+            # driver's own class, which Ray's cloudpickle tracks.
+            pickled_type = cloudpickle.dumps(type(exc))
+        except Exception:
+            pickled_type = None
+        return cls(env_index, actor_index, "".join(traceback.format_exception(exc)), None, pickled_type)
 
     def error(self, what: str, envs: list[int]) -> WorkerError:
-        """The `WorkerError` the user sees; ``envs`` are the actor's envs."""
+        """The `WorkerError` the user sees (also an instance of the env's exception type); ``envs`` are the actor's envs."""
         where = (f"env {self.env_index} (on Ray actor {self.actor_index})" if self.env_index is not None
                  else f"Ray actor {self.actor_index} (envs {envs})")
         summary = self.remote_traceback.strip().splitlines()[-1] if self.remote_traceback.strip() else "an error"
-        return WorkerError(f"{what}: {where} raised {summary}", env_index=self.env_index,
-                           worker_index=self.actor_index, remote_traceback=self.remote_traceback)
+        try:
+            original_type = None if self.pickled_type is None else cloudpickle.loads(self.pickled_type)
+        except Exception:  # a type the driver cannot import: plain WorkerError, the message names it
+            original_type = None
+        return worker_error(f"{what}: {where} raised {summary}", original_type=original_type,
+                            env_index=self.env_index, worker_index=self.actor_index,
+                            remote_traceback=self.remote_traceback)
 
 
 class ActorRestarted(Exception):
@@ -118,13 +139,14 @@ class EnvActor:
         envs = [build_env(spec) for _ in range(count)]
         first = envs[0]
         self.count = count
-        self.observations = create_empty_array(first.observation_space, n=count, fn=np.zeros)
+        self.observations = create_batch(first.observation_space, count)
         self.obs_chunks = obs_chunks(first.observation_space, count)
         self.rewards = np.zeros(count, dtype=np.float64)
         self.terminations = np.zeros(count, dtype=np.bool_)
         self.truncations = np.zeros(count, dtype=np.bool_)
         self.group = EnvGroup(envs, spec.autoreset, self.observations, self.rewards, self.terminations,
                               self.truncations)
+        self.graph_step_running = False
         # Ray ran __init__ again after a crash: the envs are new, and the driver must hear of it
         # even if the crash happened between two calls.
         self.restarted = ray.get_runtime_context().was_current_actor_reconstructed
@@ -161,24 +183,26 @@ class EnvActor:
         return ((None, rewards, terminations, truncations, infos),
                 *np.array_split(np.ascontiguousarray(obs).reshape(-1), self.obs_chunks))
 
-    def _each_env(self, local_ids: list[int], run: Any) -> tuple[list[Any], tuple[int, str] | None]:
+    def _each_env(self, local_ids: list[int], run: Any) -> tuple[list[Any], EnvFailure | None]:
         """``run(row, i)`` (a list of one result) for each env in turn; the others go on after a failure.
 
-        Returns the results (``{}`` for an env that raised) and the first failure: ``(global env, traceback)``.
+        Returns the results (``{}`` for an env that raised) and the first failure, without rows.
         """
         results: list[Any] = []
         failed = None
         for row, i in enumerate(local_ids):
             try:
                 results += run(row, i)
-            except Exception:
+            except Exception as exc:
                 results.append({})
-                failed = failed or (self.first_env + i, traceback.format_exc())
+                failed = failed or EnvFailure.of(exc, self.first_env + i, self.actor_index)
         return results, failed
 
-    def _raise_with_rows(self, failed: tuple[int, str], local_ids: list[int], infos: list[dict]) -> None:
-        """Raise the `EnvFailure` of ``failed``, carrying the rows of ``local_ids`` (the others' are good)."""
-        raise EnvFailure(failed[0], self.actor_index, failed[1], self._result(local_ids, infos, chunked=False))
+    def _raise_with_rows(self, failed: EnvFailure, local_ids: list[int], infos: list[dict]) -> None:
+        """Raise ``failed`` again, carrying the rows of ``local_ids`` (the others' are good)."""
+        # A new one, as an exception travels as its constructor's arguments.
+        raise EnvFailure(failed.env_index, self.actor_index, failed.remote_traceback,
+                         self._result(local_ids, infos, chunked=False), failed.pickled_type)
 
     def reset(self, local_ids: list[int], seeds: list[int | None], options: dict | None) -> tuple:
         if len(local_ids) == self.count:
@@ -194,7 +218,7 @@ class EnvActor:
         array_actions = isinstance(self.group.action_space, ARRAY_SPACES)
 
         def step_one(row: int, i: int) -> list[dict]:
-            action = actions[row : row + 1] if array_actions else _one_row(self.group.action_space, actions, row)
+            action = actions[row : row + 1] if array_actions else take_rows(self.group.action_space, actions, [row])
             return self.group.step([i], action)
 
         infos, failed = self._each_env(local_ids, step_one)
@@ -211,24 +235,32 @@ class EnvActor:
         returned, not raised: when one task of a compiled graph raises, Ray 2.60 raises that error
         for every actor's output and the other actors' rows are lost.
         """
+        self.graph_step_running = True
         try:
             return pickle.dumps(self.step(list(range(self.count)), actions, chunked=False), protocol=5)
         except EnvFailure as failure:
             outcome = failure
-        except Exception:
-            outcome = EnvFailure(None, self.actor_index, traceback.format_exc())
+        except Exception as exc:
+            outcome = EnvFailure.of(exc, None, self.actor_index)
+        finally:
+            self.graph_step_running = False
         try:
             return pickle.dumps(outcome, protocol=5)
         except Exception:  # the rows themselves cannot be pickled (an info value): send the error alone
             return pickle.dumps(EnvFailure(outcome.env_index, self.actor_index,
-                                           outcome.remote_traceback + traceback.format_exc()), protocol=5)
+                                           outcome.remote_traceback + traceback.format_exc(),
+                                           pickled_type=outcome.pickled_type), protocol=5)
+
+    def in_graph_step(self) -> bool:
+        """Whether a step of the compiled graph runs now (an ordinary call, answered beside the graph's loop)."""
+        return self.graph_step_running
 
     def call(self, name: str, args: tuple, kwargs: dict) -> bytes:
         """Each env's value, pickled here so that a value that cannot travel names its env."""
         values, failed = self._each_env(list(range(self.count)),
                                         lambda row, i: self.group.call([i], name, args, kwargs))
         if failed is not None:
-            raise EnvFailure(failed[0], self.actor_index, failed[1])
+            raise failed
         try:
             return cloudpickle.dumps(values)
         except Exception as exc:
@@ -237,10 +269,11 @@ class EnvActor:
             try:
                 cloudpickle.dumps(value)
             except Exception as exc:
-                raise EnvFailure(self.first_env + i, self.actor_index, (
+                # A TypeError, as the process backends report a reply they cannot pickle.
+                raise EnvFailure.of(TypeError(
                     f"{name!r} of this env is a {type(value).__name__}, which cannot be sent from the Ray actor "
-                    f"to the driver ({type(exc).__name__}: {exc}); call a method that returns plain data instead\n"
-                )) from None
+                    f"to the driver ({type(exc).__name__}: {exc}); call a method that returns plain data instead"
+                ), self.first_env + i, self.actor_index) from None
         raise error
 
     def set_attr(self, name: str, values: list[Any]) -> None:
@@ -250,17 +283,10 @@ class EnvActor:
 
         _, failed = self._each_env(list(range(self.count)), set_one)
         if failed is not None:
-            raise EnvFailure(failed[0], self.actor_index, failed[1])
+            raise failed
 
     def close(self) -> None:
         self.group.close()
-
-
-def _one_row(space: gym.Space, actions: Any, row: int) -> Any:
-    """A batch of one action (row ``row`` of ``actions``), for Dict and Tuple action spaces."""
-    from gymnasium.vector.utils import concatenate
-
-    return concatenate(space, [get_row(space, actions, row)], create_empty_array(space, n=1))
 
 
 class _LocalRay:
@@ -405,8 +431,7 @@ class RayVectorEnv(VectorEnv):
         if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
                                        or not 1 <= batch_size <= n):
             raise ValueError(f"batch_size must be an int from 1 to num_envs={n}, got {batch_size!r}")
-        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
-            raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
+        timeout = check_timeout(timeout)  # the base class checks it too, but Ray must not start first
 
         self._restart_on_crash = bool(restart_on_crash)
         self._stop_ray_on_close = bool(stop_ray_on_close)
@@ -429,7 +454,7 @@ class RayVectorEnv(VectorEnv):
         self._actor_pids = [d["pid"] for d in described]
         super().__init__(spec, first["observation_space"], first["action_space"], metadata=first["metadata"],
                          render_mode=first["render_mode"], batch_size=batch_size, timeout=timeout, copy=copy)
-        self._observations = create_empty_array(first["observation_space"], n=n, fn=np.zeros)
+        self._observations = create_batch(first["observation_space"], n)
         self._rewards = np.zeros(n, dtype=np.float64)
         self._terminations = np.zeros(n, dtype=np.bool_)
         self._truncations = np.zeros(n, dtype=np.bool_)
@@ -568,7 +593,7 @@ class RayVectorEnv(VectorEnv):
                 done, _ = ray.wait(calls, num_returns=1, timeout=deadline.remaining())
                 if not done:
                     raise EnvTimeoutError(
-                        f"step: no Ray actor answered within {deadline.seconds} s; envs "
+                        f"step: no Ray actor answered within {deadline.seconds:g} s; envs "
                         f"{sorted(wanted - set(self._ready))} are still stepping (recv() waits for them again; "
                         f"raise timeout= in backend_kwargs or recv(timeout=) for slow envs)")
             if len(done) > 1:
@@ -711,9 +736,11 @@ class RayVectorEnv(VectorEnv):
             for ref in refs:
                 outcomes.append(pickle.loads(ray.get(ref, timeout=deadline.remaining(forever=-1))))
         except ray.exceptions.RayChannelTimeoutError:
+            late = self._actors_in_graph_step()
             self.close()  # a compiled graph's result can be asked for only once: nothing else can collect it
+            which = ", ".join(f"Ray actor {k} (envs {list(self._actor_ranges[k])})" for k in late) or "the Ray actors"
             raise EnvTimeoutError(
-                f"step: the Ray actors did not all answer within {deadline.seconds} s, and a compiled graph's step "
+                f"step: {which} did not answer within {deadline.seconds:g} s, and a compiled graph's step "
                 f"cannot be waited for again, so this vector env is now closed; make a new one (raise timeout= in "
                 f"backend_kwargs for slow envs, or pass compiled_graph=False to be able to recv() again)") from None
         except (ray.exceptions.RayActorError, ray.exceptions.RayChannelError) as exc:
@@ -743,6 +770,20 @@ class RayVectorEnv(VectorEnv):
         self._graph_warm = True
         return infos
 
+    def _actors_in_graph_step(self) -> list[int]:
+        """The actors still in the graph's step, asked with ordinary calls (a result read from the graph
+        covers every actor, so a timeout of it does not say which one is late)."""
+        asked = [actor.in_graph_step.remote() for actor in self._actors]
+        ray.wait(asked, num_returns=len(asked), timeout=5)
+        late = []
+        for k, ref in enumerate(asked):
+            try:
+                if ray.get(ref, timeout=0):
+                    late.append(k)
+            except Exception:  # no answer (an actor held in C code, or dead): it did not finish either
+                late.append(k)
+        return late
+
     def _graph_failed(self, exc: BaseException) -> None:
         """The graph broke (an actor died): tear it down and raise `ActorDiedError` naming the dead actor."""
         self._use_graph = False  # its actors are gone; ordinary calls report them from now on
@@ -763,11 +804,19 @@ class RayVectorEnv(VectorEnv):
     def _teardown_graph(self, kill_actors: bool) -> None:
         graph, self._graph = self._graph, None
         self._graph_stale = False
+        # With kill_actors the actors were killed first (see _close): Ray would log a traceback for
+        # each task it can no longer cancel, which says nothing the user does not know.
+        graph_logger = logging.getLogger("ray.dag.compiled_dag_node")
+        level = graph_logger.level
+        if kill_actors:
+            graph_logger.setLevel(logging.CRITICAL)
         try:
             if graph is not None and ray.is_initialized():
                 graph.teardown(kill_actors=kill_actors)
         except Exception:
             pass  # a graph whose actor died may fail to tear down cleanly; its actors are killed at close()
+        finally:
+            graph_logger.setLevel(level)
 
     def _lose(self, error: WorkerError) -> None:
         """An actor is gone for good: every later call raises, until close()."""
@@ -799,8 +848,12 @@ class RayVectorEnv(VectorEnv):
     def _close(self) -> None:
         try:
             if ray.is_initialized():
-                # A graph with a step still running (a timeout) would wait for it: kill the actors instead.
-                self._teardown_graph(kill_actors=self._graph_refs is not None)
+                step_running = self._graph_refs is not None  # a timed-out step of the graph
+                if step_running:
+                    # Tearing down the graph would wait for that step to end: its actors go first.
+                    for actor in self._actors:
+                        ray.kill(actor, no_restart=True)
+                self._teardown_graph(kill_actors=step_running)
             if self._actors and ray.is_initialized():
                 if not self._pending and self._graph_refs is None:  # else an actor may be stuck in a step
                     closing = [a.close.remote() for a in self._actors]
@@ -851,7 +904,7 @@ class RayVectorEnv(VectorEnv):
             except ray.exceptions.GetTimeoutError:
                 raise EnvTimeoutError(
                     f"{what}: Ray actor {k} (envs {list(self._actor_ranges[k])}) did not answer within "
-                    f"{deadline.seconds} s (raise timeout= in backend_kwargs for slow envs)") from None
+                    f"{deadline.seconds:g} s (raise timeout= in backend_kwargs for slow envs)") from None
             except ray.exceptions.RayTaskError as exc:
                 cause = exc.cause
                 if isinstance(cause, EnvFailure):
@@ -859,8 +912,8 @@ class RayVectorEnv(VectorEnv):
                 if isinstance(cause, ActorRestarted):
                     raise ActorDiedError(f"{what}: Ray actor {k} died and was restarted by Ray; envs "
                                          f"{list(self._actor_ranges[k])} lost their episodes", worker_index=k) from None
-                raise WorkerError(f"{what}: Ray actor {k} (envs {list(self._actor_ranges[k])}) raised",
-                                  worker_index=k, remote_traceback=str(exc)) from None
+                raise worker_error(f"{what}: Ray actor {k} (envs {list(self._actor_ranges[k])}) raised",
+                                   original_type=type(cause), worker_index=k, remote_traceback=str(exc)) from None
             except ray.exceptions.RayActorError as exc:
                 died = ActorDiedError(
                     f"{what}: Ray actor {k} died, taking envs {list(self._actor_ranges[k])} with it"
