@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+import gymnasium as gym
 import pydantic
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
@@ -241,7 +242,7 @@ def switch_backend(data: Mapping[str, Any], backend: str) -> dict[str, Any]:
     return data
 
 
-def make_vec_from_config(source: str | os.PathLike[str] | Mapping[str, Any] | VecSpec, overrides: Sequence[str] = ()) -> Any:
+def make_vec_from_config(source: str | os.PathLike[str] | Mapping[str, Any] | VecSpec, overrides: Sequence[str] = ()) -> gym.vector.VectorEnv:
     """Build the vector env a config file, dict or `VecSpec` describes.
 
     Example:

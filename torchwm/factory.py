@@ -267,7 +267,7 @@ def make_vec(
     vectorization_mode: Any = None,
     vector_kwargs: dict[str, Any] | None = None,
     **env_kwargs: Any,
-) -> Any:
+) -> gym.vector.VectorEnv:
     """A vector env of ``num_envs`` copies of ``id`` on ``backend`` (default ``"sync"``).
 
     ``id`` may be a ``gymnasium.envs.registration.EnvSpec`` (its id, and the kwargs it changes from
@@ -308,7 +308,7 @@ def make_vec_from_fns(
     seed: int | None = None,
     autoreset_mode: Any = "next_step",
     backend_kwargs: dict[str, Any] | None = None,
-) -> Any:
+) -> gym.vector.VectorEnv:
     """A vector env of the envs ``env_fns`` make, one each: Gymnasium's ``SyncVectorEnv(env_fns)`` and
     ``AsyncVectorEnv(env_fns)`` on any torchwm backend that takes the ``env_fn`` option.
 
@@ -334,7 +334,7 @@ def make_vec_from_fns(
     return factory(spec, **{**(backend_kwargs or {}), "env_fn": list(env_fns)})
 
 
-def make_vec_from_spec(spec: VecSpec) -> Any:
+def make_vec_from_spec(spec: VecSpec) -> gym.vector.VectorEnv:
     """Build the vector env a `VecSpec` describes, on its backend."""
     return registry("backend").get(spec.backend).factory(spec, **spec.backend_kwargs)
 
