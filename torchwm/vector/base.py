@@ -252,8 +252,9 @@ class VectorEnv(gym.vector.VectorEnv):
                 "reset",
             )
         (seed, options), self._pending_reset = self._pending_reset, None
-        # The backends read `self.timeout` for every wait on their envs (it is also the timeout of the
-        # primitives' documented plugin interface), so this reset's deadline is set there, for this call.
+        # The primitives take no timeout (their signatures are the documented plugin interface): every
+        # backend reads `self.timeout` for each wait on its envs, so this reset's deadline is set there,
+        # for this call only.
         default_timeout, self.timeout = self.timeout, timeout
         try:
             return self.reset(seed=seed, options=options)
