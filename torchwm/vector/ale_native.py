@@ -254,7 +254,8 @@ class AleNativeVectorEnv(VectorEnv):
             # ALE's asynchronous mode works on batches of batch_size envs, as EnvPool's does.
             self.observation_space = batch_space(self.single_observation_space, self.batch_size)
             self.action_space = batch_space(self.single_action_space, self.batch_size)
-            self.action_space.seed(spec.seed)
+            if spec.seed is not None:  # else batch_space's copy of the single space's generator, as the base class
+                self.action_space.seed(spec.seed)
         self._continuous = kwargs["continuous"]
         self._paddle_strength = np.ones(self.batch_size, dtype=np.float32)
         self._info_masks = {f"_{key}": np.ones(self.batch_size, dtype=np.bool_) for key in INFO_KEYS}
@@ -278,7 +279,7 @@ class AleNativeVectorEnv(VectorEnv):
         `numpy.random.SeedSequence`, so the same seed gives other no-op counts than ``sync``.
         """
         self._check_open()
-        self._check_nothing_in_flight("reset()", "reset")
+        self._check_nothing_pending("reset_async")
         options = dict(options) if options else {}
         mask = options.pop("reset_mask", None)
         if options:
@@ -326,7 +327,7 @@ class AleNativeVectorEnv(VectorEnv):
         """
         self._check_open()
         # ALE has one batch in flight at a time, whichever envs send() names.
-        self._check_nothing_in_flight("send()", "step")
+        self._check_nothing_pending("step_async")
         if not self._all_reset:
             raise gym.error.ResetNeeded("call reset() before step() or send()")
         if env_ids is not None:
