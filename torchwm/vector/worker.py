@@ -39,11 +39,11 @@ from __future__ import annotations
 import importlib
 import os
 import pickle
-from multiprocessing.reduction import ForkingPickler, recv_handle
 import signal
 import time
 import traceback
 from dataclasses import dataclass, field
+from multiprocessing.reduction import ForkingPickler, recv_handle
 from typing import Any
 
 import cloudpickle
