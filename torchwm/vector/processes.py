@@ -51,7 +51,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from torchwm.errors import EnvTimeoutError, WorkerError, worker_error
-from torchwm.spec import VecSpec, check_timeout
+from torchwm.spec import VecSpec, check_count, check_timeout
 from torchwm.vector.base import VectorEnv, check_observation_mode, resolve_spaces
 from torchwm.vector.batching import slice_rows
 from torchwm.vector.env_group import EnvGroup, env_fns_of
@@ -89,14 +89,6 @@ def default_num_workers() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         return os.cpu_count() or 1
-
-
-def _positive_int(backend: str, name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{backend}: {name} must be an int >= 1, got {value!r} ({type(value).__name__})")
-    if value < 1:
-        raise ValueError(f"{backend}: {name} must be an int >= 1, got {value!r}")
-    return int(value)
 
 
 def split_envs(num_envs: int, num_workers: int | None, envs_per_worker: int | None,
@@ -137,12 +129,12 @@ def check_options(backend: str, num_envs: int, options: dict[str, Any]) -> dict[
     num_workers = options.get("num_workers")
     envs_per_worker = options.get("envs_per_worker")
     if num_workers is not None:
-        num_workers = _positive_int(backend, "num_workers", num_workers)
+        num_workers = check_count(f"{backend}: num_workers", num_workers)
     if envs_per_worker is not None:
-        envs_per_worker = _positive_int(backend, "envs_per_worker", envs_per_worker)
+        envs_per_worker = check_count(f"{backend}: envs_per_worker", envs_per_worker)
     batch_size = options.get("batch_size")
     if batch_size is not None:
-        batch_size = _positive_int(backend, "batch_size", batch_size)
+        batch_size = check_count(f"{backend}: batch_size", batch_size)
         if batch_size > num_envs:
             raise ValueError(f"{backend}: batch_size must be from 1 to num_envs={num_envs}, got {batch_size}")
     context = options.get("context")
