@@ -95,8 +95,8 @@ class VecSpec:
         """Plain data (lists, dicts, scalars) that `from_dict` turns back into an equal spec."""
         if self.env_fns is not None:
             raise ValueError(
-                f"this spec builds its envs with callables (env_fns, from make_vec_from_fns) and cannot be "
-                f"written as data; register the env (gymnasium.register, or a source plugin) and name it instead"
+                "this spec builds its envs with callables (env_fns, from make_vec_from_fns) and cannot be "
+                "written as data; register the env (gymnasium.register, or a source plugin) and name it instead"
             )
         callables = [w.name for w in self.wrappers if w.fn is not None]
         if callables:

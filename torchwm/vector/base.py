@@ -363,7 +363,7 @@ class VectorEnv(gym.vector.VectorEnv):
         except (AttributeError, NotImplementedError):
             return tuple(self._given_seeds)
 
-    @property
+    @property  # type: ignore[misc]  # Gymnasium's is writable (a single env's generator); a batch's is not
     def np_random(self) -> tuple[np.random.Generator, ...]:  # type: ignore[override]
         """Each env's ``np_random`` (copies, on a process backend), as Gymnasium's vector envs give it."""
         return self.get_attr("np_random")

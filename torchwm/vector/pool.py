@@ -55,7 +55,7 @@ import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NoReturn
 
 import cloudpickle
 import gymnasium as gym
@@ -364,7 +364,7 @@ class Transport(ABC):
         self.close(Deadline.after(CLOSE_GRACE_SECONDS))
         self.start(payload)
 
-    def stop(self) -> None:
+    def stop(self) -> None:  # noqa: B027 - optional: a transport with nothing to ask leaves it
         """Ask the worker to end (returns at once); `close` waits for it."""
 
     @abstractmethod
@@ -648,7 +648,7 @@ class WorkerPool(VectorEnv):
                 self._busy[w] = None
                 self._transports[w].abandon_step()
 
-    def _fail_step(self, error: WorkerError, deadline: Deadline) -> None:
+    def _fail_step(self, error: WorkerError, deadline: Deadline) -> NoReturn:
         """An env raised during a step: finish the rest of the step, then raise with nothing in flight.
 
         Leaves the vector env usable: the envs that were stepping keep their new state, and the one that

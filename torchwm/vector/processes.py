@@ -50,9 +50,21 @@ import cloudpickle
 import gymnasium as gym
 
 from torchwm.spec import VecSpec
-from torchwm.vector.env_group import Close, ControlCommand, ErrorReply, ShareDescription, describe_share, error_reply
-from torchwm.vector.pool import Deadline, Transport, WorkerGone, WorkerPayload
-from torchwm.vector.pool import default_num_workers  # noqa: F401 - torchwm.bench imports it from here (to move to pool)
+from torchwm.vector.env_group import (
+    Close,
+    ControlCommand,
+    ErrorReply,
+    ShareDescription,
+    describe_share,
+    error_reply,
+)
+from torchwm.vector.pool import (
+    Deadline,
+    Transport,
+    WorkerGone,
+    WorkerPayload,
+    default_num_workers,  # noqa: F401 - torchwm.bench imports it from here (to move to pool)
+)
 
 START_METHODS = ("fork", "forkserver", "spawn")
 # forkserver: safe with threads in the parent (fork is not), much faster to start than spawn, and
@@ -352,11 +364,11 @@ class _ForkServerPopen(popen_forkserver.Popen):
             reduction.dump(process_obj, buf)
         finally:
             mp_context.set_spawning_popen(None)
-        self.sentinel, w = forkserver.connect_to_new_process(self._fds)
+        self.sentinel, w = forkserver.connect_to_new_process(self._fds)  # type: ignore[attr-defined]
         # As in the standard library: a duplicate of the data pipe's write end is the sentinel of the
         # parent for the child.
         _parent_w = os.dup(w)
-        self.finalizer = util.Finalize(self, util.close_fds, (_parent_w, self.sentinel))
+        self.finalizer = util.Finalize(self, util.close_fds, (_parent_w, self.sentinel))  # type: ignore[attr-defined]
         with open(w, "wb", closefd=True) as f:
             f.write(buf.getbuffer())
         self.pid = forkserver.read_signed(self.sentinel)

@@ -483,6 +483,8 @@ class SharedMemoryWorker(ProcessWorker):
     def __init__(self, index: int, envs: range, settings: Any) -> None:
         super().__init__(index, envs, settings)
         self._shared: SharedBatch | None = None
+        self._actions: Any = None  # this worker's rows of the block's actions and step mask
+        self._mask: Any = None
         self._step_seq = 0  # the number of the last step signalled
         self._step_count = 0  # how many envs it steps
         self._abandoned = False
@@ -500,7 +502,7 @@ class SharedMemoryWorker(ProcessWorker):
         self._actions = slice_rows(batch.action_space, shared.actions, rows.start, rows.stop)
         self._mask = shared.step_mask[rows.start:rows.stop]
         super().send(Setup(shared.layout))
-        shared.send(self.conn, self.pid)
+        shared.send(self.conn, self.process.pid)
 
     def wake(self) -> None:
         if self._shared is not None:
