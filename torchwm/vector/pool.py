@@ -672,7 +672,7 @@ class WorkerPool(VectorEnv):
             while not transport.poll():
                 if not transport.alive or deadline.expired:
                     break
-                type(transport).wait([transport], deadline.remaining(), True)
+                type(transport).wait([transport], deadline.remaining(), False)
             else:
                 self._finish(w, deadline)
 
@@ -861,5 +861,5 @@ class WorkerPool(VectorEnv):
         return [transport.pid for transport in self._transports]
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}({self.spec.id}, num_envs={self.num_envs}, num_workers={self.num_workers}, "
-                f"{self.transport_settings!r})")
+        settings = "" if self.transport_settings is None else f", {self.transport_settings!r}"
+        return f"{type(self).__name__}({self.spec.id}, num_envs={self.num_envs}, num_workers={self.num_workers}{settings})"

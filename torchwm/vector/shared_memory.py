@@ -499,6 +499,8 @@ class SharedMemoryWorker(ProcessWorker):
         shared = self._shared = batch
         rows = self.envs
         self._action_space = batch.action_space
+        # The dtype of a plain array action space: its actions are checked and written without a walk of the space.
+        self._action_dtype = batch.action_space.dtype if isinstance(batch.action_space, ARRAY_SPACES) else None
         self._actions = slice_rows(batch.action_space, shared.actions, rows.start, rows.stop)
         self._mask = shared.step_mask[rows.start:rows.stop]
         super().send(Setup(shared.layout))
@@ -512,9 +514,13 @@ class SharedMemoryWorker(ProcessWorker):
         shared = self._shared
         assert shared is not None
         w = self.index
-        if _dtypes_match(self._action_space, actions):
+        dtype = self._action_dtype
+        if (getattr(actions, "dtype", None) == dtype) if dtype is not None else _dtypes_match(self._action_space, actions):
             if local_ids is None:
-                put_rows(self._action_space, self._actions, slice(None), actions)
+                if dtype is not None:
+                    self._actions[:] = actions
+                else:
+                    put_rows(self._action_space, self._actions, slice(None), actions)
                 self._mask[:] = True
             else:
                 put_rows(self._action_space, self._actions, local_ids, actions)
