@@ -92,7 +92,7 @@ def test_a_bad_backend_timeout_is_refused_before_any_worker_starts(backend, time
     def no_worker(*args, **kwargs):
         raise AssertionError("a worker was started")
 
-    monkeypatch.setattr(processes.WorkerHandle, "start", no_worker)
+    monkeypatch.setattr(processes.ProcessWorker, "start", no_worker)
     with pytest.raises(error, match=f"{backend}: timeout must be a number of seconds > 0"):
         make(backend, backend_kwargs={"timeout": timeout})
 

@@ -49,7 +49,7 @@ from gymnasium import spaces
 
 import torchwm
 from torchwm.errors import ClosedEnvironmentError, EnvTimeoutError, WorkerError
-from torchwm.vector.shared_batch import leaked_segments, mapped_segments
+from torchwm.vector.shared_memory import SharedBatch, leaked_segments, mapped_segments
 
 FAULT_ID = "TorchwmTest/FaultInjection-v0"
 NUM_ENVS = 4
@@ -154,7 +154,7 @@ def actions(fault=OK):
 def processes_of(envs):
     """The pids that run the envs (workers or actors), and the shared block's name (shmem)."""
     if hasattr(envs, "worker_pids"):
-        block = envs._shared.layout.name if getattr(envs, "_shared", None) is not None else None
+        block = envs._batch.layout.name if isinstance(getattr(envs, "_batch", None), SharedBatch) else None
         return [pid for pid in envs.worker_pids if pid is not None], block
     import ray
 

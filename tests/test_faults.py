@@ -17,7 +17,7 @@ from gymnasium import spaces
 
 import torchwm
 from torchwm.errors import EnvTimeoutError, WorkerError
-from torchwm.vector.shared_batch import leaked_segments
+from torchwm.vector.shared_memory import leaked_segments
 
 BACKENDS = ["subproc", "shmem"]
 OK, HANG, RAISE, SEGFAULT = 0, 1, 2, 3
@@ -392,7 +392,7 @@ import sys, time, torchwm
 if __name__ == "__main__":
     envs = torchwm.make_vec("CartPole-v1", 4, backend="shmem", backend_kwargs={"num_workers": 2})
     envs.reset(seed=0)
-    print(envs._shared.layout.name, *envs.worker_pids, flush=True)
+    print(envs._batch.layout.name, *envs.worker_pids, flush=True)
     time.sleep(60)
 """
 

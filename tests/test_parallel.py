@@ -13,8 +13,8 @@ from gymnasium import spaces
 
 import torchwm
 from torchwm.errors import UnsupportedStackError
-from torchwm.vector.processes import split_envs
-from torchwm.vector.shared_batch import leaked_segments, mapped_segments
+from torchwm.vector.pool import split_envs
+from torchwm.vector.shared_memory import leaked_segments, mapped_segments
 
 BACKENDS = ["subproc", "shmem"]
 START_METHODS = ["fork", "forkserver", "spawn"]
@@ -286,7 +286,7 @@ def test_close_is_idempotent_and_leaves_nothing_behind():
     pids = vec.worker_pids
     # The block has no name in /dev/shm even while in use; the parent and each worker map it.
     assert leaked_segments() == []
-    name = vec._shared.layout.name
+    name = vec._batch.layout.name
     assert name in mapped_segments() and all(name in mapped_segments(pid) for pid in pids)
     vec.close()
     vec.close()

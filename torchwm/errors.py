@@ -13,7 +13,6 @@ was expected and what came.
 from __future__ import annotations
 
 import difflib
-import functools
 import multiprocessing
 import pickle
 import types
@@ -122,7 +121,6 @@ def _rebuild_worker_error(original_type: type[BaseException] | None, args: tuple
     return error
 
 
-@functools.cache
 def worker_error_class(original_type: type[BaseException] | None) -> type[WorkerError]:
     """`WorkerError`, or a subclass of it and ``original_type`` (made once per type).
 
@@ -133,6 +131,17 @@ def worker_error_class(original_type: type[BaseException] | None) -> type[Worker
     (so the error pickles), that can be combined with `WorkerError`. Any other
     type gives plain `WorkerError`; its message still names the type.
     """
+    cls = _WORKER_ERROR_CLASSES.get(original_type)
+    if cls is None:
+        cls = _WORKER_ERROR_CLASSES[original_type] = _make_worker_error_class(original_type)
+    return cls
+
+
+# One class per original type, made once: errors of the same type from the same env are then of one class.
+_WORKER_ERROR_CLASSES: dict[type[BaseException] | None, type[WorkerError]] = {}
+
+
+def _make_worker_error_class(original_type: type[BaseException] | None) -> type[WorkerError]:
     if (
         not isinstance(original_type, type)
         or not issubclass(original_type, Exception)

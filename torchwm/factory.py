@@ -19,6 +19,7 @@ import gymnasium as gym
 from gymnasium.envs.registration import EnvSpec
 
 from torchwm import names
+from torchwm.errors import UnsupportedStackError
 from torchwm.plugins import registry
 from torchwm.spec import (
     VecSpec,
@@ -310,7 +311,8 @@ def make_vec_from_fns(
     backend_kwargs: dict[str, Any] | None = None,
 ) -> gym.vector.VectorEnv:
     """A vector env of the envs ``env_fns`` make, one each: Gymnasium's ``SyncVectorEnv(env_fns)`` and
-    ``AsyncVectorEnv(env_fns)`` on any torchwm backend that takes the ``env_fn`` option.
+    ``AsyncVectorEnv(env_fns)`` on any torchwm backend that builds envs from ``spec.env_fns``
+    (``sync``, ``subproc``, ``shmem``).
 
     Example:
         >>> import gymnasium as gym, torchwm
@@ -327,11 +329,23 @@ def make_vec_from_fns(
         raise TypeError(f"backend_kwargs must be a dict, got {backend_kwargs!r}")
     if seed is not None:
         seed = check_seed(seed)
+    from torchwm.listing import backend_options
+    from torchwm.vector.env_group import env_fns_of
+
+    options = backend_options(backend)
+    if options is not None and "env_fn" not in options:
+        # A backend that builds its envs from the spec's id (ale-native, envpool) would not run these.
+        raise UnsupportedStackError(
+            f"backend {backend!r} builds its envs from an env id and cannot run factories (env_fns); use "
+            f"'sync', 'subproc' or 'shmem', or register the env and call make_vec"
+        )
     label = getattr(env_fns[0], "__qualname__", None) or type(env_fns[0]).__name__
+    # The factories are part of the spec (vec.spec.env_fns): the backend builds what the spec says.
     spec = VecSpec(id=f"<env_fns {label}>", num_envs=len(env_fns), seed=seed,
-                   autoreset_mode=parse_autoreset_mode(autoreset_mode), backend=backend)
-    factory = registry("backend").get(backend).factory
-    return factory(spec, **{**(backend_kwargs or {}), "env_fn": list(env_fns)})
+                   autoreset_mode=parse_autoreset_mode(autoreset_mode), backend=backend,
+                   backend_kwargs=dict(backend_kwargs or {}),
+                   env_fns=env_fns_of(list(env_fns), len(env_fns), "make_vec_from_fns"))
+    return make_vec_from_spec(spec)
 
 
 def make_vec_from_spec(spec: VecSpec) -> gym.vector.VectorEnv:

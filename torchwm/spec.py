@@ -80,6 +80,9 @@ class VecSpec:
     backend_kwargs: dict[str, Any] = field(default_factory=dict)
     family: str = "generic"  # "atari" for ALE envs; decides the default stack and the fused path
     fused: bool = True  # Python backends may replace an Atari stack by the equivalent fused env
+    # One no-argument env factory per env (`torchwm.make_vec_from_fns`), built instead of ``id``; callables,
+    # so a spec that has them cannot be written as data (`to_dict` refuses it, as for callable wrappers).
+    env_fns: tuple[Callable[[], Any], ...] | None = None
 
     @property
     def autoreset(self) -> AutoresetMode:
@@ -90,6 +93,11 @@ class VecSpec:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data (lists, dicts, scalars) that `from_dict` turns back into an equal spec."""
+        if self.env_fns is not None:
+            raise ValueError(
+                "this spec builds its envs with callables (env_fns, from make_vec_from_fns) and cannot be "
+                "written as data; register the env (gymnasium.register, or a source plugin) and name it instead"
+            )
         callables = [w.name for w in self.wrappers if w.fn is not None]
         if callables:
             raise ValueError(
@@ -133,7 +141,8 @@ class VecSpec:
             f"VecSpec(id={self.id!r}, num_envs={self.num_envs}, backend={self.backend!r}, "
             f"source={self.source!r}, seed={self.seed!r}, autoreset_mode={self.autoreset_mode!r}, "
             f"env_kwargs={self.env_kwargs!r}, wrappers=[{wrappers}], "
-            f"backend_kwargs={self.backend_kwargs!r}, family={self.family!r}, fused={self.fused!r})"
+            f"backend_kwargs={self.backend_kwargs!r}, family={self.family!r}, fused={self.fused!r}"
+            + ("" if self.env_fns is None else f", env_fns=<{len(self.env_fns)} callables>") + ")"
         )
 
 

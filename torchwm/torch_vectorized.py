@@ -20,7 +20,7 @@ import numpy as np
 
 from torchwm.plugins import registry
 from torchwm.spec import VecSpec, parse_autoreset_mode
-from torchwm.vector.processes import default_num_workers
+from torchwm.vector.pool import default_num_workers
 
 BACKENDS = ("shmem", "subproc", "sync")
 

@@ -32,10 +32,25 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_differing_spaces, batch_space
 
 from torchwm.errors import AlreadyPendingCallError, ClosedEnvironmentError, NoAsyncCallError
-from torchwm.spec import VecSpec, check_seed, check_timeout
+from torchwm.spec import VecSpec, check_count, check_seed, check_timeout
 from torchwm.vector.batching import InfoBatcher, check_actions, take_rows, view_rows
 
 ObservationMode = str | tuple[gym.Space, gym.Space]
+
+
+def check_batch_size(batch_size: Any, num_envs: int, owner: str = "") -> int | None:
+    """The ``batch_size`` option (how many envs `recv` returns at the least): None (every env in flight) or
+    an int from 1 to ``num_envs``; every backend checks it here, before anything starts.
+
+    Args:
+        owner: names the backend in the message (``"shmem: "``), or ``""``.
+    """
+    if batch_size is None:
+        return None
+    batch_size = check_count(f"{owner}batch_size", batch_size)
+    if batch_size > num_envs:
+        raise ValueError(f"{owner}batch_size must be from 1 to num_envs={num_envs}, got {batch_size}")
+    return batch_size
 
 
 def check_observation_mode(observation_mode: Any) -> ObservationMode:
@@ -144,8 +159,7 @@ class VectorEnv(gym.vector.VectorEnv):
         observation_space: gym.Space | None = None,
     ) -> None:
         n = spec.num_envs
-        if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= n):
-            raise ValueError(f"batch_size must be an int from 1 to num_envs={n}, got {batch_size!r}")
+        batch_size = check_batch_size(batch_size, n)
         timeout = check_timeout(timeout)
         self._vec_spec = spec
         self.num_envs = n
@@ -349,7 +363,7 @@ class VectorEnv(gym.vector.VectorEnv):
         except (AttributeError, NotImplementedError):
             return tuple(self._given_seeds)
 
-    @property
+    @property  # type: ignore[misc]  # Gymnasium's is writable (a single env's generator); a batch's is not
     def np_random(self) -> tuple[np.random.Generator, ...]:  # type: ignore[override]
         """Each env's ``np_random`` (copies, on a process backend), as Gymnasium's vector envs give it."""
         return self.get_attr("np_random")

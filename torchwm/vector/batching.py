@@ -33,7 +33,7 @@ def create_batch(space: gym.Space, n: int) -> Any:
     if isinstance(space, spaces.Tuple):
         return tuple(create_batch(sub, n) for sub in space.spaces)
     if isinstance(space, ARRAY_SPACES):
-        return np.zeros((n, *space.shape), dtype=space.dtype)
+        return np.zeros((n, *(space.shape or ())), dtype=space.dtype)
     return np.full(n, None, dtype=object)
 
 

@@ -7,7 +7,6 @@ the envs at once and `recv` returns what it computed.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -18,7 +17,7 @@ from torchwm.hookspecs import hookimpl
 from torchwm.spec import VecSpec
 from torchwm.vector.base import VectorEnv, check_observation_mode, resolve_spaces
 from torchwm.vector.batching import create_batch
-from torchwm.vector.env_group import EnvGroup, env_fns_of
+from torchwm.vector.env_group import EnvGroup, spec_env_fns, with_env_fn
 
 
 class SyncVectorEnv(VectorEnv):
@@ -28,8 +27,9 @@ class SyncVectorEnv(VectorEnv):
         spec: what to build.
         copy: return copies of the observation batch (default) or the internal buffer.
         batch_size: `recv` returns ``batch_size`` of the envs in flight, in the order they were sent.
-        env_fn: builds one env, or a list of one such callable per env; defaults to
-            `torchwm.factory.build_env` of ``spec``.
+        env_fn: builds one env, or a list of one such callable per env; kept for callers that pass it
+            as an option, it lands in ``vec.spec.env_fns``. Without it, the envs are ``spec.env_fns``
+            (`torchwm.make_vec_from_fns`) or else `torchwm.factory.build_env` of ``spec``.
         observation_mode: Gymnasium's option: ``"same"`` (default), ``"different"`` or a tuple
             ``(batched space, single space)`` (see `torchwm.vector.base.resolve_spaces`).
 
@@ -53,11 +53,8 @@ class SyncVectorEnv(VectorEnv):
     ) -> None:
         self._group: EnvGroup | None = None
         observation_mode = check_observation_mode(observation_mode)
-        if env_fn is None:
-            from torchwm.factory import build_env
-
-            env_fn = functools.partial(build_env, spec)
-        envs = [fn() for fn in env_fns_of(env_fn, spec.num_envs, "sync")]
+        spec = with_env_fn(spec, env_fn, "sync")
+        envs = [fn() for fn in spec_env_fns(spec)]
         try:
             single_observation_space, observation_space, single_action_space = resolve_spaces(
                 type(self).__name__, observation_mode, [env.observation_space for env in envs],

@@ -1,0 +1,115 @@
+"""The worker pool (`torchwm.vector.pool`) under ``subproc`` and ``shmem``: what it owns once for every
+transport (timeouts that name the real deadline, the env factories in the spec, the parent's share
+taking the actions as they were sent). The rest of its behaviour is checked by test_parallel.py,
+test_inline.py, the fault tests and the conformance suite."""
+
+from __future__ import annotations
+
+import time
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium import spaces
+
+import torchwm
+import torchwm.plugins
+from torchwm.errors import EnvTimeoutError, UnsupportedStackError
+
+BACKENDS = ["subproc", "shmem"]
+
+
+class SlowResetEnv(gym.Env):
+    """Observes its step count; ``reset(options={"sleep": s})`` takes ``s`` seconds."""
+
+    observation_space = spaces.Box(0, 1000, (1,), np.float32)
+    action_space = spaces.Discrete(3)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        time.sleep((options or {}).get("sleep", 0))
+        self.t = 0
+        return np.array([self.t], np.float32), {}
+
+    def step(self, action):
+        self.t += int(action)
+        return np.array([self.t], np.float32), 1.0, False, False, {}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_control_command_past_its_deadline_names_the_real_timeout(backend):
+    with torchwm.make_vec_from_fns([SlowResetEnv] * 2, backend=backend,
+                                   backend_kwargs={"num_workers": 2, "context": "fork", "timeout": 0.5}) as envs:
+        with pytest.raises(EnvTimeoutError, match=r"did not answer within 0\.5 s while resetting"):
+            envs.reset(options={"sleep": 1.5})
+        time.sleep(1.5)
+        # The late replies are dropped: the next reset gets its own answer.
+        obs, _ = envs.reset()
+        assert obs[:, 0].tolist() == [0, 0]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_step_past_its_deadline_names_the_timeout_of_that_recv(backend):
+    class SlowStepEnv(SlowResetEnv):
+        def step(self, action):
+            time.sleep(3 if action == 2 else 0)
+            return super().step(action)
+
+    with torchwm.make_vec_from_fns([SlowStepEnv] * 2, backend=backend,
+                                   backend_kwargs={"num_workers": 2, "context": "fork", "timeout": 60}) as envs:
+        envs.reset()
+        envs.send(np.array([1, 2]))
+        with pytest.raises(EnvTimeoutError, match=r"envs \[1\] did not finish their step within 0\.5 s"):
+            while True:  # env 0 comes back first; env 1 takes longer than the timeout of recv
+                envs.recv(timeout=0.5)
+
+
+@pytest.mark.parametrize("backend", ["sync", *BACKENDS])
+def test_make_vec_from_fns_puts_the_factories_in_the_spec(backend):
+    fns = [SlowResetEnv] * 3
+    options = {} if backend == "sync" else {"num_workers": 2, "context": "fork"}
+    with torchwm.make_vec_from_fns(fns, backend=backend, backend_kwargs=options) as envs:
+        assert envs.spec.env_fns == tuple(fns)
+        assert envs.spec.backend_kwargs == options
+        with pytest.raises(ValueError, match="cannot be written as data"):
+            envs.spec.to_dict()
+        # The spec alone rebuilds the same thing.
+        with torchwm.factory.make_vec_from_spec(envs.spec) as again:
+            assert np.array_equal(again.reset(seed=1)[0], envs.reset(seed=1)[0])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_env_fn_option_lands_in_the_spec(backend):
+    envs = torchwm.TorchVectorizedEnv(SlowResetEnv, num_workers=2, backend=backend, context="fork")
+    try:
+        assert envs.vec_env.spec.env_fns == (SlowResetEnv, SlowResetEnv)
+    finally:
+        envs.close()
+
+
+def test_make_vec_from_fns_refuses_a_backend_that_builds_from_an_env_id(fresh_plugins):
+    def from_the_id(spec, num_workers=1):
+        raise AssertionError("the backend was called")
+
+    class Plugin:
+        @torchwm.hookimpl
+        def register_backends(self, register):
+            register("from-id", from_the_id, options={"num_workers": 1})
+
+    torchwm.plugins.register_plugin(Plugin(), name="from-id")
+    with pytest.raises(UnsupportedStackError, match="'from-id' builds its envs from an env id"):
+        torchwm.make_vec_from_fns([SlowResetEnv] * 2, backend="from-id")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_parent_share_steps_with_the_actions_as_sent(backend):
+    # The parent's own share (inline) steps in recv: it must not see a change the caller makes to its
+    # array after send.
+    with torchwm.make_vec_from_fns([SlowResetEnv] * 4, backend=backend,
+                                   backend_kwargs={"num_workers": 2, "context": "fork", "inline": True}) as envs:
+        envs.reset()
+        actions = np.array([1, 2, 1, 2])
+        envs.send(actions)
+        actions[:] = 0
+        obs, *_ = envs.recv()
+        assert obs[:, 0].tolist() == [1, 2, 1, 2]

@@ -1,0 +1,172 @@
+"""The pipe transport (the ``subproc`` backend): commands and results over each worker's pipe.
+
+Both ends of the wire are here. The parent's end, `PipeWorker`, sends a step
+as a `Step` message and reads the worker's rows back into the pool's batch;
+the worker's end, `serve`, steps its `EnvGroup` (the same loop as ``sync``)
+into rows of its own and sends them, pickled, with the infos. A whole share
+of array observations travels as raw bytes that the parent reads straight
+into its batch (no pickling, no copy on either side). It works for any space,
+including ones that do not fit in fixed-size shared memory; for array
+observations ``shmem`` is faster, since it moves nothing through pipes on a
+step. The worker process itself, and the numbering of messages, are
+`torchwm.vector.processes`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from multiprocessing.connection import wait as wait_connections
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from torchwm.vector.batching import ARRAY_SPACES, create_batch, take_rows
+from torchwm.vector.env_group import EnvGroup, ErrorReply, Reset, Step, error_reply
+from torchwm.vector.pool import Batch, Deadline, Transport, WorkerPayload
+from torchwm.vector.processes import ProcessWorker, Setup, answer_control, send_reply, wait_for_message
+
+# A wait for replies polls the pipes with sched_yield this long, then blocks: a reply that comes that soon
+# then costs no wake-up.
+REPLY_SPIN_SECONDS = 0.001
+
+
+class Rows(NamedTuple):
+    """A worker's answer to a step or a reset: its rows (``observations`` None: they follow as raw bytes)
+    and the infos."""
+
+    observations: Any
+    rewards: np.ndarray
+    terminations: np.ndarray
+    truncations: np.ndarray
+    infos: list[dict]
+
+
+# -- the worker's end ------------------------------------------------------------------------------
+
+
+def serve(conn: Any, envs: list, payload: WorkerPayload, seq: int, setup: Any) -> None:
+    """The worker loop: every command and every result over the pipe, until `Close`."""
+    first = envs[0]
+    count = len(envs)
+    group = EnvGroup(envs, payload.autoreset_mode, create_batch(first.observation_space, count),
+                     np.zeros(count), np.zeros(count, bool), np.zeros(count, bool))
+    all_local = list(range(count))
+    # All rows of an array batch go as raw bytes.
+    raw_observations = group.observations.data.cast("B") if isinstance(group.observation_space, ARRAY_SPACES) else None
+    try:
+        send_reply(conn, seq, None)  # the answer to Setup
+        while True:
+            wait_for_message(conn, time.perf_counter())
+            seq, command = conn.recv()
+            try:
+                if isinstance(command, Step):
+                    local_ids = all_local if command.local_ids is None else command.local_ids
+                    infos = group.step(local_ids, command.actions)
+                    if command.local_ids is None and raw_observations is not None:
+                        send_reply(conn, seq, Rows(None, group.rewards, group.terminations, group.truncations, infos),
+                                   raw=raw_observations)
+                    else:
+                        send_reply(conn, seq, _rows(group, local_ids, infos))
+                elif isinstance(command, Reset):
+                    infos = group.answer(command)
+                    send_reply(conn, seq, infos if isinstance(infos, ErrorReply) else _rows(group, command.local_ids, infos))
+                elif not answer_control(conn, seq, command, group, payload.first_env):
+                    return
+            except (EOFError, BrokenPipeError):
+                raise
+            except Exception as exc:
+                send_reply(conn, seq, error_reply(exc))
+    finally:
+        try:
+            group.close()
+        except Exception:
+            pass
+
+
+def _rows(group: EnvGroup, local_ids: list[int], infos: list[dict]) -> Rows:
+    ids = None if len(local_ids) == len(group.envs) else np.asarray(local_ids)
+    pick = slice(None) if ids is None else ids
+    return Rows(take_rows(group.observation_space, group.observations, ids), group.rewards[pick].copy(),
+                group.terminations[pick].copy(), group.truncations[pick].copy(), infos)
+
+
+# -- the parent's end ------------------------------------------------------------------------------
+
+
+class PipeWorker(ProcessWorker):
+    """The parent's end of a ``subproc`` worker: steps and their rows over the pipe."""
+
+    serve = staticmethod(serve)
+
+    def __init__(self, index: int, envs: range, settings: Any) -> None:
+        super().__init__(index, envs, settings)
+        self._batch: Batch | None = None
+        self._raw_rows: memoryview | None = None
+        self._all_ids = np.arange(envs.start, envs.stop)
+        self._command: Any = None  # the control command sent last, to read its answer
+        self._step: tuple[int, np.ndarray | None] | None = None  # (number, global ids; None: abandoned)
+
+    def attach(self, batch: Batch) -> None:
+        self._batch = batch
+        rows = slice(self.envs.start, self.envs.stop)
+        array_rows = isinstance(batch.observation_space, ARRAY_SPACES)
+        self._raw_rows = batch.observations[rows].data.cast("B") if array_rows else None
+        self._step = None
+        self._command = None
+        super().send(Setup(None))
+
+    def send(self, command: Any) -> None:
+        self._command = command
+        super().send(command)
+
+    def reply(self, deadline: Deadline) -> Any:
+        reply = self._receive(deadline, self.seq)
+        if isinstance(self._command, Reset) and not isinstance(reply, ErrorReply):
+            assert self._batch is not None
+            ids = np.asarray(self._command.local_ids, dtype=np.int64) + self.envs.start
+            self._batch.store(ids, *reply[:4])
+            return reply.infos
+        return reply
+
+    def send_step(self, local_ids: list[int] | None, actions: Any) -> None:
+        super().send(Step(local_ids, actions))
+        self._step = (self.seq, self._all_ids if local_ids is None else np.asarray(local_ids) + self.envs.start)
+
+    def poll(self) -> bool:
+        # A step answered already was read (and dropped) while waiting for a later control answer.
+        return self._step is None or self.answered >= self._step[0] or self.conn.poll()
+
+    def finish_step(self, deadline: Deadline) -> list[dict] | ErrorReply:
+        assert self._step is not None and self._batch is not None
+        (seq, ids), self._step = self._step, None
+        if self.answered >= seq:
+            return []  # an abandoned step, dropped already
+        into = None
+        if ids is self._all_ids and self._raw_rows is not None:
+            raw_rows = self._raw_rows
+            into = lambda: raw_rows  # noqa: E731
+        reply = self._receive(deadline, seq, into)
+        if ids is None or isinstance(reply, ErrorReply):
+            return reply if ids is not None else []
+        self._batch.store(ids, *reply[:4])
+        return reply.infos
+
+    def abandon_step(self) -> None:
+        if self._step is not None:
+            self._step = (self._step[0], None)
+
+    @classmethod
+    def wait(cls, busy: list[Transport], timeout: float | None, need_all: bool) -> bool:
+        workers: list[PipeWorker] = busy  # type: ignore[assignment]
+        started = time.perf_counter()
+        while time.perf_counter() - started < REPLY_SPIN_SECONDS:
+            if any(worker.conn.poll() for worker in workers):
+                return True
+            os.sched_yield()
+        wait_connections([worker.conn for worker in workers] + [worker.process.sentinel for worker in workers], timeout)
+        return False
+
+    def restart(self, payload: WorkerPayload) -> None:
+        self._step = None
+        super().restart(payload)

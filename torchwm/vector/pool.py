@@ -1,0 +1,865 @@
+"""The worker pool: what every backend that spreads its envs over workers needs, written once.
+
+A `WorkerPool` is a `torchwm.vector.base.VectorEnv` whose envs are split
+over workers (`split_envs`, visible as ``vec.worker_slices``). It reaches
+each worker through a *transport*: an object holding the parent's end of one
+worker (`Transport`, below). The pool owns everything that does not depend on
+how the bytes travel: the options every pool backend shares
+(`check_pool_options`), routing actions and ``env_ids`` to workers (global
+env ids to each worker's local ones), readiness and fair ``batch_size``
+batches (the envs sent longest ago first, none starved), one `Deadline` per
+wait and the `EnvTimeoutError` that names the real timeout, restarts
+(``restart_on_crash``), turning a worker's `ErrorReply` into a `WorkerError`
+that names the env and the worker, and closing within a deadline (also at
+garbage collection, `weakref.finalize`). A backend is a transport choice plus
+its options: ``subproc`` is ``WorkerPool`` over `torchwm.vector.pipe`,
+``shmem`` over `torchwm.vector.shared_memory`. With ``inline=True`` worker 0
+is a `torchwm.vector.local.LocalWorker`, the same interface run in this
+process, so nothing here depends on where a worker runs.
+
+How a step flows: `VectorEnv.send` checks the actions, `WorkerPool._send_step`
+gives each involved worker its rows (`Transport.send_step`) and records it as
+busy; `recv` (`_wait_ready`) takes in every busy worker whose step finished
+(`Transport.poll`, then `Transport.finish_step`, which writes the rows into
+the batch and returns the infos), sleeps in the transport's `Transport.wait`
+when none has, and returns the first ``batch_size`` envs ready.
+
+The transport interface, per worker (``index``, ``envs``: its global env ids,
+a ``range``):
+
+- ``start(payload)``: start the worker building its envs (`WorkerPayload`); returns at once.
+  ``started(deadline) -> ShareDescription | ErrorReply``: wait until they are built.
+- ``attach(batch)``: give the worker its rows of the batch (`create_batch` made it); the
+  answer comes through ``reply``.
+- ``send(command)`` then ``reply(deadline)``: one control command (`Reset`, `Call`,
+  `SetAttr`, `NeedsReset`; `torchwm.vector.env_group`) and its answer, or an `ErrorReply`.
+  A `Reset` answer's rows are in the batch when ``reply`` returns. ``send`` returns at once, so
+  the pool sends every worker its command before it waits for the first answer.
+- ``send_step(local_ids, actions)`` (None: all of its envs), then ``poll() -> bool`` (finished?)
+  and ``finish_step(deadline) -> infos | ErrorReply``; ``abandon_step()`` forgets a step in
+  flight (its results are dropped when it finishes). One step at a time per worker.
+- ``wait(busy, timeout, need_all) -> bool`` (a classmethod): block until one of ``busy`` may
+  have finished, at most ``timeout``; True if it returned without sleeping.
+- ``alive``, ``pid``, ``describe()``, ``restart(payload)``, ``stop()`` (ask to exit, at once)
+  and ``close(deadline)`` (end within it, free everything).
+
+Waits raise the built-in ``TimeoutError`` at their deadline, and `WorkerGone` when the worker
+cannot answer any more; the pool turns both into torchwm's errors.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import weakref
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, NoReturn
+
+import cloudpickle
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+from torchwm.errors import EnvTimeoutError, WorkerError, worker_error
+from torchwm.spec import VecSpec, check_count, check_timeout
+from torchwm.vector.base import VectorEnv, check_batch_size, check_observation_mode, resolve_spaces
+from torchwm.vector.batching import create_batch, put_rows, slice_rows, take_rows
+from torchwm.vector.env_group import (
+    Call,
+    ControlCommand,
+    ErrorReply,
+    NeedsReset,
+    Reset,
+    SetAttr,
+    ShareDescription,
+    spec_env_fns,
+    with_env_fn,
+)
+
+DEFAULT_TIMEOUT = 300.0
+CLOSE_GRACE_SECONDS = 1.0  # how long close() waits for workers to exit before ending them
+# Every option a pool backend takes and its default (None: decided from the machine or the spec). A
+# transport adds its own (`Transport.OPTIONS`).
+POOL_OPTIONS: dict[str, Any] = {
+    "num_workers": None, "envs_per_worker": None, "batch_size": None, "timeout": DEFAULT_TIMEOUT, "copy": True,
+    "restart_on_crash": False, "env_fn": None, "inline": False, "observation_mode": "same",
+}
+
+
+class Deadline:
+    """When a wait must end: ``seconds`` after it began (None: never). Messages name ``seconds``."""
+
+    __slots__ = ("seconds", "at")
+
+    def __init__(self, seconds: float | None, at: float | None) -> None:
+        self.seconds = seconds
+        self.at = at
+
+    @classmethod
+    def after(cls, seconds: float | None) -> Deadline:
+        return cls(seconds, None if seconds is None else time.monotonic() + seconds)
+
+    def remaining(self, forever: float | None = None) -> float | None:
+        """Seconds left (at least 0), or ``forever`` when there is no deadline."""
+        return forever if self.at is None else max(self.at - time.monotonic(), 0.0)
+
+    @property
+    def expired(self) -> bool:
+        return self.at is not None and time.monotonic() >= self.at
+
+
+class WorkerGone(Exception):
+    """Raised by a transport whose worker cannot answer any more.
+
+    Args:
+        reason: what happened, for the message (``"killed by SIGKILL"``).
+        restartable: the worker died and a new one can take its envs; False when the channel itself
+            cannot be used again (an interrupt cut a message): the vector env must then be closed.
+        hint: what to do, when the transport knows better than the pool (a worker that died before it
+            reached torchwm's code).
+    """
+
+    def __init__(self, reason: str, *, restartable: bool = True, hint: str = "") -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.restartable = restartable
+        self.hint = hint
+
+
+def default_num_workers() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def split_envs(num_envs: int, num_workers: int | None, envs_per_worker: int | None,
+               backend: str = "backend") -> list[range]:
+    """The envs of each worker: contiguous ranges, as even as possible.
+
+    ``envs_per_worker`` alone gives ``ceil(num_envs / envs_per_worker)`` workers (the last one may have
+    fewer); ``num_workers`` alone spreads the envs evenly (at most one worker per env; default: the cores
+    this process may use).
+
+    Example:
+        >>> split_envs(10, 4, None)
+        [range(0, 3), range(3, 6), range(6, 8), range(8, 10)]
+        >>> split_envs(10, None, 4)
+        [range(0, 4), range(4, 8), range(8, 10)]
+    """
+    if envs_per_worker is not None:
+        workers = -(-num_envs // envs_per_worker)
+        if num_workers is not None and num_workers != workers:
+            raise ValueError(
+                f"{backend}: num_workers={num_workers} and envs_per_worker={envs_per_worker} do not fit "
+                f"num_envs={num_envs} (that needs {workers} workers); give one of them, or matching values"
+            )
+        return [range(start, min(start + envs_per_worker, num_envs)) for start in range(0, num_envs, envs_per_worker)]
+    workers = min(num_workers if num_workers is not None else default_num_workers(), num_envs)
+    bounds = np.linspace(0, num_envs, workers + 1).round().astype(int)
+    # Larger groups first, like np.array_split, so the split reads naturally.
+    sizes = np.sort(np.diff(bounds))[::-1]
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    return [range(int(a), int(b)) for a, b in zip(starts[:-1], starts[1:], strict=True)]
+
+
+@dataclass
+class PoolSettings:
+    """The pool options, checked and defaulted (`check_pool_options`)."""
+
+    worker_slices: list[range]
+    batch_size: int | None
+    timeout: float | None
+    copy: bool
+    restart_on_crash: bool
+    env_fn: Any
+    inline: bool
+    observation_mode: Any
+    transport_options: dict[str, Any] = field(default_factory=dict)
+
+
+def check_pool_options(backend: str, num_envs: int, options: dict[str, Any],
+                       transport_options: Sequence[str] = ()) -> PoolSettings:
+    """Every pool option checked and defaulted, before anything starts; the options named in
+    ``transport_options`` are passed on unchecked (the transport's `Transport.configure` checks them)."""
+    known = [*POOL_OPTIONS, *transport_options]
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise TypeError(f"{backend}: unknown backend option(s) {unknown}; expected some of {sorted(known)}")
+    num_workers, envs_per_worker = options.get("num_workers"), options.get("envs_per_worker")
+    if num_workers is not None:
+        num_workers = check_count(f"{backend}: num_workers", num_workers)
+    if envs_per_worker is not None:
+        envs_per_worker = check_count(f"{backend}: envs_per_worker", envs_per_worker)
+    flags = {flag: options.get(flag, POOL_OPTIONS[flag]) for flag in ("copy", "restart_on_crash", "inline")}
+    if flags["inline"] is None:  # None means the default, as it does for the options that default to None
+        flags["inline"] = False
+    for flag in flags:
+        if not isinstance(flags[flag], bool):
+            raise TypeError(f"{backend}: {flag} must be True or False (default {POOL_OPTIONS[flag]}), "
+                            f"got {flags[flag]!r}")
+    return PoolSettings(
+        worker_slices=split_envs(num_envs, num_workers, envs_per_worker, backend),
+        batch_size=check_batch_size(options.get("batch_size"), num_envs, f"{backend}: "),
+        timeout=check_timeout(options.get("timeout", DEFAULT_TIMEOUT), f"{backend}: timeout"),
+        env_fn=options.get("env_fn"),
+        observation_mode=check_observation_mode(options.get("observation_mode", "same")),
+        transport_options={key: options[key] for key in transport_options if key in options},
+        **flags,
+    )
+
+
+@dataclass
+class WorkerPayload:
+    """What a worker needs to build its envs; a process transport sends it cloudpickled."""
+
+    index: int  # the worker's index in the pool
+    env_fns: list[Callable[[], gym.Env]]  # one factory per env of this worker
+    first_env: int  # global index of the worker's first env
+    autoreset_mode: AutoresetMode
+    # The Gymnasium spec of the env id, for a worker whose interpreter never saw its registration.
+    gym_specs: list[gym.envs.registration.EnvSpec] = field(default_factory=list)
+
+    def build_envs(self) -> list[gym.Env]:
+        """The worker's envs, built (in the worker); registers the missing Gymnasium ids first."""
+        for spec in self.gym_specs:
+            if spec.id not in gym.registry and isinstance(spec.entry_point, str):
+                # The package that registers the id (ale_py registers every ALE id on import) goes first,
+                # so that its own registration does not find ours and warn about an override.
+                try:
+                    __import__(spec.entry_point.split(":")[0])
+                except ImportError:
+                    pass
+            if spec.id not in gym.registry:
+                gym.registry[spec.id] = spec
+        envs: list[gym.Env] = []
+        try:
+            for fn in self.env_fns:
+                envs.append(fn())
+        except BaseException:
+            for env in envs:
+                try:
+                    env.close()
+                except Exception:
+                    pass
+            raise
+        return envs
+
+
+class Batch:
+    """The batch a pool returns rows of: observations, rewards and flags, one row per env, in this
+    process's memory. A transport may hold it elsewhere (`torchwm.vector.shared_memory.SharedBatch`)."""
+
+    def __init__(self, observation_space: gym.Space, num_envs: int) -> None:
+        self.observation_space = observation_space
+        self.observations: Any = create_batch(observation_space, num_envs)
+        self.rewards = np.zeros(num_envs, dtype=np.float64)
+        self.terminations = np.zeros(num_envs, dtype=np.bool_)
+        self.truncations = np.zeros(num_envs, dtype=np.bool_)
+
+    def store(self, ids: np.ndarray | slice, observations: Any, rewards: Any, terminations: Any,
+              truncations: Any) -> None:
+        """Write the rows of envs ``ids`` (``observations`` None: already written in place)."""
+        if observations is not None:
+            put_rows(self.observation_space, self.observations, ids, observations)
+        self.rewards[ids] = rewards
+        self.terminations[ids] = terminations
+        self.truncations[ids] = truncations
+
+    def rows(self, start: int, stop: int) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
+        """Views of one worker's rows: (observations, rewards, terminations, truncations)."""
+        return (slice_rows(self.observation_space, self.observations, start, stop), self.rewards[start:stop],
+                self.terminations[start:stop], self.truncations[start:stop])
+
+    def release(self) -> None:
+        """Free what the batch holds outside this process (nothing here)."""
+
+
+class Transport(ABC):
+    """The parent's end of one worker (see the module docstring for the whole interface).
+
+    Args:
+        index: the worker's index in the pool.
+        envs: the global ids of its envs.
+        settings: what `configure` returned, shared by every worker of the pool.
+    """
+
+    # The backend options this transport adds to `POOL_OPTIONS`, with their defaults.
+    OPTIONS: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, index: int, envs: range, settings: Any = None) -> None:
+        self.index = index
+        self.envs = envs
+
+    @classmethod
+    def configure(cls, backend: str, spec: VecSpec, env_fns: list[Callable[[], gym.Env]],
+                  options: dict[str, Any]) -> Any:
+        """Check this transport's options (and anything else that must fail before a worker starts);
+        returns the settings every worker gets."""
+        return None
+
+    @classmethod
+    def create_batch(cls, observation_space: gym.Space, action_space: gym.Space, num_envs: int,
+                     num_workers: int) -> Batch:
+        """The batch every worker of the pool writes into (or whose rows the pool stores)."""
+        return Batch(observation_space, num_envs)
+
+    @classmethod
+    def wait(cls, busy: list[Transport], timeout: float | None, need_all: bool) -> bool:
+        """Block until one of ``busy`` may have finished its step, at most ``timeout`` seconds (None: until
+        then); True if it returned without sleeping. May return early. ``need_all``: the caller waits for
+        every one of them (waking it for fewer helps nothing)."""
+        if any(transport.poll() for transport in busy):
+            return True
+        time.sleep(0.0005 if timeout is None else min(timeout, 0.0005))
+        return False
+
+    @abstractmethod
+    def start(self, payload: WorkerPayload) -> None: ...
+
+    @abstractmethod
+    def started(self, deadline: Deadline) -> ShareDescription | ErrorReply: ...
+
+    @abstractmethod
+    def attach(self, batch: Batch) -> None: ...
+
+    @abstractmethod
+    def send(self, command: ControlCommand) -> None: ...
+
+    @abstractmethod
+    def reply(self, deadline: Deadline) -> Any: ...
+
+    @abstractmethod
+    def send_step(self, local_ids: list[int] | None, actions: Any) -> None: ...
+
+    @abstractmethod
+    def poll(self) -> bool: ...
+
+    @abstractmethod
+    def finish_step(self, deadline: Deadline) -> list[dict] | ErrorReply: ...
+
+    @abstractmethod
+    def abandon_step(self) -> None: ...
+
+    @property
+    @abstractmethod
+    def alive(self) -> bool: ...
+
+    @property
+    def pid(self) -> int | None:
+        return None
+
+    def gone(self) -> WorkerGone:
+        """Why `alive` is False: the error the pool reports (or restarts the worker for)."""
+        return WorkerGone("it ended")
+
+    def describe(self) -> str:
+        return f"worker {self.index} (envs {self.envs.start}-{self.envs.stop - 1})"
+
+    def restart(self, payload: WorkerPayload) -> None:
+        """A new worker for these envs (after `alive` went False); the pool then attaches and resets it."""
+        self.close(Deadline.after(CLOSE_GRACE_SECONDS))
+        self.start(payload)
+
+    def stop(self) -> None:  # noqa: B027 - optional: a transport with nothing to ask leaves it
+        """Ask the worker to end (returns at once); `close` waits for it."""
+
+    @abstractmethod
+    def close(self, deadline: Deadline) -> None: ...
+
+
+def shutdown(transports: list[Transport], batch: Batch | None) -> None:
+    """End every worker within a deadline (ask all, then end each), then free the batch.
+
+    Module-level (not a method) so that `weakref.finalize` can call it without keeping the env alive.
+    """
+    try:
+        for transport in transports:
+            transport.stop()
+        deadline = Deadline.after(CLOSE_GRACE_SECONDS)
+        for transport in transports:
+            transport.close(deadline)
+    finally:
+        if batch is not None:
+            batch.release()
+
+
+class WorkerPool(VectorEnv):
+    """Envs split over workers, each reached through a transport. Subclassed by ``subproc`` and ``shmem``.
+
+    Args:
+        spec: what to build (each worker builds its envs with `torchwm.factory.build_env`, or with
+            ``spec.env_fns``).
+        num_workers: workers (default: the cores this process may use, at most num_envs).
+        envs_per_worker: envs each worker steps (the last worker takes the rest); give this or num_workers.
+        batch_size: `recv` returns ``batch_size`` envs among those ready, the ones ready first (default:
+            all in flight).
+        timeout: seconds a wait on workers may take before `EnvTimeoutError` (default 300; None or
+            ``math.inf``: no limit). A dead worker is detected within a second whatever the timeout.
+        copy: return copies of the observation batch (default) or a view the next call overwrites.
+        restart_on_crash: restart a worker that died, with its envs; their episodes in flight end
+            truncated with ``infos["worker_restarted"]``.
+        env_fn: a no-argument callable that returns one env, or a list of one such callable per env;
+            kept for callers that pass it as an option, it lands in ``vec.spec.env_fns`` (the place
+            `torchwm.make_vec_from_fns` puts the factories).
+        inline: the parent steps worker 0's envs itself (``worker_slices[0]``, ``worker_pids[0]`` is
+            None; `torchwm.vector.local.LocalWorker`) and starts ``num_workers - 1`` workers (default
+            False). Those envs then have none of a worker's protections: no timeout, and a crash or
+            ``os._exit`` in them ends the program. Their step runs in `recv`, while the other workers
+            step theirs; ``restart_on_crash`` concerns the other workers only.
+        observation_mode: Gymnasium's option (see `torchwm.vector.base.resolve_spaces`).
+        **transport options: see the transport (``context`` for the process transports).
+    """
+
+    backend_name = "pool"
+    transport: ClassVar[type[Transport]]
+
+    def __init__(self, spec: VecSpec, **options: Any) -> None:
+        from torchwm.vector.local import LocalWorker
+
+        self._transports: list[Transport] = []
+        self._finalizer: weakref.finalize | None = None
+        backend = self.backend_name
+        settings = check_pool_options(backend, spec.num_envs, options, tuple(self.transport.OPTIONS))
+        spec = with_env_fn(spec, settings.env_fn, backend)
+        env_fns = spec_env_fns(spec)
+        self.transport_settings = self.transport.configure(backend, spec, env_fns, settings.transport_options)
+        self.worker_slices = settings.worker_slices
+        self.num_workers = len(self.worker_slices)
+        self.restart_on_crash = settings.restart_on_crash
+        self._worker_of = np.concatenate([np.full(len(r), w) for w, r in enumerate(self.worker_slices)])
+        self._worker_ids = [np.arange(r.start, r.stop) for r in self.worker_slices]
+        gym_specs = [gym.registry[spec.id]] if spec.id in gym.registry else []
+        self._payloads = [WorkerPayload(w, env_fns[r.start:r.stop], r.start, spec.autoreset, gym_specs)
+                          for w, r in enumerate(self.worker_slices)]
+        self._failure: WorkerError | None = None
+        self._ready: dict[int, dict] = {}  # envs stepped but not yet returned by recv, in finishing order
+        # worker -> global ids of its step in flight (None: a step abandoned after Ctrl-C, still running)
+        self._busy: dict[int, np.ndarray | None] = {}
+        # For batch_size < num_envs: the recv() count when each env was last sent, and the envs in
+        # flight that were passed over for too long (`_overdue_envs`): recv waits for those.
+        self._recvs = 0
+        self._sent_at = np.zeros(spec.num_envs, dtype=np.int64)
+        self._overdue: list[int] = []
+        # Envs whose step was interrupted (Ctrl-C): they must be reset before they step again.
+        self._interrupted = np.zeros(spec.num_envs, dtype=bool)
+        self._any_interrupted = False
+        self._transports = [
+            LocalWorker(w, envs) if settings.inline and w == 0 else self.transport(w, envs, self.transport_settings)
+            for w, envs in enumerate(self.worker_slices)
+        ]
+        self._batch: Batch | None = None
+        self._finalizer = weakref.finalize(self, shutdown, self._transports, None)
+        try:
+            deadline = Deadline.after(settings.timeout)
+            for transport in self._transports:
+                transport.start(self._payloads[transport.index])
+            shares = [self._started(transport, deadline, "starting its envs") for transport in self._transports]
+            single_observation_space, observation_space, single_action_space = resolve_spaces(
+                type(self).__name__, settings.observation_mode,
+                [space for share in shares for space in share.observation_spaces],
+                [space for share in shares for space in share.action_spaces])
+            super().__init__(
+                spec, single_observation_space, single_action_space, metadata=shares[0].metadata,
+                render_mode=shares[0].render_mode, batch_size=settings.batch_size, timeout=settings.timeout,
+                copy=settings.copy, observation_space=observation_space,
+            )
+            self._batch = self.transport.create_batch(single_observation_space, single_action_space,
+                                                      self.num_envs, self.num_workers)
+            self._finalizer.detach()
+            self._finalizer = weakref.finalize(self, shutdown, self._transports, self._batch)
+            self._observations = self._batch.observations
+            self._rewards = self._batch.rewards
+            self._terminations = self._batch.terminations
+            self._truncations = self._batch.truncations
+            for transport in self._transports:
+                transport.attach(self._batch)
+            for transport in self._transports:
+                self._answer(transport, deadline, "attaching its buffers")
+        except BaseException:
+            self._finalizer()
+            raise
+
+    # -- stepping: what the base class calls -----------------------------------------------------
+
+    def _send_step(self, ids: np.ndarray, actions: Any) -> None:
+        self._check_usable()
+        if self._any_interrupted and self._interrupted[ids].any():
+            raise gym.error.ResetNeeded(
+                f"{self.backend_name}: envs {ids[self._interrupted[ids]].tolist()} were in a step that was "
+                f"interrupted (Ctrl-C), so their state is not what the last results said; reset them "
+                f"(reset(), or reset(env_ids=[...])) before stepping them again"
+            )
+        if self.batch_size < self.num_envs:  # only batches of fewer envs choose (see _overdue_envs)
+            self._sent_at[ids] = self._recvs
+        try:
+            self._start_step(ids, actions)
+        except (WorkerError, EnvTimeoutError):
+            raise  # handled where raised: nothing half-done is left
+        except BaseException:
+            self._abandon_step(ids)
+            raise
+
+    def _start_step(self, ids: np.ndarray, actions: Any) -> None:
+        """Hand each involved worker its rows of ``actions``; a busy one is waited for first (a worker runs
+        one step at a time)."""
+        space = self.single_action_space
+        busy = self._busy
+        if ids.size == self.num_envs:
+            if busy:
+                self._poll_until(lambda: not busy, Deadline.after(self.timeout), "waiting for busy workers")
+            for transport, worker_ids in zip(self._transports, self._worker_ids, strict=True):
+                envs = transport.envs
+                transport.send_step(None, slice_rows(space, actions, envs.start, envs.stop))
+                busy[transport.index] = worker_ids
+            return
+        workers = self._worker_of[ids]
+        involved = np.unique(workers).tolist()
+        if any(w in busy for w in involved):
+            self._poll_until(lambda: not any(w in busy for w in involved), Deadline.after(self.timeout),
+                             "waiting for busy workers")
+        for w in involved:
+            transport = self._transports[w]
+            positions = np.flatnonzero(workers == w)
+            mine = ids[positions]
+            transport.send_step((mine - transport.envs.start).tolist(), take_rows(space, actions, positions))
+            busy[w] = mine
+
+    def _wait_ready(self, candidates: np.ndarray, count: int, timeout: float | None) -> tuple[np.ndarray, list[dict]]:
+        self._check_usable()
+        self._recvs += 1
+        self._overdue = self._overdue_envs(candidates, count)
+        try:
+            # Every finished worker is taken in first (in _poll_until): envs are then served in the order
+            # they finished, and none waits behind envs that finished later. A wait for every env in
+            # flight needs every busy worker: only the last one need wake this process.
+            self._poll_until(lambda: self._enough_ready(count), Deadline.after(timeout), "stepping",
+                             need_all=count >= candidates.size)
+            return self._collect_ready(count)
+        except (WorkerError, EnvTimeoutError):
+            raise  # a timeout leaves the envs in flight: recv() again to keep waiting
+        except BaseException:
+            self._abandon_step(None)
+            raise
+
+    def _poll_until(self, satisfied: Callable[[], bool], deadline: Deadline, doing: str,
+                    need_all: bool = False) -> None:
+        """Take in finished workers until ``satisfied()``; detects dead workers and the deadline."""
+        transports = self._transports
+        busy = self._busy
+        slept = False
+        while True:
+            progressed = False
+            for w in list(busy):
+                if transports[w].poll():
+                    self._finish(w, deadline)
+                    progressed = True
+            if satisfied():
+                return
+            if progressed:
+                slept = False
+                continue
+            if slept:  # checked after a sleep only: a step that finishes while polled costs no check
+                for w in list(busy):
+                    if not transports[w].alive:
+                        busy.pop(w)
+                        self._on_crash(transports[w], transports[w].gone(), doing, deadline)
+                if satisfied():
+                    return
+            if deadline.expired:
+                waiting = sorted(int(i) for ids in busy.values() if ids is not None for i in ids)
+                raise EnvTimeoutError(
+                    f"{self.backend_name}: envs {waiting} did not finish their step within {deadline.seconds:g} s; "
+                    f"recv(timeout=...) again to keep waiting, or close() to stop the workers"
+                )
+            waiting_on = [transports[w] for w in busy]
+            if not waiting_on:
+                raise RuntimeError(f"{self.backend_name}: waiting while {doing}, but no worker is busy")
+            slept = not type(waiting_on[0]).wait(waiting_on, deadline.remaining(), need_all)
+
+    def _finish(self, w: int, deadline: Deadline) -> None:
+        """Worker ``w`` finished its step: its envs are ready (or its error is raised)."""
+        ids = self._busy.pop(w)
+        transport = self._transports[w]
+        try:
+            infos = transport.finish_step(deadline)
+        except WorkerGone as gone:
+            self._on_crash(transport, gone, "stepping", deadline)
+            return
+        except TimeoutError:
+            raise self._timeout(transport, deadline, "stepping") from None
+        if ids is None:
+            return  # an abandoned step (see _abandon_step): its results are dropped
+        if isinstance(infos, ErrorReply):
+            self._fail_step(self._remote_error(transport, infos, "stepping"), deadline)
+        self._ready.update(zip(ids.tolist(), infos))
+
+    def _overdue_envs(self, candidates: np.ndarray, count: int) -> list[int]:
+        """The envs in flight that were sent two rounds of ``count`` envs ago or more (empty when
+        every env in flight is waited for anyway).
+
+        With ``batch_size``, recv returns envs that are ready; a worker that the OS runs less than the
+        others (more processes than cores) would then have its envs passed over again and again while
+        the others cycle. Waiting for envs this overdue bounds how long any env waits for its turn.
+        """
+        if count >= candidates.size:
+            return []
+        patience = 2 * -(-self.num_envs // count)
+        return candidates[self._sent_at[candidates] <= self._recvs - patience].tolist()
+
+    def _enough_ready(self, count: int) -> bool:
+        """Whether recv can return: ``count`` envs ready, and every overdue env among them."""
+        return len(self._ready) >= count and all(env in self._ready for env in self._overdue)
+
+    def _collect_ready(self, count: int) -> tuple[np.ndarray, list[dict]]:
+        """``count`` envs of ``_ready`` and their infos, removed from it: those sent longest ago first
+        (in finishing order among envs sent together), so that with ``batch_size`` every env has its
+        turn and none starves."""
+        if count == len(self._ready):  # all of them: no per-env pops
+            ids, infos = np.fromiter(self._ready, np.int64, count), list(self._ready.values())
+            self._ready.clear()
+            return ids, infos
+        chosen = sorted(self._ready, key=self._sent_at.__getitem__)[:count]  # stable: finishing order kept
+        return np.asarray(chosen, dtype=np.int64), [self._ready.pop(i) for i in chosen]
+
+    def _abandon_step(self, sending: np.ndarray | None) -> None:
+        """A step was interrupted midway (Ctrl-C, or an unexpected error in the parent): forget it.
+
+        Its envs (those in flight, and ``sending``) are marked to be reset; the workers are not waited
+        for, so Ctrl-C returns at once, and their results are dropped when they come.
+        """
+        envs = self._in_flight.copy()
+        if sending is not None:
+            envs[sending] = True
+        self._interrupted |= envs
+        self._any_interrupted = bool(self._interrupted.any())
+        self._ready.clear()
+        self._in_flight[:] = False
+        self._forget_steps()
+
+    def _forget_steps(self) -> None:
+        # A worker still stepping is waited for before it is sent a step again, but its results are not
+        # taken: None marks its step as abandoned.
+        for w in self._busy:
+            if self._busy[w] is not None:
+                self._busy[w] = None
+                self._transports[w].abandon_step()
+
+    def _fail_step(self, error: WorkerError, deadline: Deadline) -> NoReturn:
+        """An env raised during a step: finish the rest of the step, then raise with nothing in flight.
+
+        Leaves the vector env usable: the envs that were stepping keep their new state, and the one that
+        raised should be reset (``reset(env_ids=[error.env_index])``) before it is stepped again.
+        """
+        try:
+            self._forget_steps()
+            self._drain(deadline)
+        except BaseException:
+            self._abandon_step(None)
+            raise
+        self._ready.clear()
+        self._in_flight[:] = False
+        raise error
+
+    def _drain(self, deadline: Deadline) -> None:
+        """Wait (until ``deadline``) for the abandoned steps still running; one not done by then stays busy,
+        and the next step sent to its worker waits for it."""
+        for w in list(self._busy):
+            transport = self._transports[w]
+            while not transport.poll():
+                if not transport.alive or deadline.expired:
+                    break
+                type(transport).wait([transport], deadline.remaining(), False)
+            else:
+                self._finish(w, deadline)
+
+    # -- errors ----------------------------------------------------------------------------------
+
+    def _check_usable(self) -> None:
+        if self._failure is not None:
+            raise WorkerError(f"{self.backend_name}: this vector env lost a worker earlier ({self._failure.args[0]})",
+                              worker_index=self._failure.worker_index)
+
+    def _fail_for_good(self, failure: WorkerError) -> None:
+        """Nothing more can work (a dead worker, a cut channel): every later call raises ``failure``'s message."""
+        # A copy without the traceback: its frames hold views of the batch, which close() must free.
+        self._failure = WorkerError(failure.args[0], worker_index=failure.worker_index)
+        self._ready.clear()
+        self._in_flight[:] = False
+
+    def _gone_error(self, transport: Transport, gone: WorkerGone, doing: str) -> WorkerError:
+        """The `WorkerError` for a worker that cannot answer any more."""
+        if not gone.restartable:
+            return WorkerError(f"{self.backend_name}: {gone.reason} ({transport.describe()}); close() this vector "
+                               f"env and make a new one", worker_index=transport.index)
+        if gone.hint:
+            hint = gone.hint
+        elif doing == "starting its envs":
+            hint = "An env's constructor ended the process (a crash, os._exit, exit()); its stderr may show why."
+        else:
+            hint = ("Its envs are lost; close() this vector env and make a new one, or pass "
+                    "backend_kwargs={'restart_on_crash': True} to restart crashed workers.")
+        return WorkerError(f"{self.backend_name}: {transport.describe()} died ({gone.reason}) while {doing}. {hint}",
+                           worker_index=transport.index)
+
+    def _remote_error(self, transport: Transport, reply: ErrorReply, doing: str) -> WorkerError:
+        """The `WorkerError` for an `ErrorReply`: it names the env and the worker, carries the worker's
+        traceback, and is also an instance of the env's exception type where it can be."""
+        try:
+            original_type = None if reply.pickled_type is None else cloudpickle.loads(reply.pickled_type)
+        except Exception:  # a type the parent cannot import: plain WorkerError, the message names it
+            original_type = None
+        env_index = None if reply.env is None else transport.envs.start + reply.env
+        where = f"env {env_index} on {transport.describe()}" if env_index is not None else transport.describe()
+        return worker_error(f"{self.backend_name}: {where} raised {reply.summary} while {doing}",
+                            original_type=original_type, env_index=env_index, worker_index=transport.index,
+                            remote_traceback=reply.traceback)
+
+    def _timeout(self, transport: Transport, deadline: Deadline, doing: str) -> EnvTimeoutError:
+        return EnvTimeoutError(
+            f"{self.backend_name}: {transport.describe()} did not answer within {deadline.seconds:g} s while "
+            f"{doing}; pass a larger timeout= (backend_kwargs or recv(timeout=)), or look for an env that hangs"
+        )
+
+    def _answer(self, transport: Transport, deadline: Deadline, doing: str,
+                resend: ControlCommand | None = None) -> Any:
+        """The answer to the command ``transport`` was sent; torchwm's error for anything else.
+
+        A worker that is gone fails the vector env for good, unless ``resend`` is given and
+        ``restart_on_crash`` restarts it: ``resend`` then goes to the new worker.
+        """
+        try:
+            reply = transport.reply(deadline)
+        except WorkerGone as gone:
+            if resend is None:
+                error = self._gone_error(transport, gone, doing)
+                self._fail_for_good(error)
+                raise error from None
+            self._on_crash(transport, gone, doing, deadline)
+            transport.send(resend)
+            return self._answer(transport, deadline, doing)
+        except TimeoutError:
+            raise self._timeout(transport, deadline, doing) from None
+        if isinstance(reply, ErrorReply):
+            raise self._remote_error(transport, reply, doing)
+        return reply
+
+    def _started(self, transport: Transport, deadline: Deadline, doing: str) -> ShareDescription:
+        try:
+            share = transport.started(deadline)
+        except WorkerGone as gone:
+            raise self._gone_error(transport, gone, doing) from None
+        except TimeoutError:
+            raise self._timeout(transport, deadline, doing) from None
+        if isinstance(share, ErrorReply):
+            raise self._remote_error(transport, share, doing)
+        return share
+
+    # -- restarts --------------------------------------------------------------------------------
+
+    def _on_crash(self, transport: Transport, gone: WorkerGone, doing: str, deadline: Deadline) -> None:
+        """Restart ``transport``'s worker (restart_on_crash) and mark its envs in flight ready, or fail for good."""
+        if not self.restart_on_crash or not gone.restartable or self._failure is not None:
+            error = self._gone_error(transport, gone, doing)
+            if self._failure is None:
+                self._fail_for_good(error)
+            raise error
+        infos = self._restart(transport, deadline)
+        for env, info in zip(transport.envs, infos, strict=True):
+            if self._in_flight[env]:
+                self._ready[env] = info
+
+    def _restart(self, transport: Transport, deadline: Deadline) -> list[dict]:
+        """A new worker for a dead one's envs, reset; returns their reset infos."""
+        doing = "restarting after a crash"
+        self._busy.pop(transport.index, None)
+        transport.restart(self._payloads[transport.index])
+        self._started(transport, deadline, doing)
+        transport.attach(self._batch)  # type: ignore[arg-type]
+        self._answer(transport, deadline, doing)
+        local_ids = list(range(len(transport.envs)))
+        transport.send(Reset(local_ids, [None] * len(local_ids), None))
+        infos = self._answer(transport, deadline, doing)
+        if self.autoreset_mode is AutoresetMode.NEXT_STEP:
+            transport.send(NeedsReset())
+            self._answer(transport, deadline, doing)
+        ids = self._worker_ids[transport.index]
+        self._rewards[ids] = 0.0
+        self._terminations[ids] = False
+        self._truncations[ids] = True
+        return [{**info, "worker_restarted": True} for info in infos]
+
+    # -- control commands (reset, call, set_attr) ------------------------------------------------
+
+    def _broadcast(self, commands: dict[int, ControlCommand], doing: str) -> dict[int, Any]:
+        """Send each worker its command, then gather every answer (commands run in parallel).
+
+        An error reply (an env raised, or its result cannot be pickled) fails this call only; a worker
+        that died fails the vector env, unless ``restart_on_crash`` restarts it and the command is sent
+        again.
+        """
+        self._check_usable()
+        deadline = Deadline.after(self.timeout)
+        for w, command in commands.items():
+            self._transports[w].send(command)
+        replies: dict[int, Any] = {}
+        first_error: BaseException | None = None
+        for w in commands:
+            transport = self._transports[w]
+            try:
+                replies[w] = self._answer(transport, deadline, doing, resend=commands[w])
+            except WorkerError as error:
+                if first_error is None:
+                    first_error = error
+        if first_error is not None:
+            raise first_error
+        return replies
+
+    def _reset_envs(self, ids: np.ndarray, seeds: list[int | None], options: dict | None) -> list[dict]:
+        positions: dict[int, list[int]] = {}
+        for position, env in enumerate(ids.tolist()):
+            positions.setdefault(int(self._worker_of[env]), []).append(position)
+        commands: dict[int, ControlCommand] = {}
+        for w, where in positions.items():
+            start = self.worker_slices[w].start
+            commands[w] = Reset([int(ids[p]) - start for p in where], [seeds[p] for p in where], options)
+        replies = self._broadcast(commands, "resetting")
+        infos: list[dict] = [{}] * len(ids)
+        for w, reply in replies.items():
+            for p, info in zip(positions[w], reply, strict=True):
+                infos[p] = info
+        for env in ids.tolist():
+            self._ready.pop(env, None)
+        if self._any_interrupted:
+            self._interrupted[ids] = False
+            self._any_interrupted = bool(self._interrupted.any())
+        return infos
+
+    def _call(self, name: str, args: tuple, kwargs: dict) -> list[Any]:
+        replies = self._broadcast({w: Call(name, args, kwargs) for w in range(self.num_workers)}, f"calling {name!r}")
+        return [value for w in range(self.num_workers) for value in replies[w]]
+
+    def _set_attr(self, name: str, values: list[Any]) -> None:
+        commands: dict[int, ControlCommand] = {
+            w: SetAttr(name, values[r.start:r.stop]) for w, r in enumerate(self.worker_slices)}
+        self._broadcast(commands, f"setting {name!r}")
+
+    def _close(self) -> None:
+        # The batch arrays may be views of memory the transport frees: dropped first, so that close()
+        # frees it at once (views handed out with copy=False keep it until they go).
+        for name in ("_observations", "_rewards", "_terminations", "_truncations"):
+            self.__dict__.pop(name, None)
+        if self._finalizer is not None:
+            self._finalizer()
+
+    @property
+    def worker_pids(self) -> list[int | None]:
+        """The process id of each worker (tests and fault injection use it); None for the parent's share."""
+        return [transport.pid for transport in self._transports]
+
+    def __repr__(self) -> str:
+        settings = "" if self.transport_settings is None else f", {self.transport_settings!r}"
+        return f"{type(self).__name__}({self.spec.id}, num_envs={self.num_envs}, num_workers={self.num_workers}{settings})"
