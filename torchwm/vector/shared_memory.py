@@ -548,7 +548,8 @@ class SharedMemoryWorker(ProcessWorker):
         assert shared is not None
         if self._abandoned:
             return []  # a message it left in the pipe is dropped by its number when the next reply is read
-        status = shared.status[self.index]
+        # An int first: numpy's comparison with an IntEnum member looks up a dozen array hooks on the enum.
+        status = int(shared.status[self.index])
         if status == StepStatus.INFOS_IN_BLOCK:
             return pickle.loads(shared.info_bytes[self.index, : shared.info_length[self.index]].data)
         if status == StepStatus.OK:
