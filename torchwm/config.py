@@ -94,7 +94,7 @@ class ConfigModel(BaseModel):
     # Written by VecSpec.to_dict (the resolved config): checked, not needed.
     family: Literal["atari", "generic"] | None = None
     versions: dict[str, str | None] | None = None
-    run: RunOptions = Field(default_factory=RunOptions)
+    run: RunOptions = Field(default_factory=lambda: RunOptions())
 
 
 def load_config(source: str | os.PathLike[str] | Mapping[str, Any], overrides: Sequence[str] = ()) -> VecSpec:
@@ -470,7 +470,7 @@ def _check_env_kwargs(env_id: str, env_kwargs: Mapping[str, Any]) -> None:
         return
     entry_point = gym.registry[env_id].entry_point
     try:
-        creator = gym.envs.registration.load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
+        creator: Any = gym.envs.registration.load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
         params = inspect.signature(creator).parameters
     except (TypeError, ValueError, ImportError, AttributeError):
         return  # no signature to check against: the env checks its arguments itself

@@ -58,7 +58,7 @@ def _env_spec_arguments(spec: EnvSpec) -> tuple[str, dict[str, Any], dict[str, A
             f"(gymnasium.register(id={spec.id!r}, entry_point=...)) so that every worker can build it"
         )
     kwargs = dict(spec.kwargs)
-    arguments = {key: kwargs.pop(key) for key in ("num_envs", "vectorization_mode", "vector_kwargs", "wrappers")
+    arguments: dict[str, Any] = {key: kwargs.pop(key) for key in ("num_envs", "vectorization_mode", "vector_kwargs", "wrappers")
                  if key in kwargs}
     changed = {key: value for key, value in kwargs.items() if registered.kwargs.get(key, _MISSING) != value}
     if spec.max_episode_steps != registered.max_episode_steps:

@@ -19,6 +19,7 @@ import gymnasium as gym
 import numpy as np
 
 from torchwm.factory import make_vec_from_fns
+from torchwm.vector.base import VectorEnv
 from torchwm.vector.pool import default_num_workers
 
 BACKENDS = ("shmem", "subproc", "sync")
@@ -75,8 +76,11 @@ class TorchVectorizedEnv:
         if backend != "sync":
             backend_kwargs = {**backend_kwargs, "num_workers": num_workers, "envs_per_worker": envs_per_worker}
         # Built as make_vec_from_fns builds any list of factories, so that vec_env.spec.env_fns holds them.
-        self.vec_env = make_vec_from_fns([env_factory] * self.total_envs, backend=backend, seed=seed,
-                                         autoreset_mode=autoreset_mode, backend_kwargs=backend_kwargs)
+        # sync, subproc and shmem are torchwm's vector envs (send, recv, call, spec).
+        self.vec_env: VectorEnv = make_vec_from_fns(  # type: ignore[assignment]
+            [env_factory] * self.total_envs, backend=backend, seed=seed, autoreset_mode=autoreset_mode,
+            backend_kwargs=backend_kwargs,
+        )
 
     @property
     def num_envs(self) -> int:
@@ -100,7 +104,7 @@ class TorchVectorizedEnv:
     def single_action_space(self) -> gym.Space:
         return self.vec_env.single_action_space
 
-    def reset(self, seed: int | list[int] | None = None) -> Any:
+    def reset(self, seed: int | list[int | None] | None = None) -> Any:
         """Reset every env; returns the batch of first observations."""
         obs, _ = self.vec_env.reset(seed=seed)
         return obs
