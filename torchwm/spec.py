@@ -81,7 +81,9 @@ class VecSpec:
     backend: str = "sync"
     backend_kwargs: dict[str, Any] = field(default_factory=dict)
     family: str = "generic"  # "atari" for ALE envs; decides the default stack and the fused path
-    fused: bool = True  # Python backends may replace an Atari stack by the equivalent fused env
+    # Python backends build the fused Atari env, equal to the stack, instead of the wrapper chain. resolve_spec
+    # sets it where the fused env can run the stack exactly (and ``make_vec(fused=False)`` did not forbid it).
+    fused: bool = False
     # One no-argument env factory per env (`torchwm.make_vec_from_fns`), built instead of ``id``; callables,
     # so a spec that has them cannot be written as data (`to_dict` refuses it, as for callable wrappers).
     env_fns: tuple[Callable[[], Any], ...] | None = None
