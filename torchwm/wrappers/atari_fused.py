@@ -106,12 +106,14 @@ class AtariPreprocessingCore(gym.Env):
     def __init__(
         self,
         atari_env: Any,
-        noop_max: int = 30,
-        frame_skip: int = 4,
-        screen_size: int = 84,
-        grayscale: bool = True,
-        terminal_on_life_loss: bool = False,
-        scale_obs: bool = False,
+        *,
+        # atari_preprocessing's options, all given (their defaults are the wrapper's, written once there).
+        noop_max: int,
+        frame_skip: int,
+        screen_size: int,
+        grayscale: bool,
+        terminal_on_life_loss: bool,
+        scale_obs: bool,
     ) -> None:
         if noop_max > 0 and atari_env.get_action_meanings()[0] != "NOOP":
             # AtariPreprocessing's own check and message (Backgammon, for one).
@@ -222,6 +224,7 @@ class RingFrameStack(gym.Wrapper):
         self.observation_space = batch_space(frame_space, n=stack_size)
         self.stack_size = stack_size
         self.padding = padding
+        assert frame_space.shape is not None  # the core's Box
         self._ring = np.zeros((stack_size, *frame_space.shape), dtype=frame_space.dtype)
         self._oldest = 0  # the ring slot of the oldest frame, which the next frame replaces
 
@@ -306,8 +309,9 @@ class FusedAtariEnv(gym.Env):
         """The AtariEnv's seed, as the chain reports it (-1 after ``np_random`` was set directly)."""
         return self._core.atari_env.np_random_seed
 
+    # What Gymnasium's env checker inspects; read-only here: the AtariEnv's, which np_random's setter replaces.
     @property
-    def _np_random(self) -> np.random.Generator | None:  # what Gymnasium's env checker inspects
+    def _np_random(self) -> np.random.Generator | None:  # type: ignore[override]
         return self._core.atari_env._np_random
 
     @property
