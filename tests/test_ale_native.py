@@ -12,7 +12,7 @@ from ale_py.vector_env import AtariVectorEnv
 from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
 import torchwm
-from torchwm.atari import ALE_ARGUMENT_CHECKS
+from torchwm.ale_vector import ALE_ARGUMENT_CHECKS
 from torchwm.errors import (
     AlreadyPendingCallError,
     ClosedEnvironmentError,
@@ -117,8 +117,8 @@ def no_ale_start(monkeypatch):
          "padding='reset'"),
         ("ALE/Pong-v5", {"wrappers": ["atari_preprocessing", {"name": "resize", "width": 42, "height": 42}]},
          "no equivalent of the wrapper 'resize'"),
-        ("ALE/Pong-v5", {"size": (64, 64)}, "must start with atari_preprocessing"),
-        ("ALE/Pong-v5", {"wrappers": []}, "must start with atari_preprocessing"),
+        ("ALE/Pong-v5", {"size": (64, 64)}, "does not start with atari_preprocessing"),
+        ("ALE/Pong-v5", {"wrappers": []}, "does not start with atari_preprocessing"),
         ("ALE/Pong-v5", {"wrappers": ["atari_preprocessing", {"name": "clip_reward", "min_reward": -2.0}]},
          "clip_reward(-2.0, 1.0)"),
         ("ALE/Breakout-v5", {"wrappers": ["atari_preprocessing", "frame_stack", "episodic_life"]},

@@ -201,7 +201,7 @@ def test_stacks_it_cannot_reproduce_use_the_chain(wrappers, env_kwargs, reason):
 
 
 def test_generic_envs_and_other_sources_are_not_fused():
-    assert "not an ALE env" in unfusable_reason(resolve_spec("CartPole-v1"))
+    assert "not an Atari (ALE) env" in unfusable_reason(resolve_spec("CartPole-v1"))
     assert unfusable_reason(resolve_spec("ALE/Pong-v5", source="ale")) is None
     assert "source" in unfusable_reason(resolve_spec("ALE/Pong-v5").replace(source="plugin"))
 

@@ -5,7 +5,7 @@
 """
 
 from torchwm import envs as _envs  # noqa: F401  (registers torchwm/Synthetic-v0 with Gymnasium)
-from torchwm.atari import make_atari_vector_env
+from torchwm.ale_vector import make_atari_vector_env
 from torchwm.config import load_config, make_vec_from_config
 from torchwm.errors import (
     AlreadyPendingCallError,

@@ -616,7 +616,9 @@ def check_bench(env_id: str, backends: Sequence[str], backend_kwargs: dict[str, 
         if not isinstance(options, dict):
             raise ConfigError(f"backend_kwargs.{backend}: expected a table of options, got {options!r}")
         accepted = _peer_options(backend) if backend in PEERS or backend in peers else backend_options(backend)
-        for key in options if accepted is not None else ():
+        if accepted is None:
+            continue  # a backend that takes any keyword checks its options itself
+        for key in options:
             if key not in accepted:
                 raise ConfigError(f"backend_kwargs.{backend}.{key}: {backend!r} has no option {key!r}"
                                   f"{did_you_mean(key, accepted)}; its options are: {', '.join(accepted) or '(none)'}")
@@ -669,7 +671,7 @@ def run_command(args: argparse.Namespace) -> int:
 
     backends = [b.strip() for b in args.backends.split(",") if b.strip()] if args.backends is not None \
         else default_backends(args.env)
-    baseline = args.baseline or (backends[0] if backends else None)
+    baseline: str = args.baseline or (backends[0] if backends else "")
     if baseline not in backends:
         raise ConfigError(f"--baseline {baseline!r} is not one of --backends {','.join(backends)}")
     try:

@@ -129,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="torchwm", description="Vectorized RL environments from a name, a backend and a wrapper stack."
     )
     parser.add_argument("--version", action="version", version=f"torchwm {_version('torchwm')}")
-    common = argparse.ArgumentParser(add_help=False)
+    common = OneLineParser(add_help=False)
     common.add_argument("--traceback", action="store_true", help="show the full traceback of an error")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
 
@@ -184,6 +184,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         if n:
             print()
         print(f"{kind}:")
+        rows: list[tuple[str, ...]]
         if kind == "plugins":
             rows = [(name, dist, ", ".join(provides)) for name, dist, provides in _plugins()]
         elif kind == "configs":
@@ -226,7 +227,7 @@ def _version(name: str) -> str:
         return "?"
 
 
-def _print_rows(rows: list[tuple[str, ...]]) -> None:
+def _print_rows(rows: Sequence[tuple[str, ...]]) -> None:
     if not rows:
         print("  (none)")
         return

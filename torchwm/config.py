@@ -19,13 +19,11 @@ config", see `dump_config`) loads back into an equal spec.
 from __future__ import annotations
 
 import copy
-import difflib
 import inspect
 import json
 import os
 import re
 import sys
-import typing
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -37,10 +35,17 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from torchwm import names
-from torchwm.errors import ConfigError
+from torchwm.errors import ConfigError, UnknownNameError, WrapperOptionError
 from torchwm.factory import _plain_containers, make_vec_from_spec, resolve_spec
 from torchwm.plugins import registry
-from torchwm.spec import VecSpec, package_versions, parse_autoreset_mode, resolve_wrapper, wrapper_options
+from torchwm.spec import (
+    VecSpec,
+    did_you_mean,
+    expected_text,
+    package_versions,
+    resolve_wrapper,
+    show_value,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -89,7 +94,7 @@ class ConfigModel(BaseModel):
     # Written by VecSpec.to_dict (the resolved config): checked, not needed.
     family: Literal["atari", "generic"] | None = None
     versions: dict[str, str | None] | None = None
-    run: RunOptions = Field(default_factory=RunOptions)
+    run: RunOptions = Field(default_factory=lambda: RunOptions())
 
 
 def load_config(source: str | os.PathLike[str] | Mapping[str, Any], overrides: Sequence[str] = ()) -> VecSpec:
@@ -376,41 +381,42 @@ def validate_config(data: Mapping[str, Any]) -> tuple[VecSpec, RunOptions]:
     except pydantic.ValidationError as exc:
         raise ConfigError(_describe(exc.errors()[0], data)) from None
 
-    def checked(key: str, check: Any, *args: Any) -> Any:
-        try:
-            return check(*args)
-        except (LookupError, ValueError, TypeError) as exc:
-            raise ConfigError(f"{key}: {exc}") from exc
-
-    resolved = checked("id", names.resolve, model.id, model.env_kwargs)
-    checked("backend", registry("backend").get, model.backend)
+    # The keys resolve_spec checks (id, backend, source, autoreset_mode, wrappers) are checked there
+    # and only there; this adds what a file needs: the key at fault, and the checks of keys that only
+    # a file has (backends tables, family, versions).
     for name in model.backends:
         # A table for a backend that is not installed (a plugin's) is kept for machines that have it;
         # a name close to an installed backend's is a typo.
         if name not in registry("backend") and did_you_mean(name, registry("backend").names()):
-            checked(f"backends.{name}", registry("backend").get, name)
+            raise ConfigError(f"backends.{name}: {UnknownNameError('backend', name, registry('backend').names())}")
     backend_kwargs = {**model.backends.get(model.backend, {}), **model.backend_kwargs}
-    check_backend_options(model.backend, backend_kwargs, model.backend_kwargs)
-    if model.source in ("gym", "ale"):
-        _check_env_kwargs(resolved.id, model.env_kwargs)
-    checked("source", registry("source").get, model.source)
-    checked("autoreset_mode", parse_autoreset_mode, model.autoreset_mode)
-    if model.family is not None and model.family != resolved.family:
-        raise ConfigError(f"family: {model.id!r} is a {resolved.family} env, but the config says {model.family!r}")
-    if model.wrappers is not None:
-        for index, item in enumerate(model.wrappers):
-            _check_wrapper(index, {"name": item} if isinstance(item, str) else item, resolved.family, resolved.id)
-    if model.versions:
-        _warn_versions(model.versions)
     env_kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in model.env_kwargs.items()}
     try:
+        resolved = names.resolve(model.id, env_kwargs)
+        if model.wrappers is not None:
+            for index, item in enumerate(model.wrappers):
+                _check_wrapper(index, item, resolved.family, resolved.id)
         spec = resolve_spec(
             model.id, model.num_envs, backend=model.backend, wrappers=model.wrappers, seed=model.seed,
             autoreset_mode=model.autoreset_mode, source=model.source, size=model.size,
             backend_kwargs=backend_kwargs, fused=model.fused, env_kwargs=env_kwargs,
         )
+    except UnknownNameError as exc:
+        raise ConfigError(f"{_KEY_OF_KIND.get(exc.kind, exc.kind)}: {exc}") from exc
+    except ConfigError:
+        raise
     except (LookupError, ValueError, TypeError) as exc:
-        raise ConfigError(str(exc)) from exc
+        # resolve_spec's messages start with the argument's name ("autoreset_mode must be one of ..."),
+        # which is the file's key.
+        key = next((k for k in ConfigModel.model_fields if str(exc).startswith(f"{k} ")), None)
+        raise ConfigError(f"{key}: {exc}" if key else str(exc)) from exc
+    check_backend_options(model.backend, backend_kwargs, model.backend_kwargs)
+    if model.source in ("gym", "ale"):
+        _check_env_kwargs(spec.id, model.env_kwargs)
+    if model.family is not None and model.family != spec.family:
+        raise ConfigError(f"family: {model.id!r} is a {spec.family} env, but the config says {model.family!r}")
+    if model.versions:
+        _warn_versions(model.versions)
     return spec, model.run
 
 
@@ -464,7 +470,7 @@ def _check_env_kwargs(env_id: str, env_kwargs: Mapping[str, Any]) -> None:
         return
     entry_point = gym.registry[env_id].entry_point
     try:
-        creator = gym.envs.registration.load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
+        creator: Any = gym.envs.registration.load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
         params = inspect.signature(creator).parameters
     except (TypeError, ValueError, ImportError, AttributeError):
         return  # no signature to check against: the env checks its arguments itself
@@ -479,65 +485,21 @@ def _check_env_kwargs(env_id: str, env_kwargs: Mapping[str, Any]) -> None:
                               f"{did_you_mean(key, accepted)}; it takes: {', '.join(sorted(accepted))}")
 
 
-def did_you_mean(name: str, known: Sequence[str]) -> str:
-    """``" (did you mean 'x'?)"`` for the closest of ``known``, or nothing when none is close."""
-    close = difflib.get_close_matches(name, list(known), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+# The config key of each kind of name that `UnknownNameError` reports.
+_KEY_OF_KIND = {"env id": "id", "backend": "backend", "source": "source"}
 
 
-def _check_wrapper(index: int, item: Mapping[str, Any], family: str, env_id: str) -> None:
-    """One wrapper table, with the key path of a bad option in the message."""
+def _check_wrapper(index: int, item: str | Mapping[str, Any], family: str, env_id: str) -> None:
+    """One wrapper of the file, checked by `resolve_wrapper`, its error put at its key path."""
     here = f"wrappers[{index}]"
-    name = item.get("name")
-    if not isinstance(name, str):
-        got = "no name key" if name is None else f"{_show(name)}"
-        raise ConfigError(f"{here}.name: expected the name of a registered wrapper, got {got}")
     try:
-        entry = registry("wrapper").get(name)
-    except LookupError as exc:
+        resolve_wrapper(item, family=family, env_id=env_id)
+    except WrapperOptionError as exc:
+        raise ConfigError(f"{here}.{exc.option}: {exc.problem}") from exc
+    except LookupError as exc:  # no wrapper of that name
         raise ConfigError(f"{here}.name: {exc}") from exc
-    options = wrapper_options(entry.factory)
-    try:
-        hints = typing.get_type_hints(entry.factory)
-    except Exception:  # the same rule as torchwm.spec: unevaluable annotations are not checked
-        hints = {}
-    for key, value in item.items():
-        if key == "name":
-            continue
-        if key not in options:
-            raise ConfigError(f"{here}.{key}: wrapper {name!r} has no option {key!r}{did_you_mean(key, list(options))}; "
-                              f"its options are: {', '.join(options) or '(none)'}")
-        annotation = hints.get(key, options[key].annotation)
-        if annotation is options[key].empty:
-            continue
-        try:
-            # The strictness of torchwm.spec's own check: "4" is not an int, but a list may fill a tuple.
-            pydantic.TypeAdapter(annotation).validate_python(value, strict=not isinstance(value, list))
-        except pydantic.ValidationError as exc:
-            raise ConfigError(f"{here}.{key}: {_expected(exc.errors()[0])}, got {_show(value)}") from None
-    # Anything else (a required option missing, a wrapper that needs another env family).
-    try:
-        resolve_wrapper(dict(item), family=family, env_id=env_id)
-    except (LookupError, ValueError, TypeError) as exc:
+    except (ValueError, TypeError) as exc:  # a required option missing, a wrapper of another env family
         raise ConfigError(f"{here}: {exc}") from exc
-
-
-_EXPECTED = {
-    "int_type": "expected an integer", "int_parsing": "expected an integer", "int_from_float": "expected an integer",
-    "bool_type": "expected true or false", "bool_parsing": "expected true or false",
-    "float_type": "expected a number", "float_parsing": "expected a number",
-    "string_type": "expected a string", "dict_type": "expected a table", "list_type": "expected a list",
-    "tuple_type": "expected a list", "model_type": "expected a table", "none_required": "expected nothing (null)",
-}
-
-
-def _expected(error: Mapping[str, Any]) -> str:
-    if error["type"] in _EXPECTED:
-        return _EXPECTED[error["type"]]
-    if error["type"] == "greater_than_equal":
-        return f"expected an integer >= {error['ctx']['ge']}"
-    message = error["msg"]
-    return "expected " + message[len("Input should be "):] if message.startswith("Input should be ") else message
 
 
 def _describe(error: Mapping[str, Any], data: Mapping[str, Any]) -> str:
@@ -550,14 +512,14 @@ def _describe(error: Mapping[str, Any], data: Mapping[str, Any]) -> str:
         known = sorted(RunOptions.model_fields if loc[:1] == ["run"] else ConfigModel.model_fields)
         return f"{key}: unknown key{did_you_mean(str(loc[-1]), known)}; the keys are: {', '.join(known)}"
     if loc[:1] == ["size"]:
-        return f"size: expected two positive integers [width, height], got {_show(data.get('size'))}"
+        return f"size: expected two positive integers [width, height], got {show_value(data.get('size'))}"
     if loc[:1] == ["wrappers"] and len(loc) == 2:
-        return f"{key}: expected a wrapper name or a table with a name key, got {_show(error['input'])}"
+        return f"{key}: expected a wrapper name or a table with a name key, got {show_value(error['input'])}"
     if error["type"] == "missing":
         return f"{key}: required key missing"
     if error["type"] == "string_pattern_mismatch" and loc[:1] == ["run"]:
-        return f"{key}: expected module:function, got {_show(error['input'])}"
-    return f"{key}: {_expected(error)}, got {_show(error['input'])}"
+        return f"{key}: expected module:function, got {show_value(error['input'])}"
+    return f"{key}: {expected_text(error)}, got {show_value(error['input'])}"
 
 
 _KNOWN_KEYS = set(ConfigModel.model_fields) | set(RunOptions.model_fields)
@@ -565,13 +527,6 @@ _KNOWN_KEYS = set(ConfigModel.model_fields) | set(RunOptions.model_fields)
 
 def _looks_like_type(part: Any) -> bool:
     return isinstance(part, str) and (part in ("int", "str", "bool", "float", "none", "tuple", "list", "dict") or "[" in part)
-
-
-def _show(value: Any) -> str:
-    try:
-        return json.dumps(value)
-    except (TypeError, ValueError):
-        return repr(value)
 
 
 def _join(path: str, key: Any) -> str:

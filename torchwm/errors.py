@@ -169,6 +169,24 @@ def worker_error(message: str, *, original_type: type[BaseException] | None = No
     return worker_error_class(original_type)(message, **details)
 
 
+class WrapperOptionError(TorchwmError, TypeError, ValueError):
+    """A wrapper of a stack with a bad option: unknown, of the wrong type, or no name at all.
+
+    Raised by `torchwm.spec.resolve_wrapper`, the one place that checks a stack. Besides the
+    message, ``option`` names the key at fault and ``problem`` says what is wrong in words a config
+    file shows after the key's path (``wrappers[1].stack_size: expected an integer, got "four"``).
+    Both a TypeError and a ValueError: the types the same checks raised before they had a class.
+    """
+
+    def __init__(self, message: str, option: str, problem: str) -> None:
+        super().__init__(message)
+        self.option = option
+        self.problem = problem
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (str(self), self.option, self.problem)
+
+
 class ConfigError(TorchwmError, ValueError):
     """A config file or dict that does not validate; the message names the key."""
 

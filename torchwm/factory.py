@@ -30,6 +30,7 @@ from torchwm.spec import (
     resolve_wrappers,
     wrapper_env_kwargs,
 )
+from torchwm.wrappers.atari_fused import build_fused_atari, unfusable_reason
 
 # gymnasium.make_vec's vectorization_mode -> torchwm's backend. "async" is AsyncVectorEnv, whose
 # default is shared_memory=True: shmem is the same design (vector_kwargs={"shared_memory": False}
@@ -58,7 +59,7 @@ def _env_spec_arguments(spec: EnvSpec) -> tuple[str, dict[str, Any], dict[str, A
             f"(gymnasium.register(id={spec.id!r}, entry_point=...)) so that every worker can build it"
         )
     kwargs = dict(spec.kwargs)
-    arguments = {key: kwargs.pop(key) for key in ("num_envs", "vectorization_mode", "vector_kwargs", "wrappers")
+    arguments: dict[str, Any] = {key: kwargs.pop(key) for key in ("num_envs", "vectorization_mode", "vector_kwargs", "wrappers")
                  if key in kwargs}
     changed = {key: value for key, value in kwargs.items() if registered.kwargs.get(key, _MISSING) != value}
     if spec.max_episode_steps != registered.max_episode_steps:
@@ -169,7 +170,7 @@ def resolve_spec(
     ):
         # AtariPreprocessing skips frames itself and needs the emulator to skip none.
         kwargs["frameskip"] = 1
-    return VecSpec(
+    spec = VecSpec(
         id=resolved.id,
         num_envs=num_envs,
         source=source,
@@ -180,18 +181,18 @@ def resolve_spec(
         backend=backend,
         backend_kwargs=dict(backend_kwargs or {}),
         family=resolved.family,
-        fused=fused,
     )
+    # Decided here, not when an env is built, so that the spec (and a config dumped from it) says what is built.
+    return spec.replace(fused=fused and spec.family == "atari" and unfusable_reason(spec) is None)
 
 
 def build_env(spec: VecSpec) -> gym.Env:
-    """One env of ``spec``: the fused Atari env where it is equivalent, else source then wrappers."""
-    if spec.fused and spec.family == "atari":
-        from torchwm.wrappers.atari_fused import build_fused_atari
-
+    """One env of ``spec``: the fused Atari env if ``spec.fused``, else source then wrappers."""
+    if spec.fused:
         fused = build_fused_atari(spec)
-        if fused is not None:
-            return fused
+        if fused is None:
+            raise UnsupportedStackError(f"the spec says fused=True, but the fused env cannot run it: {unfusable_reason(spec)}")
+        return fused
     env = registry("source").get(spec.source).factory(spec.id, **spec.env_kwargs)
     for wrapper in spec.wrappers:
         env = wrapper.apply(env)

@@ -17,8 +17,10 @@ backends' options), so that each is refused alike everywhere.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import importlib.metadata
 import inspect
+import json
 import math
 import numbers
 import typing
@@ -29,7 +31,7 @@ from typing import Any
 import pydantic
 from gymnasium.vector import AutoresetMode
 
-from torchwm.errors import InvalidSeedError
+from torchwm.errors import InvalidSeedError, WrapperOptionError
 from torchwm.plugins import registry
 
 AUTORESET_MODES = {
@@ -79,7 +81,9 @@ class VecSpec:
     backend: str = "sync"
     backend_kwargs: dict[str, Any] = field(default_factory=dict)
     family: str = "generic"  # "atari" for ALE envs; decides the default stack and the fused path
-    fused: bool = True  # Python backends may replace an Atari stack by the equivalent fused env
+    # Python backends build the fused Atari env, equal to the stack, instead of the wrapper chain. resolve_spec
+    # sets it where the fused env can run the stack exactly (and ``make_vec(fused=False)`` did not forbid it).
+    fused: bool = False
     # One no-argument env factory per env (`torchwm.make_vec_from_fns`), built instead of ``id``; callables,
     # so a spec that has them cannot be written as data (`to_dict` refuses it, as for callable wrappers).
     env_fns: tuple[Callable[[], Any], ...] | None = None
@@ -226,16 +230,50 @@ def wrapper_options(factory: Callable[..., Any]) -> dict[str, inspect.Parameter]
     }
 
 
+def did_you_mean(name: str, known: Sequence[str]) -> str:
+    """``" (did you mean 'x'?)"`` for the closest of ``known``, or nothing when none is close."""
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+_EXPECTED = {
+    "int_type": "expected an integer", "int_parsing": "expected an integer", "int_from_float": "expected an integer",
+    "bool_type": "expected true or false", "bool_parsing": "expected true or false",
+    "float_type": "expected a number", "float_parsing": "expected a number",
+    "string_type": "expected a string", "dict_type": "expected a table", "list_type": "expected a list",
+    "tuple_type": "expected a list", "model_type": "expected a table", "none_required": "expected nothing (null)",
+}
+
+
+def expected_text(error: Mapping[str, Any]) -> str:
+    """What one pydantic error expected, in a config file's words (``expected an integer``)."""
+    if error["type"] in _EXPECTED:
+        return _EXPECTED[error["type"]]
+    if error["type"] == "greater_than_equal":
+        return f"expected an integer >= {error['ctx']['ge']}"
+    message = error["msg"]
+    return "expected " + message[len("Input should be "):] if message.startswith("Input should be ") else message
+
+
+def show_value(value: Any) -> str:
+    """A value as a config file writes it (JSON), else its repr."""
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
 def _check_option(wrapper: str, key: str, value: Any, annotation: Any) -> Any:
     if annotation is inspect.Parameter.empty:
         return value
     try:
         return pydantic.TypeAdapter(annotation).validate_python(value, strict=not isinstance(value, list))
     except pydantic.ValidationError as exc:
+        error = exc.errors()[0]
         expected = getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
-        raise TypeError(
-            f"wrapper {wrapper!r}: option {key!r} expected {expected}, got {value!r} "
-            f"({exc.errors()[0]['msg'].lower()})"
+        raise WrapperOptionError(
+            f"wrapper {wrapper!r}: option {key!r} expected {expected}, got {value!r} ({error['msg'].lower()})",
+            key, f"{expected_text(error)}, got {show_value(value)}",
         ) from None
 
 
@@ -249,11 +287,13 @@ def resolve_wrapper(item: Any, *, family: str = "generic", env_id: str = "") -> 
         name, given = item, {}
     elif isinstance(item, Mapping):
         if "name" not in item:
-            raise ValueError(f"a wrapper given as a mapping needs a 'name' key, got keys {sorted(item)}")
+            raise WrapperOptionError(f"a wrapper given as a mapping needs a 'name' key, got keys {sorted(item)}",
+                                     "name", "expected the name of a registered wrapper, got no name key")
         given = {k: v for k, v in item.items() if k != "name"}
         name = item["name"]
         if not isinstance(name, str):
-            raise TypeError(f"a wrapper name must be a string, got {name!r}")
+            raise WrapperOptionError(f"a wrapper name must be a string, got {name!r}",
+                                     "name", f"expected the name of a registered wrapper, got {show_value(name)}")
     elif callable(item):
         label = getattr(item, "__qualname__", None) or type(item).__name__
         return WrapperSpec(name=label, fn=item)
@@ -270,9 +310,10 @@ def resolve_wrapper(item: Any, *, family: str = "generic", env_id: str = "") -> 
     options = wrapper_options(entry.factory)
     unknown = sorted(set(given) - set(options))
     if unknown:
-        raise TypeError(
-            f"wrapper {name!r} has no option {', '.join(map(repr, unknown))}; its options are: "
-            f"{', '.join(options) or '(none)'}"
+        listed = f"its options are: {', '.join(options) or '(none)'}"
+        raise WrapperOptionError(
+            f"wrapper {name!r} has no option {', '.join(map(repr, unknown))}; {listed}",
+            unknown[0], f"wrapper {name!r} has no option {unknown[0]!r}{did_you_mean(unknown[0], list(options))}; {listed}",
         )
     try:
         hints = typing.get_type_hints(entry.factory)

@@ -15,7 +15,7 @@ torchwm's ``[torch]`` extra, installed from a checkout with ``pip install ".[tor
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from gymnasium.vector import VectorWrapper
@@ -26,6 +26,9 @@ except ImportError as exc:
     from torchwm.extras import missing_extra
 
     raise missing_extra("torch", "torchwm.to_torch") from exc
+
+if TYPE_CHECKING:
+    from torchwm.vector.base import VectorEnv
 
 # numpy kinds torch can hold: bool, signed and unsigned ints, floats, complex.
 _TENSOR_KINDS = frozenset("biufc")
@@ -56,6 +59,8 @@ class ToTorch(VectorWrapper):
         tensor([1., 1.], dtype=torch.float64)
         >>> envs.close()
     """
+
+    env: VectorEnv  # torchwm's: `send`, `recv` and ``env_ids`` are used when called
 
     def __init__(self, env: Any, device: str | torch.device = "cpu", pin_memory: bool | None = None) -> None:
         try:

@@ -18,8 +18,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from torchwm.plugins import registry
-from torchwm.spec import VecSpec, parse_autoreset_mode
+from torchwm.factory import make_vec_from_fns
+from torchwm.vector.base import VectorEnv
 from torchwm.vector.pool import default_num_workers
 
 BACKENDS = ("shmem", "subproc", "sync")
@@ -73,14 +73,14 @@ class TorchVectorizedEnv:
         self.num_workers = num_workers
         self.envs_per_worker = envs_per_worker
         self.total_envs = num_workers * envs_per_worker
-        label = getattr(env_factory, "__qualname__", None) or type(env_factory).__name__
-        spec = VecSpec(
-            id=f"<factory {label}>", num_envs=self.total_envs, seed=seed,
-            autoreset_mode=parse_autoreset_mode(autoreset_mode), backend=backend,
-        )
         if backend != "sync":
             backend_kwargs = {**backend_kwargs, "num_workers": num_workers, "envs_per_worker": envs_per_worker}
-        self.vec_env = registry("backend").get(backend).factory(spec, env_fn=env_factory, **backend_kwargs)
+        # Built as make_vec_from_fns builds any list of factories, so that vec_env.spec.env_fns holds them.
+        # sync, subproc and shmem are torchwm's vector envs (send, recv, call, spec).
+        self.vec_env: VectorEnv = make_vec_from_fns(  # type: ignore[assignment]
+            [env_factory] * self.total_envs, backend=backend, seed=seed, autoreset_mode=autoreset_mode,
+            backend_kwargs=backend_kwargs,
+        )
 
     @property
     def num_envs(self) -> int:
@@ -104,7 +104,7 @@ class TorchVectorizedEnv:
     def single_action_space(self) -> gym.Space:
         return self.vec_env.single_action_space
 
-    def reset(self, seed: int | list[int] | None = None) -> Any:
+    def reset(self, seed: int | list[int | None] | None = None) -> Any:
         """Reset every env; returns the batch of first observations."""
         obs, _ = self.vec_env.reset(seed=seed)
         return obs

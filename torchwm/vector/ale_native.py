@@ -24,7 +24,8 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from torchwm.atari import check_ale_seeds, check_ale_vector_kwargs, check_first_seed
+from torchwm.ale_vector import check_ale_seeds, check_ale_vector_kwargs, check_first_seed
+from torchwm.atari_stack import parse_for
 from torchwm.errors import NoAsyncCallError, UnsupportedStackError
 from torchwm.hookspecs import hookimpl
 from torchwm.spec import VecSpec
@@ -40,7 +41,6 @@ SUPPORTED_ENV_KWARGS = {
     "max_num_frames_per_episode", "continuous", "continuous_action_threshold",
 }
 UNSET_ENV_KWARGS = {"mode": None, "difficulty": None, "render_mode": None}
-WRAPPERS_BETWEEN = ("episodic_life", "fire_reset", "clip_reward")
 BACKEND_KWARGS = ("batch_size", "num_threads", "thread_affinity_offset")
 INFO_KEYS = ("lives", "frame_number", "episode_frame_number")
 
@@ -53,71 +53,29 @@ def _refuse(spec: VecSpec, what: str) -> UnsupportedStackError:
 
 def _stack_kwargs(spec: VecSpec) -> dict[str, Any]:
     """The preprocessing arguments of AtariVectorEnv that the wrapper stack means."""
-    wrappers = list(spec.wrappers)
-    for w in wrappers:
-        if w.fn is not None:
-            raise _refuse(spec, f"the wrapper {w.name!r} is a Python callable, which ALE's C++ env cannot run")
-    names = [w.name for w in wrappers]
-    if not names or names[0] != "atari_preprocessing":
-        raise _refuse(
-            spec, f"its stack must start with atari_preprocessing (ALE always preprocesses), got {names}"
-        )
-    for name in set(names):
-        if names.count(name) > 1:
-            raise _refuse(spec, f"the wrapper {name!r} appears {names.count(name)} times")
-
-    pre = wrappers[0].kwargs
-    if pre.get("scale_obs"):
-        raise _refuse(spec, "atari_preprocessing(scale_obs=True) gives float observations and ALE gives uint8 only")
-    screen = pre.get("screen_size", 84)
-    width, height = (screen, screen) if isinstance(screen, int) else screen
-    frame_skip = pre.get("frame_skip", 4)
-    kwargs: dict[str, Any] = {
-        "noop_max": pre.get("noop_max", 30),
+    try:
+        stack = parse_for(spec, "ale-native")
+    except UnsupportedStackError as exc:
+        raise _refuse(spec, str(exc)) from None
+    pre = stack.preprocessing
+    frame_skip = pre["frame_skip"]
+    return {
+        "noop_max": pre["noop_max"],
         "frameskip": frame_skip,
         # AtariPreprocessing max-pools the last two frames only when it skips frames.
         "maxpool": frame_skip > 1,
-        "img_height": height,
-        "img_width": width,
-        "grayscale": pre.get("grayscale", True),
+        "img_height": pre["screen_size"],
+        "img_width": pre["screen_size"],
+        "grayscale": pre["grayscale"],
         # AtariPreprocessing(terminal_on_life_loss) ends the episode at a lost life and its next
         # reset restarts the game: that is ALE's episodic_life (break out of the frame skip, reset).
-        "episodic_life": pre.get("terminal_on_life_loss", False),
-        "life_loss_info": False,
-        "reward_clipping": False,
-        "use_fire_reset": False,
-        "stack_num": 1,
+        "episodic_life": pre["terminal_on_life_loss"],
+        # episodic_life: a lost life ends the learner's episode and the game goes on (ALE's life_loss_info).
+        "life_loss_info": stack.has("episodic_life"),
+        "reward_clipping": stack.has("clip_reward"),
+        "use_fire_reset": stack.has("fire_reset"),
+        "stack_num": stack.frame_stack[0] if stack.frame_stack else 1,
     }
-
-    rest = wrappers[1:]
-    if rest and rest[-1].name == "frame_stack":
-        stack = rest.pop()
-        if stack.kwargs.get("padding", "zero") != "zero":
-            raise _refuse(
-                spec, f"frame_stack(padding={stack.kwargs['padding']!r}): ALE pads the stack with zeros only"
-            )
-        kwargs["stack_num"] = stack.kwargs.get("stack_size", 4)
-    for w in rest:
-        if w.name == "episodic_life":
-            # A lost life ends the learner's episode and the game goes on: ALE's life_loss_info.
-            kwargs["life_loss_info"] = True
-        elif w.name == "fire_reset":
-            kwargs["use_fire_reset"] = True
-        elif w.name == "clip_reward":
-            bounds = (w.kwargs.get("min_reward", -1.0), w.kwargs.get("max_reward", 1.0))
-            if bounds != (-1.0, 1.0):
-                raise _refuse(spec, f"clip_reward{bounds}: ALE clips rewards to (-1, 1) only")
-            kwargs["reward_clipping"] = True
-        elif w.name == "frame_stack":
-            raise _refuse(spec, "frame_stack must be the last wrapper of the stack (ALE stacks the final frames)")
-        elif w.name == "atari_preprocessing":
-            raise _refuse(spec, "atari_preprocessing must come first, once")
-        else:
-            raise _refuse(
-                spec, f"ALE has no equivalent of the wrapper {w.name!r} (it expresses atari_preprocessing, "
-                f"then {', '.join(WRAPPERS_BETWEEN)}, then frame_stack)"
-            )
-    return kwargs
 
 
 def _env_kwargs(spec: VecSpec) -> dict[str, Any]:
@@ -166,10 +124,6 @@ def ale_vector_kwargs(
         >>> kwargs["game"], kwargs["stack_num"], kwargs["reward_clipping"], kwargs["repeat_action_probability"]
         ('pong', 4, False, 0.25)
     """
-    if spec.family != "atari":
-        raise _refuse(spec, "it is not an Atari (ALE) env")
-    if spec.source not in ("gym", "ale"):
-        raise _refuse(spec, f"source {spec.source!r} (ALE builds the game itself: only sources 'gym' and 'ale')")
     n = spec.num_envs
     if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
                                    or not 1 <= batch_size <= n):

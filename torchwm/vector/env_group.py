@@ -28,6 +28,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
+from torchwm.factory import build_env
 from torchwm.vector.batching import ARRAY_SPACES, get_row, put_rows
 
 if TYPE_CHECKING:
@@ -303,6 +304,4 @@ def spec_env_fns(spec: VecSpec) -> list[Callable[[], gym.Env]]:
     """One no-argument factory per env of ``spec``: its ``env_fns``, or `torchwm.factory.build_env` of it."""
     if spec.env_fns is not None:
         return list(spec.env_fns)
-    from torchwm.factory import build_env  # imported here: torchwm.factory imports the backends' registry
-
     return [functools.partial(build_env, spec)] * spec.num_envs

@@ -61,7 +61,8 @@ def ale_of(env: gym.Env, wrapper: str) -> Any:
 
 def action_meanings(env: gym.Env) -> list[str]:
     """The meanings of the env's actions (``["NOOP", "FIRE", ...]``), as ALE names them."""
-    return list(env.unwrapped.get_action_meanings())
+    ale_env: Any = env.unwrapped  # an AtariEnv, or another env that names its actions
+    return list(ale_env.get_action_meanings())
 
 
 def game_name(env: gym.Env) -> str:

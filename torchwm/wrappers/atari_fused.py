@@ -20,7 +20,6 @@ the stack gives; ``clip_reward`` is Gymnasium's `ClipReward`.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
 from typing import Any
 
 import cv2
@@ -30,12 +29,11 @@ from gymnasium.spaces import Box
 from gymnasium.vector.utils import batch_space
 from gymnasium.wrappers import ClipReward
 
-from torchwm.spec import VecSpec, WrapperSpec
+from torchwm.atari_stack import AtariStack, parse_atari_stack, parse_for
+from torchwm.errors import UnsupportedStackError
+from torchwm.spec import VecSpec
 from torchwm.wrappers.episodic_life import EpisodicLifeEnv
 from torchwm.wrappers.fire_reset import FireResetEnv
-
-# Wrappers that may follow atari_preprocessing in a fused stack, in any order.
-FUSABLE_WRAPPERS = ("episodic_life", "fire_reset", "clip_reward", "frame_stack")
 
 
 def _atari_env_options() -> set[str]:
@@ -59,32 +57,12 @@ def unfusable_reason(spec: VecSpec) -> str | None:
         >>> unfusable_reason(resolve_spec("ALE/Pong-v5")) is None
         True
         >>> unfusable_reason(resolve_spec("ALE/Pong-v5", wrappers=["atari_preprocessing", "pixels"]))
-        "wrapper 'pixels' is not one of ('episodic_life', 'fire_reset', 'clip_reward', 'frame_stack')"
+        "'pixels' is not one of ('episodic_life', 'fire_reset', 'clip_reward', 'frame_stack') (a fast path has no equivalent of the wrapper 'pixels')"
     """
-    from torchwm.names import is_atari, register_ale
-
-    register_ale()
-    if spec.family != "atari" or not is_atari(spec.id):
-        return f"{spec.id!r} is not an ALE env"
-    if spec.source not in ("gym", "ale"):
-        return f"source {spec.source!r} is not 'gym' or 'ale'"
-    if not spec.wrappers or spec.wrappers[0].fn is not None or spec.wrappers[0].name != "atari_preprocessing":
-        return "the stack does not start with atari_preprocessing"
-    pre = spec.wrappers[0].kwargs
-    if pre["noop_max"] < 0 or pre["frame_skip"] < 1 or pre["screen_size"] < 1:
-        return f"atari_preprocessing options {pre} are out of range"
-    stacks = 0
-    for wrapper in spec.wrappers[1:]:
-        if wrapper.fn is not None:
-            return f"wrapper {wrapper.name!r} is a callable"
-        if wrapper.name not in FUSABLE_WRAPPERS:
-            return f"wrapper {wrapper.name!r} is not one of {FUSABLE_WRAPPERS}"
-        if wrapper.name == "frame_stack":
-            stacks += 1
-            if stacks > 1 or wrapper.kwargs["stack_size"] < 1 or wrapper.kwargs["padding"] not in ("zero", "reset"):
-                return f"frame_stack {wrapper.kwargs} (fused supports one, zero or reset padding)"
-        if wrapper.name == "clip_reward" and wrapper.kwargs["min_reward"] > wrapper.kwargs["max_reward"]:
-            return f"clip_reward {wrapper.kwargs} has min_reward > max_reward"
+    try:
+        parse_for(spec, "fused")
+    except UnsupportedStackError as exc:
+        return str(exc)
     unknown = sorted(set(spec.env_kwargs) - _atari_env_options())
     if unknown:
         return f"env options {unknown} are not AtariEnv's"
@@ -114,7 +92,7 @@ def build_fused_atari(spec: VecSpec) -> gym.Env | None:
         return None
     from ale_py.env import AtariEnv
 
-    return FusedAtariEnv(AtariEnv(**_atari_kwargs(spec)), spec.wrappers)
+    return FusedAtariEnv(AtariEnv(**_atari_kwargs(spec)), parse_atari_stack(spec))
 
 
 class AtariPreprocessingCore(gym.Env):
@@ -128,12 +106,14 @@ class AtariPreprocessingCore(gym.Env):
     def __init__(
         self,
         atari_env: Any,
-        noop_max: int = 30,
-        frame_skip: int = 4,
-        screen_size: int = 84,
-        grayscale: bool = True,
-        terminal_on_life_loss: bool = False,
-        scale_obs: bool = False,
+        *,
+        # atari_preprocessing's options, all given (their defaults are the wrapper's, written once there).
+        noop_max: int,
+        frame_skip: int,
+        screen_size: int,
+        grayscale: bool,
+        terminal_on_life_loss: bool,
+        scale_obs: bool,
     ) -> None:
         if noop_max > 0 and atari_env.get_action_meanings()[0] != "NOOP":
             # AtariPreprocessing's own check and message (Backgammon, for one).
@@ -244,6 +224,7 @@ class RingFrameStack(gym.Wrapper):
         self.observation_space = batch_space(frame_space, n=stack_size)
         self.stack_size = stack_size
         self.padding = padding
+        assert frame_space.shape is not None  # the core's Box
         self._ring = np.zeros((stack_size, *frame_space.shape), dtype=frame_space.dtype)
         self._oldest = 0  # the ring slot of the oldest frame, which the next frame replaces
 
@@ -274,8 +255,8 @@ class FusedAtariEnv(gym.Env):
 
     Args:
         atari_env: an `ale_py.env.AtariEnv` made with ``frameskip=1``.
-        wrappers: the resolved stack; the first is ``atari_preprocessing``, the others are in
-            `FUSABLE_WRAPPERS` (use `build_fused_atari`, which checks it).
+        stack: the parsed stack (`torchwm.atari_stack.parse_atari_stack`; use `build_fused_atari`,
+            which also checks the env options).
 
     Observations are fresh arrays that later steps never change.
 
@@ -289,33 +270,29 @@ class FusedAtariEnv(gym.Env):
         ((4, 84, 84), 5)
     """
 
-    def __init__(self, atari_env: Any, wrappers: Sequence[WrapperSpec]) -> None:
-        core = AtariPreprocessingCore(atari_env, **wrappers[0].kwargs)
+    def __init__(self, atari_env: Any, stack: AtariStack) -> None:
+        core = AtariPreprocessingCore(atari_env, **stack.preprocessing)
         top: gym.Env = core
-        stacked = False
-        for wrapper in wrappers[1:]:
-            if wrapper.name == "frame_stack":
-                top = RingFrameStack(top, wrapper.kwargs["stack_size"], wrapper.kwargs["padding"])
-                stacked = True
-            elif wrapper.name == "episodic_life":
+        for layer in stack.layers:
+            if layer.name == "frame_stack":
+                top = RingFrameStack(top, layer.kwargs["stack_size"], layer.kwargs["padding"])
+            elif layer.name == "episodic_life":
                 top = EpisodicLifeEnv(top)
-            elif wrapper.name == "fire_reset":
+            elif layer.name == "fire_reset":
                 top = FireResetEnv(top)
-            elif wrapper.name == "clip_reward":
-                top = ClipReward(top, wrapper.kwargs["min_reward"], wrapper.kwargs["max_reward"])
-            else:
-                raise ValueError(f"FusedAtariEnv cannot fuse wrapper {wrapper.name!r}; it fuses {FUSABLE_WRAPPERS}")
+            else:  # clip_reward: parse_atari_stack lets no other name through
+                top = ClipReward(top, layer.kwargs["min_reward"], layer.kwargs["max_reward"])
         self._core = core
         self._top = top
         # The core's frame is a buffer the next step overwrites; a ring stack returns fresh arrays.
-        self._copy_obs = not stacked
+        self._copy_obs = not stack.has("frame_stack")
         self._needs_reset = True
         self.ale = core.ale
         self.action_space = core.action_space
         self.observation_space = top.observation_space
         self.metadata = core.metadata
         self.render_mode = core.render_mode
-        self.stack = tuple(wrappers)
+        self.stack = stack.wrappers
 
     @property
     def np_random(self) -> np.random.Generator:
@@ -332,8 +309,9 @@ class FusedAtariEnv(gym.Env):
         """The AtariEnv's seed, as the chain reports it (-1 after ``np_random`` was set directly)."""
         return self._core.atari_env.np_random_seed
 
+    # What Gymnasium's env checker inspects; read-only here: the AtariEnv's, which np_random's setter replaces.
     @property
-    def _np_random(self) -> np.random.Generator | None:  # what Gymnasium's env checker inspects
+    def _np_random(self) -> np.random.Generator | None:  # type: ignore[override]
         return self._core.atari_env._np_random
 
     @property

@@ -58,8 +58,8 @@ def test_classic_control_takes_gymnasiums_time_limit():
     ({"wrappers": [{"name": "atari_preprocessing", "scale_obs": True}]}, "scale_obs=True"),
     ({"wrappers": [{"name": "atari_preprocessing", "terminal_on_life_loss": True}]}, "terminal_on_life_loss=True"),
     ({"wrappers": ["atari_preprocessing", {"name": "clip_reward", "min_reward": -2.0}]}, "clip_reward"),
-    ({"wrappers": ["frame_stack"], "frameskip": 4}, "must begin with atari_preprocessing"),
-    ({"wrappers": ["atari_preprocessing", lambda env: env]}, "Python callables"),
+    ({"wrappers": ["frame_stack"], "frameskip": 4}, "does not start with atari_preprocessing"),
+    ({"wrappers": ["atari_preprocessing", lambda env: env]}, "Python callable"),
     ({"obs_type": "ram"}, "obs_type"),
 ])
 def test_what_envpool_cannot_express_is_refused_by_name(given, named):

@@ -16,6 +16,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from torchwm.atari_stack import parse_for
 from torchwm.errors import UnsupportedStackError
 from torchwm.spec import VecSpec
 
@@ -101,50 +102,24 @@ def _translate_atari(spec: VecSpec, tasks: set[str]) -> EnvPoolPlan:
     if task_id not in tasks:
         raise _refuse(spec, f"EnvPool has no Atari task {task_id!r} for the game {game!r}")
 
-    names = [w.name for w in spec.wrappers]
-    if not names or names[0] != "atari_preprocessing":
-        raise _refuse(spec, f"the stack {names} (EnvPool always preprocesses Atari frames: the stack must begin "
-                            f"with atari_preprocessing)")
+    try:
+        stack = parse_for(spec, "envpool")
+    except UnsupportedStackError as exc:
+        raise _refuse(spec, str(exc)) from None
     if env_kwargs.get("frameskip", 1) != 1:
         raise _refuse(spec, f"frameskip={env_kwargs['frameskip']} under atari_preprocessing (it skips frames itself)")
-    options = spec.wrappers[0].kwargs
-    if options["terminal_on_life_loss"]:
-        raise _refuse(spec, "atari_preprocessing(terminal_on_life_loss=True) (EnvPool's life loss is "
-                            "episodic_life, which restarts the game only at game over)")
-    if options["scale_obs"]:
-        raise _refuse(spec, "atari_preprocessing(scale_obs=True) (EnvPool returns uint8 frames)")
-    if not options["grayscale"]:
-        raise _refuse(spec, "atari_preprocessing(grayscale=False) (EnvPool lays RGB frames out channel-first)")
+    options = stack.preprocessing
     size = options["screen_size"]
-    width, height = (size, size) if isinstance(size, int) else tuple(size)
-
-    stack_size, zero_padding = 0, False
-    flags = {"episodic_life": False, "use_fire_reset": False, "reward_clip": False}
-    for wrapper in spec.wrappers[1:]:
-        if wrapper.name == "frame_stack" and not stack_size:
-            stack_size = wrapper.kwargs["stack_size"]
-            zero_padding = wrapper.kwargs["padding"] == "zero"
-            if wrapper.kwargs["padding"] not in ("zero", "reset"):
-                raise _refuse(spec, f"frame_stack(padding={wrapper.kwargs['padding']!r})")
-        elif wrapper.name == "episodic_life" and not flags["episodic_life"]:
-            flags["episodic_life"] = True
-        elif wrapper.name == "fire_reset" and not flags["use_fire_reset"]:
-            flags["use_fire_reset"] = True
-        elif wrapper.name == "clip_reward" and not flags["reward_clip"]:
-            if (wrapper.kwargs["min_reward"], wrapper.kwargs["max_reward"]) != (-1.0, 1.0):
-                raise _refuse(spec, f"clip_reward{tuple(wrapper.kwargs.values())} (EnvPool clips to the sign, "
-                                    f"which is clip_reward(-1.0, 1.0) only)")
-            flags["reward_clip"] = True
-        else:
-            raise _refuse(spec, f"the wrapper {wrapper!r} (EnvPool's pipeline has atari_preprocessing, "
-                                f"frame_stack, episodic_life, fire_reset and clip_reward(-1, 1), each once)")
+    stack_size, padding = stack.frame_stack or (0, "zero")
+    flags = {"episodic_life": stack.has("episodic_life"), "use_fire_reset": stack.has("fire_reset"),
+             "reward_clip": stack.has("clip_reward")}
 
     frame_skip = options["frame_skip"]
     kwargs: dict[str, Any] = {
         "frame_skip": frame_skip,
         "noop_max": options["noop_max"],
-        "img_height": height,
-        "img_width": width,
+        "img_height": size,
+        "img_width": size,
         "gray_scale": True,
         # Gymnasium's AtariPreprocessing resizes with cv2.INTER_AREA.
         "use_inter_area_resize": True,
@@ -158,5 +133,5 @@ def _translate_atari(spec: VecSpec, tasks: set[str]) -> EnvPoolPlan:
         "zero_discount_on_life_loss": False,
         **flags,
     }
-    return EnvPoolPlan(task_id, kwargs, stack_size=stack_size, zero_padding=zero_padding and stack_size > 1,
+    return EnvPoolPlan(task_id, kwargs, stack_size=stack_size, zero_padding=padding == "zero" and stack_size > 1,
                        squeeze_stack=not stack_size)

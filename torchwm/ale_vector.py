@@ -40,10 +40,11 @@ def check_ale_seeds(seeds: Sequence[Any], what: str) -> list[int | None]:
             continue
         if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
             raise TypeError(f"{what}: seeds must be ints in [0, {ALE_MAX_SEED}] or None, got {seed!r}")
+        seed = int(seed)
         if not 0 <= seed <= ALE_MAX_SEED:
             raise ValueError(f"{what}: seeds must be ints in [0, {ALE_MAX_SEED}] (ALE takes C ints and ignores a "
-                             f"negative seed), got {int(seed)}")
-        checked.append(int(seed))
+                             f"negative seed), got {seed}")
+        checked.append(seed)
     return checked
 
 
@@ -63,7 +64,7 @@ def _int_in(low: int, high: int = C_INT_MAX) -> Callable[[str, Any], Any]:
     def check(name: str, value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, numbers.Integral):
             raise TypeError(f"{name} must be an int, got {value!r}")
-        if not low <= value <= high:
+        if not low <= int(value) <= high:
             expected = f"an int >= {low}" if high == C_INT_MAX else f"an int in [{low}, {high}]"
             raise ValueError(f"{name} must be {expected}, got {value!r}")
         return int(value)
@@ -73,7 +74,7 @@ def _int_in(low: int, high: int = C_INT_MAX) -> Callable[[str, Any], Any]:
 def _probability(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a number in [0, 1], got {value!r}")
-    if math.isnan(value) or not 0.0 <= value <= 1.0:
+    if math.isnan(value) or not 0.0 <= float(value) <= 1.0:
         raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
     return float(value)
 
@@ -135,7 +136,7 @@ def check_ale_vector_kwargs(num_envs: Any, kwargs: dict[str, Any]) -> dict[str, 
         if name == "batch_size":
             if isinstance(value, bool) or not isinstance(value, numbers.Integral):
                 raise TypeError(f"batch_size must be an int, got {value!r}")
-            if not 0 <= value <= n:
+            if not 0 <= int(value) <= n:
                 raise ValueError(f"batch_size must be 0 (every env) or an int from 1 to num_envs={n}, got {value!r}")
             checked[name] = int(value)
         else:
