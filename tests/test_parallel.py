@@ -253,7 +253,7 @@ def _no_new_children_or_segments(before):
 @pytest.mark.parametrize(("kwargs", "error", "match"), [
     ({"num_workers": 0}, ValueError, "num_workers must be an int >= 1, got 0"),
     ({"num_workers": 2.5}, TypeError, "num_workers must be an int"),
-    ({"batch_size": 9}, ValueError, "batch_size must be from 1 to num_envs=4, got 9"),
+    ({"batch_size": 9}, ValueError, "batch_size must be an int from 1 to num_envs=4, got 9"),
     ({"context": "threads"}, ValueError, r"context must be one of \['fork', 'forkserver', 'spawn'\]"),
     ({"num_wrokers": 2}, TypeError, r"unknown backend option\(s\) \['num_wrokers'\]"),
     ({"num_workers": 3, "envs_per_worker": 3}, ValueError, "do not fit num_envs=4"),

@@ -29,7 +29,7 @@ from torchwm.atari_stack import parse_for
 from torchwm.errors import NoAsyncCallError, UnsupportedStackError
 from torchwm.hookspecs import hookimpl
 from torchwm.spec import VecSpec
-from torchwm.vector.base import VectorEnv
+from torchwm.vector.base import VectorEnv, check_batch_size
 from torchwm.vector.batching import check_actions
 
 # "No frame limit" for ALE, whose own default is 108000 frames.
@@ -125,9 +125,7 @@ def ale_vector_kwargs(
         ('pong', 4, False, 0.25)
     """
     n = spec.num_envs
-    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
-                                   or not 1 <= batch_size <= n):
-        raise ValueError(f"batch_size must be an int from 1 to num_envs={n}, got {batch_size!r}")
+    check_batch_size(batch_size, n)
     for name, value in (("num_threads", num_threads), ("thread_affinity_offset", thread_affinity_offset)):
         if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "num_threads" else -1):
             raise ValueError(f"{name} must be an int >= {0 if name == 'num_threads' else -1}, got {value!r}")
@@ -172,7 +170,7 @@ class AleNativeVectorEnv(VectorEnv):
         num_threads: int = 0,
         thread_affinity_offset: int = -1,
     ) -> None:
-        self._ale_env = None
+        self._ale_env: Any = None  # ALE's AtariVectorEnv once built, None after close
         self.closed = True  # until built, so that __del__ of a refused spec does nothing
         kwargs = ale_vector_kwargs(spec, batch_size=batch_size, num_threads=num_threads,
                                    thread_affinity_offset=thread_affinity_offset)
@@ -194,11 +192,12 @@ class AleNativeVectorEnv(VectorEnv):
                     f"remove fire_reset from the stack"
                 )
         self._ale_env = ale_env
-        self._ale = ale_env.ale
+        self._ale: Any = ale_env.ale
         # Without frame_stack the stack axis ALE always has is dropped, as Gymnasium's chain has none.
         self._squeeze = not any(w.name == "frame_stack" for w in spec.wrappers)
         single_obs = ale_env.single_observation_space
         if self._squeeze:
+            assert single_obs.shape is not None  # ALE's Box
             single_obs = spaces.Box(0, 255, single_obs.shape[1:], np.uint8)
         super().__init__(spec, single_obs, ale_env.single_action_space, metadata={"render_modes": []},
                          batch_size=batch_size)
@@ -331,7 +330,7 @@ class AleNativeVectorEnv(VectorEnv):
     # -- helpers ---------------------------------------------------------------------------------
 
     def _check_actions(self, actions: Any) -> np.ndarray:
-        space = self.single_action_space
+        space: Any = self.single_action_space  # Discrete unless continuous (then not range-checked here)
         if (
             not self._continuous
             and type(actions) is np.ndarray

@@ -49,7 +49,7 @@ def check_batch_size(batch_size: Any, num_envs: int, owner: str = "") -> int | N
         return None
     batch_size = check_count(f"{owner}batch_size", batch_size)
     if batch_size > num_envs:
-        raise ValueError(f"{owner}batch_size must be from 1 to num_envs={num_envs}, got {batch_size}")
+        raise ValueError(f"{owner}batch_size must be an int from 1 to num_envs={num_envs}, got {batch_size}")
     return batch_size
 
 

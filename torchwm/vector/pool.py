@@ -137,8 +137,10 @@ def default_num_workers() -> int:
 
 
 def split_envs(num_envs: int, num_workers: int | None, envs_per_worker: int | None,
-               backend: str = "backend") -> list[range]:
+               backend: str = "backend", unit: str = "worker") -> list[range]:
     """The envs of each worker: contiguous ranges, as even as possible.
+
+    ``unit`` is what the backend calls a worker in its option names (``"actor"``: ``num_actors``).
 
     ``envs_per_worker`` alone gives ``ceil(num_envs / envs_per_worker)`` workers (the last one may have
     fewer); ``num_workers`` alone spreads the envs evenly (at most one worker per env; default: the cores
@@ -154,8 +156,8 @@ def split_envs(num_envs: int, num_workers: int | None, envs_per_worker: int | No
         workers = -(-num_envs // envs_per_worker)
         if num_workers is not None and num_workers != workers:
             raise ValueError(
-                f"{backend}: num_workers={num_workers} and envs_per_worker={envs_per_worker} do not fit "
-                f"num_envs={num_envs} (that needs {workers} workers); give one of them, or matching values"
+                f"{backend}: num_{unit}s={num_workers} and envs_per_{unit}={envs_per_worker} do not fit "
+                f"num_envs={num_envs} (that needs {workers} {unit}s); give one of them, or matching values"
             )
         return [range(start, min(start + envs_per_worker, num_envs)) for start in range(0, num_envs, envs_per_worker)]
     workers = min(num_workers if num_workers is not None else default_num_workers(), num_envs)

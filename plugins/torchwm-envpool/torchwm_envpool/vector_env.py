@@ -14,14 +14,14 @@ seeds) or refuses the call with a clear error.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from gymnasium import spaces
 
 from torchwm.errors import AlreadyPendingCallError, EnvTimeoutError
 from torchwm.spec import VecSpec, check_timeout
-from torchwm.vector.base import VectorEnv
+from torchwm.vector.base import VectorEnv, check_batch_size
 from torchwm_envpool.translate import EnvPoolPlan, translate
 
 INFO_KEYS = ("lives", "elapsed_step")  # per-env infos kept from EnvPool's (not its RAM copy nor player ids)
@@ -81,20 +81,19 @@ class EnvPoolVectorEnv(VectorEnv):
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
                 raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
         n = spec.num_envs
-        if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
-                                       or not 1 <= batch_size <= n):
-            raise ValueError(f"batch_size must be an int from 1 to num_envs={n}, got {batch_size!r}")
+        check_batch_size(batch_size, n)
         timeout = check_timeout(timeout)  # the base class checks it too, but after the pool is made
         self._plan: EnvPoolPlan = translate(spec)
         self._pool_options = {"num_threads": num_threads, "thread_affinity_offset": thread_affinity_offset,
                               "batch_size": batch_size or n}
         # EnvPool draws env i's seed from the pool's seed as seed + i, Gymnasium's layout.
-        seed = spec.seed if spec.seed is not None else int(np.random.SeedSequence().entropy % (MAX_SEED - n + 2))
+        seed = spec.seed if spec.seed is not None else int(cast(int, np.random.SeedSequence().entropy) % (MAX_SEED - n + 2))
         self._fresh_seeds: list[int] | None = check_seeds([seed + i for i in range(n)], "make_vec(seed=...)")
         self._pool = self._make_pool(self._fresh_seeds)
         single_obs, single_action = self._spaces()
         super().__init__(spec, single_obs, single_action, metadata={"render_modes": []}, render_mode=None,
                          batch_size=batch_size, timeout=timeout, copy=copy)
+        assert single_obs.shape is not None  # EnvPool's Box
         self._observations = np.zeros((n, *single_obs.shape), dtype=single_obs.dtype)
         self._rewards = np.zeros(n, dtype=np.float64)
         self._terminations = np.zeros(n, dtype=np.bool_)

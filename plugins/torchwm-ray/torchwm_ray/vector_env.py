@@ -41,10 +41,11 @@ from ray import cloudpickle
 from ray.dag import InputNode, MultiOutputNode
 
 from torchwm.errors import ClosedEnvironmentError, EnvTimeoutError, WorkerError, worker_error
-from torchwm.spec import VecSpec, check_timeout
-from torchwm.vector.base import VectorEnv
+from torchwm.spec import VecSpec, check_count, check_timeout
+from torchwm.vector.base import VectorEnv, check_batch_size
 from torchwm.vector.batching import ARRAY_SPACES, create_batch, put_rows, take_rows
 from torchwm.vector.env_group import EnvGroup
+from torchwm.vector.pool import Batch, Deadline, split_envs
 
 DEFAULT_TIMEOUT = 120.0  # seconds; actors may first have to be scheduled and import torchwm
 # Ray sends a return value inline with the reply when it is under 100 KiB (its default
@@ -218,7 +219,7 @@ class EnvActor:
         array_actions = isinstance(self.group.action_space, ARRAY_SPACES)
 
         def step_one(row: int, i: int) -> list[dict]:
-            action = actions[row : row + 1] if array_actions else take_rows(self.group.action_space, actions, [row])
+            action = actions[row : row + 1] if array_actions else take_rows(self.group.action_space, actions, np.array([row]))
             return self.group.step([i], action)
 
         infos, failed = self._each_env(local_ids, step_one)
@@ -337,37 +338,14 @@ class _LocalRay:
             cls.started = False
 
 
-def split_envs(num_envs: int, num_actors: int | None, envs_per_actor: int | None) -> list[range]:
-    """The global env ids of each actor: as even as possible, in order."""
-    for name, value in (("num_actors", num_actors), ("envs_per_actor", envs_per_actor)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise ValueError(f"{name} must be an int >= 1 or None, got {value!r}")
-    if num_actors is not None and envs_per_actor is not None:
-        if num_actors * envs_per_actor != num_envs:
-            raise ValueError(
-                f"num_actors x envs_per_actor must equal num_envs: {num_actors} x {envs_per_actor} = "
-                f"{num_actors * envs_per_actor}, but num_envs is {num_envs}"
-            )
-    elif envs_per_actor is not None:
-        num_actors = math.ceil(num_envs / envs_per_actor)
-    elif num_actors is None:
-        num_actors = min(num_envs, os.cpu_count() or 1)
-    if num_actors > num_envs:
-        raise ValueError(f"num_actors={num_actors} is more than num_envs={num_envs}; every actor needs an env")
-    if envs_per_actor is not None:
-        bounds = [min(k * envs_per_actor, num_envs) for k in range(num_actors + 1)]
-    else:
-        bounds = [round(k * num_envs / num_actors) for k in range(num_actors + 1)]
-    return [range(bounds[k], bounds[k + 1]) for k in range(num_actors)]
-
-
 class RayVectorEnv(VectorEnv):
     """torchwm envs on Ray actors: ``num_actors`` actors hosting ``envs_per_actor`` envs each.
 
     Args:
         spec: what to build (from `torchwm.make_vec`).
         num_actors: how many actors (default: one per CPU of this machine, at most ``num_envs``).
-        envs_per_actor: envs in each actor; with ``num_actors``, their product must be ``num_envs``.
+        envs_per_actor: envs in each actor (the last one takes the rest); give this or ``num_actors``, or
+            both if they agree. The split is `torchwm.vector.pool.split_envs`'s, as for ``num_workers``.
         address: an existing cluster to join (``"auto"``, ``"ray://host:port"`` or ``"host:port"``).
             ``None`` joins the Ray this process is already connected to, or starts a local one.
             A process connects to one Ray at a time: once connected, ``address`` is not used.
@@ -418,7 +396,12 @@ class RayVectorEnv(VectorEnv):
         self._pending: dict[Any, tuple[int, np.ndarray, list]] = {}  # first ref -> (actor, global ids, all refs)
         self._failure: WorkerError | None = None  # an actor died (without restart_on_crash): nothing more works
         # Everything is checked before Ray starts, so bad options cost nothing.
-        self._actor_ranges = split_envs(spec.num_envs, num_actors, envs_per_actor)
+        self._actor_ranges = split_envs(
+            spec.num_envs,
+            None if num_actors is None else check_count("num_actors", num_actors),
+            None if envs_per_actor is None else check_count("envs_per_actor", envs_per_actor),
+            "ray", unit="actor",
+        )
         if address is not None and not isinstance(address, str):
             raise TypeError(f"address must be a str such as 'auto' or 'ray://127.0.0.1:10001', got {address!r}")
         if actor_options is not None and not isinstance(actor_options, dict):
@@ -428,9 +411,7 @@ class RayVectorEnv(VectorEnv):
         if isinstance(max_restarts, bool) or not isinstance(max_restarts, int) or max_restarts < 0:
             raise ValueError(f"max_restarts must be an int >= 0, got {max_restarts!r}")
         n = spec.num_envs
-        if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
-                                       or not 1 <= batch_size <= n):
-            raise ValueError(f"batch_size must be an int from 1 to num_envs={n}, got {batch_size!r}")
+        check_batch_size(batch_size, n)
         timeout = check_timeout(timeout)  # the base class checks it too, but Ray must not start first
 
         self._restart_on_crash = bool(restart_on_crash)
@@ -454,10 +435,10 @@ class RayVectorEnv(VectorEnv):
         self._actor_pids = [d["pid"] for d in described]
         super().__init__(spec, first["observation_space"], first["action_space"], metadata=first["metadata"],
                          render_mode=first["render_mode"], batch_size=batch_size, timeout=timeout, copy=copy)
-        self._observations = create_batch(first["observation_space"], n)
-        self._rewards = np.zeros(n, dtype=np.float64)
-        self._terminations = np.zeros(n, dtype=np.bool_)
-        self._truncations = np.zeros(n, dtype=np.bool_)
+        # The pool's batch (rows and their one `store`), though Ray's actors are not the pool's transports.
+        self._batch = Batch(first["observation_space"], n)
+        self._observations, self._rewards = self._batch.observations, self._batch.rewards
+        self._terminations, self._truncations = self._batch.terminations, self._batch.truncations
         self._actor_of_env = np.zeros(n, dtype=np.int64)
         for k, r in enumerate(self._actor_ranges):
             self._actor_of_env[r.start : r.stop] = k
@@ -526,7 +507,9 @@ class RayVectorEnv(VectorEnv):
         if len(parts) == 1:
             return parts[0]
         _, rewards, terminations, truncations, infos = parts[0]
-        obs = np.concatenate(parts[1:]).reshape(len(rewards), *self.single_observation_space.shape)
+        shape = self.single_observation_space.shape
+        assert shape is not None  # an array space: the only kind sent in chunks
+        obs = np.concatenate(parts[1:]).reshape(len(rewards), *shape)
         return obs, rewards, terminations, truncations, infos
 
     def _reset_envs(self, ids: np.ndarray, seeds: list[int | None], options: dict | None) -> list[dict]:
@@ -881,10 +864,7 @@ class RayVectorEnv(VectorEnv):
         obs, rewards, terminations, truncations, infos = result
         first, last = int(global_ids[0]), int(global_ids[-1])
         rows: np.ndarray | slice = slice(first, last + 1) if last - first + 1 == global_ids.size else global_ids
-        put_rows(self.single_observation_space, self._observations, rows, obs)
-        self._rewards[rows] = rewards
-        self._terminations[rows] = terminations
-        self._truncations[rows] = truncations
+        self._batch.store(rows, obs, rewards, terminations, truncations)
         return dict(zip(global_ids.tolist(), infos, strict=True))
 
     def _get(self, refs: list[Any], deadline: Deadline, what: str, actors: list[int] | None = None) -> list[Any]:
@@ -945,21 +925,3 @@ class RayVectorEnv(VectorEnv):
         restarted = [{**infos[r], "worker_restarted": True} for r in rows.tolist()]
         return (take_rows(self.single_observation_space, obs, rows), np.zeros(rows.size), np.zeros(rows.size, bool),
                 np.ones(rows.size, bool), restarted)
-
-
-class Deadline:
-    """When a wait must end: ``seconds`` after it began (None: never). Messages name ``seconds``."""
-
-    __slots__ = ("seconds", "at")
-
-    def __init__(self, seconds: float | None, at: float | None) -> None:
-        self.seconds = seconds
-        self.at = at
-
-    @classmethod
-    def after(cls, seconds: float | None) -> Deadline:
-        return cls(seconds, None if seconds is None else time.monotonic() + seconds)
-
-    def remaining(self, forever: float | None = None) -> float | None:
-        """Seconds left (at least 0), or ``forever`` when there is no deadline."""
-        return forever if self.at is None else max(self.at - time.monotonic(), 0.0)
