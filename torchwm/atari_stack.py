@@ -24,7 +24,7 @@ from typing import Any
 
 from torchwm.errors import UnsupportedStackError
 from torchwm.plugins import registry
-from torchwm.spec import VecSpec, WrapperSpec
+from torchwm.spec import EPISODE_STATISTICS, VecSpec, WrapperSpec
 
 # The wrappers a fast path may find on top of atari_preprocessing.
 LAYERS = ("episodic_life", "fire_reset", "clip_reward", "frame_stack")
@@ -32,10 +32,18 @@ LAYERS = ("episodic_life", "fire_reset", "clip_reward", "frame_stack")
 
 def _own_factories() -> dict[str, Callable[..., Any]]:
     """torchwm's own factory of each name a fast path translates (imported late: wrappers import us)."""
-    from torchwm.wrappers import atari_preprocessing, clip_reward, episodic_life, fire_reset, frame_stack
+    from torchwm.wrappers import (
+        atari_preprocessing,
+        clip_reward,
+        episode_statistics,
+        episodic_life,
+        fire_reset,
+        frame_stack,
+    )
 
     return {"atari_preprocessing": atari_preprocessing, "episodic_life": episodic_life,
-            "fire_reset": fire_reset, "clip_reward": clip_reward, "frame_stack": frame_stack}
+            "fire_reset": fire_reset, "clip_reward": clip_reward, "frame_stack": frame_stack,
+            EPISODE_STATISTICS: episode_statistics}
 
 
 @dataclass(frozen=True)
@@ -43,21 +51,27 @@ class AtariStack:
     """An Atari wrapper stack as plain options: ``atari_preprocessing``'s, then the layers over it.
 
     Attributes:
-        wrappers: the resolved stack: ``atari_preprocessing``, then the layers over it in order
-            (names in `LAYERS`), each torchwm's own wrapper with every option explicit.
+        wrappers: the resolved stack: ``episode_statistics`` or not, ``atari_preprocessing``, then the
+            layers over it in order (names in `LAYERS`), each torchwm's own wrapper with every option
+            explicit.
     """
 
     wrappers: tuple[WrapperSpec, ...]
 
     @property
+    def episode_statistics(self) -> bool:
+        """Whole games are recorded (``episode_statistics``, on the AtariEnv itself)."""
+        return self.wrappers[0].name == EPISODE_STATISTICS
+
+    @property
     def preprocessing(self) -> dict[str, Any]:
         """The options of ``atari_preprocessing`` (noop_max, frame_skip, screen_size, grayscale,
         terminal_on_life_loss, scale_obs)."""
-        return self.wrappers[0].kwargs
+        return self.wrappers[int(self.episode_statistics)].kwargs
 
     @property
     def layers(self) -> tuple[WrapperSpec, ...]:
-        return self.wrappers[1:]
+        return self.wrappers[int(self.episode_statistics) + 1:]
 
     @property
     def names(self) -> list[str]:
@@ -106,10 +120,12 @@ def parse_atari_stack(spec: VecSpec) -> AtariStack:
         if wrapper.fn is not None:
             raise UnsupportedStackError(f"the wrapper {wrapper.name!r} is a Python callable")
     names = [wrapper.name for wrapper in spec.wrappers]
-    if not names or names[0] != "atari_preprocessing":
+    # episode_statistics is always first (resolve_wrappers puts it on the env itself).
+    first = 1 if names[:1] == [EPISODE_STATISTICS] else 0
+    if names[first:first + 1] != ["atari_preprocessing"]:
         raise UnsupportedStackError(f"the stack does not start with atari_preprocessing (got {names})")
     own = _own_factories()
-    for name in names[1:]:
+    for name in names[first + 1:]:
         if name not in LAYERS:
             raise UnsupportedStackError(
                 f"{name!r} is not one of {LAYERS} (a fast path has no equivalent of the wrapper {name!r})"
@@ -120,7 +136,7 @@ def parse_atari_stack(spec: VecSpec) -> AtariStack:
             raise UnsupportedStackError(
                 f"the wrapper {name!r} is plugin {entry.plugin!r}'s, not torchwm's own, and only the wrapper chain runs it"
             )
-    pre = spec.wrappers[0].kwargs
+    pre = spec.wrappers[first].kwargs
     if pre["noop_max"] < 0 or pre["frame_skip"] < 1 or pre["screen_size"] < 1:
         raise UnsupportedStackError(f"atari_preprocessing options {pre} are out of range")
     return AtariStack(spec.wrappers)
@@ -148,6 +164,8 @@ PATH_LIMITS: dict[str, list[tuple[Callable[[AtariStack], bool], Callable[[AtariS
          lambda s: f"{_clip(s)} has min_reward > max_reward"),
     ],
     "ale-native": [
+        (lambda s: not s.episode_statistics,
+         lambda s: "episode_statistics: ALE's vector env reports no whole-game return or length"),
         (_each_once, _repeated),
         (lambda s: not s.preprocessing["scale_obs"],
          lambda s: "atari_preprocessing(scale_obs=True) gives float observations and ALE gives uint8 only"),
@@ -158,6 +176,8 @@ PATH_LIMITS: dict[str, list[tuple[Callable[[AtariStack], bool], Callable[[AtariS
         (lambda s: s.clip_bounds in (None, (-1.0, 1.0)), lambda s: f"{_clip(s)}: ALE clips rewards to (-1, 1) only"),
     ],
     "envpool": [
+        (lambda s: not s.episode_statistics,
+         lambda s: "episode_statistics: EnvPool reports no whole-game return or length of Gymnasium's kind"),
         (_each_once, _repeated),
         (lambda s: not s.preprocessing["terminal_on_life_loss"],
          lambda s: "atari_preprocessing(terminal_on_life_loss=True) (EnvPool's life loss is episodic_life, which "

@@ -21,6 +21,7 @@ EXTRAS = {
     "plot": "matplotlib",
     "render": "pygame",
     "torch": "torch",
+    "sb3": "stable-baselines3",
 }
 
 

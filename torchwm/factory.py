@@ -22,6 +22,7 @@ from torchwm import names
 from torchwm.errors import UnsupportedStackError
 from torchwm.plugins import registry
 from torchwm.spec import (
+    EPISODE_STATISTICS,
     VecSpec,
     check_count,
     check_seed,
@@ -161,9 +162,11 @@ def resolve_spec(
     resolved = names.resolve(id, env_kwargs)
     wrapper_specs = resolve_wrappers(wrappers, family=resolved.family, env_id=resolved.id)
     if size is not None:
-        # Pixels first, so that every wrapper above sees the rendered frames.
+        # Pixels first (after episode_statistics, which stays on the env itself), so that every wrapper above
+        # sees the rendered frames.
         pixels = resolve_wrapper({"name": "pixels", "width": size[0], "height": size[1]})
-        wrapper_specs = (pixels, *wrapper_specs)
+        first = 1 if wrapper_specs and wrapper_specs[0].name == EPISODE_STATISTICS else 0
+        wrapper_specs = (*wrapper_specs[:first], pixels, *wrapper_specs[first:])
     kwargs = {**wrapper_env_kwargs(wrapper_specs), **resolved.kwargs}
     if resolved.family == "atari" and "frameskip" not in (env_kwargs or {}) and any(
         w.name == "atari_preprocessing" for w in wrapper_specs

@@ -40,6 +40,9 @@ AUTORESET_MODES = {
     "disabled": AutoresetMode.DISABLED,
 }
 
+# The wrapper that records episodes where the source makes the env, wherever the stack names it.
+EPISODE_STATISTICS = "episode_statistics"
+
 # The standard DeepMind stack, as ALE's AtariVectorEnv and Gymnasium's docs give it.
 ATARI_DEFAULT_WRAPPERS: tuple[Mapping[str, Any], ...] = (
     {"name": "atari_preprocessing"},
@@ -336,7 +339,14 @@ def resolve_wrappers(items: Sequence[Any] | None, *, family: str = "generic", en
         items = ATARI_DEFAULT_WRAPPERS if family == "atari" else ()
     if isinstance(items, (str, Mapping)) or callable(items):
         raise TypeError(f"wrappers must be a list of wrappers, got a single {type(items).__name__}: {items!r}")
-    return tuple(resolve_wrapper(item, family=family, env_id=env_id) for item in items)
+    specs = tuple(resolve_wrapper(item, family=family, env_id=env_id) for item in items)
+    # episode_statistics records on the env the source makes, wherever it is written: a learner's episode
+    # (a life, clipped rewards) is never what one logs (torchwm.wrappers.episode_statistics).
+    stats = [spec for spec in specs if spec.fn is None and spec.name == EPISODE_STATISTICS]
+    if len(stats) > 1:
+        raise ValueError(f"{EPISODE_STATISTICS} appears {len(stats)} times in the stack; it records once, on the "
+                         f"env the source makes")
+    return (*stats, *(spec for spec in specs if spec not in stats))
 
 
 def wrapper_env_kwargs(wrappers: Sequence[WrapperSpec]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from torchwm.hookspecs import hookimpl
 from torchwm.wrappers.atari import atari_preprocessing
+from torchwm.wrappers.episode_statistics import episode_statistics
 from torchwm.wrappers.episodic_life import EpisodicLifeEnv, episodic_life
 from torchwm.wrappers.fire_reset import FireResetEnv, fire_reset
 from torchwm.wrappers.generic import clip_reward, frame_stack, pixels, resize
@@ -21,6 +22,7 @@ __all__ = [
     "FireResetEnv",
     "atari_preprocessing",
     "clip_reward",
+    "episode_statistics",
     "episodic_life",
     "fire_reset",
     "frame_stack",
@@ -38,6 +40,8 @@ def register_wrappers(register):
              description="a lost life ends the episode; the game restarts only at game over (DeepMind)")
     register("fire_reset", fire_reset, family="atari", description="press FIRE once after each reset")
     register("clip_reward", clip_reward, description="gymnasium ClipReward")
+    register("episode_statistics", episode_statistics,
+             description="gymnasium RecordEpisodeStatistics on the env the source makes: whole games, raw rewards")
     register("resize", resize, description="gymnasium ResizeObservation")
     register("pixels", pixels, env_kwargs={"render_mode": "rgb_array"},
              description="observations are the rendered RGB frames (gymnasium AddRenderObservation)")

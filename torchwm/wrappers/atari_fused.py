@@ -20,6 +20,7 @@ the stack gives; ``clip_reward`` is Gymnasium's `ClipReward`.
 from __future__ import annotations
 
 import inspect
+import time
 from typing import Any
 
 import cv2
@@ -114,6 +115,7 @@ class AtariPreprocessingCore(gym.Env):
         grayscale: bool,
         terminal_on_life_loss: bool,
         scale_obs: bool,
+        record_episodes: bool = False,
     ) -> None:
         if noop_max > 0 and atari_env.get_action_meanings()[0] != "NOOP":
             # AtariPreprocessing's own check and message (Backgammon, for one).
@@ -130,6 +132,12 @@ class AtariPreprocessingCore(gym.Env):
         self.terminal_on_life_loss = terminal_on_life_loss
         self.scale_obs = scale_obs
         self.lives = 0
+        # episode_statistics: RecordEpisodeStatistics on the AtariEnv, which counts every frame (no-ops and
+        # the frames of the wrappers' own steps included) and its raw reward, and reports at game over.
+        self.record_episodes = record_episodes
+        self._episode_return: float = 0
+        self._episode_length = 0
+        self._episode_start = time.perf_counter()
 
         raw_shape = atari_env.observation_space.shape
         raw_shape = raw_shape[:2] if grayscale else raw_shape
@@ -172,10 +180,16 @@ class AtariPreprocessingCore(gym.Env):
         frame_skip = self.frame_skip
         total_reward = 0.0
         terminated = truncated = False
+        game_over = False
         for t in range(frame_skip):
             # AtariEnv.step sums into a float, frame by frame; so does AtariPreprocessing.
-            total_reward += 0.0 + ale.act(ale_action, 1.0)
+            frame_reward = 0.0 + ale.act(ale_action, 1.0)
+            total_reward += frame_reward
+            if self.record_episodes:
+                self._episode_return += frame_reward
+                self._episode_length += 1
             if ale.game_over():  # terminal or truncated: tell the two apart only then
+                game_over = True
                 terminated = ale.game_over(with_truncation=False)
                 truncated = ale.game_truncated()
             if self.terminal_on_life_loss:
@@ -189,24 +203,38 @@ class AtariPreprocessingCore(gym.Env):
                 self._read_screen(self._raw_frames[1])
             elif t == frame_skip - 1:
                 self._read_screen(self._raw_frames[0])
-        return self._frame(), total_reward, terminated, truncated, self._counters()
+        info = self._counters()
+        if game_over and self.record_episodes:
+            info["episode"] = {"r": self._episode_return, "l": self._episode_length,
+                               "t": round(time.perf_counter() - self._episode_start, 6)}
+        return self._frame(), total_reward, terminated, truncated, info
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         atari_env = self.atari_env
         ale = self.ale
         _, reset_info = atari_env.reset(seed=seed, options=options)
+        self._start_episode()
         # The draw AtariPreprocessing makes, from the same generator, after the same reset.
         noops = atari_env.np_random.integers(1, self.noop_max + 1) if self.noop_max > 0 else 0
         noop_action = self._action_set[0]
         for _ in range(noops):
-            ale.act(noop_action, 1.0)
+            reward = 0.0 + ale.act(noop_action, 1.0)
+            if self.record_episodes:
+                self._episode_return += reward
+                self._episode_length += 1
             if ale.game_over():
                 _, reset_info = atari_env.reset(seed=seed, options=options)
+                self._start_episode()
         reset_info.update(self._counters())
         self.lives = ale.lives()
         self._read_screen(self._raw_frames[0])
         self._raw_frames[1].fill(0)
         return self._frame(), reset_info
+
+    def _start_episode(self) -> None:
+        """What RecordEpisodeStatistics.reset does on the AtariEnv's reset."""
+        self._episode_return, self._episode_length = 0, 0
+        self._episode_start = time.perf_counter()
 
     def render(self) -> Any:
         return self.atari_env.render()
@@ -271,7 +299,7 @@ class FusedAtariEnv(gym.Env):
     """
 
     def __init__(self, atari_env: Any, stack: AtariStack) -> None:
-        core = AtariPreprocessingCore(atari_env, **stack.preprocessing)
+        core = AtariPreprocessingCore(atari_env, **stack.preprocessing, record_episodes=stack.episode_statistics)
         top: gym.Env = core
         for layer in stack.layers:
             if layer.name == "frame_stack":
