@@ -617,3 +617,16 @@ def test_make_atari_vector_env_takes_numpy_ints():
     envs = torchwm.make_atari_vector_env("pong", np.int64(2), seed=np.int64(3), stack_num=np.int32(2))
     assert envs.reset()[0].shape == (2, 2, 84, 84)
     envs.close()
+
+
+def test_attributes_wait_for_the_step_in_flight_as_in_gymnasium(breakout):
+    """call/get_attr/set_attr/render are the base class's: refused while a step is pending, as every backend does."""
+    breakout.reset()
+    breakout.send(np.zeros(3, dtype=np.int64))
+    for calling, attempt in [("call_async", lambda: breakout.get_attr("observation_space")),
+                             ("call_async", lambda: breakout.call("get_action_meanings")),
+                             ("set_attr", lambda: breakout.set_attr("frameskip", 2))]:
+        with pytest.raises(gym.error.AlreadyPendingCallError, match=f"Calling `{calling}`.*recv\\(\\) first"):
+            attempt()
+    assert breakout.recv()[0].shape == (3, 4, 84, 84)  # the refused calls changed nothing
+    assert breakout.get_attr("action_space") == (breakout.single_action_space,) * 3

@@ -9,9 +9,12 @@ backend. A stack ALE cannot express (a callable, ``resize``, ``pixels``,
 ``scale_obs=True``, ``padding="reset"``, an order ALE does not follow, a
 non-Atari id) is refused with `UnsupportedStackError` before any thread starts.
 
-The public calls go straight to ALE rather than through the base class's
-row buffers: ALE already returns fresh arrays, so the hot path adds only the
+`reset`, `send` and `recv` go straight to ALE rather than through the base
+class's row buffers: ALE already returns fresh arrays, in batches of its own
+(``batch_size`` envs in its asynchronous mode), so the hot path adds only the
 action check, the reward cast to float64 and Gymnasium's ``_key`` info masks.
+They are built from the base class's checks and bookkeeping; attributes and
+closing are the base class's public methods over this backend's primitives.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from gymnasium.vector.utils import batch_space
 
 from torchwm.ale_vector import check_ale_seeds, check_ale_vector_kwargs, check_first_seed
 from torchwm.atari_stack import parse_for
-from torchwm.errors import NoAsyncCallError, UnsupportedStackError
+from torchwm.errors import UnsupportedStackError
 from torchwm.hookspecs import hookimpl
 from torchwm.spec import VecSpec
 from torchwm.vector.base import VectorEnv, check_batch_size
@@ -162,6 +165,9 @@ class AleNativeVectorEnv(VectorEnv):
         ((2, 4, 84, 84), dtype('uint8'))
     """
 
+    # An out-of-range action stops ALE's C++ worker with no answer: action values are checked in send.
+    check_action_values = True
+
     def __init__(
         self,
         spec: VecSpec,
@@ -213,18 +219,20 @@ class AleNativeVectorEnv(VectorEnv):
         self._paddle_strength = np.ones(self.batch_size, dtype=np.float32)
         self._info_masks = {f"_{key}": np.ones(self.batch_size, dtype=np.bool_) for key in INFO_KEYS}
         self._last_ids = np.arange(self.batch_size)
-        self._episode_over = np.zeros(self.num_envs, dtype=np.bool_)
+        # Whether each env's episode ended, for autoreset_mode 'disabled' (`_check_not_ended`); ALE's
+        # own results are returned as they come, never copied into rows.
+        self._terminations = np.zeros(self.num_envs, dtype=np.bool_)
+        self._truncations = np.zeros(self.num_envs, dtype=np.bool_)
         self.closed = False
 
-    # -- reset -----------------------------------------------------------------------------------
+    # -- reset and step ----------------------------------------------------------------------------
+    # Overridden, not primitives: ALE answers with its own batch, which the base class's row buffers
+    # would only copy, and its batch is not always every env (batch_size=k is ALE's asynchronous mode:
+    # a reset or a recv returns the k envs ready first, a send takes the actions of those k). The
+    # checks, seeds and bookkeeping are the base class's helpers.
 
-    def reset(
-        self,
-        *,
-        seed: int | list[int | None] | None = None,
-        options: dict[str, Any] | None = None,
-        env_ids: Any = None,
-    ) -> tuple[Any, dict[str, Any]]:
+    def reset(self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None,
+              env_ids: Any = None) -> tuple[Any, dict[str, Any]]:
         """Reset all envs, or those of ``env_ids`` / ``options["reset_mask"]`` (then their rows only for ``env_ids``).
 
         ``seed=s`` gives env ``i`` ALE's seed ``s + i``; ALE uses it raw for the emulator (sticky
@@ -233,29 +241,21 @@ class AleNativeVectorEnv(VectorEnv):
         """
         self._check_open()
         self._check_nothing_pending("reset_async")
-        options = dict(options) if options else {}
-        mask = options.pop("reset_mask", None)
+        ids, seeds, options = self._reset_request(seed, options, env_ids)
         if options:
             raise ValueError(f"ale-native reset takes no options but 'reset_mask', got {sorted(options)}")
-        if mask is not None and env_ids is not None:
-            raise ValueError("give env_ids or options['reset_mask'], not both")
-        ids = self._mask_ids(mask) if mask is not None else self._env_ids(env_ids)
-        partial = ids.size < self.num_envs
-        if partial and (self._async or not self._all_reset):
+        if ids.size < self.num_envs and (self._async or not self._all_reset):
             raise NotImplementedError(
                 "ale-native resets some envs only after a full reset() and with batch_size == num_envs "
                 "(ALE's partial reset); reset all envs, or use backend='shmem'"
             )
-        if seed is None and self._first_reset_seed is not None:
-            seed = self._first_reset_seed
         # Checked before the pending first-reset seed is used up, so that a refused reset changes nothing.
-        seeds = check_ale_seeds(self._seeds(seed, ids, full_list=mask is not None), "ale-native reset")
+        seeds = check_ale_seeds(seeds, "ale-native reset")
         self._first_reset_seed = None
         obs, infos = self._ale.reset(ids.tolist(), [-1 if s is None else s for s in seeds])  # -1: ALE's "no seed"
-        self._record_seeds(ids, seeds)
-        self._ever_reset[ids] = True
-        self._all_reset = bool(self._ever_reset.all())
-        self._episode_over[ids] = False
+        self._mark_reset(ids, seeds)
+        self._terminations[ids] = False
+        self._truncations[ids] = False
         self._last_ids = infos["env_id"].astype(np.int64)
         infos = self._with_masks(infos)
         if self._squeeze:
@@ -264,13 +264,6 @@ class AleNativeVectorEnv(VectorEnv):
             # ALE answers with every env's row, in env order; env_ids asks for its rows, in its order.
             return obs[ids], {key: value[ids] for key, value in infos.items()}
         return obs, infos
-
-    # -- step ------------------------------------------------------------------------------------
-
-    def step(self, actions: Any, env_ids: Any = None) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """Step every env (or, with ``batch_size=k``, the ``k`` envs of the last result)."""
-        self.send(actions, env_ids)
-        return self.recv()
 
     def send(self, actions: Any, env_ids: Any = None) -> None:
         """Start stepping the envs of the last result: all envs, or ``batch_size`` of them.
@@ -290,18 +283,11 @@ class AleNativeVectorEnv(VectorEnv):
                     f"ale-native steps exactly the envs of the last result ({self._last_ids.tolist()}); ALE "
                     f"cannot step env_ids={ids.tolist()}. Use backend='shmem' for arbitrary env_ids"
                 )
-        actions = self._check_actions(actions)
-        if env_ids is not None:
-            if not np.array_equal(ids, self._last_ids):
-                order = np.argsort(ids)[np.argsort(np.argsort(self._last_ids))]
-                actions = actions[order]
-        if self.autoreset_mode is AutoresetMode.DISABLED:
-            ended = np.flatnonzero(self._episode_over)
-            if ended.size:
-                raise ValueError(
-                    f"envs {ended.tolist()} ended their episode and autoreset_mode is 'disabled': reset them "
-                    f"first, e.g. reset(options={{'reset_mask': mask}})"
-                )
+        actions = check_actions(self.single_action_space, actions, self.batch_size, check_range=self.check_action_values)
+        actions = actions.astype(np.float32 if self._continuous else np.int64, copy=False)
+        if env_ids is not None and not np.array_equal(ids, self._last_ids):
+            actions = actions[np.argsort(ids)[np.argsort(np.argsort(self._last_ids))]]
+        self._check_not_ended(self._last_ids)
         if self._continuous:
             self._ale_env.send(actions)
         else:
@@ -311,15 +297,15 @@ class AleNativeVectorEnv(VectorEnv):
     def recv(self, timeout: float | None = None) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """The results of the batch in flight (ALE's C++ threads cannot time out: ``timeout`` is ignored)."""
         self._check_open()
-        if not self._in_flight.any():
-            raise NoAsyncCallError("recv() with no action in flight; call send() first", "step")
+        self._envs_in_flight()  # NoAsyncCallError if nothing was sent
         obs, rewards, terminations, truncations, infos = self._ale.recv()
         self._in_flight[:] = False
         ids = infos["env_id"]
         if self._async:
             self._last_ids = ids.astype(np.int64)
-        if self.autoreset_mode is AutoresetMode.DISABLED:
-            self._episode_over[ids] = terminations | truncations
+        if self.autoreset_mode is AutoresetMode.DISABLED:  # for _check_not_ended; ALE keeps no rows else
+            self._terminations[ids] = terminations
+            self._truncations[ids] = truncations
         infos = self._with_masks(infos)
         if "final_obs" in infos:
             infos = self._final_obs_info(infos, terminations | truncations)
@@ -328,23 +314,6 @@ class AleNativeVectorEnv(VectorEnv):
         return obs, rewards.astype(np.float64), terminations, truncations, infos
 
     # -- helpers ---------------------------------------------------------------------------------
-
-    def _check_actions(self, actions: Any) -> np.ndarray:
-        space: Any = self.single_action_space  # Discrete unless continuous (then not range-checked here)
-        if (
-            not self._continuous
-            and type(actions) is np.ndarray
-            and actions.shape == (self.batch_size,)
-            and actions.dtype in (np.int64, np.int32)
-        ):
-            # Checked here because an out-of-range action stops ALE's C++ worker with no answer.
-            if actions.min() < 0 or actions.max() >= space.n:
-                raise ValueError(
-                    f"actions out of range for {space}: expected values in [0, {space.n - 1}], got {actions!r:.200}"
-                )
-            return actions
-        checked = check_actions(space, actions, self.batch_size)
-        return checked.astype(np.float32 if self._continuous else np.int64, copy=False)
 
     def _with_masks(self, infos: dict[str, Any]) -> dict[str, Any]:
         """Gymnasium's ``_key`` masks next to ALE's info arrays (every env reports every key)."""
@@ -363,46 +332,35 @@ class AleNativeVectorEnv(VectorEnv):
         infos["_final_obs"] = ended.copy()
         return infos
 
-    # -- attributes --------------------------------------------------------------------------------
+    # -- attributes: the base class's call/get_attr/set_attr/render over these primitives ------------
 
-    def _per_env(self, name: str) -> tuple[Any, ...] | None:
+    def _call(self, name: str, args: tuple, kwargs: dict) -> list[Any]:
+        """Only ``get_action_meanings`` and the spaces: ALE's C++ envs have no Python attributes."""
+        if name == "render":
+            raise NotImplementedError("ale-native does not render; use backend='shmem' with render_mode='rgb_array'")
         values = {
             "observation_space": self.single_observation_space,
             "action_space": self.single_action_space,
             "render_mode": None,
         }
-        if name in values:
-            return (values[name],) * self.num_envs
-        if name == "get_action_meanings":
+        if name in values and not args and not kwargs:
+            return [values[name]] * self.num_envs
+        if name == "get_action_meanings" and not args and not kwargs:
             import ale_py
 
             names = {action: action.name for action in ale_py.Action.__members__.values()}
-            return tuple([names[a] for a in self._ale.get_action_set()] for _ in range(self.num_envs))
-        return None
+            return [[names[a] for a in self._ale.get_action_set()] for _ in range(self.num_envs)]
+        raise NotImplementedError(
+            f"ale-native cannot call {name!r} on its envs: they are C++ objects. It answers "
+            f"get_action_meanings, observation_space, action_space and render_mode; use backend='shmem' "
+            f"for anything else"
+        )
 
-    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
-        """Only ``get_action_meanings`` and the spaces: ALE's C++ envs have no Python attributes."""
-        self._check_open()
-        values = self._per_env(name)
-        if values is None or args or kwargs:
-            raise NotImplementedError(
-                f"ale-native cannot call {name!r} on its envs: they are C++ objects. It answers "
-                f"get_action_meanings, observation_space, action_space and render_mode; use backend='shmem' "
-                f"for anything else"
-            )
-        return values
-
-    def get_attr(self, name: str) -> tuple[Any, ...]:
-        return self.call(name)
-
-    def set_attr(self, name: str, values: Any) -> None:
+    def _set_attr(self, name: str, values: list[Any]) -> None:
         raise NotImplementedError(
             f"ale-native cannot set {name!r}: its envs are C++ objects with no Python attributes; "
             f"use backend='shmem'"
         )
-
-    def render(self) -> tuple[Any, ...]:
-        raise NotImplementedError("ale-native does not render; use backend='shmem' with render_mode='rgb_array'")
 
     def _close(self) -> None:
         if self._ale_env is not None:

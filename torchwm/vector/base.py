@@ -14,6 +14,10 @@ batch buffers (``_observations``, ``_rewards``, ``_terminations``,
 - ``_call(name, args, kwargs) -> list`` and ``_set_attr(name, values)``: on every env.
 - ``_close()``: release everything; must not raise on a half-built env.
 
+A backend whose waits bring more envs than `recv` asked for keeps the extra ones in ``_ready``
+(env id -> infos, their rows already in the batch) and answers ``_wait_ready`` with
+``_collect_ready(count)``, which serves the envs sent longest ago first.
+
 Gymnasium's asynchronous names are here too: ``step_async``/``step_wait`` are
 `send`/`recv`, and `reset_async` checks a reset and holds it for `reset_wait`,
 which runs it under its own timeout. `resolve_spaces` applies Gymnasium's
@@ -183,6 +187,12 @@ class VectorEnv(gym.vector.VectorEnv):
         self._ever_reset = np.zeros(n, dtype=bool)
         self._all_reset = False  # every env was reset at least once (then it stays so)
         self._in_flight = np.zeros(n, dtype=bool)
+        # Results that came in before recv asked for them (backends whose waits return more envs than
+        # recv wants): env id -> infos, its rows already in the batch, in the order they came.
+        self._ready: dict[int, dict] = {}
+        # With batch_size < num_envs: the recv() count when each env was last sent (`_collect_ready`).
+        self._recvs = 0
+        self._sent_at = np.zeros(n, dtype=np.int64)
         self._pending_reset: tuple[Any, Any] | None = None  # (seed, options) of reset_async, for reset_wait
         self._all_ids = np.arange(n)
         self._all_ids.flags.writeable = False  # shared by every full-batch call
@@ -231,9 +241,7 @@ class VectorEnv(gym.vector.VectorEnv):
         ids, seeds, options = self._reset_request(seed, options, env_ids)
         self._first_reset_seed = None
         infos = self._reset_envs(ids, seeds, options)
-        self._record_seeds(ids, seeds)
-        self._ever_reset[ids] = True
-        self._all_reset = bool(self._ever_reset.all())
+        self._mark_reset(ids, seeds)
         if env_ids is not None:
             obs, _, _, _, batched = self._rows(ids, infos)
             return obs, batched
@@ -304,15 +312,11 @@ class VectorEnv(gym.vector.VectorEnv):
             # Every env, in another order: backends take a whole batch in env order.
             order = np.argsort(ids)
             actions, ids = take_rows(self.single_action_space, actions, order), self._all_ids
-        if self.autoreset_mode is AutoresetMode.DISABLED:
-            ended = ids[self._terminations[ids] | self._truncations[ids]]
-            if ended.size:
-                raise ValueError(
-                    f"envs {ended.tolist()} ended their episode and autoreset_mode is 'disabled': reset them "
-                    f"first, e.g. reset(options={{'reset_mask': mask}})"
-                )
+        self._check_not_ended(ids)
         self._send_step(ids, actions)
         self._in_flight[ids] = True
+        if self.batch_size < self.num_envs:  # only batches of fewer envs choose (see _collect_ready)
+            self._sent_at[ids] = self._recvs
 
     def recv(self, timeout: float | None = None) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Results of envs in flight: all of them, or the first ``batch_size`` ready.
@@ -321,11 +325,8 @@ class VectorEnv(gym.vector.VectorEnv):
         """
         self._check_open()
         timeout = self.timeout if timeout is None else check_timeout(timeout, "recv(timeout=)")
-        candidates = np.flatnonzero(self._in_flight)
-        if not candidates.size:
-            raise NoAsyncCallError(
-                "Calling `step_wait` without any prior call to `step_async`. (recv() with no action in flight; "
-                "call send() first.)", "step")
+        candidates = self._envs_in_flight()
+        self._recvs += 1
         count = min(self.batch_size, candidates.size)
         ids, infos = self._wait_ready(candidates, count, timeout)
         if len(ids) == self.num_envs:
@@ -455,6 +456,37 @@ class VectorEnv(gym.vector.VectorEnv):
         raise AlreadyPendingCallError(
             f"Calling `{calling}` while waiting for a pending call to `{pending}` to complete ({detail}).", pending)
 
+    def _envs_in_flight(self) -> np.ndarray:
+        """The envs with an action in flight, or NoAsyncCallError (Gymnasium's words) if none has."""
+        candidates = np.flatnonzero(self._in_flight)
+        if not candidates.size:
+            raise NoAsyncCallError(
+                "Calling `step_wait` without any prior call to `step_async`. (recv() with no action in flight; "
+                "call send() first.)", "step")
+        return candidates
+
+    def _check_not_ended(self, ids: np.ndarray) -> None:
+        """Under autoreset_mode 'disabled', a ValueError if an env of ``ids`` ended its episode (its
+        ``_terminations``/``_truncations`` row) and was not reset since."""
+        if self.autoreset_mode is AutoresetMode.DISABLED:
+            ended = ids[self._terminations[ids] | self._truncations[ids]]
+            if ended.size:
+                raise ValueError(
+                    f"envs {ended.tolist()} ended their episode and autoreset_mode is 'disabled': reset them "
+                    f"first, e.g. reset(options={{'reset_mask': mask}})"
+                )
+
+    def _collect_ready(self, count: int) -> tuple[np.ndarray, list[dict]]:
+        """``count`` envs of ``_ready`` and their infos, removed from it: those sent longest ago first
+        (in the order they came among envs sent together), so that with ``batch_size`` every env has
+        its turn and none starves."""
+        if count == len(self._ready):  # all of them: no per-env pops
+            ids, infos = np.fromiter(self._ready, np.int64, count), list(self._ready.values())
+            self._ready.clear()
+            return ids, infos
+        chosen = sorted(self._ready, key=self._sent_at.__getitem__)[:count]  # stable: arrival order kept
+        return np.asarray(chosen, dtype=np.int64), [self._ready.pop(i) for i in chosen]
+
     def _all_rows(self) -> Any:
         """The observations of every env: a copy, or with ``copy=False`` the batch itself."""
         if self.copy:
@@ -521,11 +553,14 @@ class VectorEnv(gym.vector.VectorEnv):
         first = check_seed(seed)
         return [first + int(i) for i in ids]
 
-    def _record_seeds(self, ids: np.ndarray, seeds: list[int | None]) -> None:
-        """Remember the seeds a reset gave (for `np_random_seed`); a reset without one keeps the last."""
+    def _mark_reset(self, ids: np.ndarray, seeds: list[int | None]) -> None:
+        """Envs ``ids`` were reset with ``seeds``: remember the seeds (for `np_random_seed`; a reset without
+        one keeps the last) and that they may step."""
         for i, seed in zip(ids.tolist(), seeds, strict=True):
             if seed is not None:
                 self._given_seeds[i] = seed
+        self._ever_reset[ids] = True
+        self._all_reset = bool(self._ever_reset.all())
 
     def _spread(self, ids: np.ndarray, infos: list[dict]) -> list[dict]:
         """Infos of ``ids`` placed at their env positions in a list of ``num_envs``."""

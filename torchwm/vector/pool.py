@@ -438,13 +438,10 @@ class WorkerPool(VectorEnv):
         self._payloads = [WorkerPayload(w, env_fns[r.start:r.stop], r.start, spec.autoreset, gym_specs)
                           for w, r in enumerate(self.worker_slices)]
         self._failure: WorkerError | None = None
-        self._ready: dict[int, dict] = {}  # envs stepped but not yet returned by recv, in finishing order
         # worker -> global ids of its step in flight (None: a step abandoned after Ctrl-C, still running)
         self._busy: dict[int, np.ndarray | None] = {}
-        # For batch_size < num_envs: the recv() count when each env was last sent, and the envs in
-        # flight that were passed over for too long (`_overdue_envs`): recv waits for those.
-        self._recvs = 0
-        self._sent_at = np.zeros(spec.num_envs, dtype=np.int64)
+        # For batch_size < num_envs: the envs in flight that were passed over for too long
+        # (`_overdue_envs`): recv waits for those. (The base class keeps `_ready` and `_sent_at`.)
         self._overdue: list[int] = []
         # Envs whose step was interrupted (Ctrl-C): they must be reset before they step again.
         self._interrupted = np.zeros(spec.num_envs, dtype=bool)
@@ -495,8 +492,6 @@ class WorkerPool(VectorEnv):
                 f"interrupted (Ctrl-C), so their state is not what the last results said; reset them "
                 f"(reset(), or reset(env_ids=[...])) before stepping them again"
             )
-        if self.batch_size < self.num_envs:  # only batches of fewer envs choose (see _overdue_envs)
-            self._sent_at[ids] = self._recvs
         try:
             self._start_step(ids, actions)
         except (WorkerError, EnvTimeoutError):
@@ -532,7 +527,6 @@ class WorkerPool(VectorEnv):
 
     def _wait_ready(self, candidates: np.ndarray, count: int, timeout: float | None) -> tuple[np.ndarray, list[dict]]:
         self._check_usable()
-        self._recvs += 1
         self._overdue = self._overdue_envs(candidates, count)
         try:
             # Every finished worker is taken in first (in _poll_until): envs are then served in the order
@@ -615,17 +609,6 @@ class WorkerPool(VectorEnv):
     def _enough_ready(self, count: int) -> bool:
         """Whether recv can return: ``count`` envs ready, and every overdue env among them."""
         return len(self._ready) >= count and all(env in self._ready for env in self._overdue)
-
-    def _collect_ready(self, count: int) -> tuple[np.ndarray, list[dict]]:
-        """``count`` envs of ``_ready`` and their infos, removed from it: those sent longest ago first
-        (in finishing order among envs sent together), so that with ``batch_size`` every env has its
-        turn and none starves."""
-        if count == len(self._ready):  # all of them: no per-env pops
-            ids, infos = np.fromiter(self._ready, np.int64, count), list(self._ready.values())
-            self._ready.clear()
-            return ids, infos
-        chosen = sorted(self._ready, key=self._sent_at.__getitem__)[:count]  # stable: finishing order kept
-        return np.asarray(chosen, dtype=np.int64), [self._ready.pop(i) for i in chosen]
 
     def _abandon_step(self, sending: np.ndarray | None) -> None:
         """A step was interrupted midway (Ctrl-C, or an unexpected error in the parent): forget it.

@@ -20,8 +20,9 @@ import numpy as np
 from gymnasium import spaces
 
 from torchwm.errors import AlreadyPendingCallError, EnvTimeoutError
-from torchwm.spec import VecSpec, check_timeout
+from torchwm.spec import VecSpec, check_count, check_timeout
 from torchwm.vector.base import VectorEnv, check_batch_size
+from torchwm.vector.pool import Batch
 from torchwm_envpool.translate import EnvPoolPlan, translate
 
 INFO_KEYS = ("lives", "elapsed_step")  # per-env infos kept from EnvPool's (not its RAM copy nor player ids)
@@ -77,12 +78,12 @@ class EnvPoolVectorEnv(VectorEnv):
         copy: bool = True,
     ) -> None:
         self._pool: Any = None
-        for name, value, minimum in (("num_threads", num_threads, 0), ("thread_affinity_offset", thread_affinity_offset, -1)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-                raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+        num_threads = check_count("num_threads", num_threads, minimum=0)
+        thread_affinity_offset = check_count("thread_affinity_offset", thread_affinity_offset, minimum=-1)
         n = spec.num_envs
-        check_batch_size(batch_size, n)
-        timeout = check_timeout(timeout)  # the base class checks it too, but after the pool is made
+        # The base class checks these too, but after the pool is made: bad options must cost nothing.
+        batch_size = check_batch_size(batch_size, n)
+        timeout = check_timeout(timeout)
         self._plan: EnvPoolPlan = translate(spec)
         self._pool_options = {"num_threads": num_threads, "thread_affinity_offset": thread_affinity_offset,
                               "batch_size": batch_size or n}
@@ -93,13 +94,12 @@ class EnvPoolVectorEnv(VectorEnv):
         single_obs, single_action = self._spaces()
         super().__init__(spec, single_obs, single_action, metadata={"render_modes": []}, render_mode=None,
                          batch_size=batch_size, timeout=timeout, copy=copy)
-        assert single_obs.shape is not None  # EnvPool's Box
-        self._observations = np.zeros((n, *single_obs.shape), dtype=single_obs.dtype)
-        self._rewards = np.zeros(n, dtype=np.float64)
-        self._terminations = np.zeros(n, dtype=np.bool_)
-        self._truncations = np.zeros(n, dtype=np.bool_)
+        self._batch = Batch(single_obs, n)
+        self._observations = self._batch.observations
+        self._rewards = self._batch.rewards
+        self._terminations = self._batch.terminations
+        self._truncations = self._batch.truncations
         self._attributes: dict[str, list[Any]] = {}  # set_attr values: EnvPool has no Python env objects
-        self._ready: dict[int, dict] = {}  # env id -> infos, rows already in the batch, in arrival order
 
     # -- EnvPool ----------------------------------------------------------------------------------
 
@@ -149,7 +149,7 @@ class EnvPoolVectorEnv(VectorEnv):
         infos: dict[int, dict] = {}
         while len(infos) < ids.size:
             obs, info = self._pool.recv(reset=True, return_info=True)
-            infos.update(self._store(obs, None, None, None, info))
+            infos.update(self._store(obs, 0.0, False, False, info))
         return [infos[i] for i in ids.tolist()]
 
     @property
@@ -169,8 +169,8 @@ class EnvPoolVectorEnv(VectorEnv):
         self._pool.send(np.asarray(actions), env_id)
 
     def _wait_ready(self, candidates: np.ndarray, count: int, timeout: float | None) -> tuple[np.ndarray, list[dict]]:
-        wanted = set(candidates.tolist())
-        waiting = [i for i in wanted if i not in self._ready]
+        # Every env of `_ready` is in flight (recv has not returned it), so it is among the candidates.
+        waiting = [i for i in candidates.tolist() if i not in self._ready]
         pool_batch = self._pool_options["batch_size"]
         if self._is_async and waiting and len(waiting) < pool_batch:
             raise ValueError(
@@ -178,13 +178,12 @@ class EnvPoolVectorEnv(VectorEnv):
                 f"flight ({sorted(waiting)}): send actions for at least {pool_batch} envs before recv()"
             )
         start = time.monotonic()
-        while sum(1 for i in self._ready if i in wanted) < count:
+        while len(self._ready) < count:
             obs, rewards, terminations, truncations, info = self._pool.recv(reset=False, return_info=True)
             self._ready.update(self._store(obs, rewards, terminations, truncations, info))
             if timeout is not None and time.monotonic() - start > timeout:
                 raise EnvTimeoutError(f"EnvPool took more than {timeout} s to return {count} envs")
-        chosen = [i for i in self._ready if i in wanted][:count]
-        return np.asarray(chosen, dtype=np.int64), [self._ready.pop(i) for i in chosen]
+        return self._collect_ready(count)
 
     def _call(self, name: str, args: tuple, kwargs: dict) -> list[Any]:
         if name in self._attributes:
@@ -234,26 +233,17 @@ class EnvPoolVectorEnv(VectorEnv):
 
     def _store(self, obs: np.ndarray, rewards: Any, terminations: Any, truncations: Any,
                info: dict[str, Any], per_env_infos: bool = True) -> dict[int, dict]:
-        """Copy EnvPool's rows into the batch (blanking stack padding); return the infos by env id."""
+        """Put EnvPool's rows into the batch (blanking stack padding); return the infos by env id."""
         env_ids = info["env_id"]
         elapsed = info["elapsed_step"]
         if self._plan.squeeze_stack:
             obs = obs[:, 0]
         if env_ids.size == self.num_envs and (env_ids == self._all_ids).all():
-            rows: Any = slice(None)
             # EnvPool returns a new array on every wait: adopt it as the batch instead of copying it.
-            self._observations = obs
+            self._observations = self._batch.observations = obs
+            self._batch.store(slice(None), None, rewards, terminations, truncations)
         else:
-            rows = env_ids
-            self._observations[rows] = obs
-        if rewards is None:
-            self._rewards[rows] = 0.0
-            self._terminations[rows] = False
-            self._truncations[rows] = False
-        else:
-            self._rewards[rows] = rewards
-            self._terminations[rows] = terminations
-            self._truncations[rows] = truncations
+            self._batch.store(env_ids, obs, rewards, terminations, truncations)
         if self._plan.zero_padding:
             # Frames before the episode's first: EnvPool repeats that frame, torchwm's
             # frame_stack(padding="zero") shows blanks, one fewer for each step taken.

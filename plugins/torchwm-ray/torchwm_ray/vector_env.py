@@ -443,7 +443,6 @@ class RayVectorEnv(VectorEnv):
         for k, r in enumerate(self._actor_ranges):
             self._actor_of_env[r.start : r.stop] = k
         self._obs_chunks = [d["obs_chunks"] for d in described]
-        self._ready: dict[int, dict] = {}  # env id -> infos, rows already in the batch, in arrival order
         # Steps of all envs at once go through a Ray Compiled Graph (compiled at the first such step):
         # shared-memory channels instead of a gRPC call per actor. Not with restart_on_crash (a graph
         # does not survive its actor's death), nor with batch_size < num_envs (a graph's results come
