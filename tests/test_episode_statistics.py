@@ -92,6 +92,6 @@ def test_it_is_placed_on_the_env_itself_and_only_once():
 
 
 def test_ale_native_refuses_it_with_the_reason():
-    with pytest.raises(UnsupportedStackError, match="episode_statistics: ALE's vector env reports no whole-game"):
+    with pytest.raises(UnsupportedStackError, match="episode_statistics: ALE's vector env reports neither"):
         torchwm.make_vec("ALE/Pong-v5", 2, backend="ale-native",
                          wrappers=["episode_statistics", "atari_preprocessing", "frame_stack"])

@@ -165,7 +165,7 @@ PATH_LIMITS: dict[str, list[tuple[Callable[[AtariStack], bool], Callable[[AtariS
     ],
     "ale-native": [
         (lambda s: not s.episode_statistics,
-         lambda s: "episode_statistics: ALE's vector env reports no whole-game return or length"),
+         lambda s: "episode_statistics: ALE's vector env reports neither a game's raw score nor its frames"),
         (_each_once, _repeated),
         (lambda s: not s.preprocessing["scale_obs"],
          lambda s: "atari_preprocessing(scale_obs=True) gives float observations and ALE gives uint8 only"),
@@ -177,7 +177,8 @@ PATH_LIMITS: dict[str, list[tuple[Callable[[AtariStack], bool], Callable[[AtariS
     ],
     "envpool": [
         (lambda s: not s.episode_statistics,
-         lambda s: "episode_statistics: EnvPool reports no whole-game return or length of Gymnasium's kind"),
+         lambda s: "episode_statistics: EnvPool reports raw rewards and game overs, but not the frames of its no-op "
+                   "resets, so a game's length in frames (what the wrapper records) cannot be known"),
         (_each_once, _repeated),
         (lambda s: not s.preprocessing["terminal_on_life_loss"],
          lambda s: "atari_preprocessing(terminal_on_life_loss=True) (EnvPool's life loss is episodic_life, which "

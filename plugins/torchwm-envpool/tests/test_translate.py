@@ -61,6 +61,7 @@ def test_classic_control_takes_gymnasiums_time_limit():
     ({"wrappers": ["frame_stack"], "frameskip": 4}, "does not start with atari_preprocessing"),
     ({"wrappers": ["atari_preprocessing", lambda env: env]}, "Python callable"),
     ({"obs_type": "ram"}, "obs_type"),
+    ({"wrappers": ["atari_preprocessing", "episode_statistics"]}, "episode_statistics: EnvPool"),
 ])
 def test_what_envpool_cannot_express_is_refused_by_name(given, named):
     wrappers = given.pop("wrappers", None)
