@@ -343,7 +343,7 @@ class Runner:
     def __init__(self, env_id: str, backend: str, num_envs: int, kwargs: dict[str, Any]) -> None:
         self.num_envs = num_envs
         if backend == "ale-emulator":
-            from torchwm.vector.processes import default_num_workers
+            from torchwm.vector.pool import default_num_workers
 
             emulator = AleEmulator(env_id)
             self._step, self._close, space = emulator.step, emulator.close, emulator.action_space
@@ -351,7 +351,7 @@ class Runner:
             self._envs_per_step = default_num_workers()  # every core emulating, as fast as this one
         elif backend == "ceiling":
             from torchwm.factory import build_env
-            from torchwm.vector.processes import default_num_workers
+            from torchwm.vector.pool import default_num_workers
 
             env = build_env(_spec(env_id, 1))
             env.reset(seed=0)

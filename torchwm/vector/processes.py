@@ -63,7 +63,6 @@ from torchwm.vector.pool import (
     Transport,
     WorkerGone,
     WorkerPayload,
-    default_num_workers,  # noqa: F401 - torchwm.bench imports it from here (to move to pool)
 )
 
 START_METHODS = ("fork", "forkserver", "spawn")
