@@ -30,7 +30,7 @@ from gymnasium.spaces import Box
 from gymnasium.vector.utils import batch_space
 from gymnasium.wrappers import ClipReward
 
-from torchwm.atari_stack import AtariStack, parse_atari_stack, parse_for
+from torchwm.atari_stack import AtariStack, parse_for
 from torchwm.errors import UnsupportedStackError
 from torchwm.spec import VecSpec
 from torchwm.wrappers.episodic_life import EpisodicLifeEnv
@@ -50,6 +50,25 @@ def _atari_kwargs(spec: VecSpec) -> dict[str, Any]:
     return {**gym.registry[spec.id].kwargs, **spec.env_kwargs}
 
 
+def _fusable_stack(spec: VecSpec) -> AtariStack:
+    """The stack the fused env runs for ``spec``; `UnsupportedStackError` says why it cannot."""
+    stack = parse_for(spec, "fused")
+    unknown = sorted(set(spec.env_kwargs) - _atari_env_options())
+    if unknown:
+        raise UnsupportedStackError(f"env options {unknown} are not AtariEnv's")
+    kwargs = _atari_kwargs(spec)
+    checks = {
+        "frameskip": 1, "obs_type": "rgb", "continuous": False, "sound_obs": False,
+    }
+    for key, wanted in checks.items():
+        value = kwargs.get(key, wanted)
+        if type(value) is not type(wanted) or value != wanted:
+            raise UnsupportedStackError(f"env option {key}={value!r} (fused needs {wanted!r})")
+    if kwargs.get("render_mode") not in (None, "rgb_array"):
+        raise UnsupportedStackError(f"render_mode={kwargs['render_mode']!r}")
+    return stack
+
+
 def unfusable_reason(spec: VecSpec) -> str | None:
     """Why ``spec`` cannot use the fused env, or None when it can.
 
@@ -61,22 +80,9 @@ def unfusable_reason(spec: VecSpec) -> str | None:
         "'pixels' is not one of ('episodic_life', 'fire_reset', 'clip_reward', 'frame_stack') (a fast path has no equivalent of the wrapper 'pixels')"
     """
     try:
-        parse_for(spec, "fused")
+        _fusable_stack(spec)
     except UnsupportedStackError as exc:
         return str(exc)
-    unknown = sorted(set(spec.env_kwargs) - _atari_env_options())
-    if unknown:
-        return f"env options {unknown} are not AtariEnv's"
-    kwargs = _atari_kwargs(spec)
-    checks = {
-        "frameskip": 1, "obs_type": "rgb", "continuous": False, "sound_obs": False,
-    }
-    for key, wanted in checks.items():
-        value = kwargs.get(key, wanted)
-        if type(value) is not type(wanted) or value != wanted:
-            return f"env option {key}={value!r} (fused needs {wanted!r})"
-    if kwargs.get("render_mode") not in (None, "rgb_array"):
-        return f"render_mode={kwargs['render_mode']!r}"
     return None
 
 
@@ -89,11 +95,13 @@ def build_fused_atari(spec: VecSpec) -> gym.Env | None:
         >>> type(env).__name__, env.observation_space.shape
         ('FusedAtariEnv', (4, 84, 84))
     """
-    if unfusable_reason(spec) is not None:
+    try:
+        stack = _fusable_stack(spec)
+    except UnsupportedStackError:
         return None
     from ale_py.env import AtariEnv
 
-    return FusedAtariEnv(AtariEnv(**_atari_kwargs(spec)), parse_atari_stack(spec))
+    return FusedAtariEnv(AtariEnv(**_atari_kwargs(spec)), stack)
 
 
 class AtariPreprocessingCore(gym.Env):
