@@ -227,10 +227,9 @@ def test_an_exception_in_step_names_the_env_and_leaves_the_rest_usable(backend):
     # A WorkerError that is also the env's own exception type, as Gymnasium re-raises it.
     assert issubclass(error.type, WorkerError) and issubclass(error.type, ValueError), error
     assert error.seconds < DEADLINE and error.env_index == FAULTY_ENV and "the env broke on purpose" in error.text
-    if backend == "ray":
-        # Ray's contract: the env that raised has no valid state until it is reset, and says so.
-        refused = timed(lambda: envs.step(actions()))
-        assert issubclass(refused.type, gym.error.ResetNeeded) and f"envs [{FAULTY_ENV}]" in refused.text, refused
+    # Every backend's contract: the env that raised has no valid state until it is reset, and says so.
+    refused = timed(lambda: envs.step(actions()))
+    assert issubclass(refused.type, gym.error.ResetNeeded) and f"envs [{FAULTY_ENV}]" in refused.text, refused
     assert_usable(envs)
     assert_cleaned_up(envs, pids, block)
 

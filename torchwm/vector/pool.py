@@ -43,8 +43,15 @@ a ``range``):
 - ``alive``, ``pid``, ``describe()``, ``restart(payload)``, ``stop()`` (ask to exit, at once)
   and ``close(deadline)`` (end within it, free everything).
 
-Waits raise the built-in ``TimeoutError`` at their deadline, and `WorkerGone` when the worker
-cannot answer any more; the pool turns both into torchwm's errors.
+Optional, per transport class: ``OPTIONS`` (backend options of its own) and
+``configure(backend, spec, env_fns, options, pool)``, which checks them against the pool's
+checked `PoolSettings` before anything starts and returns the settings every transport of
+the vector env shares.
+
+Waits raise the built-in ``TimeoutError`` at their deadline (`StepLost` when that step can
+never be waited for again: the pool then closes itself), and `WorkerGone` when the worker
+cannot answer any more (``worker=``: which one, when another's wait found out); the pool
+turns them into torchwm's errors.
 """
 
 from __future__ import annotations
@@ -119,12 +126,30 @@ class WorkerGone(Exception):
             cannot be used again (an interrupt cut a message): the vector env must then be closed.
         hint: what to do, when the transport knows better than the pool (a worker that died before it
             reached torchwm's code).
+        worker: the index of the worker that is gone, when a wait on another one found out (Ray's compiled
+            graph fails every actor's wait when one actor dies); None: the transport raising it.
     """
 
-    def __init__(self, reason: str, *, restartable: bool = True, hint: str = "") -> None:
+    def __init__(self, reason: str, *, restartable: bool = True, hint: str = "", worker: int | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
         self.restartable = restartable
+        self.hint = hint
+        self.worker = worker
+
+
+class StepLost(TimeoutError):
+    """Raised by `Transport.finish_step` at its deadline when the step cannot be waited for again (a Ray
+    compiled graph's result is read once): the pool closes itself rather than keep a step it cannot take in.
+
+    Args:
+        late: which workers did not answer, for the message (default: the transport's `Transport.describe`).
+        hint: what else the user can do, for the message.
+    """
+
+    def __init__(self, late: str | None = None, hint: str = "") -> None:
+        super().__init__(late)
+        self.late = late
         self.hint = hint
 
 
@@ -184,18 +209,22 @@ class PoolSettings:
 
 
 def check_pool_options(backend: str, num_envs: int, options: dict[str, Any],
-                       transport_options: Sequence[str] = ()) -> PoolSettings:
+                       transport_options: Sequence[str] = (), unit: str = "worker") -> PoolSettings:
     """Every pool option checked and defaulted, before anything starts; the options named in
-    ``transport_options`` are passed on unchecked (the transport's `Transport.configure` checks them)."""
-    known = [*POOL_OPTIONS, *transport_options]
+    ``transport_options`` are passed on unchecked (the transport's `Transport.configure` checks them).
+
+    ``unit`` is what the backend calls a worker in its option names (``"actor"``: ``num_actors``,
+    ``envs_per_actor``)."""
+    split_names = {"num_workers": f"num_{unit}s", "envs_per_worker": f"envs_per_{unit}"}
+    known = [split_names.get(name, name) for name in POOL_OPTIONS] + list(transport_options)
     unknown = sorted(set(options) - set(known))
     if unknown:
         raise TypeError(f"{backend}: unknown backend option(s) {unknown}; expected some of {sorted(known)}")
-    num_workers, envs_per_worker = options.get("num_workers"), options.get("envs_per_worker")
+    num_workers, envs_per_worker = (options.get(name) for name in split_names.values())
     if num_workers is not None:
-        num_workers = check_count(f"{backend}: num_workers", num_workers)
+        num_workers = check_count(f"{backend}: {split_names['num_workers']}", num_workers)
     if envs_per_worker is not None:
-        envs_per_worker = check_count(f"{backend}: envs_per_worker", envs_per_worker)
+        envs_per_worker = check_count(f"{backend}: {split_names['envs_per_worker']}", envs_per_worker)
     flags = {flag: options.get(flag, POOL_OPTIONS[flag]) for flag in ("copy", "restart_on_crash", "inline")}
     if flags["inline"] is None:  # None means the default, as it does for the options that default to None
         flags["inline"] = False
@@ -204,7 +233,7 @@ def check_pool_options(backend: str, num_envs: int, options: dict[str, Any],
             raise TypeError(f"{backend}: {flag} must be True or False (default {POOL_OPTIONS[flag]}), "
                             f"got {flags[flag]!r}")
     return PoolSettings(
-        worker_slices=split_envs(num_envs, num_workers, envs_per_worker, backend),
+        worker_slices=split_envs(num_envs, num_workers, envs_per_worker, backend, unit),
         batch_size=check_batch_size(options.get("batch_size"), num_envs, f"{backend}: "),
         timeout=check_timeout(options.get("timeout", DEFAULT_TIMEOUT), f"{backend}: timeout"),
         env_fn=options.get("env_fn"),
@@ -298,9 +327,9 @@ class Transport(ABC):
 
     @classmethod
     def configure(cls, backend: str, spec: VecSpec, env_fns: list[Callable[[], gym.Env]],
-                  options: dict[str, Any]) -> Any:
+                  options: dict[str, Any], pool: PoolSettings) -> Any:
         """Check this transport's options (and anything else that must fail before a worker starts);
-        returns the settings every worker gets."""
+        returns the settings every worker gets. ``pool`` holds the pool's own options, checked."""
         return None
 
     @classmethod
@@ -418,6 +447,7 @@ class WorkerPool(VectorEnv):
 
     backend_name = "pool"
     transport: ClassVar[type[Transport]]
+    unit = "worker"  # what the backend calls a worker in its option names (num_workers, envs_per_worker)
 
     def __init__(self, spec: VecSpec, **options: Any) -> None:
         from torchwm.vector.local import LocalWorker
@@ -425,10 +455,11 @@ class WorkerPool(VectorEnv):
         self._transports: list[Transport] = []
         self._finalizer: weakref.finalize | None = None
         backend = self.backend_name
-        settings = check_pool_options(backend, spec.num_envs, options, tuple(self.transport.OPTIONS))
+        settings = check_pool_options(backend, spec.num_envs, options, tuple(self.transport.OPTIONS), self.unit)
         spec = with_env_fn(spec, settings.env_fn, backend)
         env_fns = spec_env_fns(spec)
-        self.transport_settings = self.transport.configure(backend, spec, env_fns, settings.transport_options)
+        self.transport_settings = self.transport.configure(backend, spec, env_fns, settings.transport_options,
+                                                           settings)
         self.worker_slices = settings.worker_slices
         self.num_workers = len(self.worker_slices)
         self.restart_on_crash = settings.restart_on_crash
@@ -443,9 +474,9 @@ class WorkerPool(VectorEnv):
         # For batch_size < num_envs: the envs in flight that were passed over for too long
         # (`_overdue_envs`): recv waits for those. (The base class keeps `_ready` and `_sent_at`.)
         self._overdue: list[int] = []
-        # Envs whose step was interrupted (Ctrl-C): they must be reset before they step again.
-        self._interrupted = np.zeros(spec.num_envs, dtype=bool)
-        self._any_interrupted = False
+        # Envs whose step raised or was interrupted (Ctrl-C): they must be reset before they step again.
+        self._must_reset = np.zeros(spec.num_envs, dtype=bool)
+        self._any_must_reset = False
         self._transports = [
             LocalWorker(w, envs) if settings.inline and w == 0 else self.transport(w, envs, self.transport_settings)
             for w, envs in enumerate(self.worker_slices)
@@ -486,11 +517,11 @@ class WorkerPool(VectorEnv):
 
     def _send_step(self, ids: np.ndarray, actions: Any) -> None:
         self._check_usable()
-        if self._any_interrupted and self._interrupted[ids].any():
+        if self._any_must_reset and self._must_reset[ids].any():
             raise gym.error.ResetNeeded(
-                f"{self.backend_name}: envs {ids[self._interrupted[ids]].tolist()} were in a step that was "
-                f"interrupted (Ctrl-C), so their state is not what the last results said; reset them "
-                f"(reset(), or reset(env_ids=[...])) before stepping them again"
+                f"{self.backend_name}: envs {ids[self._must_reset[ids]].tolist()} must be reset before they step "
+                f"again (reset(), or reset(env_ids=[...])): their last step raised or was interrupted (Ctrl-C), so "
+                f"their state is not what the last results said"
             )
         try:
             self._start_step(ids, actions)
@@ -583,13 +614,20 @@ class WorkerPool(VectorEnv):
         try:
             infos = transport.finish_step(deadline)
         except WorkerGone as gone:
-            self._on_crash(transport, gone, "stepping", deadline)
+            self._on_crash(transport if gone.worker is None else self._transports[gone.worker], gone, "stepping",
+                           deadline)
             return
+        except StepLost as lost:
+            error = self._timeout(transport, deadline, "stepping", lost)
+            self.close()
+            raise error from None
         except TimeoutError:
             raise self._timeout(transport, deadline, "stepping") from None
         if ids is None:
             return  # an abandoned step (see _abandon_step): its results are dropped
         if isinstance(infos, ErrorReply):
+            # The env that raised has no state its rows show (for the worker's own error: its envs of this step).
+            self._mark_for_reset(ids if infos.env is None else np.array([transport.envs.start + infos.env]))
             self._fail_step(self._remote_error(transport, infos, "stepping"), deadline)
         self._ready.update(zip(ids.tolist(), infos))
 
@@ -619,11 +657,15 @@ class WorkerPool(VectorEnv):
         envs = self._in_flight.copy()
         if sending is not None:
             envs[sending] = True
-        self._interrupted |= envs
-        self._any_interrupted = bool(self._interrupted.any())
+        self._mark_for_reset(envs)
         self._ready.clear()
         self._in_flight[:] = False
         self._forget_steps()
+
+    def _mark_for_reset(self, envs: np.ndarray) -> None:
+        """Envs whose state moved on without their rows reaching the user: `_send_step` refuses them until reset."""
+        self._must_reset[envs] = True
+        self._any_must_reset = bool(self._must_reset.any())
 
     def _forget_steps(self) -> None:
         # A worker still stepping is waited for before it is sent a step again, but its results are not
@@ -703,7 +745,13 @@ class WorkerPool(VectorEnv):
                             original_type=original_type, env_index=env_index, worker_index=transport.index,
                             remote_traceback=reply.traceback)
 
-    def _timeout(self, transport: Transport, deadline: Deadline, doing: str) -> EnvTimeoutError:
+    def _timeout(self, transport: Transport, deadline: Deadline, doing: str,
+                 lost: StepLost | None = None) -> EnvTimeoutError:
+        if lost is not None:
+            return EnvTimeoutError(
+                f"{self.backend_name}: {lost.late or transport.describe()} did not answer within {deadline.seconds:g} s "
+                f"while {doing}, and this step cannot be waited for again, so this vector env is now closed; make a "
+                f"new one (pass a larger timeout= for slow envs{lost.hint})")
         return EnvTimeoutError(
             f"{self.backend_name}: {transport.describe()} did not answer within {deadline.seconds:g} s while "
             f"{doing}; pass a larger timeout= (backend_kwargs or recv(timeout=)), or look for an env that hangs"
@@ -818,9 +866,9 @@ class WorkerPool(VectorEnv):
                 infos[p] = info
         for env in ids.tolist():
             self._ready.pop(env, None)
-        if self._any_interrupted:
-            self._interrupted[ids] = False
-            self._any_interrupted = bool(self._interrupted.any())
+        if self._any_must_reset:
+            self._must_reset[ids] = False
+            self._any_must_reset = bool(self._must_reset.any())
         return infos
 
     def _call(self, name: str, args: tuple, kwargs: dict) -> list[Any]:

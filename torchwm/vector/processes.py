@@ -60,6 +60,7 @@ from torchwm.vector.env_group import (
 )
 from torchwm.vector.pool import (
     Deadline,
+    PoolSettings,
     Transport,
     WorkerGone,
     WorkerPayload,
@@ -176,7 +177,7 @@ class ProcessWorker(Transport):
 
     @classmethod
     def configure(cls, backend: str, spec: VecSpec, env_fns: list[Callable[[], gym.Env]],
-                  options: dict[str, Any]) -> ProcessSettings:
+                  options: dict[str, Any], pool: PoolSettings) -> ProcessSettings:
         context = options.get("context")
         if context is None:
             context = DEFAULT_START_METHOD

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import ray
-from torchwm_ray import vector_env
+from torchwm_ray import actors, connection
 
 import torchwm
 import torchwm.testing
@@ -68,7 +68,7 @@ def test_bad_options_fail_before_ray_is_touched(monkeypatch, backend_kwargs, err
     def no_ray(*args, **kwargs):
         raise AssertionError("Ray was started or joined before the options were checked")
 
-    monkeypatch.setattr(vector_env._LocalRay, "acquire", no_ray)
+    monkeypatch.setattr(connection.LocalRay, "acquire", no_ray)
     with pytest.raises(error, match=words.replace("(", r"\(").replace(")", r"\)")):
         torchwm.make_vec("CartPole-v1", 4, backend="ray", backend_kwargs=backend_kwargs)
 
@@ -79,7 +79,7 @@ def test_an_env_that_raises_is_named(local_ray):
         envs.reset()
         # The countdown env compares its step count with `length`: a string makes env 1 raise.
         envs.set_attr("length", [5, "not a number", 5, 5])
-        with pytest.raises(WorkerError, match="env 1 \\(on Ray actor 0\\) raised") as caught:
+        with pytest.raises(WorkerError, match="env 1 on Ray actor 0 .* raised") as caught:
             envs.step(np.zeros(4, dtype=np.int64))
         assert caught.value.env_index == 1 and caught.value.worker_index == 0
         assert "TypeError" in caught.value.remote_traceback
@@ -100,7 +100,7 @@ def test_a_dead_actor_raises_worker_error_naming_its_envs(local_ray):
         pid = ray.get(envs.actors[1].describe.remote())["pid"]
         ray.kill(envs.actors[1], no_restart=True)
         wait_until_gone(pid)
-        with pytest.raises(WorkerError, match=r"Ray actor 1 died, taking envs \[2, 3\]") as caught:
+        with pytest.raises(WorkerError, match=r"Ray actor 1 \(envs \[2, 3\]\) died") as caught:
             envs.step(np.zeros(4, dtype=np.int64))
         assert caught.value.worker_index == 1
         assert "restart_on_crash=True" in str(caught.value)
@@ -115,7 +115,7 @@ def test_an_actor_that_dies_under_the_compiled_graph_is_named(local_ray):
         pid = ray.get(envs.actors[0].describe.remote())["pid"]
         ray.kill(envs.actors[0], no_restart=True)
         wait_until_gone(pid)
-        with pytest.raises(WorkerError, match=r"Ray actor 0 died, taking envs \[0, 1\]") as caught:
+        with pytest.raises(WorkerError, match=r"Ray actor 0 \(envs \[0, 1\]\) died") as caught:
             envs.step(np.zeros(4, dtype=np.int64))
         assert caught.value.worker_index == 0
         assert not envs.compiled_graph, "a graph with a dead actor should be torn down"
@@ -178,6 +178,9 @@ def test_restart_on_crash_truncates_the_interrupted_episodes(local_ray):
         assert obs[2:, 2:].tolist() == [[-1.0, 0.0], [-1.0, 0.0]]
         # Envs 0 and 1 went on: this was their second step.
         assert obs[:2, 3].tolist() == [2.0, 2.0]
+        # next_step autoreset, as on the process backends: the step after a truncation is those envs' reset step.
+        obs, rewards, *_ = envs.step(np.ones(4, dtype=np.int64))
+        assert obs[2:, 3].tolist() == [0.0, 0.0] and rewards[2:].tolist() == [0.0, 0.0]
         obs, *_ = envs.step(np.ones(4, dtype=np.int64))
         assert obs[2:, 3].tolist() == [1.0, 1.0]
 
@@ -186,7 +189,7 @@ def test_large_observations_travel_in_chunks_under_rays_inline_limit():
     from gymnasium import spaces
 
     frames = spaces.Box(0, 255, (4, 84, 84), np.uint8)  # 28,224 bytes an env
-    assert vector_env.obs_chunks(frames, 3) == 0  # 84,672 bytes: inline as they are
-    chunks = vector_env.obs_chunks(frames, 4)  # 112,896 bytes
-    assert chunks == 2 and 112_896 / chunks <= vector_env.INLINE_BYTES
-    assert vector_env.obs_chunks(spaces.Dict({"a": frames}), 64) == 0  # only plain arrays are split
+    assert actors.obs_chunks(frames, 3) == 0  # 84,672 bytes: inline as they are
+    chunks = actors.obs_chunks(frames, 4)  # 112,896 bytes
+    assert chunks == 2 and 112_896 / chunks <= actors.INLINE_BYTES
+    assert actors.obs_chunks(spaces.Dict({"a": frames}), 64) == 0  # only plain arrays are split

@@ -113,7 +113,7 @@ def test_an_env_that_raises_is_named_and_the_env_stays_usable(local_ray, backend
     envs, pids = started(**backend_kwargs)
     try:
         inject(envs, 2, "raise")
-        with pytest.raises(WorkerError, match=r"env 2 \(on Ray actor 1\) raised RuntimeError: injected fault") as caught:
+        with pytest.raises(WorkerError, match=r"env 2 on Ray actor 1 \(envs \[2, 3\]\) raised RuntimeError\('injected fault'\)") as caught:
             envs.step(ACTIONS)
         assert (caught.value.env_index, caught.value.worker_index) == (2, 1)
         assert "injected fault" in caught.value.remote_traceback
@@ -138,7 +138,7 @@ def test_a_hang_past_the_timeout_raises_in_time_and_closes_the_env(local_ray, en
         inject(envs, env, "hang")
         started_at = time.monotonic()
         # The actor that hangs is named (a graph's result covers every actor: it is asked which is late).
-        with pytest.raises(EnvTimeoutError, match=rf"step: {actor} did not answer within 3 s.*now closed"):
+        with pytest.raises(EnvTimeoutError, match=rf"{actor} did not answer within 3 s while stepping.*now closed"):
             envs.step(ACTIONS)
         # In time, and closing did not wait for the hung step (an hour) to end.
         assert time.monotonic() - started_at < TIMEOUT
@@ -155,7 +155,7 @@ def test_without_the_graph_a_hang_times_out_each_wait_and_close_ends_it(local_ra
     envs, pids = started(timeout=3, compiled_graph=False)
     try:
         inject(envs, 1, "hang")
-        with pytest.raises(EnvTimeoutError, match=r"Ray actor 0 \(envs \[0, 1\]\) did not answer within 3 s"):
+        with pytest.raises(EnvTimeoutError, match=r"envs \[0, 1\] did not finish their step within 3 s"):
             envs.step(ACTIONS)
         # The step is still in flight: recv() waits for it again, with its own deadline, and does not spin.
         with pytest.raises(EnvTimeoutError, match=r"within 1 s"):
@@ -168,8 +168,8 @@ def test_without_the_graph_a_hang_times_out_each_wait_and_close_ends_it(local_ra
 def test_a_timed_out_call_names_the_real_deadline_and_later_calls_get_their_own_replies(local_ray):
     envs, pids = started(timeout=1)
     try:
-        with pytest.raises(EnvTimeoutError, match=r"call\('pause'\): Ray actor 0 \(envs \[0, 1\]\) did not answer "
-                                                  r"within 1 s"):
+        with pytest.raises(EnvTimeoutError, match=r"Ray actor 0 \(envs \[0, 1\]\) did not answer within 1 s "
+                                                  r"while calling 'pause'"):
             envs.call("pause", 2)
         envs.timeout = TIMEOUT
         assert envs.get_attr("steps") == (1, 1, 1, 1)  # not the late reply of pause()
@@ -184,11 +184,11 @@ def test_an_actor_process_that_dies_is_named_and_the_env_says_it_is_lost(local_r
     envs, pids = started()
     try:
         inject(envs, 3, fault)
-        with pytest.raises(WorkerError, match=r"Ray actor 1 died, taking envs \[2, 3\]") as caught:
+        with pytest.raises(WorkerError, match=r"Ray actor 1 \(envs \[2, 3\]\) died") as caught:
             envs.step(ACTIONS)
         assert caught.value.worker_index == 1
         for later in (envs.reset, lambda: envs.step(ACTIONS), lambda: envs.get_attr("steps")):
-            with pytest.raises(WorkerError, match="lost an actor earlier"):
+            with pytest.raises(WorkerError, match="lost a worker earlier"):
                 later()
     finally:
         envs.close()
@@ -198,7 +198,7 @@ def test_an_actor_process_that_dies_is_named_and_the_env_says_it_is_lost(local_r
 def test_an_unpicklable_reply_fails_that_call_only(local_ray):
     envs, pids = started()
     try:
-        with pytest.raises(WorkerError, match=r"get_attr|call\('lock'\): env 0 \(on Ray actor 0\) raised") as caught:
+        with pytest.raises(WorkerError, match=r"env 0 on Ray actor 0 .* raised") as caught:
             envs.get_attr("lock")
         assert "cannot be sent" in str(caught.value) and caught.value.env_index == 0
         assert envs.get_attr("steps") == (1, 1, 1, 1)

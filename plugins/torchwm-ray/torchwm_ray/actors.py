@@ -1,0 +1,496 @@
+"""The Ray actor transport: both ends of the wire between the driver and one Ray actor.
+
+`EnvActor` is the worker, one share of the pool's envs in a Ray actor process (the pool's
+`torchwm.vector.env_group.EnvGroup`, built from its `torchwm.vector.pool.WorkerPayload`);
+`RayActorTransport` is the driver's end, the `torchwm.vector.pool.Transport` that the ``ray``
+backend's pool drives. What Ray adds to the pool's protocol:
+
+- A step of all envs goes through one compiled graph over every actor
+  (`torchwm_ray.compiled_graph.CompiledStep`); resets, ``call``, ``set_attr``, partial steps
+  and restarts are ordinary actor calls, which an actor runs beside the graph's loop.
+- An env that raises does not stop its actor's call: the others go on, and their rows come
+  back with the error (`EnvFailure`).
+- ``restart_on_crash`` lets Ray restart a dead actor (``max_restarts``); the pool then resets
+  its envs, as it does for a worker process it restarts.
+- Observations over Ray's inline limit come back in chunks (`obs_chunks`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import pickle
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import ray
+import ray.exceptions
+from gymnasium import spaces
+from ray import cloudpickle
+
+from torchwm.spec import VecSpec
+from torchwm.vector.batching import ARRAY_SPACES, create_batch, take_rows
+from torchwm.vector.env_group import (
+    Call,
+    ControlCommand,
+    EnvGroup,
+    ErrorReply,
+    NeedsReset,
+    Reset,
+    SetAttr,
+    ShareDescription,
+    describe_share,
+)
+from torchwm.vector.pool import Batch, Deadline, PoolSettings, Transport, WorkerGone, WorkerPayload
+from torchwm_ray.compiled_graph import CompiledStep
+from torchwm_ray.connection import LocalRay
+
+DEFAULT_TIMEOUT = 120.0  # seconds; actors may first have to be scheduled and import torchwm
+# Ray sends a return value inline with the reply when it is under 100 KiB (its default
+# max_direct_call_object_size) and through the object store otherwise, which is slower.
+INLINE_BYTES = 90_000
+
+
+def obs_chunks(space: gym.Space, rows: int) -> int:
+    """In how many return values an actor sends ``rows`` observations (0: with the rest of the result)."""
+    if not isinstance(space, spaces.Box):
+        return 0
+    size = rows * int(np.prod(space.shape)) * space.dtype.itemsize
+    return 0 if size <= INLINE_BYTES else math.ceil(size / INLINE_BYTES)
+
+
+class EnvFailure(Exception):
+    """An env (or the actor's own code) raised in an actor call: the pool's `ErrorReply`, and the rows of the
+    call's other envs, which went on (``(obs, rewards, terminations, truncations, infos)``; None: none came)."""
+
+    def __init__(self, reply: ErrorReply, rows: tuple | None = None) -> None:
+        super().__init__(reply, rows)
+        self.reply = reply
+        self.rows = rows
+
+    @classmethod
+    def of(cls, exc: BaseException, env: int | None) -> EnvFailure:
+        try:
+            # Ray's cloudpickle, not the cloudpickle package: a class that came to the actor by value
+            # (an env defined in the driver's __main__ or a test module) then goes back as the
+            # driver's own class, which Ray's cloudpickle tracks.
+            pickled_type = cloudpickle.dumps(type(exc))
+        except Exception:
+            pickled_type = None
+        return cls(ErrorReply(env, "".join(traceback.format_exception(exc)), repr(exc), pickled_type))
+
+
+class ActorRestarted(Exception):
+    """Raised by a restarted actor asked to step envs it has not reset since it came back."""
+
+
+class EnvActor:
+    """The worker: one share of the pool's envs in a Ray actor process (used through `ray.remote`).
+
+    A restarted actor (``max_restarts``) runs ``__init__`` again: its envs are new and must be reset
+    before they step, which the pool does.
+    """
+
+    def __init__(self, payload: WorkerPayload) -> None:
+        self.payload = payload
+        self.graph_step_running = False
+        # Ray ran __init__ again after a crash: the envs are new, and the driver must hear of it
+        # even if the crash happened between two calls.
+        self.restarted = ray.get_runtime_context().was_current_actor_reconstructed
+        try:
+            self.envs, self.failed = payload.build_envs(), None
+        except Exception as exc:
+            self.envs, self.failed = [], EnvFailure.of(exc, None).reply
+
+    def describe(self) -> dict[str, Any]:
+        return {"share": self.failed or describe_share(self.envs), "pid": os.getpid(),
+                "node_id": ray.get_runtime_context().get_node_id()}
+
+    def attach(self, observation_space: gym.Space) -> int:
+        """Batch rows of its own for its envs' results; returns in how many chunks it sends observations."""
+        count = len(self.envs)
+        self.observations = create_batch(observation_space, count)
+        self.rewards = np.zeros(count, dtype=np.float64)
+        self.terminations = np.zeros(count, dtype=np.bool_)
+        self.truncations = np.zeros(count, dtype=np.bool_)
+        self.group = EnvGroup(self.envs, self.payload.autoreset_mode, self.observations, self.rewards,
+                              self.terminations, self.truncations)
+        self.obs_chunks = obs_chunks(observation_space, count)
+        return self.obs_chunks
+
+    def _result(self, local_ids: list[int], infos: list[dict], chunked: bool = True) -> tuple:
+        """The rows of ``local_ids``: ``(obs, rewards, terminations, truncations, infos)``.
+
+        With ``obs_chunks``, the observations go as that many separate return values instead, after
+        ``(None, rewards, terminations, truncations, infos)``: Ray puts a return value over 100 kB in its
+        object store, which costs more than the step of a few Atari envs.
+        """
+        if len(local_ids) == len(self.envs):
+            # Ray copies the return value when the method returns, so the buffers can be reused.
+            obs, rewards, terminations, truncations = self.observations, self.rewards, self.terminations, self.truncations
+        else:
+            ids = np.asarray(local_ids)
+            obs = take_rows(self.group.observation_space, self.observations, ids)
+            rewards, terminations, truncations = self.rewards[ids], self.terminations[ids], self.truncations[ids]
+        if not (chunked and self.obs_chunks):
+            return obs, rewards, terminations, truncations, infos
+        return ((None, rewards, terminations, truncations, infos),
+                *np.array_split(np.ascontiguousarray(obs).reshape(-1), self.obs_chunks))
+
+    def _each_env(self, local_ids: list[int], run: Any) -> tuple[list[Any], EnvFailure | None]:
+        """``run(row, i)`` (a list of one result) for each env in turn; the others go on after a failure.
+        Returns the results (``{}`` for an env that raised) and the first failure."""
+        results: list[Any] = []
+        failed = None
+        for row, i in enumerate(local_ids):
+            try:
+                results += run(row, i)
+            except Exception as exc:
+                results.append({})
+                failed = failed or EnvFailure.of(exc, i)
+        return results, failed
+
+    def _rows_or_failure(self, local_ids: list[int], infos: list[dict], failed: EnvFailure | None,
+                         chunked: bool = True) -> tuple:
+        if failed is not None:  # a new one: an exception travels as its constructor's arguments
+            raise EnvFailure(failed.reply, self._result(local_ids, infos, chunked=False))
+        return self._result(local_ids, infos, chunked)
+
+    def reset(self, local_ids: list[int], seeds: list[int | None], options: dict | None) -> tuple:
+        if len(local_ids) == len(self.envs):
+            self.restarted = False
+        infos, failed = self._each_env(local_ids, lambda row, i: self.group.reset([i], [seeds[row]], options))
+        return self._rows_or_failure(local_ids, infos, failed)
+
+    def step(self, local_ids: list[int], actions: Any, chunked: bool = True) -> tuple:
+        if self.restarted:
+            raise ActorRestarted()
+        array_actions = isinstance(self.group.action_space, ARRAY_SPACES)
+
+        def step_one(row: int, i: int) -> list[dict]:
+            action = actions[row : row + 1] if array_actions else take_rows(self.group.action_space, actions, np.array([row]))
+            return self.group.step([i], action)
+
+        infos, failed = self._each_env(local_ids, step_one)
+        return self._rows_or_failure(local_ids, infos, failed, chunked)
+
+    def step_all(self, actions: Any) -> bytes:
+        """Step every env; the compiled graph's task. Its channels take any size, so no chunks.
+
+        The result goes pickled: a compiled graph hands NumPy arrays to the driver as views of its
+        shared-memory channel, which cannot take the next step's result until every view is gone,
+        and an array in ``infos`` (``final_obs``) may be kept by the user for ever. A failure is
+        returned, not raised: when one task of a compiled graph raises, Ray raises that error for
+        every actor's output and the other actors' rows are lost.
+        """
+        self.graph_step_running = True
+        try:
+            return pickle.dumps(self.step(list(range(len(self.envs))), actions, chunked=False), protocol=5)
+        except EnvFailure as failure:
+            outcome = failure
+        except Exception as exc:
+            outcome = EnvFailure.of(exc, None)
+        finally:
+            self.graph_step_running = False
+        try:
+            return pickle.dumps(outcome, protocol=5)
+        except Exception:  # the rows themselves cannot be pickled (an info value): send the error alone
+            return pickle.dumps(EnvFailure(outcome.reply._replace(traceback=outcome.reply.traceback
+                                                                  + traceback.format_exc())), protocol=5)
+
+    def in_graph_step(self) -> bool:
+        """Whether a step of the compiled graph runs now (an ordinary call, answered beside the graph's loop)."""
+        return self.graph_step_running
+
+    def call(self, name: str, args: tuple, kwargs: dict) -> bytes:
+        """Each env's value, pickled here so that a value that cannot travel names its env."""
+        values, failed = self._each_env(list(range(len(self.envs))),
+                                        lambda row, i: self.group.call([i], name, args, kwargs))
+        if failed is not None:
+            raise failed
+        try:
+            return cloudpickle.dumps(values)
+        except Exception as exc:
+            error = exc  # find the value that cannot travel, to name its env
+        for i, value in enumerate(values):
+            try:
+                cloudpickle.dumps(value)
+            except Exception as exc:
+                # A TypeError, as the process backends report a reply they cannot pickle.
+                raise EnvFailure.of(TypeError(
+                    f"{name!r} of this env is a {type(value).__name__}, which cannot be sent from the Ray actor "
+                    f"to the driver ({type(exc).__name__}: {exc}); call a method that returns plain data instead"
+                ), i) from None
+        raise error
+
+    def set_attr(self, name: str, values: list[Any]) -> None:
+        def set_one(row: int, i: int) -> list[None]:
+            self.group.set_attr([i], name, [values[row]])
+            return [None]
+
+        _, failed = self._each_env(list(range(len(self.envs))), set_one)
+        if failed is not None:
+            raise failed
+
+    def needs_reset(self) -> None:
+        self.group.answer(NeedsReset())
+
+    def close(self) -> None:
+        self.group.close()
+
+
+
+@dataclass
+class RaySettings:
+    """The Ray options of one vector env, checked; shared by its transports, with its compiled graph."""
+
+    address: str | None
+    actor_options: dict[str, Any]
+    init_kwargs: dict[str, Any]
+    stop_ray_on_close: bool
+    timeout: float | None
+    graph: CompiledStep | None = field(default=None, repr=False)
+
+
+class RayActorTransport(Transport):
+    """The driver's end of one `EnvActor`."""
+
+    OPTIONS = {"address": None, "actor_options": None, "max_restarts": 3, "init_kwargs": None,
+               "stop_ray_on_close": True, "compiled_graph": True}
+
+    @classmethod
+    def configure(cls, backend: str, spec: VecSpec, env_fns: list[Any], options: dict[str, Any],
+                  pool: PoolSettings) -> RaySettings:
+        options = {**cls.OPTIONS, **options}
+        address, actor_options, init_kwargs = options["address"], options["actor_options"], options["init_kwargs"]
+        max_restarts = options["max_restarts"]
+        if address is not None and not isinstance(address, str):
+            raise TypeError(f"address must be a str such as 'auto' or 'ray://127.0.0.1:10001', got {address!r}")
+        if actor_options is not None and not isinstance(actor_options, dict):
+            raise TypeError(f"actor_options must be a dict of ray.remote options, got {actor_options!r}")
+        if init_kwargs is not None and not isinstance(init_kwargs, dict):
+            raise TypeError(f"init_kwargs must be a dict of ray.init arguments, got {init_kwargs!r}")
+        if isinstance(max_restarts, bool) or not isinstance(max_restarts, int) or max_restarts < 0:
+            raise ValueError(f"max_restarts must be an int >= 0, got {max_restarts!r}")
+        # A graph's results come all together, never the first ready (batch_size), and a graph does not
+        # survive its actor's death (restart_on_crash).
+        use_graph = (bool(options["compiled_graph"]) and not pool.restart_on_crash
+                     and pool.batch_size in (None, len(env_fns)))
+        return RaySettings(
+            address=address,
+            actor_options={"scheduling_strategy": "SPREAD", **(actor_options or {}),
+                           "max_restarts": max_restarts if pool.restart_on_crash else 0},
+            init_kwargs=dict(init_kwargs or {}), stop_ray_on_close=bool(options["stop_ray_on_close"]),
+            timeout=pool.timeout, graph=CompiledStep(DEFAULT_TIMEOUT) if use_graph else None)
+
+    def __init__(self, index: int, envs: range, settings: RaySettings) -> None:
+        super().__init__(index, envs, settings)
+        self.settings = settings
+        self.timeout = settings.timeout
+        self.actor: Any = None
+        self.node_id: str | None = None
+        self._pid: int | None = None
+        self._owns_ray = False
+        self._all_ids = np.arange(envs.start, envs.stop)
+        self._batch: Batch | None = None
+        self._chunks = 0
+        self._starting: Any = None  # the ref of describe(), until started() reads it
+        self._command: tuple[ControlCommand | None, list[Any]] | None = None  # a control command and its refs
+        self._step: tuple[np.ndarray, list[Any]] | None = None  # an actor-call step: its env ids and refs
+        self._in_graph = False  # this actor's rows are in the graph's step in flight
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def start(self, payload: WorkerPayload) -> None:
+        if not self._owns_ray:
+            self._owns_ray = LocalRay.acquire(self.settings.address, self.settings.init_kwargs)
+        self.actor = ray.remote(EnvActor).options(**self.settings.actor_options).remote(payload)
+        self._starting = self.actor.describe.remote()
+        if self.settings.graph is not None:
+            self.settings.graph.members.append(self)
+
+    def restart(self, payload: WorkerPayload) -> None:
+        # Ray restarts the actor itself (max_restarts); describe() waits for it to be back.
+        self._step, self._command = None, None
+        self._starting = self.actor.describe.remote()
+
+    def started(self, deadline: Deadline) -> ShareDescription | ErrorReply:
+        # Actors may first have to be scheduled and import torchwm: their start gets at least the default.
+        wait = None if deadline.at is None else max(deadline.remaining(), DEFAULT_TIMEOUT)  # type: ignore[type-var]
+        described = self._get([self._starting], wait)
+        if isinstance(described, EnvFailure):
+            return described.reply
+        self._pid, self.node_id = described["pid"], described["node_id"]
+        return described["share"]
+
+    def stop(self) -> None:
+        graph = self.settings.graph
+        if graph is not None and graph.graph is not None:
+            step_running = graph.running
+            if step_running:  # tearing down the graph would wait for that step to end: its actors go first
+                for member in graph.members:
+                    ray.kill(member.actor, no_restart=True)
+            graph.teardown(kill_actors=step_running)
+
+    def close(self, deadline: Deadline) -> None:
+        try:
+            if self.actor is not None and ray.is_initialized():
+                if self._step is None and not self._in_graph:  # else it may be stuck in a step
+                    try:
+                        ray.wait([self.actor.close.remote()], timeout=deadline.remaining())
+                    except Exception:
+                        pass  # an actor that died already has nothing to close
+                ray.kill(self.actor, no_restart=True)
+        finally:
+            self.actor = None
+            if self._owns_ray:
+                self._owns_ray = False
+                LocalRay.release(stop=self.settings.stop_ray_on_close)
+
+    @property
+    def alive(self) -> bool:
+        return True  # a dead actor's calls fail: the waits report it
+
+    @property
+    def pid(self) -> int | None:
+        return self._pid
+
+    def describe(self) -> str:
+        return f"Ray actor {self.index} (envs {list(self.envs)})"
+
+    # -- control commands --------------------------------------------------------------------------
+
+    def attach(self, batch: Batch) -> None:
+        self._batch = batch
+        self._command = (None, [self.actor.attach.remote(batch.observation_space)])
+
+    def send(self, command: ControlCommand) -> None:
+        if self.settings.graph is not None:
+            self.settings.graph.settle()
+        actor = self.actor
+        if isinstance(command, Reset):
+            refs = self._remote("reset", command.local_ids, command.seeds, command.options)
+        elif isinstance(command, Call):
+            refs = [actor.call.remote(command.name, command.args, command.kwargs)]
+        elif isinstance(command, SetAttr):
+            refs = [actor.set_attr.remote(command.name, command.values)]
+        elif isinstance(command, NeedsReset):
+            refs = [actor.needs_reset.remote()]
+        else:
+            raise ValueError(f"{self.describe()}: no actor call for {command!r}")
+        self._command = (command, refs)
+
+    def reply(self, deadline: Deadline) -> Any:
+        assert self._command is not None
+        command, refs = self._command
+        outcome = self._fetch(refs, deadline.remaining())
+        self._command = None
+        if command is None:  # attach
+            self._chunks = outcome
+            return None
+        if isinstance(command, Reset):
+            return self._take(np.asarray(command.local_ids) + self.envs.start, outcome)
+        if isinstance(outcome, EnvFailure):
+            return outcome.reply
+        return cloudpickle.loads(outcome) if isinstance(command, Call) else None
+
+    # -- steps --------------------------------------------------------------------------------------
+
+    def send_step(self, local_ids: list[int] | None, actions: Any) -> None:
+        graph = self.settings.graph
+        if local_ids is None and graph is not None:
+            self._in_graph = True
+            graph.stage(self, actions)
+            return
+        ids = list(range(len(self.envs))) if local_ids is None else local_ids
+        self._step = (np.asarray(ids) + self.envs.start, self._remote("step", ids, actions))
+
+    def poll(self) -> bool:
+        if self._step is None:
+            return True  # a graph step (its result() waits, within the deadline) or an abandoned one
+        refs = self._step[1]
+        return len(ray.wait(refs, num_returns=len(refs), timeout=0, fetch_local=False)[0]) == len(refs)
+
+    @classmethod
+    def wait(cls, busy: list[Transport], timeout: float | None, need_all: bool) -> bool:
+        refs = [ref for transport in busy if isinstance(transport, cls) and transport._step is not None
+                for ref in transport._step[1]]
+        if refs:
+            ray.wait(refs, num_returns=len(refs) if need_all else 1, timeout=timeout, fetch_local=False)
+        return False
+
+    def finish_step(self, deadline: Deadline) -> list[dict] | ErrorReply:
+        if self._in_graph:
+            self._in_graph = False
+            assert self.settings.graph is not None
+            try:
+                outcome = self.settings.graph.result(self, deadline)
+            except ray.exceptions.RayTaskError as exc:
+                outcome = EnvFailure(ErrorReply(None, str(exc), "an error in the compiled graph's step", None))
+            ids = self._all_ids
+        elif self._step is not None:
+            (ids, refs), self._step = self._step, None
+            outcome = self._fetch(refs, deadline.remaining())
+        else:
+            outcome = None
+        return [] if outcome is None else self._take(ids, outcome)
+
+    def abandon_step(self) -> None:
+        self._step = None
+        if self._in_graph and self.settings.graph is not None:
+            self.settings.graph.abandon()
+
+    # -- helpers ----------------------------------------------------------------------------------
+
+    def _remote(self, method: str, *args: Any) -> list[Any]:
+        """Call ``method`` of the actor; the refs of its return values (several when obs are chunked)."""
+        call = getattr(self.actor, method)
+        if not self._chunks:
+            return [call.remote(*args)]
+        return list(call.options(num_returns=1 + self._chunks).remote(*args))
+
+    def _fetch(self, refs: list[Any], timeout: float | None) -> Any:
+        """The result of one actor call (rows joined from their chunks), or its `EnvFailure`."""
+        parts = self._get(refs, timeout)
+        if isinstance(parts, EnvFailure) or len(refs) == 1:
+            return parts
+        _, rewards, terminations, truncations, infos = parts[0]
+        assert self._batch is not None
+        shape = self._batch.observation_space.shape
+        assert shape is not None  # an array space: the only kind sent in chunks
+        return np.concatenate(parts[1:]).reshape(len(rewards), *shape), rewards, terminations, truncations, infos
+
+    def _get(self, refs: list[Any], timeout: float | None) -> Any:
+        """`ray.get` within ``timeout``: the value (of the one ref) or values, or the call's `EnvFailure`;
+        Ray's errors become the pool's (`TimeoutError`, `WorkerGone`)."""
+        try:
+            values = ray.get(refs, timeout=timeout)
+        except ray.exceptions.GetTimeoutError:
+            raise TimeoutError from None
+        except ray.exceptions.RayTaskError as exc:
+            cause = exc.cause
+            if isinstance(cause, EnvFailure):
+                return cause
+            if isinstance(cause, ActorRestarted):
+                raise WorkerGone("Ray restarted it after a crash") from None
+            return EnvFailure(ErrorReply(None, str(exc), repr(cause), None))
+        except ray.exceptions.RayActorError as exc:
+            raise WorkerGone(type(exc).__name__, hint=(
+                "Its envs are lost: close() this vector env and make a new one (pass restart_on_crash=True in "
+                "backend_kwargs to let Ray restart it).")) from None
+        return values[0] if len(refs) == 1 else values
+
+    def _take(self, ids: np.ndarray, outcome: tuple | EnvFailure) -> list[dict] | ErrorReply:
+        """Store the rows of envs ``ids`` in the batch; their infos, or the failure's `ErrorReply`."""
+        rows = outcome.rows if isinstance(outcome, EnvFailure) else outcome
+        if rows is not None:
+            assert self._batch is not None
+            obs, rewards, terminations, truncations, infos = rows
+            first, last = int(ids[0]), int(ids[-1])
+            where: np.ndarray | slice = slice(first, last + 1) if last - first + 1 == ids.size else ids
+            self._batch.store(where, obs, rewards, terminations, truncations)
+        return outcome.reply if isinstance(outcome, EnvFailure) else infos
+
