@@ -275,7 +275,7 @@ def test_an_unpicklable_result_fails_that_call_only(backend):
     assert error.seconds < DEADLINE and "pickle" in error.text, error
     # The same type on every backend: a WorkerError, and the TypeError pickle raises.
     assert issubclass(error.type, WorkerError) and issubclass(error.type, TypeError), error
-    assert "env 0" in error.text, error  # names the first env whose value cannot travel
+    assert "env 0" in error.text and error.env_index == 0, error  # names the first env whose value cannot travel
     assert processes_of(envs)[0] == pids, "no process may die or restart for an unpicklable value"
     assert envs.get_attr("t") == (0,) * NUM_ENVS
     assert_usable(envs)

@@ -395,21 +395,23 @@ def send_reply(conn: Any, seq: int, reply: Any, raw: Any = None, first_env: int 
     try:
         data = ForkingPickler.dumps((seq, reply, raw is not None))
     except Exception as exc:
-        data = ForkingPickler.dumps((seq, error_reply(_unpicklable(reply, exc, first_env)), False))
+        error, env = _unpicklable(reply, exc, first_env)
+        data = ForkingPickler.dumps((seq, error_reply(error)._replace(env=env), False))
         raw = None
     conn.send_bytes(data)
     if raw is not None:
         conn.send_bytes(raw)
 
 
-def _unpicklable(reply: Any, exc: Exception, first_env: int) -> TypeError:
-    whose = ""
+def _unpicklable(reply: Any, exc: Exception, first_env: int) -> tuple[TypeError, int | None]:
+    """The error to send instead of ``reply``, and the local index of the env whose value failed (if one did)."""
+    whose, env = "", None
     if isinstance(reply, list):  # one value per env
         for i, value in enumerate(reply):
             try:
                 ForkingPickler.dumps(value)
             except Exception:
-                whose = f" (the value of env {first_env + i}, a {type(value).__name__})"
+                whose, env = f" (the value of env {first_env + i}, a {type(value).__name__})", i
                 break
     error = TypeError(
         f"the result cannot be pickled to send it to the parent process{whose}: {type(exc).__name__}: {exc}. "
@@ -417,7 +419,7 @@ def _unpicklable(reply: Any, exc: Exception, first_env: int) -> TypeError:
         f"reach the env object itself"
     )
     error.__cause__ = exc
-    return error
+    return error, env
 
 
 def wait_for_message(conn: Any, idle_since: float) -> None:
