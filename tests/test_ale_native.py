@@ -147,6 +147,17 @@ def test_unknown_backend_option_is_refused(no_ale_start):
         torchwm.make_vec("ALE/Pong-v5", 2, backend="ale-native", backend_kwargs={"num_workers": 2})
 
 
+def test_its_options_are_listed_and_a_config_typo_is_named():
+    from torchwm.config import ConfigError, validate_config
+    from torchwm.listing import list_backends
+
+    listed = next(info for info in list_backends() if info.name == "ale-native")
+    assert listed.options == {"batch_size": None, "num_threads": 0, "thread_affinity_offset": -1}
+    with pytest.raises(ConfigError, match="backend_kwargs.num_thread: .*did you mean 'num_threads'"):
+        validate_config({"id": "ALE/Pong-v5", "num_envs": 2, "backend": "ale-native",
+                         "backend_kwargs": {"num_thread": 2}})
+
+
 @pytest.mark.parametrize("backend_kwargs", [{"batch_size": 0}, {"batch_size": 5}, {"num_threads": -1}])
 def test_bad_backend_option_values_are_refused(no_ale_start, backend_kwargs):
     with pytest.raises(ValueError, match=f"{next(iter(backend_kwargs))} must be an int"):

@@ -44,7 +44,8 @@ SUPPORTED_ENV_KWARGS = {
     "max_num_frames_per_episode", "continuous", "continuous_action_threshold",
 }
 UNSET_ENV_KWARGS = {"mode": None, "difficulty": None, "render_mode": None}
-BACKEND_KWARGS = ("batch_size", "num_threads", "thread_affinity_offset")
+# The backend options and their defaults (AleNativeVectorEnv's keywords), as `torchwm list` shows them.
+BACKEND_OPTIONS = {"batch_size": None, "num_threads": 0, "thread_affinity_offset": -1}
 INFO_KEYS = ("lives", "frame_number", "episode_frame_number")
 
 SHMEM_HINT = 'use backend="shmem" (or "sync"), which runs any stack'
@@ -372,11 +373,11 @@ class AleNativeVectorEnv(VectorEnv):
 
 def make_ale_native(spec: VecSpec, **backend_kwargs: Any) -> AleNativeVectorEnv:
     """The backend factory: checks ``backend_kwargs`` by name before building."""
-    unknown = sorted(set(backend_kwargs) - set(BACKEND_KWARGS))
+    unknown = sorted(set(backend_kwargs) - set(BACKEND_OPTIONS))
     if unknown:
         raise TypeError(
             f"backend 'ale-native' has no option {', '.join(map(repr, unknown))}; its options are: "
-            f"{', '.join(BACKEND_KWARGS)}"
+            f"{', '.join(BACKEND_OPTIONS)}"
         )
     return AleNativeVectorEnv(spec, **backend_kwargs)
 
@@ -398,6 +399,6 @@ CONFORMANCE_SKIPS = {
 
 @hookimpl
 def register_backends(register):
-    register("ale-native", make_ale_native, family="atari",
+    register("ale-native", make_ale_native, family="atari", options=BACKEND_OPTIONS,
              description="ALE's C++ AtariVectorEnv: Atari stacks only, threads, fastest",
              conformance={"skip": CONFORMANCE_SKIPS})
