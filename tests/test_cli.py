@@ -35,6 +35,17 @@ def test_list_names_plugin_distribution_and_options(capsys):
     assert "frame_stack" in out and "stack_size=4" in out
 
 
+def test_list_says_which_path_the_fused_atari_env_takes(capsys, monkeypatch):
+    from torchwm import native
+
+    assert main(["list"]) == 0
+    assert f"fused Atari env, after the emulator: {native.kernel_status()}" in capsys.readouterr().out
+    monkeypatch.setattr(native, "KERNEL", None)
+    monkeypatch.setattr(native, "_WHY_NOT", "not built: no C compiler when torchwm was installed")
+    assert main(["list"]) == 0
+    assert "after the emulator: NumPy and OpenCV (not built: no C compiler" in capsys.readouterr().out
+
+
 def test_run_an_env_id_prints_speed_and_returns(capsys):
     assert main(["run", "CartPole-v1", "--num-envs", "2", "--steps", "300", "--seed", "0", "--no-progress"]) == 0
     out = capsys.readouterr().out

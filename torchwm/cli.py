@@ -197,6 +197,10 @@ def cmd_list(args: argparse.Namespace) -> int:
                 rows.append((info.name, f"{info.plugin} ({dist})", f"options: {options or '(none)'}"
                              + (f"; {info.description}" if info.description else "")))
         _print_rows(rows)
+    if args.kind is None:
+        from torchwm.native import kernel_status
+
+        print(f"\nfused Atari env, after the emulator: {kernel_status()}")
     return EXIT_OK
 
 

@@ -6,7 +6,8 @@ spends most of its time outside the emulator: every emulated frame goes through
 an info dict, and every agent step deep-copies the frame stack. `FusedAtariEnv` does
 the same work with `ale_py.ALEInterface` calls on preallocated buffers: two raw
 frames for the max-pool, ``cv2.resize(..., dst=...)`` into a preallocated frame and
-a ring buffer for the stack. It mirrors the chain line by line (the RNG draws, the
+a ring buffer for the stack (the max-pool and resize run in torchwm's C kernel where
+it was built, `torchwm.native`, with the same bytes). It mirrors the chain line by line (the RNG draws, the
 frames it reads, the stale max-pool buffer when an episode ends inside a frame
 skip) so that, for the same seed and actions, it returns exactly the chain's
 observations, rewards, flags and infos. ``episodic_life`` and ``fire_reset`` are the
@@ -30,6 +31,7 @@ from gymnasium.spaces import Box
 from gymnasium.vector.utils import batch_space
 from gymnasium.wrappers import ClipReward
 
+from torchwm import native
 from torchwm.atari_stack import AtariStack, parse_for
 from torchwm.errors import UnsupportedStackError
 from torchwm.spec import VecSpec
@@ -154,6 +156,8 @@ class AtariPreprocessingCore(gym.Env):
         self._dsize = (screen_size, screen_size)
         frame_shape = (screen_size, screen_size) if grayscale else (screen_size, screen_size, 3)
         self._resized = np.zeros(frame_shape, dtype=np.uint8)
+        # The C kernel where it was built and takes this size (cv2.resize otherwise, the same bytes).
+        self._kernel = native.KERNEL if native.kernel_handles(raw_shape, (screen_size, screen_size)) else None
         self._scaled = np.zeros(frame_shape, dtype=np.float32) if scale_obs else None
         if scale_obs:
             self.observation_space = Box(low=0, high=1, shape=frame_shape, dtype=np.float32)
@@ -173,9 +177,12 @@ class AtariPreprocessingCore(gym.Env):
 
     def _frame(self) -> np.ndarray:
         raw = self._raw_frames[0]
-        if self.frame_skip > 1:
-            np.maximum(raw, self._raw_frames[1], out=raw)
-        cv2.resize(raw, self._dsize, dst=self._resized, interpolation=cv2.INTER_AREA)
+        if self._kernel is not None:  # both steps below in one call, the max kept in raw as there
+            self._kernel.max_area_resize(raw, self._raw_frames[1] if self.frame_skip > 1 else None, self._resized)
+        else:
+            if self.frame_skip > 1:
+                np.maximum(raw, self._raw_frames[1], out=raw)
+            cv2.resize(raw, self._dsize, dst=self._resized, interpolation=cv2.INTER_AREA)
         if self._scaled is not None:
             # The chain's float32 array divided by a Python float: the same float32 division.
             np.divide(self._resized, np.float32(255.0), out=self._scaled)
