@@ -78,50 +78,60 @@ static inline uint8_t to_u8(float v)
     return (uint8_t)(r < 0 ? 0 : r > 255 ? 255 : r);
 }
 
-/* The taps of the horizontal pass, one matrix per tap rank: column dx's t-th tap reads source
- * element idx[t * dw + dx] with weight alpha[t * dw + dx]. Columns with fewer taps than the widest
- * get weight 0 on element 0 at the end: adding 0.0f to a sum of non-negative terms leaves it
- * unchanged, so every column still sums exactly OpenCV's terms in OpenCV's order, and the loops
- * below run over whole rows of columns, which the compiler turns into vector code. */
-typedef struct {
-    int taps, dw;
-    int *idx;
-    float *alpha;
-} Columns;
-
-static int make_columns(const Tap *xtab, int xtab_size, int dw, Columns *c)
+/* The horizontal pass of one source row `s` (sw x cn bytes) into `h` (dw x cn floats). Column dx's
+ * taps are xtab[first[dx]] .. xtab[first[dx + 1] - 1], in OpenCV's order; each column sums in a
+ * register from 0, which is what OpenCV's buf[di] += s[si] * alpha computes, term by term. */
+static void row_pass(const uint8_t *s, const Tap *xtab, const int *first, int dw, int cn, float *h)
 {
-    int taps = 0;
-    for (int k = 0, count = 0; k < xtab_size; k++) {
-        count = (k > 0 && xtab[k].di == xtab[k - 1].di) ? count + 1 : 1;
-        taps = count > taps ? count : taps;
-    }
-    c->taps = taps, c->dw = dw;
-    c->idx = calloc((size_t)taps * dw, sizeof(int));
-    c->alpha = calloc((size_t)taps * dw, sizeof(float));
-    if (!c->idx || !c->alpha)
-        return -1;
-    for (int k = 0, t = 0; k < xtab_size; k++) {
-        t = (k > 0 && xtab[k].di == xtab[k - 1].di) ? t + 1 : 0;
-        c->idx[t * dw + xtab[k].di] = xtab[k].si;
-        c->alpha[t * dw + xtab[k].di] = xtab[k].alpha;
-    }
-    return 0;
-}
-
-/* The horizontal pass of one channel: row (floats) -> buf (dw floats). */
-static void row_pass(const float *restrict row, const Columns *c, float *restrict buf)
-{
-    int dw = c->dw;
     for (int dx = 0; dx < dw; dx++)
-        buf[dx] = 0.f;
-    for (int t = 0; t < c->taps; t++) {
-        const int *restrict idx = c->idx + (size_t)t * dw;
-        const float *restrict alpha = c->alpha + (size_t)t * dw;
-        for (int dx = 0; dx < dw; dx++)
-            buf[dx] += row[idx[dx]] * alpha[dx];
+        for (int ch = 0; ch < cn; ch++) {
+            float acc = 0.f;
+            for (int k = first[dx]; k < first[dx + 1]; k++)
+                acc += (float)s[xtab[k].si * cn + ch] * xtab[k].alpha;
+            h[dx * cn + ch] = acc;
+        }
+}
+
+#if defined(__SSE2__)
+/* row_pass for four gray rows at once: each SSE lane is one row and does exactly the scalar
+ * arithmetic above (a multiply, then an add, per tap), so the four results are the same bytes;
+ * what changes is that one instruction serves four rows. `lanes` holds sw x 4 floats. */
+static void row_pass4(const uint8_t *const s[4], int sw, const Tap *xtab, const int *first, int dw,
+                      float *lanes, float *const h[4])
+{
+    const __m128i zero = _mm_setzero_si128();
+    int x = 0;
+    for (; x + 16 <= sw; x += 16) { /* 16 pixels of each row, as floats, interleaved row by row */
+        __m128i r[4];
+        for (int i = 0; i < 4; i++)
+            r[i] = _mm_loadu_si128((const __m128i *)(s[i] + x));
+        /* a 4x16 byte transpose: afterwards each 32-bit group holds one pixel of the four rows */
+        __m128i a = _mm_unpacklo_epi8(r[0], r[1]), b = _mm_unpackhi_epi8(r[0], r[1]);
+        __m128i c = _mm_unpacklo_epi8(r[2], r[3]), d = _mm_unpackhi_epi8(r[2], r[3]);
+        __m128i q[4] = {_mm_unpacklo_epi16(a, c), _mm_unpackhi_epi16(a, c), _mm_unpacklo_epi16(b, d),
+                        _mm_unpackhi_epi16(b, d)};
+        for (int i = 0; i < 4; i++) {
+            __m128i lo = _mm_unpacklo_epi8(q[i], zero), hi = _mm_unpackhi_epi8(q[i], zero);
+            float *o = lanes + 4 * (x + 4 * i);
+            _mm_storeu_ps(o, _mm_cvtepi32_ps(_mm_unpacklo_epi16(lo, zero)));
+            _mm_storeu_ps(o + 4, _mm_cvtepi32_ps(_mm_unpackhi_epi16(lo, zero)));
+            _mm_storeu_ps(o + 8, _mm_cvtepi32_ps(_mm_unpacklo_epi16(hi, zero)));
+            _mm_storeu_ps(o + 12, _mm_cvtepi32_ps(_mm_unpackhi_epi16(hi, zero)));
+        }
+    }
+    for (; x < sw; x++)
+        for (int i = 0; i < 4; i++)
+            lanes[4 * x + i] = (float)s[i][x];
+    for (int dx = 0; dx < dw; dx++) {
+        __m128 acc = _mm_setzero_ps();
+        for (int k = first[dx]; k < first[dx + 1]; k++)
+            acc = _mm_add_ps(acc, _mm_mul_ps(_mm_loadu_ps(lanes + 4 * xtab[k].si), _mm_set1_ps(xtab[k].alpha)));
+        float v[4];
+        _mm_storeu_ps(v, acc);
+        h[0][dx] = v[0], h[1][dx] = v[1], h[2][dx] = v[2], h[3][dx] = v[3];
     }
 }
+#endif
 
 /* d[x] = to_u8(sum[x]) for a whole row: with SSE2, 16 at a time (the same rounding, and packing
  * saturates to 0..255 as the clamp does). */
@@ -153,70 +163,51 @@ static void max_into(uint8_t *a, const uint8_t *b, size_t n)
         a[i] = a[i] > b[i] ? a[i] : b[i];
 }
 
-/* row[x] = (float)s[x]: 16 pixels at a time with SSE2, which the compiler does not find by itself. */
-static void to_float(const uint8_t *s, int n, float *row)
-{
-    int x = 0;
-#if defined(__SSE2__)
-    const __m128i zero = _mm_setzero_si128();
-    for (; x + 16 <= n; x += 16) {
-        __m128i m = _mm_loadu_si128((const __m128i *)(s + x));
-        __m128i lo = _mm_unpacklo_epi8(m, zero), hi = _mm_unpackhi_epi8(m, zero);
-        _mm_storeu_ps(row + x, _mm_cvtepi32_ps(_mm_unpacklo_epi16(lo, zero)));
-        _mm_storeu_ps(row + x + 4, _mm_cvtepi32_ps(_mm_unpackhi_epi16(lo, zero)));
-        _mm_storeu_ps(row + x + 8, _mm_cvtepi32_ps(_mm_unpacklo_epi16(hi, zero)));
-        _mm_storeu_ps(row + x + 12, _mm_cvtepi32_ps(_mm_unpackhi_epi16(hi, zero)));
-    }
-#endif
-    for (; x < n; x++)
-        row[x] = (float)s[x];
-}
-
-/* The resize proper: `a` (sh x sw x cn) into `out` (dh x dw x cn). Returns 0, or -1 when memory ran
- * out. Runs without the GIL. */
+/* The resize proper: `a` (sh x sw x cn) into `out` (dh x dw x cn). First the horizontal pass of every
+ * source row, then the vertical pass over those rows in OpenCV's order: each float is computed as
+ * OpenCV computes it, only not interleaved the same way. Returns 0, or -1 when memory ran out.
+ * Runs without the GIL. */
 static int resize_area(const uint8_t *a, int sh, int sw, int cn, uint8_t *out, int dh, int dw)
 {
     int row_len = sw * cn, out_len = dw * cn, failed = -1;
     Tap *xtab = malloc(sizeof(Tap) * ((size_t)sw * 2 + (size_t)sh * 2));
-    float *buf = malloc(sizeof(float) * ((size_t)out_len * 3 + (size_t)row_len));
-    Columns c = {0};
-    if (!xtab || !buf)
+    int *first = malloc(sizeof(int) * ((size_t)dw + 1));
+    float *h = malloc(sizeof(float) * ((size_t)sh * out_len + (size_t)out_len + (size_t)sw * 4));
+    if (!xtab || !first || !h)
         goto done;
     Tap *ytab = xtab + (size_t)sw * 2;
-    float *sum = buf + out_len, *chan = sum + out_len, *row = chan + out_len;
+    float *sum = h + (size_t)sh * out_len, *lanes = sum + out_len;
     /* The scales as OpenCV computes them (1 / (dw / sw), not sw / dw: the last bit may differ). */
     int xtab_size = area_taps(sw, dw, 1, 1.0 / ((double)dw / sw), xtab);
     int ytab_size = area_taps(sh, dh, 1, 1.0 / ((double)dh / sh), ytab);
-    if (make_columns(xtab, xtab_size, dw, &c) < 0)
-        goto done;
+    for (int k = xtab_size - 1; k >= 0; k--) /* where each destination column's taps begin */
+        first[xtab[k].di] = k;
+    first[dw] = xtab_size;
 
-    int prev_dy = ytab[0].di, buf_of = -1;
+    int sy = 0;
+#if defined(__SSE2__)
+    for (; cn == 1 && sy + 4 <= sh; sy += 4) {
+        const uint8_t *rows[4] = {a + (size_t)sy * sw, a + (size_t)(sy + 1) * sw, a + (size_t)(sy + 2) * sw,
+                                  a + (size_t)(sy + 3) * sw};
+        float *hs[4] = {h + (size_t)sy * dw, h + (size_t)(sy + 1) * dw, h + (size_t)(sy + 2) * dw,
+                        h + (size_t)(sy + 3) * dw};
+        row_pass4(rows, sw, xtab, first, dw, lanes, hs);
+    }
+#endif
+    for (; sy < sh; sy++)
+        row_pass(a + (size_t)sy * row_len, xtab, first, dw, cn, h + (size_t)sy * out_len);
+
+    int prev_dy = ytab[0].di;
     for (int dx = 0; dx < out_len; dx++)
         sum[dx] = 0.f;
     for (int j = 0; j < ytab_size; j++) {
         float beta = ytab[j].alpha;
-        int dy = ytab[j].di, sy = ytab[j].si;
-        if (buf_of != sy) { /* a boundary row serves two destination rows: its pass is made once */
-            const uint8_t *s = a + (size_t)sy * row_len;
-            if (cn == 1) {
-                to_float(s, sw, row);
-                row_pass(row, &c, buf);
-            } else {
-                for (int ch = 0; ch < 3; ch++) { /* channel by channel */
-                    for (int x = 0; x < sw; x++)
-                        row[x] = (float)s[3 * x + ch];
-                    row_pass(row, &c, chan);
-                    for (int dx = 0; dx < dw; dx++)
-                        buf[3 * dx + ch] = chan[dx];
-                }
-            }
-            buf_of = sy;
-        }
-        if (dy != prev_dy) {
+        const float *buf = h + (size_t)ytab[j].si * out_len;
+        if (ytab[j].di != prev_dy) {
             store_row(sum, out_len, out + (size_t)prev_dy * out_len);
             for (int dx = 0; dx < out_len; dx++)
                 sum[dx] = beta * buf[dx];
-            prev_dy = dy;
+            prev_dy = ytab[j].di;
         } else {
             for (int dx = 0; dx < out_len; dx++)
                 sum[dx] += beta * buf[dx];
@@ -225,7 +216,7 @@ static int resize_area(const uint8_t *a, int sh, int sw, int cn, uint8_t *out, i
     store_row(sum, out_len, out + (size_t)prev_dy * out_len);
     failed = 0;
 done:
-    free(xtab), free(buf), free(c.idx), free(c.alpha);
+    free(xtab), free(first), free(h);
     return failed;
 }
 
