@@ -1,4 +1,4 @@
-/* torchwm._atari_kernel: the fused Atari env's frame after the emulator, in one pass.
+/* torchwm._atari_kernel: the fused Atari env's frame after the emulator, in one call.
  *
  * AtariPreprocessing (and torchwm's fused env) ends each step with two array
  * passes: the max over the last two screens, then OpenCV's INTER_AREA resize
@@ -31,9 +31,9 @@ typedef struct {
     float alpha;
 } Tap;
 
-/* OpenCV's computeResizeAreaTab: the source cells each destination cell covers, with their
- * share (a partial cell at each end). Same expressions, same double/float conversions. */
-static int area_taps(int ssize, int dsize, int cn, double scale, Tap *tab)
+/* OpenCV's computeResizeAreaTab (for one channel): the source cells each destination cell covers,
+ * with their share (a partial cell at each end). Same expressions, same double/float conversions. */
+static int area_taps(int ssize, int dsize, double scale, Tap *tab)
 {
     int k = 0;
     for (int dx = 0; dx < dsize; dx++) {
@@ -46,20 +46,20 @@ static int area_taps(int ssize, int dsize, int cn, double scale, Tap *tab)
         if (sx1 > sx2)
             sx1 = sx2;
         if (sx1 - fsx1 > 1e-3) {
-            tab[k].di = dx * cn;
-            tab[k].si = (sx1 - 1) * cn;
+            tab[k].di = dx;
+            tab[k].si = sx1 - 1;
             tab[k++].alpha = (float)((sx1 - fsx1) / cell_width);
         }
         for (int sx = sx1; sx < sx2; sx++) {
-            tab[k].di = dx * cn;
-            tab[k].si = sx * cn;
+            tab[k].di = dx;
+            tab[k].si = sx;
             tab[k++].alpha = (float)(1.0 / cell_width);
         }
         if (fsx2 - sx2 > 1e-3) {
             double part = fsx2 - sx2 < 1.0 ? fsx2 - sx2 : 1.0;
             part = part < cell_width ? part : cell_width;
-            tab[k].di = dx * cn;
-            tab[k].si = sx2 * cn;
+            tab[k].di = dx;
+            tab[k].si = sx2;
             tab[k++].alpha = (float)(part / cell_width);
         }
     }
@@ -178,8 +178,8 @@ static int resize_area(const uint8_t *a, int sh, int sw, int cn, uint8_t *out, i
     Tap *ytab = xtab + (size_t)sw * 2;
     float *sum = h + (size_t)sh * out_len, *lanes = sum + out_len;
     /* The scales as OpenCV computes them (1 / (dw / sw), not sw / dw: the last bit may differ). */
-    int xtab_size = area_taps(sw, dw, 1, 1.0 / ((double)dw / sw), xtab);
-    int ytab_size = area_taps(sh, dh, 1, 1.0 / ((double)dh / sh), ytab);
+    int xtab_size = area_taps(sw, dw, 1.0 / ((double)dw / sw), xtab);
+    int ytab_size = area_taps(sh, dh, 1.0 / ((double)dh / sh), ytab);
     for (int k = xtab_size - 1; k >= 0; k--) /* where each destination column's taps begin */
         first[xtab[k].di] = k;
     first[dw] = xtab_size;

@@ -1,7 +1,7 @@
 """Which path the fused Atari env takes after the emulator: torchwm's C kernel, or OpenCV.
 
 `torchwm._atari_kernel` (torchwm/_atari_kernel.c) does the max over the last two screens
-and the ``INTER_AREA`` resize in one pass, byte for byte what ``np.maximum`` then
+and the ``INTER_AREA`` resize in one call, byte for byte what ``np.maximum`` then
 ``cv2.resize`` give, about three times as fast. It is built at install time where a C compiler
 works and is optional: without it (or with ``TORCHWM_NATIVE=0`` in the environment, read
 at import) the fused env uses NumPy and OpenCV, with the same arrays. `kernel_status`

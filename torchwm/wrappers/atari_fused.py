@@ -5,9 +5,9 @@ spends most of its time outside the emulator: every emulated frame goes through
 ``gym.make``'s checkers and `AtariEnv.step`, which copies the RGB screen and builds
 an info dict, and every agent step deep-copies the frame stack. `FusedAtariEnv` does
 the same work with `ale_py.ALEInterface` calls on preallocated buffers: two raw
-frames for the max-pool, ``cv2.resize(..., dst=...)`` into a preallocated frame and
-a ring buffer for the stack (the max-pool and resize run in torchwm's C kernel where
-it was built, `torchwm.native`, with the same bytes). It mirrors the chain line by line (the RNG draws, the
+frames for the max-pool, ``cv2.resize(..., dst=...)`` into a preallocated frame (or
+both in torchwm's C kernel where it was built, with the same bytes: `torchwm.native`)
+and a ring buffer for the stack. It mirrors the chain line by line (the RNG draws, the
 frames it reads, the stale max-pool buffer when an episode ends inside a frame
 skip) so that, for the same seed and actions, it returns exactly the chain's
 observations, rewards, flags and infos. ``episodic_life`` and ``fire_reset`` are the
