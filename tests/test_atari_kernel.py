@@ -1,9 +1,10 @@
-"""torchwm's C kernel (torchwm/_atari_kernel.c) gives exactly the bytes of np.maximum + cv2.resize.
+"""torchwm's C kernel (torchwm/_atari_kernel.c) gives exactly the bytes of np.maximum + cv2.resize,
+and its palette lookup exactly ALE's grayscale screens.
 
 The kernel is optional at install (no C compiler: NumPy and OpenCV run instead), so these
 tests skip without it, except under ``TORCHWM_REQUIRE_KERNEL=1``, which CI sets: there a
 missing kernel is a failure. The fused env's arrays with the kernel are compared with the
-same env on the OpenCV path on every ROM; tests/test_fused_atari.py compares the fused env
+same env on ALE's grayscale screens and the OpenCV path on every ROM; tests/test_fused_atari.py compares the fused env
 (kernel included) with Gymnasium's own chain.
 """
 
@@ -25,6 +26,16 @@ if native.KERNEL is None:
         raise AssertionError(f"TORCHWM_REQUIRE_KERNEL=1 but the kernel is missing: {native.kernel_status()}")
     pytest.skip(f"the C kernel is not here: {native.kernel_status()}", allow_module_level=True)
 KERNEL = native.KERNEL
+
+
+@pytest.fixture(params=["AVX-512", "SSE2"])
+def resize_path(request):
+    """Each of the kernel's resize paths in turn (AVX-512 only where the CPU has it), then the one it had."""
+    if request.param == "AVX-512" and KERNEL.RESIZE_PATH != "AVX-512":
+        pytest.skip(f"no AVX-512 on this CPU: the kernel resizes with {KERNEL.RESIZE_PATH}")
+    previous = KERNEL._set_avx512(request.param == "AVX-512")
+    yield request.param
+    KERNEL._set_avx512(previous)
 
 
 def reference(frame: np.ndarray, other: np.ndarray | None, size: tuple[int, int]) -> np.ndarray:
@@ -54,9 +65,10 @@ def images(draw):
     return frame, other, size
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=400, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(images())
-def test_equals_opencv_on_random_images_of_random_sizes(case):
+def test_equals_opencv_on_random_images_of_random_sizes(resize_path, case):
     frame, other, size = case
     if not native.kernel_handles(frame.shape, size):
         with pytest.raises(ValueError, match="only shrinks"):
@@ -65,12 +77,14 @@ def test_equals_opencv_on_random_images_of_random_sizes(case):
     np.testing.assert_array_equal(kernel(frame, other, size), reference(frame, other, size))
 
 
+# (210, 5) from 160 columns: 32 source pixels a column, more than the AVX-512 pass takes (SSE2 does it).
 SHAPES_AND_SIZES = [(shape, size) for shape in [(210, 160), (210, 160, 3), (250, 160), (7, 5), (260, 1)]
-                    for size in [(84, 84), (64, 48), (1, 1), (3, 1), (100, 77)] if native.kernel_handles(shape, size)]
+                    for size in [(84, 84), (64, 48), (1, 1), (3, 1), (100, 77), (210, 5)]
+                    if native.kernel_handles(shape, size)]
 
 
 @pytest.mark.parametrize("shape, size", SHAPES_AND_SIZES)
-def test_equals_opencv_on_atari_sized_frames_and_one_pixel_targets(shape, size):
+def test_equals_opencv_on_atari_sized_frames_and_one_pixel_targets(resize_path, shape, size):
     rng = np.random.default_rng(sum(shape) * 1000 + sum(size))
     frame, other = rng.integers(0, 256, shape, dtype=np.uint8), rng.integers(0, 256, shape, dtype=np.uint8)
     np.testing.assert_array_equal(kernel(frame, other, size), reference(frame, other, size))
@@ -78,7 +92,7 @@ def test_equals_opencv_on_atari_sized_frames_and_one_pixel_targets(shape, size):
 
 @pytest.mark.parametrize("value", [1, 3, 5, 127, 128, 255])
 @pytest.mark.parametrize("pattern", ["flat", "checker", "stripes"])
-def test_rounding_ties_round_as_opencv_does(value, pattern):
+def test_rounding_ties_round_as_opencv_does(resize_path, value, pattern):
     """Frames whose area averages land on .5 (and on values float cannot hold exactly)."""
     rows, cols = np.indices((210, 160))
     mask = {"flat": np.ones((210, 160), bool), "checker": (rows + cols) % 2 == 0, "stripes": cols % 2 == 0}[pattern]
@@ -124,14 +138,18 @@ def _v5_ids() -> list[str]:
 
 
 def _fused_pair(env_id: str, options: dict):
-    """The fused env twice, the second forced onto the OpenCV path (None: the game is refused)."""
+    """The fused env twice, the second forced onto ALE's grayscale screens and the OpenCV path (None: the
+    game is refused)."""
     stack = [{"name": "atari_preprocessing", **options}, "frame_stack"]
     try:
         native_env, opencv_env = (torchwm.make_env(env_id, wrappers=stack) for _ in range(2))
     except ValueError:
         return None  # a game whose first action is not NOOP: refused by the chain and the fused env alike
+    core = opencv_env._core
     assert native_env._core._kernel is KERNEL
-    opencv_env._core._kernel = None
+    core._kernel = None
+    if core._read_screen == core._read_gray:
+        core._read_screen = core.ale.getScreenGrayscale
     return native_env, opencv_env
 
 
@@ -163,6 +181,61 @@ def test_every_rom_gives_the_same_arrays_with_the_kernel_and_with_opencv(options
                 np.testing.assert_array_equal(native_env.reset()[0], opencv_env.reset()[0], err_msg=env_id)
         native_env.close()
         opencv_env.close()
+
+
+@st.composite
+def palette_screens(draw):
+    """Palette indices of a random length (the vector loop's tail included) and a table that may miss some."""
+    length = draw(st.integers(0, 700))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    indices = rng.integers(0, 256, length, dtype=np.uint8)
+    table = np.zeros((2, 256), np.uint8)
+    table[0] = rng.integers(0, 256, 256, dtype=np.uint8)
+    table[1] = 255
+    if draw(st.booleans()) and length:  # one index of the screen not learned yet
+        table[1, indices[draw(st.integers(0, length - 1))]] = 0
+    return indices, table
+
+
+@settings(max_examples=300, deadline=None)
+@given(palette_screens(), st.booleans())
+def test_palette_lookup_is_a_table_lookup_and_says_when_an_index_is_unknown(case, vectorized):
+    indices, table = case
+    out = np.empty_like(indices)
+    all_known = KERNEL.palette_lookup(indices, table, out, vectorized=vectorized)
+    assert all_known == bool((table[1, indices] == 255).all())
+    if all_known:
+        np.testing.assert_array_equal(out, table[0, indices])
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda: (np.zeros(8, np.uint8), np.zeros((2, 255), np.uint8), np.zeros(8, np.uint8)), "table: expected a"),
+    (lambda: (np.zeros(8, np.uint8), np.zeros((2, 256), np.uint8), np.zeros(7, np.uint8)), "out: expected 8"),
+    (lambda: (np.zeros(8, np.int16), np.zeros((2, 256), np.uint8), np.zeros(8, np.uint8)), "indices: expected a uint8"),
+])
+def test_palette_lookup_refuses_bad_input(make, words):
+    with pytest.raises(ValueError, match=words):
+        KERNEL.palette_lookup(*make())
+
+
+def test_the_learned_gray_table_gives_ale_own_grayscale_screens():
+    """The fused env learns the gray value of each palette index from ALE and then gives ALE's screens
+    without asking it; the every-ROM test above compares whole episodes."""
+    if not native.fast_gray_lookup():
+        pytest.skip(f"no vector palette lookup on this CPU ({KERNEL.LOOKUP_PATH}): the fused env reads ALE's screens")
+    env = torchwm.make_env("ALE/Breakout-v5")
+    core = env._core
+    assert core._read_screen == core._read_gray
+    env.reset(seed=0)
+    learned = core._gray_table[1] == 255
+    assert 0 < learned.sum() < 256  # what the first screens showed, not the whole palette
+    expected, got = np.empty((210, 160), np.uint8), np.empty((210, 160), np.uint8)
+    for _ in range(50):
+        env.step(env.action_space.sample())
+        core.ale.getScreenGrayscale(expected)
+        core._read_gray(got)
+        np.testing.assert_array_equal(got, expected)
+    env.close()
 
 
 def test_torchwm_native_0_turns_the_kernel_off():

@@ -21,6 +21,20 @@ def test_run_bench_in_process_measures_each_backend():
     for r in results:
         assert len(r.samples) == 3 and r.steps_per_second == float(np.median(r.samples)) > 0
         assert r.pss_mb is not None and r.pss_mb > 0
+        # shmem says how its processes wait (still measuring after these few steps); gym-sync has nothing to say
+        assert r.note.startswith("waits: the parent polls") if r.backend == "shmem" else r.note == ""
+
+
+def test_the_table_ends_with_what_backends_chose():
+    results = [bench.BenchResult("E", "a", 8, 100.0, [100.0]),
+               bench.BenchResult("E", "shmem", 8, 250.0, [250.0], note="waits: the parent polls up to 20 µs")]
+    assert bench.format_table(results, baseline="a").splitlines()[-1] == "shmem x 8: waits: the parent polls up to 20 µs"
+
+
+def test_a_measuring_child_reports_the_shmem_wait_plan():
+    results = bench.run_bench("CartPole-v1", ["shmem"], [2], steps=200, repeats=1,
+                              backend_kwargs={"shmem": {"num_workers": 2}})
+    assert "(measured: a step of a worker's envs" in results[0].note
 
 
 def test_ratios_and_table():

@@ -62,6 +62,7 @@ class BenchResult:
         samples: steps/s of each repeat.
         pss_mb: proportional set size of the process tree (the measuring child and its descendants), MB.
         ratio: steps/s over the baseline's at the same env and num_envs (set by `add_ratios`).
+        note: what the backend chose from what it measured (shmem: its ``wait_plan``), or "".
     """
 
     env_id: str
@@ -71,6 +72,7 @@ class BenchResult:
     samples: list[float] = field(default_factory=list)
     pss_mb: float | None = None
     ratio: float | None = None
+    note: str = ""
 
 
 def add_ratios(results: list[BenchResult], baseline: str) -> list[BenchResult]:
@@ -92,6 +94,7 @@ def format_table(results: list[BenchResult], baseline: str) -> str:
         ratio = f"{r.ratio:.2f}" if r.ratio is not None else "-"
         pss = f"{r.pss_mb:.0f}" if r.pss_mb is not None else "-"
         lines.append(f"{r.env_id:<24} {r.num_envs:>5} {r.backend:<{width}} {r.steps_per_second:>12,.0f} {ratio:>14} {pss:>8}")
+    lines += [f"{r.backend} x {r.num_envs}: {r.note}" for r in results if r.note]
     return "\n".join(lines)
 
 
@@ -371,11 +374,17 @@ class Runner:
             envs.action_space.seed(0)
             self._step, self._close, space = envs.step, envs.close, envs.action_space
             self._envs_per_step = num_envs
+            self._envs = envs
         self._actions = np.stack([space.sample() for _ in range(64)])
         _time_steps(self._step, self._actions, WARMUP_STEPS)
 
     def sample(self, steps: int) -> float:
         return steps * self._envs_per_step / _time_steps(self._step, self._actions, steps)
+
+    def note(self) -> str:
+        """What the backend chose from what it measured (`BenchResult.note`)."""
+        plan = getattr(getattr(self, "_envs", None), "wait_plan", None)
+        return f"waits: {plan}" if plan is not None else ""
 
     def close(self) -> None:
         self._close()
@@ -393,9 +402,10 @@ def measure_one(env_id: str, backend: str, num_envs: int, steps: int, repeats: i
             samples.append(runner.sample(steps))
             tick(1)
         pss = process_tree_pss_mb() if measure_memory else None
+        note = runner.note()
     finally:
         runner.close()
-    return BenchResult(env_id, backend, num_envs, statistics.median(samples), samples, pss)
+    return BenchResult(env_id, backend, num_envs, statistics.median(samples), samples, pss, note=note)
 
 
 def run_bench(
@@ -474,11 +484,12 @@ def run_bench(
                         mine.append(float(child.ask(f"run {steps}")))
                         bar.update(1)
                 pss = [float(child.ask("memory")) if measure_memory else None for child in children]
+                notes = [child.ask("note") for child in children]
             finally:
                 for child in children:
                     child.close()
-            results += [BenchResult(env_id, job["backend"], n, statistics.median(mine), mine, mb)
-                        for job, mine, mb in zip(jobs, samples, pss, strict=True)]
+            results += [BenchResult(env_id, job["backend"], n, statistics.median(mine), mine, mb, note=note)
+                        for job, mine, mb, note in zip(jobs, samples, pss, notes, strict=True)]
     finally:
         bar.close()
     return results
@@ -532,7 +543,7 @@ class _Child:
         while True:
             # Answers start with "= ": envs may print to the same stdout (ALE's banner does).
             line = self._line()
-            if line.startswith("= "):
+            if line == "=" or line.startswith("= "):  # "=" alone: an empty answer (the line is stripped)
                 return line[2:]
 
     def close(self) -> None:
@@ -557,6 +568,8 @@ def serve(job: dict[str, Any]) -> None:
                 print("=", runner.sample(int(args[0])), flush=True)
             elif command == "memory":
                 print("=", process_tree_pss_mb(), flush=True)
+            elif command == "note":
+                print("=", runner.note(), flush=True)
             elif command == "quit":
                 break
     finally:

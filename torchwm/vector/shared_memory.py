@@ -17,9 +17,11 @@ no pickling:
 Actions of another dtype than the action space's travel through the pipe
 instead (as a `Step` message, flagged in ``action_via_pipe``), so that every
 env gets the actions exactly as given, as on every other backend. While
-waiting, both sides poll their counter with ``os.sched_yield()`` for a short
-while, then sleep on a futex (a word of the block) until the other side rings,
-so that no waiting process holds a core a worker needs (`futex_wait`). The
+waiting, both sides poll their counter with ``os.sched_yield()`` for a while,
+then sleep on a futex (a word of the block) until the other side rings, so
+that no waiting process holds a core a worker needs (`futex_wait`). How long
+each side polls is measured on the first steps (`torchwm.vector.handoff`):
+the workers write when they began and ended each step in the block. The
 pipe carries control commands, errors and large infos (the worker process and
 its pipe are `torchwm.vector.processes`).
 
@@ -45,26 +47,32 @@ import secrets
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.reduction import recv_handle, send_handle
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
 from torchwm.errors import DynamicShapeError, UnsupportedStackError
+from torchwm.spec import VecSpec
 from torchwm.vector.batching import ARRAY_SPACES, put_rows, slice_rows, take_rows
 from torchwm.vector.env_group import EnvGroup, ErrorReply, Step, error_reply
-from torchwm.vector.pool import CLOSE_GRACE_SECONDS, Batch, Deadline, Transport, WorkerPayload
-from torchwm.vector.processes import ProcessWorker, Setup, answer_control, send_reply
+from torchwm.vector.handoff import MAX_SPIN_SECONDS, WaitTuner
+from torchwm.vector.pool import (
+    CLOSE_GRACE_SECONDS,
+    Batch,
+    Deadline,
+    PoolSettings,
+    Transport,
+    WorkerPayload,
+    default_num_workers,
+)
+from torchwm.vector.processes import ProcessSettings, ProcessWorker, Setup, answer_control, send_reply
 
-# The parent's wait for a step polls with sched_yield this long, then sleeps on parent_bell.
-DONE_SPIN_SECONDS = 0.00002
 LIVENESS_SECONDS = 0.005  # longest sleep of the parent between checks that the busy workers are alive
-# A worker idle polls with sched_yield this long, then sleeps on its doorbell: longer than the parent's
-# own work between two steps, since waking a sleeping process costs tens of microseconds.
-IDLE_SPIN_SECONDS = 0.001
 IDLE_WAIT_SECONDS = 0.005  # longest sleep of a worker: bounds a missed ring and the check that the parent lives
 
 
@@ -197,6 +205,10 @@ def plan_layout(
         ("parent_sleeping", (), np.dtype(np.int32), (1,)),
         # How many workers must be done before waking the parent helps (0: any).
         ("ring_threshold", (), np.dtype(np.int32), (1,)),
+        # How long an idle worker polls before it sleeps (the parent's `WaitTuner` sets it).
+        ("worker_spin", (), np.dtype(np.float64), (1,)),
+        # When each worker began and ended its last step (time.perf_counter), for the `WaitTuner`.
+        ("step_times", (), np.dtype(np.float64), (w, 2)),
         # 1: this worker's step actions come over its pipe (their dtype is not the action space's).
         ("action_via_pipe", (), np.dtype(np.int32), (w,)),
         ("step_mask", (), np.dtype(np.bool_), (n,)),
@@ -248,6 +260,9 @@ class SharedBatch(Batch):
         self.worker_sleeping = fields["worker_sleeping"][()]
         self.parent_sleeping = fields["parent_sleeping"][()]
         self.ring_threshold = fields["ring_threshold"][()]
+        self.worker_spin = fields["worker_spin"][()]
+        self.step_times = fields["step_times"][()]
+        self.tuner: WaitTuner | None = None  # the parent's, set by the first worker attached
         self.action_via_pipe = fields["action_via_pipe"][()]
         self.step_mask = fields["step_mask"][()]
         self.info_length = fields["info_length"][()]
@@ -402,6 +417,7 @@ def _serve_steps(group: EnvGroup, conn: Any, shared: SharedBatch, worker_index: 
     doorbell = shared.doorbell
     sleeping = shared.worker_sleeping
     doorbell_address = shared.doorbell_address(worker_index)
+    step_times, worker_spin = shared.step_times[worker_index], shared.worker_spin
     last_seq = int(command_seq[worker_index])
     piped_step: tuple[int, Step] | None = None  # (number, message) of a step whose actions came over the pipe
     parent = os.getppid()
@@ -411,6 +427,7 @@ def _serve_steps(group: EnvGroup, conn: Any, shared: SharedBatch, worker_index: 
         seq = int(command_seq[worker_index])
         if seq != last_seq:
             last_seq = seq
+            step_times[0] = time.perf_counter()
             message: Any = None
             try:
                 if action_via_pipe[worker_index]:
@@ -441,6 +458,7 @@ def _serve_steps(group: EnvGroup, conn: Any, shared: SharedBatch, worker_index: 
             except Exception as exc:
                 message = error_reply(exc)
                 status[worker_index] = StepStatus.ERROR
+            step_times[1] = time.perf_counter()
             # done_seq after the rows and status (the parent reads them once it sees it), and
             # before a pipe message: a message larger than the pipe buffer would otherwise block
             # this worker until the parent reads it, while the parent waits for done_seq.
@@ -460,7 +478,7 @@ def _serve_steps(group: EnvGroup, conn: Any, shared: SharedBatch, worker_index: 
                 return
             idle_since = time.perf_counter()
             continue
-        if time.perf_counter() - idle_since < IDLE_SPIN_SECONDS:
+        if time.perf_counter() - idle_since < worker_spin[0]:
             os.sched_yield()
         else:
             if os.getppid() != parent:
@@ -475,10 +493,34 @@ def _serve_steps(group: EnvGroup, conn: Any, shared: SharedBatch, worker_index: 
 # -- the parent's end ------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class SharedMemorySettings(ProcessSettings):
+    """`ProcessSettings` and the ``spin_seconds`` option (None: measured, `torchwm.vector.handoff`)."""
+
+    spin_seconds: float | None = None
+
+    def __repr__(self) -> str:
+        return f"context={self.start_method!r}, spin_seconds={self.spin_seconds!r}"
+
+
 class SharedMemoryWorker(ProcessWorker):
     """The parent's end of a ``shmem`` worker: steps through the shared block, control over the pipe."""
 
+    OPTIONS: ClassVar[dict[str, Any]] = {**ProcessWorker.OPTIONS, "spin_seconds": None}
     serve = staticmethod(serve)
+    settings: SharedMemorySettings
+
+    @classmethod
+    def configure(cls, backend: str, spec: VecSpec, env_fns: list[Callable[[], gym.Env]],
+                  options: dict[str, Any], pool: PoolSettings) -> SharedMemorySettings:
+        spin = options.get("spin_seconds")
+        if spin is not None and (isinstance(spin, bool) or not isinstance(spin, (int, float))):
+            raise TypeError(f"{backend}: spin_seconds must be a number of seconds or None (measure it), got {spin!r}")
+        if spin is not None and not 0 <= spin <= MAX_SPIN_SECONDS:
+            raise ValueError(f"{backend}: spin_seconds must be between 0 and {MAX_SPIN_SECONDS} (seconds both sides "
+                             f"poll before they sleep), got {spin!r}")
+        settings = super().configure(backend, spec, env_fns, options, pool)
+        return SharedMemorySettings(settings.context, settings.serve, None if spin is None else float(spin))
 
     def __init__(self, index: int, envs: range, settings: Any) -> None:
         super().__init__(index, envs, settings)
@@ -487,6 +529,8 @@ class SharedMemoryWorker(ProcessWorker):
         self._mask: Any = None
         self._step_seq = 0  # the number of the last step signalled
         self._step_count = 0  # how many envs it steps
+        self._sent_at = 0.0  # when it was sent (time.perf_counter), for the pool's `WaitTuner`
+        self._tuner = WaitTuner(1, 1)  # the pool's, once attached
         self._abandoned = False
 
     @classmethod
@@ -503,6 +547,10 @@ class SharedMemoryWorker(ProcessWorker):
         self._action_dtype = batch.action_space.dtype if isinstance(batch.action_space, ARRAY_SPACES) else None
         self._actions = slice_rows(batch.action_space, shared.actions, rows.start, rows.stop)
         self._mask = shared.step_mask[rows.start:rows.stop]
+        if shared.tuner is None:  # the first worker attached: one tuner for the pool
+            shared.tuner = WaitTuner(shared.layout.num_workers, default_num_workers(), self.settings.spin_seconds)
+            shared.worker_spin[0] = shared.tuner.worker_spin
+        self._tuner = shared.tuner
         super().send(Setup(shared.layout))
         shared.send(self.conn, self.process.pid)
 
@@ -537,6 +585,7 @@ class SharedMemoryWorker(ProcessWorker):
         self._step_count = len(self.envs) if local_ids is None else len(local_ids)
         self._abandoned = False
         # Written last: the worker starts once it sees the new value.
+        self._sent_at = time.perf_counter()
         shared.command_seq[w] = self.seq
         shared.ring_worker(w)
 
@@ -548,6 +597,13 @@ class SharedMemoryWorker(ProcessWorker):
         assert shared is not None
         if self._abandoned:
             return []  # a message it left in the pipe is dropped by its number when the next reply is read
+        tuner = self._tuner
+        if tuner.measuring:
+            began, ended = shared.step_times[self.index].tolist()
+            tuner.record(self.index, self._sent_at, began, ended, time.perf_counter())
+            shared.worker_spin[0] = tuner.worker_spin
+        else:
+            tuner.count_step()
         # An int first: numpy's comparison with an IntEnum member looks up a dozen array hooks on the enum.
         status = int(shared.status[self.index])
         if status == StepStatus.INFOS_IN_BLOCK:
@@ -567,7 +623,9 @@ class SharedMemoryWorker(ProcessWorker):
         done_seq = shared.done_seq
         expected = [(worker.index, worker._step_seq) for worker in workers]
         started = time.perf_counter()
-        while time.perf_counter() - started < DONE_SPIN_SECONDS:
+        spin = workers[0]._tuner.parent_spin
+        spin = spin if timeout is None else min(spin, timeout)
+        while time.perf_counter() - started < spin:
             if any(done_seq[w] == seq for w, seq in expected):
                 return True
             os.sched_yield()

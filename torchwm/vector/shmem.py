@@ -9,14 +9,17 @@ rather than hold a core while they wait. Everything else (options, split,
 from __future__ import annotations
 
 from torchwm.hookspecs import hookimpl
+from torchwm.vector.handoff import WaitPlan
 from torchwm.vector.pool import POOL_OPTIONS, WorkerPool
 from torchwm.vector.processes import CONFORMANCE_VARIANTS
 from torchwm.vector.shared_memory import SharedMemoryWorker
 
 
 class ShmemVectorEnv(WorkerPool):
-    """Envs in worker processes, batch in shared memory. Options: see `torchwm.vector.pool.WorkerPool`, and
-    ``context``: the start method, ``"forkserver"`` (default), ``"fork"`` or ``"spawn"``.
+    """Envs in worker processes, batch in shared memory. Options: see `torchwm.vector.pool.WorkerPool`,
+    ``context``: the start method, ``"forkserver"`` (default), ``"fork"`` or ``"spawn"``, and
+    ``spin_seconds``: how long both sides poll before they sleep (default None: measured on the first
+    steps, see ``wait_plan``).
 
     Observations are copies by default; ``copy=False`` returns views of the shared block that the next
     `step` overwrites. With ``send(env_ids=...)`` on envs of a worker that is still stepping, `send`
@@ -35,6 +38,13 @@ class ShmemVectorEnv(WorkerPool):
 
     backend_name = "shmem"
     transport = SharedMemoryWorker
+
+    @property
+    def wait_plan(self) -> WaitPlan | None:
+        """How the parent and the workers wait for each other (`torchwm.vector.handoff`): measured on the first
+        ~64 steps of each worker unless ``spin_seconds`` fixed it; None once closed."""
+        tuner = getattr(self._batch, "tuner", None)
+        return None if tuner is None else tuner.plan
 
 
 @hookimpl

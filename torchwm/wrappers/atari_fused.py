@@ -6,7 +6,8 @@ spends most of its time outside the emulator: every emulated frame goes through
 an info dict, and every agent step deep-copies the frame stack. `FusedAtariEnv` does
 the same work with `ale_py.ALEInterface` calls on preallocated buffers: two raw
 frames for the max-pool, ``cv2.resize(..., dst=...)`` into a preallocated frame (or
-both in torchwm's C kernel where it was built, with the same bytes: `torchwm.native`)
+both in torchwm's C kernel where it was built, with the same bytes, and gray screens
+by the kernel's palette lookup where the CPU has AVX-512 VBMI: `torchwm.native`)
 and a ring buffer for the stack. It mirrors the chain line by line (the RNG draws, the
 frames it reads, the stale max-pool buffer when an episode ends inside a frame
 skip) so that, for the same seed and actions, it returns exactly the chain's
@@ -153,6 +154,13 @@ class AtariPreprocessingCore(gym.Env):
         raw_shape = raw_shape[:2] if grayscale else raw_shape
         self._raw_frames = (np.empty(raw_shape, dtype=np.uint8), np.empty(raw_shape, dtype=np.uint8))
         self._read_screen = self.ale.getScreenGrayscale if grayscale else self.ale.getScreenRGB
+        if grayscale and native.fast_gray_lookup() and native.KERNEL is not None:
+            # ALE's palette indices through a table of gray values learned from ALE's own grayscale
+            # screens: a new colour is read from ALE once, so every value is one ALE gave.
+            self._palette_lookup = native.KERNEL.palette_lookup
+            self._palette_indices = np.empty(raw_shape, dtype=np.uint8)
+            self._gray_table = np.zeros((2, 256), dtype=np.uint8)  # gray value, then 255 where known
+            self._read_screen = self._read_gray
         self._dsize = (screen_size, screen_size)
         frame_shape = (screen_size, screen_size) if grayscale else (screen_size, screen_size, 3)
         self._resized = np.zeros(frame_shape, dtype=np.uint8)
@@ -174,6 +182,15 @@ class AtariPreprocessingCore(gym.Env):
             "episode_frame_number": ale.getEpisodeFrameNumber(),
             "frame_number": ale.getFrameNumber(),
         }
+
+    def _read_gray(self, out: np.ndarray) -> None:
+        """``ale.getScreenGrayscale(out)``, by the kernel's palette lookup (`torchwm.native`)."""
+        indices = self._palette_indices
+        self.ale.getScreen(indices)
+        if not self._palette_lookup(indices, self._gray_table, out):
+            self.ale.getScreenGrayscale(out)  # a colour not seen yet: learn it from ALE
+            self._gray_table[0, indices] = out
+            self._gray_table[1, indices] = 255
 
     def _frame(self) -> np.ndarray:
         raw = self._raw_frames[0]

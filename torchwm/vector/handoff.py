@@ -1,0 +1,164 @@
+"""How the parent and the ``shmem`` workers wait for each other: measured while it runs.
+
+A process that waits for the other side either polls (it keeps looking, with
+``os.sched_yield`` so that a process that needs the core gets it) or sleeps on
+a futex (no CPU, but the side that rings must then wake it up: a few
+microseconds on one machine, a hundred on another, in a VM most of all).
+Which is faster depends on the machine, the env and the caller, so the
+``shmem`` backend measures its steps (the workers write when they began and
+ended each one in the shared block; the parent knows when it sent each and
+saw it end) and sets from them:
+
+- **an idle worker's poll**: up to 2 ms when it usually (the median) waits
+  less than 1 ms for its next step, so that the next step finds it awake,
+  even after an unusually long wait; 50 µs when it waits longer (a slow
+  caller: a policy on the same cores, say), so that polling workers leave
+  those cores to the caller, since a wake-up then costs little beside the wait.
+- **the parent's poll**: through a whole step (1.5 x the median step, at most
+  2 ms) only when the workers leave it a core of its own (fewer workers than
+  the cores this process may use); otherwise 20 µs, then it sleeps, leaving
+  the cores to the workers. Measured on a 2-core machine with CartPole, a
+  parent polling next to two busy workers made every step 8% slower, while the
+  timing of short alternating windows said the opposite: polling only looks
+  faster while something else loads the cores, so it is not chosen by such a
+  comparison.
+
+The steps measured: 48 per worker after 16 of warm-up, then 48 again every
+~2 seconds, since the caller's pace changes (collecting, then learning).
+`WaitTuner` keeps the timings and the choice, a `WaitPlan`: the vector
+env's ``wait_plan``, logged on the ``torchwm`` logger at INFO when it
+changes. The backend option ``spin_seconds`` fixes both polls instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+from dataclasses import dataclass
+from typing import NamedTuple
+
+logger = logging.getLogger("torchwm")
+
+SHORT_SPIN_SECONDS = 0.00002  # the parent's poll before it sleeps when it has no core of its own
+WORKER_SPIN_SECONDS = 0.001  # an idle worker's poll until measured
+SLOW_CALLER_WORKER_SPIN_SECONDS = 0.00005  # an idle worker's poll when it waits long between steps
+MAX_SPIN_SECONDS = 0.002  # no poll lasts longer: past that, a wake-up costs little in comparison
+WARMUP_STEPS = 16  # steps per worker not measured at the start (first calls, caches)
+WINDOW_STEPS = 48  # steps per worker measured each time
+RECHECK_SECONDS = 2.0  # how often the steps are measured again
+
+
+def _us(seconds: float) -> str:
+    return f"{seconds * 1e6:,.0f} µs"
+
+
+@dataclass(frozen=True)
+class WaitPlan:
+    """How long each side polls before it sleeps, and where that came from.
+
+    Attributes:
+        parent_spin: seconds the parent polls for a step's end before it sleeps.
+        worker_spin: seconds an idle worker polls for the next command before it sleeps.
+        how: ``"measured"``, ``"spin_seconds"`` (the user's), or ``"measuring"`` during the first steps.
+        measured: the figures a measured plan came from, in words.
+    """
+
+    parent_spin: float
+    worker_spin: float
+    how: str
+    measured: str = ""
+
+    def __str__(self) -> str:
+        text = (f"the parent polls up to {_us(self.parent_spin)} for a step, then sleeps; an idle worker polls "
+                f"{_us(self.worker_spin)}, then sleeps ({self.how}")
+        return text + (f": {self.measured})" if self.measured else ")")
+
+
+class Sample(NamedTuple):
+    """The timings of one step of one worker, in seconds."""
+
+    cycle: float  # from the previous step's send to this one's: what the caller sees
+    turnaround: float  # from the previous step's end being seen to this send: the caller's own time
+    idle: float  # from the worker's end of the previous step to this send: how long it waited
+    compute: float  # from the worker's start of the step to its end
+    dispatch: float  # from the send to the worker's start: the hand-off there
+    collect: float  # from the worker's end to the parent seeing it: the hand-off back
+
+
+def _median(samples: list[Sample], field: str) -> float:
+    return statistics.median(getattr(sample, field) for sample in samples)
+
+
+class WaitTuner:
+    """Times one pool's steps and chooses its `WaitPlan` (``plan``; the parent's wait reads ``parent_spin``).
+
+    Args:
+        num_workers: workers in the pool.
+        cores: the cores this process may use.
+        spin_seconds: the user's poll for both sides (nothing measured), or None.
+    """
+
+    def __init__(self, num_workers: int, cores: int, spin_seconds: float | None = None) -> None:
+        self.num_workers = num_workers
+        self.core_to_spare = num_workers < cores
+        if spin_seconds is None:
+            self.plan = WaitPlan(SHORT_SPIN_SECONDS, WORKER_SPIN_SECONDS, "measuring")
+        else:
+            self.plan = WaitPlan(spin_seconds, spin_seconds, "spin_seconds")
+        self.measuring = spin_seconds is None
+        self._last: list[tuple[float, float, float] | None] = [None] * num_workers  # (sent, ended, seen)
+        self._samples: list[Sample] = []
+        self._skip = WARMUP_STEPS * num_workers  # steps still to pass before measuring
+        self._until_recheck = 0  # steps (of all workers) to go before measuring again
+
+    @property
+    def parent_spin(self) -> float:
+        return self.plan.parent_spin
+
+    @property
+    def worker_spin(self) -> float:
+        return self.plan.worker_spin
+
+    def record(self, worker: int, sent: float, began: float, ended: float, seen: float) -> None:
+        """One finished step of ``worker`` while ``measuring``: when the parent sent it, the worker began and
+        ended it, and the parent saw it end (``time.perf_counter`` of each process: one clock on one machine)."""
+        last, self._last[worker] = self._last[worker], (sent, ended, seen)
+        if last is None:
+            return
+        if self._skip > 0:
+            self._skip -= 1
+            return
+        self._samples.append(Sample(sent - last[0], sent - last[2], sent - last[1], ended - began, began - sent,
+                                    seen - ended))
+        if len(self._samples) >= WINDOW_STEPS * self.num_workers:
+            self._choose()
+
+    def count_step(self) -> None:
+        """One finished step while not ``measuring``: measuring starts again every `RECHECK_SECONDS`."""
+        self._until_recheck -= 1
+        if self._until_recheck <= 0 and self.plan.how == "measured":
+            self.measuring = True
+            self._last = [None] * self.num_workers
+            self._samples = []
+
+    def _choose(self) -> None:
+        samples = self._samples
+        step, idle = _median(samples, "dispatch") + _median(samples, "compute"), _median(samples, "idle")
+        parent_spin = min(max(1.5 * step, SHORT_SPIN_SECONDS), MAX_SPIN_SECONDS) if self.core_to_spare \
+            else SHORT_SPIN_SECONDS
+        worker_spin = MAX_SPIN_SECONDS if idle <= MAX_SPIN_SECONDS / 2 else SLOW_CALLER_WORKER_SPIN_SECONDS
+        measured = (
+            f"a step of a worker's envs {_us(_median(samples, 'compute'))}, hand-off there "
+            f"{_us(_median(samples, 'dispatch'))} and back {_us(_median(samples, 'collect'))}, the caller's time "
+            f"between steps {_us(_median(samples, 'turnaround'))}, a worker's wait {_us(idle)}, a step every "
+            f"{_us(_median(samples, 'cycle'))}; "
+            + ("a core to spare for the parent" if self.core_to_spare else "no core to spare for the parent")
+        )
+        if _median(samples, "compute") < _median(samples, "dispatch") + _median(samples, "collect"):
+            measured += ("; a worker's step is shorter than its hand-offs: fewer workers (num_workers) or "
+                         "backend='sync' would be faster")
+        previous, self.plan = self.plan, WaitPlan(parent_spin, worker_spin, "measured", measured)
+        self.measuring = False
+        self._until_recheck = int(RECHECK_SECONDS / max(_median(samples, "cycle"), 1e-6)) * self.num_workers
+        if (previous.how, previous.parent_spin, previous.worker_spin) != ("measured", parent_spin, worker_spin):
+            logger.info("shmem waits: %s", self.plan)  # a change only: the steps are measured every few seconds
