@@ -62,7 +62,7 @@ class BenchResult:
         samples: steps/s of each repeat.
         pss_mb: proportional set size of the process tree (the measuring child and its descendants), MB.
         ratio: steps/s over the baseline's at the same env and num_envs (set by `add_ratios`).
-        note: what the backend chose from what it measured (shmem: its ``wait_plan``), or "".
+        note: what the backend chose from what it measured (shmem: its ``worker_choice`` and ``wait_plan``), or "".
     """
 
     env_id: str
@@ -383,8 +383,9 @@ class Runner:
 
     def note(self) -> str:
         """What the backend chose from what it measured (`BenchResult.note`)."""
-        plan = getattr(getattr(self, "_envs", None), "wait_plan", None)
-        return f"waits: {plan}" if plan is not None else ""
+        envs = getattr(self, "_envs", None)
+        choice, plan = getattr(envs, "worker_choice", None), getattr(envs, "wait_plan", None)
+        return "; ".join([f"split: {choice}"] * (choice is not None) + [f"waits: {plan}"] * (plan is not None))
 
     def close(self) -> None:
         self._close()

@@ -48,7 +48,8 @@ WINDOW_STEPS = 48  # steps per worker measured each time
 RECHECK_SECONDS = 2.0  # how often the steps are measured again
 
 
-def _us(seconds: float) -> str:
+def as_microseconds(seconds: float) -> str:
+    """``0.000012`` -> ``"12 µs"``."""
     return f"{seconds * 1e6:,.0f} µs"
 
 
@@ -69,8 +70,8 @@ class WaitPlan:
     measured: str = ""
 
     def __str__(self) -> str:
-        text = (f"the parent polls up to {_us(self.parent_spin)} for a step, then sleeps; an idle worker polls "
-                f"{_us(self.worker_spin)}, then sleeps ({self.how}")
+        text = (f"the parent polls up to {as_microseconds(self.parent_spin)} for a step, then sleeps; an idle worker polls "
+                f"{as_microseconds(self.worker_spin)}, then sleeps ({self.how}")
         return text + (f": {self.measured})" if self.measured else ")")
 
 
@@ -148,10 +149,10 @@ class WaitTuner:
             else SHORT_SPIN_SECONDS
         worker_spin = MAX_SPIN_SECONDS if idle <= MAX_SPIN_SECONDS / 2 else SLOW_CALLER_WORKER_SPIN_SECONDS
         measured = (
-            f"a step of a worker's envs {_us(_median(samples, 'compute'))}, hand-off there "
-            f"{_us(_median(samples, 'dispatch'))} and back {_us(_median(samples, 'collect'))}, the caller's time "
-            f"between steps {_us(_median(samples, 'turnaround'))}, a worker's wait {_us(idle)}, a step every "
-            f"{_us(_median(samples, 'cycle'))}; "
+            f"a step of a worker's envs {as_microseconds(_median(samples, 'compute'))}, hand-off there "
+            f"{as_microseconds(_median(samples, 'dispatch'))} and back {as_microseconds(_median(samples, 'collect'))}, the caller's time "
+            f"between steps {as_microseconds(_median(samples, 'turnaround'))}, a worker's wait {as_microseconds(idle)}, a step every "
+            f"{as_microseconds(_median(samples, 'cycle'))}; "
             + ("a core to spare for the parent" if self.core_to_spare else "no core to spare for the parent")
         )
         if _median(samples, "compute") < _median(samples, "dispatch") + _median(samples, "collect"):

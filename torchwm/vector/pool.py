@@ -62,7 +62,7 @@ import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, NoReturn
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 import cloudpickle
 import gymnasium as gym
@@ -84,6 +84,9 @@ from torchwm.vector.env_group import (
     spec_env_fns,
     with_env_fn,
 )
+
+if TYPE_CHECKING:
+    from torchwm.vector.worker_count import WorkerChoice
 
 DEFAULT_TIMEOUT = 300.0
 CLOSE_GRACE_SECONDS = 1.0  # how long close() waits for workers to exit before ending them
@@ -198,6 +201,7 @@ class PoolSettings:
     """The pool options, checked and defaulted (`check_pool_options`)."""
 
     worker_slices: list[range]
+    split_given: bool  # num_workers or envs_per_worker given (else the pool chose the split)
     batch_size: int | None
     timeout: float | None
     copy: bool
@@ -234,6 +238,7 @@ def check_pool_options(backend: str, num_envs: int, options: dict[str, Any],
                             f"got {flags[flag]!r}")
     return PoolSettings(
         worker_slices=split_envs(num_envs, num_workers, envs_per_worker, backend, unit),
+        split_given=num_workers is not None or envs_per_worker is not None,
         batch_size=check_batch_size(options.get("batch_size"), num_envs, f"{backend}: "),
         timeout=check_timeout(options.get("timeout", DEFAULT_TIMEOUT), f"{backend}: timeout"),
         env_fn=options.get("env_fn"),
@@ -333,6 +338,13 @@ class Transport(ABC):
         return None
 
     @classmethod
+    def choose_worker_count(cls, spec: VecSpec, env_fns: list[Callable[[], gym.Env]],
+                            settings: Any) -> WorkerChoice | None:
+        """When the user left the split to the pool: a `torchwm.vector.worker_count.WorkerChoice` (how many
+        workers to start, from measurements), or None for one per core (the default)."""
+        return None
+
+    @classmethod
     def create_batch(cls, observation_space: gym.Space, action_space: gym.Space, num_envs: int,
                      num_workers: int) -> Batch:
         """The batch every worker of the pool writes into (or whose rows the pool stores)."""
@@ -424,7 +436,8 @@ class WorkerPool(VectorEnv):
     Args:
         spec: what to build (each worker builds its envs with `torchwm.factory.build_env`, or with
             ``spec.env_fns``).
-        num_workers: workers (default: the cores this process may use, at most num_envs).
+        num_workers: workers (default: the cores this process may use, at most num_envs; fewer when the
+            transport measures that fewer are faster, see `Transport.choose_worker_count` and ``worker_choice``).
         envs_per_worker: envs each worker steps (the last worker takes the rest); give this or num_workers.
         batch_size: `recv` returns ``batch_size`` envs among those ready, the ones ready first (default:
             all in flight).
@@ -460,6 +473,12 @@ class WorkerPool(VectorEnv):
         env_fns = spec_env_fns(spec)
         self.transport_settings = self.transport.configure(backend, spec, env_fns, settings.transport_options,
                                                            settings)
+        # How many workers the pool chose from measurements, when the user did not say (None: one per core).
+        self.worker_choice: WorkerChoice | None = None
+        if not settings.split_given and not settings.inline:
+            self.worker_choice = self.transport.choose_worker_count(spec, env_fns, self.transport_settings)
+            if self.worker_choice is not None:
+                settings.worker_slices = split_envs(spec.num_envs, self.worker_choice.workers, None, backend, self.unit)
         self.worker_slices = settings.worker_slices
         self.num_workers = len(self.worker_slices)
         self.restart_on_crash = settings.restart_on_crash

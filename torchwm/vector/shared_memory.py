@@ -37,14 +37,11 @@ in ``/proc/<pid>/maps``), so that it is easy to find.
 
 from __future__ import annotations
 
-import ctypes
 import enum
 import mmap
 import os
 import pickle
-import platform
 import secrets
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -60,6 +57,7 @@ from torchwm.errors import DynamicShapeError, UnsupportedStackError
 from torchwm.spec import VecSpec
 from torchwm.vector.batching import ARRAY_SPACES, put_rows, slice_rows, take_rows
 from torchwm.vector.env_group import EnvGroup, ErrorReply, Step, error_reply
+from torchwm.vector.futex import futex_wait, futex_wake
 from torchwm.vector.handoff import MAX_SPIN_SECONDS, WaitTuner
 from torchwm.vector.pool import (
     CLOSE_GRACE_SECONDS,
@@ -71,6 +69,7 @@ from torchwm.vector.pool import (
     default_num_workers,
 )
 from torchwm.vector.processes import ProcessSettings, ProcessWorker, Setup, answer_control, send_reply
+from torchwm.vector.worker_count import WorkerChoice, env_key, measured_worker_choice
 
 LIVENESS_SECONDS = 0.005  # longest sleep of the parent between checks that the busy workers are alive
 IDLE_WAIT_SECONDS = 0.005  # longest sleep of a worker: bounds a missed ring and the check that the parent lives
@@ -83,58 +82,6 @@ class StepStatus(enum.IntEnum):
     INFOS_IN_PIPE = 1  # non-empty infos wait in the pipe
     ERROR = 2  # an `ErrorReply` waits in the pipe
     INFOS_IN_BLOCK = 3  # non-empty infos, pickled in info_bytes[w][:info_length[w]]
-
-
-# -- futex: sleeping on a word of the block until the other side changes it (Linux) ---------------
-# A futex sleep uses no CPU and ends as soon as the other side rings (a few microseconds), where a timed
-# sleep would either wake often or answer late. `futex_wait` returns at once if the word no longer holds
-# ``expected``, so a ring between the last check and the sleep is never lost. Where futexes are
-# unavailable, it falls back to a short `time.sleep`.
-
-_SYS_FUTEX = {"x86_64": 202, "aarch64": 98}.get(platform.machine())
-_FUTEX_WAIT = 0
-_FUTEX_WAKE = 1
-FUTEX_FALLBACK_SLEEP_SECONDS = 0.0001
-
-
-class _Timespec(ctypes.Structure):
-    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
-
-
-def _load_syscall():
-    if not sys.platform.startswith("linux") or _SYS_FUTEX is None:
-        return None
-    try:
-        syscall = ctypes.CDLL(None, use_errno=True).syscall
-    except (OSError, AttributeError):
-        return None
-    syscall.restype = ctypes.c_long
-    syscall.argtypes = [ctypes.c_long, ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
-                        ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
-    return syscall
-
-
-_syscall = _load_syscall()
-FUTEX_AVAILABLE = _syscall is not None
-
-
-def futex_wait(address: int, expected: int, timeout: float) -> None:
-    """Sleep while the int32 at ``address`` equals ``expected``, at most ``timeout`` seconds.
-
-    May return early (a ring, a signal, a spurious wake-up): callers check their condition again.
-    """
-    if _syscall is None:
-        time.sleep(min(timeout, FUTEX_FALLBACK_SLEEP_SECONDS))
-        return
-    seconds = int(timeout)
-    ts = _Timespec(seconds, int((timeout - seconds) * 1e9))
-    _syscall(_SYS_FUTEX, address, _FUTEX_WAIT, expected, ctypes.addressof(ts), None, 0)
-
-
-def futex_wake(address: int) -> None:
-    """Wake every process sleeping on the int32 at ``address`` (cheap when none is)."""
-    if _syscall is not None:
-        _syscall(_SYS_FUTEX, address, _FUTEX_WAKE, 2**31 - 1, None, None, 0)
 
 
 # -- the block ------------------------------------------------------------------------------------
@@ -521,6 +468,13 @@ class SharedMemoryWorker(ProcessWorker):
                              f"poll before they sleep), got {spin!r}")
         settings = super().configure(backend, spec, env_fns, options, pool)
         return SharedMemorySettings(settings.context, settings.serve, None if spin is None else float(spin))
+
+    @classmethod
+    def choose_worker_count(cls, spec: VecSpec, env_fns: list[Callable[[], gym.Env]],
+                            settings: SharedMemorySettings) -> WorkerChoice | None:
+        if spec.env_fns is not None:  # the user's factories: building one more could have effects (a video file)
+            return None
+        return measured_worker_choice(spec.num_envs, default_num_workers(), env_key(spec), env_fns[0], settings.context)
 
     def __init__(self, index: int, envs: range, settings: Any) -> None:
         super().__init__(index, envs, settings)

@@ -19,7 +19,9 @@ class ShmemVectorEnv(WorkerPool):
     """Envs in worker processes, batch in shared memory. Options: see `torchwm.vector.pool.WorkerPool`,
     ``context``: the start method, ``"forkserver"`` (default), ``"fork"`` or ``"spawn"``, and
     ``spin_seconds``: how long both sides poll before they sleep (default None: measured on the first
-    steps, see ``wait_plan``).
+    steps, see ``wait_plan``). With the split left unset (no ``num_workers``, ``envs_per_worker`` or
+    ``inline``) and envs built from a name, the count of workers is chosen from a measured env step and
+    hand-off (`torchwm.vector.worker_count`; ``worker_choice`` says what it measured).
 
     Observations are copies by default; ``copy=False`` returns views of the shared block that the next
     `step` overwrites. With ``send(env_ids=...)`` on envs of a worker that is still stepping, `send`

@@ -1,0 +1,186 @@
+"""How many workers shmem starts when the user does not say (torchwm/vector/worker_count.py)."""
+
+from __future__ import annotations
+
+import collections
+import logging
+import multiprocessing
+import os
+import sys
+import time
+
+import cloudpickle
+import gymnasium as gym
+import pytest
+
+import torchwm
+from torchwm.vector import worker_count
+from torchwm.vector.pool import default_num_workers
+from torchwm.vector.worker_count import (
+    Handoff,
+    choose_worker_count,
+    measure,
+    measure_env_step,
+    predicted_step_seconds,
+)
+
+# The helper process gets this module's envs by value: under forkserver it may not import the test module.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+FAST_WAKES = Handoff(poll=2e-6, wake=10e-6)
+SLOW_WAKES = Handoff(poll=2e-6, wake=150e-6)  # a VM whose wake-ups are 15x dearer
+
+
+def test_the_predicted_step_is_the_largest_share_the_hand_offs_and_the_parents_work():
+    env_step, handoff = 50e-6, Handoff(poll=3e-6, wake=40e-6)
+    per_env = env_step
+    parent = worker_count.PARENT_SECONDS_PER_WORKER
+    # 10 envs on 3 workers: shares of 4, 3, 3; a core to spare, so the parent polls both ways.
+    assert predicted_step_seconds(10, 3, 4, env_step, handoff) == pytest.approx(4 * per_env + 3e-6 + 3e-6 + 3 * parent)
+    # 4 workers on 4 cores: the parent sleeps, and the last worker wakes it.
+    assert predicted_step_seconds(10, 4, 4, env_step, handoff) == pytest.approx(3 * per_env + 3e-6 + 40e-6 + 4 * parent)
+
+
+def test_a_cheap_env_on_a_machine_with_slow_wake_ups_gets_fewer_workers_than_cores():
+    choice = choose_worker_count(32, 2, 5e-6, SLOW_WAKES)
+    assert choice.workers == 1
+    assert "an env step 5 µs, a hand-off 2 µs polling and 150 µs asleep" in choice.measured
+    assert str(choice).startswith("1 worker (measured: ")
+    # With more cores, it leaves the parent a core rather than going down to one worker.
+    choice = choose_worker_count(32, 8, 5e-6, SLOW_WAKES)
+    predicted = {w: predicted_step_seconds(32, w, 8, 5e-6, SLOW_WAKES) for w in range(1, 9)}
+    assert 1 < choice.workers == min(predicted, key=predicted.__getitem__) < 8
+
+
+def test_one_worker_per_core_where_it_pays():
+    assert choose_worker_count(32, 2, 5e-6, FAST_WAKES).workers == 2  # cheap env, cheap wake-ups
+    assert choose_worker_count(8, 2, 200e-6, SLOW_WAKES).workers == 2  # dear wake-ups, but a Pong-sized step
+    assert choose_worker_count(3, 8, 200e-6, FAST_WAKES).workers == 3  # never more workers than envs
+
+
+def test_the_default_stays_unless_fewer_workers_are_clearly_faster():
+    # Predicted 176 µs with one worker against 186 µs with two: not 10% faster, so one per core stays.
+    handoff = Handoff(poll=2e-6, wake=80e-6)
+    assert predicted_step_seconds(32, 1, 2, 5e-6, handoff) < predicted_step_seconds(32, 2, 2, 5e-6, handoff)
+    assert choose_worker_count(32, 2, 5e-6, handoff).workers == 2
+
+
+class _Counts(gym.Wrapper):
+    """Counts the resets of the env it wraps."""
+
+    resets = 0
+
+    def reset(self, **kwargs):
+        type(self).resets += 1
+        return super().reset(**kwargs)
+
+
+class _Busy(gym.Wrapper):
+    """Takes 500 µs of wall time a step (a busy loop: the Synthetic env's CPU-time loop ends early while
+    BLAS threads spin after numpy's import)."""
+
+    def step(self, action):
+        end = time.perf_counter() + 0.0005
+        while time.perf_counter() < end:
+            pass
+        return super().step(action)
+
+
+def test_the_env_step_is_timed_on_an_env_reset_with_seed_0():
+    _Counts.resets = 0
+    env = _Counts(_Busy(gym.make("CartPole-v1")))
+    step = measure_env_step(env)
+    assert 0.0005 <= step < 0.01
+    assert _Counts.resets >= 1 and env.unwrapped.np_random_seed == 0
+
+
+def test_the_hand_off_and_the_env_are_measured_in_a_helper_process_once_each(monkeypatch):
+    monkeypatch.setattr(worker_count, "_handoffs", {})
+    monkeypatch.setattr(worker_count, "_env_steps", {})
+    context = multiprocessing.get_context("forkserver")
+    parent = os.getpid()
+    handoff, step = measure(context, "synthetic", _synthetic)
+    assert 0 < handoff.poll < 0.01 and 0 < handoff.wake < 0.05
+    assert 0.0005 <= step < 0.01
+    assert not [p for p in multiprocessing.active_children() if p.name == "torchwm-measure"]
+    assert os.getpid() == parent
+    # Both are kept: a second env measures its step only, the same env nothing.
+    assert measure(context, "synthetic", _broken) == (handoff, step)
+    assert measure(context, "cartpole", lambda: gym.make("CartPole-v1"))[1] < step
+
+
+def _synthetic():
+    return _Busy(gym.make("CartPole-v1"))
+
+
+def _broken():
+    raise AssertionError("the same env is measured once")
+
+
+class _Faulty(gym.Wrapper):
+    """Dies, hangs or raises on its first step, as the fault-injection tests' env does on some actions."""
+
+    fault = "raise"
+
+    def step(self, action):
+        if self.fault == "exit":
+            os._exit(0)
+        if self.fault == "hang":
+            time.sleep(30)
+        raise RuntimeError("the env broke on purpose")
+
+
+@pytest.mark.parametrize("fault", ["raise", "exit", "hang"])
+def test_an_env_that_raises_dies_or_hangs_while_measured_leaves_the_default_and_this_process_alone(
+        monkeypatch, fault):
+    monkeypatch.setattr(worker_count, "_env_steps", {})
+    monkeypatch.setattr(_Faulty, "fault", fault)
+    began = time.monotonic()
+    _, step = measure(multiprocessing.get_context("forkserver"), fault, lambda: _Faulty(gym.make("CartPole-v1")))
+    assert step is None  # not measured: the caller keeps one worker per core
+    assert time.monotonic() - began < worker_count.STEP_DEADLINE_SECONDS + 5
+    assert not [p for p in multiprocessing.active_children() if p.name == "torchwm-measure"]
+
+
+needs_two_cores = pytest.mark.skipif(default_num_workers() < 2, reason="one core: one worker, nothing to choose")
+
+
+@needs_two_cores
+def test_shmem_starts_the_workers_it_measured_and_says_so(monkeypatch, caplog):
+    monkeypatch.setitem(worker_count._handoffs, "forkserver", SLOW_WAKES)
+    monkeypatch.setattr(worker_count, "_env_steps", collections.defaultdict(lambda: 5e-6))
+    with caplog.at_level(logging.INFO, logger="torchwm"):
+        vec = torchwm.make_vec("CartPole-v1", num_envs=4, backend="shmem", seed=0)
+    try:
+        assert vec.num_workers == vec.worker_choice.workers == 1
+        assert f"shmem: 4 envs on {vec.worker_choice}" in caplog.text
+        obs, _ = vec.reset(seed=0)
+        with torchwm.make_vec("CartPole-v1", num_envs=4, backend="sync", seed=0) as reference:
+            assert (obs == reference.reset(seed=0)[0]).all()
+    finally:
+        vec.close()
+
+
+@needs_two_cores
+@pytest.mark.parametrize("options", [{"num_workers": 2}, {"envs_per_worker": 2}, {"inline": True}])
+def test_a_split_the_user_gave_is_kept_and_nothing_is_measured(monkeypatch, options):
+    def must_not_measure(*args):
+        raise AssertionError("measured although the user fixed the split")
+
+    monkeypatch.setattr(worker_count, "measure", must_not_measure)
+    with torchwm.make_vec("CartPole-v1", num_envs=4, backend="shmem", backend_kwargs=options) as vec:
+        assert vec.worker_choice is None and vec.num_workers == 2
+
+
+@needs_two_cores
+def test_the_users_own_factories_are_not_built_once_more_to_measure(monkeypatch):
+    built = []
+
+    def make():
+        built.append(1)
+        return gym.make("CartPole-v1")
+
+    monkeypatch.setattr(worker_count, "measure", lambda *args: pytest.fail("measured the user's own factory"))
+    with torchwm.make_vec_from_fns([make] * 4, backend="shmem") as vec:
+        assert vec.worker_choice is None and vec.num_workers == default_num_workers()
+    assert built == []  # built in the workers only

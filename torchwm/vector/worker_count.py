@@ -1,0 +1,295 @@
+"""How many worker processes ``shmem`` starts when the user does not say: chosen from what it measures at start.
+
+More workers step more envs at once, but a step then waits for the slowest
+of more hand-offs between processes, and when the workers take every core
+the parent has none to poll on: it sleeps, and the last worker to finish must
+wake it. Which is faster depends on the env (a CartPole step takes a few
+microseconds, a Pong step a few hundred) and on the machine (waking a
+sleeping process took ~5x longer on one 2-core VM than on another). So when
+``num_workers``, ``envs_per_worker`` and ``inline`` are all left unset and
+torchwm builds the envs itself (from a name, not from the user's factories),
+``shmem`` measures both before it starts a worker, in a helper process
+started the way workers are (`measure`):
+
+- the machine's hand-off, once per process and start method: the helper
+  answers pings through a word of shared memory, first while both sides
+  poll, then while both sleep on a futex between pings, each pinned to a
+  core of its own;
+- the env's step, once per env and wrapper stack (`env_key`): the helper
+  builds one more env, resets it with seed 0 and steps it with random actions
+  for ~20 ms (`measure_env_step`). In a process of its own, like the workers,
+  since an env that crashes, hangs or exits on some action must not take the
+  user's process down; if it does, nothing is measured and the default
+  stands.
+
+`choose_worker_count` then predicts a step's time for each count of workers
+(`predicted_step_seconds`) and takes the fastest, unless one per core (the
+default) is within 10% of it. The choice is logged on the ``torchwm`` logger
+at INFO and kept as the vector env's ``worker_choice``; ``num_workers`` or
+``envs_per_worker`` fixes the split instead, and nothing is measured then.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import signal
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.reduction import recv_handle, send_handle
+from typing import Any
+
+import cloudpickle
+import numpy as np
+
+from torchwm.vector.futex import FUTEX_AVAILABLE, futex_wait, futex_wake
+from torchwm.vector.handoff import as_microseconds
+from torchwm.vector.processes import ForkServerWorkerProcess, exit_reason
+
+logger = logging.getLogger("torchwm")
+
+# The parent's own work for one worker's step (write its actions, ring it, read its status and infos): what
+# fits 32 CartPole envs on one and on two workers on the 2-core machine of docs/performance.md.
+PARENT_SECONDS_PER_WORKER = 0.000012
+KEEP_DEFAULT_WITHIN = 0.9  # fewer workers than cores only when predicted at least 10% faster
+PROBE_SECONDS = 0.02  # how long the env is stepped for its measurement (at least PROBE_MIN_STEPS steps)
+PROBE_MIN_STEPS = 8
+PROBE_MAX_STEPS = 200
+BUILD_DEADLINE_SECONDS = 60.0  # past that, the env is not measured (its workers will build it anyway)
+STEP_DEADLINE_SECONDS = 1.0  # an env whose 9 steps take longer is dear enough for a worker per core
+POLL_ROUNDS = 200  # pings while both sides poll
+SLEEP_ROUNDS = 40  # pings while both sides sleep between them
+PAUSE_BETWEEN_SLEEP_ROUNDS = 0.0002  # long enough for the other side to fall asleep
+HANDOFF_DEADLINE_SECONDS = 5.0  # the whole hand-off measurement, the helper's start included
+_PING, _PONG, _SLEEPING = 0, 1, 2  # the int32 words of the helper's block
+
+
+@dataclass(frozen=True)
+class Handoff:
+    """How long one process takes to see what another wrote in shared memory, in seconds (one way)."""
+
+    poll: float  # while it polls for it
+    wake: float  # while it sleeps on a futex and must be woken
+
+
+@dataclass(frozen=True)
+class WorkerChoice:
+    """How many workers a pool started, and the figures measured that chose it."""
+
+    workers: int
+    measured: str
+
+    def __str__(self) -> str:
+        return f"{self.workers} worker{'s' if self.workers != 1 else ''} (measured: {self.measured})"
+
+
+# -- the measurements, in a helper process ----------------------------------------------------------
+# The env is stepped in a process of its own, as a worker would step it: an env that crashes, hangs or
+# exits on some action must not take the user's process down while it is measured.
+
+_handoffs: dict[str, Handoff | None] = {}  # start method -> measured (None: could not be): a machine's property
+_env_steps: dict[str, float | None] = {}  # what the envs are (`env_key`) -> one env's step measured
+
+
+def env_key(spec: Any) -> str:
+    """What decides an env's step cost in a spec: everything but the count, seed and backend."""
+    return repr(spec.replace(num_envs=1, seed=None, backend="", backend_kwargs={}))
+
+
+def measure_env_step(env: Any) -> float:
+    """The median time of a step of ``env``, reset with seed 0 and stepped with random actions for
+    `PROBE_SECONDS` (at least `PROBE_MIN_STEPS` steps; the first one is not counted)."""
+    env.reset(seed=0)
+    env.action_space.seed(0)
+    times: list[float] = []
+    stop = time.perf_counter() + PROBE_SECONDS
+    while len(times) < PROBE_MAX_STEPS and (time.perf_counter() < stop or len(times) <= PROBE_MIN_STEPS):
+        action = env.action_space.sample()
+        began = time.perf_counter()
+        _, _, terminated, truncated, _ = env.step(action)
+        times.append(time.perf_counter() - began)
+        if terminated or truncated:
+            env.reset()
+    return statistics.median(times[1:])
+
+
+def _helper(conn: Any, ping: bool, env_fn: bytes | None) -> None:
+    """The helper process: answers pings through a shared word (if ``ping``), then builds one env from ``env_fn``
+    (cloudpickled) and sends ``("built", None)`` and ``("step", seconds)``, or ``("error", text)``."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's, as for workers
+    if ping:
+        block = mmap.mmap(fd := recv_handle(conn), 64)
+        os.close(fd)
+        _answer_pings(np.frombuffer(block, np.int32))
+    if env_fn is None:
+        return
+    try:
+        env = cloudpickle.loads(env_fn)()
+        conn.send(("built", None))
+        try:
+            conn.send(("step", measure_env_step(env)))
+        finally:
+            env.close()
+    except Exception as exc:
+        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+
+
+def _answer_pings(words: np.ndarray) -> None:
+    """Copy ``ping`` to ``pong`` each time it changes, until it turns negative."""
+    address = words.ctypes.data
+    last, give_up = 0, time.monotonic() + HANDOFF_DEADLINE_SECONDS
+    while time.monotonic() < give_up:
+        ping = int(words[_PING])
+        if ping == last:
+            if words[_SLEEPING]:
+                futex_wait(address + 4 * _PING, last, 0.01)
+            else:
+                os.sched_yield()
+            continue
+        if ping < 0:
+            return
+        last = words[_PONG] = ping
+        if words[_SLEEPING]:
+            futex_wake(address + 4 * _PONG)
+
+
+def _round_trips(words: np.ndarray, rounds: int, sleep: bool, helper: Any, give_up: float) -> list[float]:
+    address = words.ctypes.data
+    words[_SLEEPING] = int(sleep)
+    times = []
+    for _ in range(rounds):
+        if sleep:
+            time.sleep(PAUSE_BETWEEN_SLEEP_ROUNDS)
+        ping = int(words[_PING]) + 1
+        began = time.perf_counter()
+        words[_PING] = ping
+        if sleep:
+            futex_wake(address + 4 * _PING)
+        while (pong := int(words[_PONG])) != ping:
+            if time.perf_counter() - began > 0.01 and (time.monotonic() > give_up or not helper.is_alive()):
+                raise TimeoutError(f"the helper stopped answering pings ({exit_reason(helper.exitcode)})")
+            if sleep:
+                futex_wait(address + 4 * _PONG, pong, 0.01)
+            else:
+                os.sched_yield()
+        times.append(time.perf_counter() - began)
+    return times
+
+
+def _ping(helper: Any, conn: Any) -> Handoff:
+    """The helper's ping round trips, halved (their lower quartile: the machine's cost, not a moment's load):
+    first while both sides poll, then while both sleep.
+
+    Both processes are pinned to a core each while they ping (this process gets its cores back after): a
+    sleeping process is then always woken from the other core, as a sleeping parent is by a worker, where
+    the scheduler would otherwise sometimes put both on one core and time a cheaper wake-up (3-6 µs against
+    21-24 µs on the machine of docs/performance.md, run to run)."""
+    give_up = time.monotonic() + HANDOFF_DEADLINE_SECONDS
+    cores = os.sched_getaffinity(0)
+    here, there = sorted(cores)[:2]
+    fd = os.memfd_create("torchwm_handoff", os.MFD_CLOEXEC)
+    try:
+        os.ftruncate(fd, 64)
+        words = np.frombuffer(mmap.mmap(fd, 64), np.int32)  # unmapped with the last view of it
+        send_handle(conn, fd, helper.pid)
+    finally:
+        os.close(fd)
+    try:
+        os.sched_setaffinity(helper.pid, {there})
+        os.sched_setaffinity(0, {here})
+        poll = _round_trips(words, POLL_ROUNDS, False, helper, give_up)
+        wake = _round_trips(words, SLEEP_ROUNDS, True, helper, give_up)
+    finally:
+        os.sched_setaffinity(0, cores)
+        words[_PING] = -1
+        futex_wake(words.ctypes.data + 4 * _PING)
+    return Handoff(statistics.quantiles(poll, n=4)[0] / 2, statistics.quantiles(wake, n=4)[0] / 2)
+
+
+def _receive(conn: Any, expected: str, timeout: float) -> Any:
+    if not conn.poll(timeout):
+        raise TimeoutError(f"no {expected!r} from the helper within {timeout:g} s")
+    what, value = conn.recv()  # EOFError if the helper died
+    if what != expected:
+        raise RuntimeError(value)
+    return value
+
+
+def measure(context: Any, key: str, env_fn: Callable[[], Any]) -> tuple[Handoff | None, float | None]:
+    """The machine's hand-off (once per process and start method) and the step of an env from ``env_fn``
+    (once per ``key``), measured in a helper process of ``context``; None for what could not be measured (the
+    helper raised, died, or took longer than `BUILD_DEADLINE_SECONDS` to build the env or
+    `STEP_DEADLINE_SECONDS` to step it)."""
+    method = context.get_start_method()
+    ping, probe = method not in _handoffs, key not in _env_steps
+    if ping or probe:
+        parent_conn, child_conn = context.Pipe()
+        process_class = ForkServerWorkerProcess if method == "forkserver" else context.Process
+        helper = process_class(target=_helper, name="torchwm-measure", daemon=True,
+                               args=(child_conn, ping, cloudpickle.dumps(env_fn) if probe else None))
+        helper.start()
+        child_conn.close()
+        try:
+            if ping:
+                _handoffs[method] = _settle(lambda: _ping(helper, parent_conn), "the hand-off")
+            if probe:
+                _env_steps[key] = _settle(lambda: (_receive(parent_conn, "built", BUILD_DEADLINE_SECONDS),
+                                                   _receive(parent_conn, "step", STEP_DEADLINE_SECONDS))[1],
+                                          "an env's step")
+        finally:
+            parent_conn.close()
+            helper.join(1.0)
+            if helper.exitcode is None:
+                helper.kill()
+                helper.join(1.0)
+    return _handoffs[method], _env_steps[key]
+
+
+def _settle(measurement: Callable[[], Any], what: str) -> Any:
+    try:
+        return measurement()
+    except (OSError, EOFError, TimeoutError, RuntimeError) as exc:
+        logger.debug("shmem: %s could not be measured (%s)", what, exc)
+        return None
+
+
+# -- the choice --------------------------------------------------------------------------------------
+
+
+def predicted_step_seconds(num_envs: int, workers: int, cores: int, env_step: float, handoff: Handoff) -> float:
+    """A vector step's time with ``workers`` workers: the largest share of envs stepped, the hand-off there
+    (an idle worker polls), the hand-off back (the parent polls only with a core to spare, else it sleeps), and
+    the parent's own work for each worker."""
+    largest_share = -(-num_envs // workers)
+    back = handoff.poll if workers < cores else handoff.wake
+    return largest_share * env_step + handoff.poll + back + workers * PARENT_SECONDS_PER_WORKER
+
+
+def choose_worker_count(num_envs: int, cores: int, env_step: float, handoff: Handoff) -> WorkerChoice:
+    """The count of workers predicted fastest; one per core (at most one per env) unless fewer are predicted at
+    least 10% faster."""
+    default = min(cores, num_envs)
+    predicted = {w: predicted_step_seconds(num_envs, w, cores, env_step, handoff) for w in range(1, default + 1)}
+    fastest = min(predicted, key=predicted.__getitem__)
+    workers = fastest if predicted[fastest] < KEEP_DEFAULT_WITHIN * predicted[default] else default
+    measured = (f"an env step {as_microseconds(env_step)}, a hand-off {as_microseconds(handoff.poll)} polling and {as_microseconds(handoff.wake)} "
+                f"asleep; a step predicted {', '.join(f'{as_microseconds(t)} with {w}' for w, t in predicted.items())} "
+                f"worker(s) on {cores} cores")
+    return WorkerChoice(workers, measured)
+
+
+def measured_worker_choice(num_envs: int, cores: int, key: str, env_fn: Callable[[], Any],
+                           context: Any) -> WorkerChoice | None:
+    """`choose_worker_count` from the measured hand-off and env step (`measure`), logged; None when there is
+    nothing to choose (one core, one env, no futexes) or either could not be measured."""
+    if cores < 2 or num_envs < 2 or not FUTEX_AVAILABLE or not hasattr(os, "memfd_create"):
+        return None
+    handoff, env_step = measure(context, key, env_fn)
+    if handoff is None or env_step is None:
+        return None
+    choice = choose_worker_count(num_envs, cores, env_step, handoff)
+    logger.info("shmem: %d envs on %s", num_envs, choice)
+    return choice
