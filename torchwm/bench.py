@@ -423,7 +423,7 @@ def run_bench(
     """Measure every backend at every num_envs on ``env_id``.
 
     With ``isolate=True`` (the default) each backend lives in its own child process, all of them
-    built first, then their repeats are interleaved (repeat 1 of every backend, then repeat 2, ...),
+    built first (one at a time), then their repeats are interleaved (repeat 1 of every backend, then repeat 2, ...),
     so that a change in the machine's load weighs on every backend alike.
 
     Args:
@@ -473,10 +473,11 @@ def run_bench(
             children = []
             try:
                 for job in jobs:
+                    # One at a time: a backend that measures the machine while it builds (shmem's split) must
+                    # not measure it while the other backends build.
+                    bar.set_description(f"building {job['backend']} x {n}")
                     children.append(_Child(job))
-                for child in children:
-                    bar.set_description(f"building {child.job['backend']} x {n}")
-                    child.wait_ready()
+                    children[-1].wait_ready()
                     bar.update(1)
                 samples: list[list[float]] = [[] for _ in children]
                 for repeat in range(repeats):
