@@ -98,8 +98,9 @@ def test_the_hand_off_and_the_env_are_measured_in_a_helper_process_once_each(mon
     monkeypatch.setattr(worker_count, "_handoffs", {})
     monkeypatch.setattr(worker_count, "_env_steps", {})
     context = multiprocessing.get_context("forkserver")
-    parent = os.getpid()
+    parent, cores = os.getpid(), os.sched_getaffinity(0)
     handoff, step = measure(context, "synthetic", _synthetic)
+    assert os.sched_getaffinity(0) == cores  # pinned to one core while it pinged, then given its cores back
     assert 0 < handoff.poll < 0.01 and 0 < handoff.wake < 0.05
     assert 0.0005 <= step < 0.01
     assert not [p for p in multiprocessing.active_children() if p.name == "torchwm-measure"]
@@ -184,3 +185,17 @@ def test_the_users_own_factories_are_not_built_once_more_to_measure(monkeypatch)
     with torchwm.make_vec_from_fns([make] * 4, backend="shmem") as vec:
         assert vec.worker_choice is None and vec.num_workers == default_num_workers()
     assert built == []  # built in the workers only
+
+
+def test_ctrl_c_while_measuring_ends_the_helper_and_gives_the_cores_back(monkeypatch):
+    monkeypatch.setattr(worker_count, "_handoffs", {})
+    cores = os.sched_getaffinity(0)
+
+    def interrupted(words, rounds, sleep, helper, give_up):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(worker_count, "_round_trips", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        measure(multiprocessing.get_context("forkserver"), "synthetic", _synthetic)
+    assert os.sched_getaffinity(0) == cores
+    assert not [p for p in multiprocessing.active_children() if p.name == "torchwm-measure"]

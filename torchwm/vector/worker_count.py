@@ -126,15 +126,20 @@ def _helper(conn: Any, ping: bool, env_fn: bytes | None) -> None:
         _answer_pings(np.frombuffer(block, np.int32))
     if env_fn is None:
         return
+    result: tuple[str, Any]
     try:
         env = cloudpickle.loads(env_fn)()
         conn.send(("built", None))
         try:
-            conn.send(("step", measure_env_step(env)))
+            result = ("step", measure_env_step(env))
         finally:
             env.close()
     except Exception as exc:
-        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+        result = ("error", f"{type(exc).__name__}: {exc}")
+    try:
+        conn.send(result)
+    except OSError:  # the parent stopped waiting (its deadline, Ctrl-C): nobody to tell
+        pass
 
 
 def _answer_pings(words: np.ndarray) -> None:
