@@ -3,9 +3,11 @@
 Both ends of the wire are here. The parent's end, `PipeWorker`, sends a step
 as a `Step` message and reads the worker's rows back into the pool's batch;
 the worker's end, `serve`, steps its `EnvGroup` (the same loop as ``sync``)
-into rows of its own and sends them, pickled, with the infos. A whole share
-of array observations travels as raw bytes that the parent reads straight
-into its batch (no pickling, no copy on either side). It works for any space,
+into rows of its own and sends them, pickled, with the infos. A step of a
+whole share of array spaces pickles nothing but the infos: the actions follow
+a `RawStep` as raw bytes read into the worker's action rows, and the
+observations and then the flags (`flag_rows`) come back as raw bytes that the
+parent reads straight into its batch. It works for any space,
 including ones that do not fit in fixed-size shared memory; for array
 observations ``shmem`` is faster, since it moves nothing through pipes on a
 step. The worker process itself, and the numbering of messages, are
@@ -24,22 +26,42 @@ import numpy as np
 from torchwm.vector.batching import ARRAY_SPACES, create_batch, take_rows
 from torchwm.vector.env_group import EnvGroup, ErrorReply, Reset, Step, error_reply
 from torchwm.vector.pool import Batch, Deadline, Transport, WorkerPayload
-from torchwm.vector.processes import ProcessWorker, Setup, answer_control, send_reply, wait_for_message
+from torchwm.vector.processes import (
+    ProcessWorker,
+    Readable,
+    Setup,
+    answer_control,
+    send_reply,
+    wait_for_message,
+)
 
 # A wait for replies polls the pipes with sched_yield this long, then blocks: a reply that comes that soon
 # then costs no wake-up.
 REPLY_SPIN_SECONDS = 0.001
 
 
+class RawStep(NamedTuple):
+    """Step every env of the worker, with the actions that follow as one raw message: an array action
+    space, given in its own dtype, is read straight into the worker's action rows, not unpickled."""
+
+
 class Rows(NamedTuple):
-    """A worker's answer to a step or a reset: its rows (``observations`` None: they follow as raw bytes)
-    and the infos."""
+    """A worker's answer to a step or a reset: its rows and the infos. A whole share of an array batch
+    has None in the four rows: the observations, then the flags (`flag_rows`), follow as raw bytes."""
 
     observations: Any
-    rewards: np.ndarray
-    terminations: np.ndarray
-    truncations: np.ndarray
+    rewards: np.ndarray | None
+    terminations: np.ndarray | None
+    truncations: np.ndarray | None
     infos: list[dict]
+
+
+def flag_rows(count: int) -> tuple[memoryview, np.ndarray, np.ndarray, np.ndarray]:
+    """One buffer of ``count`` envs' rewards (float64), terminations and truncations, and a view of each:
+    a step sends them as one raw message, where three pickled arrays cost ten times as much."""
+    buffer = np.zeros(10 * count, dtype=np.uint8)
+    return (buffer.data, buffer[: 8 * count].view(np.float64), buffer[8 * count: 9 * count].view(np.bool_),
+            buffer[9 * count:].view(np.bool_))
 
 
 # -- the worker's end ------------------------------------------------------------------------------
@@ -49,23 +71,31 @@ def serve(conn: Any, envs: list, payload: WorkerPayload, seq: int, setup: Any) -
     """The worker loop: every command and every result over the pipe, until `Close`."""
     first = envs[0]
     count = len(envs)
+    flags, rewards, terminations, truncations = flag_rows(count)
     group = EnvGroup(envs, payload.autoreset_mode, create_batch(first.observation_space, count),
-                     np.zeros(count), np.zeros(count, bool), np.zeros(count, bool))
+                     rewards, terminations, truncations)
     all_local = list(range(count))
-    # All rows of an array batch go as raw bytes.
+    readable = Readable(conn)
+    # All rows of an array batch go as raw bytes, and the actions of an array action space come so.
     raw_observations = group.observations.data.cast("B") if isinstance(group.observation_space, ARRAY_SPACES) else None
+    raw_actions = create_batch(group.action_space, count) if isinstance(group.action_space, ARRAY_SPACES) else None
     try:
         send_reply(conn, seq, None)  # the answer to Setup
         while True:
-            wait_for_message(conn, time.perf_counter())
+            wait_for_message(conn, readable, time.perf_counter())
             seq, command = conn.recv()
             try:
+                if isinstance(command, RawStep):
+                    assert raw_actions is not None  # the parent sends RawStep for array action spaces only
+                    received = conn.recv_bytes_into(raw_actions.data.cast("B"))
+                    if received != raw_actions.nbytes:
+                        raise ValueError(f"a step's actions came as {received} bytes, expected {raw_actions.nbytes}")
+                    command = Step(None, raw_actions)
                 if isinstance(command, Step):
                     local_ids = all_local if command.local_ids is None else command.local_ids
                     infos = group.step(local_ids, command.actions)
                     if command.local_ids is None and raw_observations is not None:
-                        send_reply(conn, seq, Rows(None, group.rewards, group.terminations, group.truncations, infos),
-                                   raw=raw_observations)
+                        send_reply(conn, seq, Rows(None, None, None, None, infos), raw=(raw_observations, flags))
                     else:
                         send_reply(conn, seq, _rows(group, local_ids, infos))
                 elif isinstance(command, Reset):
@@ -102,7 +132,9 @@ class PipeWorker(ProcessWorker):
     def __init__(self, index: int, envs: range, settings: Any) -> None:
         super().__init__(index, envs, settings)
         self._batch: Batch | None = None
-        self._raw_rows: memoryview | None = None
+        self._raw_rows: list[memoryview] | None = None  # a whole share's observations, then flags
+        self._flags = flag_rows(len(envs))
+        self._action_dtype: np.dtype | None = None  # an array action space's: its actions go raw
         self._all_ids = np.arange(envs.start, envs.stop)
         self._command: Any = None  # the control command sent last, to read its answer
         self._step: tuple[int, np.ndarray | None] | None = None  # (number, global ids; None: abandoned)
@@ -111,14 +143,16 @@ class PipeWorker(ProcessWorker):
         self._batch = batch
         rows = slice(self.envs.start, self.envs.stop)
         array_rows = isinstance(batch.observation_space, ARRAY_SPACES)
-        self._raw_rows = batch.observations[rows].data.cast("B") if array_rows else None
+        self._raw_rows = [batch.observations[rows].data.cast("B"), self._flags[0]] if array_rows else None
+        action_space = batch.action_space
+        self._action_dtype = action_space.dtype if isinstance(action_space, ARRAY_SPACES) else None
         self._step = None
         self._command = None
         super().send(Setup(None))
 
-    def send(self, command: Any) -> None:
+    def send(self, command: Any, raw: Any = None) -> None:
         self._command = command
-        super().send(command)
+        super().send(command, raw)
 
     def reply(self, deadline: Deadline) -> Any:
         reply = self._receive(deadline, self.seq)
@@ -130,12 +164,16 @@ class PipeWorker(ProcessWorker):
         return reply
 
     def send_step(self, local_ids: list[int] | None, actions: Any) -> None:
-        super().send(Step(local_ids, actions))
+        dtype = self._action_dtype
+        if local_ids is None and dtype is not None and getattr(actions, "dtype", None) == dtype:
+            super().send(RawStep(), raw=np.ascontiguousarray(actions).data.cast("B"))  # bytes, whatever the shape
+        else:  # some envs, or actions in another dtype (sent as given, so that every env gets them unchanged)
+            super().send(Step(local_ids, actions))
         self._step = (self.seq, self._all_ids if local_ids is None else np.asarray(local_ids) + self.envs.start)
 
     def poll(self) -> bool:
         # A step answered already was read (and dropped) while waiting for a later control answer.
-        return self._step is None or self.answered >= self._step[0] or self.conn.poll()
+        return self._step is None or self.answered >= self._step[0] or self.readable()
 
     def finish_step(self, deadline: Deadline) -> list[dict] | ErrorReply:
         assert self._step is not None and self._batch is not None
@@ -149,7 +187,10 @@ class PipeWorker(ProcessWorker):
         reply = self._receive(deadline, seq, into)
         if ids is None or isinstance(reply, ErrorReply):
             return reply if ids is not None else []
-        self._batch.store(ids, *reply[:4])
+        if reply.rewards is None:  # the observations were read in place, the flags into their buffer
+            self._batch.store(slice(self.envs.start, self.envs.stop), None, *self._flags[1:])
+        else:
+            self._batch.store(ids, *reply[:4])
         return reply.infos
 
     def abandon_step(self) -> None:
@@ -161,7 +202,7 @@ class PipeWorker(ProcessWorker):
         workers: list[PipeWorker] = busy  # type: ignore[assignment]
         started = time.perf_counter()
         while time.perf_counter() - started < REPLY_SPIN_SECONDS:
-            if any(worker.conn.poll() for worker in workers):
+            if any(worker.readable() for worker in workers):
                 return True
             os.sched_yield()
         wait_connections([worker.conn for worker in workers] + [worker.process.sentinel for worker in workers], timeout)

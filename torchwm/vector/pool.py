@@ -289,8 +289,9 @@ class Batch:
     """The batch a pool returns rows of: observations, rewards and flags, one row per env, in this
     process's memory. A transport may hold it elsewhere (`torchwm.vector.shared_memory.SharedBatch`)."""
 
-    def __init__(self, observation_space: gym.Space, num_envs: int) -> None:
+    def __init__(self, observation_space: gym.Space, num_envs: int, action_space: gym.Space | None = None) -> None:
         self.observation_space = observation_space
+        self.action_space = action_space
         self.observations: Any = create_batch(observation_space, num_envs)
         self.rewards = np.zeros(num_envs, dtype=np.float64)
         self.terminations = np.zeros(num_envs, dtype=np.bool_)
@@ -348,7 +349,7 @@ class Transport(ABC):
     def create_batch(cls, observation_space: gym.Space, action_space: gym.Space, num_envs: int,
                      num_workers: int) -> Batch:
         """The batch every worker of the pool writes into (or whose rows the pool stores)."""
-        return Batch(observation_space, num_envs)
+        return Batch(observation_space, num_envs, action_space)
 
     @classmethod
     def wait(cls, busy: list[Transport], timeout: float | None, need_all: bool) -> bool:

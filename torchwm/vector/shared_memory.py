@@ -68,7 +68,14 @@ from torchwm.vector.pool import (
     WorkerPayload,
     default_num_workers,
 )
-from torchwm.vector.processes import ProcessSettings, ProcessWorker, Setup, answer_control, send_reply
+from torchwm.vector.processes import (
+    ProcessSettings,
+    ProcessWorker,
+    Readable,
+    Setup,
+    answer_control,
+    send_reply,
+)
 from torchwm.vector.worker_count import WorkerChoice, env_key, measured_worker_choice
 
 LIVENESS_SECONDS = 0.005  # longest sleep of the parent between checks that the busy workers are alive
@@ -186,6 +193,8 @@ class SharedBatch(Batch):
     Use `SharedBatch.create` in the parent, `SharedBatch.send` to hand it to a worker, and
     `SharedBatch.attach` in the worker. A `torchwm.vector.pool.Batch` whose arrays are views of the block.
     """
+
+    action_space: gym.Space
 
     def __init__(self, layout: Layout, mapping: mmap.mmap, observation_space: gym.Space,
                  action_space: gym.Space, fd: int | None) -> None:
@@ -368,6 +377,7 @@ def _serve_steps(group: EnvGroup, conn: Any, shared: SharedBatch, worker_index: 
     last_seq = int(command_seq[worker_index])
     piped_step: tuple[int, Step] | None = None  # (number, message) of a step whose actions came over the pipe
     parent = os.getppid()
+    readable = Readable(conn)
     idle_since = time.perf_counter()
     while True:
         bell = int(doorbell[worker_index])  # read before the checks: a ring after them ends the sleep
@@ -415,7 +425,7 @@ def _serve_steps(group: EnvGroup, conn: Any, shared: SharedBatch, worker_index: 
                 send_reply(conn, seq, message)
             idle_since = time.perf_counter()
             continue
-        if conn.poll():
+        if readable():
             answered, command = conn.recv()
             if isinstance(command, Step):
                 # A step's actions, read before its number was seen; the step comes next.
@@ -432,7 +442,7 @@ def _serve_steps(group: EnvGroup, conn: Any, shared: SharedBatch, worker_index: 
                 return  # orphaned: the parent died without closing the pipe
             sleeping[worker_index] = 1
             # Checked again after saying so: a command sent before the flag was seen is not slept over.
-            if int(command_seq[worker_index]) == last_seq and not conn.poll():
+            if int(command_seq[worker_index]) == last_seq and not readable():
                 futex_wait(doorbell_address, bell, IDLE_WAIT_SECONDS)
             sleeping[worker_index] = 0
 
