@@ -15,8 +15,9 @@ over to its transport's serve loop, which answers commands until `Close`.
 Every pipe message is numbered. The parent sends ``(seq, command)``; the
 worker answers ``(seq, reply, raw_count)`` with the number of the command it
 answers (0 for the messages it sends unasked at start: `Started`, then
-`Ready`), then ``raw_count`` messages of raw bytes (a step's rows). A command may
-be followed by raw bytes too (a step's actions, `torchwm.vector.pipe.RawStep`). A reply the parent no longer waits for (its command timed out, or
+`Ready`), then ``raw_count`` messages of raw bytes (a step's rows). A command
+may be followed by raw bytes too (a step's actions: `torchwm.vector.pipe.RawStep`).
+A reply the parent no longer waits for (its command timed out, or
 Ctrl-C interrupted the wait) is recognised by its number and dropped, so a
 late reply is never taken for the answer to a later command. A reply that
 cannot be pickled (an env attribute holding a lock, an emulator handle)
@@ -313,13 +314,12 @@ class ProcessWorker(Transport):
         try:
             answered, reply, raw_count = self.conn.recv()
             current = answered == seq
-            if raw_count:
-                if current and into is not None:
-                    for buffer in into():
-                        self.conn.recv_bytes_into(buffer)
+            buffers = into() if current and into is not None and raw_count else []
+            for k in range(raw_count):  # every one read, so that the next message starts in step
+                if k < len(buffers):
+                    self.conn.recv_bytes_into(buffers[k])
                 else:
-                    for _ in range(raw_count):
-                        self.conn.recv_bytes()
+                    self.conn.recv_bytes()
         except (EOFError, OSError):
             self.torn = False
             raise self.gone() from None
