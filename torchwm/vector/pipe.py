@@ -132,8 +132,9 @@ class PipeWorker(ProcessWorker):
     def __init__(self, index: int, envs: range, settings: Any) -> None:
         super().__init__(index, envs, settings)
         self._batch: Batch | None = None
+        self._rows = slice(envs.start, envs.stop)  # its rows of the batch
         self._raw_rows: list[memoryview] | None = None  # a whole share's observations, then flags
-        self._flags = flag_rows(len(envs))
+        self._flag_bytes, *self._flag_views = flag_rows(len(envs))
         self._action_dtype: np.dtype | None = None  # an array action space's: its actions go raw
         self._all_ids = np.arange(envs.start, envs.stop)
         self._command: Any = None  # the control command sent last, to read its answer
@@ -141,9 +142,8 @@ class PipeWorker(ProcessWorker):
 
     def attach(self, batch: Batch) -> None:
         self._batch = batch
-        rows = slice(self.envs.start, self.envs.stop)
         array_rows = isinstance(batch.observation_space, ARRAY_SPACES)
-        self._raw_rows = [batch.observations[rows].data.cast("B"), self._flags[0]] if array_rows else None
+        self._raw_rows = [batch.observations[self._rows].data.cast("B"), self._flag_bytes] if array_rows else None
         action_space = batch.action_space
         self._action_dtype = action_space.dtype if isinstance(action_space, ARRAY_SPACES) else None
         self._step = None
@@ -180,15 +180,12 @@ class PipeWorker(ProcessWorker):
         (seq, ids), self._step = self._step, None
         if self.answered >= seq:
             return []  # an abandoned step, dropped already
-        into = None
-        if ids is self._all_ids and self._raw_rows is not None:
-            raw_rows = self._raw_rows
-            into = lambda: raw_rows  # noqa: E731
-        reply = self._receive(deadline, seq, into)
+        # A whole share's rows come raw (array spaces); some envs' rows, pickled.
+        reply = self._receive(deadline, seq, self._raw_rows if ids is self._all_ids else None)
         if ids is None or isinstance(reply, ErrorReply):
             return reply if ids is not None else []
         if reply.rewards is None:  # the observations were read in place, the flags into their buffer
-            self._batch.store(slice(self.envs.start, self.envs.stop), None, *self._flags[1:])
+            self._batch.store(self._rows, None, *self._flag_views)
         else:
             self._batch.store(ids, *reply[:4])
         return reply.infos

@@ -301,12 +301,12 @@ class ProcessWorker(Transport):
         return WorkerGone("an interrupt (Ctrl-C) came in the middle of a message to or from this worker, and its "
                           "pipe cannot be read again", restartable=False)
 
-    def _read(self, seq: int, into: Callable[[], list[memoryview]] | None = None) -> tuple[bool, Any]:
+    def _read(self, seq: int, into: list[memoryview] | None = None) -> tuple[bool, Any]:
         """Read one message (there must be one): (True, reply) if it answers command ``seq``, (False, None)
         if it answers an earlier command nobody waits for any more (dropped).
 
-        The raw messages that follow a reply (a step's rows) are read into the buffers ``into()`` gives,
-        in order, or dropped.
+        The raw messages that follow a reply (a step's rows) are read into the buffers ``into``, in order,
+        if it answers ``seq``; else dropped.
         """
         if self.torn:
             raise self._cut()
@@ -314,7 +314,7 @@ class ProcessWorker(Transport):
         try:
             answered, reply, raw_count = self.conn.recv()
             current = answered == seq
-            buffers = into() if current and into is not None and raw_count else []
+            buffers = into if current and into is not None else []
             for k in range(raw_count):  # every one read, so that the next message starts in step
                 if k < len(buffers):
                     self.conn.recv_bytes_into(buffers[k])
@@ -329,7 +329,7 @@ class ProcessWorker(Transport):
         self.answered = max(self.answered, answered)
         return current, reply
 
-    def _receive(self, deadline: Deadline, seq: int, into: Callable[[], list[memoryview]] | None = None) -> Any:
+    def _receive(self, deadline: Deadline, seq: int, into: list[memoryview] | None = None) -> Any:
         """The reply to command ``seq`` (0: a message the worker sends unasked); `WorkerGone` if the worker
         died, ``TimeoutError`` past ``deadline``."""
         while True:
