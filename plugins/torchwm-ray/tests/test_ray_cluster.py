@@ -236,6 +236,11 @@ def test_a_placement_the_cluster_cannot_hold_fails_after_the_timeout_naming_the_
     with pytest.raises(EnvTimeoutError, match=r"placement='STRICT_SPREAD' \(4 bundles: .*'CPU': 1\.0.*within \d+ s"):
         torchwm.make_vec("CartPole-v1", 4, backend="ray", backend_kwargs=kwargs)
     assert {group["state"] for group in ray.util.placement_group_table().values()} <= {"REMOVED"}
+    ray.shutdown()
+    # Connected by torchwm for that env alone: the failed env leaves the cluster again.
+    with pytest.raises(EnvTimeoutError, match="STRICT_SPREAD needs a node per actor"):
+        torchwm.make_vec("CartPole-v1", 4, backend="ray", backend_kwargs={**kwargs, "address": connected.address})
+    assert not ray.is_initialized()
 
 
 def test_ray_client_steps_by_actor_calls_and_says_so(cluster, caplog):

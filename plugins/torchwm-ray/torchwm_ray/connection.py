@@ -156,6 +156,12 @@ class LocalRay:
                 cls.started, cls.address = False, None
 
     @classmethod
+    def release_unused(cls) -> None:
+        """End the connection torchwm made if no env uses it (an env that failed while starting)."""
+        cls.users += 1
+        cls.release(stop=True)
+
+    @classmethod
     def stop(cls) -> None:
         with cls.lock:
             if cls.started and ray.is_initialized():

@@ -19,6 +19,7 @@ from typing import Any
 from torchwm.spec import VecSpec
 from torchwm.vector.pool import WorkerPool
 from torchwm_ray.actors import DEFAULT_TIMEOUT, RayActorTransport, RaySettings
+from torchwm_ray.connection import LocalRay
 
 
 class RayVectorEnv(WorkerPool):
@@ -77,6 +78,8 @@ class RayVectorEnv(WorkerPool):
             super().__init__(spec, **{"timeout": DEFAULT_TIMEOUT, **options})
         except BaseException:
             self._release_placement()
+            if options.get("stop_ray_on_close", True):
+                LocalRay.release_unused()  # connected before an actor started (a placement that failed, ...)
             raise
 
     def _close(self) -> None:
