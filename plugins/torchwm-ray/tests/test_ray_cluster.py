@@ -220,7 +220,9 @@ def test_strict_spread_puts_one_actor_on_each_node_and_close_removes_the_group(c
 
 
 def test_strict_pack_puts_every_actor_on_one_node(connected):
-    kwargs = {"num_actors": 3, "placement": "STRICT_PACK", "actor_options": {"num_cpus": 0.3}}
+    # The address this process connected with is the same cluster as Ray's name for it (its node's IP).
+    kwargs = {"num_actors": 3, "placement": "STRICT_PACK", "actor_options": {"num_cpus": 0.3},
+              "address": connected.address}
     with torchwm.make_vec("CartPole-v1", 3, backend="ray", backend_kwargs=kwargs) as envs:
         assert len(set(envs.actor_node_ids)) == 1
 
