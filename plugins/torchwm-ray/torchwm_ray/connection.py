@@ -135,6 +135,7 @@ class LocalRay:
             kwargs.update(init_kwargs)
             ray.init(**kwargs)
             cls.started, cls.address, cls.runtime_env = True, target, kwargs.get("runtime_env")
+            atexit.unregister(cls.stop)  # once, however often torchwm connects
             atexit.register(cls.stop)
 
     @classmethod

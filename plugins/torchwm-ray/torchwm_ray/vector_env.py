@@ -9,6 +9,7 @@ plugin's modules, each one job:
 - `compiled_graph`: `CompiledStep`, the Ray Compiled Graph that steps every actor at once;
 - `connection`: `LocalRay`, the Ray torchwm connects to (which address), shared by the envs of a process;
 - `placement`: `ActorPlacement`, each actor's options and the placement group the env reserves;
+- `shipping`: the env factories of modules the nodes cannot import, pickled by value;
 - `vector_env` (this module): the backend and its options.
 """
 
