@@ -316,7 +316,7 @@ def make_vec_from_fns(
 ) -> gym.vector.VectorEnv:
     """A vector env of the envs ``env_fns`` make, one each: Gymnasium's ``SyncVectorEnv(env_fns)`` and
     ``AsyncVectorEnv(env_fns)`` on any torchwm backend that builds envs from ``spec.env_fns``
-    (``sync``, ``subproc``, ``shmem``).
+    (``sync``, ``subproc``, ``shmem``, and ``ray`` from the torchwm-ray plugin).
 
     Example:
         >>> import gymnasium as gym, torchwm
@@ -341,7 +341,7 @@ def make_vec_from_fns(
         # A backend that builds its envs from the spec's id (ale-native, envpool) would not run these.
         raise UnsupportedStackError(
             f"backend {backend!r} builds its envs from an env id and cannot run factories (env_fns); use "
-            f"'sync', 'subproc' or 'shmem', or register the env and call make_vec"
+            f"'sync', 'subproc', 'shmem' or 'ray' (torchwm-ray), or register the env and call make_vec"
         )
     label = getattr(env_fns[0], "__qualname__", None) or type(env_fns[0]).__name__
     # The factories are part of the spec (vec.spec.env_fns): the backend builds what the spec says.

@@ -12,7 +12,7 @@ Then::
 
     envs = torchwm.make_vec(
         "ALE/Pong-v5", num_envs=8, backend="ray", seed=0,
-        backend_kwargs={"num_actors": 2, "envs_per_actor": 4},   # or "address": "auto" for a cluster
+        backend_kwargs={"num_actors": 2, "envs_per_actor": 4},   # RAY_ADDRESS set: on that cluster
     )
     obs, infos = envs.reset()
     obs, rewards, terminations, truncations, infos = envs.step(envs.action_space.sample())
@@ -40,7 +40,9 @@ def make_ray_vector_env(
     num_actors: int | None = None,
     envs_per_actor: int | None = None,
     address: str | None = None,
-    actor_options: dict[str, Any] | None = None,
+    actor_options: dict[str, Any] | list[dict[str, Any]] | None = None,
+    placement: str | None = None,
+    runtime_env: dict[str, Any] | None = None,
     restart_on_crash: bool = False,
     max_restarts: int = 3,
     init_kwargs: dict[str, Any] | None = None,
@@ -49,6 +51,8 @@ def make_ray_vector_env(
     batch_size: int | None = None,
     timeout: float | None = 120.0,
     copy: bool = True,
+    env_fn: Any = None,
+    observation_mode: Any = "same",
 ) -> torchwm.VectorEnv:
     """The backend factory; the options are those of `torchwm_ray.vector_env.RayVectorEnv`.
 
@@ -58,9 +62,9 @@ def make_ray_vector_env(
 
     return RayVectorEnv(
         spec, num_actors=num_actors, envs_per_actor=envs_per_actor, address=address, actor_options=actor_options,
-        restart_on_crash=restart_on_crash, max_restarts=max_restarts, init_kwargs=init_kwargs,
-        stop_ray_on_close=stop_ray_on_close, compiled_graph=compiled_graph,
-        batch_size=batch_size, timeout=timeout, copy=copy,
+        placement=placement, runtime_env=runtime_env, restart_on_crash=restart_on_crash, max_restarts=max_restarts,
+        init_kwargs=init_kwargs, stop_ray_on_close=stop_ray_on_close, compiled_graph=compiled_graph,
+        batch_size=batch_size, timeout=timeout, copy=copy, env_fn=env_fn, observation_mode=observation_mode,
     )
 
 

@@ -17,6 +17,7 @@ backend's pool drives. What Ray adds to the pool's protocol:
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import pickle
@@ -46,8 +47,11 @@ from torchwm.vector.env_group import (
 )
 from torchwm.vector.pool import Batch, Deadline, PoolSettings, Transport, WorkerGone, WorkerPayload
 from torchwm_ray.compiled_graph import CompiledStep
-from torchwm_ray.connection import LocalRay
+from torchwm_ray.connection import LocalRay, check_address, client_connected, cluster_cpus, with_runtime_env
+from torchwm_ray.placement import ActorPlacement
+from torchwm_ray.shipping import ship_by_value
 
+logger = logging.getLogger(__name__)
 DEFAULT_TIMEOUT = 120.0  # seconds; actors may first have to be scheduled and import torchwm
 # Ray sends a return value inline with the reply when it is under 100 KiB (its default
 # max_direct_call_object_size) and through the object store otherwise, which is slower.
@@ -248,43 +252,64 @@ class RaySettings:
     """The Ray options of one vector env, checked; shared by its transports, with its compiled graph."""
 
     address: str | None
-    actor_options: dict[str, Any]
-    init_kwargs: dict[str, Any]
+    steps: str  # how a step of all envs travels: "compiled graph" or "actor calls (why)"
+    placement: ActorPlacement
+    max_restarts: int
+    init_kwargs: dict[str, Any] = field(repr=False)
     stop_ray_on_close: bool
     timeout: float | None
     graph: CompiledStep | None = field(default=None, repr=False)
+
+    def actor_options(self, index: int) -> dict[str, Any]:
+        """The `ray.remote` options of actor ``index``."""
+        return {**self.placement.options(index), "max_restarts": self.max_restarts}
 
 
 class RayActorTransport(Transport):
     """The driver's end of one `EnvActor`."""
 
-    OPTIONS = {"address": None, "actor_options": None, "max_restarts": 3, "init_kwargs": None,
-               "stop_ray_on_close": True, "compiled_graph": True}
+    OPTIONS = {"address": None, "actor_options": None, "placement": None, "runtime_env": None, "max_restarts": 3,
+               "init_kwargs": None, "stop_ray_on_close": True, "compiled_graph": True}
 
     @classmethod
     def configure(cls, backend: str, spec: VecSpec, env_fns: list[Any], options: dict[str, Any],
                   pool: PoolSettings) -> RaySettings:
         options = {**cls.OPTIONS, **options}
-        address, actor_options, init_kwargs = options["address"], options["actor_options"], options["init_kwargs"]
+        address, init_kwargs = options["address"], options["init_kwargs"]
         max_restarts = options["max_restarts"]
         if address is not None and not isinstance(address, str):
             raise TypeError(f"address must be a str such as 'auto' or 'ray://127.0.0.1:10001', got {address!r}")
-        if actor_options is not None and not isinstance(actor_options, dict):
-            raise TypeError(f"actor_options must be a dict of ray.remote options, got {actor_options!r}")
+        placement = ActorPlacement.check(options["actor_options"], options["placement"])
         if init_kwargs is not None and not isinstance(init_kwargs, dict):
             raise TypeError(f"init_kwargs must be a dict of ray.init arguments, got {init_kwargs!r}")
+        init_kwargs = with_runtime_env(dict(init_kwargs or {}), options["runtime_env"])
         if isinstance(max_restarts, bool) or not isinstance(max_restarts, int) or max_restarts < 0:
             raise ValueError(f"max_restarts must be an int >= 0, got {max_restarts!r}")
-        # A graph's results come all together, never the first ready (batch_size), and a graph does not
-        # survive its actor's death (restart_on_crash).
-        use_graph = (bool(options["compiled_graph"]) and not pool.restart_on_crash
-                     and pool.batch_size in (None, len(env_fns)))
+        if not (pool.split_given or pool.inline) and placement.per_actor is not None:
+            pool.worker_slices = placement.split(len(env_fns), len(placement.per_actor), backend)
+        placement.actors(len(pool.worker_slices))
+        check_address(address)  # a second env asking for another Ray: refused before anything starts
+        LocalRay.connect(address, init_kwargs)
+        if not (pool.split_given or pool.inline) and placement.per_actor is None:
+            # One actor per CPU of the cluster (not of this machine), at most one per env.
+            pool.worker_slices = placement.split(len(env_fns), cluster_cpus(), backend)
+        # A graph's results come all together, never the first ready (batch_size); a graph does not
+        # survive its actor's death (restart_on_crash); Ray Client cannot compile graphs.
+        steps = ("actor calls (compiled_graph=False)" if not options["compiled_graph"]
+                 else "actor calls (restart_on_crash=True)" if pool.restart_on_crash
+                 else "actor calls (batch_size < num_envs)" if pool.batch_size not in (None, len(env_fns))
+                 else "actor calls (Ray Client: no compiled graph)" if client_connected()
+                 else "compiled graph")
+        if steps.endswith("(Ray Client: no compiled graph)"):
+            logger.info("ray: connected through Ray Client, which cannot run a Ray Compiled Graph: every step "
+                        "is one actor call per actor")
+        ship_by_value(env_fns)  # factories of a test module or a script's helper module: the actors cannot import them
+        placement.reserve(len(pool.worker_slices), pool.timeout)
         return RaySettings(
-            address=address,
-            actor_options={"scheduling_strategy": "SPREAD", **(actor_options or {}),
-                           "max_restarts": max_restarts if pool.restart_on_crash else 0},
-            init_kwargs=dict(init_kwargs or {}), stop_ray_on_close=bool(options["stop_ray_on_close"]),
-            timeout=pool.timeout, graph=CompiledStep(DEFAULT_TIMEOUT) if use_graph else None)
+            address=address, steps=steps, placement=placement,
+            max_restarts=max_restarts if pool.restart_on_crash else 0,
+            init_kwargs=init_kwargs, stop_ray_on_close=bool(options["stop_ray_on_close"]),
+            timeout=pool.timeout, graph=CompiledStep(DEFAULT_TIMEOUT) if steps == "compiled graph" else None)
 
     def __init__(self, index: int, envs: range, settings: RaySettings) -> None:
         super().__init__(index, envs, settings)
@@ -307,7 +332,7 @@ class RayActorTransport(Transport):
     def start(self, payload: WorkerPayload) -> None:
         if not self._owns_ray:
             self._owns_ray = LocalRay.acquire(self.settings.address, self.settings.init_kwargs)
-        self.actor = ray.remote(EnvActor).options(**self.settings.actor_options).remote(payload)
+        self.actor = ray.remote(EnvActor).options(**self.settings.actor_options(self.index)).remote(payload)
         self._starting = self.actor.describe.remote()
         if self.settings.graph is not None:
             self.settings.graph.members.append(self)

@@ -7,7 +7,9 @@ plugin's modules, each one job:
 
 - `actors`: the transport, both ends (`EnvActor` in the actor, `RayActorTransport` in the driver);
 - `compiled_graph`: `CompiledStep`, the Ray Compiled Graph that steps every actor at once;
-- `connection`: `LocalRay`, the Ray instance torchwm starts, shared by the envs of a process;
+- `connection`: `LocalRay`, the Ray torchwm connects to (which address), shared by the envs of a process;
+- `placement`: `ActorPlacement`, each actor's options and the placement group the env reserves;
+- `shipping`: the env factories of modules the nodes cannot import, pickled by value;
 - `vector_env` (this module): the backend and its options.
 """
 
@@ -17,7 +19,8 @@ from typing import Any
 
 from torchwm.spec import VecSpec
 from torchwm.vector.pool import WorkerPool
-from torchwm_ray.actors import DEFAULT_TIMEOUT, RayActorTransport
+from torchwm_ray.actors import DEFAULT_TIMEOUT, RayActorTransport, RaySettings
+from torchwm_ray.connection import LocalRay
 
 
 class RayVectorEnv(WorkerPool):
@@ -25,26 +28,39 @@ class RayVectorEnv(WorkerPool):
 
     Args:
         spec: what to build (from `torchwm.make_vec`).
-        num_actors: how many actors (default: one per CPU of this machine, at most ``num_envs``).
+        num_actors: how many actors (default: one per CPU of the cluster, ``ray.cluster_resources()["CPU"]``,
+            at most ``num_envs``; with a list of ``actor_options``, one per dict).
         envs_per_actor: envs in each actor (the last one takes the rest); give this or ``num_actors``, or
             both if they agree. The split is `torchwm.vector.pool.split_envs`'s, as for ``num_workers``.
-        address: an existing cluster to join (``"auto"``, ``"ray://host:port"`` or ``"host:port"``).
-            ``None`` joins the Ray this process is already connected to, or starts a local one.
-            A process connects to one Ray at a time: once connected, ``address`` is not used.
+        address: the Ray to connect to: ``None`` (the Ray this process is connected to, else ``RAY_ADDRESS``,
+            else a private local Ray), ``"local"`` (a private local Ray), ``"auto"``, ``"host:port"`` or
+            ``"ray://host:port"`` (Ray Client; steps are then actor calls). A process connects to one Ray at a
+            time: an address other than the current connection's is refused (ValueError).
         actor_options: `ray.remote` options of every actor (``num_cpus``, ``resources``,
-            ``scheduling_strategy``, ...). By default actors are spread over the nodes (``"SPREAD"``).
+            ``scheduling_strategy``, ...), or a list of one such dict per actor. By default actors are
+            spread over the nodes (``"SPREAD"``, best effort).
+        placement: a placement group strategy (``"STRICT_SPREAD"``, ``"SPREAD"``, ``"STRICT_PACK"``,
+            ``"PACK"``): the backend reserves one bundle per actor (its ``num_cpus``, default 1, and
+            ``resources``), puts actor ``i`` in bundle ``i`` and removes the group on close
+            (`torchwm_ray.placement`).
+        runtime_env: the job's Ray runtime environment, given to `ray.init` when this env connects, e.g.
+            ``{"py_modules": [torchwm, torchwm_ray, myenvs]}`` to ship code the nodes do not have
+            (docs/cluster.md). Refused once this process is connected with another one.
         restart_on_crash: let Ray restart a dead actor (``max_restarts`` times); its envs begin new
             episodes and the interrupted steps come back truncated with ``infos["worker_restarted"]``.
         max_restarts: restarts allowed for each actor when ``restart_on_crash`` is set.
-        init_kwargs: extra `ray.init` arguments when this env starts or joins Ray.
+        init_kwargs: extra `ray.init` arguments when this env starts or joins Ray (not used once connected).
         stop_ray_on_close: stop the Ray instance this env started when the last env using it
             closes (default); ``False`` keeps it for the next env, until the process exits.
         compiled_graph: step all envs at once through a Ray Compiled Graph (default), compiled at
             the first such step; ``False``: one ordinary actor call per actor and step. Not used with
             ``restart_on_crash`` or ``batch_size < num_envs``. While the graph lives, each actor polls
-            its input channel and shows as a busy core even when idle (it yields to other work).
-        batch_size, timeout, copy, inline, env_fn, observation_mode: the pool's options
-            (`torchwm.vector.pool.WorkerPool`); ``timeout`` defaults to 120 s here.
+            its input channel and shows as a busy core even when idle (it yields to other work). Through
+            Ray Client there is no compiled graph: ``repr(envs)`` says how steps travel (``steps=``).
+        batch_size, timeout, copy, env_fn, observation_mode: the pool's options
+            (`torchwm.vector.pool.WorkerPool`); ``timeout`` defaults to 120 s here. The factories
+            (``env_fn``, `torchwm.make_vec_from_fns`) are cloudpickled to the actors: those of a module the
+            nodes cannot import (a script, a test module) travel by value (`torchwm_ray.shipping`).
 
     Example:
         >>> import torchwm
@@ -59,7 +75,29 @@ class RayVectorEnv(WorkerPool):
     unit = "actor"
 
     def __init__(self, spec: VecSpec, **options: Any) -> None:
-        super().__init__(spec, **{"timeout": DEFAULT_TIMEOUT, **options})
+        try:
+            super().__init__(spec, **{"timeout": DEFAULT_TIMEOUT, **options})
+        except BaseException:
+            self._release_placement()
+            if options.get("stop_ray_on_close", True):
+                LocalRay.release_unused()  # connected before an actor started (a placement that failed, ...)
+            raise
+
+    def _close(self) -> None:
+        try:
+            super()._close()
+        finally:
+            self._release_placement()
+
+    def _release_placement(self) -> None:
+        settings = getattr(self, "transport_settings", None)
+        if isinstance(settings, RaySettings):
+            settings.placement.release()
+
+    @property
+    def placement_group(self) -> Any:
+        """The placement group this env reserved for its actors (``placement``), or None."""
+        return self.transport_settings.placement.group
 
     @property
     def actors(self) -> list[Any]:

@@ -1,0 +1,129 @@
+"""Where the ``ray`` backend's actors run: their `ray.remote` options, one dict per actor.
+
+Two options decide it, as a Ray user would write them:
+
+- ``actor_options``: one dict of `ray.remote` options for every actor, or a list of one dict per
+  actor (pin actor ``i`` with ``{"resources": {"node_b": 1}}`` or a ``NodeAffinitySchedulingStrategy``).
+  Without a ``scheduling_strategy`` the actors are spread over the nodes (``"SPREAD"``, best effort).
+- ``placement``: a placement group strategy (``"STRICT_SPREAD"``, ``"SPREAD"``, ``"STRICT_PACK"``,
+  ``"PACK"``). The backend then creates a placement group with one bundle per actor (the actor's
+  ``num_cpus``, default 1, its ``num_gpus`` and custom ``resources``), puts actor ``i`` in bundle
+  ``i``, and removes the group when the env closes. ``"STRICT_SPREAD"`` gives every actor a node
+  of its own, which ``"SPREAD"`` alone does not promise.
+
+`ActorPlacement` holds both, checked before Ray is touched; `ActorPlacement.reserve` creates the
+placement group (connected), waiting for it within the env's deadline.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import ray
+
+from torchwm.errors import EnvTimeoutError
+from torchwm.vector.pool import split_envs
+
+STRATEGIES = ("STRICT_SPREAD", "SPREAD", "STRICT_PACK", "PACK")
+
+
+@dataclass
+class ActorPlacement:
+    """Each actor's `ray.remote` options and the placement group they go in (see the module docstring)."""
+
+    per_actor: list[dict[str, Any]] | None  # one dict per actor, or None: ``common`` for all
+    common: dict[str, Any]
+    strategy: str | None
+    group: Any = field(default=None, repr=False)  # the placement group, once reserved
+
+    @classmethod
+    def check(cls, actor_options: Any, placement: Any) -> ActorPlacement:
+        """The options checked (TypeError / ValueError, as Gymnasium raises for bad arguments)."""
+        if isinstance(actor_options, (list, tuple)):
+            if not actor_options or not all(isinstance(o, dict) for o in actor_options):
+                raise TypeError(f"actor_options must be a dict of ray.remote options or a list of one such dict per "
+                                f"actor, got {actor_options!r:.200}")
+            per_actor: list[dict[str, Any]] | None = [dict(o) for o in actor_options]
+            every = per_actor or []
+        elif actor_options is None or isinstance(actor_options, dict):
+            per_actor, every = None, [dict(actor_options or {})]
+        else:
+            raise TypeError(f"actor_options must be a dict of ray.remote options or a list of one such dict per "
+                            f"actor, got {actor_options!r:.200}")
+        if placement is not None and placement not in STRATEGIES:
+            raise ValueError(f"placement must be one of {list(STRATEGIES)} (a placement group strategy, one bundle "
+                             f"per actor) or None, got {placement!r}")
+        for options in every:
+            if placement is not None and "scheduling_strategy" in options:
+                raise ValueError("give placement or a scheduling_strategy in actor_options, not both: placement "
+                                 f"{placement!r} puts each actor in a placement group of its own making")
+        common = {} if per_actor is not None else every[0]
+        return cls(per_actor, common, placement)
+
+    @staticmethod
+    def split(num_envs: int, actors: int, backend: str) -> list[range]:
+        """The envs of each of ``actors`` actors (at most one actor per env), as `split_envs` splits them."""
+        return split_envs(num_envs, actors, None, backend, "actor")
+
+    def actors(self, count: int) -> int:
+        """The number of actors, checked against a list of per-actor options (``count``: the split's)."""
+        if self.per_actor is not None and len(self.per_actor) != count:
+            raise ValueError(f"actor_options has {len(self.per_actor)} dicts, one per actor, but there are {count} "
+                             f"actors (num_actors / envs_per_actor); give one dict per actor")
+        return count
+
+    def options(self, index: int) -> dict[str, Any]:
+        """The `ray.remote` options of actor ``index`` (without ``max_restarts``)."""
+        options = dict(self.per_actor[index] if self.per_actor is not None else self.common)
+        if self.group is not None:
+            from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+            options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
+                self.group, placement_group_bundle_index=index)
+            options.setdefault("num_cpus", bundle_of(options)["CPU"])
+        else:
+            options.setdefault("scheduling_strategy", "SPREAD")
+        return options
+
+    def reserve(self, count: int, timeout: float | None) -> None:
+        """Create the placement group (``placement`` given) of ``count`` bundles; wait until it is placed, at
+        most ``timeout`` seconds (None: no limit), else remove it and raise `torchwm.errors.EnvTimeoutError` naming the bundles."""
+        if self.strategy is None:
+            return
+        from ray.util.placement_group import placement_group
+
+        bundles = [bundle_of(self.per_actor[i] if self.per_actor is not None else self.common) for i in range(count)]
+        group = placement_group(bundles, strategy=self.strategy)
+        started = time.monotonic()
+        ready, _ = ray.wait([group.ready()], timeout=timeout)
+        if not ready:
+            ray.util.remove_placement_group(group)
+            nodes = [node["Resources"] for node in ray.nodes() if node.get("Alive")]
+            raise EnvTimeoutError(
+                f"ray: the placement group for placement={self.strategy!r} ({count} bundles: {bundles}) could not be "
+                f"placed within {time.monotonic() - started:.0f} s; the cluster's live nodes have {nodes}. "
+                f"{'STRICT_SPREAD needs a node per actor; ' if self.strategy == 'STRICT_SPREAD' else ''}"
+                f"use fewer actors, smaller bundles (actor_options num_cpus) or another strategy"
+            )
+        self.group = group
+
+    def release(self) -> None:
+        """Remove the placement group, if any (its actors end with it)."""
+        group, self.group = self.group, None
+        if group is not None and ray.is_initialized():
+            try:
+                ray.util.remove_placement_group(group)
+            except Exception:
+                pass  # gone with its cluster or job already
+
+
+def bundle_of(options: dict[str, Any]) -> dict[str, float]:
+    """The placement group bundle an actor with these `ray.remote` options needs."""
+    bundle = {"CPU": float(options.get("num_cpus", 1))}
+    if options.get("num_gpus"):
+        bundle["GPU"] = float(options["num_gpus"])
+    bundle.update({key: float(value) for key, value in (options.get("resources") or {}).items()})
+    return bundle
+
