@@ -44,7 +44,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -912,6 +912,10 @@ def run_command(args: argparse.Namespace) -> int:
     settings: dict[str, Any] = {"env": setup if config is None else setup.id, "backends": backends,
                                 "num_envs": sizes, "steps": args.steps, "repeats": args.repeats,
                                 "backend_kwargs": backend_kwargs}
+    if config is not None:
+        refusals = [(b, stack_refusal((specs or {}).get(b, setup), b)) for b in backends]
+        if all(why for _, why in refusals):
+            _nothing_measured(*refusals[0])  # known before building anything
     expected: list[int] | None = None
     if config is not None:
         expected = config_obs_shape(setup)
@@ -921,9 +925,7 @@ def run_command(args: argparse.Namespace) -> int:
                         backend_kwargs=backend_kwargs or None, measure_memory=args.memory,
                         progress=not args.no_progress, specs=specs)
     if all(r.skipped for r in results):
-        first = results[0]
-        raise UnsupportedStackError(f"nothing measured: no backend asked can build this stack ({first.backend}: "
-                                    f"{first.skipped})")
+        _nothing_measured(results[0].backend, results[0].skipped)
     print(format_table(results, baseline))
     if expected is not None:
         for r in results:
@@ -948,6 +950,10 @@ def run_command(args: argparse.Namespace) -> int:
             f.write("\n")
         print(f"results written to {args.json}")
     return 0
+
+
+def _nothing_measured(backend: str, why: Any) -> NoReturn:
+    raise UnsupportedStackError(f"nothing measured: no backend asked can build this stack ({backend}: {why})")
 
 
 def config_obs_shape(spec: Any) -> list[int] | None:

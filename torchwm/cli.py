@@ -445,6 +445,14 @@ def length_unit(spec: Any) -> str:
     return f"ALE env steps (frameskip {frameskip!r})"
 
 
+def _frames_per_step(spec: Any) -> int | None:
+    """Emulator frames in one env step under ``atari_preprocessing`` (its frame_skip), else None."""
+    pre = next((w.kwargs for w in spec.wrappers if w.name == "atari_preprocessing"), None)
+    if spec.family != "atari" or pre is None or spec.env_kwargs.get("frameskip", 1) != 1:
+        return None
+    return int(pre["frame_skip"])
+
+
 def _learner_notes(spec: Any) -> str:
     """How the learner's episodes differ from whole games, for the stack in use."""
     notes = []
@@ -462,9 +470,11 @@ def print_summary(report: RunReport, interrupted: bool) -> None:
     elapsed = report.elapsed
     rate = env_steps / elapsed if elapsed > 0 else float("nan")
     print(f"{'interrupted after' if interrupted else 'ran'} {steps} steps x {spec.num_envs} envs "
-          f"= {env_steps} env steps in {elapsed:.2f} s (timed from the end of the first reset; "
-          f"start-up {report.startup:.2f} s: building the env and its first reset)")
-    print(f"steps per second: {rate:,.0f} env steps/s ({rate / spec.num_envs:,.0f} vector steps/s)")
+          f"= {env_steps} env steps in {elapsed:.2f} s (after a start-up of {report.startup:.2f} s, not timed: "
+          f"building the env and its first reset)")
+    frames = _frames_per_step(spec)
+    print(f"steps per second: {rate:,.0f} env steps/s ({rate / spec.num_envs:,.0f} vector steps/s"
+          + (f"; {rate * frames:,.0f} emulator frames/s at {frames} frames a step" if frames else "") + ")")
     finished = tracker.finished_returns
     if report.records_games:
         games = report.games
