@@ -612,3 +612,50 @@ def test_print_config_of_an_env_id_is_toml(capsys):
 
     assert main(["run", "CartPole-v1", "--print-config"]) == 0
     assert tomllib.loads(capsys.readouterr().out)["id"] == "CartPole-v1"
+
+
+# -- every command docs/cli.md shows in a ```bash block runs ----------------------------------------------
+
+CLI_DOC = ROOT / "docs" / "cli.md"
+# Flags appended to a documented command so that it runs in seconds; each only makes the work smaller.
+SHORTER = {"run": ["--steps", "20", "--no-progress"], "bench": ["--steps", "5", "--repeats", "1", "--num-envs", "2",
+                                                              "--no-progress"]}
+
+
+def _documented_commands():
+    import re
+
+    text = CLI_DOC.read_text()
+    blocks = re.findall(r"^```bash\n(.*?)^```", text, re.DOTALL | re.MULTILINE)
+    return [line.strip() for block in blocks for line in block.splitlines() if line.strip()]
+
+
+def test_the_cli_page_shows_commands_for_config_bench_check_and_print_config():
+    commands = _documented_commands()
+    for expected in ("torchwm bench breakout64.yaml", "torchwm check breakout64.yaml",
+                     "torchwm run breakout64.yaml --print-config"):
+        assert expected in commands
+
+
+@pytest.mark.parametrize("command", _documented_commands())
+def test_documented_command_runs(tmp_path, command):
+    import re
+    import shlex
+
+    import yaml
+
+    config = re.search(r"^```yaml\n(# breakout64.yaml\n.*?)^```", CLI_DOC.read_text(), re.DOTALL | re.MULTILINE)
+    (tmp_path / "breakout64.yaml").write_text(config.group(1))
+    words = shlex.split(command)
+    assert words[0] == "torchwm"
+    result = torchwm_cli(*words[1:], *SHORTER.get(words[1], []), cwd=tmp_path, timeout=600)
+    assert result.returncode == 0, result.stderr
+    if ("--print-config" in words or words[1] == "check") and "breakout64.yaml" in words:
+        assert yaml.safe_load(result.stdout)["id"] == "ALE/Breakout-v5"  # YAML in, YAML out
+    if words[1:] == ["check", "--config", "pong"]:
+        assert 'id = "ALE/Pong-v5"' in result.stdout  # pong.toml: TOML
+    if "--json" in words:
+        rows = json.loads((tmp_path / words[words.index("--json") + 1]).read_text())["results"]
+        assert rows and all(r["obs_matches_config"] for r in rows if r["obs_shape"] is not None)
+    if words[1] == "bench":
+        assert "steps/s" in result.stdout
