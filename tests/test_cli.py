@@ -617,6 +617,8 @@ def test_print_config_of_an_env_id_is_toml(capsys):
 # -- every command docs/cli.md shows in a ```bash block runs ----------------------------------------------
 
 CLI_DOC = ROOT / "docs" / "cli.md"
+# The pages whose ```bash blocks are commands on docs/cli.md's breakout64.yaml.
+COMMAND_PAGES = (CLI_DOC, ROOT / "docs" / "performance.md")
 # Flags appended to a documented command so that it runs in seconds; each only makes the work smaller.
 SHORTER = {"run": ["--steps", "20", "--no-progress"], "bench": ["--steps", "5", "--repeats", "1", "--num-envs", "2",
                                                               "--no-progress"]}
@@ -625,9 +627,9 @@ SHORTER = {"run": ["--steps", "20", "--no-progress"], "bench": ["--steps", "5", 
 def _documented_commands():
     import re
 
-    text = CLI_DOC.read_text()
-    blocks = re.findall(r"^```bash\n(.*?)^```", text, re.DOTALL | re.MULTILINE)
-    return [line.strip() for block in blocks for line in block.splitlines() if line.strip()]
+    blocks = [block for page in COMMAND_PAGES
+              for block in re.findall(r"^```bash\n(.*?)^```", page.read_text(), re.DOTALL | re.MULTILINE)]
+    return list(dict.fromkeys(line.strip() for block in blocks for line in block.splitlines() if line.strip()))
 
 
 def test_the_cli_page_shows_commands_for_config_bench_check_and_print_config():
