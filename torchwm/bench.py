@@ -1,11 +1,14 @@
 """Benchmark torchwm backends beside their peers, on the same envs, in one run.
 
-``torchwm bench --env CartPole-v1 --num-envs 32`` (the same command as
-``python -m torchwm.bench ...``: one parser, `add_arguments`) steps each
+``torchwm bench --env CartPole-v1 --num-envs 32``, or ``torchwm bench
+my_config.yaml`` for a config's whole setup (its stack, env kwargs, seed,
+num_envs and backend options; the peers built over the same stack, and
+those that cannot build it listed with the reason), the same command as
+``python -m torchwm.bench ...`` (one parser, `add_arguments`), steps each
 backend for a fixed number of batched steps with pre-drawn random actions and
 prints steps/s (the median of ``--repeats`` runs) and the ratio to a baseline.
 Every measurement runs in its own child process (``python -m torchwm.bench
---one ...``), so one backend's processes and memory never weigh on the next,
+--serve JOB``), so one backend's processes and memory never weigh on the next,
 and the PSS of that child's whole process tree can be read from
 ``/proc/<pid>/smaps_rollup``. Names, options and the env id are checked
 before any child starts; progress goes to stderr; ``--json`` and ``--plot``
@@ -17,7 +20,7 @@ What can be measured (``backends``):
 - ``gym-sync``, ``gym-async``: Gymnasium's SyncVectorEnv and AsyncVectorEnv
   (``shared_memory=True``) over the same env and wrapper stack torchwm builds;
 - ``ale-direct``: ale_py's AtariVectorEnv called directly (ALE ids only), with
-  the arguments equivalent to torchwm's default Atari stack;
+  the arguments equivalent to the stack (torchwm's default Atari stack for an id);
 - ``ceiling``: the cores times the steps/s of one env stepped alone in a loop,
   what perfect parallel scaling would give;
 - ``ale-emulator``: the cores times the steps/s of one ALE emulator alone, doing

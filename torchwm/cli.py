@@ -2,9 +2,12 @@
 
 ``run`` builds the env a config file, a shipped config's name (``pong``) or
 an env id describes and steps it with a random (or the user's) policy,
-reporting steps per second and episode returns; ``list`` shows every
-registered name, the plugin behind it and the shipped configs; ``bench`` and
-``check`` are front ends to `torchwm.bench` and `torchwm.testing`. Every
+reporting steps per second (timed from the end of the first reset) and
+episode returns (whole games where ``episode_statistics`` records them);
+``list`` shows every registered name, the plugin behind it and the shipped
+configs; ``bench`` is the front end to `torchwm.bench`; ``check`` validates
+a config (every error with its key path) or runs `torchwm.testing` on a
+backend. Every
 user error on every command (a bad option, a missing file, an unknown key or
 name with the closest one suggested, a missing extra) prints one line on
 stderr and exits with status 2, without a traceback (``--traceback`` shows
