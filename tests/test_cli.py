@@ -330,3 +330,334 @@ def test_to_torch_without_torch_names_the_torch_extra():
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("torchwm.extras.MissingExtraError: torchwm.to_torch needs torch")
     _assert_extra_hint(last, "torch")
+
+
+# -- what torchwm run reports: whole games, units, and a timing window without the start-up ---------------
+
+OBS_POLICY = ("import numpy as np\n"
+              "def policy(obs, action_space):\n"
+              "    # Deterministic in the observations: the same frames give the same actions on every path.\n"
+              "    return (np.asarray(obs).reshape(len(obs), -1).sum(axis=1, dtype=np.int64) // 3) % 4\n")
+LIVES_STACK = ("id: ALE/Breakout-v5\nnum_envs: 2\nseed: 0\nwrappers:\n  - episode_statistics\n"
+               "  - atari_preprocessing\n  - episodic_life\n  - name: frame_stack\n    stack_size: 4\n")
+
+
+def _report_line(out, prefix):
+    return next(line for line in out.splitlines() if line.startswith(prefix))
+
+
+def test_run_reports_whole_game_returns_with_episodic_life(tmp_path, monkeypatch, capsys):
+    import gymnasium as gym
+    import numpy as np
+
+    import torchwm
+    from torchwm.factory import env_fn
+
+    (tmp_path / "obs_policy.py").write_text(OBS_POLICY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config = tmp_path / "lives.yaml"
+    config.write_text(LIVES_STACK)
+    steps = 500
+    assert main(["run", str(config), "--steps", str(steps), "--policy", "obs_policy:policy", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+
+    # The reference: Gymnasium's own chain of the same stack (no fused env), the same seeds and policy. A whole
+    # game's return is the sum of the raw rewards until the last life is lost; episode_statistics at the bottom
+    # of the chain (Gymnasium's RecordEpisodeStatistics) gives its length.
+    import obs_policy
+
+    spec = torchwm.load_config(config)
+    envs = gym.vector.SyncVectorEnv([env_fn(spec.replace(fused=False))] * spec.num_envs)
+    obs, _ = envs.reset(seed=spec.seed)
+    running, games, lengths, lives_lost = np.zeros(spec.num_envs), [], [], 0
+    for _ in range(steps):
+        obs, rewards, terminated, truncated, infos = envs.step(obs_policy.policy(obs, envs.action_space))
+        running += rewards
+        for i in np.flatnonzero(terminated | truncated):
+            if infos["lives"][i] > 0 and not truncated[i]:
+                lives_lost += 1  # episodic_life: the learner's episode ends, the game goes on
+                continue
+            games.append(running[i])
+            running[i] = 0
+            assert infos["_episode"][i]
+            lengths.append(infos["episode"]["l"][i])
+    envs.close()
+    assert len(games) >= 2 and lives_lost > len(games)  # several games, each of several lives
+
+    assert _report_line(out, "episodes finished:").startswith(f"episodes finished: {len(games)} (recorded by "
+                                                              f"episode_statistics: whole games")
+    assert _report_line(out, "return:") == (f"return: mean {np.mean(games):.2f}, max {np.max(games):.2f} "
+                                            f"(mean length {np.mean(lengths):.1f} emulator frames)")
+    # The learner's episodes are counted apart, and said to be one per life.
+    learner = _report_line(out, "learner episodes")
+    assert learner.startswith(f"learner episodes (terminated or truncated): {lives_lost + len(games)} (one per life lost)")
+
+
+def test_run_frames_are_the_frames_of_the_game():
+    from torchwm.cli import length_unit
+    from torchwm.factory import resolve_spec
+
+    # Under atari_preprocessing the ALE env skips no frames: a step of it, which l counts, is one frame.
+    assert length_unit(resolve_spec("ALE/Breakout-v5", wrappers=["episode_statistics", "atari_preprocessing"])) \
+        == "emulator frames"
+    # Without it, ALE's v5 env skips 4 frames a step itself: l counts those steps.
+    assert length_unit(resolve_spec("ALE/Breakout-v5", wrappers=["episode_statistics"])) \
+        == "ALE env steps of 4 frames each"
+    assert length_unit(resolve_spec("CartPole-v1", wrappers=["episode_statistics"])).startswith("steps of the env")
+
+
+def test_run_steps_per_second_exclude_the_start_up(monkeypatch, capsys):
+    from torchwm import cli
+
+    now = [0.0]
+
+    class SlowToStart:
+        """A vector env on a fake clock: building takes 30 s, the first reset 100 s, each step 0.5 s."""
+
+        def __init__(self, num_envs):
+            import gymnasium as gym
+
+            now[0] += 30.0
+            self.num_envs = num_envs
+            self.action_space = gym.spaces.MultiDiscrete([2] * num_envs)
+
+        def reset(self, **kwargs):
+            now[0] += 100.0
+            return np.zeros((self.num_envs, 4)), {}
+
+        def step(self, actions):
+            now[0] += 0.5
+            n = self.num_envs
+            return np.zeros((n, 4)), np.ones(n), np.zeros(n, bool), np.zeros(n, bool), {}
+
+        def close(self):
+            pass
+
+    import numpy as np
+
+    monkeypatch.setattr(cli, "clock", lambda: now[0])
+    monkeypatch.setattr(cli, "_build", lambda spec: SlowToStart(spec.num_envs))
+    assert main(["run", "CartPole-v1", "--num-envs", "2", "--steps", "40", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    # 40 steps x 2 envs in 20 s of stepping: 4 env steps/s; with the 130 s of start-up it would be 0.5.
+    assert _report_line(out, "ran 40 steps") == ("ran 40 steps x 2 envs = 80 env steps in 20.00 s (after a start-up "
+                                                 "of 130.00 s, not timed: building the env and its first reset)")
+    assert _report_line(out, "steps per second:") == "steps per second: 4 env steps/s (2 vector steps/s)"
+
+
+# -- torchwm bench CONFIG -------------------------------------------------------------------------------
+
+BREAKOUT64 = ("id: ALE/Breakout-v5\nnum_envs: 2\nseed: 3\nwrappers:\n  - name: atari_preprocessing\n"
+              "    screen_size: 64\n  - name: frame_stack\n    stack_size: 2\n")
+
+
+def test_bench_a_config_measures_its_stack_on_the_backends_and_gymnasium(tmp_path):
+    config, data = tmp_path / "breakout64.yaml", tmp_path / "bench.json"
+    config.write_text(BREAKOUT64)
+    result = torchwm_cli("bench", str(config), "--backends", "sync,gym-sync", "--steps", "5", "--repeats", "1",
+                         "--json", str(data), "--no-progress", timeout=300)
+    assert result.returncode == 0, result.stderr
+    written = json.loads(data.read_text())
+    recorded = written["settings"]["config"]
+    assert recorded["source"] == str(config)
+    assert [(w["name"], w.get("screen_size"), w.get("stack_size")) for w in recorded["spec"]["wrappers"]] == [
+        ("atari_preprocessing", 64, None), ("frame_stack", None, 2)]
+    assert recorded["spec"]["seed"] == 3 and recorded["obs_shape"] == [2, 64, 64]
+    rows = written["results"]
+    assert [(r["backend"], r["num_envs"]) for r in rows] == [("sync", 2), ("gym-sync", 2)]  # the config's num_envs
+    for r in rows:
+        assert r["obs_shape"] == [2, 2, 64, 64] and r["obs_matches_config"] is True and r["steps_per_second"] > 0
+    assert "ALE/Breakout-v5" in result.stdout and "x sync" in result.stdout
+
+
+def test_bench_lists_what_cannot_build_the_stack_with_the_reason(tmp_path):
+    config = tmp_path / "resized.yaml"
+    config.write_text("id: ALE/Breakout-v5\nnum_envs: 2\nwrappers:\n  - atari_preprocessing\n"
+                      "  - name: resize\n    width: 32\n    height: 32\n")
+    result = torchwm_cli("bench", "--config", str(config), "--backends", "gym-sync,ale-native", "--steps", "5",
+                         "--repeats", "1", "--no-progress", timeout=300)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert any(line.split()[2:3] == ["gym-sync"] for line in lines)
+    assert any(line.startswith("not measured: ale-native: ") and "'resize'" in line for line in lines)
+    # Nothing that can build it: one line, status 2.
+    result = torchwm_cli("bench", str(config), "--backends", "ale-native", "--no-progress")
+    assert result.returncode == 2 and "nothing measured" in result.stderr and "'resize'" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_bench_default_backends_of_a_config_are_the_peers_that_can_build_it():
+    import torchwm
+    from torchwm import bench
+
+    spec = torchwm.load_config({"id": "ALE/Breakout-v5", "backend": "subproc"})
+    assert bench.default_backends(spec) == ["gym-sync", "gym-async", "ale-direct", "sync", "subproc", "shmem",
+                                            "ale-native"]
+    resized = torchwm.load_config({"id": "ALE/Breakout-v5", "wrappers": ["atari_preprocessing", "pixels"]})
+    assert bench.stack_refusal(resized, "ale-native") and bench.stack_refusal(resized, "ale-direct")
+    assert bench.stack_refusal(resized, "gym-sync") is None and bench.stack_refusal(resized, "shmem") is None
+
+
+def test_bench_config_and_env_are_one_or_the_other(tmp_path):
+    (tmp_path / "c.yaml").write_text("id: CartPole-v1\n")
+    result = torchwm_cli("bench", "c.yaml", "--env", "CartPole-v1", cwd=tmp_path)
+    assert result.returncode == 2 and "not both" in result.stderr
+    # The issue's command: a config given to --env says how to measure it.
+    result = torchwm_cli("bench", "--env", "c.yaml", cwd=tmp_path)
+    assert result.returncode == 2 and "torchwm bench c.yaml" in result.stderr
+
+
+def test_bench_says_the_shmem_advice_once_after_the_table():
+    from torchwm import bench
+
+    advice = "a worker's step is shorter than its hand-offs: fewer workers (num_workers) or backend='sync' would be faster"
+    note = f"split: 2 workers (measured: ...); waits: the parent polls up to 20 µs (measured: a step 9 µs; {advice})"
+    results = [bench.BenchResult("E", "shmem", 8, 100.0, [100.0], note=note),
+               bench.BenchResult("E", "sync", 8, 200.0, [200.0]),
+               bench.BenchResult("E", "shmem", 16, 150.0, [150.0], note=note),
+               bench.BenchResult("E", "sync", 16, 300.0, [300.0])]
+    lines = bench.format_table(results, baseline="sync").splitlines()
+    assert sum("would be faster" in line for line in lines) == 1
+    assert lines[-1] == f"note (shmem x 8, shmem x 16): {advice}"
+    # Every row and every backend's own note comes before it.
+    assert [line.split(":")[0] for line in lines[-3:-1]] == ["shmem x 8", "shmem x 16"]
+    assert lines[-3].endswith("(measured: a step 9 µs)")
+
+
+# -- torchwm check CONFIG, and --print-config in the file's format -------------------------------------------
+
+MANY_ERRORS = ("id: ALE/Breakout-v5\nnum_envs: 0\nnmu_steps: 3\nbackend: shmem\nbackend_kwargs:\n  num_worker: 2\n"
+               "wrappers:\n  - name: atari_preprocessing\n    screen_size: big\n  - name: nope\n"
+               "  - name: frame_stack\n    stack_size: four\nenv_kwargs:\n  repeat_action_probabilty: 0.1\n")
+
+
+def test_check_a_config_reports_every_error_with_its_key_path(tmp_path):
+    (tmp_path / "bad.yaml").write_text(MANY_ERRORS)
+    result = torchwm_cli("check", "bad.yaml", cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    errors = result.stderr.strip().splitlines()
+    keys = [line.removeprefix("torchwm check: error: bad.yaml: ").split(":")[0] for line in errors]
+    # Wrapper indexes are the file's, though the unknown wrapper [1] was set aside to check [2].
+    assert keys == ["num_envs", "nmu_steps", "wrappers[0].screen_size", "wrappers[1].name",
+                    "wrappers[2].stack_size", "backend_kwargs.num_worker", "env_kwargs.repeat_action_probabilty"]
+    assert "did you mean 'num_workers'" in errors[5] and "unknown wrapper 'nope'" in errors[3]
+    assert result.stdout == ""
+
+
+def test_check_a_valid_config_prints_its_resolved_spec_in_its_format(tmp_path):
+    import yaml
+
+    import torchwm
+
+    (tmp_path / "breakout64.yaml").write_text(BREAKOUT64)
+    result = torchwm_cli("check", "breakout64.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "breakout64.yaml: valid" in result.stderr
+    printed = yaml.safe_load(result.stdout)  # YAML in, YAML out
+    assert printed["wrappers"][0]["noop_max"] == 30  # every default explicit
+    assert torchwm.load_config(printed) == torchwm.load_config(tmp_path / "breakout64.yaml")
+
+
+def test_check_tells_a_config_from_a_backend(fresh_plugins, tmp_path):
+    import torchwm
+    from torchwm import plugins
+    from torchwm.cli import check_target
+    from torchwm.vector.sync import SyncVectorEnv
+
+    assert check_target("sync", None) == ("backend", "sync")
+    assert check_target("pong", None) == ("config", "pong")  # a shipped config, not a backend
+    assert check_target("my.yaml", None) == ("config", "my.yaml")  # a config suffix, existing or not
+    assert check_target("configs/sync", None) == ("config", "configs/sync")  # a path
+
+    class Plugin:
+        @torchwm.hookimpl
+        def register_backends(self, register):
+            register("cartpole", SyncVectorEnv)
+
+    plugins.register_plugin(Plugin(), name="named-like-a-config")
+    # Both a backend and a shipped config: the backend, as before check read configs; --config for the config.
+    assert check_target("cartpole", None) == ("backend", "cartpole")
+    assert check_target(None, "cartpole") == ("config", "cartpole")
+
+
+def test_check_a_shipped_config_by_name(capsys):
+    assert main(["check", "--config", "pong"]) == 0
+    captured = capsys.readouterr()
+    assert 'id = "ALE/Pong-v5"' in captured.out and "pong: valid" in captured.err  # pong.toml: TOML out
+
+
+@pytest.mark.parametrize(("name", "text", "parse"), [
+    ("c.yaml", "id: CartPole-v1\nnum_envs: 2\n", "yaml"),
+    ("c.yml", "id: CartPole-v1\nnum_envs: 2\n", "yaml"),
+    ("c.json", '{"id": "CartPole-v1", "num_envs": 2}', "json"),
+    ("c.toml", 'id = "CartPole-v1"\nnum_envs = 2\n', "toml"),
+])
+def test_print_config_keeps_the_files_format(tmp_path, capsys, name, text, parse):
+    import yaml
+
+    from torchwm.config import tomllib
+
+    (tmp_path / name).write_text(text)
+    assert main(["run", str(tmp_path / name), "--print-config"]) == 0
+    out = capsys.readouterr().out
+    data = {"yaml": yaml.safe_load, "json": json.loads, "toml": tomllib.loads}[parse](out)
+    assert data["id"] == "CartPole-v1" and data["num_envs"] == 2 and data["autoreset_mode"] == "next_step"
+    if parse != "toml":
+        with pytest.raises(tomllib.TOMLDecodeError):
+            tomllib.loads(out)
+
+
+def test_print_config_of_an_env_id_is_toml(capsys):
+    from torchwm.config import tomllib
+
+    assert main(["run", "CartPole-v1", "--print-config"]) == 0
+    assert tomllib.loads(capsys.readouterr().out)["id"] == "CartPole-v1"
+
+
+# -- every command docs/cli.md shows in a ```bash block runs ----------------------------------------------
+
+CLI_DOC = ROOT / "docs" / "cli.md"
+# The pages whose ```bash blocks are commands on docs/cli.md's breakout64.yaml.
+COMMAND_PAGES = (CLI_DOC, ROOT / "docs" / "performance.md")
+# Flags appended to a documented command so that it runs in seconds; each only makes the work smaller.
+SHORTER = {"run": ["--steps", "20", "--no-progress"], "bench": ["--steps", "5", "--repeats", "1", "--num-envs", "2",
+                                                              "--no-progress"]}
+
+
+def _documented_commands():
+    import re
+
+    blocks = [block for page in COMMAND_PAGES
+              for block in re.findall(r"^```bash\n(.*?)^```", page.read_text(), re.DOTALL | re.MULTILINE)]
+    return list(dict.fromkeys(line.strip() for block in blocks for line in block.splitlines() if line.strip()))
+
+
+def test_the_cli_page_shows_commands_for_config_bench_check_and_print_config():
+    commands = _documented_commands()
+    for expected in ("torchwm bench breakout64.yaml", "torchwm check breakout64.yaml",
+                     "torchwm run breakout64.yaml --print-config"):
+        assert expected in commands
+
+
+@pytest.mark.parametrize("command", _documented_commands())
+def test_documented_command_runs(tmp_path, command):
+    import re
+    import shlex
+
+    import yaml
+
+    config = re.search(r"^```yaml\n(# breakout64.yaml\n.*?)^```", CLI_DOC.read_text(), re.DOTALL | re.MULTILINE)
+    (tmp_path / "breakout64.yaml").write_text(config.group(1))
+    words = shlex.split(command)
+    assert words[0] == "torchwm"
+    result = torchwm_cli(*words[1:], *SHORTER.get(words[1], []), cwd=tmp_path, timeout=600)
+    assert result.returncode == 0, result.stderr
+    if ("--print-config" in words or words[1] == "check") and "breakout64.yaml" in words:
+        assert yaml.safe_load(result.stdout)["id"] == "ALE/Breakout-v5"  # YAML in, YAML out
+    if words[1:] == ["check", "--config", "pong"]:
+        assert 'id = "ALE/Pong-v5"' in result.stdout  # pong.toml: TOML
+    if "--json" in words:
+        rows = json.loads((tmp_path / words[words.index("--json") + 1]).read_text())["results"]
+        assert rows and all(r["obs_matches_config"] for r in rows if r["obs_shape"] is not None)
+    if words[1] == "bench":
+        assert "steps/s" in result.stdout

@@ -2,9 +2,12 @@
 
 ``run`` builds the env a config file, a shipped config's name (``pong``) or
 an env id describes and steps it with a random (or the user's) policy,
-reporting steps per second and episode returns; ``list`` shows every
-registered name, the plugin behind it and the shipped configs; ``bench`` and
-``check`` are front ends to `torchwm.bench` and `torchwm.testing`. Every
+reporting steps per second (timed from the end of the first reset) and
+episode returns (whole games where ``episode_statistics`` records them);
+``list`` shows every registered name, the plugin behind it and the shipped
+configs; ``bench`` is the front end to `torchwm.bench`; ``check`` validates
+a config (every error with its key path) or runs `torchwm.testing` on a
+backend. Every
 user error on every command (a bad option, a missing file, an unknown key or
 name with the closest one suggested, a missing extra) prints one line on
 stderr and exits with status 2, without a traceback (``--traceback`` shows
@@ -24,20 +27,29 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 import numpy as np
 
 from torchwm.config import (
+    CONFIG_SUFFIXES,
     apply_overrides,
     check_backend_options,
+    check_expansion,
     did_you_mean,
     dump_config,
+    find_config,
+    interpolate_env,
     is_config_reference,
     load_run_config,
+    read_config,
+    shipped_configs,
+    validate_config,
 )
 from torchwm.errors import ConfigError, DuplicateNameError, UnknownNameError, UnsupportedStackError
 from torchwm.extras import MissingExtraError, missing_extra
+from torchwm.spec import EPISODE_STATISTICS
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 KINDS = ("backends", "wrappers", "sources", "plugins", "configs")
@@ -153,7 +165,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--allow-policy-import", action="store_true",
                      help="let the config's run.policy import and run that code (refused without this flag)")
     run.add_argument("--print-config", action="store_true",
-                     help="print the resolved config (TOML, every default explicit) and exit")
+                     help="print the resolved config (every default explicit) in the file's format (TOML, YAML or "
+                          "JSON; TOML for an env id) and exit")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.set_defaults(handler=cmd_run, parser=run)
 
@@ -162,10 +175,15 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_arguments(bench_parser)
     bench_parser.set_defaults(handler=bench.run_command, parser=bench_parser)
 
-    check = commands.add_parser("check", parents=[common], help="run the conformance checks (torchwm.testing) on a backend")
-    check.add_argument("backend", help="backend name")
+    check = commands.add_parser("check", parents=[common],
+                                help="validate a config file, or run the conformance checks (torchwm.testing) on a backend")
+    check.add_argument("target", nargs="?", metavar="BACKEND_OR_CONFIG",
+                       help="a backend name (sync, shmem, ...), or a config file (.toml, .yaml, .yml, .json) or shipped "
+                            "config name; a name that is both a backend and a shipped config (ray) is the backend")
+    check.add_argument("--config", metavar="CONFIG", help="the config file or shipped config to validate (never a backend)")
     check.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                       help="a backend option: num_workers=2 (or backend_kwargs.num_workers=2)")
+                       help="a backend: one of its options, num_workers=2 (or backend_kwargs.num_workers=2); "
+                            "a config: a key override, as torchwm run --set takes it")
     check.set_defaults(handler=cmd_check, parser=check)
     return parser
 
@@ -281,10 +299,14 @@ class EpisodeTracker:
         return done
 
 
+# The clock of ``torchwm run``'s figures (a module attribute, so that a test can give a fake one).
+clock: Callable[[], float] = time.perf_counter
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     spec, run_options = _load_run(args)
     if args.print_config:
-        sys.stdout.write(dump_config(spec))
+        sys.stdout.write(dump_config(spec, config_format(args.target)))
         return EXIT_OK
     steps = args.steps or run_options.steps
     if args.policy is None and run_options.policy is not None and not args.allow_policy_import:
@@ -294,35 +316,45 @@ def cmd_run(args: argparse.Namespace) -> int:
     policy_name = args.policy or run_options.policy
     policy = load_policy(policy_name) if policy_name else None
 
+    began = clock()
     try:
         envs = _build(spec)
     except KeyboardInterrupt:
         print("torchwm run: interrupted while building the env", file=sys.stderr)
         return EXIT_INTERRUPTED
-    tracker = EpisodeTracker(spec.num_envs, spec.autoreset_mode)
-    done_steps, interrupted = 0, False
+    report = RunReport(spec, EpisodeTracker(spec.num_envs, spec.autoreset_mode))
+    interrupted = False
     print(f"torchwm run: {spec.id} x {spec.num_envs} envs on {spec.backend} "
           f"(autoreset {spec.autoreset_mode}, seed {spec.seed}), {steps} steps", file=sys.stderr, flush=True)
     progress = _progress(steps, disable=args.no_progress)
-    start = time.perf_counter()
     try:
         obs, _ = envs.reset()
+        # Steps per second count the stepping only: building the env and its first reset are start-up.
+        report.started = clock()
         for _ in range(steps):
             actions = policy(obs, envs.action_space) if policy else envs.action_space.sample()
-            obs, rewards, terminations, truncations, _ = envs.step(actions)
-            done = tracker.update(rewards, terminations, truncations)
+            obs, rewards, terminations, truncations, infos = envs.step(actions)
+            done = report.update(rewards, terminations, truncations, infos)
             if spec.autoreset_mode == "disabled" and done.any():
                 obs, _ = envs.reset(options={"reset_mask": done})
-            done_steps += 1
             progress.update(1)
     except KeyboardInterrupt:
         interrupted = True
     finally:
-        elapsed = time.perf_counter() - start
+        report.ended = clock()
         progress.close()
         envs.close()
-    print_summary(spec, tracker, done_steps, elapsed, interrupted)
+    report.startup = (report.started if report.started is not None else report.ended) - began
+    print_summary(report, interrupted)
     return EXIT_INTERRUPTED if interrupted else EXIT_OK
+
+
+def config_format(target: str) -> str:
+    """The format ``--print-config`` writes: the config file's own (toml, yaml or json); TOML for an env id."""
+    if not is_config_reference(target):
+        return "toml"
+    suffix = find_config(target).suffix.lower().lstrip(".")
+    return "yaml" if suffix == "yml" else suffix
 
 
 def _load_run(args: argparse.Namespace):
@@ -354,17 +386,115 @@ def _progress(total: int, disable: bool) -> Any:
     return tqdm(total=total, unit="step", file=sys.stderr, disable=disable, mininterval=0.5, dynamic_ncols=True)
 
 
-def print_summary(spec: Any, tracker: EpisodeTracker, steps: int, elapsed: float, interrupted: bool) -> None:
+@dataclasses.dataclass
+class RunReport:
+    """What ``torchwm run`` measured: the steps, the timing window, the learner's episodes and the recorded ones.
+
+    ``games`` are the (return, length) pairs ``episode_statistics`` recorded in ``infos["episode"]``
+    (``infos["final_info"]["episode"]`` under ``same_step``): on the env the source makes, so on Atari a
+    whole game across lives on the raw score, its length in that env's steps. ``tracker`` sums what the
+    learner sees (a life each under ``episodic_life``, clipped under ``clip_reward``).
+    """
+
+    spec: Any
+    tracker: EpisodeTracker
+    steps: int = 0
+    started: float | None = None  # the clock after the first reset: the timing window starts here
+    ended: float | None = None
+    startup: float = 0.0  # building the env and its first reset
+    games: list[tuple[float, int]] = dataclasses.field(default_factory=list)
+
+    @property
+    def records_games(self) -> bool:
+        return any(w.name == EPISODE_STATISTICS for w in self.spec.wrappers)
+
+    def update(self, rewards: Any, terminations: Any, truncations: Any, infos: Any) -> np.ndarray:
+        self.steps += 1
+        self.games += recorded_episodes(infos)
+        return self.tracker.update(rewards, terminations, truncations)
+
+    @property
+    def elapsed(self) -> float:
+        return (self.ended - self.started) if self.started is not None and self.ended is not None else 0.0
+
+
+def recorded_episodes(infos: Any) -> list[tuple[float, int]]:
+    """(return, length) of each episode ``episode_statistics`` recorded in one vector step's infos."""
+    found: list[tuple[float, int]] = []
+    if not isinstance(infos, dict):
+        return found
+    final = infos.get("final_info")
+    for where in (infos, final if isinstance(final, dict) else {}):
+        episode, mask = where.get("episode"), where.get("_episode")
+        if episode is None or mask is None:
+            continue
+        found += [(float(episode["r"][i]), int(episode["l"][i])) for i in np.flatnonzero(mask)]
+    return found
+
+
+def length_unit(spec: Any) -> str:
+    """What ``episode_statistics``'s length ``l`` counts: steps of the env the source makes.
+
+    On an ALE env those are emulator frames when it skips none (``frameskip=1``, which
+    ``atari_preprocessing`` sets: its frame skip, no-op starts and FIRE resets all count).
+    """
+    if spec.family != "atari":
+        return "steps of the env itself (below the wrappers)"
+    frameskip = spec.env_kwargs.get("frameskip", 1)
+    if frameskip == 1:
+        return "emulator frames"
+    if isinstance(frameskip, int):
+        return f"ALE env steps of {frameskip} frames each"
+    return f"ALE env steps (frameskip {frameskip!r})"
+
+
+def _frames_per_step(spec: Any) -> int | None:
+    """Emulator frames in one env step under ``atari_preprocessing`` (its frame_skip), else None."""
+    pre = next((w.kwargs for w in spec.wrappers if w.name == "atari_preprocessing"), None)
+    if spec.family != "atari" or pre is None or spec.env_kwargs.get("frameskip", 1) != 1:
+        return None
+    return int(pre["frame_skip"])
+
+
+def _learner_notes(spec: Any) -> str:
+    """How the learner's episodes differ from whole games, for the stack in use."""
+    notes = []
+    names = {w.name: w.kwargs for w in spec.wrappers}
+    if "episodic_life" in names or names.get("atari_preprocessing", {}).get("terminal_on_life_loss"):
+        notes.append("one per life lost")
+    if "clip_reward" in names:
+        notes.append("clipped rewards")
+    return f" ({', '.join(notes)})" if notes else ""
+
+
+def print_summary(report: RunReport, interrupted: bool) -> None:
+    spec, tracker, steps = report.spec, report.tracker, report.steps
     env_steps = steps * spec.num_envs
+    elapsed = report.elapsed
     rate = env_steps / elapsed if elapsed > 0 else float("nan")
     print(f"{'interrupted after' if interrupted else 'ran'} {steps} steps x {spec.num_envs} envs "
-          f"= {env_steps} env steps in {elapsed:.2f} s")
-    print(f"steps per second: {rate:,.0f} env steps/s ({rate / spec.num_envs:,.0f} vector steps/s)")
+          f"= {env_steps} env steps in {elapsed:.2f} s (after a start-up of {report.startup:.2f} s, not timed: "
+          f"building the env and its first reset)")
+    frames = _frames_per_step(spec)
+    print(f"steps per second: {rate:,.0f} env steps/s ({rate / spec.num_envs:,.0f} vector steps/s"
+          + (f"; {rate * frames:,.0f} emulator frames/s at {frames} frames a step" if frames else "") + ")")
     finished = tracker.finished_returns
-    print(f"episodes finished: {len(finished)}")
-    if finished:
-        print(f"return: mean {np.mean(finished):.2f}, max {np.max(finished):.2f} "
-              f"(mean length {np.mean(tracker.finished_lengths):.1f} steps)")
+    if report.records_games:
+        games = report.games
+        what = "whole games across lives, raw score" if spec.family == "atari" else "on the env itself"
+        print(f"episodes finished: {len(games)} (recorded by episode_statistics: {what})")
+        if games:
+            returns, lengths = [r for r, _ in games], [n for _, n in games]
+            print(f"return: mean {np.mean(returns):.2f}, max {np.max(returns):.2f} "
+                  f"(mean length {np.mean(lengths):.1f} {length_unit(spec)})")
+        print(f"learner episodes (terminated or truncated): {len(finished)}{_learner_notes(spec)}"
+              + (f", return mean {np.mean(finished):.2f}, mean length {np.mean(tracker.finished_lengths):.1f} steps"
+                 if finished else ""))
+    else:
+        print(f"episodes finished: {len(finished)}")
+        if finished:
+            print(f"return: mean {np.mean(finished):.2f}, max {np.max(finished):.2f} "
+                  f"(mean length {np.mean(tracker.finished_lengths):.1f} steps{_learner_notes(spec)})")
     sys.stdout.flush()
 
 
@@ -392,17 +522,161 @@ def load_policy(name: str) -> Callable[[Any, Any], Any]:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    kind, target = check_target(args.target, args.config)
+    if kind == "config":
+        return check_config(target, args.overrides)
+    return check_backend(target, args.overrides)
+
+
+def check_target(target: str | None, config: str | None) -> tuple[str, str]:
+    """``("backend", name)`` or ``("config", target)``: what ``torchwm check`` was given.
+
+    In this order: ``--config X`` is a config; a name with a config suffix (``.toml``, ``.yaml``,
+    ``.yml``, ``.json``) or a path separator is a config file; a registered backend's name is that
+    backend; a shipped config's name is that config; any other existing file is a config (and is
+    refused as one). So a name that is both a backend and a shipped config (``ray``) is the backend,
+    as it was before ``check`` read configs: ``--config ray`` checks the config.
+    """
     from torchwm.plugins import registry
 
-    registry("backend").get(args.backend)  # an unknown name is bad input, before any check runs
-    overrides = [o[len("backend_kwargs."):] if o.startswith("backend_kwargs.") else o for o in args.overrides]
+    if config is not None:
+        if target is not None:
+            raise UsageError(f"check: give a backend or --config, not both (got {target!r} and --config {config!r})")
+        return "config", config
+    if target is None:
+        raise UsageError("check: expected a backend name or a config file (torchwm check sync, torchwm check my.yaml)")
+    if Path(target).suffix.lower() in CONFIG_SUFFIXES or os.sep in target or "/" in target:
+        return "config", target
+    backends = registry("backend").names()
+    if target in backends:
+        return "backend", target
+    shipped = shipped_configs()
+    if target in shipped or Path(target).is_file():
+        return "config", target
+    if did_you_mean(target, backends):
+        registry("backend").get(target)  # UnknownNameError, with the closest names
+    if did_you_mean(target, list(shipped)):
+        return "config", target  # the loader says which shipped config is close
+    raise UsageError(f"check {target!r}: not a backend nor a config{did_you_mean(target, [*backends, *shipped])}; "
+                     f"the backends are: {', '.join(backends)}; the shipped configs: {', '.join(shipped) or '(none)'}; "
+                     f"a config file's name ends in {', '.join(CONFIG_SUFFIXES)}")
+
+
+def check_config(target: str, overrides: Sequence[str]) -> int:
+    """``torchwm check CONFIG``: every error with its key path (status 2), or the resolved config (status 0)."""
+    spec, errors = config_errors(target, overrides)
+    if errors:
+        for error in errors:
+            print(f"torchwm check: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"torchwm check: {target}: valid ({spec.id} x {spec.num_envs} on {spec.backend}); "
+          f"the resolved config, every default explicit:", file=sys.stderr, flush=True)
+    sys.stdout.write(dump_config(spec, config_format(target)))
+    return EXIT_OK
+
+
+# The key path an error message starts with: "wrappers[1].stack_size: expected ...".
+_ERROR_KEY = re.compile(r"^([A-Za-z_][\w-]*(?:\.[\w-]+|\[\d+\])*): ")
+_KEY_PART = re.compile(r"\.?([^.\[\]]+)|\[(\d+)\]")
+# Errors after which nothing else can be checked: every other key is read against the env id.
+_FATAL_KEYS = ("id", "config")
+MAX_CONFIG_ERRORS = 50
+
+
+def config_errors(target: str, overrides: Sequence[str] = ()) -> tuple[Any, list[str]]:
+    """The resolved `VecSpec` of a config (None if it has errors) and every error in it, each with its key path.
+
+    The loader stops at the first error; to find the next, the key at fault is set aside (a bad
+    option, an unknown key, a bad wrapper item) and the rest validated again, until the rest is
+    valid or an error leaves nothing to check (a missing or unknown ``id``, an unreadable file).
+    Each message starts with the file's name, then the key as the file writes it (wrapper indexes
+    are those of the file, whatever was set aside before).
+    """
+    try:
+        return load_run_config(target, overrides)[0], []
+    except ConfigError as exc:
+        first = str(exc)
+    try:
+        path = find_config(target)
+        label = f"{target}: " if path == Path(target) else f"{target} ({path}): "
+        data = read_config(path)
+        check_expansion(data)
+        data = apply_overrides(interpolate_env(data), overrides)
+    except ConfigError:
+        return None, [first]  # the file itself (missing, unreadable, not a table): one error
+    wrappers = data.get("wrappers")
+    positions = list(range(len(wrappers))) if isinstance(wrappers, list) else []
+    errors: list[str] = []
+    for _ in range(MAX_CONFIG_ERRORS):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # a version note is no error, and the loader gave it once
+                validate_config(data)
+            break
+        except ConfigError as exc:
+            message = str(exc)
+        key = _ERROR_KEY.match(message)
+        parts = _key_parts(key.group(1)) if key else []
+        if parts[:1] == ["wrappers"] and len(parts) > 1 and isinstance(parts[1], int) and parts[1] < len(positions):
+            message = message.replace(f"wrappers[{parts[1]}]", f"wrappers[{positions[parts[1]]}]", 1)
+        if f"{label}{message}" in errors:
+            break
+        errors.append(f"{label}{message}")
+        if not parts or parts[0] in _FATAL_KEYS or not _set_aside(data, parts, positions):
+            break
+    return None, errors or [first]
+
+
+def _key_parts(key: str) -> list[str | int]:
+    return [m.group(1) if m.group(1) is not None else int(m.group(2)) for m in _KEY_PART.finditer(key)]
+
+
+def _set_aside(data: dict[str, Any], parts: list[str | int], positions: list[int]) -> bool:
+    """Remove the key an error is about from ``data`` so that the rest can be checked; False if it is not there."""
+    if parts[0] == "backend":
+        # The options were for the unknown backend: checked against the default one they would all be errors.
+        data.pop("backend_kwargs", None)
+        return data.pop("backend", None) is not None
+    if parts[0] == "wrappers" and len(parts) > 1 and isinstance(parts[1], int):
+        items, index = data.get("wrappers"), parts[1]
+        if not isinstance(items, list) or index >= len(items):
+            return False
+        item = items[index]
+        if len(parts) > 2 and parts[2] != "name" and isinstance(item, dict) and parts[2] in item:
+            del item[parts[2]]  # a bad option: the wrapper is still checked with its other options
+        else:
+            del items[index]
+            del positions[index]
+        return True
+    parent: Any = data
+    for part in parts[:-1]:
+        try:
+            parent = parent[part]
+        except (KeyError, IndexError, TypeError):
+            return False
+    last = parts[-1]
+    if isinstance(parent, dict) and last in parent:
+        del parent[last]
+        return True
+    if isinstance(parent, list) and isinstance(last, int) and last < len(parent):
+        del parent[last]
+        return True
+    return False
+
+
+def check_backend(backend: str, overrides: Sequence[str]) -> int:
+    """``torchwm check BACKEND``: the conformance checks of `torchwm.testing`, one line each."""
+    from torchwm.plugins import registry
+
+    registry("backend").get(backend)  # an unknown name is bad input, before any check runs
+    overrides = [o[len("backend_kwargs."):] if o.startswith("backend_kwargs.") else o for o in overrides]
     backend_kwargs = apply_overrides({}, overrides)
-    check_backend_options(args.backend, backend_kwargs)  # a misspelt option: one line, not one failure per check
+    check_backend_options(backend, backend_kwargs)  # a misspelt option: one line, not one failure per check
     import torchwm.testing
 
-    print(f"conformance checks on backend {args.backend!r}"
+    print(f"conformance checks on backend {backend!r}"
           + (f" with backend_kwargs {backend_kwargs}" if backend_kwargs else ""), flush=True)
-    results = torchwm.testing.run_checks(args.backend, backend_kwargs=backend_kwargs)
+    results = torchwm.testing.run_checks(backend, backend_kwargs=backend_kwargs)
     for result in results:
         if getattr(result, "skipped", False):
             print(f"SKIP  {result.name}: {result.message}")
