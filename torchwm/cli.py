@@ -206,7 +206,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def _plugins() -> list[tuple[str, str, list[str]]]:
     """(plugin name, "distribution version", what it registered) for every loaded plugin."""
-    from torchwm.plugins import DEFAULT_PLUGINS, plugin_manager, registry
+    from torchwm.plugins import DEFAULT_PLUGINS, failed_plugins, plugin_manager, registry
 
     manager = plugin_manager()
     dists = {manager.get_name(plugin): f"{d.metadata['name']} {d.version}" for plugin, d in manager.list_plugin_distinfo()}
@@ -221,6 +221,9 @@ def _plugins() -> list[tuple[str, str, list[str]]]:
             continue
         dist = dists.get(name) or (f"torchwm {_version('torchwm')}" if name in DEFAULT_PLUGINS else "(registered at run time)")
         rows.append((name, dist, provided.get(name, ["(nothing)"])))
+    for failed in failed_plugins():
+        rows.append((failed.name, f"{failed.distribution or '?'} {failed.version or ''}".strip(),
+                     [f"NOT LOADED: {failed.error}"]))
     return rows
 
 
