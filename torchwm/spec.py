@@ -315,7 +315,8 @@ def resolve_wrapper(item: Any, *, family: str = "generic", env_id: str = "") -> 
     if unknown:
         listed = f"its options are: {', '.join(options) or '(none)'}"
         raise WrapperOptionError(
-            f"wrapper {name!r} has no option {', '.join(map(repr, unknown))}; {listed}",
+            f"wrapper {name!r} has no option {', '.join(map(repr, unknown))}{did_you_mean(unknown[0], list(options))}; "
+            f"{listed}",
             unknown[0], f"wrapper {name!r} has no option {unknown[0]!r}{did_you_mean(unknown[0], list(options))}; {listed}",
         )
     try:
