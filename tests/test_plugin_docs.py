@@ -7,11 +7,11 @@ import os
 import re
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pluggy
 import pytest
+import tomllib
 
 from torchwm import hookspecs, plugins
 

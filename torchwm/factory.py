@@ -190,7 +190,21 @@ def resolve_spec(
         family=resolved.family,
     )
     # Decided here, not when an env is built, so that the spec (and a config dumped from it) says what is built.
-    return spec.replace(fused=fused and spec.family == "atari" and unfusable_reason(spec) is None)
+    return spec.replace(fused=fused and spec.family == "atari" and unfusable_reason(_without_recorders(spec)[0]) is None)
+
+
+# Wrappers that only watch the env (they change no observation, reward or flag): at the end of a stack they
+# wrap the fused Atari env as they would the wrapper chain, so they do not turn the fused env off.
+RECORDERS = ("record_video",)
+
+
+def _without_recorders(spec: VecSpec) -> tuple[VecSpec, tuple[Any, ...]]:
+    """``spec`` without the recorders that end its stack, and those recorders."""
+    wrappers = list(spec.wrappers)
+    recorders: list[Any] = []
+    while wrappers and wrappers[-1].name in RECORDERS:
+        recorders.insert(0, wrappers.pop())
+    return spec.replace(wrappers=tuple(wrappers)), tuple(recorders)
 
 
 def _check_wrapper_options_given_to_env(env_id: str, env_kwargs: dict[str, Any]) -> None:
@@ -235,9 +249,12 @@ def build_env(spec: VecSpec, index: int | None = None) -> gym.Env:
     token = _env_index.set(index)
     try:
         if spec.fused:
-            fused = build_fused_atari(spec)
+            core, recorders = _without_recorders(spec)
+            fused = build_fused_atari(core)
             if fused is None:
-                raise UnsupportedStackError(f"the spec says fused=True, but the fused env cannot run it: {unfusable_reason(spec)}")
+                raise UnsupportedStackError(f"the spec says fused=True, but the fused env cannot run it: {unfusable_reason(core)}")
+            for wrapper in recorders:
+                fused = wrapper.apply(fused)
             return fused
         env = registry("source").get(spec.source).factory(spec.id, **spec.env_kwargs)
         for wrapper in spec.wrappers:

@@ -10,21 +10,56 @@ pass through unchanged. Each recorded env writes
 chosen by the trigger; the episode still being recorded is written when the
 vector env closes. Frames are the env's ``render()`` in ``rgb_array`` mode
 (the full Atari screen for an ALE id, whatever the preprocessing after it).
-Writing MP4 needs moviepy, torchwm's ``[video]`` extra; its ffmpeg comes in
-the imageio-ffmpeg wheel, so nothing is downloaded at run time.
+`RecordVideo` decides when to record and captures the frames; the file is
+written by the ffmpeg of the imageio-ffmpeg wheel (`RecordingEnv`), because
+moviepy, which `RecordVideo` writes with, drops the last frame when the frame
+count over the fps rounds down (11 frames at 50 fps give 10). The ``[video]``
+extra installs moviepy (which `RecordVideo` asks for) and imageio-ffmpeg;
+its ffmpeg is inside the wheel, so nothing is downloaded at run time.
 """
 
 from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Callable
-from typing import Annotated
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any
 
 import gymnasium as gym
+import numpy as np
 import pydantic
 
 from torchwm.extras import missing_extra
+
+
+class RecordingEnv(gym.wrappers.RecordVideo):
+    """Gymnasium's `RecordVideo`, writing every captured frame (see the module docstring)."""
+
+    def stop_recording(self) -> None:
+        assert self.recording, "stop_recording was called, but no recording was started"
+        if self.recorded_frames:
+            write_mp4(os.path.join(self.video_folder, f"{self._video_name}.mp4"), self.recorded_frames,
+                      self.frames_per_sec)
+        self.recorded_frames = []
+        self.recording = False
+        self._video_name = None
+
+
+def write_mp4(path: str, frames: Sequence[Any], fps: float) -> None:
+    """``frames`` (H x W x 3 uint8) as an H.264 MP4 of exactly that many frames."""
+    import imageio_ffmpeg
+
+    height, width = frames[0].shape[:2]
+    # macro_block_size=2: H.264 in yuv420p needs even sides, and imageio-ffmpeg's default of 16
+    # would rescale a 600x400 CartPole frame.
+    writer = imageio_ffmpeg.write_frames(path, (width, height), fps=fps, macro_block_size=2,
+                                         ffmpeg_log_level="error")
+    writer.send(None)  # start ffmpeg
+    try:
+        for frame in frames:
+            writer.send(np.ascontiguousarray(frame, dtype=np.uint8))
+    finally:
+        writer.close()
 
 
 class EveryNEpisodes:
@@ -80,6 +115,7 @@ def record_video(
             f"torchwm sets render_mode='rgb_array' itself unless the env kwargs set another"
         )
     try:
+        import imageio_ffmpeg  # noqa: F401
         import moviepy  # noqa: F401
     except ImportError as exc:
         raise missing_extra("video", "the wrapper record_video") from exc
@@ -87,5 +123,5 @@ def record_video(
     with warnings.catch_warnings():
         # Gymnasium warns when the folder exists: several recorded envs share it on purpose.
         warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
-        return gym.wrappers.RecordVideo(env, os.fspath(video_folder), episode_trigger=episode_trigger,
+        return RecordingEnv(env, os.fspath(video_folder), episode_trigger=episode_trigger,
                                         name_prefix=f"{name_prefix}-env{index}", fps=fps)
