@@ -155,6 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--print-config", action="store_true",
                      help="print the resolved config (TOML, every default explicit) and exit")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument("--video", metavar="DIR", help="record env 0's episodes to MP4 files in DIR (record_video, "
+                                                    "Gymnasium's episode schedule; needs torchwm's [video] extra)")
     run.set_defaults(handler=cmd_run, parser=run)
 
     bench_parser = commands.add_parser("bench", parents=[common],
@@ -286,6 +288,10 @@ class EpisodeTracker:
 
 def cmd_run(args: argparse.Namespace) -> int:
     spec, run_options = _load_run(args)
+    if args.video is not None:
+        from torchwm.wrappers.record_video import with_video
+
+        spec = with_video(spec, args.video)
     if args.print_config:
         sys.stdout.write(dump_config(spec))
         return EXIT_OK

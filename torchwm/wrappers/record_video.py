@@ -125,3 +125,24 @@ def record_video(
         warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
         return RecordingEnv(env, os.fspath(video_folder), episode_trigger=episode_trigger,
                                         name_prefix=f"{name_prefix}-env{index}", fps=fps)
+
+
+def with_video(spec: Any, video_folder: str | os.PathLike[str], **options: Any) -> Any:
+    """``spec`` (a `torchwm.VecSpec`) with ``record_video`` at the end of its stack: what ``torchwm run --video``
+    builds. ``options`` are record_video's (``every_n_episodes``, ``env_ids``, ...).
+
+    Raises:
+        MissingExtraError: moviepy or imageio-ffmpeg is not installed (checked here, before any worker starts).
+    """
+    from torchwm.spec import resolve_wrapper, wrapper_env_kwargs
+
+    try:
+        import imageio_ffmpeg  # noqa: F401
+        import moviepy  # noqa: F401
+    except ImportError as exc:
+        raise missing_extra("video", "recording videos (record_video, --video)") from exc
+    recorder = resolve_wrapper({"name": "record_video", "video_folder": os.fspath(video_folder), **options},
+                               family=spec.family, env_id=spec.id)
+    # A recorder at the end of the stack changes nothing the fused Atari env decides on (spec.fused stays).
+    return spec.replace(wrappers=(*spec.wrappers, recorder),
+                        env_kwargs={**wrapper_env_kwargs((recorder,)), **spec.env_kwargs})
