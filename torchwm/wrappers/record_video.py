@@ -10,10 +10,11 @@ pass through unchanged. Each recorded env writes
 chosen by the trigger; the episode still being recorded is written when the
 vector env closes. Frames are the env's ``render()`` in ``rgb_array`` mode
 (the full Atari screen for an ALE id, whatever the preprocessing after it).
-`RecordVideo` decides when to record and captures the frames; the file is
-written by the ffmpeg of the imageio-ffmpeg wheel (`RecordingEnv`), because
-moviepy, which `RecordVideo` writes with, drops the last frame when the frame
-count over the fps rounds down (11 frames at 50 fps give 10). The ``[video]``
+`RecordVideo` decides when to record; the frames go, as they are captured,
+to the ffmpeg of the imageio-ffmpeg wheel (`RecordingEnv`), because moviepy,
+which `RecordVideo` writes with at the end of an episode, keeps the whole
+episode in memory and drops the last frame when the frame count over the fps
+rounds down (11 frames at 50 fps give 10). The ``[video]``
 extra installs moviepy (which `RecordVideo` asks for) and imageio-ffmpeg;
 its ffmpeg is inside the wheel, so nothing is downloaded at run time.
 """
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import gymnasium as gym
@@ -33,33 +34,45 @@ from torchwm.extras import missing_extra
 
 
 class RecordingEnv(gym.wrappers.RecordVideo):
-    """Gymnasium's `RecordVideo`, writing every captured frame (see the module docstring)."""
+    """Gymnasium's `RecordVideo`, each frame sent to ffmpeg as it is captured (see the module docstring).
+
+    Streaming keeps no frames in memory (`RecordVideo` keeps a whole episode: a long Atari game is
+    gigabytes) and leaves little to do when the env closes, which a worker process does within the
+    vector env's close deadline.
+    """
+
+    _writer: Any = None
+
+    def _capture_frame(self) -> None:
+        assert self.recording, "Cannot capture a frame, recording wasn't started."
+        frame = self.env.render()
+        if not isinstance(frame, np.ndarray):
+            self.stop_recording()
+            raise TypeError(f"record_video: render() returned {type(frame).__name__}, not an RGB frame (an array)")
+        if self._writer is None:
+            self._writer = mp4_writer(os.path.join(self.video_folder, f"{self._video_name}.mp4"),
+                                      frame.shape[1], frame.shape[0], self.frames_per_sec)
+        self._writer.send(np.ascontiguousarray(frame, dtype=np.uint8))
 
     def stop_recording(self) -> None:
         assert self.recording, "stop_recording was called, but no recording was started"
-        if self.recorded_frames:
-            write_mp4(os.path.join(self.video_folder, f"{self._video_name}.mp4"), self.recorded_frames,
-                      self.frames_per_sec)
-        self.recorded_frames = []
+        writer, self._writer = self._writer, None
         self.recording = False
         self._video_name = None
+        if writer is not None:
+            writer.close()  # ffmpeg writes the rest and ends
 
 
-def write_mp4(path: str, frames: Sequence[Any], fps: float) -> None:
-    """``frames`` (H x W x 3 uint8) as an H.264 MP4 of exactly that many frames."""
+def mp4_writer(path: str, width: int, height: int, fps: float) -> Any:
+    """A started imageio-ffmpeg writer of an H.264 MP4: ``send`` H x W x 3 uint8 frames, then ``close``."""
     import imageio_ffmpeg
 
-    height, width = frames[0].shape[:2]
     # macro_block_size=2: H.264 in yuv420p needs even sides, and imageio-ffmpeg's default of 16
     # would rescale a 600x400 CartPole frame.
     writer = imageio_ffmpeg.write_frames(path, (width, height), fps=fps, macro_block_size=2,
                                          ffmpeg_log_level="error")
-    writer.send(None)  # start ffmpeg
-    try:
-        for frame in frames:
-            writer.send(np.ascontiguousarray(frame, dtype=np.uint8))
-    finally:
-        writer.close()
+    writer.send(None)  # starts ffmpeg
+    return writer
 
 
 class EveryNEpisodes:
