@@ -9,13 +9,12 @@ import sys
 from pathlib import Path
 
 import gymnasium as gym
+import imageio_ffmpeg  # the [video] extra (the README's test command installs it)
 import numpy as np
 import pytest
 
 import torchwm
 from torchwm.errors import UnsupportedStackError, WorkerError
-
-import imageio_ffmpeg  # noqa: E402 - the [video] extra: the README's test command installs it
 
 
 def read_frames(path: Path) -> list[np.ndarray]:
