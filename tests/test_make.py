@@ -66,7 +66,7 @@ def test_ale_source_gives_the_gym_sources_arrays():
         ({"size": (64, -1)}, ValueError, "size must be two positive ints"),
         ({"seed": -1}, ValueError, "seed must be an int >= 0"),
         ({"autoreset_mode": "sometimes"}, ValueError, "autoreset_mode must be one of"),
-        ({"wrappers": [{"name": "frame_stack", "stack": 4}]}, TypeError, "has no option 'stack'; its options are: stack_size, padding"),
+        ({"wrappers": [{"name": "frame_stack", "stack": 4}]}, TypeError, "has no option 'stack' \\(did you mean 'stack_size'\\?\\); its options are: stack_size, padding"),
         ({"wrappers": [{"name": "frame_stack", "stack_size": "four"}]}, TypeError, "option 'stack_size' expected int, got 'four'"),
         ({"wrappers": [{"name": "frame_stack", "padding": "mirror"}]}, TypeError, "option 'padding'"),
         ({"wrappers": ["atari_preprocessing"]}, ValueError, "works only on atari envs, and 'CartPole-v1' is not one"),
