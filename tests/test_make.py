@@ -66,7 +66,7 @@ def test_ale_source_gives_the_gym_sources_arrays():
         ({"size": (64, -1)}, ValueError, "size must be two positive ints"),
         ({"seed": -1}, ValueError, "seed must be an int >= 0"),
         ({"autoreset_mode": "sometimes"}, ValueError, "autoreset_mode must be one of"),
-        ({"wrappers": [{"name": "frame_stack", "stack": 4}]}, TypeError, "has no option 'stack'; its options are: stack_size, padding"),
+        ({"wrappers": [{"name": "frame_stack", "stack": 4}]}, TypeError, "has no option 'stack' \\(did you mean 'stack_size'\\?\\); its options are: stack_size, padding"),
         ({"wrappers": [{"name": "frame_stack", "stack_size": "four"}]}, TypeError, "option 'stack_size' expected int, got 'four'"),
         ({"wrappers": [{"name": "frame_stack", "padding": "mirror"}]}, TypeError, "option 'padding'"),
         ({"wrappers": ["atari_preprocessing"]}, ValueError, "works only on atari envs, and 'CartPole-v1' is not one"),
@@ -114,3 +114,59 @@ def test_fuzz_make_vec_only_raises_clear_errors(env_id, num_envs, backend, wrapp
         return
     with envs:
         assert envs.num_envs == num_envs
+
+
+# -- the trial's small things (issue 27, item 7) -------------------------------------------------------------
+
+def test_an_env_kwarg_of_a_wrapper_names_the_wrapper():
+    """``frame_skip=4`` on an ALE id: Gymnasium's exception type (TypeError), with the wrapper that takes it."""
+    import ale_py
+
+    gym.register_envs(ale_py)
+    with pytest.raises(TypeError):
+        gym.make("ALE/Breakout-v5", frame_skip=4)
+    with pytest.raises(TypeError, match="'frame_skip'.*option of the wrapper 'atari_preprocessing'"):
+        torchwm.make_vec("ALE/Breakout-v5", 2, backend="shmem", frame_skip=4)
+
+
+def test_a_misspelt_wrapper_option_gets_a_did_you_mean():
+    with pytest.raises(TypeError, match=r"no option 'stack_sise' \(did you mean 'stack_size'\?\)"):
+        torchwm.make_vec("CartPole-v1", wrappers=[{"name": "frame_stack", "stack_sise": 2}])
+
+
+def run_script(tmp_path, text, timeout=300):
+    import subprocess
+    import sys
+
+    script = tmp_path / "script.py"
+    script.write_text(text)
+    return subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=timeout, cwd=tmp_path)
+
+
+def test_the_ale_banner_is_printed_at_most_once(tmp_path):
+    out = run_script(tmp_path, (
+        "import numpy as np, torchwm\n"
+        "if __name__ == '__main__':\n"
+        "    for backend, context in (('shmem', 'forkserver'), ('subproc', 'spawn')):\n"
+        "        with torchwm.make_vec('ALE/Pong-v5', 4, backend=backend, seed=0,\n"
+        "                              backend_kwargs={'num_workers': 2, 'context': context}) as envs:\n"
+        "            envs.reset()\n"
+        "    with torchwm.make_vec('ALE/Pong-v5', 2, backend='sync', seed=0) as envs:\n"
+        "        envs.reset()\n"
+    ))
+    assert out.returncode == 0, out.stderr
+    assert (out.stdout + out.stderr).count("A.L.E: Arcade Learning Environment") <= 1, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("backend", ["shmem", "subproc"])
+def test_spawn_without_a_main_guard_prints_the_helpful_line_only(backend, tmp_path):
+    out = run_script(tmp_path, (
+        "import torchwm\n"
+        f"envs = torchwm.make_vec('CartPole-v1', 2, backend={backend!r},\n"
+        "                        backend_kwargs={'num_workers': 2, 'context': 'spawn'})\n"
+    ))
+    assert out.returncode == 1
+    lines = out.stderr.strip().splitlines()
+    assert "if __name__ == '__main__':" in lines[-1] and lines[-1].startswith("torchwm.errors.WorkerError")
+    # the parent's one error; none of the workers' tracebacks (each used to print its own, twice)
+    assert out.stderr.count("Traceback") == 1 and "RuntimeError" not in out.stderr and len(lines) < 25, out.stderr

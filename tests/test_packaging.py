@@ -109,7 +109,7 @@ def test_the_readme_test_command_installs_every_extra_the_tests_use():
     readme = (ROOT / "README.md").read_text()
     command = readme.split("<!-- test command -->", 1)[1].split("```bash\n", 1)[1].splitlines()[0]
     extras = re.search(r'"\.\[([a-z,]+)\]"', command).group(1).split(",")
-    assert {"test", "torch", "plot", "render"} <= set(extras)
+    assert {"test", "torch", "plot", "render", "video"} <= set(extras)
     assert "./plugins/torchwm-ray" in command and "./plugins/torchwm-envpool" in command
 
 
@@ -157,3 +157,8 @@ def test_the_wheel_holds_the_configs_the_typing_marker_and_the_license(tmp_path)
     assert "License-Expression: MIT" in metadata and "Classifier: License ::" not in metadata
     core = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:") and "extra ==" not in line]
     assert core and not any(heavy in line for line in core for heavy in ("matplotlib", "pygame", "torch ", "classic-control"))
+
+
+def test_the_readme_extras_table_lists_every_extra():
+    table = re.findall(r"^\| `([a-z0-9]+)` \|", (ROOT / "README.md").read_text(), re.MULTILINE)
+    assert set(table) == set(PYPROJECT["project"]["optional-dependencies"]), table

@@ -144,3 +144,106 @@ def test_sync_backend_is_gymnasium_vector_env():
         assert isinstance(envs, gym.vector.VectorEnv)
         obs, _ = envs.reset()
         assert obs.shape == (2, 4) and np.isfinite(obs).all()
+
+
+BROKEN_PLUGINS = {
+    # entry-point name -> module text
+    "raises-at-import": 'raise RuntimeError("this plugin is broken on purpose")\n',
+    "takes-sync": (
+        "import torchwm\nfrom torchwm.vector.sync import SyncVectorEnv\n\n"
+        "@torchwm.hookimpl\ndef register_backends(register):\n    register('sync', SyncVectorEnv)\n"
+    ),
+    "misspelt-hook": (
+        "import torchwm\n\n@torchwm.hookimpl\ndef register_backend(register):\n    register('never', None)\n"
+    ),
+    "bad-hook-arguments": (
+        "import torchwm\n\n@torchwm.hookimpl\ndef register_wrappers(register, extra):\n    pass\n"
+    ),
+    "torchwm.vector.sync": "import torchwm\n",  # a plugin name torchwm's own sync backend has
+}
+
+
+def install_fake_distribution(root, dist_name, entry_points):
+    """A distribution on ``root`` (a sys.path entry) with ``entry_points`` {name: module text} in group torchwm."""
+    lines = ["[torchwm]"]
+    for i, (name, text) in enumerate(entry_points.items()):
+        module = f"{dist_name.replace('-', '_')}_{i}"
+        (root / f"{module}.py").write_text(text)
+        lines.append(f"{name} = {module}")
+    dist = root / f"{dist_name.replace('-', '_')}-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist_name}\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("\n".join(lines) + "\n")
+
+
+def run_python(script, path, **env):
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True,
+                          env={**__import__("os").environ, "PYTHONPATH": str(path), **env}, timeout=300)
+
+
+def test_broken_plugins_are_reported_once_and_everything_else_works(tmp_path):
+    install_fake_distribution(tmp_path, "torchwm-broken", BROKEN_PLUGINS)
+    out = run_python('''
+        import numpy as np, torchwm
+        for backend, options in (("sync", {}), ("shmem", {"num_workers": 2, "context": "spawn"})):
+            with torchwm.make_vec("CartPole-v1", 2, backend=backend, seed=0, backend_kwargs=options) as envs:
+                envs.reset()
+                print(backend, envs.step(np.zeros(2, dtype=np.int64))[1].tolist())
+        print(sorted(f.name for f in torchwm.plugins.failed_plugins()))
+        print({b.name: b.plugin for b in torchwm.list_backends()}["sync"])
+    ''', tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "sync [1.0, 1.0]", "shmem [1.0, 1.0]", str(sorted(BROKEN_PLUGINS)), "torchwm.vector.sync"]
+    lines = out.stderr.strip().splitlines()
+    # one line each, in the parent only (the shmem workers load the plugins again and stay quiet)
+    assert len(lines) == len(BROKEN_PLUGINS), out.stderr
+    for name in BROKEN_PLUGINS:
+        line = next(line for line in lines if line.startswith(f"torchwm: plugin {name!r} (from torchwm-broken 0.1)"))
+        assert f"TORCHWM_DISABLE_PLUGINS={name}" in line or name == "torchwm.vector.sync"
+    assert "the plugin name 'torchwm.vector.sync' is taken by torchwm" in out.stderr
+    assert "this plugin is broken on purpose" in out.stderr  # what failed
+    assert "'sync' is registered twice" in out.stderr
+    assert "unknown hook 'register_backend'" in out.stderr
+
+
+def test_torchwm_list_shows_a_broken_plugin_and_its_error(tmp_path):
+    install_fake_distribution(tmp_path, "torchwm-broken", {"raises-at-import": BROKEN_PLUGINS["raises-at-import"]})
+    out = run_python("import sys, torchwm.cli; sys.exit(torchwm.cli.main(['list']))", tmp_path)
+    assert out.returncode == 0, out.stderr
+    row = next(line for line in out.stdout.splitlines() if "raises-at-import" in line)
+    assert "torchwm-broken 0.1" in row and "NOT LOADED" in row and "this plugin is broken on purpose" in row
+    assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+def test_disabling_a_broken_plugin_silences_it(tmp_path):
+    install_fake_distribution(tmp_path, "torchwm-broken", {"raises-at-import": BROKEN_PLUGINS["raises-at-import"]})
+    out = run_python("import torchwm; torchwm.make_vec('CartPole-v1', backend='sync').close()", tmp_path,
+                     TORCHWM_DISABLE_PLUGINS="raises-at-import")
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+
+
+def test_a_plugin_that_registers_itself_on_import_is_registered_once(tmp_path):
+    """The notebook style (``register_plugin(sys.modules[__name__], ...)`` at import), installed as a package."""
+    install_fake_distribution(tmp_path, "torchwm-selfreg", {"counting": THIRD_PARTY_PLUGIN + (
+        "\nimport sys\nimport torchwm.plugins\ntorchwm.plugins.register_plugin(sys.modules[__name__], name='counting')\n")})
+    out = run_python('''
+        import torchwm
+        info = {b.name: b for b in torchwm.list_backends()}["counting"]
+        print(info.plugin, info.distribution, torchwm.plugins.failed_plugins())
+        torchwm.make_vec("CartPole-v1", 2, backend="counting").close()
+    ''', tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["counting", "torchwm-selfreg", "[]"] and out.stderr == ""
+
+
+def test_a_broken_runtime_plugin_still_raises(fresh_plugins):
+    """register_plugin at run time: the caller is there to fix it, so its failure is an error, not a line."""
+    class Plugin:
+        @torchwm.hookimpl
+        def register_backends(self, register):
+            raise RuntimeError("mine")
+
+    plugins.register_plugin(Plugin(), name="mine")
+    with pytest.raises(RuntimeError, match="mine"):
+        plugins.registry("backend")

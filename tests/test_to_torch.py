@@ -43,3 +43,56 @@ def test_same_step_final_obs_passes_through():
 def test_bad_device_is_refused():
     with pytest.raises((ValueError, RuntimeError), match="device"):
         ToTorch(torchwm.make_vec("CartPole-v1", 1), device="nonsense")
+
+
+# -- torchwm.to_torch, the documented way in ----------------------------------------------------------------
+
+def test_torchwm_to_torch_is_the_documented_function_and_import_torchwm_does_not_import_torch():
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, numpy as np, torchwm\n"
+        "assert 'torch' not in sys.modules, 'import torchwm imported torch'\n"
+        "envs = torchwm.to_torch(torchwm.make_vec('CartPole-v1', num_envs=2, seed=0), device='cpu')\n"
+        "obs, infos = envs.reset()\n"
+        "print(type(envs).__name__, type(obs).__name__, obs.device, torchwm.ToTorch is type(envs))\n"
+        "from torchwm.to_torch import to_torch\n"  # importing the module by name keeps torchwm.to_torch callable
+        "print(type(torchwm.to_torch(envs.env)).__name__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["ToTorch", "Tensor", "cpu", "True", "ToTorch"]
+
+
+@pytest.mark.parametrize("backend", ["sync", "shmem"])
+def test_to_torch_gives_the_backend_arrays_as_tensors(backend):
+    options = {"num_workers": 2} if backend == "shmem" else {}
+    with torchwm.make_vec("CartPole-v1", 2, backend=backend, seed=0, backend_kwargs=options) as plain:
+        envs = torchwm.to_torch(torchwm.make_vec("CartPole-v1", 2, backend=backend, seed=0, backend_kwargs=options))
+        try:
+            obs, _ = envs.reset()
+            assert torch.equal(obs, torch.from_numpy(plain.reset()[0]))
+            got = envs.step(torch.tensor([1, 0]))
+            want = plain.step(np.array([1, 0]))
+            for a, b in zip(got[:4], want[:4]):
+                assert isinstance(a, torch.Tensor) and np.array_equal(a.numpy(), b)
+        finally:
+            envs.close()
+
+
+def test_the_device_argument_is_passed_through(monkeypatch):
+    """Without a GPU: the device reaches ToTorch (a bad one is refused by name, 'meta' is used as given)."""
+    envs = torchwm.make_vec("CartPole-v1", 2, seed=0)
+    try:
+        wrapped = torchwm.to_torch(envs, device="meta", pin_memory=False)
+        assert wrapped.device == torch.device("meta") and wrapped.pin_memory is False
+        obs, _ = wrapped.reset()
+        assert obs.device.type == "meta" and tuple(obs.shape) == (2, 4)
+        if not torch.cuda.is_available():
+            with pytest.raises(ValueError, match="pin_memory=True needs CUDA"):
+                torchwm.to_torch(envs, device="cpu", pin_memory=True)
+        with pytest.raises(ValueError, match="device must be a torch device"):
+            torchwm.to_torch(envs, device="gpu0")
+    finally:
+        envs.close()

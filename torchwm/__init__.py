@@ -2,7 +2,11 @@
 
     >>> import torchwm
     >>> envs = torchwm.make_vec("ALE/Pong-v5", num_envs=4, backend="sync", seed=0)  # doctest: +SKIP
+
+``torchwm.to_torch`` and ``torchwm.ToTorch`` (torch tensors out) import torch on first use only.
 """
+
+from typing import Any
 
 from torchwm import envs as _envs  # noqa: F401  (registers torchwm/Synthetic-v0 with Gymnasium)
 from torchwm.ale_vector import make_atari_vector_env
@@ -50,4 +54,15 @@ __all__ = [
     "make_vec_from_config",
     "make_vec_from_fns",
     "make_vec_from_spec",
+    "to_torch",
+    "ToTorch",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``to_torch`` and ``ToTorch``, imported on first use, so that ``import torchwm`` does not import torch."""
+    if name in ("to_torch", "ToTorch"):
+        import torchwm.to_torch as module  # the module is callable as to_torch
+
+        return module if name == "to_torch" else module.ToTorch
+    raise AttributeError(f"module 'torchwm' has no attribute {name!r}")

@@ -168,6 +168,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="print the resolved config (every default explicit) in the file's format (TOML, YAML or "
                           "JSON; TOML for an env id) and exit")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument("--video", metavar="DIR", help="record env 0's episodes to MP4 files in DIR (record_video, "
+                                                    "Gymnasium's episode schedule; needs torchwm's [video] extra)")
     run.set_defaults(handler=cmd_run, parser=run)
 
     bench_parser = commands.add_parser("bench", parents=[common],
@@ -224,7 +226,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def _plugins() -> list[tuple[str, str, list[str]]]:
     """(plugin name, "distribution version", what it registered) for every loaded plugin."""
-    from torchwm.plugins import DEFAULT_PLUGINS, plugin_manager, registry
+    from torchwm.plugins import DEFAULT_PLUGINS, failed_plugins, plugin_manager, registry
 
     manager = plugin_manager()
     dists = {manager.get_name(plugin): f"{d.metadata['name']} {d.version}" for plugin, d in manager.list_plugin_distinfo()}
@@ -239,6 +241,9 @@ def _plugins() -> list[tuple[str, str, list[str]]]:
             continue
         dist = dists.get(name) or (f"torchwm {_version('torchwm')}" if name in DEFAULT_PLUGINS else "(registered at run time)")
         rows.append((name, dist, provided.get(name, ["(nothing)"])))
+    for failed in failed_plugins():
+        rows.append((failed.name, f"{failed.distribution or '?'} {failed.version or ''}".strip(),
+                     [f"NOT LOADED: {failed.error}"]))
     return rows
 
 
@@ -305,6 +310,10 @@ clock: Callable[[], float] = time.perf_counter
 
 def cmd_run(args: argparse.Namespace) -> int:
     spec, run_options = _load_run(args)
+    if args.video is not None:
+        from torchwm.wrappers.record_video import with_video
+
+        spec = with_video(spec, args.video)
     if args.print_config:
         sys.stdout.write(dump_config(spec, config_format(args.target)))
         return EXIT_OK

@@ -22,6 +22,7 @@ EXTRAS = {
     "render": "pygame",
     "torch": "torch",
     "sb3": "stable-baselines3",
+    "video": "moviepy",
 }
 
 

@@ -10,7 +10,9 @@ id, ``vectorization_mode`` and ``vector_kwargs`` (`gymnasium_arguments`).
 
 from __future__ import annotations
 
+import contextvars
 import functools
+import inspect
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -30,6 +32,7 @@ from torchwm.spec import (
     resolve_wrapper,
     resolve_wrappers,
     wrapper_env_kwargs,
+    wrapper_options,
 )
 from torchwm.wrappers.atari_fused import build_fused_atari, unfusable_reason
 
@@ -160,6 +163,7 @@ def resolve_spec(
     size = _check_size(size)
 
     resolved = names.resolve(id, env_kwargs)
+    _check_wrapper_options_given_to_env(resolved.id, env_kwargs)
     wrapper_specs = resolve_wrappers(wrappers, family=resolved.family, env_id=resolved.id)
     if size is not None:
         # Pixels first (after episode_statistics, which stays on the env itself), so that every wrapper above
@@ -186,20 +190,78 @@ def resolve_spec(
         family=resolved.family,
     )
     # Decided here, not when an env is built, so that the spec (and a config dumped from it) says what is built.
-    return spec.replace(fused=fused and spec.family == "atari" and unfusable_reason(spec) is None)
+    return spec.replace(fused=fused and spec.family == "atari" and unfusable_reason(_without_recorders(spec)[0]) is None)
 
 
-def build_env(spec: VecSpec) -> gym.Env:
-    """One env of ``spec``: the fused Atari env if ``spec.fused``, else source then wrappers."""
-    if spec.fused:
-        fused = build_fused_atari(spec)
-        if fused is None:
-            raise UnsupportedStackError(f"the spec says fused=True, but the fused env cannot run it: {unfusable_reason(spec)}")
-        return fused
-    env = registry("source").get(spec.source).factory(spec.id, **spec.env_kwargs)
-    for wrapper in spec.wrappers:
-        env = wrapper.apply(env)
-    return env
+# Wrappers that only watch the env (they change no observation, reward or flag): at the end of a stack they
+# wrap the fused Atari env as they would the wrapper chain, so they do not turn the fused env off.
+RECORDERS = ("record_video",)
+
+
+def _without_recorders(spec: VecSpec) -> tuple[VecSpec, tuple[Any, ...]]:
+    """``spec`` without the recorders that end its stack, and those recorders."""
+    wrappers = list(spec.wrappers)
+    recorders: list[Any] = []
+    while wrappers and wrappers[-1].name in RECORDERS:
+        recorders.insert(0, wrappers.pop())
+    return spec.replace(wrappers=tuple(wrappers)), tuple(recorders)
+
+
+def _check_wrapper_options_given_to_env(env_id: str, env_kwargs: dict[str, Any]) -> None:
+    """An env kwarg the env does not take but a registered wrapper does (``frame_skip=4`` on an ALE id)
+    is a TypeError, as Gymnasium's for an unexpected keyword, that names the wrapper."""
+    gym_spec = gym.registry.get(env_id)
+    if not env_kwargs or gym_spec is None:
+        return
+    try:
+        entry_point = gym_spec.entry_point
+        creator: Any = gym.envs.registration.load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
+        params = inspect.signature(creator).parameters
+    except (TypeError, ValueError, ImportError, AttributeError):
+        return  # no signature to check against: the env checks its arguments itself
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return
+    taken = set(params) | set(inspect.signature(gym.make).parameters)
+    for key in env_kwargs:
+        if key in taken:
+            continue
+        owners = [entry.name for entry in registry("wrapper") if key in wrapper_options(entry.factory)]
+        if owners:
+            raise TypeError(
+                f"{env_id!r} got an unexpected keyword argument {key!r}: it is an option of the wrapper "
+                f"{' and '.join(map(repr, owners))}, not of the env; give it there, e.g. "
+                f"wrappers=[{{'name': {owners[0]!r}, {key!r}: {env_kwargs[key]!r}}}, ...]"
+            )
+
+
+# Which env of its vector env `build_env` is building: the ``record_video`` wrapper records only some.
+_env_index: contextvars.ContextVar[int | None] = contextvars.ContextVar("torchwm_env_index", default=None)
+
+
+def current_env_index() -> int | None:
+    """The index in its vector env of the env being built (for a wrapper factory), or None outside one."""
+    return _env_index.get()
+
+
+def build_env(spec: VecSpec, index: int | None = None) -> gym.Env:
+    """One env of ``spec`` (env ``index`` of its vector env): the fused Atari env if ``spec.fused``, else
+    source then wrappers."""
+    token = _env_index.set(index)
+    try:
+        if spec.fused:
+            core, recorders = _without_recorders(spec)
+            fused = build_fused_atari(core)
+            if fused is None:
+                raise UnsupportedStackError(f"the spec says fused=True, but the fused env cannot run it: {unfusable_reason(core)}")
+            for wrapper in recorders:
+                fused = wrapper.apply(fused)
+            return fused
+        env = registry("source").get(spec.source).factory(spec.id, **spec.env_kwargs)
+        for wrapper in spec.wrappers:
+            env = wrapper.apply(env)
+        return env
+    finally:
+        _env_index.reset(token)
 
 
 class _SeedFirstReset(gym.Wrapper):

@@ -11,6 +11,9 @@ loaded from the entry-point group ``torchwm``::
     # pyproject.toml of a plugin package
     [project.entry-points.torchwm]
     mybackend = "torchwm_mybackend"
+
+An installed plugin whose import or hook fails is left out and reported once
+(`torchwm.plugins.failed_plugins`); the rest of torchwm works.
 """
 
 from __future__ import annotations

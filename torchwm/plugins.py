@@ -6,6 +6,15 @@ third-party plugins, which come from the entry-point group ``torchwm``.
 Loading is lazy (the first `registry()` call) and runs once.
 ``TORCHWM_DISABLE_PLUGINS=a,b`` blocks plugins by name: an entry-point name,
 or a built-in module name such as ``torchwm.vector.shmem``.
+
+A third-party plugin that cannot be used (its import fails, its name or one of
+the names it registers is taken, a hook is misspelt or has the wrong
+arguments, its hook raises) is left out, and everything else works: it is
+reported once, in one line on stderr that names its distribution, what failed
+and how to disable it, and ``torchwm list`` shows it with its error
+(`failed_plugins`). Worker processes inherit the fact that it was reported
+and stay quiet. A plugin registered at run time (`register_plugin`) raises
+instead: the caller is right there to fix it.
 """
 
 from __future__ import annotations
@@ -14,7 +23,9 @@ import functools
 import importlib
 import importlib.metadata
 import os
+import sys
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 import pluggy
@@ -38,8 +49,118 @@ HOOK_KINDS = {
     "register_wrappers": "wrapper",
 }
 
+# Set once the broken plugins were reported, so that worker processes (which inherit the environment
+# and load the plugins again) do not report them again.
+REPORTED_ENV = "TORCHWM_PLUGIN_ERRORS_REPORTED"
+
+
+@dataclass(frozen=True)
+class FailedPlugin:
+    """A plugin left out because it could not be used."""
+
+    name: str  # the entry-point name (what TORCHWM_DISABLE_PLUGINS takes)
+    distribution: str | None
+    version: str | None
+    error: str  # what failed, one line
+
+    def message(self) -> str:
+        dist = f"{self.distribution} {self.version or ''}".strip() if self.distribution else "an unknown distribution"
+        fix = f"uninstall it or set TORCHWM_DISABLE_PLUGINS={self.name}"
+        if self.name in DEFAULT_PLUGINS:  # disabling the name would disable torchwm's own plugin
+            fix = "uninstall it, or ask its authors to rename its entry point"
+        return (f"torchwm: plugin {self.name!r} (from {dist}) is not loaded: {self.error.rstrip('.')}. "
+                f"The rest of torchwm works; to silence this, {fix}")
+
+
+class PluginManager(pluggy.PluginManager):
+    """pluggy's manager, loading entry points one at a time so that a broken one is left out."""
+
+    def __init__(self, project_name: str) -> None:
+        super().__init__(project_name)
+        self.entry_point_dists: list[tuple[Any, importlib.metadata.Distribution]] = []
+        self.failed: dict[str, FailedPlugin] = {}
+        # register_plugin() calls made while entry points load (a module that registers itself on import),
+        # with the distribution being loaded; they are registered after the entry points, unless the
+        # object already is (its entry point registered it).
+        self.deferred: list[tuple[Any, str | None, importlib.metadata.Distribution]] = []
+        self.loading: importlib.metadata.Distribution | None = None
+
+    def list_plugin_distinfo(self) -> list[tuple[Any, Any]]:  # type: ignore[override]
+        """(plugin, distribution) for every plugin loaded from an entry point."""
+        return list(self.entry_point_dists)
+
+    def load_entry_points(self, group: str) -> None:
+        """Load every entry point of ``group``; one that fails is recorded in `failed` and left out."""
+        for dist in list(importlib.metadata.distributions()):
+            for ep in dist.entry_points:
+                if ep.group != group or self.is_blocked(ep.name) or ep.name in self.failed:
+                    continue
+                if self.has_plugin(ep.name):
+                    # Another copy of the same distribution is skipped, as pluggy does; another one's is an error.
+                    owner = self._distribution_of(ep.name)
+                    if owner != dist.metadata["name"]:
+                        self._fail(ep.name, dist, f"the plugin name {ep.name!r} is taken by {owner}")
+                    continue
+                self._load_entry_point(ep, dist)
+        for plugin, name, dist in self.deferred:
+            if plugin not in (p for _, p in self.list_name_plugin()):
+                self._register_checked(plugin, name or self.get_canonical_name(plugin), dist)
+        self.deferred.clear()
+
+    def _distribution_of(self, name: str) -> str:
+        if name in DEFAULT_PLUGINS:
+            return "torchwm"
+        plugin = self.get_plugin(name)
+        return next((d.metadata["name"] for p, d in self.entry_point_dists if p is plugin), "a plugin registered at run time")
+
+    def _load_entry_point(self, ep: importlib.metadata.EntryPoint, dist: importlib.metadata.Distribution) -> None:
+        self.loading = dist
+        try:
+            plugin = ep.load()
+        except Exception as exc:  # noqa: BLE001 - any import error of a plugin is the plugin's
+            self._fail(ep.name, dist, f"importing {ep.value!r} failed: {_one_line(exc)}")
+            return
+        finally:
+            self.loading = None
+        self._register_checked(plugin, ep.name, dist)
+
+    def _register_checked(self, plugin: Any, name: str, dist: importlib.metadata.Distribution) -> None:
+        try:
+            self.register(plugin, name=name)  # pluggy's ValueError (a taken name), PluginValidationError
+        except Exception as exc:  # noqa: BLE001 - whatever pluggy refuses is the plugin's problem
+            self._fail(name, dist, _one_line(exc))
+            return
+        try:
+            self.check_pending()  # a hook name that no spec has: a misspelt hook
+        except pluggy.PluginValidationError as exc:
+            self.unregister(plugin)
+            self._fail(name, dist, _one_line(exc))
+            return
+        self.entry_point_dists.append((plugin, dist))
+
+    def _fail(self, name: str, dist: importlib.metadata.Distribution | None, error: str) -> None:
+        self.failed[name] = FailedPlugin(name, dist.metadata["name"] if dist else None,
+                                         dist.version if dist else None, error)
+
+    def fail_plugin(self, name: str, error: str) -> None:
+        """Leave out the loaded plugin ``name``: its hook failed while the registries were built."""
+        plugin = self.get_plugin(name)
+        dist = next((d for p, d in self.entry_point_dists if p is plugin), None)
+        self.entry_point_dists = [(p, d) for p, d in self.entry_point_dists if p is not plugin]
+        self.unregister(name=name)
+        self._fail(name, dist, error)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or "(no message)"
+    if len(text) > 300:
+        text = text[:297] + "..."
+    return f"{type(exc).__name__}: {text}"
+
+
 _lock = threading.RLock()
-_manager: pluggy.PluginManager | None = None
+_manager: PluginManager | None = None
+_loading: PluginManager | None = None  # the manager being built, for register_plugin calls made by its plugins
 _registries: dict[str, Registry] | None = None
 
 
@@ -55,12 +176,12 @@ def _torchwm_version() -> str | None:
         return None
 
 
-def plugin_manager() -> pluggy.PluginManager:
+def plugin_manager() -> PluginManager:
     """The plugin manager, loaded on first use."""
-    global _manager
+    global _manager, _loading
     with _lock:
         if _manager is None:
-            manager = pluggy.PluginManager(hookspecs.PROJECT_NAME)
+            manager = PluginManager(hookspecs.PROJECT_NAME)
             manager.add_hookspecs(hookspecs)
             for name in disabled_plugins():
                 manager.set_blocked(name)
@@ -68,9 +189,30 @@ def plugin_manager() -> pluggy.PluginManager:
                 if manager.is_blocked(module_name):
                     continue
                 manager.register(importlib.import_module(module_name), name=module_name)
-            manager.load_setuptools_entrypoints(hookspecs.PROJECT_NAME)
+            _loading = manager
+            try:
+                manager.load_entry_points(hookspecs.PROJECT_NAME)
+            finally:
+                _loading = None
             _manager = manager
         return _manager
+
+
+def failed_plugins() -> list[FailedPlugin]:
+    """The plugins left out because they could not be used (loads the plugins and registries first)."""
+    with _lock:
+        for kind in HOOK_KINDS.values():
+            registry(kind)
+        return sorted(plugin_manager().failed.values(), key=lambda f: f.name)
+
+
+def _report(failed: list[FailedPlugin]) -> None:
+    """One line on stderr per broken plugin, once per process tree."""
+    if not failed or os.environ.get(REPORTED_ENV):
+        return
+    for plugin in failed:
+        print(plugin.message(), file=sys.stderr)
+    os.environ[REPORTED_ENV] = ",".join(f.name for f in failed)
 
 
 def _distributions(manager: pluggy.PluginManager) -> dict[str, tuple[str | None, str | None]]:
@@ -84,9 +226,29 @@ def _distributions(manager: pluggy.PluginManager) -> dict[str, tuple[str | None,
     return found
 
 
-def _collect(manager: pluggy.PluginManager) -> dict[str, Registry]:
+def _collect(manager: PluginManager) -> dict[str, Registry]:
+    """The registries, from every plugin's hooks. A plugin loaded from an entry point whose hook fails
+    (it raises, or registers a name another plugin has) is left out and the registries are built
+    again without it; the failure of any other plugin (built-in, registered at run time) raises."""
+    while True:
+        try:
+            return _collect_once(manager)
+        except _PluginHookError as failure:
+            manager.fail_plugin(failure.plugin, _one_line(failure.error))
+
+
+class _PluginHookError(Exception):
+    """The hook of an entry-point plugin failed."""
+
+    def __init__(self, plugin: str, error: Exception) -> None:
+        super().__init__(plugin, error)
+        self.plugin, self.error = plugin, error
+
+
+def _collect_once(manager: PluginManager) -> dict[str, Registry]:
     registries = {kind: Registry(kind) for kind in HOOK_KINDS.values()}
     dists = _distributions(manager)
+    from_entry_points = {manager.get_name(plugin) for plugin, _ in manager.entry_point_dists}
     for hook_name, kind in HOOK_KINDS.items():
         # Calling each implementation on its own lets the register callback know
         # which plugin is registering. get_hookimpls() lists them in registration
@@ -95,7 +257,12 @@ def _collect(manager: pluggy.PluginManager) -> dict[str, Registry]:
             distribution, version = dists.get(impl.plugin_name, (None, None))
             register = functools.partial(registries[kind].register, plugin=impl.plugin_name,
                                          distribution=distribution, version=version)
-            impl.function(register=register)
+            try:
+                impl.function(register=register)
+            except Exception as exc:
+                if impl.plugin_name in from_entry_points:
+                    raise _PluginHookError(impl.plugin_name, exc) from exc
+                raise
     return registries
 
 
@@ -104,15 +271,28 @@ def registry(kind: str) -> Registry:
     global _registries
     with _lock:
         if _registries is None:
-            _registries = _collect(plugin_manager())
+            manager = plugin_manager()
+            _registries = _collect(manager)
+            _report(sorted(manager.failed.values(), key=lambda f: f.name))
         return _registries[kind]
 
 
 def register_plugin(plugin: Any, name: str | None = None) -> None:
-    """Register a plugin object at run time (tests, notebooks) and rebuild the registries."""
+    """Register a plugin object at run time (tests, notebooks) and rebuild the registries.
+
+    Registering the same object under the same name again does nothing, and a module that registers
+    itself on import while its entry point loads is registered once, so such a module works both
+    imported by hand and installed.
+    """
     global _registries
     with _lock:
-        plugin_manager().register(plugin, name=name)
+        if _loading is not None and _loading.loading is not None:
+            _loading.deferred.append((plugin, name, _loading.loading))
+            return
+        manager = plugin_manager()
+        if name is not None and manager.get_plugin(name) is plugin:
+            return
+        manager.register(plugin, name=name)
         _registries = None
 
 
@@ -130,6 +310,7 @@ def reset() -> None:
     with _lock:
         _manager = None
         _registries = None
+        os.environ.pop(REPORTED_ENV, None)
 
 
 def plugin_names() -> list[str]:

@@ -23,6 +23,7 @@ import inspect
 import json
 import math
 import numbers
+import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -266,6 +267,15 @@ def show_value(value: Any) -> str:
         return repr(value)
 
 
+def _type_name(annotation: Any) -> str:
+    """``int``, ``int or None``, ``tuple``: an annotation in words, without Annotated's constraints."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        return _type_name(typing.get_args(annotation)[0])
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return " or ".join("None" if a is type(None) else _type_name(a) for a in typing.get_args(annotation))
+    return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
+
+
 def _check_option(wrapper: str, key: str, value: Any, annotation: Any) -> Any:
     if annotation is inspect.Parameter.empty:
         return value
@@ -273,7 +283,7 @@ def _check_option(wrapper: str, key: str, value: Any, annotation: Any) -> Any:
         return pydantic.TypeAdapter(annotation).validate_python(value, strict=not isinstance(value, list))
     except pydantic.ValidationError as exc:
         error = exc.errors()[0]
-        expected = getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
+        expected = _type_name(annotation)
         raise WrapperOptionError(
             f"wrapper {wrapper!r}: option {key!r} expected {expected}, got {value!r} ({error['msg'].lower()})",
             key, f"{expected_text(error)}, got {show_value(value)}",
@@ -315,11 +325,12 @@ def resolve_wrapper(item: Any, *, family: str = "generic", env_id: str = "") -> 
     if unknown:
         listed = f"its options are: {', '.join(options) or '(none)'}"
         raise WrapperOptionError(
-            f"wrapper {name!r} has no option {', '.join(map(repr, unknown))}; {listed}",
+            f"wrapper {name!r} has no option {', '.join(map(repr, unknown))}{did_you_mean(unknown[0], list(options))}; "
+            f"{listed}",
             unknown[0], f"wrapper {name!r} has no option {unknown[0]!r}{did_you_mean(unknown[0], list(options))}; {listed}",
         )
     try:
-        hints = typing.get_type_hints(entry.factory)
+        hints = typing.get_type_hints(entry.factory, include_extras=True)  # keeps Annotated constraints (ge=1)
     except Exception:  # a factory whose annotations do not evaluate is not type-checked
         hints = {}
     kwargs: dict[str, Any] = {}

@@ -10,10 +10,17 @@ values torch cannot hold (the object arrays of ``final_obs`` under
 through unchanged; and torchwm's ``env_ids=`` and ``send``/``recv`` are
 forwarded. It needs torch only (`NumpyToTorch` also needs array-api-compat):
 torchwm's ``[torch]`` extra, installed from a checkout with ``pip install ".[torch]"``.
+
+``torchwm.to_torch(envs, device=..., pin_memory=...)`` is the way in: ``import torchwm`` does not
+import torch, and the first use of ``torchwm.to_torch`` imports this module. The module itself is
+callable (it is also the attribute ``torchwm.to_torch`` once imported), so that the call works
+whichever of the two the name is.
 """
 
 from __future__ import annotations
 
+import sys
+import types
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -141,3 +148,14 @@ def to_numpy(value: Any) -> Any:
     if isinstance(value, tuple):
         return tuple(to_numpy(item) for item in value)
     return value
+
+
+class _CallableModule(types.ModuleType):
+    """This module, callable as `to_torch`: importing ``torchwm.to_torch`` makes the package attribute
+    ``torchwm.to_torch`` this module, and ``torchwm.to_torch(envs)`` must still work."""
+
+    def __call__(self, env: Any, device: str | torch.device = "cpu", pin_memory: bool | None = None) -> ToTorch:
+        return to_torch(env, device=device, pin_memory=pin_memory)
+
+
+sys.modules[__name__].__class__ = _CallableModule

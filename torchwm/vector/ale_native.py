@@ -57,6 +57,9 @@ def _refuse(spec: VecSpec, what: str) -> UnsupportedStackError:
 
 def _stack_kwargs(spec: VecSpec) -> dict[str, Any]:
     """The preprocessing arguments of AtariVectorEnv that the wrapper stack means."""
+    if any(w.name == "record_video" for w in spec.wrappers):
+        raise _refuse(spec, "the wrapper 'record_video' needs each env's screen, and ALE's vector env returns "
+                            "only its preprocessed observations (it has no render)")
     try:
         stack = parse_for(spec, "ale-native")
     except UnsupportedStackError as exc:

@@ -304,4 +304,4 @@ def spec_env_fns(spec: VecSpec) -> list[Callable[[], gym.Env]]:
     """One no-argument factory per env of ``spec``: its ``env_fns``, or `torchwm.factory.build_env` of it."""
     if spec.env_fns is not None:
         return list(spec.env_fns)
-    return [functools.partial(build_env, spec)] * spec.num_envs
+    return [functools.partial(build_env, spec, index=i) for i in range(spec.num_envs)]

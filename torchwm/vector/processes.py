@@ -182,6 +182,11 @@ class ProcessWorker(Transport):
     @classmethod
     def configure(cls, backend: str, spec: VecSpec, env_fns: list[Callable[[], gym.Env]],
                   options: dict[str, Any], pool: PoolSettings) -> ProcessSettings:
+        if getattr(multiprocessing.current_process(), "_inheriting", False):
+            # This process is a 'spawn' worker running the parent's main script again (it has no
+            # `if __name__ == "__main__":` guard) and would start workers of its own. It ends quietly: the
+            # parent sees its worker die before reaching torchwm and says why, once (`gone`).
+            raise SystemExit(1)
         context = options.get("context")
         if context is None:
             context = DEFAULT_START_METHOD
@@ -459,6 +464,18 @@ def wait_for_message(conn: Any, readable: Readable, idle_since: float) -> None:
     conn.poll(None)
 
 
+def quiet_ale_banner(payload: WorkerPayload) -> None:
+    """No ALE banner from a worker: the emulator prints one each time a process makes its first
+    `ALEInterface` (at Info log level), and the parent has shown it already, or will."""
+    if "ale_py" not in sys.modules and not any(str(s.entry_point).startswith("ale_py") for s in payload.gym_specs):
+        return
+    try:
+        import ale_py
+    except ImportError:
+        return
+    ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
+
+
 def worker_main(conn: Any, parent_conn: Any, payload_bytes: bytes, serve: Callable[..., None]) -> None:
     """Entry point of a worker process: build the envs, report them, then ``serve`` until `Close`.
 
@@ -472,6 +489,7 @@ def worker_main(conn: Any, parent_conn: Any, payload_bytes: bytes, serve: Callab
         send_reply(conn, 0, Started(os.getpid()))
         try:
             payload: WorkerPayload = cloudpickle.loads(payload_bytes)
+            quiet_ale_banner(payload)
             envs = payload.build_envs()
         except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent
             send_reply(conn, 0, error_reply(exc))

@@ -16,6 +16,7 @@ from torchwm.wrappers.episode_statistics import episode_statistics
 from torchwm.wrappers.episodic_life import EpisodicLifeEnv, episodic_life
 from torchwm.wrappers.fire_reset import FireResetEnv, fire_reset
 from torchwm.wrappers.generic import clip_reward, frame_stack, pixels, resize
+from torchwm.wrappers.record_video import record_video
 
 __all__ = [
     "EpisodicLifeEnv",
@@ -43,5 +44,7 @@ def register_wrappers(register):
     register("episode_statistics", episode_statistics,
              description="gymnasium RecordEpisodeStatistics on the env the source makes: whole games, raw rewards")
     register("resize", resize, description="gymnasium ResizeObservation")
+    register("record_video", record_video, env_kwargs={"render_mode": "rgb_array"},
+             description="MP4 videos of chosen envs (env 0 by default), gymnasium RecordVideo; needs [video]")
     register("pixels", pixels, env_kwargs={"render_mode": "rgb_array"},
              description="observations are the rendered RGB frames (gymnasium AddRenderObservation)")
