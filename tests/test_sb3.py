@@ -274,3 +274,15 @@ def test_a_factory_that_returns_one_env_every_time_is_refused_as_dummy_vec_env_r
     with pytest.raises(ValueError, match=sentence):
         torchwm.make_vec_from_fns([lambda: env] * N, backend=backend, backend_kwargs=backend_kwargs)
     env.close()
+
+
+def test_per_env_options_keep_the_make_vec_seed_of_the_first_reset():
+    make = functools.partial(EchoEnv, spaces.Box(low=np.zeros(2, np.float32), high=np.ones(2, np.float32)))
+    with torchwm.make_vec_from_fns([make] * N, seed=7, autoreset_mode="same_step") as plain:
+        expected = plain.reset()[0]
+    venv = SB3VecEnv(torchwm.make_vec_from_fns([make] * N, seed=7, autoreset_mode="same_step"))
+    # Env 0's group is reset first: envs 1 and 2 still get make_vec's seed (7 + i).
+    venv.set_options([{"obs": np.zeros(2, np.float32)}, {}, {}])
+    obs = venv.reset()
+    venv.close()
+    assert np.array_equal(obs[1:], expected[1:]) and not obs[0].any()

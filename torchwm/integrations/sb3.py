@@ -86,10 +86,11 @@ class SB3VecEnv(VecEnv):
     def reset(self) -> VecEnvObs:
         given = [None if s is None else int(s) for s in self._seeds]
         groups = self._option_groups()
-        if len(groups) > 1 and self._first_reset and all(s is None for s in given) and self.vec.spec.seed is not None:
+        first_seed = getattr(self.vec.spec, "seed", None)
+        if len(groups) > 1 and self._first_reset and all(s is None for s in given) and first_seed is not None:
             # The torchwm env's own first reset would use make_vec(seed=...) for every env: kept when the
             # envs are reset in groups below, where only the first group's reset would see it.
-            given = [self.vec.spec.seed + i for i in range(self.num_envs)]
+            given = [first_seed + i for i in range(self.num_envs)]
         if len(groups) == 1:
             options = groups[0][0]
             obs, infos = self.vec.reset(seed=None if all(s is None for s in given) else given, options=options or None)

@@ -902,7 +902,7 @@ class WorkerPool(VectorEnv):
 
     def _local_ids(self, w: int, ids: list[int], where: list[int]) -> list[int] | None:
         """Worker ``w``'s local indices of ``ids[p]`` for ``p`` in ``where``; None if they are all its envs in
-        order (the command then runs on every env, as before env_ids)."""
+        order (the command then names no envs: it runs on all of them)."""
         start = self.worker_slices[w].start
         local = [ids[p] - start for p in where]
         return None if local == list(range(len(self.worker_slices[w]))) else local
