@@ -685,3 +685,77 @@ def test_make_vec_maps_gymnasiums_observation_mode():
                           vector_kwargs={"observation_mode": "different"}) as envs:
         assert envs.spec.backend_kwargs["observation_mode"] == "different"
         assert envs.observation_space == gym.vector.utils.batch_differing_spaces([envs.single_observation_space] * 2)
+
+
+# -- infos of partial resets and of same-step autoresets --------------------------------------------
+
+
+class InfoEnv(gym.Env):
+    """Episodes of ``length`` steps; every reset and step reports infos (one key only some steps have)."""
+
+    observation_space = spaces.Box(0, 100, (1,), np.float32)
+    action_space = spaces.Discrete(2)
+
+    def __init__(self, length):
+        self.length, self.t, self.resets = length, 0, 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t, self.resets = 0, self.resets + 1
+        return np.zeros(1, np.float32), {"resets": self.resets, "length": self.length}
+
+    def step(self, action):
+        self.t += 1
+        info = {"t": self.t, **({"odd": float(self.t)} if self.t % 2 else {})}
+        return np.full(1, self.t, np.float32), float(action), self.t >= self.length, False, info
+
+
+def assert_infos_equal(got, expected):
+    assert sorted(got) == sorted(expected)
+    for key, value in expected.items():
+        if isinstance(value, dict):
+            assert_infos_equal(got[key], value)
+        else:
+            assert np.asarray(got[key]).dtype == np.asarray(value).dtype, key
+            assert np.array_equal(got[key], value), key
+
+
+@pytest.mark.parametrize("backend", ["sync", "subproc", "shmem"])
+def test_infos_of_envs_not_reset_are_not_reported_as_in_gymnasium(backend):
+    """reset(options={"reset_mask": m}) reports the reset envs' infos only (masks ``_key`` = m), as
+    Gymnasium's SyncVectorEnv does; the other envs' rows have no entry."""
+    fns = [functools.partial(InfoEnv, length) for length in (2, 3, 4)]
+    reference = gym.vector.SyncVectorEnv(fns, autoreset_mode=gym.vector.AutoresetMode.DISABLED)
+    envs = torchwm.make_vec_from_fns(fns, backend=backend, autoreset_mode="disabled",
+                                     backend_kwargs=options_for(backend))
+    assert_infos_equal(envs.reset(seed=0)[1], reference.reset(seed=0)[1])
+    for _ in range(4):
+        got, expected = envs.step(np.ones(3, np.int64)), reference.step(np.ones(3, np.int64))
+        assert_infos_equal(got[4], expected[4])
+        ended = expected[2] | expected[3]
+        if ended.any():
+            got_obs, got_infos = envs.reset(options={"reset_mask": ended})
+            expected_obs, expected_infos = reference.reset(options={"reset_mask": ended})
+            assert np.array_equal(got_obs, expected_obs)
+            assert_infos_equal(got_infos, expected_infos)
+            assert got_infos["_resets"].tolist() == ended.tolist()
+    envs.close()
+
+
+@pytest.mark.parametrize("backend", ["sync", "subproc", "shmem"])
+def test_final_info_and_final_obs_in_same_step_mode_as_in_gymnasium(backend):
+    fns = [functools.partial(InfoEnv, length) for length in (2, 3, 4)]
+    reference = gym.vector.SyncVectorEnv(fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    envs = torchwm.make_vec_from_fns(fns, backend=backend, autoreset_mode="same_step",
+                                     backend_kwargs=options_for(backend))
+    envs.reset(seed=0), reference.reset(seed=0)
+    ends = 0
+    for _ in range(5):
+        got, expected = envs.step(np.ones(3, np.int64)), reference.step(np.ones(3, np.int64))
+        for a, b in zip(got[:4], expected[:4], strict=True):
+            assert np.array_equal(a, b)
+        assert_infos_equal(got[4], expected[4])  # final_info, final_obs and their masks included
+        ends += int("final_info" in expected[4])
+        assert ("final_info" in got[4]) == bool((expected[2] | expected[3]).any())
+    assert ends >= 2
+    envs.close()

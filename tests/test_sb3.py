@@ -2,17 +2,25 @@
 
 The reference is `DummyVecEnv` over the same envs (same seeds, same actions): observations, rewards,
 dones, the ``terminal_observation`` and ``TimeLimit.truncated`` infos, the episode statistics and the
-reset infos must be equal. Then SB3's PPO on ``shmem`` logs the same episode returns as on `DummyVecEnv`.
+reset infos must be equal; so must Dict and Tuple actions (SB3 gives one per env), calls on a subset of
+envs (``indices``) and per-env reset options. Then SB3's PPO on ``shmem`` logs the same episode returns
+as on `DummyVecEnv`, and DQN with a `HerReplayBuffer` (which calls ``compute_reward`` on env 0 only)
+learns the same network on 4 envs on ``shmem`` as on `DummyVecEnv`.
 """
+
+import copy
+import functools
 
 import gymnasium as gym
 import numpy as np
 import pytest
 
 pytest.importorskip("stable_baselines3")  # an optional extra; the [test] extra installs it
-
+import torch  # noqa: E402  (installed with stable_baselines3)
+from gymnasium import spaces  # noqa: E402
 from gymnasium.wrappers import RecordEpisodeStatistics, TimeLimit  # noqa: E402
-from stable_baselines3 import PPO  # noqa: E402
+from stable_baselines3 import DQN, PPO, HerReplayBuffer  # noqa: E402
+from stable_baselines3.common.envs import BitFlippingEnv  # noqa: E402
 from stable_baselines3.common.monitor import Monitor  # noqa: E402
 from stable_baselines3.common.vec_env import DummyVecEnv  # noqa: E402
 
@@ -72,18 +80,173 @@ def test_other_autoreset_modes_are_refused_with_what_to_do():
         SB3VecEnv(vec)
 
 
+# The spaces of SB3's test_vec_envs.py (test_vecenv_dict_spaces, test_vecenv_tuple_spaces).
+SPACES = {
+    "discrete": spaces.Discrete(2),
+    "multidiscrete": spaces.MultiDiscrete([2, 3]),
+    "multibinary": spaces.MultiBinary(3),
+    "continuous": spaces.Box(low=np.zeros(2, np.float32), high=np.ones(2, np.float32)),
+}
+
+
+class EchoEnv(gym.Env):
+    """SB3's CustomGymEnv (action space = observation space, 4-step episodes), made deterministic: the
+    observation is the action taken, the reward its flattened sum, so that two vector envs given the same
+    actions must return equal arrays."""
+
+    def __init__(self, space: gym.Space) -> None:
+        self.action_space = self.observation_space = copy.deepcopy(space)  # each env draws from its own
+        self.current_step = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        if seed is not None:
+            self.observation_space.seed(seed)
+        self.current_step = 0
+        return self.observation_space.sample() if options is None else options["obs"], {"options": options}
+
+    def step(self, action):
+        self.current_step += 1
+        reward = float(spaces.flatten(self.action_space, action).sum())
+        ended = self.current_step >= 4
+        return action, reward, ended, False, {}
+
+    @staticmethod
+    def custom_method(dim_0=1, dim_1=1):
+        return np.ones((dim_0, dim_1))
+
+
+def assert_obs_equal(got, expected) -> None:
+    if isinstance(expected, dict):
+        # Key order aside: DummyVecEnv's terminal_observation is the env's own dict, in the env's order.
+        assert sorted(got) == sorted(expected)
+        for key in expected:
+            assert_obs_equal(got[key], expected[key])
+    elif isinstance(expected, tuple):
+        assert isinstance(got, tuple) and len(got) == len(expected)
+        for a, b in zip(got, expected, strict=True):
+            assert_obs_equal(a, b)
+    else:
+        assert got.dtype == expected.dtype and np.array_equal(got, expected)
+
+
+@pytest.mark.parametrize("backend", ["sync", "subproc", "shmem"])
+@pytest.mark.parametrize("kind", ["dict", "unordered_dict", "tuple"])
+def test_dict_and_tuple_actions_equal_dummy_vec_env(backend, kind):
+    space = spaces.Tuple(tuple(SPACES.values())) if kind == "tuple" else spaces.Dict(SPACES)
+    make = functools.partial(EchoEnv, space)
+    reference = DummyVecEnv([make] * N)
+    venv = SB3VecEnv(torchwm.make_vec_from_fns([make] * N, backend=backend, autoreset_mode="same_step"))
+    for venv_ in (reference, venv):
+        venv_.seed(3)
+    assert_obs_equal(venv.reset(), reference.reset())
+    space.seed(0)
+    ended = 0
+    for _ in range(6):
+        # As SB3's check_vecenv_spaces: a list of one sampled action per env.
+        actions = [space.sample() for _ in range(N)]
+        if kind == "unordered_dict":
+            actions = [dict(reversed(list(action.items()))) for action in actions]
+        got, expected = venv.step(actions), reference.step(actions)
+        assert_obs_equal(got[0], expected[0])
+        if kind != "tuple":
+            assert list(got[0]) == list(expected[0]) == list(space.spaces)
+        for a, b in zip(got[1:3], expected[1:3], strict=True):
+            assert a.dtype == b.dtype and np.array_equal(a, b)
+        for got_info, expected_info in zip(got[3], expected[3], strict=True):
+            assert set(got_info) == set(expected_info)
+            if "terminal_observation" in expected_info:
+                ended += 1
+                assert_obs_equal(got_info["terminal_observation"], expected_info["terminal_observation"])
+    assert ended == N  # every env ended once, at step 4
+    with pytest.raises(ValueError, match="one per env"):
+        venv.step(actions[:2])
+    venv.close()
+
+
+@pytest.mark.parametrize("backend", ["sync", "subproc", "shmem"])
+def test_calls_on_a_subset_of_envs_equal_dummy_vec_env(backend):
+    """SB3's test_vecenv_custom_calls, against DummyVecEnv: env_method, get_attr and set_attr with indices
+    (an int, a list, negative ones) reach those envs only."""
+    make = functools.partial(EchoEnv, spaces.Box(low=np.zeros(2, np.float32), high=np.ones(2, np.float32)))
+    results = []
+    for venv in (DummyVecEnv([make] * N),
+                 SB3VecEnv(torchwm.make_vec_from_fns([make] * N, backend=backend, autoreset_mode="same_step"))):
+        venv.reset()
+        calls = [venv.env_method("custom_method", 1, indices=None, dim_1=2),
+                 venv.env_method("custom_method", 1, indices=[0, 2], dim_1=3)]
+        for env_idx in range(N):
+            venv.set_attr("current_step", env_idx, indices=env_idx)
+        attrs = [venv.get_attr("current_step")]
+        venv.set_attr("current_step", 12, indices=[0, -1])
+        venv.set_attr("marker", [1, 2], indices=[1])  # a list value is set whole, on env 1 only
+        attrs += [venv.get_attr("current_step"), venv.get_attr("current_step", indices=[-1, 1]),
+                  venv.get_attr("marker", indices=1)]
+        wrapped = [venv.env_is_wrapped(Monitor), venv.env_is_wrapped(gym.wrappers.PassiveEnvChecker, indices=2)]
+        venv.close()
+        results.append((calls, attrs, wrapped))
+    (calls, attrs, wrapped), (expected_calls, expected_attrs, expected_wrapped) = results
+    assert attrs == expected_attrs == [[0, 1, 2], [12, 1, 12], [12, 1], [[1, 2]]]
+    assert [[a.tolist() for a in c] for c in calls] == [[a.tolist() for a in c] for c in expected_calls]
+    assert [len(c) for c in calls] == [N, 2]
+    assert wrapped == expected_wrapped == [[False] * N, [False]]
+
+
 def test_attributes_and_methods_of_the_envs():
     venv = SB3VecEnv(torchwm.make_vec("CartPole-v1", 2, backend="shmem", autoreset_mode="same_step"))
     venv.set_attr("marker", 7)
     assert venv.get_attr("marker", indices=1) == [7]
     assert venv.env_method("get_wrapper_attr", "marker", indices=[1, 0]) == [7, 7]
+    venv.set_attr("marker", 8, indices=[0])
+    assert venv.get_attr("marker") == [8, 7]
     assert venv.env_is_wrapped(TimeLimit) == [True, True]
     assert venv.env_is_wrapped(Monitor) == [False, False]
-    with pytest.raises(ValueError, match="a subset"):
-        venv.env_method("reset", indices=[0])
-    with pytest.raises(ValueError, match="a subset"):
-        venv.set_attr("marker", 8, indices=[0])
+    with pytest.raises(ValueError, match="env_ids must be in"):
+        venv.get_attr("marker", indices=[2])
     venv.close()
+
+
+@pytest.mark.parametrize("backend", ["sync", "shmem"])
+def test_per_env_reset_options_equal_dummy_vec_env(backend):
+    space = spaces.Box(low=np.zeros(2, np.float32), high=np.ones(2, np.float32))
+    make = functools.partial(EchoEnv, space)
+    options = [{"obs": np.full(2, 0.25, np.float32)}, {}, {"obs": np.full(2, 0.5, np.float32)}]
+    results = []
+    for venv in (DummyVecEnv([make] * N),
+                 SB3VecEnv(torchwm.make_vec_from_fns([make] * N, backend=backend, autoreset_mode="same_step"))):
+        venv.seed(1)
+        venv.set_options(options)
+        obs = venv.reset()
+        results.append((obs, [info["options"] for info in venv.reset_infos]))
+        venv.close()
+    (obs, infos), (expected_obs, expected_infos) = results
+    assert_obs_equal(obs, expected_obs)
+    assert np.array_equal(obs[0], options[0]["obs"]) and np.array_equal(obs[2], options[2]["obs"])
+    assert [None if o is None else o["obs"].tolist() for o in infos] == \
+        [None if o is None else o["obs"].tolist() for o in expected_infos]
+
+
+def test_her_trains_with_4_envs_on_shmem_as_on_dummy_vec_env():
+    """SB3's HerReplayBuffer calls env_method("compute_reward", ..., indices=[0]): DQN+HER on 4 envs on shmem
+    learns the network it learns on DummyVecEnv (same seed, same arrays, same updates)."""
+    def make():
+        return BitFlippingEnv(n_bits=4, continuous=False, max_steps=4)
+
+    def learn(venv):
+        model = DQN("MultiInputPolicy", venv, replay_buffer_class=HerReplayBuffer,
+                    replay_buffer_kwargs={"n_sampled_goal": 2, "goal_selection_strategy": "future"},
+                    learning_starts=64, batch_size=32, train_freq=4, gradient_steps=1, seed=0, device="cpu",
+                    policy_kwargs={"net_arch": [16]})
+        model.learn(total_timesteps=400)
+        venv.close()
+        return model
+
+    expected = learn(DummyVecEnv([make] * 4))
+    got = learn(SB3VecEnv(torchwm.make_vec_from_fns([make] * 4, backend="shmem", autoreset_mode="same_step")))
+    assert got.replay_buffer.size() == expected.replay_buffer.size() > 64
+    assert got._n_updates == expected._n_updates > 0
+    for (name, a), (_, b) in zip(got.policy.state_dict().items(), expected.policy.state_dict().items(), strict=True):
+        assert torch.equal(a, b), name
 
 
 def test_ppo_logs_the_returns_it_logs_on_dummy_vec_env():
@@ -99,3 +262,27 @@ def test_ppo_logs_the_returns_it_logs_on_dummy_vec_env():
                                              wrappers=["episode_statistics"])))
     assert len(expected) > 10
     assert got == expected
+
+
+@pytest.mark.parametrize(("backend", "backend_kwargs"), [("sync", {}), ("subproc", {"num_workers": 1}),
+                                                          ("shmem", {"num_workers": 1})])
+def test_a_factory_that_returns_one_env_every_time_is_refused_as_dummy_vec_env_refuses_it(backend, backend_kwargs):
+    env = gym.make("CartPole-v1")
+    with pytest.raises(ValueError, match="returned the same instance") as expected:
+        DummyVecEnv([lambda: env] * N)
+    sentence = str(expected.value).split(" instead")[0]
+    with pytest.raises(ValueError, match=sentence):
+        torchwm.make_vec_from_fns([lambda: env] * N, backend=backend, backend_kwargs=backend_kwargs)
+    env.close()
+
+
+def test_per_env_options_keep_the_make_vec_seed_of_the_first_reset():
+    make = functools.partial(EchoEnv, spaces.Box(low=np.zeros(2, np.float32), high=np.ones(2, np.float32)))
+    with torchwm.make_vec_from_fns([make] * N, seed=7, autoreset_mode="same_step") as plain:
+        expected = plain.reset()[0]
+    venv = SB3VecEnv(torchwm.make_vec_from_fns([make] * N, seed=7, autoreset_mode="same_step"))
+    # Env 0's group is reset first: envs 1 and 2 still get make_vec's seed (7 + i).
+    venv.set_options([{"obs": np.zeros(2, np.float32)}, {}, {}])
+    obs = venv.reset()
+    venv.close()
+    assert np.array_equal(obs[1:], expected[1:]) and not obs[0].any()

@@ -428,6 +428,42 @@ def check_attributes(target: BackendUnderTest) -> None:
         assert tuple(envs.get_attr("torchwm_probe")) == (5, 6), f"set_attr then get_attr gave {envs.get_attr('torchwm_probe')}"
 
 
+def check_env_ids_in_calls(target: BackendUnderTest) -> None:
+    """call / get_attr / set_attr with ``env_ids`` reach those envs only, in that order; bad ``env_ids`` are a
+    ValueError, as in reset and step. A backend whose envs have no Python attributes may refuse set_attr
+    (NotImplementedError), as it does without ``env_ids``."""
+    with target.make(4, seed=0) as envs:
+        spaces_ = envs.get_attr("action_space", env_ids=[2, 0])
+        assert len(spaces_) == 2 and all(s == envs.single_action_space for s in spaces_), \
+            f"get_attr('action_space', env_ids=[2, 0]) gave {spaces_}"
+        for bad in ([4], [-1], [1, 1], []):
+            for name, args in (("get_attr", ("action_space",)), ("call", ("action_space",)),
+                               ("set_attr", ("torchwm_probe", 1))):
+                try:
+                    getattr(envs, name)(*args, env_ids=bad)
+                except ValueError:
+                    continue
+                except Exception as exc:
+                    raise AssertionError(f"{name}(env_ids={bad}) raised {exc!r}, expected a ValueError") from exc
+                raise AssertionError(f"{name}(env_ids={bad}) was accepted, expected a ValueError")
+        try:
+            envs.set_attr("torchwm_probe", [0, 0, 0, 0])
+        except NotImplementedError:
+            try:
+                envs.set_attr("torchwm_probe", 1, env_ids=[1])
+            except NotImplementedError:
+                return
+            raise AssertionError("set_attr is refused on every env but accepted with env_ids=[1]") from None
+        envs.set_attr("torchwm_probe", [7, 9], env_ids=[3, 1])
+        envs.set_attr("torchwm_probe", 5, env_ids=[2])
+        got = tuple(envs.get_attr("torchwm_probe"))
+        assert got == (0, 9, 5, 7), f"set_attr with env_ids [3, 1] then [2] gave {got}, expected (0, 9, 5, 7)"
+        got = tuple(envs.call("torchwm_probe", env_ids=[1, 3, 0]))
+        assert got == (9, 7, 0), f"call('torchwm_probe', env_ids=[1, 3, 0]) gave {got}, expected (9, 7, 0)"
+        got = tuple(envs.get_attr("torchwm_probe", env_ids=[2]))
+        assert got == (5,), f"get_attr('torchwm_probe', env_ids=[2]) gave {got}, expected (5,)"
+
+
 CHECKS: list[Callable[[BackendUnderTest], None]] = [
     check_spaces_and_dtypes,
     check_autoreset_next_step,
@@ -442,6 +478,7 @@ CHECKS: list[Callable[[BackendUnderTest], None]] = [
     check_batch_size,
     check_close,
     check_attributes,
+    check_env_ids_in_calls,
 ]
 
 

@@ -8,8 +8,12 @@ its `DummyVecEnv` does. A torchwm env made with ``autoreset_mode="same_step"`` r
 the same step too, so the adapter only reshapes what it returns: the ended envs' infos
 are their final step's (``final_info``, with the ``episode`` an ``episode_statistics``
 wrapper records, which SB3's logger reads), and the new episode's reset infos go to
-``reset_infos``, where `DummyVecEnv` keeps them. Seeds given to `seed` are used by the
-next `reset`, as in SB3.
+``reset_infos``, where `DummyVecEnv` keeps them. Seeds given to `seed` and options given
+to `set_options` (one dict for all, or one per env) are used by the next `reset`, as in
+SB3. SB3 passes Dict and Tuple actions as one action per env: they are stacked into the
+batched dict/tuple a Gymnasium vector env takes. ``indices`` of `env_method`,
+`get_attr` and `set_attr` (an int, a list, negative ones too, as SB3 allows) become the
+``env_ids`` of torchwm's `call`, `get_attr` and `set_attr`, which reach those envs only.
 
 Example:
     >>> import torchwm
@@ -29,6 +33,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.vector.utils import concatenate, create_empty_array, iterate
 
 from torchwm.vector.base import VectorEnv
 
@@ -75,22 +80,65 @@ class SB3VecEnv(VecEnv):
                 f"with autoreset_mode='same_step', got {getattr(mode, 'value', mode)!r}"
             )
         self.vec = vec
+        self._first_reset = True
         super().__init__(vec.num_envs, vec.single_observation_space, vec.single_action_space)
 
     def reset(self) -> VecEnvObs:
-        options = self._options[0]
-        if any(o != options for o in self._options):
-            raise ValueError(f"SB3VecEnv: a torchwm env resets all its envs with one options dict, got {self._options}")
-        seeds = None if all(s is None for s in self._seeds) else list(self._seeds)
-        obs, infos = self.vec.reset(seed=seeds, options=options or None)
-        self.reset_infos = infos_to_list(infos, self.num_envs)
+        given = [None if s is None else int(s) for s in self._seeds]
+        groups = self._option_groups()
+        first_seed = getattr(self.vec.spec, "seed", None)
+        if len(groups) > 1 and self._first_reset and all(s is None for s in given) and first_seed is not None:
+            # The torchwm env's own first reset would use make_vec(seed=...) for every env: kept when the
+            # envs are reset in groups below, where only the first group's reset would see it.
+            given = [first_seed + i for i in range(self.num_envs)]
+        if len(groups) == 1:
+            options = groups[0][0]
+            obs, infos = self.vec.reset(seed=None if all(s is None for s in given) else given, options=options or None)
+            self.reset_infos = infos_to_list(infos, self.num_envs)
+        else:
+            # DummyVecEnv resets each env with its own options; a torchwm reset gives one options dict to the envs
+            # it resets, so the envs are reset in groups of equal options (env_ids), and their rows put together.
+            space = self.vec.single_observation_space
+            rows: list[Any] = [None] * self.num_envs
+            self.reset_infos = [{} for _ in range(self.num_envs)]
+            for options, ids in groups:
+                seeds = [given[i] for i in ids]
+                group_obs, infos = self.vec.reset(seed=None if all(s is None for s in seeds) else seeds,
+                                                  options=options or None, env_ids=ids)
+                infos.pop("env_id", None)
+                for i, row, info in zip(ids, iterate(space, group_obs), infos_to_list(infos, len(ids)), strict=True):
+                    rows[i], self.reset_infos[i] = row, info
+            batch: Any = create_empty_array(space, self.num_envs)
+            obs = concatenate(space, rows, batch)
+        self._first_reset = False
         self._reset_seeds()
         self._reset_options()
         return obs
 
-    def step_async(self, actions: np.ndarray) -> None:
+    def _option_groups(self) -> list[tuple[dict, list[int]]]:
+        """The envs that have the same options (`set_options`), as (options, env ids), in env order."""
+        groups: list[tuple[dict, list[int]]] = []
+        for i, options in enumerate(self._options):
+            for group_options, ids in groups:
+                if _equal(group_options, options):
+                    ids.append(i)
+                    break
+            else:
+                groups.append((options, [i]))
+        return groups
+
+    def step_async(self, actions: Any) -> None:
         # Kept for step_wait, which SB3 calls right after: as DummyVecEnv does, and any Gymnasium vector env
         # (a wrapped one too) has step.
+        space = self.vec.single_action_space
+        if isinstance(space, (gym.spaces.Dict, gym.spaces.Tuple)) and not isinstance(actions, dict):
+            # SB3 gives one action per env (actions[i], as DummyVecEnv reads them); a Gymnasium vector env takes
+            # one dict/tuple of batched arrays.
+            if len(actions) != self.num_envs:
+                raise ValueError(f"SB3VecEnv.step_async expected {self.num_envs} actions, one per env, got "
+                                 f"{len(actions)}: {actions!r:.200}")
+            batch: Any = create_empty_array(space, self.num_envs)
+            actions = concatenate(space, list(actions), batch)
         self._actions = actions
 
     def step_wait(self) -> VecEnvStepReturn:
@@ -119,26 +167,35 @@ class SB3VecEnv(VecEnv):
         return list(self.vec.render() or ())
 
     def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
-        values = self.vec.get_attr(attr_name)
-        return [values[i] for i in self._get_indices(indices)]
+        return list(self.vec.get_attr(attr_name, **self._env_ids(indices)))
 
     def set_attr(self, attr_name: str, value: Any, indices: VecEnvIndices = None) -> None:
-        self.vec.set_attr(attr_name, [value] * self._all(indices, f"set_attr({attr_name!r})"))
+        # One value per env, so that a list or tuple value is set whole, as SB3 sets it.
+        count = self.num_envs if indices is None else len(list(self._get_indices(indices)))
+        self.vec.set_attr(attr_name, [value] * count, **self._env_ids(indices))
 
     def env_method(self, method_name: str, *method_args: Any, indices: VecEnvIndices = None,
                    **method_kwargs: Any) -> list[Any]:
-        self._all(indices, f"env_method({method_name!r})")
-        return list(self.vec.call(method_name, *method_args, **method_kwargs))
+        return list(self.vec.call(method_name, *method_args, **self._env_ids(indices), **method_kwargs))
 
     def env_is_wrapped(self, wrapper_class: type[gym.Wrapper], indices: VecEnvIndices = None) -> list[bool]:
         # The envs may live in other processes: each reports its wrapper chain as Gymnasium prints it
         # (``<TimeLimit<OrderEnforcing<...>>>``), which names every wrapper class.
-        chains = self.vec.call("__str__")
-        return [f"<{wrapper_class.__name__}<" in chains[i] for i in self._get_indices(indices)]
+        chains = self.vec.call("__str__", **self._env_ids(indices))
+        return [f"<{wrapper_class.__name__}<" in chain for chain in chains]
 
-    def _all(self, indices: VecEnvIndices, what: str) -> int:
-        """The number of envs, if ``indices`` are all of them (in any order); a torchwm env sets attributes and
-        calls methods on all its envs, and doing it to the others too could change them."""
-        if sorted(self._get_indices(indices)) != list(range(self.num_envs)):
-            raise ValueError(f"SB3VecEnv.{what} runs on every env; indices={indices!r} is a subset (use indices=None)")
-        return self.num_envs
+    def _env_ids(self, indices: VecEnvIndices) -> dict[str, list[int]]:
+        """SB3's ``indices`` as torchwm's ``env_ids`` keyword (none for every env, so that a Gymnasium vector
+        wrapper's ``get_attr(name)`` takes it too); negative indices count from the end, as in SB3."""
+        if indices is None:
+            return {}
+        return {"env_ids": [i + self.num_envs if -self.num_envs <= i < 0 else i
+                            for i in map(int, self._get_indices(indices))]}
+
+
+def _equal(a: dict, b: dict) -> bool:
+    """Whether two options dicts are equal (dicts holding arrays compare unequal unless they are the same)."""
+    try:
+        return a is b or bool(a == b)
+    except (ValueError, TypeError):
+        return False

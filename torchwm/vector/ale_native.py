@@ -338,7 +338,7 @@ class AleNativeVectorEnv(VectorEnv):
 
     # -- attributes: the base class's call/get_attr/set_attr/render over these primitives ------------
 
-    def _call(self, name: str, args: tuple, kwargs: dict) -> list[Any]:
+    def _call(self, name: str, args: tuple, kwargs: dict, ids: list[int]) -> list[Any]:
         """Only ``get_action_meanings`` and the spaces: ALE's C++ envs have no Python attributes."""
         if name == "render":
             raise NotImplementedError("ale-native does not render; use backend='shmem' with render_mode='rgb_array'")
@@ -348,19 +348,19 @@ class AleNativeVectorEnv(VectorEnv):
             "render_mode": None,
         }
         if name in values and not args and not kwargs:
-            return [values[name]] * self.num_envs
+            return [values[name]] * len(ids)
         if name == "get_action_meanings" and not args and not kwargs:
             import ale_py
 
             names = {action: action.name for action in ale_py.Action.__members__.values()}
-            return [[names[a] for a in self._ale.get_action_set()] for _ in range(self.num_envs)]
+            return [[names[a] for a in self._ale.get_action_set()] for _ in ids]
         raise NotImplementedError(
             f"ale-native cannot call {name!r} on its envs: they are C++ objects. It answers "
             f"get_action_meanings, observation_space, action_space and render_mode; use backend='shmem' "
             f"for anything else"
         )
 
-    def _set_attr(self, name: str, values: list[Any]) -> None:
+    def _set_attr(self, name: str, values: list[Any], ids: list[int]) -> None:
         raise NotImplementedError(
             f"ale-native cannot set {name!r}: its envs are C++ objects with no Python attributes; "
             f"use backend='shmem'"

@@ -11,7 +11,8 @@ batch buffers (``_observations``, ``_rewards``, ``_terminations``,
 - ``_send_step(ids, actions)``: start stepping those envs (``actions`` has one row per id).
 - ``_wait_ready(candidates, count, timeout) -> (ids, infos)``: wait until ``count`` of the
   candidate envs have finished, return those ids (first ready) and their infos.
-- ``_call(name, args, kwargs) -> list`` and ``_set_attr(name, values)``: on every env.
+- ``_call(name, args, kwargs, ids) -> list`` and ``_set_attr(name, values, ids)``: on envs ``ids`` (a
+  list of env indices, in the caller's order; every env by default), one value each.
 - ``_close()``: release everything; must not raise on a half-built env.
 
 A backend whose waits bring more envs than `recv` asked for keeps the extra ones in ``_ready``
@@ -208,10 +209,10 @@ class VectorEnv(gym.vector.VectorEnv):
     def _wait_ready(self, candidates: np.ndarray, count: int, timeout: float | None) -> tuple[np.ndarray, list[dict]]:
         raise NotImplementedError
 
-    def _call(self, name: str, args: tuple, kwargs: dict) -> list[Any]:
+    def _call(self, name: str, args: tuple, kwargs: dict, ids: list[int]) -> list[Any]:
         raise NotImplementedError
 
-    def _set_attr(self, name: str, values: list[Any]) -> None:
+    def _set_attr(self, name: str, values: list[Any], ids: list[int]) -> None:
         raise NotImplementedError
 
     def _close(self) -> None:
@@ -369,24 +370,28 @@ class VectorEnv(gym.vector.VectorEnv):
         """Each env's ``np_random`` (copies, on a process backend), as Gymnasium's vector envs give it."""
         return self.get_attr("np_random")
 
-    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
-        """Call method ``name`` of every env (or read it, if it is not callable)."""
+    def call(self, name: str, *args: Any, env_ids: Any = None, **kwargs: Any) -> tuple[Any, ...]:
+        """Call method ``name`` of every env, or of the envs ``env_ids`` (in that order), or read it if it is
+        not callable: one value per env. ``env_ids`` is taken by torchwm, not passed to the method."""
         self._check_open()
         self._check_nothing_pending("call_async")
-        return tuple(self._call(name, args, kwargs))
+        return tuple(self._call(name, args, kwargs, self._env_ids(env_ids).tolist()))
 
-    def get_attr(self, name: str) -> tuple[Any, ...]:
-        return self.call(name)
+    def get_attr(self, name: str, env_ids: Any = None) -> tuple[Any, ...]:
+        """Attribute ``name`` of every env, or of the envs ``env_ids`` (in that order)."""
+        return self.call(name, env_ids=env_ids)
 
-    def set_attr(self, name: str, values: Any) -> None:
-        """Set attribute ``name`` on every env: one value for all, or a list/tuple of one per env."""
+    def set_attr(self, name: str, values: Any, env_ids: Any = None) -> None:
+        """Set attribute ``name`` on every env, or on the envs ``env_ids``: one value for all, or a list/tuple
+        of one per env (in the order of ``env_ids``)."""
         self._check_open()
         self._check_nothing_pending("set_attr")
+        ids = self._env_ids(env_ids).tolist()
         if not isinstance(values, (list, tuple)):
-            values = [values] * self.num_envs
-        if len(values) != self.num_envs:
-            raise ValueError(f"set_attr({name!r}) expected {self.num_envs} values, one per env, got {len(values)}")
-        self._set_attr(name, list(values))
+            values = [values] * len(ids)
+        if len(values) != len(ids):
+            raise ValueError(f"set_attr({name!r}) expected {len(ids)} values, one per env, got {len(values)}")
+        self._set_attr(name, list(values), ids)
 
     def render(self) -> tuple[Any, ...]:
         return self.call("render")

@@ -54,18 +54,21 @@ class Reset(NamedTuple):
 
 
 class Call(NamedTuple):
-    """Call method ``name`` of every env of the worker (or read it); answered with one value per env."""
+    """Call method ``name`` of envs ``local_ids`` of the worker (None: all, in order), or read it; answered
+    with one value per env."""
 
     name: str
     args: tuple
     kwargs: dict
+    local_ids: list[int] | None = None
 
 
 class SetAttr(NamedTuple):
-    """Set attribute ``name`` on every env of the worker, one value each."""
+    """Set attribute ``name`` on envs ``local_ids`` of the worker (None: all, in order), one value each."""
 
     name: str
     values: list
+    local_ids: list[int] | None = None
 
 
 class NeedsReset(NamedTuple):
@@ -263,9 +266,9 @@ class EnvGroup:
             if isinstance(command, Reset):
                 return self.reset(command.local_ids, command.seeds, command.options)
             if isinstance(command, Call):
-                return self.call(range(len(self.envs)), command.name, command.args, command.kwargs)
+                return self.call(self._local(command.local_ids), command.name, command.args, command.kwargs)
             if isinstance(command, SetAttr):
-                self.set_attr(range(len(self.envs)), command.name, command.values)
+                self.set_attr(self._local(command.local_ids), command.name, command.values)
             elif isinstance(command, NeedsReset):
                 self.needs_reset = [True] * len(self.envs)
             elif not isinstance(command, Close):
@@ -274,9 +277,27 @@ class EnvGroup:
             return error_reply(exc)
         return None
 
+    def _local(self, local_ids: Sequence[int] | None) -> Sequence[int]:
+        return self._all_local if local_ids is None else local_ids
+
     def close(self) -> None:
         for env in self.envs:
             env.close()
+
+
+def check_distinct_envs(envs: Sequence[gym.Env]) -> None:
+    """ValueError (SB3's DummyVecEnv's type and first sentence) if two of ``envs`` are one env: a factory that
+    returns the same instance every time. Only envs built in one process can be compared."""
+    seen: dict[int, int] = {}
+    for i, env in enumerate(envs):
+        first = seen.setdefault(id(env.unwrapped), i)
+        if first != i:
+            raise ValueError(
+                "You tried to create multiple environments, but the function to create them returned the same "
+                f"instance instead of creating different objects (envs {first} and {i} are one env). Each env "
+                "factory must build a new env every time it is called, e.g. `lambda: gym.make(...)`, not "
+                "`lambda: env`"
+            )
 
 
 def env_fns_of(env_fn: Any, num_envs: int, backend: str) -> tuple[Callable[[], gym.Env], ...]:

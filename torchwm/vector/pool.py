@@ -81,6 +81,7 @@ from torchwm.vector.env_group import (
     Reset,
     SetAttr,
     ShareDescription,
+    check_distinct_envs,
     spec_env_fns,
     with_env_fn,
 )
@@ -275,6 +276,7 @@ class WorkerPayload:
         try:
             for fn in self.env_fns:
                 envs.append(fn())
+            check_distinct_envs(envs)  # within this worker: factories in other processes cannot be compared
         except BaseException:
             for env in envs:
                 try:
@@ -891,13 +893,35 @@ class WorkerPool(VectorEnv):
             self._any_must_reset = bool(self._must_reset.any())
         return infos
 
-    def _call(self, name: str, args: tuple, kwargs: dict) -> list[Any]:
-        replies = self._broadcast({w: Call(name, args, kwargs) for w in range(self.num_workers)}, f"calling {name!r}")
-        return [value for w in range(self.num_workers) for value in replies[w]]
+    def _by_worker(self, ids: list[int]) -> dict[int, list[int]]:
+        """The positions in ``ids`` of each worker's envs (workers in order, positions in ``ids``' order)."""
+        positions: dict[int, list[int]] = {}
+        for position, env in enumerate(ids):
+            positions.setdefault(int(self._worker_of[env]), []).append(position)
+        return dict(sorted(positions.items()))
 
-    def _set_attr(self, name: str, values: list[Any]) -> None:
+    def _local_ids(self, w: int, ids: list[int], where: list[int]) -> list[int] | None:
+        """Worker ``w``'s local indices of ``ids[p]`` for ``p`` in ``where``; None if they are all its envs in
+        order (the command then names no envs: it runs on all of them)."""
+        start = self.worker_slices[w].start
+        local = [ids[p] - start for p in where]
+        return None if local == list(range(len(self.worker_slices[w]))) else local
+
+    def _call(self, name: str, args: tuple, kwargs: dict, ids: list[int]) -> list[Any]:
+        positions = self._by_worker(ids)
+        replies = self._broadcast(
+            {w: Call(name, args, kwargs, self._local_ids(w, ids, where)) for w, where in positions.items()},
+            f"calling {name!r}")
+        values: list[Any] = [None] * len(ids)
+        for w, where in positions.items():
+            for p, value in zip(where, replies[w], strict=True):
+                values[p] = value
+        return values
+
+    def _set_attr(self, name: str, values: list[Any], ids: list[int]) -> None:
         commands: dict[int, ControlCommand] = {
-            w: SetAttr(name, values[r.start:r.stop]) for w, r in enumerate(self.worker_slices)}
+            w: SetAttr(name, [values[p] for p in where], self._local_ids(w, ids, where))
+            for w, where in self._by_worker(ids).items()}
         self._broadcast(commands, f"setting {name!r}")
 
     def _close(self) -> None:

@@ -17,7 +17,7 @@ from torchwm.hookspecs import hookimpl
 from torchwm.spec import VecSpec
 from torchwm.vector.base import VectorEnv, check_observation_mode, resolve_spaces
 from torchwm.vector.batching import create_batch
-from torchwm.vector.env_group import EnvGroup, spec_env_fns, with_env_fn
+from torchwm.vector.env_group import EnvGroup, check_distinct_envs, spec_env_fns, with_env_fn
 
 
 class SyncVectorEnv(VectorEnv):
@@ -56,6 +56,7 @@ class SyncVectorEnv(VectorEnv):
         spec = with_env_fn(spec, env_fn, "sync")
         envs = [fn() for fn in spec_env_fns(spec)]
         try:
+            check_distinct_envs(envs)
             single_observation_space, observation_space, single_action_space = resolve_spaces(
                 type(self).__name__, observation_mode, [env.observation_space for env in envs],
                 [env.action_space for env in envs])
@@ -100,13 +101,13 @@ class SyncVectorEnv(VectorEnv):
         chosen = list(self._ready_infos)[:count]
         return np.asarray(chosen, dtype=np.int64), [self._ready_infos.pop(i) for i in chosen]
 
-    def _call(self, name: str, args: tuple, kwargs: dict) -> list[Any]:
+    def _call(self, name: str, args: tuple, kwargs: dict, ids: list[int]) -> list[Any]:
         assert self._group is not None
-        return self._group.call(range(self.num_envs), name, args, kwargs)
+        return self._group.call(ids, name, args, kwargs)
 
-    def _set_attr(self, name: str, values: list[Any]) -> None:
+    def _set_attr(self, name: str, values: list[Any], ids: list[int]) -> None:
         assert self._group is not None
-        self._group.set_attr(range(self.num_envs), name, values)
+        self._group.set_attr(ids, name, values)
 
     def _close(self) -> None:
         if self._group is not None:

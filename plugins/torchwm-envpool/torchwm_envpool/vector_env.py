@@ -99,7 +99,8 @@ class EnvPoolVectorEnv(VectorEnv):
         self._rewards = self._batch.rewards
         self._terminations = self._batch.terminations
         self._truncations = self._batch.truncations
-        self._attributes: dict[str, list[Any]] = {}  # set_attr values: EnvPool has no Python env objects
+        # set_attr values (name -> env -> value): EnvPool has no Python env objects.
+        self._attributes: dict[str, dict[int, Any]] = {}
 
     # -- EnvPool ----------------------------------------------------------------------------------
 
@@ -185,22 +186,26 @@ class EnvPoolVectorEnv(VectorEnv):
                 raise EnvTimeoutError(f"EnvPool took more than {timeout} s to return {count} envs")
         return self._collect_ready(count)
 
-    def _call(self, name: str, args: tuple, kwargs: dict) -> list[Any]:
+    def _call(self, name: str, args: tuple, kwargs: dict, ids: list[int]) -> list[Any]:
         if name in self._attributes:
-            return list(self._attributes[name])
+            values = self._attributes[name]
+            unset = [i for i in ids if i not in values]
+            if unset:
+                raise AttributeError(f"{name!r} was set with set_attr on envs {sorted(values)}, not on envs {unset}")
+            return [values[i] for i in ids]
         if name in ("observation_space", "action_space"):
             space = self.single_observation_space if name == "observation_space" else self.single_action_space
-            return [space] * self.num_envs
+            return [space] * len(ids)
         value = getattr(self._pool, name, None)
         if value is None or callable(value):
             raise AttributeError(
                 f"the envpool backend has no per-env Python objects to call or read {name!r} on; EnvPool's own "
                 f"object is vec.envpool"
             )
-        return [value] * self.num_envs
+        return [value] * len(ids)
 
-    def _set_attr(self, name: str, values: list[Any]) -> None:
-        self._attributes[name] = list(values)
+    def _set_attr(self, name: str, values: list[Any], ids: list[int]) -> None:
+        self._attributes.setdefault(name, {}).update(zip(ids, values, strict=True))
 
     def _close(self) -> None:
         if self._pool is not None:

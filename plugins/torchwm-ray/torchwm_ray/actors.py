@@ -209,17 +209,18 @@ class EnvActor:
         """Whether a step of the compiled graph runs now (an ordinary call, answered beside the graph's loop)."""
         return self.graph_step_running
 
-    def call(self, name: str, args: tuple, kwargs: dict) -> bytes:
-        """Each env's value, pickled here so that a value that cannot travel names its env."""
-        values, failed = self._each_env(list(range(len(self.envs))),
-                                        lambda row, i: self.group.call([i], name, args, kwargs))
+    def call(self, name: str, args: tuple, kwargs: dict, local_ids: list[int] | None = None) -> bytes:
+        """The value of each env of ``local_ids`` (None: all), pickled here so that a value that cannot travel
+        names its env."""
+        local_ids = list(range(len(self.envs))) if local_ids is None else local_ids
+        values, failed = self._each_env(local_ids, lambda row, i: self.group.call([i], name, args, kwargs))
         if failed is not None:
             raise failed
         try:
             return cloudpickle.dumps(values)
         except Exception as exc:
             error = exc  # find the value that cannot travel, to name its env
-        for i, value in enumerate(values):
+        for i, value in zip(local_ids, values, strict=True):
             try:
                 cloudpickle.dumps(value)
             except Exception as exc:
@@ -230,12 +231,12 @@ class EnvActor:
                 ), i) from None
         raise error
 
-    def set_attr(self, name: str, values: list[Any]) -> None:
+    def set_attr(self, name: str, values: list[Any], local_ids: list[int] | None = None) -> None:
         def set_one(row: int, i: int) -> list[None]:
             self.group.set_attr([i], name, [values[row]])
             return [None]
 
-        _, failed = self._each_env(list(range(len(self.envs))), set_one)
+        _, failed = self._each_env(list(range(len(self.envs))) if local_ids is None else local_ids, set_one)
         if failed is not None:
             raise failed
 
@@ -399,9 +400,9 @@ class RayActorTransport(Transport):
         if isinstance(command, Reset):
             refs = self._remote("reset", command.local_ids, command.seeds, command.options)
         elif isinstance(command, Call):
-            refs = [actor.call.remote(command.name, command.args, command.kwargs)]
+            refs = [actor.call.remote(command.name, command.args, command.kwargs, command.local_ids)]
         elif isinstance(command, SetAttr):
-            refs = [actor.set_attr.remote(command.name, command.values)]
+            refs = [actor.set_attr.remote(command.name, command.values, command.local_ids)]
         elif isinstance(command, NeedsReset):
             refs = [actor.needs_reset.remote()]
         else:
