@@ -617,19 +617,25 @@ def test_print_config_of_an_env_id_is_toml(capsys):
 # -- every command docs/cli.md shows in a ```bash block runs ----------------------------------------------
 
 CLI_DOC = ROOT / "docs" / "cli.md"
-# The pages whose ```bash blocks are commands on docs/cli.md's breakout64.yaml.
-COMMAND_PAGES = (CLI_DOC, ROOT / "docs" / "performance.md")
+TUTORIAL = ROOT / "docs" / "tutorial.md"
+# The pages whose ```bash blocks are torchwm commands on the config files the page itself shows
+# (docs/performance.md's commands use docs/cli.md's breakout64.yaml).
+COMMAND_PAGES = {CLI_DOC: CLI_DOC, ROOT / "docs" / "performance.md": CLI_DOC, TUTORIAL: TUTORIAL}
 # Flags appended to a documented command so that it runs in seconds; each only makes the work smaller.
 SHORTER = {"run": ["--steps", "20", "--no-progress"], "bench": ["--steps", "5", "--repeats", "1", "--num-envs", "2",
                                                               "--no-progress"]}
 
 
-def _documented_commands():
+def _documented_commands() -> dict[str, Path]:
+    """Each command a page shows in a ```bash block, with the page whose config files it uses."""
     import re
 
-    blocks = [block for page in COMMAND_PAGES
-              for block in re.findall(r"^```bash\n(.*?)^```", page.read_text(), re.DOTALL | re.MULTILINE)]
-    return list(dict.fromkeys(line.strip() for block in blocks for line in block.splitlines() if line.strip()))
+    commands: dict[str, Path] = {}
+    for page, files in COMMAND_PAGES.items():
+        for block in re.findall(r"^```bash\n(.*?)^```", page.read_text(), re.DOTALL | re.MULTILINE):
+            for line in filter(None, map(str.strip, block.splitlines())):
+                commands.setdefault(line, files)
+    return commands
 
 
 def test_the_cli_page_shows_commands_for_config_bench_check_and_print_config():
@@ -639,20 +645,26 @@ def test_the_cli_page_shows_commands_for_config_bench_check_and_print_config():
         assert expected in commands
 
 
-@pytest.mark.parametrize("command", _documented_commands())
+def test_the_tutorial_checks_benchmarks_and_records_its_config():
+    commands = [c for c, files in _documented_commands().items() if files == TUTORIAL]
+    for verb in ("check", "bench", "run"):
+        assert any(c.startswith(f"torchwm {verb} my_breakout.yaml") for c in commands), verb
+    assert any("--video" in c for c in commands)
+
+
+@pytest.mark.parametrize("command", list(_documented_commands()))
 def test_documented_command_runs(tmp_path, command):
-    import re
     import shlex
 
     import yaml
+    from test_docs import write_page_files
 
-    config = re.search(r"^```yaml\n(# breakout64.yaml\n.*?)^```", CLI_DOC.read_text(), re.DOTALL | re.MULTILINE)
-    (tmp_path / "breakout64.yaml").write_text(config.group(1))
+    write_page_files(_documented_commands()[command], tmp_path)
     words = shlex.split(command)
     assert words[0] == "torchwm"
     result = torchwm_cli(*words[1:], *SHORTER.get(words[1], []), cwd=tmp_path, timeout=600)
     assert result.returncode == 0, result.stderr
-    if ("--print-config" in words or words[1] == "check") and "breakout64.yaml" in words:
+    if ("--print-config" in words or words[1] == "check") and words[2].endswith(".yaml"):
         assert yaml.safe_load(result.stdout)["id"] == "ALE/Breakout-v5"  # YAML in, YAML out
     if words[1:] == ["check", "--config", "pong"]:
         assert 'id = "ALE/Pong-v5"' in result.stdout  # pong.toml: TOML
@@ -661,3 +673,5 @@ def test_documented_command_runs(tmp_path, command):
         assert rows and all(r["obs_matches_config"] for r in rows if r["obs_shape"] is not None)
     if words[1] == "bench":
         assert "steps/s" in result.stdout
+    if "--video" in words:
+        assert (tmp_path / words[words.index("--video") + 1]).is_dir()

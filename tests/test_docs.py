@@ -1,7 +1,8 @@
 """Every ```python example in README.md and docs/ runs as written.
 
-Each page runs in a fresh interpreter (its blocks in order, as one script),
-from the repository root, the way a reader would paste them.
+Each page runs in a fresh interpreter (its blocks in order, as one script), in an
+empty directory holding the files the page shows (a ```yaml or ```toml block whose
+first line is ``# NAME``), the way a reader would paste them.
 """
 
 import os
@@ -15,6 +16,13 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = sorted(ROOT.glob("docs/**/*.md"))
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
+NAMED_FILE = re.compile(r"^```(?:yaml|toml)\n# ([\w.-]+)\n(.*?)^```", re.DOTALL | re.MULTILINE)
+
+
+def write_page_files(page: Path, directory: Path) -> None:
+    """The config files a page shows, written into ``directory`` under the names they give."""
+    for name, body in NAMED_FILE.findall(page.read_text()):
+        (directory / name).write_text(f"# {name}\n{body}")
 
 
 def python_blocks(page: Path) -> list[str]:
@@ -26,7 +34,8 @@ def test_docs_examples_run(page, tmp_path):
     script = "\n\n".join(python_blocks(page))
     path = tmp_path / "example.py"
     path.write_text(script)
-    result = subprocess.run([sys.executable, str(path)], cwd=ROOT, capture_output=True, text=True, timeout=240,
+    write_page_files(page, tmp_path)
+    result = subprocess.run([sys.executable, str(path)], cwd=tmp_path, capture_output=True, text=True, timeout=240,
                             env={**os.environ, "MPLBACKEND": "Agg"})
     assert result.returncode == 0, f"{page.name} examples failed:\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}"
 
