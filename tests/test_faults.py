@@ -31,6 +31,7 @@ import faulthandler
 import gc
 import importlib.util
 import json
+import math
 import os
 import signal
 import subprocess
@@ -723,3 +724,54 @@ def test_sigkill_of_the_whole_process_group_leaves_no_segment(tmp_path):
         time.sleep(0.05)
     assert name.startswith("torchwm_") and all(gone(int(pid)) for pid in pids)
     assert not os.path.exists(f"/dev/shm/{name}")
+
+
+# -- long timeouts: "no deadline" (issue 25, item 1) ---------------------------------------------------------
+
+
+def cartpole_steps(vec, steps=3):
+    """The arrays of a reset (seed 0) and ``steps`` steps of action 1 on ``vec``."""
+    arrays = [vec.reset(seed=0)[0]]
+    for _ in range(steps):
+        arrays.extend(vec.step(np.ones(vec.num_envs, dtype=np.int64))[:4])
+    return arrays
+
+
+def assert_same_as_sync(vec, steps=3):
+    with torchwm.make_vec("CartPole-v1", vec.num_envs, backend="sync") as reference:
+        expected = cartpole_steps(reference, steps)
+    for got, want in zip(cartpole_steps(vec, steps), expected, strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("backend", PROCESS_BACKENDS)
+@pytest.mark.parametrize("timeout", [1e9, 3e6, math.inf])
+def test_a_timeout_longer_than_any_wait_means_no_deadline(backend, timeout):
+    # 1e9 and 3e6 s are past what select.poll takes (2**31 ms): they mean "no limit", as math.inf does.
+    with torchwm.make_vec("CartPole-v1", 4, backend=backend,
+                          backend_kwargs={"timeout": timeout, "num_workers": 2}) as vec:
+        assert_same_as_sync(vec)
+        vec.send(np.zeros(4, dtype=np.int64))
+        assert vec.recv(timeout=timeout)[1].tolist() == [1.0] * 4
+        vec.call("reset")
+
+
+@pytest.mark.parametrize("backend", PROCESS_BACKENDS)
+def test_a_dead_worker_is_still_noticed_without_a_deadline(backend):
+    vec = make_faulty(backend, timeout=1e9)
+    pids = vec.worker_pids
+    vec.reset()
+    with pytest.raises(WorkerError, match="SIGSEGV"):
+        vec.step(np.array([OK, SIGSEGV, OK, OK]))
+    assert_workers_gone(vec, pids)
+
+
+@pytest.mark.parametrize("backend", PROCESS_BACKENDS)
+def test_torchwm_run_takes_a_timeout_of_1e9(backend, capsys):
+    from torchwm.cli import main
+
+    assert main(["run", "CartPole-v1", "--num-envs", "2", "--steps", "20", "--seed", "0", "--no-progress",
+                 "--backend", backend, "--set", "backend_kwargs.timeout=1e9",
+                 "--set", "backend_kwargs.num_workers=2"]) == 0
+    captured = capsys.readouterr()
+    assert "steps per second" in captured.out and "Traceback" not in captured.err

@@ -98,8 +98,19 @@ POOL_OPTIONS: dict[str, Any] = {
 }
 
 
+# The longest wait the system calls take (select.poll counts milliseconds in a C int): a deadline further
+# away than that is no deadline, so that a timeout of weeks (1e9) means "no limit" rather than an
+# OverflowError from the first wait.
+LONGEST_DEADLINE_SECONDS = 2**31 // 1000 - 1
+
+
 class Deadline:
-    """When a wait must end: ``seconds`` after it began (None: never). Messages name ``seconds``."""
+    """When a wait must end: ``seconds`` after it began (None, ``math.inf`` or more than
+    `LONGEST_DEADLINE_SECONDS`: never). Messages name ``seconds``.
+
+    Every wait of a pool and its transports takes its time from here, so this is the one place that
+    turns a timeout into what a wait may be given.
+    """
 
     __slots__ = ("seconds", "at")
 
@@ -109,7 +120,9 @@ class Deadline:
 
     @classmethod
     def after(cls, seconds: float | None) -> Deadline:
-        return cls(seconds, None if seconds is None else time.monotonic() + seconds)
+        if seconds is None or seconds > LONGEST_DEADLINE_SECONDS:
+            return cls(seconds, None)
+        return cls(seconds, time.monotonic() + seconds)
 
     def remaining(self, forever: float | None = None) -> float | None:
         """Seconds left (at least 0), or ``forever`` when there is no deadline."""
