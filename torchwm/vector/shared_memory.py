@@ -345,7 +345,7 @@ def serve(conn: Any, envs: list, payload: WorkerPayload, seq: int, setup: Setup)
     shared = SharedBatch.attach(setup.layout, recv_handle(conn), first.observation_space, first.action_space)
     count = len(envs)
     rows = slice(payload.first_env, payload.first_env + count)
-    group = EnvGroup(envs, payload.autoreset_mode, *shared.rows(rows.start, rows.stop))
+    group = EnvGroup(envs, payload.autoreset_mode, *shared.rows(rows.start, rows.stop), first_env=payload.first_env)
     try:
         send_reply(conn, seq, None)  # the answer to Setup
         _serve_steps(group, conn, shared, worker_index, rows, payload.first_env)
