@@ -891,3 +891,47 @@ def test_a_dict_observation_of_the_wrong_shape_names_its_key():
         vec.reset(seed=0)
         with pytest.raises(ValueError, match=r"env 2 returned an observation\['pos'\] of shape \(1,\)"):
             vec.step(np.zeros(4, dtype=np.int64))
+
+
+# -- a failed start closes the envs that were built (issue 25, item 2) ---------------------------------------
+
+
+class RecordsClose(gym.Env):
+    """Writes its index to the file ``record`` when closed. ``fail="raise"``: env 3's constructor raises;
+    ``fail="spaces"``: env 3 has another observation space."""
+
+    action_space = spaces.Discrete(2)
+
+    def __init__(self, index, record, fail=None):
+        if fail == "raise" and index == 3:
+            raise RuntimeError("env 3 cannot be built")
+        self.observation_space = spaces.Box(-1, 1, (3,) if fail == "spaces" and index == 3 else (2,), np.float32)
+        self.index, self.record = index, record
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(self.observation_space.shape, np.float32), {}
+
+    def step(self, action):
+        return np.zeros(self.observation_space.shape, np.float32), 0.0, False, False, {}
+
+    def close(self):
+        with open(self.record, "a") as f:
+            f.write(f"{self.index}\n")
+
+
+@pytest.mark.parametrize("backend", ["sync", *PROCESS_BACKENDS])
+@pytest.mark.parametrize("fail, error, closed", [("raise", WorkerError, [0, 1, 2]), ("spaces", RuntimeError, [0, 1, 2, 3])])
+def test_a_failed_start_closes_every_env_that_was_built(backend, fail, error, closed, tmp_path, capfd):
+    import functools
+
+    record = str(tmp_path / "closed")
+    fns = [functools.partial(RecordsClose, i, record, fail) for i in range(4)]
+    options = {} if backend == "sync" else {"num_workers": 2, "context": "fork", "timeout": 60}
+    expected = RuntimeError if backend == "sync" else error  # sync raises the env's own error, unwrapped
+    with pytest.raises(expected, match="env 3 cannot be built" if fail == "raise" else "observation space"):
+        torchwm.make_vec_from_fns(fns, backend=backend, backend_kwargs=options)
+    assert sorted(int(line) for line in Path(record).read_text().split()) == closed
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "has no attribute" not in err, err  # the workers ended quietly
+    assert leaked_segments() == []

@@ -478,9 +478,24 @@ def worker_main(conn: Any, parent_conn: Any, payload_bytes: bytes, serve: Callab
             return
         send_reply(conn, 0, Ready(describe_share(envs)))
         seq, setup = conn.recv()
+        if isinstance(setup, Close):
+            # The vector env failed to start (another worker's env raised, the spaces differ): its envs
+            # are closed here, since they never reach a serve loop.
+            close_envs(envs)
+            send_reply(conn, seq, None)
+            return
         serve(conn, envs, payload, seq, setup)
     except (EOFError, BrokenPipeError, ConnectionResetError):
         pass  # the parent is gone: nobody to answer
+
+
+def close_envs(envs: list[gym.Env]) -> None:
+    """Close every env, whatever one of them raises (the worker is ending)."""
+    for env in envs:
+        try:
+            env.close()
+        except Exception:
+            pass
 
 
 def answer_control(conn: Any, seq: int, command: ControlCommand, group: Any, first_env: int) -> bool:
