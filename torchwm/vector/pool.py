@@ -69,7 +69,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from torchwm.errors import EnvTimeoutError, WorkerError, worker_error
+from torchwm.errors import ClosedEnvironmentError, EnvTimeoutError, WorkerError, worker_error
 from torchwm.spec import VecSpec, check_count, check_timeout
 from torchwm.vector.base import VectorEnv, check_batch_size, check_observation_mode, resolve_spaces
 from torchwm.vector.batching import create_batch, put_rows, slice_rows, take_rows
@@ -428,11 +428,33 @@ class Transport(ABC):
     def close(self, deadline: Deadline) -> None: ...
 
 
-def shutdown(transports: list[Transport], batch: Batch | None) -> None:
+class _Forks:
+    """How many times this process's line has forked: a pool records it when it starts its workers, so
+    that its hot path tells a forked copy from the owner by comparing one int (``os.getpid()`` is a
+    system call)."""
+
+    count = 0
+
+    @classmethod
+    def after_in_child(cls) -> None:
+        cls.count += 1
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_Forks.after_in_child)
+
+
+def shutdown(transports: list[Transport], batch: Batch | None, owner: int) -> None:
     """End every worker within a deadline (ask all, then end each), then free the batch.
+
+    Only in process ``owner``, the one that started the workers: a forked copy of the vector env (a
+    data loader's worker, an evaluator) that is closed or collected, or that exits, must not end the
+    parent's workers nor write to their channels; its own copy is simply dropped.
 
     Module-level (not a method) so that `weakref.finalize` can call it without keeping the env alive.
     """
+    if os.getpid() != owner:
+        return
     try:
         for transport in transports:
             transport.stop()
@@ -481,6 +503,9 @@ class WorkerPool(VectorEnv):
 
         self._transports: list[Transport] = []
         self._finalizer: weakref.finalize | None = None
+        # Who owns the workers: recorded once, here. A forked copy of this object is no owner.
+        self._owner_pid = os.getpid()
+        self._owner_forks = _Forks.count
         backend = self.backend_name
         settings = check_pool_options(backend, spec.num_envs, options, tuple(self.transport.OPTIONS), self.unit)
         spec = with_env_fn(spec, settings.env_fn, backend)
@@ -515,7 +540,7 @@ class WorkerPool(VectorEnv):
             for w, envs in enumerate(self.worker_slices)
         ]
         self._batch: Batch | None = None
-        self._finalizer = weakref.finalize(self, shutdown, self._transports, None)
+        self._finalizer = weakref.finalize(self, shutdown, self._transports, None, self._owner_pid)
         try:
             deadline = Deadline.after(settings.timeout)
             for transport in self._transports:
@@ -533,7 +558,7 @@ class WorkerPool(VectorEnv):
             self._batch = self.transport.create_batch(single_observation_space, single_action_space,
                                                       self.num_envs, self.num_workers)
             self._finalizer.detach()
-            self._finalizer = weakref.finalize(self, shutdown, self._transports, self._batch)
+            self._finalizer = weakref.finalize(self, shutdown, self._transports, self._batch, self._owner_pid)
             self._observations = self._batch.observations
             self._rewards = self._batch.rewards
             self._terminations = self._batch.terminations
@@ -739,9 +764,31 @@ class WorkerPool(VectorEnv):
     # -- errors ----------------------------------------------------------------------------------
 
     def _check_usable(self) -> None:
+        if _Forks.count != self._owner_forks:
+            self._refuse_in_forked_copy()
         if self._failure is not None:
             raise WorkerError(f"{self.backend_name}: this vector env lost a worker earlier ({self._failure.args[0]})",
                               worker_index=self._failure.worker_index)
+
+    def _refuse_in_forked_copy(self) -> NoReturn:
+        """This object was copied into a forked process: the workers are its parent's. The copy says it is
+        closed (and is: closing it or dropping it touches nothing of the parent's)."""
+        self.closed = True
+        raise ClosedEnvironmentError(
+            f"{self.backend_name}: this vector env's workers belong to process {self._owner_pid}, and this is a "
+            f"forked copy of it in process {os.getpid()}: the copy is closed and cannot step them. Make a new "
+            f"vector env in this process")
+
+    def __copy__(self) -> NoReturn:
+        raise TypeError(
+            f"{type(self).__name__} cannot be copied: it owns worker processes, which a copy would share "
+            f"(closing or dropping either would stop the other's workers). Pass the vector env itself, or "
+            f"make a second one with torchwm.make_vec")
+
+    def __deepcopy__(self, memo: dict) -> NoReturn:
+        raise TypeError(
+            f"{type(self).__name__} cannot be deep-copied: its envs live in worker processes. Make a second "
+            f"vector env with torchwm.make_vec (the same spec, vec.spec, builds the same envs)")
 
     def _fail_for_good(self, failure: WorkerError) -> None:
         """Nothing more can work (a dead worker, a cut channel): every later call raises ``failure``'s message."""
