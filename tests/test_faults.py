@@ -1023,3 +1023,70 @@ def test_a_deep_copy_of_a_sync_env_has_envs_of_its_own():
         assert twin.envs[0] is not vec.envs[0]
         twin.close()
         assert_same_as_sync(vec)
+
+
+# -- two threads on one vector env (issue 25, item 9) --------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", PROCESS_BACKENDS)
+def test_two_threads_stepping_one_env_get_a_clear_refusal_and_leave_it_usable(backend):
+    from torchwm.errors import AlreadyPendingCallError
+
+    vec = torchwm.make_vec("CartPole-v1", 4, backend=backend, backend_kwargs={"num_workers": 2, "timeout": 60})
+    pids = vec.worker_pids
+    vec.reset(seed=0)
+    errors: list[BaseException] = []
+    steps = [0, 0]
+    start = threading.Barrier(2)
+
+    def hammer(k):
+        start.wait()
+        for _ in range(300):
+            try:
+                vec.step(np.zeros(4, dtype=np.int64))
+                steps[k] += 1
+            except Exception as error:  # noqa: BLE001 - checked below
+                errors.append(error)
+
+    threads = [threading.Thread(target=hammer, args=(k,)) for k in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    # Every error is the refusal of a call while the other thread's call was under way (Gymnasium's
+    # type), never a cut channel ("Ctrl-C") nor a lost worker.
+    assert all(isinstance(error, gym.error.AlreadyPendingCallError) for error in errors), errors[:3]
+    assert all(isinstance(error, AlreadyPendingCallError) for error in errors)
+    assert not any("Ctrl-C" in str(error) for error in errors)
+    assert sum(steps) > 0
+    # The refused calls changed nothing: no env needs a reset (a ResetNeeded here would say one does).
+    obs, *_ = vec.step(np.zeros(4, dtype=np.int64))
+    assert obs.shape == (4, 4)
+    assert_same_as_sync(vec)
+    assert_workers_gone(vec, pids)
+
+
+@pytest.mark.parametrize("backend", PROCESS_BACKENDS)
+def test_a_wait_while_another_thread_waits_is_refused_and_says_so(backend, tmp_path, monkeypatch):
+    monkeypatch.setattr(FaultEnv, "sleeping_marker", str(tmp_path / "sleeping"))
+    envs = make(backend)
+    envs.timeout = 30
+    pids, block = processes_of(envs)
+    envs.reset(seed=0)
+    envs.send(actions(SLEEP))
+    waiting = threading.Thread(target=envs.recv)  # waits for env 2's 2 s sleep
+    waiting.start()
+    deadline = time.monotonic() + DEADLINE
+    while not (tmp_path / "sleeping").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)
+    for call in (envs.recv, lambda: envs.reset(seed=0), lambda: envs.get_attr("t")):
+        with pytest.raises(gym.error.AlreadyPendingCallError, match="another thread|pending call"):
+            call()
+    with pytest.raises(gym.error.AlreadyPendingCallError, match="being used from another thread"):
+        envs.recv()
+    waiting.join(DEADLINE)
+    assert not waiting.is_alive()
+    assert envs.get_attr("t") == (1,) * NUM_ENVS  # the waiting thread took the step in; nothing needs a reset
+    assert_usable(envs)
+    assert_cleaned_up(envs, pids, block)

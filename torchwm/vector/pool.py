@@ -57,6 +57,7 @@ turns them into torchwm's errors.
 from __future__ import annotations
 
 import os
+import threading
 import time
 import weakref
 from abc import ABC, abstractmethod
@@ -69,7 +70,13 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from torchwm.errors import ClosedEnvironmentError, EnvTimeoutError, WorkerError, worker_error
+from torchwm.errors import (
+    AlreadyPendingCallError,
+    ClosedEnvironmentError,
+    EnvTimeoutError,
+    WorkerError,
+    worker_error,
+)
 from torchwm.spec import VecSpec, check_count, check_timeout
 from torchwm.vector.base import VectorEnv, check_batch_size, check_observation_mode, resolve_spaces
 from torchwm.vector.batching import create_batch, put_rows, slice_rows, take_rows
@@ -503,6 +510,8 @@ class WorkerPool(VectorEnv):
 
         self._transports: list[Transport] = []
         self._finalizer: weakref.finalize | None = None
+        # Held by the call that talks to the workers (send, recv, reset, call, set_attr): one thread at a time.
+        self._in_use = threading.Lock()
         # Who owns the workers: recorded once, here. A forked copy of this object is no owner.
         self._owner_pid = os.getpid()
         self._owner_forks = _Forks.count
@@ -570,6 +579,31 @@ class WorkerPool(VectorEnv):
         except BaseException:
             self._finalizer()
             raise
+
+    # -- one thread at a time ---------------------------------------------------------------------
+
+    def _enter(self, doing: str) -> None:
+        """Take the vector env for this call, or refuse it: another thread is using it. Two threads
+        talking to the same workers at once would cut each other's messages."""
+        if not self._in_use.acquire(blocking=False):
+            raise AlreadyPendingCallError(
+                f"{self.backend_name}: refused {doing}: this vector env is being used from another thread (a "
+                f"step, reset or call is under way there). A vector env, like Gymnasium's, is not thread-safe: "
+                f"use it from one thread at a time, or give each thread its own", "step")
+
+    def send(self, actions: Any, env_ids: Any = None) -> None:
+        self._enter("sending a step")
+        try:
+            super().send(actions, env_ids)
+        finally:
+            self._in_use.release()
+
+    def recv(self, timeout: float | None = None) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        self._enter("receiving a step")
+        try:
+            return super().recv(timeout)
+        finally:
+            self._in_use.release()
 
     # -- stepping: what the base class calls -----------------------------------------------------
 
@@ -915,18 +949,22 @@ class WorkerPool(VectorEnv):
         again.
         """
         self._check_usable()
-        deadline = Deadline.after(self.timeout)
-        for w, command in commands.items():
-            self._transports[w].send(command)
-        replies: dict[int, Any] = {}
-        first_error: BaseException | None = None
-        for w in commands:
-            transport = self._transports[w]
-            try:
-                replies[w] = self._answer(transport, deadline, doing, resend=commands[w])
-            except WorkerError as error:
-                if first_error is None:
-                    first_error = error
+        self._enter(doing)
+        try:
+            deadline = Deadline.after(self.timeout)
+            for w, command in commands.items():
+                self._transports[w].send(command)
+            replies: dict[int, Any] = {}
+            first_error: BaseException | None = None
+            for w in commands:
+                transport = self._transports[w]
+                try:
+                    replies[w] = self._answer(transport, deadline, doing, resend=commands[w])
+                except WorkerError as error:
+                    if first_error is None:
+                        first_error = error
+        finally:
+            self._in_use.release()
         if first_error is not None:
             raise first_error
         return replies
