@@ -268,6 +268,27 @@ def check_pool_options(backend: str, num_envs: int, options: dict[str, Any],
     )
 
 
+def gym_specs_of(spec: VecSpec) -> list[gym.envs.registration.EnvSpec]:
+    """The Gymnasium registration of ``spec``'s id, for a process whose interpreter never saw it (an id
+    registered at run time); empty for an id Gymnasium does not know."""
+    return [gym.registry[spec.id]] if spec.id in gym.registry else []
+
+
+def register_gym_specs(specs: Sequence[gym.envs.registration.EnvSpec]) -> None:
+    """Register the ids of ``specs`` that this process does not know (in a worker, or the helper that
+    measures an env's step)."""
+    for spec in specs:
+        if spec.id not in gym.registry and isinstance(spec.entry_point, str):
+            # The package that registers the id (ale_py registers every ALE id on import) goes first,
+            # so that its own registration does not find ours and warn about an override.
+            try:
+                __import__(spec.entry_point.split(":")[0])
+            except ImportError:
+                pass
+        if spec.id not in gym.registry:
+            gym.registry[spec.id] = spec
+
+
 @dataclass
 class WorkerPayload:
     """What a worker needs to build its envs; a process transport sends it cloudpickled."""
@@ -281,16 +302,7 @@ class WorkerPayload:
 
     def build_envs(self) -> list[gym.Env]:
         """The worker's envs, built (in the worker); registers the missing Gymnasium ids first."""
-        for spec in self.gym_specs:
-            if spec.id not in gym.registry and isinstance(spec.entry_point, str):
-                # The package that registers the id (ale_py registers every ALE id on import) goes first,
-                # so that its own registration does not find ours and warn about an override.
-                try:
-                    __import__(spec.entry_point.split(":")[0])
-                except ImportError:
-                    pass
-            if spec.id not in gym.registry:
-                gym.registry[spec.id] = spec
+        register_gym_specs(self.gym_specs)
         envs: list[gym.Env] = []
         try:
             for fn in self.env_fns:
@@ -359,10 +371,12 @@ class Transport(ABC):
         return None
 
     @classmethod
-    def choose_worker_count(cls, spec: VecSpec, env_fns: list[Callable[[], gym.Env]],
-                            settings: Any) -> WorkerChoice | None:
+    def choose_worker_count(cls, spec: VecSpec, env_fns: list[Callable[[], gym.Env]], settings: Any, *,
+                            timeout: float | None = None) -> WorkerChoice | None:
         """When the user left the split to the pool: a `torchwm.vector.worker_count.WorkerChoice` (how many
-        workers to start, from measurements), or None for one per core (the default)."""
+        workers to start, from measurements), or None for one per core (the default). A measurement that
+        builds an env waits for it at most ``timeout`` (the pool's), and gets `gym_specs_of` ``spec``
+        as the workers do."""
         return None
 
     @classmethod
@@ -524,7 +538,8 @@ class WorkerPool(VectorEnv):
         # How many workers the pool chose from measurements, when the user did not say (None: one per core).
         self.worker_choice: WorkerChoice | None = None
         if not settings.split_given and not settings.inline:
-            self.worker_choice = self.transport.choose_worker_count(spec, env_fns, self.transport_settings)
+            self.worker_choice = self.transport.choose_worker_count(spec, env_fns, self.transport_settings,
+                                                                    timeout=settings.timeout)
             if self.worker_choice is not None:
                 settings.worker_slices = split_envs(spec.num_envs, self.worker_choice.workers, None, backend, self.unit)
         self.worker_slices = settings.worker_slices
@@ -532,7 +547,7 @@ class WorkerPool(VectorEnv):
         self.restart_on_crash = settings.restart_on_crash
         self._worker_of = np.concatenate([np.full(len(r), w) for w, r in enumerate(self.worker_slices)])
         self._worker_ids = [np.arange(r.start, r.stop) for r in self.worker_slices]
-        gym_specs = [gym.registry[spec.id]] if spec.id in gym.registry else []
+        gym_specs = gym_specs_of(spec)
         self._payloads = [WorkerPayload(w, env_fns[r.start:r.stop], r.start, spec.autoreset, gym_specs)
                           for w, r in enumerate(self.worker_slices)]
         self._failure: WorkerError | None = None
