@@ -299,7 +299,10 @@ def _settle(measurement: Callable[[], Any], what: str, key: str) -> Any:
     except EnvTimeoutError:
         raise
     except (OSError, EOFError, TimeoutError, RuntimeError) as exc:
-        reason = f"{what} could not be measured: {str(exc) or type(exc).__name__}"
+        # The helper's own error comes as its text ("RuntimeError: ..."); a helper that died, as EOFError.
+        detail = ("the helper process ended (the env crashed or exited)" if isinstance(exc, EOFError)
+                  else str(exc) or type(exc).__name__)
+        reason = f"{what} could not be measured: {detail}"
         _failures[key] = reason
         warnings.warn(f"shmem: {reason}; starting one worker per core (pass backend_kwargs={{'num_workers': "
                       f"...}} to choose)", RuntimeWarning, stacklevel=2)
