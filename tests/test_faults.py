@@ -1,34 +1,364 @@
-"""Faults in the parallel backends: an env that raises, a worker killed or hung, restart_on_crash, cleanup.
+"""Faults and bad input in the vector backends: one place for every fault test.
 
-After every fault, no worker process and no torchwm shared-memory segment may be left.
+After every fault the vector env must say what happened (a clear error of the right type, within a
+deadline), then either work (a reset and steps give the arrays of a fresh ``sync`` env with the same
+seed) or say it is closed; and after ``close()`` no worker process, actor or shared-memory block may
+be left. docs/backends.md ("Faults") states the contract these tests hold each backend to.
+
+Two test envs inject the faults when they get a given action (`OK`, `RAISE`, `HANG`, ...):
+
+- `FaultEnv`, in each backend's DEFAULT configuration (default backend options, except a short
+  timeout), as a user gets it from `torchwm.make_vec`, on every process backend and on Ray when the
+  plugin is installed: an exception in ``step``; a ``step`` that hangs past the timeout; SIGKILL of
+  the process that runs the env, a real segfault in the env's step (SIGSEGV raised by the kernel in
+  the stepping thread: ``os.kill`` would deliver it to any thread of a Ray worker), and
+  ``os._exit(0)`` in the env; a ``get_attr`` whose value cannot be pickled (a lock); Ctrl-C (SIGINT
+  to the user's own process) while an env's step runs, in a child Python so that the test runner is
+  safe. Where the backends' documented contracts differ, each is held to its own: after a timed-out
+  step a process backend waits again (and times out again), while Ray's compiled graph, whose step
+  can be collected only once, closes the env and says so.
+- `FaultyEnv`, on the process backends with two workers under ``fork``: which env and worker an
+  error names, replies kept in step after many errors, a worker killed mid-step, restarts, SIGINT.
+
+Ray actors and spawned workers cannot import this module: the envs are registered with their class as
+entry point, and the module is pickled by value (with Ray's own cloudpickle too, see ``ray_instance``).
 """
 
 from __future__ import annotations
 
+import ctypes
 import faulthandler
+import gc
+import importlib.util
+import json
+import math
 import os
 import signal
+import subprocess
+import sys
+import threading
 import time
+from pathlib import Path
 
+import cloudpickle
 import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium import spaces
 
 import torchwm
-from torchwm.errors import EnvTimeoutError, WorkerError
-from torchwm.vector.shared_memory import leaked_segments
+from torchwm.errors import ClosedEnvironmentError, EnvTimeoutError, WorkerError
+from torchwm.vector.shared_memory import SharedBatch, leaked_segments, mapped_segments
 
-BACKENDS = ["subproc", "shmem"]
-OK, HANG, RAISE, SEGFAULT = 0, 1, 2, 3
+FAULT_ID = "TorchwmTest/FaultInjection-v0"
+NUM_ENVS = 4
+FAULTY_ENV = 2  # on the last worker (or actor) of the default split on two cores or more
+TIMEOUT = 1.5  # the backends' timeout: short, so that a hang is noticed quickly
+DEADLINE = 20.0  # seconds within which any fault must be reported: generous for a loaded machine
+# The action that injects each fault, in both test envs (FaultEnv, FaultyEnv).
+OK, RAISE, HANG, SIGKILL, SIGSEGV, EXIT, SLEEP = range(7)
 
+PROCESS_BACKENDS = ["subproc", "shmem"]
+BACKENDS = PROCESS_BACKENDS + (["ray"] if importlib.util.find_spec("torchwm_ray") else [])
+
+
+class FaultEnv(gym.Env):
+    """The action says which fault to inject; the observation depends on the seed, to compare arrays."""
+
+    sleeping_marker = ""  # a file SLEEP creates, to say it sleeps (set by the Ctrl-C test; travels with the class)
+
+    def __init__(self) -> None:
+        self.observation_space = spaces.Box(-1000, 1000, (2,), np.float32)
+        self.action_space = spaces.Discrete(7)
+        self.lock = threading.Lock()  # an attribute that cannot be pickled
+        self.t = 0
+        self.mark = 0.0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        self.mark = float(self.np_random.random())
+        return np.array([self.t, self.mark], np.float32), {}
+
+    def step(self, action):
+        if action == RAISE:
+            raise ValueError("the env broke on purpose")
+        if action == HANG:
+            time.sleep(15)  # ten times the timeout; short, so that a backend that waits it out costs little
+        if action == SIGKILL:
+            os.kill(os.getpid(), signal.SIGKILL)
+        if action == SIGSEGV:
+            faulthandler.disable()  # an inherited handler would print a dump
+            ctypes.string_at(0)  # a real segfault, in the thread that steps the env
+        if action == EXIT:
+            os._exit(0)
+        if action == SLEEP:
+            Path(self.sleeping_marker).touch()
+            time.sleep(2)
+        self.t += 1
+        return np.array([self.t, self.mark], np.float32), float(self.t), False, False, {}
+
+
+# Ray actors and spawned workers cannot import this test module: they get the env class by value.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+if FAULT_ID not in gym.registry:
+    gym.register(FAULT_ID, entry_point=FaultEnv)
+
+
+@pytest.fixture(scope="module")
+def ray_instance():
+    """One local Ray for the module (when Ray is tested), as the plugin's own tests start it."""
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    import ray
+    import ray.cloudpickle
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Ray pickles with its own copy
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield ray.get_runtime_context().gcs_address
+    ray.shutdown()
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request):
+    if request.param == "ray":
+        request.getfixturevalue("ray_instance")
+    return request.param
+
+
+@pytest.fixture(autouse=True)
+def no_wedge():
+    """Fail a test that does not finish within a bound (a backend that wedges), instead of hanging the run."""
+    def give_up(signum, frame):
+        raise TimeoutError("the test did not finish within 120 s: something wedged")
+
+    previous = signal.signal(signal.SIGALRM, give_up)
+    signal.alarm(120)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+def make(backend):
+    """The default configuration, with a short timeout once started (starting may take longer on a loaded machine)."""
+    envs = torchwm.make_vec(FAULT_ID, NUM_ENVS, backend=backend, seed=0, backend_kwargs={"timeout": 30})
+    envs.timeout = TIMEOUT
+    return envs
+
+
+def actions(fault=OK):
+    chosen = np.full(NUM_ENVS, OK, dtype=np.int64)
+    chosen[FAULTY_ENV] = fault
+    return chosen
+
+
+def processes_of(envs):
+    """The pids that run the envs (workers or actors), and the shared block's name (shmem)."""
+    if hasattr(envs, "worker_pids"):
+        block = envs._batch.layout.name if isinstance(getattr(envs, "_batch", None), SharedBatch) else None
+        return [pid for pid in envs.worker_pids if pid is not None], block
+    import ray
+
+    return [ray.get(actor.describe.remote(), timeout=30)["pid"] for actor in envs.actors], None
+
+
+def running(pid):
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def assert_cleaned_up(envs, pids, block):
+    envs.close()
+    deadline = time.monotonic() + 30  # Ray ends its actors' processes after close() returns
+    while any(running(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [pid for pid in pids if running(pid)], "a process outlived close()"
+    assert leaked_segments() == []
+    gc.collect()  # frames of caught exceptions may still hold views of the block
+    assert block is None or block not in mapped_segments()
+
+
+def assert_usable(envs, seed=7):
+    """A reset and steps give the arrays of a fresh sync env with the same seed (no stale rows)."""
+    with torchwm.make_vec(FAULT_ID, NUM_ENVS, backend="sync") as reference:
+        expected = [reference.reset(seed=seed)[0]] + [reference.step(actions())[:4] for _ in range(2)]
+    got = [envs.reset(seed=seed)[0]] + [envs.step(actions())[:4] for _ in range(2)]
+    np.testing.assert_array_equal(got[0], expected[0])
+    for step_got, step_expected in zip(got[1:], expected[1:], strict=True):
+        for array_got, array_expected in zip(step_got, step_expected, strict=True):
+            np.testing.assert_array_equal(array_got, array_expected)
+
+
+def assert_closed(envs):
+    """The next call says the env is lost or closed, rather than answering."""
+    with pytest.raises((WorkerError, ClosedEnvironmentError), match="(?i)lost|died|closed|close"):
+        envs.reset(seed=7)
+
+
+class Raised:
+    """What an exception said (kept without its traceback, whose frames would hold the batch arrays)."""
+
+    def __init__(self, exc: BaseException, seconds: float) -> None:
+        self.type = type(exc)
+        self.text = str(exc)
+        self.env_index = getattr(exc, "env_index", None)
+        self.seconds = seconds
+
+    def __repr__(self) -> str:
+        return f"{self.type.__name__} after {self.seconds:.1f} s: {self.text[:500]}"
+
+
+def timed(call):
+    """Run ``call``, which must raise; returns what it raised and how long that took."""
+    started = time.monotonic()
+    try:
+        call()
+    except Exception as exc:  # noqa: BLE001 - checked by the caller
+        return Raised(exc, time.monotonic() - started)
+    raise AssertionError(f"{call} raised nothing")
+
+
+def test_an_exception_in_step_names_the_env_and_leaves_the_rest_usable(backend):
+    envs = make(backend)
+    pids, block = processes_of(envs)
+    envs.reset(seed=0)
+    error = timed(lambda: envs.step(actions(RAISE)))
+    # A WorkerError that is also the env's own exception type, as Gymnasium re-raises it.
+    assert issubclass(error.type, WorkerError) and issubclass(error.type, ValueError), error
+    assert error.seconds < DEADLINE and error.env_index == FAULTY_ENV and "the env broke on purpose" in error.text
+    # Every backend's contract: the env that raised has no valid state until it is reset, and says so.
+    refused = timed(lambda: envs.step(actions()))
+    assert issubclass(refused.type, gym.error.ResetNeeded) and f"envs [{FAULTY_ENV}]" in refused.text, refused
+    assert_usable(envs)
+    assert_cleaned_up(envs, pids, block)
+
+
+def test_a_hang_past_the_timeout_raises_then_close_ends_it(backend):
+    envs = make(backend)
+    pids, block = processes_of(envs)
+    envs.reset(seed=0)
+    envs.step(actions())  # the hang is in a running env (on Ray the first step also starts the compiled graph)
+    error = timed(lambda: envs.step(actions(HANG)))
+    assert issubclass(error.type, EnvTimeoutError) and TIMEOUT <= error.seconds < DEADLINE, error
+    assert f"{FAULTY_ENV}" in error.text and "timeout" in error.text.lower(), error
+    # No stale data: waiting again gives a timeout again (the same step is still in flight), not the
+    # results of some other step; or, where the step cannot be waited for again (Ray's compiled
+    # graph), the env said it is closed and is.
+    if "now closed" in error.text:
+        assert envs.closed
+        with pytest.raises(ClosedEnvironmentError):
+            envs.recv(timeout=0.5)
+    else:
+        error = timed(lambda: envs.recv(timeout=0.5))
+        assert issubclass(error.type, EnvTimeoutError) and error.seconds < DEADLINE, error
+    assert_cleaned_up(envs, pids, block)
+
+
+@pytest.mark.parametrize("fault, words", [(SIGKILL, "SIGKILL"), (SIGSEGV, "SIGSEGV"), (EXIT, "exit code 0")])
+def test_a_dead_worker_is_reported_and_the_env_says_it_is_lost(backend, fault, words):
+    envs = make(backend)
+    pids, block = processes_of(envs)
+    envs.reset(seed=0)
+    error = timed(lambda: envs.step(actions(fault)))
+    assert issubclass(error.type, WorkerError) and error.seconds < DEADLINE, error
+    assert "died" in error.text and (backend == "ray" or words in error.text), error
+    assert_closed(envs)
+    assert_cleaned_up(envs, pids, block)
+
+
+def test_an_unpicklable_result_fails_that_call_only(backend):
+    envs = make(backend)
+    pids, block = processes_of(envs)
+    envs.reset(seed=0)
+    error = timed(lambda: envs.get_attr("lock"))
+    assert error.seconds < DEADLINE and "pickle" in error.text, error
+    # The same type on every backend: a WorkerError, and the TypeError pickle raises.
+    assert issubclass(error.type, WorkerError) and issubclass(error.type, TypeError), error
+    assert "env 0" in error.text and error.env_index == 0, error  # names the first env whose value cannot travel
+    assert processes_of(envs)[0] == pids, "no process may die or restart for an unpicklable value"
+    assert envs.get_attr("t") == (0,) * NUM_ENVS
+    assert_usable(envs)
+    assert_cleaned_up(envs, pids, block)
+
+
+RAY_INTERRUPT_SCRIPT = r"""
+import json, os, signal, sys, threading, time
+sys.path.insert(0, sys.argv[2])
+import numpy as np, gymnasium as gym, torchwm
+import test_faults as tfi
+
+def interrupt_when_an_env_sleeps():
+    while not os.path.exists(os.environ["TORCHWM_TEST_SLEEPING"]):
+        time.sleep(0.01)
+    time.sleep(0.2)
+    os.kill(os.getpid(), signal.SIGINT)
+
+if sys.argv[1] == "ray":
+    import ray, ray.cloudpickle
+    ray.cloudpickle.register_pickle_by_value(tfi)
+    ray.init(address=sys.argv[3], log_to_driver=False, configure_logging=False)
+report = {}
+tfi.FaultEnv.sleeping_marker = os.environ["TORCHWM_TEST_SLEEPING"]
+envs = tfi.make(sys.argv[1])
+envs.timeout = 10  # the next reset waits for the interrupted step's 2 s sleep to end in the worker
+pids, block = tfi.processes_of(envs)
+envs.reset(seed=0)
+threading.Thread(target=interrupt_when_an_env_sleeps, daemon=True).start()
+started = time.monotonic()
+try:
+    envs.step(tfi.actions(tfi.SLEEP))
+    report["first"] = "no KeyboardInterrupt"
+except KeyboardInterrupt:
+    report["first"] = "KeyboardInterrupt"
+report["seconds"] = time.monotonic() - started
+try:
+    obs, *_ = envs.step(tfi.actions())
+    report["next"] = "stepped: " + repr(obs[:, 0].tolist())
+except Exception as error:
+    report["next"] = f"{type(error).__name__}: {error}"
+try:
+    tfi.assert_usable(envs)
+    report["usable"] = True
+except Exception as error:
+    report["usable"] = f"{type(error).__name__}: {error}"
+envs.close()
+time.sleep(0.5)
+report["left"] = [pid for pid in pids if tfi.running(pid)]
+print(json.dumps(report))
+"""
+
+
+def test_ctrl_c_mid_step_leaves_an_env_that_asks_for_a_reset_then_works(backend, tmp_path):
+    address = ""
+    if backend == "ray":
+        import ray
+
+        address = ray.get_runtime_context().gcs_address
+    script = tmp_path / "interrupt.py"
+    script.write_text(RAY_INTERRUPT_SCRIPT)
+    env = {**os.environ, "TORCHWM_TEST_SLEEPING": str(tmp_path / "sleeping")}
+    done = subprocess.run([sys.executable, str(script), backend, str(Path(__file__).parent), address],
+                          capture_output=True, text=True, timeout=100, env=env, cwd=tmp_path,
+                          # SIGINT's default action, in case this run inherited it ignored
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.splitlines()[-1])
+    assert report["first"] == "KeyboardInterrupt" and report["seconds"] < DEADLINE, report
+    # The interrupted step's envs were not reset: the next step must say so, not return stale rows.
+    assert report["next"].startswith("ResetNeeded") and "interrupted" in report["next"], report
+    assert report["usable"] is True, report
+    assert report["left"] == [], report
+
+# -- the process backends with two workers under fork (FaultyEnv) --------------------------------------
 
 class FaultyEnv(gym.Env):
-    """The action says what goes wrong: 0 nothing, 1 hang (sleep 60 s), 2 raise, 3 segfault."""
+    """The action says what goes wrong (OK, HANG: sleep 60 s, RAISE, SIGSEGV); truncates after 5 steps."""
 
     def __init__(self) -> None:
         self.observation_space = spaces.Box(0, 1000, (1,), np.float32)
-        self.action_space = spaces.Discrete(4)
+        self.action_space = spaces.Discrete(7)
         self.t = 0
 
     def reset(self, *, seed=None, options=None):
@@ -41,7 +371,7 @@ class FaultyEnv(gym.Env):
             time.sleep(60)
         elif action == RAISE:
             raise ValueError("the env broke on purpose")
-        elif action == SEGFAULT:
+        elif action == SIGSEGV:
             faulthandler.disable()  # pytest's handler, inherited by fork, would print a dump
             os.kill(os.getpid(), signal.SIGSEGV)
         self.t += 1
@@ -51,7 +381,7 @@ class FaultyEnv(gym.Env):
 gym.register("TorchwmTest/Faulty-v0", entry_point=FaultyEnv)
 
 
-def make(backend, **kwargs):
+def make_faulty(backend, **kwargs):
     options = {"num_workers": 2, "context": "fork", "timeout": 30, **kwargs}
     return torchwm.make_vec("TorchwmTest/Faulty-v0", 4, backend=backend, seed=0, backend_kwargs=options)
 
@@ -64,15 +394,15 @@ def gone(pid):
         return True
 
 
-def assert_cleaned_up(vec, pids):
+def assert_workers_gone(vec, pids):
     vec.close()
     assert all(gone(pid) for pid in pids), "a worker outlived close()"
     assert leaked_segments() == []
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", PROCESS_BACKENDS)
 def test_env_exception_names_env_worker_and_traceback(backend):
-    vec = make(backend)
+    vec = make_faulty(backend)
     pids = vec.worker_pids
     vec.reset()
     with pytest.raises(WorkerError) as caught:
@@ -85,15 +415,15 @@ def test_env_exception_names_env_worker_and_traceback(backend):
     vec.reset()
     obs, *_ = vec.step(np.zeros(4, dtype=np.int64))
     assert np.array_equal(obs[:, 0], [1, 1, 1, 1])
-    assert_cleaned_up(vec, pids)
+    assert_workers_gone(vec, pids)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", PROCESS_BACKENDS)
 @pytest.mark.parametrize("inline", [False, True])
 def test_replies_stay_in_step_after_many_env_errors(backend, inline):
     # An error in one worker while the other answers (subproc: a reply, then its raw observation
     # bytes) must leave nothing unread: a stale message would shift every later step's rows.
-    vec = make(backend, inline=inline)
+    vec = make_faulty(backend, inline=inline)
     vec.reset()
     for k in range(12):
         actions = np.zeros(4, dtype=np.int64)
@@ -107,7 +437,7 @@ def test_replies_stay_in_step_after_many_env_errors(backend, inline):
     assert leaked_segments() == []
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", PROCESS_BACKENDS)
 def test_exception_at_construction_is_reported_with_its_traceback(backend):
     def broken_factory():
         raise RuntimeError("cannot build this env")
@@ -117,9 +447,9 @@ def test_exception_at_construction_is_reported_with_its_traceback(backend):
     assert leaked_segments() == []
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", PROCESS_BACKENDS)
 def test_worker_killed_mid_step_raises_instead_of_hanging(backend):
-    vec = make(backend)  # timeout 30 s: a WorkerError (not EnvTimeoutError) shows the death was detected
+    vec = make_faulty(backend)  # timeout 30 s: a WorkerError (not EnvTimeoutError) shows the death was detected
     pids = vec.worker_pids
     vec.reset()
     vec.send(np.array([OK, OK, HANG, OK]))
@@ -130,22 +460,12 @@ def test_worker_killed_mid_step_raises_instead_of_hanging(backend):
     assert caught.value.worker_index == 1 and caught.value.env_index is None
     with pytest.raises(WorkerError, match="lost a worker"):
         vec.reset()
-    assert_cleaned_up(vec, pids)
+    assert_workers_gone(vec, pids)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_segfault_in_an_env_is_reported(backend):
-    vec = make(backend)
-    pids = vec.worker_pids
-    vec.reset()
-    with pytest.raises(WorkerError, match="SIGSEGV"):
-        vec.step(np.array([SEGFAULT, OK, OK, OK]))
-    assert_cleaned_up(vec, pids)
-
-
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", PROCESS_BACKENDS)
 def test_hung_worker_times_out_and_close_kills_it(backend):
-    vec = make(backend, timeout=0.5)
+    vec = make_faulty(backend, timeout=0.5)
     pids = vec.worker_pids
     vec.reset()
     with pytest.raises(EnvTimeoutError, match=r"envs \[.*2.*\] did not finish"):
@@ -153,12 +473,12 @@ def test_hung_worker_times_out_and_close_kills_it(backend):
     # recv(timeout=) on the same envs times out again rather than waiting for ever.
     with pytest.raises(EnvTimeoutError):
         vec.recv(timeout=0.2)
-    assert_cleaned_up(vec, pids)
+    assert_workers_gone(vec, pids)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", PROCESS_BACKENDS)
 def test_restart_on_crash_carries_on(backend):
-    vec = make(backend, restart_on_crash=True)
+    vec = make_faulty(backend, restart_on_crash=True)
     pids = vec.worker_pids
     vec.reset()
     vec.step(np.zeros(4, dtype=np.int64))
@@ -175,19 +495,19 @@ def test_restart_on_crash_carries_on(backend):
     assert np.array_equal(obs[:, 0], [0, 0, 3, 3]) and np.array_equal(rewards, [0, 0, 1, 1])
     obs, *_ = vec.step(np.zeros(4, dtype=np.int64))
     assert np.array_equal(obs[:, 0], [1, 1, 4, 4])
-    assert_cleaned_up(vec, pids + new_pids)
+    assert_workers_gone(vec, pids + new_pids)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", PROCESS_BACKENDS)
 def test_workers_ignore_sigint(backend):
-    vec = make(backend)
+    vec = make_faulty(backend)
     pids = vec.worker_pids
     vec.reset()
     os.kill(pids[0], signal.SIGINT)
     time.sleep(0.1)
     obs, *_ = vec.step(np.zeros(4, dtype=np.int64))
     assert np.array_equal(obs[:, 0], [1, 1, 1, 1])
-    assert_cleaned_up(vec, pids)
+    assert_workers_gone(vec, pids)
 
 
 CTRL_C_SCRIPT = """
@@ -202,11 +522,8 @@ if __name__ == "__main__":
 """
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", PROCESS_BACKENDS)
 def test_ctrl_c_gives_one_keyboard_interrupt_and_cleans_up(backend, tmp_path):
-    import subprocess
-    import sys
-
     script = tmp_path / "ctrl_c.py"
     script.write_text(CTRL_C_SCRIPT)
     # SIGINT's default action restored in the child: a test run started in the background inherits it
@@ -227,7 +544,7 @@ def test_ctrl_c_gives_one_keyboard_interrupt_and_cleans_up(backend, tmp_path):
 
 # -- Ctrl-C in the middle of a step, scripts without a main guard, leftovers after SIGKILL ------------------
 
-INTERRUPT_SCRIPT = r'''
+INLINE_INTERRUPT_SCRIPT = r'''
 import json, os, signal, sys, threading, time
 import gymnasium as gym, numpy as np, torchwm
 from gymnasium import spaces
@@ -291,9 +608,6 @@ if __name__ == "__main__":
 
 
 def run_script(tmp_path, text, *args, timeout=120):
-    import subprocess
-    import sys
-
     script = tmp_path / "script.py"
     script.write_text(text)
     # SIGINT's default action restored in the child: a test run started in the background inherits it
@@ -303,12 +617,10 @@ def run_script(tmp_path, text, *args, timeout=120):
                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", PROCESS_BACKENDS)
 @pytest.mark.parametrize("inline", [False, True])
 def test_ctrl_c_mid_step_then_carry_on(backend, inline, tmp_path):
-    import json
-
-    done = run_script(tmp_path, INTERRUPT_SCRIPT, backend, int(inline), tmp_path / "sleeping")
+    done = run_script(tmp_path, INLINE_INTERRUPT_SCRIPT, backend, int(inline), tmp_path / "sleeping")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout.splitlines()[-1])
     assert report["interrupted"]
@@ -350,7 +662,7 @@ envs.close()
 """
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", PROCESS_BACKENDS)
 def test_readme_example_runs_as_a_script_without_a_main_guard(backend, tmp_path):
     example = readme_example()
     assert "__main__" not in example and 'backend="shmem"' in example
@@ -359,7 +671,7 @@ def test_readme_example_runs_as_a_script_without_a_main_guard(backend, tmp_path)
     assert done.stdout.strip().splitlines()[-1] == "done"
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", PROCESS_BACKENDS)
 @pytest.mark.parametrize("context", [None, "fork"])
 def test_script_with_its_own_env_class_needs_no_main_guard(backend, context, tmp_path):
     options = {} if context is None else {"context": context}
@@ -379,7 +691,7 @@ def exit_at_construction():
     os._exit(0)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", PROCESS_BACKENDS)
 @pytest.mark.parametrize("context", ["forkserver", "spawn"])
 def test_an_env_that_exits_while_built_gets_no_main_guard_hint(backend, context):
     with pytest.raises(WorkerError, match="died .* while starting its envs") as caught:
@@ -398,9 +710,6 @@ if __name__ == "__main__":
 
 
 def test_sigkill_of_the_whole_process_group_leaves_no_segment(tmp_path):
-    import subprocess
-    import sys
-
     script = tmp_path / "hold.py"
     script.write_text(SIGKILL_SCRIPT)
     child = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, start_new_session=True)
@@ -415,3 +724,369 @@ def test_sigkill_of_the_whole_process_group_leaves_no_segment(tmp_path):
         time.sleep(0.05)
     assert name.startswith("torchwm_") and all(gone(int(pid)) for pid in pids)
     assert not os.path.exists(f"/dev/shm/{name}")
+
+
+# -- long timeouts: "no deadline" (issue 25, item 1) ---------------------------------------------------------
+
+
+def cartpole_steps(vec, steps=3):
+    """The arrays of a reset (seed 0) and ``steps`` steps of action 1 on ``vec``."""
+    arrays = [vec.reset(seed=0)[0]]
+    for _ in range(steps):
+        arrays.extend(vec.step(np.ones(vec.num_envs, dtype=np.int64))[:4])
+    return arrays
+
+
+def assert_same_as_sync(vec, steps=3):
+    with torchwm.make_vec("CartPole-v1", vec.num_envs, backend="sync") as reference:
+        expected = cartpole_steps(reference, steps)
+    for got, want in zip(cartpole_steps(vec, steps), expected, strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("backend", PROCESS_BACKENDS)
+@pytest.mark.parametrize("timeout", [1e9, 3e6, math.inf])
+def test_a_timeout_longer_than_any_wait_means_no_deadline(backend, timeout):
+    # 1e9 and 3e6 s are past what select.poll takes (2**31 ms): they mean "no limit", as math.inf does.
+    with torchwm.make_vec("CartPole-v1", 4, backend=backend,
+                          backend_kwargs={"timeout": timeout, "num_workers": 2}) as vec:
+        assert_same_as_sync(vec)
+        vec.send(np.zeros(4, dtype=np.int64))
+        assert vec.recv(timeout=timeout)[1].tolist() == [1.0] * 4
+        vec.call("reset")
+
+
+@pytest.mark.parametrize("backend", PROCESS_BACKENDS)
+def test_a_dead_worker_is_still_noticed_without_a_deadline(backend):
+    vec = make_faulty(backend, timeout=1e9)
+    pids = vec.worker_pids
+    vec.reset()
+    with pytest.raises(WorkerError, match="SIGSEGV"):
+        vec.step(np.array([OK, SIGSEGV, OK, OK]))
+    assert_workers_gone(vec, pids)
+
+
+@pytest.mark.parametrize("backend", PROCESS_BACKENDS)
+def test_torchwm_run_takes_a_timeout_of_1e9(backend, capsys):
+    from torchwm.cli import main
+
+    assert main(["run", "CartPole-v1", "--num-envs", "2", "--steps", "20", "--seed", "0", "--no-progress",
+                 "--backend", backend, "--set", "backend_kwargs.timeout=1e9",
+                 "--set", "backend_kwargs.num_workers=2"]) == 0
+    captured = capsys.readouterr()
+    assert "steps per second" in captured.out and "Traceback" not in captured.err
+
+
+# -- config files that must not crash the command line (issue 25, item 8) ------------------------------------
+
+DEEP_CONFIGS = {
+    "deep.json": '{"id": "CartPole-v1", "x": ' + "[" * 100_000 + "]" * 100_000 + "}",
+    "deep.toml": 'id = "CartPole-v1"\nx = ' + "[" * 5000 + "]" * 5000 + "\n",
+    "deep_tables.toml": 'id = "CartPole-v1"\nx = ' + "{a = " * 5000 + "1" + "}" * 5000 + "\n",
+    "deep.yaml": "id: CartPole-v1\nx: " + "[" * 5000 + "]" * 5000 + "\n",
+    # Read, but deeper than the recursive steps after reading (validation) can walk.
+    "nested.json": '{"id": "CartPole-v1", "backend_kwargs": {"x": ' + "[" * 600 + "]" * 600 + "}}",
+}
+
+
+def run_bad_config(tmp_path, capsys, name, content):
+    from torchwm.cli import main
+
+    path = tmp_path / name
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content)
+    status = main(["run", str(path), "--steps", "1", "--no-progress"])
+    err = capsys.readouterr().err.strip()
+    return status, err, path
+
+
+@pytest.mark.parametrize("name", sorted(DEEP_CONFIGS))
+def test_a_config_nested_thousands_deep_is_one_line_and_exit_2(tmp_path, capsys, name):
+    status, err, path = run_bad_config(tmp_path, capsys, name, DEEP_CONFIGS[name])
+    assert status == 2 and len(err.splitlines()) == 1, err
+    assert str(path) in err and "nest" in err and "64" in err and "Traceback" not in err
+
+
+def test_a_config_nested_deeper_than_the_limit_is_refused_as_a_dict_too():
+    from torchwm.errors import ConfigError
+
+    deep: dict = {"a": 1}
+    for _ in range(100):
+        deep = {"a": deep}
+    with pytest.raises(ConfigError, match="more than 64 levels deep"):
+        torchwm.load_config({"id": "CartPole-v1", "backend_kwargs": deep})
+
+
+@pytest.mark.parametrize("suffix", [".toml", ".yaml", ".json"])
+def test_a_config_that_is_not_utf8_is_one_line_and_exit_2(tmp_path, capsys, suffix):
+    text = {".toml": 'id = "CartPole-v1" # café\n', ".yaml": "id: CartPole-v1  # café\n",
+            ".json": '{"id": "CartPole-v1", "note": "café"}'}[suffix]
+    status, err, path = run_bad_config(tmp_path, capsys, "latin1" + suffix, text.encode("latin-1"))
+    assert status == 2 and len(err.splitlines()) == 1, err
+    assert str(path) in err and "not UTF-8" in err and "Traceback" not in err
+
+
+# -- an observation of the wrong shape (issue 25, item 7) ----------------------------------------------------
+
+
+class WrongShapeEnv(gym.Env):
+    """Box(shape=(3,)), but env ``bad`` returns shape (1,) (on reset when ``on_reset``, else on its steps)."""
+
+    observation_space = spaces.Box(-10, 10, (3,), np.float32)
+    action_space = spaces.Discrete(2)
+
+    def __init__(self, index=0, bad=2, on_reset=False):
+        self.wrong = index == bad
+        self.on_reset = on_reset
+
+    def _obs(self, wrong):
+        return np.ones(1 if wrong else 3, np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return self._obs(self.wrong and self.on_reset), {}
+
+    def step(self, action):
+        return self._obs(self.wrong), 1.0, False, False, {}
+
+
+def wrong_shape_envs(backend, on_reset=False):
+    import functools
+
+    fns = [functools.partial(WrongShapeEnv, i, 2, on_reset) for i in range(4)]
+    options = {} if backend == "sync" else {"num_workers": 2, "timeout": 60}
+    return torchwm.make_vec_from_fns(fns, backend=backend, backend_kwargs=options)
+
+
+@pytest.mark.parametrize("backend", ["sync", *PROCESS_BACKENDS])
+def test_an_observation_of_the_wrong_shape_is_a_value_error_naming_the_env(backend):
+    with wrong_shape_envs(backend) as vec:
+        vec.reset(seed=0)
+        with pytest.raises(ValueError, match=r"env 2 returned an observation of shape \(1,\).* shape \(3,\)"):
+            vec.step(np.zeros(4, dtype=np.int64))
+    # Gymnasium's SyncVectorEnv refuses it with the same type.
+    reference = gym.vector.SyncVectorEnv([lambda i=i: WrongShapeEnv(i) for i in range(4)])
+    reference.reset(seed=0)
+    with pytest.raises(ValueError):
+        reference.step(np.zeros(4, dtype=np.int64))
+
+
+@pytest.mark.parametrize("backend", ["sync", *PROCESS_BACKENDS])
+def test_a_reset_observation_of_the_wrong_shape_is_a_value_error_too(backend):
+    with wrong_shape_envs(backend, on_reset=True) as vec:
+        with pytest.raises(ValueError, match=r"env 2 returned an observation of shape \(1,\)"):
+            vec.reset(seed=0)
+
+
+def test_a_dict_observation_of_the_wrong_shape_names_its_key():
+    class DictEnv(WrongShapeEnv):
+        observation_space = spaces.Dict({"pos": spaces.Box(-10, 10, (3,), np.float32)})
+
+        def _obs(self, wrong):
+            return {"pos": super()._obs(wrong)}
+
+    with torchwm.make_vec_from_fns([lambda i=i: DictEnv(i) for i in range(4)], backend="sync") as vec:
+        vec.reset(seed=0)
+        with pytest.raises(ValueError, match=r"env 2 returned an observation\['pos'\] of shape \(1,\)"):
+            vec.step(np.zeros(4, dtype=np.int64))
+
+
+# -- a failed start closes the envs that were built (issue 25, item 2) ---------------------------------------
+
+
+class RecordsClose(gym.Env):
+    """Writes its index to the file ``record`` when closed. ``fail="raise"``: env 3's constructor raises;
+    ``fail="spaces"``: env 3 has another observation space."""
+
+    action_space = spaces.Discrete(2)
+
+    def __init__(self, index, record, fail=None):
+        if fail == "raise" and index == 3:
+            raise RuntimeError("env 3 cannot be built")
+        self.observation_space = spaces.Box(-1, 1, (3,) if fail == "spaces" and index == 3 else (2,), np.float32)
+        self.index, self.record = index, record
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(self.observation_space.shape, np.float32), {}
+
+    def step(self, action):
+        return np.zeros(self.observation_space.shape, np.float32), 0.0, False, False, {}
+
+    def close(self):
+        with open(self.record, "a") as f:
+            f.write(f"{self.index}\n")
+
+
+@pytest.mark.parametrize("backend", ["sync", *PROCESS_BACKENDS])
+@pytest.mark.parametrize("fail, error, closed", [("raise", WorkerError, [0, 1, 2]), ("spaces", RuntimeError, [0, 1, 2, 3])])
+def test_a_failed_start_closes_every_env_that_was_built(backend, fail, error, closed, tmp_path, capfd):
+    import functools
+
+    record = str(tmp_path / "closed")
+    fns = [functools.partial(RecordsClose, i, record, fail) for i in range(4)]
+    options = {} if backend == "sync" else {"num_workers": 2, "context": "fork", "timeout": 60}
+    expected = RuntimeError if backend == "sync" else error  # sync raises the env's own error, unwrapped
+    with pytest.raises(expected, match="env 3 cannot be built" if fail == "raise" else "observation space"):
+        torchwm.make_vec_from_fns(fns, backend=backend, backend_kwargs=options)
+    assert sorted(int(line) for line in Path(record).read_text().split()) == closed
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "has no attribute" not in err, err  # the workers ended quietly
+    assert leaked_segments() == []
+
+
+# -- forked copies and copies of a vector env never touch the owner's workers (issue 25, items 5 and 6) ------
+
+FORK_SCRIPT = r"""
+import gc, json, os, sys
+import numpy as np, torchwm
+
+backend, what = sys.argv[1], sys.argv[2]
+envs = torchwm.make_vec("CartPole-v1", 4, backend=backend, backend_kwargs={"num_workers": 2, "timeout": 60})
+envs.reset(seed=0)
+envs.step(np.ones(4, dtype=np.int64))
+pids = envs.worker_pids
+child = os.fork()
+if child == 0:  # a data loader's worker, an evaluator: it exits normally (atexit, finalizers, GC)
+    outcome = "exited"
+    if what == "close":
+        envs.close()
+    elif what == "drop":
+        del envs
+        gc.collect()
+    elif what == "step":
+        try:
+            envs.step(np.ones(4, dtype=np.int64))
+            outcome = "stepped"
+        except Exception as error:
+            outcome = f"{type(error).__name__}: {error}"
+        envs.close()
+    with open(sys.argv[3], "w") as f:
+        f.write(outcome)
+    sys.exit(0)
+_, status = os.waitpid(child, 0)
+report = {"child_status": status, "child": open(sys.argv[3]).read()}
+report["alive"] = [os.path.exists(f"/proc/{pid}") for pid in pids]
+obs, rewards, *_ = envs.step(np.ones(4, dtype=np.int64))
+with torchwm.make_vec("CartPole-v1", 4, backend="sync") as reference:
+    reference.reset(seed=0)
+    reference.step(np.ones(4, dtype=np.int64))
+    expected = reference.step(np.ones(4, dtype=np.int64))[0]
+report["same_as_sync"] = bool((obs == expected).all())
+envs.close()
+report["left"] = [pid for pid in pids if os.path.exists(f"/proc/{pid}") and
+                  open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"]
+print(json.dumps(report))
+"""
+
+
+@pytest.mark.parametrize("backend", PROCESS_BACKENDS)
+@pytest.mark.parametrize("what", ["exit", "close", "drop", "step"])
+def test_a_forked_copy_never_touches_the_parents_workers(backend, what, tmp_path):
+    done = run_script(tmp_path, FORK_SCRIPT, backend, what, tmp_path / "child")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr and "can only join" not in done.stderr, done.stderr[-3000:]
+    report = json.loads(done.stdout.splitlines()[-1])
+    assert report["child_status"] == 0 and report["alive"] == [True, True], report
+    if what == "step":  # the copy refuses to step the parent's workers, and says why
+        assert report["child"].startswith("ClosedEnvironmentError") and "forked copy" in report["child"], report
+    else:
+        assert report["child"] == "exited", report
+    assert report["same_as_sync"] and report["left"] == [], report
+
+
+@pytest.mark.parametrize("backend", ["sync", *PROCESS_BACKENDS])
+def test_copy_copy_is_refused_and_the_original_keeps_working(backend):
+    import copy
+
+    options = {} if backend == "sync" else {"num_workers": 2, "timeout": 60}
+    with torchwm.make_vec("CartPole-v1", 4, backend=backend, backend_kwargs=options) as vec:
+        pids = getattr(vec, "worker_pids", [])
+        with pytest.raises(TypeError, match="cannot be copied.*share"):
+            copy.copy(vec)
+        if backend != "sync":
+            with pytest.raises(TypeError, match="cannot be deep-copied"):
+                copy.deepcopy(vec)
+        gc.collect()
+        assert_same_as_sync(vec)
+        assert getattr(vec, "worker_pids", []) == pids
+
+
+def test_a_deep_copy_of_a_sync_env_has_envs_of_its_own():
+    import copy
+
+    with torchwm.make_vec("CartPole-v1", 2, backend="sync") as vec:
+        vec.reset(seed=0)
+        twin = copy.deepcopy(vec)
+        assert twin.envs[0] is not vec.envs[0]
+        twin.close()
+        assert_same_as_sync(vec)
+
+
+# -- two threads on one vector env (issue 25, item 9) --------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", PROCESS_BACKENDS)
+def test_two_threads_stepping_one_env_get_a_clear_refusal_and_leave_it_usable(backend):
+    from torchwm.errors import AlreadyPendingCallError
+
+    vec = torchwm.make_vec("CartPole-v1", 4, backend=backend, backend_kwargs={"num_workers": 2, "timeout": 60})
+    pids = vec.worker_pids
+    vec.reset(seed=0)
+    errors: list[BaseException] = []
+    steps = [0, 0]
+    start = threading.Barrier(2)
+
+    def hammer(k):
+        start.wait()
+        for _ in range(300):
+            try:
+                vec.step(np.zeros(4, dtype=np.int64))
+                steps[k] += 1
+            except Exception as error:  # noqa: BLE001 - checked below
+                errors.append(error)
+
+    threads = [threading.Thread(target=hammer, args=(k,)) for k in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    # Every error is the refusal of a call while the other thread's call was under way (Gymnasium's
+    # type), never a cut channel ("Ctrl-C") nor a lost worker.
+    assert all(isinstance(error, gym.error.AlreadyPendingCallError) for error in errors), errors[:3]
+    assert all(isinstance(error, AlreadyPendingCallError) for error in errors)
+    assert not any("Ctrl-C" in str(error) for error in errors)
+    assert sum(steps) > 0
+    # The refused calls changed nothing: no env needs a reset (a ResetNeeded here would say one does).
+    obs, *_ = vec.step(np.zeros(4, dtype=np.int64))
+    assert obs.shape == (4, 4)
+    assert_same_as_sync(vec)
+    assert_workers_gone(vec, pids)
+
+
+@pytest.mark.parametrize("backend", PROCESS_BACKENDS)
+def test_a_wait_while_another_thread_waits_is_refused_and_says_so(backend, tmp_path, monkeypatch):
+    monkeypatch.setattr(FaultEnv, "sleeping_marker", str(tmp_path / "sleeping"))
+    envs = make(backend)
+    envs.timeout = 30
+    pids, block = processes_of(envs)
+    envs.reset(seed=0)
+    envs.send(actions(SLEEP))
+    waiting = threading.Thread(target=envs.recv)  # waits for env 2's 2 s sleep
+    waiting.start()
+    deadline = time.monotonic() + DEADLINE
+    while not (tmp_path / "sleeping").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)
+    for call in (envs.recv, lambda: envs.reset(seed=0), lambda: envs.get_attr("t")):
+        with pytest.raises(gym.error.AlreadyPendingCallError, match="another thread|pending call"):
+            call()
+    with pytest.raises(gym.error.AlreadyPendingCallError, match="being used from another thread"):
+        envs.recv()
+    waiting.join(DEADLINE)
+    assert not waiting.is_alive()
+    assert envs.get_attr("t") == (1,) * NUM_ENVS  # the waiting thread took the step in; nothing needs a reset
+    assert_usable(envs)
+    assert_cleaned_up(envs, pids, block)

@@ -199,3 +199,64 @@ def test_ctrl_c_while_measuring_ends_the_helper_and_gives_the_cores_back(monkeyp
         measure(multiprocessing.get_context("forkserver"), "synthetic", _synthetic)
     assert os.sched_getaffinity(0) == cores
     assert not [p for p in multiprocessing.active_children() if p.name == "torchwm-measure"]
+
+
+# -- the measurement under the workers' deadline and registration (issue 25, items 3 and 4) ------------------
+
+
+class _HangsWhenBuilt(gym.Env):
+    """A constructor that never returns (within the test)."""
+
+    def __init__(self):
+        time.sleep(600)
+
+
+class _BreaksOnStep(gym.Wrapper):
+    def __init__(self):
+        super().__init__(gym.make("CartPole-v1"))
+
+    def step(self, action):
+        raise RuntimeError("the env broke on purpose")
+
+
+def _register(env_id, entry_point):
+    if env_id not in gym.registry:
+        gym.register(env_id, entry_point=entry_point)
+    return env_id
+
+
+@needs_two_cores
+def test_a_hanging_constructor_fails_make_vec_within_the_timeout_not_the_measurements_minute(monkeypatch):
+    monkeypatch.setitem(worker_count._handoffs, "forkserver", SLOW_WAKES)
+    monkeypatch.setattr(worker_count, "_env_steps", {})
+    env_id = _register("TorchwmTest/HangsWhenBuilt-v0", _HangsWhenBuilt)
+    with pytest.raises(torchwm.errors.EnvTimeoutError, match=r"not built within 3 s .*helper process that measures"):
+        torchwm.make_vec(env_id, num_envs=4, backend="shmem", backend_kwargs={"timeout": 3})
+    assert not [p for p in multiprocessing.active_children() if p.name == "torchwm-measure"]
+    assert not worker_count._env_steps  # nothing kept: a larger timeout measures again
+
+
+@needs_two_cores
+def test_an_id_registered_at_run_time_is_measured_as_the_workers_build_it(monkeypatch):
+    monkeypatch.setitem(worker_count._handoffs, "forkserver", SLOW_WAKES)
+    monkeypatch.setattr(worker_count, "_env_steps", {})
+    # An importable entry point, registered in this process only: the helper, like the workers, gets the spec.
+    env_id = _register("TorchwmTest/RunTimeCartPole-v0", "gymnasium.envs.classic_control.cartpole:CartPoleEnv")
+    with torchwm.make_vec(env_id, num_envs=4, backend="shmem") as vec:
+        assert vec.worker_choice is not None and vec.worker_choice.fallback == "", vec.worker_choice
+        assert "measured: an env step" in str(vec.worker_choice)
+    assert list(worker_count._env_steps.values())[0] is not None
+
+
+@needs_two_cores
+def test_a_failed_measurement_is_said_in_a_warning_and_in_worker_choice(monkeypatch):
+    monkeypatch.setitem(worker_count._handoffs, "forkserver", SLOW_WAKES)
+    monkeypatch.setattr(worker_count, "_env_steps", {})
+    env_id = _register("TorchwmTest/BreaksOnStep-v0", _BreaksOnStep)
+    with pytest.warns(RuntimeWarning, match="an env.s step could not be measured: RuntimeError: the env broke on purpose"):
+        vec = torchwm.make_vec(env_id, num_envs=4, backend="shmem")
+    with vec:
+        choice = vec.worker_choice
+        assert choice is not None and "the env broke on purpose" in choice.fallback
+        assert vec.num_workers == choice.workers == min(4, default_num_workers())
+        assert "one per core: not measured" in str(choice)  # what torchwm bench prints under its table

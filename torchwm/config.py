@@ -4,8 +4,8 @@
 cannot ask for Python objects; ``json``), one of the example configs shipped
 in the package by name (``"pong"``, see `shipped_configs`) or a dict,
 refuses a table that expands to more than `MAX_CONFIG_VALUES` values (YAML
-aliases nested in each other), substitutes ``${VAR}`` / ``${VAR:-default}``
-in string values, applies ``--set``-style overrides
+aliases nested in each other) or nests deeper than `MAX_CONFIG_DEPTH`,
+substitutes ``${VAR}`` / ``${VAR:-default}`` in string values, applies ``--set``-style overrides
 (``"wrappers[1].stack_size=2"``), validates every key with a pydantic schema
 (unknown keys are errors, with the closest key suggested) and resolves the
 result with `torchwm.factory.resolve_spec`. Backend options may be given per
@@ -58,6 +58,9 @@ SHIPPED_CONFIGS_DIR = Path(__file__).resolve().parent / "configs"
 # A config holds tens of values; YAML aliases nested in each other can make a few hundred bytes
 # stand for billions, which would be expanded before a key is checked.
 MAX_CONFIG_VALUES = 100_000
+# A config nests a few levels (backends.shmem.num_workers); every later step (interpolation, overrides,
+# validation) walks it recursively, so a deeper one is refused before them, with a message.
+MAX_CONFIG_DEPTH = 64
 
 # ${VAR} or ${VAR:-default}; "$${" writes a literal "${".
 _ENV_REFERENCE = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -192,27 +195,32 @@ def find_config(target: str | os.PathLike[str]) -> Path:
     )
 
 
-def check_expansion(data: Any, limit: int = MAX_CONFIG_VALUES) -> None:
-    """Refuse a table that holds more than ``limit`` values once its aliases are expanded.
+def check_expansion(data: Any, limit: int = MAX_CONFIG_VALUES, max_depth: int = MAX_CONFIG_DEPTH) -> None:
+    """Refuse a table that holds more than ``limit`` values once its aliases are expanded, or that nests
+    tables and lists more than ``max_depth`` deep.
 
     YAML aliases (``*a``) share one object, so a few hundred bytes nested nine deep stand for
     billions of values; every later step (interpolation, overrides, validation) would expand them.
-    This walk counts each value as often as it is reachable and stops at the limit.
+    This walk counts each value as often as it is reachable and stops at the limit. It is a loop, not
+    a recursion, so that it can refuse what the later, recursive steps could not walk.
     """
     count = 0
-    stack = [data]
+    stack: list[tuple[Any, int]] = [(data, 0)]
     while stack:
-        item = stack.pop()
+        item, depth = stack.pop()
         count += 1
         if count > limit:
             raise ConfigError(
                 f"the config expands to more than {limit:,} values (YAML aliases nested in each other?); "
                 f"a config may hold at most {limit:,}"
             )
+        if depth > max_depth:
+            raise ConfigError(f"the config nests tables or lists more than {max_depth} levels deep; a config may "
+                              f"nest at most {max_depth}")
         if isinstance(item, Mapping):
-            stack.extend(item.values())
+            stack.extend((value, depth + 1) for value in item.values())
         elif isinstance(item, (list, tuple)):
-            stack.extend(item)
+            stack.extend((value, depth + 1) for value in item)
 
 
 def switch_backend(data: Mapping[str, Any], backend: str) -> dict[str, Any]:
@@ -273,7 +281,12 @@ def read_config(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise ConfigError(f"not a config file: expected a name ending in {', '.join(CONFIG_SUFFIXES)}, got {path.name!r}")
     if not path.is_file():
         raise ConfigError("no such file")
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"not UTF-8 text (byte {exc.start}: {exc.reason}); save the config as UTF-8") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot be read: {exc.strerror or exc}") from None
     try:
         if suffix == ".toml":
             data = tomllib.loads(text)
@@ -281,6 +294,10 @@ def read_config(path: str | os.PathLike[str]) -> dict[str, Any]:
             data = json.loads(text)
         else:
             data = yaml.safe_load(text)
+    except RecursionError:
+        # The parsers recurse once per level: a file nested thousands deep exhausts Python's stack.
+        raise ConfigError(f"nested too deeply to read (deeper than Python's recursion limit); a config may "
+                          f"nest at most {MAX_CONFIG_DEPTH} levels") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"not valid TOML: {exc}") from None
     except json.JSONDecodeError as exc:

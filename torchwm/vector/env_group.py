@@ -124,6 +124,29 @@ def describe_share(envs: list[gym.Env]) -> ShareDescription:
                             first.render_mode)
 
 
+def wrong_shape(space: gym.Space, value: Any, path: tuple = ()) -> tuple[tuple, tuple, tuple] | None:
+    """(path, shape, expected shape) of the first array of ``value`` (one env's observation of a Dict or
+    Tuple space) whose shape is not its space's; None if every one fits."""
+    if isinstance(space, gym.spaces.Dict):
+        for key, sub in space.spaces.items():
+            if isinstance(value, dict) and key in value:
+                found = wrong_shape(sub, value[key], (*path, key))
+                if found is not None:
+                    return found
+    elif isinstance(space, gym.spaces.Tuple):
+        if isinstance(value, (tuple, list)):
+            for k, (sub, item) in enumerate(zip(space.spaces, value)):
+                found = wrong_shape(sub, item, (*path, k))
+                if found is not None:
+                    return found
+    elif isinstance(space, ARRAY_SPACES):
+        shape = np.shape(value)
+        expected = tuple(space.shape or ())
+        if shape != expected:
+            return path, shape, expected
+    return None
+
+
 def failing_env(exc: BaseException) -> int | None:
     """The local index of the env that raised, read from the `EnvGroup` frame of the traceback.
 
@@ -167,8 +190,10 @@ class EnvGroup:
         rewards: np.ndarray,
         terminations: np.ndarray,
         truncations: np.ndarray,
+        first_env: int = 0,
     ) -> None:
         self.envs = list(envs)
+        self.first_env = first_env  # the global index of envs[0], for messages
         self.autoreset_mode = autoreset_mode
         self.observation_space = self.envs[0].observation_space
         self.action_space = self.envs[0].action_space
@@ -180,12 +205,31 @@ class EnvGroup:
         self._all_local = list(range(len(self.envs)))
         self._array_obs = isinstance(self.observation_space, ARRAY_SPACES)
         self._array_actions = isinstance(self.action_space, ARRAY_SPACES)
+        self._obs_shape = tuple(self.observation_space.shape or ()) if self._array_obs else None
 
     def _write_obs(self, i: int, obs: Any) -> None:
+        # The shape is compared here, where the row is copied anyway: NumPy would broadcast an
+        # observation of shape (1,) into a row of shape (3,) without a word. Gymnasium's vector envs
+        # raise ValueError for it.
         if self._array_obs:
+            shape = getattr(obs, "shape", None)
+            if shape is None:
+                shape = () if isinstance(obs, (int, float)) else np.shape(obs)
+            if shape != self._obs_shape:
+                raise self._shape_error(i, (), shape, self._obs_shape)
             self.observations[i] = obs
         else:
+            wrong = wrong_shape(self.observation_space, obs)
+            if wrong is not None:
+                raise self._shape_error(i, *wrong)
             put_rows(self.observation_space, self.observations, i, obs)
+
+    def _shape_error(self, i: int, path: tuple, shape: tuple, expected: tuple | None) -> ValueError:
+        where = "".join(f"[{key!r}]" for key in path)
+        return ValueError(
+            f"env {self.first_env + i} returned an observation{where} of shape {shape}, but its observation "
+            f"space{where} has shape {expected}; every observation must have its space's shape"
+        )
 
     def reset(self, local_ids: Sequence[int], seeds: Sequence[int | None], options: dict[str, Any] | None) -> list[dict]:
         infos = []

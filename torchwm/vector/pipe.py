@@ -73,7 +73,7 @@ def serve(conn: Any, envs: list, payload: WorkerPayload, seq: int, setup: Any) -
     count = len(envs)
     flags, rewards, terminations, truncations = flag_rows(count)
     group = EnvGroup(envs, payload.autoreset_mode, create_batch(first.observation_space, count),
-                     rewards, terminations, truncations)
+                     rewards, terminations, truncations, first_env=payload.first_env)
     all_local = list(range(count))
     readable = Readable(conn)
     # All rows of an array batch go as raw bytes, and the actions of an array action space come so.

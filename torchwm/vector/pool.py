@@ -57,6 +57,7 @@ turns them into torchwm's errors.
 from __future__ import annotations
 
 import os
+import threading
 import time
 import weakref
 from abc import ABC, abstractmethod
@@ -69,7 +70,13 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from torchwm.errors import EnvTimeoutError, WorkerError, worker_error
+from torchwm.errors import (
+    AlreadyPendingCallError,
+    ClosedEnvironmentError,
+    EnvTimeoutError,
+    WorkerError,
+    worker_error,
+)
 from torchwm.spec import VecSpec, check_count, check_timeout
 from torchwm.vector.base import VectorEnv, check_batch_size, check_observation_mode, resolve_spaces
 from torchwm.vector.batching import create_batch, put_rows, slice_rows, take_rows
@@ -99,8 +106,19 @@ POOL_OPTIONS: dict[str, Any] = {
 }
 
 
+# The longest wait the system calls take (select.poll counts milliseconds in a C int): a deadline further
+# away than that is no deadline, so that a timeout of weeks (1e9) means "no limit" rather than an
+# OverflowError from the first wait.
+LONGEST_DEADLINE_SECONDS = 2**31 // 1000 - 1
+
+
 class Deadline:
-    """When a wait must end: ``seconds`` after it began (None: never). Messages name ``seconds``."""
+    """When a wait must end: ``seconds`` after it began (None, ``math.inf`` or more than
+    `LONGEST_DEADLINE_SECONDS`: never). Messages name ``seconds``.
+
+    Every wait of a pool and its transports takes its time from here, so this is the one place that
+    turns a timeout into what a wait may be given.
+    """
 
     __slots__ = ("seconds", "at")
 
@@ -110,7 +128,9 @@ class Deadline:
 
     @classmethod
     def after(cls, seconds: float | None) -> Deadline:
-        return cls(seconds, None if seconds is None else time.monotonic() + seconds)
+        if seconds is None or seconds > LONGEST_DEADLINE_SECONDS:
+            return cls(seconds, None)
+        return cls(seconds, time.monotonic() + seconds)
 
     def remaining(self, forever: float | None = None) -> float | None:
         """Seconds left (at least 0), or ``forever`` when there is no deadline."""
@@ -249,6 +269,27 @@ def check_pool_options(backend: str, num_envs: int, options: dict[str, Any],
     )
 
 
+def gym_specs_of(spec: VecSpec) -> list[gym.envs.registration.EnvSpec]:
+    """The Gymnasium registration of ``spec``'s id, for a process whose interpreter never saw it (an id
+    registered at run time); empty for an id Gymnasium does not know."""
+    return [gym.registry[spec.id]] if spec.id in gym.registry else []
+
+
+def register_gym_specs(specs: Sequence[gym.envs.registration.EnvSpec]) -> None:
+    """Register the ids of ``specs`` that this process does not know (in a worker, or the helper that
+    measures an env's step)."""
+    for spec in specs:
+        if spec.id not in gym.registry and isinstance(spec.entry_point, str):
+            # The package that registers the id (ale_py registers every ALE id on import) goes first,
+            # so that its own registration does not find ours and warn about an override.
+            try:
+                __import__(spec.entry_point.split(":")[0])
+            except ImportError:
+                pass
+        if spec.id not in gym.registry:
+            gym.registry[spec.id] = spec
+
+
 @dataclass
 class WorkerPayload:
     """What a worker needs to build its envs; a process transport sends it cloudpickled."""
@@ -262,16 +303,7 @@ class WorkerPayload:
 
     def build_envs(self) -> list[gym.Env]:
         """The worker's envs, built (in the worker); registers the missing Gymnasium ids first."""
-        for spec in self.gym_specs:
-            if spec.id not in gym.registry and isinstance(spec.entry_point, str):
-                # The package that registers the id (ale_py registers every ALE id on import) goes first,
-                # so that its own registration does not find ours and warn about an override.
-                try:
-                    __import__(spec.entry_point.split(":")[0])
-                except ImportError:
-                    pass
-            if spec.id not in gym.registry:
-                gym.registry[spec.id] = spec
+        register_gym_specs(self.gym_specs)
         envs: list[gym.Env] = []
         try:
             for fn in self.env_fns:
@@ -341,10 +373,12 @@ class Transport(ABC):
         return None
 
     @classmethod
-    def choose_worker_count(cls, spec: VecSpec, env_fns: list[Callable[[], gym.Env]],
-                            settings: Any) -> WorkerChoice | None:
+    def choose_worker_count(cls, spec: VecSpec, env_fns: list[Callable[[], gym.Env]], settings: Any, *,
+                            timeout: float | None = None) -> WorkerChoice | None:
         """When the user left the split to the pool: a `torchwm.vector.worker_count.WorkerChoice` (how many
-        workers to start, from measurements), or None for one per core (the default)."""
+        workers to start, from measurements), or None for one per core (the default). A measurement that
+        builds an env waits for it at most ``timeout`` (the pool's), and gets `gym_specs_of` ``spec``
+        as the workers do."""
         return None
 
     @classmethod
@@ -417,11 +451,33 @@ class Transport(ABC):
     def close(self, deadline: Deadline) -> None: ...
 
 
-def shutdown(transports: list[Transport], batch: Batch | None) -> None:
+class _Forks:
+    """How many times this process's line has forked: a pool records it when it starts its workers, so
+    that its hot path tells a forked copy from the owner by comparing one int (``os.getpid()`` is a
+    system call)."""
+
+    count = 0
+
+    @classmethod
+    def after_in_child(cls) -> None:
+        cls.count += 1
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_Forks.after_in_child)
+
+
+def shutdown(transports: list[Transport], batch: Batch | None, owner: int) -> None:
     """End every worker within a deadline (ask all, then end each), then free the batch.
+
+    Only in process ``owner``, the one that started the workers: a forked copy of the vector env (a
+    data loader's worker, an evaluator) that is closed or collected, or that exits, must not end the
+    parent's workers nor write to their channels; its own copy is simply dropped.
 
     Module-level (not a method) so that `weakref.finalize` can call it without keeping the env alive.
     """
+    if os.getpid() != owner:
+        return
     try:
         for transport in transports:
             transport.stop()
@@ -470,6 +526,11 @@ class WorkerPool(VectorEnv):
 
         self._transports: list[Transport] = []
         self._finalizer: weakref.finalize | None = None
+        # Held by the call that talks to the workers (send, recv, reset, call, set_attr): one thread at a time.
+        self._in_use = threading.Lock()
+        # Who owns the workers: recorded once, here. A forked copy of this object is no owner.
+        self._owner_pid = os.getpid()
+        self._owner_forks = _Forks.count
         backend = self.backend_name
         settings = check_pool_options(backend, spec.num_envs, options, tuple(self.transport.OPTIONS), self.unit)
         spec = with_env_fn(spec, settings.env_fn, backend)
@@ -479,7 +540,8 @@ class WorkerPool(VectorEnv):
         # How many workers the pool chose from measurements, when the user did not say (None: one per core).
         self.worker_choice: WorkerChoice | None = None
         if not settings.split_given and not settings.inline:
-            self.worker_choice = self.transport.choose_worker_count(spec, env_fns, self.transport_settings)
+            self.worker_choice = self.transport.choose_worker_count(spec, env_fns, self.transport_settings,
+                                                                    timeout=settings.timeout)
             if self.worker_choice is not None:
                 settings.worker_slices = split_envs(spec.num_envs, self.worker_choice.workers, None, backend, self.unit)
         self.worker_slices = settings.worker_slices
@@ -487,7 +549,7 @@ class WorkerPool(VectorEnv):
         self.restart_on_crash = settings.restart_on_crash
         self._worker_of = np.concatenate([np.full(len(r), w) for w, r in enumerate(self.worker_slices)])
         self._worker_ids = [np.arange(r.start, r.stop) for r in self.worker_slices]
-        gym_specs = [gym.registry[spec.id]] if spec.id in gym.registry else []
+        gym_specs = gym_specs_of(spec)
         self._payloads = [WorkerPayload(w, env_fns[r.start:r.stop], r.start, spec.autoreset, gym_specs)
                           for w, r in enumerate(self.worker_slices)]
         self._failure: WorkerError | None = None
@@ -504,7 +566,7 @@ class WorkerPool(VectorEnv):
             for w, envs in enumerate(self.worker_slices)
         ]
         self._batch: Batch | None = None
-        self._finalizer = weakref.finalize(self, shutdown, self._transports, None)
+        self._finalizer = weakref.finalize(self, shutdown, self._transports, None, self._owner_pid)
         try:
             deadline = Deadline.after(settings.timeout)
             for transport in self._transports:
@@ -522,7 +584,7 @@ class WorkerPool(VectorEnv):
             self._batch = self.transport.create_batch(single_observation_space, single_action_space,
                                                       self.num_envs, self.num_workers)
             self._finalizer.detach()
-            self._finalizer = weakref.finalize(self, shutdown, self._transports, self._batch)
+            self._finalizer = weakref.finalize(self, shutdown, self._transports, self._batch, self._owner_pid)
             self._observations = self._batch.observations
             self._rewards = self._batch.rewards
             self._terminations = self._batch.terminations
@@ -534,6 +596,31 @@ class WorkerPool(VectorEnv):
         except BaseException:
             self._finalizer()
             raise
+
+    # -- one thread at a time ---------------------------------------------------------------------
+
+    def _enter(self, doing: str) -> None:
+        """Take the vector env for this call, or refuse it: another thread is using it. Two threads
+        talking to the same workers at once would cut each other's messages."""
+        if not self._in_use.acquire(blocking=False):
+            raise AlreadyPendingCallError(
+                f"{self.backend_name}: refused {doing}: this vector env is being used from another thread (a "
+                f"step, reset or call is under way there). A vector env, like Gymnasium's, is not thread-safe: "
+                f"use it from one thread at a time, or give each thread its own", "step")
+
+    def send(self, actions: Any, env_ids: Any = None) -> None:
+        self._enter("sending a step")
+        try:
+            super().send(actions, env_ids)
+        finally:
+            self._in_use.release()
+
+    def recv(self, timeout: float | None = None) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        self._enter("receiving a step")
+        try:
+            return super().recv(timeout)
+        finally:
+            self._in_use.release()
 
     # -- stepping: what the base class calls -----------------------------------------------------
 
@@ -728,9 +815,31 @@ class WorkerPool(VectorEnv):
     # -- errors ----------------------------------------------------------------------------------
 
     def _check_usable(self) -> None:
+        if _Forks.count != self._owner_forks:
+            self._refuse_in_forked_copy()
         if self._failure is not None:
             raise WorkerError(f"{self.backend_name}: this vector env lost a worker earlier ({self._failure.args[0]})",
                               worker_index=self._failure.worker_index)
+
+    def _refuse_in_forked_copy(self) -> NoReturn:
+        """This object was copied into a forked process: the workers are its parent's. The copy says it is
+        closed (and is: closing it or dropping it touches nothing of the parent's)."""
+        self.closed = True
+        raise ClosedEnvironmentError(
+            f"{self.backend_name}: this vector env's workers belong to process {self._owner_pid}, and this is a "
+            f"forked copy of it in process {os.getpid()}: the copy is closed and cannot step them. Make a new "
+            f"vector env in this process")
+
+    def __copy__(self) -> NoReturn:
+        raise TypeError(
+            f"{type(self).__name__} cannot be copied: it owns worker processes, which a copy would share "
+            f"(closing or dropping either would stop the other's workers). Pass the vector env itself, or "
+            f"make a second one with torchwm.make_vec")
+
+    def __deepcopy__(self, memo: dict) -> NoReturn:
+        raise TypeError(
+            f"{type(self).__name__} cannot be deep-copied: its envs live in worker processes. Make a second "
+            f"vector env with torchwm.make_vec (the same spec, vec.spec, builds the same envs)")
 
     def _fail_for_good(self, failure: WorkerError) -> None:
         """Nothing more can work (a dead worker, a cut channel): every later call raises ``failure``'s message."""
@@ -857,18 +966,22 @@ class WorkerPool(VectorEnv):
         again.
         """
         self._check_usable()
-        deadline = Deadline.after(self.timeout)
-        for w, command in commands.items():
-            self._transports[w].send(command)
-        replies: dict[int, Any] = {}
-        first_error: BaseException | None = None
-        for w in commands:
-            transport = self._transports[w]
-            try:
-                replies[w] = self._answer(transport, deadline, doing, resend=commands[w])
-            except WorkerError as error:
-                if first_error is None:
-                    first_error = error
+        self._enter(doing)
+        try:
+            deadline = Deadline.after(self.timeout)
+            for w, command in commands.items():
+                self._transports[w].send(command)
+            replies: dict[int, Any] = {}
+            first_error: BaseException | None = None
+            for w in commands:
+                transport = self._transports[w]
+                try:
+                    replies[w] = self._answer(transport, deadline, doing, resend=commands[w])
+                except WorkerError as error:
+                    if first_error is None:
+                        first_error = error
+        finally:
+            self._in_use.release()
         if first_error is not None:
             raise first_error
         return replies

@@ -41,6 +41,7 @@ import select
 import signal
 import sys
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing import context as mp_context
@@ -84,6 +85,28 @@ _PRELOAD = ["torchwm.vector.processes", "torchwm.vector.pipe", "torchwm.vector.s
 # A worker waiting for its next command polls with sched_yield this long before it blocks: longer than
 # the parent's own work between two steps, since waking a sleeping process costs tens of microseconds.
 WORKER_SPIN_SECONDS = 0.001
+
+
+# The worker processes this process started (a worker's `ProcessWorker.start` adds it).
+_STARTED: weakref.WeakSet = weakref.WeakSet()
+
+
+def _disown_workers_in_child() -> None:
+    """After ``os.fork()``, in the child: the parent's workers are no children of this process.
+
+    multiprocessing copies its list of children into a forked child, and at that child's exit
+    terminates every daemon process in it and joins them (``AssertionError: can only join a child
+    process``): a forked child that exits normally would end the parent's workers. Taken out of the
+    child's list, they are left to their owner.
+    """
+    children = getattr(multiprocessing.process, "_children", None)
+    if isinstance(children, set):
+        for process in list(_STARTED):
+            children.discard(process)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_disown_workers_in_child)
 
 
 # -- the messages of the start-up handshake (the commands are in torchwm.vector.env_group) ---------
@@ -217,6 +240,7 @@ class ProcessWorker(Transport):
             name=f"torchwm-worker-{self.index}", daemon=True,
         )
         self.process.start()
+        _STARTED.add(self.process)
         child_conn.close()
         self.conn = parent_conn
         self.readable = Readable(parent_conn)
@@ -496,9 +520,24 @@ def worker_main(conn: Any, parent_conn: Any, payload_bytes: bytes, serve: Callab
             return
         send_reply(conn, 0, Ready(describe_share(envs)))
         seq, setup = conn.recv()
+        if isinstance(setup, Close):
+            # The vector env failed to start (another worker's env raised, the spaces differ): its envs
+            # are closed here, since they never reach a serve loop.
+            close_envs(envs)
+            send_reply(conn, seq, None)
+            return
         serve(conn, envs, payload, seq, setup)
     except (EOFError, BrokenPipeError, ConnectionResetError):
         pass  # the parent is gone: nobody to answer
+
+
+def close_envs(envs: list[gym.Env]) -> None:
+    """Close every env, whatever one of them raises (the worker is ending)."""
+    for env in envs:
+        try:
+            env.close()
+        except Exception:
+            pass
 
 
 def answer_control(conn: Any, seq: int, command: ControlCommand, group: Any, first_env: int) -> bool:

@@ -67,6 +67,7 @@ from torchwm.vector.pool import (
     Transport,
     WorkerPayload,
     default_num_workers,
+    gym_specs_of,
 )
 from torchwm.vector.processes import (
     ProcessSettings,
@@ -345,7 +346,7 @@ def serve(conn: Any, envs: list, payload: WorkerPayload, seq: int, setup: Setup)
     shared = SharedBatch.attach(setup.layout, recv_handle(conn), first.observation_space, first.action_space)
     count = len(envs)
     rows = slice(payload.first_env, payload.first_env + count)
-    group = EnvGroup(envs, payload.autoreset_mode, *shared.rows(rows.start, rows.stop))
+    group = EnvGroup(envs, payload.autoreset_mode, *shared.rows(rows.start, rows.stop), first_env=payload.first_env)
     try:
         send_reply(conn, seq, None)  # the answer to Setup
         _serve_steps(group, conn, shared, worker_index, rows, payload.first_env)
@@ -481,10 +482,11 @@ class SharedMemoryWorker(ProcessWorker):
 
     @classmethod
     def choose_worker_count(cls, spec: VecSpec, env_fns: list[Callable[[], gym.Env]],
-                            settings: SharedMemorySettings) -> WorkerChoice | None:
+                            settings: SharedMemorySettings, *, timeout: float | None = None) -> WorkerChoice | None:
         if spec.env_fns is not None:  # the user's factories: building one more could have effects (a video file)
             return None
-        return measured_worker_choice(spec.num_envs, default_num_workers(), env_key(spec), env_fns[0], settings.context)
+        return measured_worker_choice(spec.num_envs, default_num_workers(), env_key(spec), env_fns[0], settings.context,
+                                      gym_specs=gym_specs_of(spec), timeout=timeout)
 
     def __init__(self, index: int, envs: range, settings: Any) -> None:
         super().__init__(index, envs, settings)

@@ -54,15 +54,21 @@ class SyncVectorEnv(VectorEnv):
         self._group: EnvGroup | None = None
         observation_mode = check_observation_mode(observation_mode)
         spec = with_env_fn(spec, env_fn, "sync")
-        envs = [fn() for fn in spec_env_fns(spec)]
+        envs: list[gym.Env] = []
         try:
+            for fn in spec_env_fns(spec):
+                envs.append(fn())
             check_distinct_envs(envs)
             single_observation_space, observation_space, single_action_space = resolve_spaces(
                 type(self).__name__, observation_mode, [env.observation_space for env in envs],
                 [env.action_space for env in envs])
-        except Exception:
+        except BaseException:
+            # An env that could not be built, or spaces that differ: the envs built so far are closed.
             for env in envs:
-                env.close()
+                try:
+                    env.close()
+                except Exception:
+                    pass
             raise
         first = envs[0]
         super().__init__(
@@ -112,6 +118,12 @@ class SyncVectorEnv(VectorEnv):
     def _close(self) -> None:
         if self._group is not None:
             self._group.close()
+
+    def __copy__(self) -> SyncVectorEnv:
+        # A shallow copy would share the envs, and closing or dropping it would close the original's.
+        raise TypeError(
+            "SyncVectorEnv cannot be copied with copy.copy: the copy would share its envs (closing or dropping "
+            "either would close the other's). Pass the vector env itself, or copy.deepcopy it for envs of its own")
 
 
 @hookimpl

@@ -20,7 +20,11 @@ started the way workers are (`measure`):
   for ~20 ms (`measure_env_step`). In a process of its own, like the workers,
   since an env that crashes, hangs or exits on some action must not take the
   user's process down; if it does, nothing is measured and the default
-  stands.
+  stands, said in a warning and in ``worker_choice``. The helper gets the
+  same Gymnasium registration as the workers (an id registered at run time),
+  and waits for the env's build at most the pool's ``timeout``: an env that
+  is not built by then raises `EnvTimeoutError` at once, since the workers
+  would not build theirs either.
 
 `choose_worker_count` then predicts a step's time for each count of workers
 (`predicted_step_seconds`) and takes the fastest, unless one per core (the
@@ -37,7 +41,8 @@ import os
 import signal
 import statistics
 import time
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from multiprocessing.reduction import recv_handle, send_handle
 from typing import Any
@@ -45,8 +50,10 @@ from typing import Any
 import cloudpickle
 import numpy as np
 
+from torchwm.errors import EnvTimeoutError
 from torchwm.vector.futex import FUTEX_AVAILABLE, futex_wait, futex_wake
 from torchwm.vector.handoff import as_microseconds
+from torchwm.vector.pool import register_gym_specs
 from torchwm.vector.processes import ForkServerWorkerProcess, exit_reason
 
 logger = logging.getLogger("torchwm")
@@ -77,13 +84,18 @@ class Handoff:
 
 @dataclass(frozen=True)
 class WorkerChoice:
-    """How many workers a pool started, and the figures measured that chose it."""
+    """How many workers a pool started, and the figures measured that chose it; or, when the measurement
+    failed, one worker per core and why (``fallback``)."""
 
     workers: int
     measured: str
+    fallback: str = ""  # why nothing could be measured ("" when measured)
 
     def __str__(self) -> str:
-        return f"{self.workers} worker{'s' if self.workers != 1 else ''} (measured: {self.measured})"
+        workers = f"{self.workers} worker{'s' if self.workers != 1 else ''}"
+        if self.fallback:
+            return f"{workers} (one per core: not measured, {self.fallback})"
+        return f"{workers} (measured: {self.measured})"
 
 
 # -- the measurements, in a helper process ----------------------------------------------------------
@@ -92,6 +104,7 @@ class WorkerChoice:
 
 _handoffs: dict[str, Handoff | None] = {}  # start method -> measured (None: could not be): a machine's property
 _env_steps: dict[str, float | None] = {}  # what the envs are (`env_key`) -> one env's step measured
+_failures: dict[str, str] = {}  # start method or `env_key` -> why it could not be measured
 
 
 def env_key(spec: Any) -> str:
@@ -116,9 +129,10 @@ def measure_env_step(env: Any) -> float:
     return statistics.median(times[1:])
 
 
-def _helper(conn: Any, ping: bool, env_fn: bytes | None) -> None:
-    """The helper process: answers pings through a shared word (if ``ping``), then builds one env from ``env_fn``
-    (cloudpickled) and sends ``("built", None)`` and ``("step", seconds)``, or ``("error", text)``."""
+def _helper(conn: Any, ping: bool, env_fn: bytes | None, gym_specs: bytes | None = None) -> None:
+    """The helper process: answers pings through a shared word (if ``ping``), then registers ``gym_specs`` (the
+    ids the workers get registered too) and builds one env from ``env_fn`` (both cloudpickled) and sends
+    ``("built", None)`` and ``("step", seconds)``, or ``("error", text)``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's, as for workers
     if ping:
         block = mmap.mmap(fd := recv_handle(conn), 64)
@@ -128,6 +142,8 @@ def _helper(conn: Any, ping: bool, env_fn: bytes | None) -> None:
         return
     result: tuple[str, Any]
     try:
+        if gym_specs is not None:
+            register_gym_specs(cloudpickle.loads(gym_specs))
         env = cloudpickle.loads(env_fn)()
         conn.send(("built", None))
         try:
@@ -223,27 +239,33 @@ def _receive(conn: Any, expected: str, timeout: float) -> Any:
     return value
 
 
-def measure(context: Any, key: str, env_fn: Callable[[], Any]) -> tuple[Handoff | None, float | None]:
+def measure(context: Any, key: str, env_fn: Callable[[], Any], gym_specs: Sequence[Any] = (),
+            timeout: float | None = None) -> tuple[Handoff | None, float | None]:
     """The machine's hand-off (once per process and start method) and the step of an env from ``env_fn``
-    (once per ``key``), measured in a helper process of ``context``; None for what could not be measured (the
-    helper raised, died, or took longer than `BUILD_DEADLINE_SECONDS` to build the env or
-    `STEP_DEADLINE_SECONDS` to step it)."""
+    (once per ``key``), measured in a helper process of ``context`` that registers ``gym_specs`` first, as the
+    workers do; None for what could not be measured (the helper raised, died, or took longer than
+    `BUILD_DEADLINE_SECONDS` to build the env or `STEP_DEADLINE_SECONDS` to step it), and why in
+    `measure_failure`.
+
+    Raises:
+        EnvTimeoutError: the env was not built within ``timeout`` (the pool's, when it is the shorter): the
+            workers, which build the same env under the same timeout, would not build theirs either.
+    """
     method = context.get_start_method()
     ping, probe = method not in _handoffs, key not in _env_steps
     if ping or probe:
         parent_conn, child_conn = context.Pipe()
         process_class = ForkServerWorkerProcess if method == "forkserver" else context.Process
         helper = process_class(target=_helper, name="torchwm-measure", daemon=True,
-                               args=(child_conn, ping, cloudpickle.dumps(env_fn) if probe else None))
+                               args=(child_conn, ping, cloudpickle.dumps(env_fn) if probe else None,
+                                     cloudpickle.dumps(list(gym_specs)) if probe else None))
         helper.start()
         child_conn.close()
         try:
             if ping:
-                _handoffs[method] = _settle(lambda: _ping(helper, parent_conn), "the hand-off")
+                _handoffs[method] = _settle(lambda: _ping(helper, parent_conn), "the hand-off", method)
             if probe:
-                _env_steps[key] = _settle(lambda: (_receive(parent_conn, "built", BUILD_DEADLINE_SECONDS),
-                                                   _receive(parent_conn, "step", STEP_DEADLINE_SECONDS))[1],
-                                          "an env's step")
+                _env_steps[key] = _settle(lambda: _probe(parent_conn, timeout), "an env's step", key)
         finally:
             parent_conn.close()
             helper.join(1.0)
@@ -253,12 +275,44 @@ def measure(context: Any, key: str, env_fn: Callable[[], Any]) -> tuple[Handoff 
     return _handoffs[method], _env_steps[key]
 
 
-def _settle(measurement: Callable[[], Any], what: str) -> Any:
+def _probe(conn: Any, timeout: float | None) -> float:
+    """The helper's measured step; waits for its build at most ``timeout`` (the pool's) or
+    `BUILD_DEADLINE_SECONDS`, whichever is shorter."""
+    build_wait = BUILD_DEADLINE_SECONDS if timeout is None else min(timeout, BUILD_DEADLINE_SECONDS)
+    try:
+        _receive(conn, "built", build_wait)
+    except TimeoutError:
+        if build_wait < BUILD_DEADLINE_SECONDS:
+            raise EnvTimeoutError(
+                f"shmem: an env was not built within {build_wait:g} s (timeout=) in the helper process that "
+                f"measures its step before the workers start; the workers would not build theirs in time "
+                f"either. Pass a larger timeout=, or look for an env whose constructor hangs") from None
+        raise
+    return _receive(conn, "step", STEP_DEADLINE_SECONDS)
+
+
+def _settle(measurement: Callable[[], Any], what: str, key: str) -> Any:
+    """What ``measurement`` returns, or None when it failed: then the reason is kept (`measure_failure`)
+    and said once, as a warning, since the split falls back to one worker per core."""
     try:
         return measurement()
+    except EnvTimeoutError:
+        raise
     except (OSError, EOFError, TimeoutError, RuntimeError) as exc:
-        logger.debug("shmem: %s could not be measured (%s)", what, exc)
+        # The helper's own error comes as its text ("RuntimeError: ..."); a helper that died, as EOFError.
+        detail = ("the helper process ended (the env crashed or exited)" if isinstance(exc, EOFError)
+                  else str(exc) or type(exc).__name__)
+        reason = f"{what} could not be measured: {detail}"
+        _failures[key] = reason
+        warnings.warn(f"shmem: {reason}; starting one worker per core (pass backend_kwargs={{'num_workers': "
+                      f"...}} to choose)", RuntimeWarning, stacklevel=2)
         return None
+
+
+def measure_failure(method: str, key: str) -> str:
+    """Why the hand-off (start method ``method``) or the env step (``key``) could not be measured ("": it was)."""
+    return "; ".join(reason for reason in (_failures.get(method, "") if _handoffs.get(method) is None else "",
+                                           _failures.get(key, "") if _env_steps.get(key) is None else "") if reason)
 
 
 # -- the choice --------------------------------------------------------------------------------------
@@ -286,15 +340,19 @@ def choose_worker_count(num_envs: int, cores: int, env_step: float, handoff: Han
     return WorkerChoice(workers, measured)
 
 
-def measured_worker_choice(num_envs: int, cores: int, key: str, env_fn: Callable[[], Any],
-                           context: Any) -> WorkerChoice | None:
+def measured_worker_choice(num_envs: int, cores: int, key: str, env_fn: Callable[[], Any], context: Any,
+                           gym_specs: Sequence[Any] = (), timeout: float | None = None) -> WorkerChoice | None:
     """`choose_worker_count` from the measured hand-off and env step (`measure`), logged; None when there is
-    nothing to choose (one core, one env, no futexes) or either could not be measured."""
+    nothing to choose (one core, one env, no futexes); one worker per core, with the reason in
+    ``WorkerChoice.fallback``, when either could not be measured."""
     if cores < 2 or num_envs < 2 or not FUTEX_AVAILABLE or not hasattr(os, "memfd_create"):
         return None
-    handoff, env_step = measure(context, key, env_fn)
+    handoff, env_step = measure(context, key, env_fn, gym_specs, timeout)
     if handoff is None or env_step is None:
-        return None
+        choice = WorkerChoice(min(cores, num_envs), "", measure_failure(context.get_start_method(), key) or
+                              "the measurement failed")
+        logger.info("shmem: %d envs on %s", num_envs, choice)
+        return choice
     choice = choose_worker_count(num_envs, cores, env_step, handoff)
     logger.info("shmem: %d envs on %s", num_envs, choice)
     return choice
