@@ -15,8 +15,9 @@ is left is ended: every process whose command line names the temporary directory
 descendants of those and of the child) and reports any that survived.
 
 Usage: ``with LocalCluster(workers=2) as cluster: ... cluster.address ...``; the ``ray_cluster``
-fixture below gives one cluster per test module (import it into the module: ``from cluster import
-ray_cluster``), and puts back a worker node a test killed before the next test.
+fixture below gives each test the test module's cluster (import both fixtures into the module:
+``from cluster import module_cluster, ray_cluster``), whole again after the test: a worker node it
+killed is replaced, and the driver disconnected.
 """
 
 from __future__ import annotations
@@ -323,7 +324,7 @@ except ImportError:  # the child process runs without pytest
 
 if pytest is not None:
     @pytest.fixture(scope="module")
-    def ray_cluster():
+    def module_cluster():
         """A head node and two worker nodes for the test module; a node a test killed is replaced after it."""
         import ray
 
@@ -333,11 +334,11 @@ if pytest is not None:
             _disconnect()
 
     @pytest.fixture
-    def cluster(ray_cluster):
+    def ray_cluster(module_cluster):
         """The module's cluster, whole again after the test (its lost nodes replaced), the driver disconnected."""
-        yield ray_cluster
+        yield module_cluster
         _disconnect()
-        ray_cluster.replace_lost_nodes()
+        module_cluster.replace_lost_nodes()
 
 
 if __name__ == "__main__":
