@@ -11,7 +11,12 @@ backend's pool drives. What Ray adds to the pool's protocol:
 - An env that raises does not stop its actor's call: the others go on, and their rows come
   back with the error (`EnvFailure`).
 - ``restart_on_crash`` lets Ray restart a dead actor (``max_restarts``); the pool then resets
-  its envs, as it does for a worker process it restarts.
+  its envs, as it does for a worker process it restarts. While Ray restarts it, the actor may
+  answer ``ActorUnavailableError``: the transport waits through that, within the deadline.
+- Cluster faults become the pool's errors: a lost node names every actor it took (`RayActorTransport.lost`),
+  ``ray.shutdown()`` mid-call is a `WorkerGone` that cannot be restarted (`lost_ray`), an actor no
+  alive node can take fails at once, and an actor's process ends when its raylet is gone
+  (`exit_with_raylet`), since Ray can no longer reach it.
 - Observations over Ray's inline limit come back in chunks (`obs_chunks`).
 """
 
@@ -293,7 +298,7 @@ def lost_ray(exc: BaseException) -> WorkerGone:
         raise exc
     deadline = time.monotonic() + 2.0  # a shutdown in another thread may still be on its way
     while ray.is_initialized() and time.monotonic() < deadline:
-        if isinstance(exc, (ray.exceptions.RaySystemError, SystemExit)):
+        if isinstance(exc, (ray.exceptions.RaySystemError, ray.exceptions.RayChannelError, SystemExit)):
             time.sleep(0.05)
         else:
             raise exc
@@ -528,14 +533,25 @@ class RayActorTransport(Transport):
         refs = self._step[1]
         if not ray.is_initialized():
             return True  # finish_step says why
-        return len(ray.wait(refs, num_returns=len(refs), timeout=0, fetch_local=False)[0]) == len(refs)
+        try:
+            return len(ray.wait(refs, num_returns=len(refs), timeout=0, fetch_local=False)[0]) == len(refs)
+        except BaseException as exc:
+            self._lost = lost_ray(exc)  # Ray went away (else raised again); finish_step raises it
+            return True
 
     @classmethod
     def wait(cls, busy: list[Transport], timeout: float | None, need_all: bool) -> bool:
         refs = [ref for transport in busy if isinstance(transport, cls) and transport._step is not None
                 for ref in transport._step[1]]
         if refs and ray.is_initialized():
-            ray.wait(refs, num_returns=len(refs) if need_all else 1, timeout=timeout, fetch_local=False)
+            try:
+                ray.wait(refs, num_returns=len(refs) if need_all else 1, timeout=timeout, fetch_local=False)
+            except BaseException as exc:
+                gone = lost_ray(exc)  # Ray went away (else raised again): each finish_step raises it
+                for transport in busy:
+                    if isinstance(transport, cls):
+                        transport._lost = gone
+                return True
         return False
 
     def finish_step(self, deadline: Deadline) -> list[dict] | ErrorReply:
@@ -601,6 +617,8 @@ class RayActorTransport(Transport):
         ``ActorUnavailableError`` (a restart in progress) itself."""
         if self._lost is not None:
             raise self._lost
+        if not ray.is_initialized():  # ray.get() would start a new local Ray
+            raise WorkerGone(RAY_GONE, restartable=False)
         try:
             values = ray.get(refs, timeout=timeout)
         except ray.exceptions.GetTimeoutError:
@@ -637,7 +655,10 @@ class RayActorTransport(Transport):
         while until is None or time.monotonic() < until:
             try:
                 left = None if until is None else max(until - time.monotonic(), 0.0)
-                ray.get(self._call("describe"), timeout=None if left is None else min(left, 5.0))
+                ref = self._call("describe")
+                if self._lost is not None:
+                    raise self._lost
+                ray.get(ref, timeout=None if left is None else min(left, 5.0))
             except ray.exceptions.ActorUnavailableError:
                 time.sleep(0.5)
                 continue
@@ -645,6 +666,8 @@ class RayActorTransport(Transport):
                 continue
             except ray.exceptions.RayActorError as died:
                 raise self.lost(died) from None
+            except WorkerGone:
+                raise
             except BaseException as other:
                 raise lost_ray(other) from None
             return EnvFailure(ErrorReply(None, str(exc), "ActorUnavailableError: Ray lost touch with this actor for "
@@ -654,6 +677,8 @@ class RayActorTransport(Transport):
     def lost(self, exc: BaseException, also: Sequence[RayActorTransport] = ()) -> WorkerGone:
         """The `WorkerGone` for this actor's death (``exc``: Ray's error), naming every actor of the vector env
         lost with it: those on a node Ray declared dead, and ``also``."""
+        if not ray.is_initialized():  # ray.shutdown(): and any call to Ray now would start a new local one
+            return WorkerGone(RAY_GONE, restartable=False)
         try:
             dead_nodes = {node["NodeID"] for node in ray.nodes() if not node["Alive"]}
         except Exception:

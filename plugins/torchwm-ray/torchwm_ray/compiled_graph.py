@@ -96,6 +96,8 @@ class CompiledStep:
         if not self.warm and deadline.at is not None:
             timeout = max(timeout, self.start_timeout)
         try:
+            if not ray.is_initialized():  # ray.get() would start a new local Ray
+                raise ray.exceptions.RayChannelError("Ray was shut down")
             outcome = pickle.loads(ray.get(ref, timeout=timeout))
         except ray.exceptions.RayTaskError:  # not an env's error (step_all returns those): the step is over
             self._step_read()
@@ -140,27 +142,44 @@ class CompiledStep:
     def _failed(self, exc: BaseException) -> None:
         """The graph broke (an actor died): tear it down and raise `WorkerGone` naming every actor lost."""
         self.refs.clear()
+        torn_down = self.graph is not None and self.graph.is_teardown  # by Ray: an actor died, or ray.shutdown()
         self.teardown(kill_actors=False)
-        if not ray.is_initialized():
-            from torchwm_ray.actors import lost_ray
+        from torchwm_ray.actors import RAY_GONE, lost_ray
 
-            raise lost_ray(exc) from None
+        # ray.shutdown() tears down every graph (killing its actors), then disconnects: no call to Ray may be made
+        # then, which would start a new local Ray.
+        until = time.monotonic() + (3.0 if torn_down else 0.0)
+        while True:
+            if not ray.is_initialized():
+                raise WorkerGone(RAY_GONE, restartable=False) from None
+            if time.monotonic() >= until:
+                break
+            time.sleep(0.05)
         # The graph's error does not say which actor died: those on a node Ray declared dead, and those
         # that do not answer an ordinary call (asked all at once, briefly).
-        dead_nodes = {node["NodeID"] for node in ray.nodes() if not node["Alive"]}
-        asked = {m.index: m.actor.describe.remote() for m in self.members if m.node_id not in dead_nodes}
-        ray.wait(list(asked.values()), num_returns=len(asked), timeout=10)
-        dead = []
-        for member in self.members:
-            if member.index in asked:
-                try:
-                    ray.get(asked[member.index], timeout=0)
-                    continue
-                except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
-                    pass
-            dead.append(member)
-        if not dead:  # every actor answers: the graph itself broke
-            raise WorkerGone(f"{type(exc).__name__} in the compiled graph", restartable=False) from None
+        try:
+            dead_nodes = {node["NodeID"] for node in ray.nodes() if not node["Alive"]}
+            asked = {m.index: m.actor.describe.remote() for m in self.members if m.node_id not in dead_nodes}
+            ray.wait(list(asked.values()), num_returns=len(asked), timeout=10)
+            dead = []
+            for member in self.members:
+                if member.index in asked:
+                    try:
+                        ray.get(asked[member.index], timeout=0)
+                        continue
+                    except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+                        pass
+                dead.append(member)
+        except BaseException as error:
+            raise lost_ray(error) from None
+        if not ray.is_initialized():  # ray.shutdown() tears down the graphs first: the actors did not die
+            raise lost_ray(exc) from None
+        if not dead:  # every actor answers: the graph itself broke, or ray.shutdown() tears it down
+            try:
+                gone = lost_ray(exc)
+            except BaseException:
+                gone = WorkerGone(f"{type(exc).__name__} in the compiled graph", restartable=False)
+            raise gone from None
         gone = dead[0].lost(exc, also=dead[1:])
         gone.reason = f"{gone.reason} (in the compiled graph)"
         gone.args = (gone.reason,)
