@@ -30,6 +30,7 @@ from torchwm.testing import COUNTDOWN_ID, CountdownEnv
 TIMEOUT = 90.0  # the env's timeout: generous for a loaded machine; every fault here is detected well before
 ACTIONS = np.ones(4, dtype=np.int64)
 SLOW_ID = "torchwm_ray_tests/SlowStep-v0"
+SLOW_START_ID = "torchwm_ray_tests/SlowStart-v0"
 
 
 class SlowStepEnv(CountdownEnv):
@@ -52,6 +53,7 @@ class SlowStartEnv(CountdownEnv):
 
 if SLOW_ID not in gym.registry:
     gym.register(SLOW_ID, entry_point=SlowStepEnv)
+    gym.register(SLOW_START_ID, entry_point=SlowStartEnv)
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
@@ -198,8 +200,7 @@ def test_a_start_timeout_states_the_time_it_waited(ray_cluster, monkeypatch):
     message says how long it waited, not 2 s."""
     monkeypatch.setattr(actors, "DEFAULT_TIMEOUT", 6.0)
     with pytest.raises(EnvTimeoutError, match=r"did not answer within [6-9] s \(timeout=2\) while starting its envs"):
-        torchwm.make_vec_from_fns([SlowStartEnv] * 2, backend="ray", backend_kwargs={
-            "address": ray_cluster.address, "num_actors": 1, "timeout": 2})
+        make(ray_cluster, SLOW_START_ID, num_actors=1, timeout=2)
 
 
 def test_an_env_module_a_node_lacks_is_named_in_the_error(ray_cluster, tmp_path, monkeypatch):
