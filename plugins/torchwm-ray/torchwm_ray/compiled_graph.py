@@ -142,13 +142,13 @@ class CompiledStep:
     def _failed(self, exc: BaseException) -> None:
         """The graph broke (an actor died): tear it down and raise `WorkerGone` naming every actor lost."""
         self.refs.clear()
-        torn_down = self.graph is not None and self.graph.is_teardown  # by Ray: an actor died, or ray.shutdown()
         self.teardown(kill_actors=False)
         from torchwm_ray.actors import RAY_GONE, lost_ray
 
-        # ray.shutdown() tears down every graph (killing its actors), then disconnects: no call to Ray may be made
-        # then, which would start a new local Ray.
-        until = time.monotonic() + (3.0 if torn_down else 0.0)
+        # ray.shutdown() in another thread tears down every graph first (killing its actors; our teardown waits
+        # for it), then disconnects: give it a moment, since it is no actor's death, and no call to Ray may be
+        # made once it is done, which would start a new local Ray.
+        until = time.monotonic() + 5.0
         while True:
             if not ray.is_initialized():
                 raise WorkerGone(RAY_GONE, restartable=False) from None
