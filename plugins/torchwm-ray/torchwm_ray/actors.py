@@ -505,7 +505,10 @@ class RayActorTransport(Transport):
         if self._lost is not None:
             self._command = None
             raise self._lost
-        outcome = self._fetch(refs, deadline.remaining())
+        timeout = deadline.remaining()
+        if command is None and timeout is not None:  # attach, the end of the actor's start: the same floor
+            timeout = max(timeout, DEFAULT_TIMEOUT)
+        outcome = self._fetch(refs, timeout)
         self._command = None
         if command is None:  # attach
             self._chunks = outcome
