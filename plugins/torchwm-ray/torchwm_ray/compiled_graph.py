@@ -111,9 +111,10 @@ class CompiledStep:
         except BaseException as exc:  # Ray itself went away (ray.shutdown()): Ray's error is then any error
             from torchwm_ray.actors import lost_ray
 
+            gone = lost_ray(exc)  # raises anything else again (Ctrl-C: the pool abandons the step)
             self.refs.clear()
             self.running = False
-            raise lost_ray(exc) from None
+            raise gone from None
         self._step_read()
         return outcome
 
