@@ -140,6 +140,14 @@ class Deadline:
     def expired(self) -> bool:
         return self.at is not None and time.monotonic() >= self.at
 
+    def waited(self) -> str:
+        """How long the wait took, for a message: ``seconds``, or the real time when a transport waited longer
+        (an actor's start gets a floor of its own)."""
+        elapsed = None if self.at is None or self.seconds is None else time.monotonic() - (self.at - self.seconds)
+        if elapsed is None or elapsed < self.seconds + 1.0:  # type: ignore[operator]
+            return f"{self.seconds:g} s"
+        return f"{elapsed:.0f} s (timeout={self.seconds:g})"
+
 
 class WorkerGone(Exception):
     """Raised by a transport whose worker cannot answer any more.
@@ -857,6 +865,8 @@ class WorkerPool(VectorEnv):
             hint = gone.hint
         elif doing == "starting its envs":
             hint = "An env's constructor ended the process (a crash, os._exit, exit()); its stderr may show why."
+        elif self.restart_on_crash:
+            hint = "Its envs are lost (it could not be restarted); close() this vector env and make a new one."
         else:
             hint = ("Its envs are lost; close() this vector env and make a new one, or pass "
                     "backend_kwargs={'restart_on_crash': True} to restart crashed workers.")
@@ -878,13 +888,14 @@ class WorkerPool(VectorEnv):
 
     def _timeout(self, transport: Transport, deadline: Deadline, doing: str,
                  lost: StepLost | None = None) -> EnvTimeoutError:
+        waited = deadline.waited()
         if lost is not None:
             return EnvTimeoutError(
-                f"{self.backend_name}: {lost.late or transport.describe()} did not answer within {deadline.seconds:g} s "
+                f"{self.backend_name}: {lost.late or transport.describe()} did not answer within {waited} "
                 f"while {doing}, and this step cannot be waited for again, so this vector env is now closed; make a "
                 f"new one (pass a larger timeout= for slow envs{lost.hint})")
         return EnvTimeoutError(
-            f"{self.backend_name}: {transport.describe()} did not answer within {deadline.seconds:g} s while "
+            f"{self.backend_name}: {transport.describe()} did not answer within {waited} while "
             f"{doing}; pass a larger timeout= (backend_kwargs or recv(timeout=)), or look for an env that hangs"
         )
 
@@ -931,7 +942,13 @@ class WorkerPool(VectorEnv):
             if self._failure is None:
                 self._fail_for_good(error)
             raise error
-        infos = self._restart(transport, deadline)
+        try:
+            infos = self._restart(transport, deadline)
+        except (WorkerError, EnvTimeoutError) as error:
+            # Nothing in flight can come back now: a later call must say so, not that a step is pending.
+            if self._failure is None:
+                self._fail_for_good(WorkerError(str(error), worker_index=transport.index))
+            raise
         for env, info in zip(transport.envs, infos, strict=True):
             if self._in_flight[env]:
                 self._ready[env] = info

@@ -307,7 +307,7 @@ def test_the_docs_steps_run_pong_on_three_nodes_with_the_users_env_package(clust
     (tmp_path / "myenvs").mkdir()
     (tmp_path / "myenvs" / "__init__.py").write_text(docs_file("myenvs/__init__.py"))
     (tmp_path / "train.py").write_text(docs_file("train.py"))
-    run = docs_blocks("bash")[-1]
+    [run] = [block for block in docs_blocks("bash") if "python train.py" in block]
     env = dict(cluster.env)
     commands = []
     for line in run.splitlines():

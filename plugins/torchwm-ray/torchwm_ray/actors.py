@@ -11,7 +11,12 @@ backend's pool drives. What Ray adds to the pool's protocol:
 - An env that raises does not stop its actor's call: the others go on, and their rows come
   back with the error (`EnvFailure`).
 - ``restart_on_crash`` lets Ray restart a dead actor (``max_restarts``); the pool then resets
-  its envs, as it does for a worker process it restarts.
+  its envs, as it does for a worker process it restarts. While Ray restarts it, the actor may
+  answer ``ActorUnavailableError``: the transport waits through that, within the deadline.
+- Cluster faults become the pool's errors: a lost node names every actor it took (`RayActorTransport.lost`),
+  ``ray.shutdown()`` mid-call is a `WorkerGone` that cannot be restarted (`lost_ray`), an actor no
+  alive node can take fails at once, and an actor's process ends when its raylet is gone
+  (`exit_with_raylet`), since Ray can no longer reach it.
 - Observations over Ray's inline limit come back in chunks (`obs_chunks`).
 """
 
@@ -21,7 +26,10 @@ import logging
 import math
 import os
 import pickle
+import threading
+import time
 import traceback
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +37,7 @@ import gymnasium as gym
 import numpy as np
 import ray
 import ray.exceptions
+import ray.util.scheduling_strategies
 from gymnasium import spaces
 from ray import cloudpickle
 
@@ -53,6 +62,8 @@ from torchwm_ray.shipping import ship_by_value
 
 logger = logging.getLogger(__name__)
 DEFAULT_TIMEOUT = 120.0  # seconds; actors may first have to be scheduled and import torchwm
+# An actor still pending after this many seconds has its request checked against the alive nodes.
+SCHEDULING_GRACE = 2.0
 # Ray sends a return value inline with the reply when it is under 100 KiB (its default
 # max_direct_call_object_size) and through the object store otherwise, which is slower.
 INLINE_BYTES = 90_000
@@ -91,6 +102,23 @@ class ActorRestarted(Exception):
     """Raised by a restarted actor asked to step envs it has not reset since it came back."""
 
 
+def exit_with_raylet(period: float = 1.0) -> None:
+    """End this actor's process when the raylet that started it is gone (its parent changes).
+
+    Ray's worker notices a dead raylet when it next talks to it, but an actor in a compiled graph's
+    loop only reads its channels: after its raylet was killed (a node lost while the machine runs on)
+    it would spin on, a busy core that nothing can reach any more, since Ray counts it dead.
+    """
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(period)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="torchwm-raylet-watch", daemon=True).start()
+
+
 class EnvActor:
     """The worker: one share of the pool's envs in a Ray actor process (used through `ray.remote`).
 
@@ -98,14 +126,18 @@ class EnvActor:
     before they step, which the pool does.
     """
 
-    def __init__(self, payload: WorkerPayload) -> None:
-        self.payload = payload
+    def __init__(self, payload: bytes) -> None:
         self.graph_step_running = False
         # Ray ran __init__ again after a crash: the envs are new, and the driver must hear of it
         # even if the crash happened between two calls.
         self.restarted = ray.get_runtime_context().was_current_actor_reconstructed
+        exit_with_raylet()
         try:
-            self.envs, self.failed = payload.build_envs(), None
+            # Unpickled here rather than by Ray: an env class this node cannot import (its package is
+            # missing) is then this actor's error reply, with the ImportError, instead of a dead actor
+            # whose cause is only in the node's log files.
+            self.payload: WorkerPayload = cloudpickle.loads(payload)
+            self.envs, self.failed = self.payload.build_envs(), None
         except Exception as exc:
             self.envs, self.failed = [], EnvFailure.of(exc, None).reply
 
@@ -121,7 +153,7 @@ class EnvActor:
         self.terminations = np.zeros(count, dtype=np.bool_)
         self.truncations = np.zeros(count, dtype=np.bool_)
         self.group = EnvGroup(self.envs, self.payload.autoreset_mode, self.observations, self.rewards,
-                              self.terminations, self.truncations)
+                              self.terminations, self.truncations, first_env=self.payload.first_env)
         self.obs_chunks = obs_chunks(observation_space, count)
         return self.obs_chunks
 
@@ -244,7 +276,9 @@ class EnvActor:
         self.group.answer(NeedsReset())
 
     def close(self) -> None:
-        self.group.close()
+        # The envs, not the group: an actor closed before attach has built envs but no group.
+        for env in self.envs:
+            env.close()
 
 
 
@@ -260,10 +294,43 @@ class RaySettings:
     stop_ray_on_close: bool
     timeout: float | None
     graph: CompiledStep | None = field(default=None, repr=False)
+    transports: list[RayActorTransport] = field(default_factory=list, repr=False)  # every actor's, to name the lost
 
     def actor_options(self, index: int) -> dict[str, Any]:
         """The `ray.remote` options of actor ``index``."""
         return {**self.placement.options(index), "max_restarts": self.max_restarts}
+
+
+RAY_GONE = "Ray was shut down (ray.shutdown()) or this process lost its connection to the cluster"
+
+
+def lost_ray(exc: BaseException) -> WorkerGone:
+    """The `WorkerGone` for an error of Ray's own while waiting, if Ray went away (``ray.shutdown()`` from another
+    thread, a lost connection): Ray then raises what it happens to meet (``SystemExit``, ``AttributeError``)."""
+    if isinstance(exc, KeyboardInterrupt):
+        raise exc
+    deadline = time.monotonic() + 2.0  # a shutdown in another thread may still be on its way
+    while ray.is_initialized() and time.monotonic() < deadline:
+        if isinstance(exc, (ray.exceptions.RaySystemError, ray.exceptions.RayChannelError, SystemExit)):
+            time.sleep(0.05)
+        else:
+            raise exc
+    if ray.is_initialized():
+        raise exc
+    return WorkerGone(RAY_GONE, restartable=False)
+
+
+def last_line(text: str) -> str:
+    """The last non-empty line of ``text`` (a traceback's: the exception)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else text
+
+
+def json_resources(resources: dict[str, float]) -> str:
+    """Ray resources as a short sorted dict text, without the per-node ``node:`` markers."""
+    shown = {name: (int(v) if float(v).is_integer() else v) for name, v in sorted(resources.items())
+             if not name.startswith("node:") and name not in ("object_store_memory",)}
+    return "{" + ", ".join(f"{name!r}: {v}" for name, v in shown.items()) + "}"
 
 
 class RayActorTransport(Transport):
@@ -327,30 +394,80 @@ class RayActorTransport(Transport):
         self._command: tuple[ControlCommand | None, list[Any]] | None = None  # a control command and its refs
         self._step: tuple[np.ndarray, list[Any]] | None = None  # an actor-call step: its env ids and refs
         self._in_graph = False  # this actor's rows are in the graph's step in flight
+        self._options: dict[str, Any] = {}  # the ray.remote options of its actor
+        self._lost: WorkerGone | None = None  # Ray went away (ray.shutdown()) when a call was to be sent
 
     # -- lifecycle -------------------------------------------------------------------------------
 
     def start(self, payload: WorkerPayload) -> None:
         if not self._owns_ray:
             self._owns_ray = LocalRay.acquire(self.settings.address, self.settings.init_kwargs)
-        self.actor = ray.remote(EnvActor).options(**self.settings.actor_options(self.index)).remote(payload)
+        self._options = self.settings.actor_options(self.index)
+        # Pickled here, unpickled by the actor's constructor (see EnvActor.__init__).
+        self.actor = ray.remote(EnvActor).options(**self._options).remote(cloudpickle.dumps(payload))
         self._starting = self.actor.describe.remote()
+        self.settings.transports.append(self)
         if self.settings.graph is not None:
             self.settings.graph.members.append(self)
 
     def restart(self, payload: WorkerPayload) -> None:
         # Ray restarts the actor itself (max_restarts); describe() waits for it to be back.
         self._step, self._command = None, None
-        self._starting = self.actor.describe.remote()
+        self._starting = self._call("describe")
 
     def started(self, deadline: Deadline) -> ShareDescription | ErrorReply:
-        # Actors may first have to be scheduled and import torchwm: their start gets at least the default.
+        """Wait for the actor's `EnvActor.describe`, through a restart Ray is still making, within the deadline.
+
+        An actor that no alive node can take fails at once (Ray would keep it pending for ever), and one
+        that Ray restarts may answer `ActorUnavailableError` until it is back: that is no death.
+        """
+        # Actors may first have to be scheduled and import torchwm: their start gets at least the default
+        # (the pool's timeout message says how long it waited).
         wait = None if deadline.at is None else max(deadline.remaining(), DEFAULT_TIMEOUT)  # type: ignore[type-var]
-        described = self._get([self._starting], wait)
+        began = time.monotonic()
+        until = None if wait is None else began + wait
+        while True:
+            left = None if until is None else until - time.monotonic()
+            if left is not None and left <= 0:
+                raise TimeoutError
+            try:
+                described = self._get([self._starting], 1.0 if left is None else min(left, 1.0), waiting=True)
+                break
+            except TimeoutError:
+                # Pending: Ray places an actor within moments when a node can take it.
+                if time.monotonic() - began > SCHEDULING_GRACE:
+                    self._check_schedulable()
+            except ray.exceptions.ActorUnavailableError:
+                time.sleep(0.2)  # Ray is restarting it: ask again when it may be back
+                self._starting = self._call("describe")
         if isinstance(described, EnvFailure):
             return described.reply
         self._pid, self.node_id = described["pid"], described["node_id"]
         return described["share"]
+
+    def _check_schedulable(self) -> None:
+        """Raise `WorkerGone` if no alive node has every resource the actor asks for."""
+        options = self._options
+        strategy = options.get("scheduling_strategy")
+        if options.get("placement_group") not in (None, "default") or isinstance(
+                strategy, ray.util.scheduling_strategies.PlacementGroupSchedulingStrategy):
+            return  # a placement group's bundles were checked when it was created
+        demand = {"CPU": float(1 if options.get("num_cpus") is None else options["num_cpus"]),  # Ray's actor default
+                  "GPU": float(options.get("num_gpus") or 0), "memory": float(options.get("memory") or 0),
+                  **{name: float(amount) for name, amount in (options.get("resources") or {}).items()}}
+        demand = {name: amount for name, amount in demand.items() if amount > 0}
+        nodes = [node for node in ray.nodes() if node["Alive"]]
+        where = ""
+        if isinstance(strategy, ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy) and not strategy.soft:
+            nodes = [node for node in nodes if node["NodeID"] == strategy.node_id]
+            where = f" (node affinity: node {strategy.node_id})"
+        if any(all(node["Resources"].get(name, 0.0) >= amount for name, amount in demand.items()) for node in nodes):
+            return
+        have = "; ".join(sorted({json_resources(node["Resources"]) for node in nodes})) or "no alive node"
+        raise WorkerGone(
+            f"Ray cannot place it: it asks for {json_resources(demand)}{where}, which no alive node of the cluster "
+            f"has (the nodes have: {have})", restartable=False,
+            hint="Pass actor_options that a node can meet, or add a node with those resources.")
 
     def stop(self) -> None:
         graph = self.settings.graph
@@ -362,6 +479,8 @@ class RayActorTransport(Transport):
             graph.teardown(kill_actors=step_running)
 
     def close(self, deadline: Deadline) -> None:
+        if self in self.settings.transports:
+            self.settings.transports.remove(self)
         try:
             if self.actor is not None and ray.is_initialized():
                 if self._step is None and not self._in_graph:  # else it may be stuck in a step
@@ -391,20 +510,19 @@ class RayActorTransport(Transport):
 
     def attach(self, batch: Batch) -> None:
         self._batch = batch
-        self._command = (None, [self.actor.attach.remote(batch.observation_space)])
+        self._command = (None, [self._call("attach", batch.observation_space)])
 
     def send(self, command: ControlCommand) -> None:
-        if self.settings.graph is not None:
+        if self.settings.graph is not None and ray.is_initialized():
             self.settings.graph.settle()
-        actor = self.actor
         if isinstance(command, Reset):
             refs = self._remote("reset", command.local_ids, command.seeds, command.options)
         elif isinstance(command, Call):
-            refs = [actor.call.remote(command.name, command.args, command.kwargs, command.local_ids)]
+            refs = [self._call("call", command.name, command.args, command.kwargs, command.local_ids)]
         elif isinstance(command, SetAttr):
-            refs = [actor.set_attr.remote(command.name, command.values, command.local_ids)]
+            refs = [self._call("set_attr", command.name, command.values, command.local_ids)]
         elif isinstance(command, NeedsReset):
-            refs = [actor.needs_reset.remote()]
+            refs = [self._call("needs_reset")]
         else:
             raise ValueError(f"{self.describe()}: no actor call for {command!r}")
         self._command = (command, refs)
@@ -412,7 +530,13 @@ class RayActorTransport(Transport):
     def reply(self, deadline: Deadline) -> Any:
         assert self._command is not None
         command, refs = self._command
-        outcome = self._fetch(refs, deadline.remaining())
+        if self._lost is not None:
+            self._command = None
+            raise self._lost
+        timeout = deadline.remaining()
+        if command is None and timeout is not None:  # attach, the end of the actor's start: the same floor
+            timeout = max(timeout, DEFAULT_TIMEOUT)
+        outcome = self._fetch(refs, timeout)
         self._command = None
         if command is None:  # attach
             self._chunks = outcome
@@ -435,17 +559,30 @@ class RayActorTransport(Transport):
         self._step = (np.asarray(ids) + self.envs.start, self._remote("step", ids, actions))
 
     def poll(self) -> bool:
-        if self._step is None:
-            return True  # a graph step (its result() waits, within the deadline) or an abandoned one
+        if self._step is None or self._lost is not None:
+            return True  # a graph step (its result() waits, within the deadline), an abandoned one, or no Ray
         refs = self._step[1]
-        return len(ray.wait(refs, num_returns=len(refs), timeout=0, fetch_local=False)[0]) == len(refs)
+        if not ray.is_initialized():
+            return True  # finish_step says why
+        try:
+            return len(ray.wait(refs, num_returns=len(refs), timeout=0, fetch_local=False)[0]) == len(refs)
+        except BaseException as exc:
+            self._lost = lost_ray(exc)  # Ray went away (else raised again); finish_step raises it
+            return True
 
     @classmethod
     def wait(cls, busy: list[Transport], timeout: float | None, need_all: bool) -> bool:
         refs = [ref for transport in busy if isinstance(transport, cls) and transport._step is not None
                 for ref in transport._step[1]]
-        if refs:
-            ray.wait(refs, num_returns=len(refs) if need_all else 1, timeout=timeout, fetch_local=False)
+        if refs and ray.is_initialized():
+            try:
+                ray.wait(refs, num_returns=len(refs) if need_all else 1, timeout=timeout, fetch_local=False)
+            except BaseException as exc:
+                gone = lost_ray(exc)  # Ray went away (else raised again): each finish_step raises it
+                for transport in busy:
+                    if isinstance(transport, cls):
+                        transport._lost = gone
+                return True
         return False
 
     def finish_step(self, deadline: Deadline) -> list[dict] | ErrorReply:
@@ -459,6 +596,8 @@ class RayActorTransport(Transport):
             ids = self._all_ids
         elif self._step is not None:
             (ids, refs), self._step = self._step, None
+            if self._lost is not None:
+                raise self._lost
             outcome = self._fetch(refs, deadline.remaining())
         else:
             outcome = None
@@ -473,10 +612,24 @@ class RayActorTransport(Transport):
 
     def _remote(self, method: str, *args: Any) -> list[Any]:
         """Call ``method`` of the actor; the refs of its return values (several when obs are chunked)."""
-        call = getattr(self.actor, method)
         if not self._chunks:
-            return [call.remote(*args)]
-        return list(call.options(num_returns=1 + self._chunks).remote(*args))
+            return [self._call(method, *args)]
+        return list(self._call(method, *args, num_returns=1 + self._chunks))
+
+    def _call(self, method: str, *args: Any, num_returns: int = 1) -> Any:
+        """Call ``method`` of the actor: its ref (a list of them with ``num_returns``). Without Ray (``ray.shutdown()``
+        was called) the reply or step's result that waits for it raises `WorkerGone` instead."""
+        if not ray.is_initialized():
+            self._lost = WorkerGone(RAY_GONE, restartable=False)
+            return None if num_returns == 1 else [None] * num_returns
+        call = getattr(self.actor, method)
+        try:
+            return (call if num_returns == 1 else call.options(num_returns=num_returns)).remote(*args)
+        except Exception:
+            if ray.is_initialized():
+                raise
+            self._lost = WorkerGone(RAY_GONE, restartable=False)
+            return None if num_returns == 1 else [None] * num_returns
 
     def _fetch(self, refs: list[Any], timeout: float | None) -> Any:
         """The result of one actor call (rows joined from their chunks), or its `EnvFailure`."""
@@ -489,9 +642,14 @@ class RayActorTransport(Transport):
         assert shape is not None  # an array space: the only kind sent in chunks
         return np.concatenate(parts[1:]).reshape(len(rewards), *shape), rewards, terminations, truncations, infos
 
-    def _get(self, refs: list[Any], timeout: float | None) -> Any:
+    def _get(self, refs: list[Any], timeout: float | None, waiting: bool = False) -> Any:
         """`ray.get` within ``timeout``: the value (of the one ref) or values, or the call's `EnvFailure`;
-        Ray's errors become the pool's (`TimeoutError`, `WorkerGone`)."""
+        Ray's errors become the pool's (`TimeoutError`, `WorkerGone`). ``waiting``: `started` handles
+        ``ActorUnavailableError`` (a restart in progress) itself."""
+        if self._lost is not None:
+            raise self._lost
+        if not ray.is_initialized():  # ray.get() would start a new local Ray
+            raise WorkerGone(RAY_GONE, restartable=False)
         try:
             values = ray.get(refs, timeout=timeout)
         except ray.exceptions.GetTimeoutError:
@@ -503,11 +661,75 @@ class RayActorTransport(Transport):
             if isinstance(cause, ActorRestarted):
                 raise WorkerGone("Ray restarted it after a crash") from None
             return EnvFailure(ErrorReply(None, str(exc), repr(cause), None))
+        except ray.exceptions.ActorUnavailableError as exc:
+            if waiting:
+                raise
+            if self.restarts:  # the pool restarts it, which waits until Ray has it back
+                raise WorkerGone("Ray lost touch with it (ActorUnavailableError)") from None
+            return self._unavailable(exc, timeout)
         except ray.exceptions.RayActorError as exc:
-            raise WorkerGone(type(exc).__name__, hint=(
-                "Its envs are lost: close() this vector env and make a new one (pass restart_on_crash=True in "
-                "backend_kwargs to let Ray restart it).")) from None
+            raise self.lost(exc) from None
+        except BaseException as exc:
+            raise lost_ray(exc) from None
         return values[0] if len(refs) == 1 else values
+
+    @property
+    def restarts(self) -> int:
+        """How many times Ray may restart the actor (``restart_on_crash``)."""
+        return int(self._options.get("max_restarts") or 0)
+
+    def _unavailable(self, exc: ray.exceptions.ActorUnavailableError, timeout: float | None) -> EnvFailure:
+        """A call met ``ActorUnavailableError`` (Ray lost touch with the actor; the call may or may not have
+        run): wait, within ``timeout``, until Ray says the actor died (`WorkerGone`) or it answers again (the
+        call's `EnvFailure`, so that the pool resets the envs it may have moved)."""
+        until = None if timeout is None else time.monotonic() + timeout
+        while until is None or time.monotonic() < until:
+            try:
+                left = None if until is None else max(until - time.monotonic(), 0.0)
+                ref = self._call("describe")
+                if self._lost is not None:
+                    raise self._lost
+                ray.get(ref, timeout=None if left is None else min(left, 5.0))
+            except ray.exceptions.ActorUnavailableError:
+                time.sleep(0.5)
+                continue
+            except ray.exceptions.GetTimeoutError:
+                continue
+            except ray.exceptions.RayActorError as died:
+                raise self.lost(died) from None
+            except WorkerGone:
+                raise
+            except BaseException as other:
+                raise lost_ray(other) from None
+            return EnvFailure(ErrorReply(None, str(exc), "ActorUnavailableError: Ray lost touch with this actor for "
+                                         "a while, so this call may or may not have run", None))
+        raise TimeoutError
+
+    def lost(self, exc: BaseException, also: Sequence[RayActorTransport] = ()) -> WorkerGone:
+        """The `WorkerGone` for this actor's death (``exc``: Ray's error), naming every actor of the vector env
+        lost with it: those on a node Ray declared dead, and ``also``."""
+        if not ray.is_initialized():  # ray.shutdown(): and any call to Ray now would start a new local one
+            return WorkerGone(RAY_GONE, restartable=False)
+        try:
+            dead_nodes = {node["NodeID"] for node in ray.nodes() if not node["Alive"]}
+        except Exception:
+            dead_nodes = set()
+        reason = type(exc).__name__
+        if self.node_id in dead_nodes:
+            reason = f"its node {self.node_id} was lost"
+        elif getattr(exc, "actor_init_failed", False):
+            reason += ": " + last_line(str(exc))  # the constructor's error, e.g. the import that failed
+        others = [t for t in self.settings.transports if t is not self and (t.node_id in dead_nodes or t in also)]
+        if others:
+            reason += "; lost with it: " + ", ".join(t.describe() for t in others)
+        envs = "Their" if others else "Its"
+        if self.restarts:
+            hint = (f"Ray did not restart it (max_restarts={self.restarts} used up, or it died while starting): "
+                    f"{envs.lower()} envs are lost; close() this vector env and make a new one.")
+        else:
+            hint = (f"{envs} envs are lost: close() this vector env and make a new one (pass restart_on_crash=True "
+                    f"in backend_kwargs to let Ray restart a crashed actor).")
+        return WorkerGone(reason, hint=hint)
 
     def _take(self, ids: np.ndarray, outcome: tuple | EnvFailure) -> list[dict] | ErrorReply:
         """Store the rows of envs ``ids`` in the batch; their infos, or the failure's `ErrorReply`."""

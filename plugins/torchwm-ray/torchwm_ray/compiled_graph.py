@@ -68,6 +68,11 @@ class CompiledStep:
         except (ray.exceptions.RayActorError, ray.exceptions.RayChannelError) as exc:
             self.failure = exc  # an actor died: compiling or sending to it fails; each result() reports it
             refs = [None] * len(self.members)
+        except Exception as exc:
+            if ray.is_initialized():
+                raise
+            self.failure = exc  # Ray was shut down: each result() reports it
+            refs = [None] * len(self.members)
         self.refs = {member.index: ref for member, ref in zip(self.members, refs, strict=True)}
 
     def result(self, transport: RayActorTransport, deadline: Deadline) -> tuple | EnvFailure | None:
@@ -91,6 +96,8 @@ class CompiledStep:
         if not self.warm and deadline.at is not None:
             timeout = max(timeout, self.start_timeout)
         try:
+            if not ray.is_initialized():  # ray.get() would start a new local Ray
+                raise ray.exceptions.RayChannelError("Ray was shut down")
             outcome = pickle.loads(ray.get(ref, timeout=timeout))
         except ray.exceptions.RayTaskError:  # not an env's error (step_all returns those): the step is over
             self._step_read()
@@ -101,6 +108,13 @@ class CompiledStep:
                            ", or compiled_graph=False to be able to recv() again") from None
         except (ray.exceptions.RayActorError, ray.exceptions.RayChannelError) as exc:
             self._failed(exc)
+        except BaseException as exc:  # Ray itself went away (ray.shutdown()): Ray's error is then any error
+            from torchwm_ray.actors import lost_ray
+
+            gone = lost_ray(exc)  # raises anything else again (Ctrl-C: the pool abandons the step)
+            self.refs.clear()
+            self.running = False
+            raise gone from None
         self._step_read()
         return outcome
 
@@ -127,19 +141,51 @@ class CompiledStep:
         return late
 
     def _failed(self, exc: BaseException) -> None:
-        """The graph broke (an actor died): tear it down and raise `WorkerGone` for the actor that died."""
+        """The graph broke (an actor died): tear it down and raise `WorkerGone` naming every actor lost."""
         self.refs.clear()
         self.teardown(kill_actors=False)
-        dead = None
-        for member in self.members:  # the graph's error may not say which actor died: ask each, briefly
-            try:
-                ray.get(member.actor.describe.remote(), timeout=10)
-            except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
-                dead = member.index
+        from torchwm_ray.actors import RAY_GONE, lost_ray
+
+        # ray.shutdown() in another thread tears down every graph first (killing its actors; our teardown waits
+        # for it), then disconnects: give it a moment, since it is no actor's death, and no call to Ray may be
+        # made once it is done, which would start a new local Ray.
+        until = time.monotonic() + 5.0
+        while True:
+            if not ray.is_initialized():
+                raise WorkerGone(RAY_GONE, restartable=False) from None
+            if time.monotonic() >= until:
                 break
-        raise WorkerGone(f"{type(exc).__name__} in the compiled graph", worker=dead,
-                         hint="Its envs are lost: close() this vector env and make a new one (pass "
-                              "restart_on_crash=True in backend_kwargs to let Ray restart it).") from None
+            time.sleep(0.05)
+        # The graph's error does not say which actor died: those on a node Ray declared dead, and those
+        # that do not answer an ordinary call (asked all at once, briefly).
+        try:
+            dead_nodes = {node["NodeID"] for node in ray.nodes() if not node["Alive"]}
+            asked = {m.index: m.actor.describe.remote() for m in self.members if m.node_id not in dead_nodes}
+            ray.wait(list(asked.values()), num_returns=len(asked), timeout=10)
+            dead = []
+            for member in self.members:
+                if member.index in asked:
+                    try:
+                        ray.get(asked[member.index], timeout=0)
+                        continue
+                    except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+                        pass
+                dead.append(member)
+        except BaseException as error:
+            raise lost_ray(error) from None
+        if not ray.is_initialized():  # ray.shutdown() tears down the graphs first: the actors did not die
+            raise lost_ray(exc) from None
+        if not dead:  # every actor answers: the graph itself broke, or ray.shutdown() tears it down
+            try:
+                gone = lost_ray(exc)
+            except BaseException:
+                gone = WorkerGone(f"{type(exc).__name__} in the compiled graph", restartable=False)
+            raise gone from None
+        gone = dead[0].lost(exc, also=dead[1:])
+        gone.reason = f"{gone.reason} (in the compiled graph)"
+        gone.args = (gone.reason,)
+        gone.worker = dead[0].index
+        raise gone from None
 
     def abandon(self) -> None:
         """A step was given up midway (Ctrl-C): its channels no longer match its executions."""
