@@ -9,11 +9,10 @@ arrays as the same classes put together by hand.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import gymnasium as gym
 import numpy as np
-import pydantic
 from gymnasium import spaces
 from gymnasium.wrappers import (
     AddRenderObservation,
@@ -41,20 +40,26 @@ def frame_stack(env: gym.Env, stack_size: int = 4, padding: Literal["zero", "res
     return FrameStackObservation(env, stack_size, padding_type=padding)
 
 
-def _as_array(value: Any) -> Any:
-    # A list came from a config file (pydantic turned an array into one): ClipReward subtracts the bounds.
-    return np.asarray(value, dtype=np.float64) if isinstance(value, list) else value
+if TYPE_CHECKING:
+    RewardArray = np.ndarray  # what the wrapper gets
+else:
+
+    class RewardArray:
+        """Elementwise reward bounds, as Gymnasium's ClipReward takes them: an array, or a list of numbers (what
+        a config file holds), checked by `torchwm.spec` and given to the wrapper as a float64 array."""
+
+        @classmethod
+        def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+            from pydantic_core import core_schema
+
+            as_array = core_schema.no_info_after_validator_function(
+                lambda values: np.asarray(values, dtype=np.float64), core_schema.list_schema(core_schema.float_schema()))
+            return core_schema.union_schema([core_schema.is_instance_schema(np.ndarray), as_array])
 
 
-def _bound_as_list(value: Any) -> Any:
-    return value.tolist() if isinstance(value, np.ndarray) else value
-
-
-# A bound as Gymnasium's ClipReward takes it: a number, an array (a list in a config file), or None.
-RewardBound = Annotated[float | list[float] | None, pydantic.BeforeValidator(_bound_as_list)]
-
-
-def clip_reward(env: gym.Env, min_reward: RewardBound = -1.0, max_reward: RewardBound = 1.0) -> gym.Env:
+def clip_reward(
+    env: gym.Env, min_reward: float | RewardArray | None = -1.0, max_reward: float | RewardArray | None = 1.0
+) -> gym.Env:
     """Gymnasium's `ClipReward`: rewards clipped to ``[min_reward, max_reward]``.
 
     Either bound may be None (no bound on that side) or an array (elementwise bounds), as in
@@ -68,7 +73,7 @@ def clip_reward(env: gym.Env, min_reward: RewardBound = -1.0, max_reward: Reward
         >>> float(env.step(0)[1])
         0.5
     """
-    return ClipReward(env, _as_array(min_reward), _as_array(max_reward))
+    return ClipReward(env, min_reward, max_reward)
 
 
 def check_size(wrapper: str, width: int | None, height: int | None, optional: bool) -> None:
