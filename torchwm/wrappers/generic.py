@@ -9,6 +9,7 @@ arrays as the same classes put together by hand.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import gymnasium as gym
@@ -40,21 +41,36 @@ def frame_stack(env: gym.Env, stack_size: int = 4, padding: Literal["zero", "res
     return FrameStackObservation(env, stack_size, padding_type=padding)
 
 
+def _bounds_tuple(value: Any) -> tuple[float, ...]:
+    array = np.asarray(value, dtype=np.float64)
+    if array.ndim != 1:
+        raise ValueError(f"expected a number or a 1-d array of numbers, got an array of shape {array.shape}")
+    return tuple(array.tolist())
+
+
 if TYPE_CHECKING:
-    RewardArray = np.ndarray  # what the wrapper gets
+    RewardArray = Sequence[float] | np.ndarray
 else:
 
     class RewardArray:
-        """Elementwise reward bounds, as Gymnasium's ClipReward takes them: an array, or a list of numbers (what
-        a config file holds), checked by `torchwm.spec` and given to the wrapper as a float64 array."""
+        """Elementwise reward bounds, as Gymnasium's ClipReward takes them: a 1-d array or a list of numbers.
+
+        `torchwm.spec` keeps them as a tuple of floats (a spec compares and dumps to a config file as
+        any other option); `clip_reward` gives Gymnasium's wrapper the array.
+        """
 
         @classmethod
         def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
             from pydantic_core import core_schema
 
-            as_array = core_schema.no_info_after_validator_function(
-                lambda values: np.asarray(values, dtype=np.float64), core_schema.list_schema(core_schema.float_schema()))
-            return core_schema.union_schema([core_schema.is_instance_schema(np.ndarray), as_array])
+            from_array = core_schema.no_info_after_validator_function(
+                _bounds_tuple, core_schema.is_instance_schema(np.ndarray))
+            return core_schema.union_schema([from_array, core_schema.tuple_variable_schema(core_schema.float_schema())])
+
+
+def _bound(value: Any) -> Any:
+    """A bound as ClipReward computes with it: a number, None, or an array (from a tuple or list)."""
+    return np.asarray(value, dtype=np.float64) if isinstance(value, (tuple, list)) else value
 
 
 def clip_reward(
@@ -73,7 +89,7 @@ def clip_reward(
         >>> float(env.step(0)[1])
         0.5
     """
-    return ClipReward(env, min_reward, max_reward)
+    return ClipReward(env, _bound(min_reward), _bound(max_reward))
 
 
 def check_size(wrapper: str, width: int | None, height: int | None, optional: bool) -> None:
