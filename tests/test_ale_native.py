@@ -193,11 +193,12 @@ def rollout(envs, steps=40, seed=None, actions_seed=0, arrays=False):
 # -- equality with Gymnasium's wrapper chain -----------------------------------------------------------
 
 
-def gymnasium_chain(env_id, noop_max=0, grayscale=True, terminal_on_life_loss=False, frames=1000):
+def gymnasium_chain(env_id, noop_max=0, grayscale=True, terminal_on_life_loss=False, frames=1000, screen_size=84,
+                    grayscale_newaxis=False):
     def make():
         env = gym.make(env_id, frameskip=1, repeat_action_probability=0.0, max_num_frames_per_episode=frames)
-        env = AtariPreprocessing(env, noop_max=noop_max, grayscale_obs=grayscale,
-                                 terminal_on_life_loss=terminal_on_life_loss)
+        env = AtariPreprocessing(env, noop_max=noop_max, grayscale_obs=grayscale, screen_size=screen_size,
+                                 terminal_on_life_loss=terminal_on_life_loss, grayscale_newaxis=grayscale_newaxis)
         return FrameStackObservation(env, 4, padding_type="zero")
 
     return make
@@ -206,7 +207,8 @@ def gymnasium_chain(env_id, noop_max=0, grayscale=True, terminal_on_life_loss=Fa
 def assert_same_rollout(env_id, steps, seed=3, num_envs=2, **options):
     """ale-native and Gymnasium's SyncVectorEnv of the chain give the same arrays, step by step."""
     pre = {"name": "atari_preprocessing", "noop_max": 0, "grayscale": options.get("grayscale", True),
-           "terminal_on_life_loss": options.get("terminal_on_life_loss", False)}
+           "terminal_on_life_loss": options.get("terminal_on_life_loss", False),
+           "screen_size": options.get("screen_size", 84), "grayscale_newaxis": options.get("grayscale_newaxis", False)}
     frames = options.get("frames", 1000)
     reference = gym.vector.SyncVectorEnv([gymnasium_chain(env_id, **options)] * num_envs)
     native = torchwm.make_vec(env_id, num_envs, backend="ale-native", wrappers=[pre, "frame_stack"],
@@ -214,6 +216,7 @@ def assert_same_rollout(env_id, steps, seed=3, num_envs=2, **options):
     rng = np.random.default_rng(seed)
     ends = 0
     try:
+        assert native.observation_space == reference.observation_space
         ref_obs, _ = reference.reset(seed=seed)
         obs, _ = native.reset(seed=seed)
         assert np.array_equal(obs, ref_obs)
@@ -246,6 +249,17 @@ def test_terminal_on_life_loss_equals_gymnasium_chain():
 
 def test_rgb_equals_gymnasium_chain():
     assert_same_rollout("ALE/Breakout-v5", 30, grayscale=False)
+
+
+@pytest.mark.parametrize(("screen_size", "options"), [
+    ((64, 96), {}), ((96, 64), {"grayscale_newaxis": True}), ((160, 210), {}), ((72, 100), {"grayscale": False}),
+], ids=["64x96", "96x64-newaxis", "160x210", "72x100-rgb"])
+def test_any_screen_size_equals_gymnasium_chain(screen_size, options):
+    """screen_size=(width, height) as Gymnasium reads it: ALE's img_width and img_height."""
+    width, height = screen_size
+    assert kwargs_of("ALE/Breakout-v5", wrappers=[{"name": "atari_preprocessing", "screen_size": screen_size}])[
+        "img_height"] == height
+    assert assert_same_rollout("ALE/Breakout-v5", 250, screen_size=screen_size, frames=500, **options) >= 2
 
 
 @pytest.mark.parametrize("stack", [
@@ -614,8 +628,36 @@ def test_make_atari_vector_env_errors(kwargs, error, message):
     ],
 )
 def test_make_atari_vector_env_checks_every_argument_before_ale(no_ale_start, kwargs, error, message):
-    with pytest.raises(error, match=message):
+    with pytest.raises(error, match=message) as caught:
         torchwm.make_atari_vector_env("pong", **kwargs)
+    option = next(iter(key for key in kwargs if key != "num_envs"))
+    if option != "seed":
+        # What ALE raises for its own check (of frameskip), naming the option.
+        assert isinstance(caught.value, gym.error.Error) and caught.value.option == option
+
+
+@pytest.mark.parametrize("frameskip", [0, 4.0])
+def test_a_bad_frameskip_is_gymnasium_error_as_ale_raises_it(frameskip):
+    with pytest.raises(gym.error.Error, match="frameskip"):  # the reference: ALE's own check
+        AtariVectorEnv("pong", 1, frameskip=frameskip)
+    with pytest.raises(gym.error.Error, match="frameskip"):
+        torchwm.make_atari_vector_env("pong", frameskip=frameskip)
+    # On ale-native the emulator's frameskip must stay 1 (atari_preprocessing skips frames): any other is refused.
+    with pytest.raises(gym.error.Error, match=f"env frameskip={frameskip}"):
+        torchwm.make_vec("ALE/Pong-v5", 2, backend="ale-native", frameskip=frameskip)
+
+
+@pytest.mark.parametrize(("option", "value", "error"), [
+    ("frame_skip", 0, "frame_skip must be >= 1"),
+    ("noop_max", -1, "noop_max must be >= 0"),
+    ("screen_size", (0, 84), "screen_size must be a positive int or (width, height)"),
+    ("frame_skip", 4.0, "option 'frame_skip' expected int"),
+])
+def test_bad_preprocessing_options_on_ale_native_are_gymnasium_errors_naming_the_option(option, value, error):
+    with pytest.raises(gym.error.Error) as caught:
+        torchwm.make_vec("ALE/Pong-v5", 2, backend="ale-native",
+                         wrappers=[{"name": "atari_preprocessing", option: value}])
+    assert error in str(caught.value) and isinstance(caught.value, ValueError)
 
 
 def test_every_argument_of_ales_vector_env_has_a_check():

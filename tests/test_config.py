@@ -62,7 +62,8 @@ def test_defaults_match_make_vec():
 def test_size_adds_the_pixels_wrapper_first():
     spec = torchwm.load_config({"id": "CartPole-v1", "size": [64, 48], "wrappers": ["frame_stack"]})
     assert [w.name for w in spec.wrappers] == ["pixels", "frame_stack"]
-    assert spec.wrappers[0].kwargs == {"width": 64, "height": 48}
+    assert spec.wrappers[0].kwargs == {"width": 64, "height": 48, "render_only": True, "render_key": "pixels",
+                                       "obs_key": "state"}
 
 
 def test_run_table_is_read_and_checked():
@@ -266,7 +267,8 @@ def test_resolved_config_makes_every_default_explicit():
     assert data["env_kwargs"]["repeat_action_probability"] == 0.25
     assert data["env_kwargs"]["frameskip"] == 1
     assert data["wrappers"][0] == {"name": "atari_preprocessing", "noop_max": 30, "frame_skip": 4, "screen_size": 84,
-                                   "grayscale": True, "terminal_on_life_loss": False, "scale_obs": False}
+                                   "grayscale": True, "terminal_on_life_loss": False, "scale_obs": False,
+                                   "grayscale_newaxis": False}
     assert data["wrappers"][1] == {"name": "frame_stack", "stack_size": 4, "padding": "zero"}
     assert (data["autoreset_mode"], data["seed"], data["family"]) == ("next_step", 0, "atari")
     assert set(data["versions"]) == {"torchwm", "gymnasium", "ale-py"}

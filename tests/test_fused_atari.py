@@ -269,3 +269,122 @@ def test_every_rom_fused_equals_chain_for_200_steps():
         fused.close()
         chain.close()
     assert len(refused) < 5, refused
+
+
+# -- frame sizes: Gymnasium's own chain, any (width, height), with the C kernel and with OpenCV -------------
+
+# (id, atari_preprocessing options beyond screen_size, frame limit): a gray game, a gray game with a channel
+# axis (FIRE and lives), an RGB game.
+SIZE_GAMES = {
+    "pong": ("ALE/Pong-v5", {}, 600),
+    "breakout-newaxis": ("ALE/Breakout-v5", {"grayscale_newaxis": True}, 800),
+    "ms-pacman-rgb": ("ALE/MsPacman-v5", {"grayscale": False}, 700),
+}
+SCREEN_SIZES = [84, (64, 96), (96, 64), (160, 210)]
+
+
+def gymnasium_atari_chain(env_id, frames, *, grayscale=True, **options):
+    """Gymnasium's own FrameStackObservation(AtariPreprocessing(gym.make(id, frameskip=1)), 4) with ``options``."""
+    from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
+
+    env = gym.make(env_id, frameskip=1, max_num_frames_per_episode=frames)
+    return FrameStackObservation(AtariPreprocessing(env, grayscale_obs=grayscale, **options), 4, padding_type="zero")
+
+
+@pytest.mark.parametrize("kernel", [True, False], ids=["kernel", "opencv"])
+@pytest.mark.parametrize("screen_size", SCREEN_SIZES, ids=str)
+@pytest.mark.parametrize("game", list(SIZE_GAMES))
+def test_fused_equals_gymnasiums_chain_at_any_screen_size(game, screen_size, kernel):
+    from torchwm import native
+
+    env_id, options, frames = SIZE_GAMES[game]
+    if kernel and native.KERNEL is None:
+        pytest.skip(f"the C kernel is off here: {native.kernel_status()}")
+    fused = torchwm.make_env(env_id, wrappers=[{"name": "atari_preprocessing", "screen_size": screen_size, **options},
+                                               "frame_stack"], max_num_frames_per_episode=frames)
+    assert isinstance(fused, FusedAtariEnv)
+    if not kernel:
+        fused._core._kernel = None  # the OpenCV path, as without the kernel
+    elif screen_size != (160, 210):  # 210x160 frames at their own size are a copy, which cv2 does
+        assert fused._core._kernel is not None
+    chain = gymnasium_atari_chain(env_id, frames, screen_size=screen_size, **options)
+    width, height = (screen_size, screen_size) if isinstance(screen_size, int) else screen_size
+    channels = (3,) if options.get("grayscale") is False else (1,) if options.get("grayscale_newaxis") else ()
+    assert fused.observation_space == chain.observation_space
+    assert fused.observation_space.shape == (4, height, width, *channels)
+
+    rng = np.random.default_rng(1)
+    got, expected = fused.reset(seed=3), chain.reset(seed=3)
+    episodes = 0
+    for t in range(300):
+        assert np.array_equal(got[0], expected[0]) and got[-1] == expected[-1], f"step {t}"
+        if t and (got[2] or got[3]):
+            episodes += 1
+            got, expected = fused.reset(), chain.reset()
+            assert np.array_equal(got[0], expected[0]) and got[1] == expected[1], f"reset after step {t}"
+        action = int(rng.integers(fused.action_space.n))
+        got, expected = fused.step(action), chain.step(action)
+        assert got[1:4] == expected[1:4], f"reward/terminated/truncated differ at step {t}"
+    assert episodes >= 1, "the run should cross an episode end"
+    fused.close()
+    chain.close()
+
+
+@pytest.mark.parametrize("screen_size", [(64, 96), [96, 64]], ids=["tuple", "list-from-a-config-file"])
+def test_screen_size_is_width_then_height_on_the_sync_and_shmem_backends(screen_size):
+    wrappers = [{"name": "atari_preprocessing", "screen_size": screen_size}, "frame_stack"]
+    width, height = screen_size
+    for backend in ("sync", "shmem"):
+        with torchwm.make_vec("ALE/Pong-v5", 2, backend=backend, wrappers=wrappers, seed=0) as envs:
+            obs, _ = envs.reset()
+            assert obs.shape == (2, 4, height, width)
+            assert envs.get_attr("screen_size") == ((width, height),) * 2
+
+
+# -- AtariPreprocessing's attributes -------------------------------------------------------------------------
+
+PREPROCESSING_ATTRIBUTES = ("screen_size", "frame_skip", "noop_max", "terminal_on_life_loss", "grayscale_obs",
+                            "grayscale_newaxis", "scale_obs")
+
+
+@pytest.mark.parametrize("options", [
+    {},
+    {"screen_size": (64, 96), "frame_skip": 3, "noop_max": 5, "terminal_on_life_loss": True, "scale_obs": True},
+    {"screen_size": 72, "grayscale": False, "grayscale_newaxis": True, "noop_max": 0, "frame_skip": 1},
+], ids=["defaults", "changed", "rgb"])
+def test_fused_env_has_atari_preprocessings_attributes(options):
+    from gymnasium.wrappers import AtariPreprocessing
+
+    gym_options = {("grayscale_obs" if key == "grayscale" else key): value for key, value in options.items()}
+    reference = AtariPreprocessing(gym.make("ALE/Breakout-v5", frameskip=1), **gym_options)
+    expected = {name: getattr(reference, name) for name in PREPROCESSING_ATTRIBUTES}
+    wrappers = [{"name": "atari_preprocessing", **options}, "frame_stack"]
+    fused = torchwm.make_env("ALE/Breakout-v5", wrappers=wrappers)
+    assert isinstance(fused, FusedAtariEnv)
+    assert {name: fused.get_wrapper_attr(name) for name in PREPROCESSING_ATTRIBUTES} == expected
+    assert {name: getattr(fused, name) for name in PREPROCESSING_ATTRIBUTES} == expected
+    for backend in ("sync", "shmem"):
+        with torchwm.make_vec("ALE/Breakout-v5", 2, backend=backend, wrappers=wrappers) as envs:
+            assert {name: envs.get_attr(name) for name in PREPROCESSING_ATTRIBUTES} == {
+                name: (value, value) for name, value in expected.items()}
+    with pytest.raises(AttributeError):
+        fused.frame_skip = 2  # the options the env was built with: setting one would change nothing
+    reference.close()
+    fused.close()
+
+
+def test_fused_env_keeps_record_episode_statistics_queues_as_the_chain():
+    wrappers = [{"name": "episode_statistics", "buffer_length": 2}, "atari_preprocessing", "frame_stack"]
+    runs = []
+    for fused in (True, False):
+        env = torchwm.make_env("ALE/Pong-v5", wrappers=wrappers, fused=fused, max_num_frames_per_episode=200)
+        assert isinstance(env, FusedAtariEnv) is fused
+        env.reset(seed=0)
+        for _ in range(200):
+            if any(env.step(0)[2:4]):
+                env.reset()
+        runs.append((env.get_wrapper_attr("episode_count"), list(env.get_wrapper_attr("return_queue")),
+                     list(env.get_wrapper_attr("length_queue")), env.get_wrapper_attr("time_queue").maxlen))
+        env.close()
+    assert runs[0] == runs[1]
+    assert runs[0][0] >= 3 and len(runs[0][1]) == 2 and runs[0][3] == 2

@@ -16,7 +16,7 @@ def test_default_atari_stack_is_explicit():
     assert spec.env_kwargs["repeat_action_probability"] == 0.25
     assert [w.name for w in spec.wrappers] == ["atari_preprocessing", "frame_stack"]
     assert spec.wrappers[0].kwargs == {"noop_max": 30, "frame_skip": 4, "screen_size": 84, "grayscale": True,
-                                       "terminal_on_life_loss": False, "scale_obs": False}
+                                       "terminal_on_life_loss": False, "scale_obs": False, "grayscale_newaxis": False}
     assert spec.wrappers[1].kwargs == {"stack_size": 4, "padding": "zero"}
     assert spec.autoreset_mode == "next_step" and spec.seed == 3
 

@@ -23,12 +23,13 @@ from torchwm.names import register_ale
 # The contract (docs/wrappers.md): name -> options with their defaults.
 CONTRACT = {
     "atari_preprocessing": {"noop_max": 30, "frame_skip": 4, "screen_size": 84, "grayscale": True,
-                            "terminal_on_life_loss": False, "scale_obs": False},
+                            "terminal_on_life_loss": False, "scale_obs": False, "grayscale_newaxis": False},
     "frame_stack": {"stack_size": 4, "padding": "zero"},
     "episodic_life": {},
     "fire_reset": {},
     "clip_reward": {"min_reward": -1.0, "max_reward": 1.0},
-    "pixels": {"width": None, "height": None},
+    "pixels": {"width": None, "height": None, "render_only": True, "render_key": "pixels", "obs_key": "state"},
+    "episode_statistics": {"buffer_length": 100},
 }
 PLAIN = ["atari_preprocessing"]  # the stack the Atari wrappers are compared against
 
@@ -128,9 +129,9 @@ def test_fire_reset_on_a_game_without_fire_raises(fused):
     [
         ({"name": "frame_stack", "stack_size": "4"}, r"wrapper 'frame_stack': option 'stack_size' expected int, got '4'"),
         ({"name": "frame_stack", "padding": "edge"}, r"wrapper 'frame_stack': option 'padding' expected .*, got 'edge' \(input should be 'zero' or 'reset'\)"),
-        ({"name": "clip_reward", "min_reward": "low"}, r"wrapper 'clip_reward': option 'min_reward' expected float, got 'low'"),
+        ({"name": "clip_reward", "min_reward": "low"}, r"wrapper 'clip_reward': option 'min_reward' expected float .*, got 'low'"),
         ({"name": "resize", "width": 10}, r"wrapper 'resize': option 'height' is required"),
-        ({"name": "pixels", "size": 3}, r"wrapper 'pixels' has no option 'size'; its options are: width, height"),
+        ({"name": "pixels", "size": 3}, r"wrapper 'pixels' has no option 'size'; its options are: width, height, render_only"),
     ],
 )
 def test_wrong_options_are_refused_before_building(wrapper, message):
@@ -143,13 +144,102 @@ def test_wrong_options_are_refused_before_building(wrapper, message):
     [
         ("CartPole-v1", [{"name": "pixels", "width": 64}], r"'pixels' needs both width and height \(positive ints\) or neither, got width=64, height=None"),
         ("CartPole-v1", ["pixels", {"name": "resize", "width": 0, "height": 8}], r"'resize' needs width and height as positive ints, got width=0"),
-        ("Pendulum-v1", [{"name": "clip_reward", "min_reward": 1.0, "max_reward": -1.0}], r"min_reward must be <= max_reward, got min_reward=1.0 and max_reward=-1.0"),
-        ("ALE/Pong-v5", ["atari_preprocessing", {"name": "clip_reward", "min_reward": 2.0}], r"min_reward must be <= max_reward"),
     ],
 )
 def test_wrong_option_values_raise_at_construction(env_id, wrappers, message):
     with pytest.raises(ValueError, match=message):
         torchwm.make_env(env_id, wrappers=wrappers)
+
+
+# --- the options of Gymnasium's wrappers, with its defaults and its errors ---------------------------
+
+
+def reward_bounds_refusal(min_reward, max_reward):
+    """The InvalidBound Gymnasium's ClipReward raises for these bounds (its message), or None."""
+    try:
+        gym.wrappers.ClipReward(gym.make("Pendulum-v1"), min_reward, max_reward)
+    except gym.error.InvalidBound as exc:
+        return str(exc)
+    return None
+
+
+@pytest.mark.parametrize(("min_reward", "max_reward"), [
+    (1.0, -1.0), (None, None), (np.array([0.0, 1.0]), np.array([1.0, 0.5])), ([0.0, 1.0], [1.0, 0.5]),
+], ids=["min>max", "both-none", "arrays", "lists-from-a-config-file"])
+@pytest.mark.parametrize("env_id", ["Pendulum-v1", "ALE/Pong-v5"])
+def test_clip_reward_refuses_with_gymnasiums_invalid_bound(env_id, min_reward, max_reward):
+    expected = reward_bounds_refusal(*(np.asarray(b) if isinstance(b, list) else b for b in (min_reward, max_reward)))
+    assert expected is not None
+    wrappers = [{"name": "clip_reward", "min_reward": min_reward, "max_reward": max_reward}]
+    if env_id.startswith("ALE/"):
+        wrappers.insert(0, "atari_preprocessing")  # the fused env falls back to the chain, which refuses
+    with pytest.raises(gym.error.InvalidBound) as caught:
+        torchwm.make_env(env_id, wrappers=wrappers)
+    assert str(caught.value) == expected
+
+
+@pytest.mark.parametrize(("min_reward", "max_reward"), [
+    (None, -2.0), (-3.0, None), (np.array([-2.0]), np.array([-1.5])), ([-2.0], [-1.5]),
+], ids=["no-min", "no-max", "arrays", "lists"])
+def test_clip_reward_takes_none_and_array_bounds_as_gymnasium(min_reward, max_reward):
+    env = torchwm.make_env("Pendulum-v1", wrappers=[{"name": "clip_reward", "min_reward": min_reward,
+                                                     "max_reward": max_reward}])
+    bounds = [np.asarray(b) if isinstance(b, list) else b for b in (min_reward, max_reward)]
+    reference = gym.wrappers.ClipReward(gym.make("Pendulum-v1"), *bounds)
+    got, expected = rollout(env), rollout(reference)
+    assert len(got) == len(expected)
+    for (obs_a, rew_a), (obs_b, rew_b) in zip(got, expected, strict=True):
+        assert np.array_equal(obs_a, obs_b) and np.array_equal(rew_a, rew_b)
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_clip_reward_arrays_on_atari_equal_the_chain(fused):
+    stack = ["atari_preprocessing", {"name": "clip_reward", "min_reward": None, "max_reward": [0.5]}]
+    env = torchwm.make_env("ALE/Breakout-v5", wrappers=stack, fused=fused)
+    chain = gym.wrappers.ClipReward(
+        gym.wrappers.AtariPreprocessing(gym.make("ALE/Breakout-v5", frameskip=1)), None, np.array([0.5]))
+    assert np.array_equal(env.reset(seed=0)[0], chain.reset(seed=0)[0])
+    for action in np.random.default_rng(0).integers(4, size=150):
+        got, expected = env.step(int(action)), chain.step(int(action))
+        assert np.array_equal(got[0], expected[0]) and np.array_equal(got[1], expected[1])
+
+
+def test_episode_statistics_takes_gymnasiums_buffer_length():
+    env = torchwm.make_env("CartPole-v1", wrappers=[{"name": "episode_statistics", "buffer_length": 3}])
+    reference = gym.wrappers.RecordEpisodeStatistics(gym.make("CartPole-v1"), buffer_length=3)
+    for e in (env, reference):
+        e.reset(seed=0)
+        e.action_space.seed(0)
+        for _ in range(200):
+            if any(e.step(e.action_space.sample())[2:4]):
+                e.reset()
+    for name in ("return_queue", "length_queue"):
+        assert env.get_wrapper_attr(name) == reference.get_wrapper_attr(name)
+        assert env.get_wrapper_attr(name).maxlen == 3 and len(env.get_wrapper_attr(name)) == 3
+    assert env.get_wrapper_attr("episode_count") == reference.episode_count > 3
+
+
+@pytest.mark.parametrize("options", [{}, {"render_only": False}, {"render_only": False, "render_key": "frame",
+                                                                    "obs_key": "x"}], ids=["default", "dict", "keys"])
+def test_pixels_takes_gymnasiums_options_and_defaults(options):
+    env = torchwm.make_env("CartPole-v1", wrappers=[{"name": "pixels", **options}])
+    reference = gym.wrappers.AddRenderObservation(gym.make("CartPole-v1", render_mode="rgb_array"), **options)
+    assert env.observation_space == reference.observation_space
+    got, expected = env.reset(seed=0)[0], reference.reset(seed=0)[0]
+    for _ in range(5):
+        assert gym.utils.env_checker.data_equivalence(got, expected)
+        got, expected = env.step(1)[0], reference.step(1)[0]
+
+
+def test_pixels_with_a_size_and_the_state_resizes_the_frame_only():
+    env = torchwm.make_env("CartPole-v1", wrappers=[{"name": "pixels", "render_only": False, "width": 48,
+                                                     "height": 32}])
+    reference = gym.wrappers.AddRenderObservation(gym.make("CartPole-v1", render_mode="rgb_array"), render_only=False)
+    frames = gym.wrappers.ResizeObservation(
+        gym.wrappers.AddRenderObservation(gym.make("CartPole-v1", render_mode="rgb_array")), (32, 48))
+    assert env.observation_space["pixels"] == frames.observation_space
+    got, state, frame = env.reset(seed=0)[0], reference.reset(seed=0)[0]["state"], frames.reset(seed=0)[0]
+    assert np.array_equal(got["state"], state) and np.array_equal(got["pixels"], frame)
 
 
 # --- episodic_life ---------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from torchwm import names
+from torchwm.errors import InvalidOptionError, InvalidOptionTypeError
 
 OBS_TYPES = ("rgb", "grayscale")
 # ALE takes seeds as C ints and reads a negative one as "no seed", so a user's seed must be in this range.
@@ -63,25 +64,25 @@ def check_first_seed(seed: Any, num_envs: int, what: str) -> int | None:
 def _int_in(low: int, high: int = C_INT_MAX) -> Callable[[str, Any], Any]:
     def check(name: str, value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise TypeError(f"{name} must be an int, got {value!r}")
+            raise InvalidOptionTypeError(f"{name} must be an int, got {value!r}", name)
         if not low <= int(value) <= high:
             expected = f"an int >= {low}" if high == C_INT_MAX else f"an int in [{low}, {high}]"
-            raise ValueError(f"{name} must be {expected}, got {value!r}")
+            raise InvalidOptionError(f"{name} must be {expected}, got {value!r}", name)
         return int(value)
     return check
 
 
 def _probability(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a number in [0, 1], got {value!r}")
+        raise InvalidOptionTypeError(f"{name} must be a number in [0, 1], got {value!r}", name)
     if math.isnan(value) or not 0.0 <= float(value) <= 1.0:
-        raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
+        raise InvalidOptionError(f"{name} must be a number in [0, 1], got {value!r}", name)
     return float(value)
 
 
 def _flag(name: str, value: Any) -> bool:
     if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be True or False, got {value!r}")
+        raise InvalidOptionTypeError(f"{name} must be True or False, got {value!r}", name)
     return bool(value)
 
 
@@ -90,8 +91,8 @@ def _autoreset_mode(name: str, value: Any) -> Any:
 
     allowed = (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP)  # ALE has no "disabled" mode
     if value not in allowed and value not in [mode.value for mode in allowed]:
-        raise ValueError(f"{name} must be one of {[mode.value for mode in allowed]} (or the AutoresetMode), "
-                         f"got {value!r}")
+        raise InvalidOptionError(f"{name} must be one of {[mode.value for mode in allowed]} (or the AutoresetMode), "
+                                 f"got {value!r}", name)
     return AutoresetMode(value)
 
 
@@ -127,17 +128,19 @@ def check_ale_vector_kwargs(num_envs: Any, kwargs: dict[str, Any]) -> dict[str, 
     ``num_envs`` must be an int >= 1 and ``batch_size`` (if given) 0 (every env) or 1..num_envs.
 
     Raises:
-        TypeError: an argument of the wrong type.
-        ValueError: an argument out of its range; the message says the range.
+        InvalidOptionTypeError: an argument of the wrong type (a ``TypeError``).
+        InvalidOptionError: an argument out of its range (a ``ValueError``); the message says the range.
+        Both are ``gymnasium.error.Error``, as ALE's own check of ``frameskip`` raises.
     """
     n = _int_in(1)("num_envs", num_envs)
     checked = {}
     for name, value in kwargs.items():
         if name == "batch_size":
             if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-                raise TypeError(f"batch_size must be an int, got {value!r}")
+                raise InvalidOptionTypeError(f"batch_size must be an int, got {value!r}", name)
             if not 0 <= int(value) <= n:
-                raise ValueError(f"batch_size must be 0 (every env) or an int from 1 to num_envs={n}, got {value!r}")
+                raise InvalidOptionError(
+                    f"batch_size must be 0 (every env) or an int from 1 to num_envs={n}, got {value!r}", name)
             checked[name] = int(value)
         else:
             checked[name] = ALE_ARGUMENT_CHECKS[name](name, value)
@@ -208,7 +211,8 @@ def make_atari_vector_env(
 
     Every argument is checked before ALE is called (see `ALE_ARGUMENT_CHECKS`): a wrong type is a
     `TypeError`, a value out of range (``stack_num=0``, ``img_height=0``, ``batch_size`` above
-    ``num_envs``, a probability outside [0, 1]) a `ValueError` that says the range. The returned
+    ``num_envs``, a probability outside [0, 1]) a `ValueError` that says the range; both are also
+    ``gymnasium.error.Error``, as ALE's check of ``frameskip`` raises, and name the option. The returned
     env's `reset` refuses seeds outside ALE's range the same way (ALE would ignore a negative one)
     and, when it does, keeps the constructor's seed for the next reset.
 

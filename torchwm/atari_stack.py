@@ -22,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from torchwm.errors import UnsupportedStackError
 from torchwm.plugins import registry
 from torchwm.spec import EPISODE_STATISTICS, VecSpec, WrapperSpec
@@ -66,8 +68,20 @@ class AtariStack:
     @property
     def preprocessing(self) -> dict[str, Any]:
         """The options of ``atari_preprocessing`` (noop_max, frame_skip, screen_size, grayscale,
-        terminal_on_life_loss, scale_obs)."""
+        terminal_on_life_loss, scale_obs, grayscale_newaxis)."""
         return self.wrappers[int(self.episode_statistics)].kwargs
+
+    @property
+    def screen(self) -> tuple[int, int]:
+        """``(width, height)`` of the frames (``screen_size`` as Gymnasium reads it)."""
+        from torchwm.wrappers.atari import screen_dims
+
+        return screen_dims(self.preprocessing["screen_size"])
+
+    @property
+    def channel_axis(self) -> bool:
+        """Gray frames carry a last axis of 1 (``grayscale_newaxis``; RGB frames have their 3 anyway)."""
+        return self.preprocessing["grayscale"] and self.preprocessing["grayscale_newaxis"]
 
     @property
     def layers(self) -> tuple[WrapperSpec, ...]:
@@ -85,11 +99,18 @@ class AtariStack:
         return next(layer.kwargs for layer in self.layers if layer.name == name)
 
     @property
-    def clip_bounds(self) -> tuple[float, float] | None:
+    def clip_bounds(self) -> tuple[Any, Any] | None:
+        """``(min_reward, max_reward)`` of ``clip_reward`` (None, floats or arrays, as Gymnasium's ClipReward takes)."""
         if not self.has("clip_reward"):
             return None
         options = self.options("clip_reward")
         return options["min_reward"], options["max_reward"]
+
+    @property
+    def clips_to_unit(self) -> bool:
+        """``clip_reward`` is there and clips to ``[-1, 1]``, the one clip ALE and EnvPool have."""
+        bounds = self.clip_bounds
+        return bounds is not None and all(isinstance(b, float) for b in bounds) and bounds == (-1.0, 1.0)
 
     @property
     def frame_stack(self) -> tuple[int, str] | None:
@@ -136,10 +157,16 @@ def parse_atari_stack(spec: VecSpec) -> AtariStack:
             raise UnsupportedStackError(
                 f"the wrapper {name!r} is plugin {entry.plugin!r}'s, not torchwm's own, and only the wrapper chain runs it"
             )
-    pre = spec.wrappers[first].kwargs
-    if pre["noop_max"] < 0 or pre["frame_skip"] < 1 or pre["screen_size"] < 1:
-        raise UnsupportedStackError(f"atari_preprocessing options {pre} are out of range")
-    return AtariStack(spec.wrappers)
+    stack = AtariStack(spec.wrappers)
+    pre = stack.preprocessing
+    # Each option Gymnasium's AtariPreprocessing refuses (with a ValueError, which the chain then raises).
+    for option, low in (("noop_max", 0), ("frame_skip", 1)):
+        if pre[option] < low:
+            raise UnsupportedStackError(f"atari_preprocessing({option}={pre[option]!r}): {option} must be >= {low}")
+    if min(stack.screen) < 1:
+        raise UnsupportedStackError(f"atari_preprocessing(screen_size={pre['screen_size']!r}): screen_size must be "
+                                    f"a positive int or (width, height) of positive ints")
+    return stack
 
 
 def _each_once(stack: AtariStack) -> bool:
@@ -155,13 +182,22 @@ def _clip(stack: AtariStack) -> str:
     return f"clip_reward{stack.clip_bounds}"
 
 
+def _clip_valid(stack: AtariStack) -> bool:
+    """What Gymnasium's ClipReward accepts (else the chain raises its InvalidBound)."""
+    if stack.clip_bounds is None:
+        return True
+    low, high = stack.clip_bounds
+    if low is None or high is None:
+        return low is not None or high is not None
+    return not np.any(np.asarray(high) - np.asarray(low) < 0)
+
+
 # What each fast path can express of a parsed stack, beyond `parse_atari_stack`'s rules:
 # (holds(stack), why not) pairs, checked in order; the first that fails is the refusal.
 PATH_LIMITS: dict[str, list[tuple[Callable[[AtariStack], bool], Callable[[AtariStack], str]]]] = {
     "fused": [
         (lambda s: s.names.count("frame_stack") <= 1, lambda s: "frame_stack twice (fused supports one)"),
-        (lambda s: s.clip_bounds is None or s.clip_bounds[0] <= s.clip_bounds[1],
-         lambda s: f"{_clip(s)} has min_reward > max_reward"),
+        (_clip_valid, lambda s: f"{_clip(s)}: Gymnasium's ClipReward refuses these bounds"),
     ],
     "ale-native": [
         (lambda s: not s.episode_statistics,
@@ -173,7 +209,7 @@ PATH_LIMITS: dict[str, list[tuple[Callable[[AtariStack], bool], Callable[[AtariS
          lambda s: "frame_stack must be the last wrapper of the stack (ALE stacks the final frames)"),
         (lambda s: s.frame_stack is None or s.frame_stack[1] == "zero",
          lambda s: f"frame_stack(padding={s.options('frame_stack')['padding']!r}): ALE pads the stack with zeros only"),
-        (lambda s: s.clip_bounds in (None, (-1.0, 1.0)), lambda s: f"{_clip(s)}: ALE clips rewards to (-1, 1) only"),
+        (lambda s: s.clip_bounds is None or s.clips_to_unit, lambda s: f"{_clip(s)}: ALE clips rewards to (-1, 1) only"),
     ],
     "envpool": [
         (lambda s: not s.episode_statistics,
@@ -187,8 +223,10 @@ PATH_LIMITS: dict[str, list[tuple[Callable[[AtariStack], bool], Callable[[AtariS
          lambda s: "atari_preprocessing(scale_obs=True) (EnvPool returns uint8 frames)"),
         (lambda s: s.preprocessing["grayscale"],
          lambda s: "atari_preprocessing(grayscale=False) (EnvPool lays RGB frames out channel-first)"),
-        (lambda s: s.clip_bounds in (None, (-1.0, 1.0)),
+        (lambda s: s.clip_bounds is None or s.clips_to_unit,
          lambda s: f"{_clip(s)} (EnvPool clips to the sign, which is clip_reward(-1.0, 1.0) only)"),
+        (lambda s: not s.channel_axis,
+         lambda s: "atari_preprocessing(grayscale_newaxis=True) (EnvPool gives gray frames without a channel axis)"),
     ],
 }
 

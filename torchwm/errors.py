@@ -54,8 +54,11 @@ class ClosedEnvironmentError(gymnasium.error.ClosedEnvironmentError, TorchwmErro
     """A vector env was used after ``close()``."""
 
 
-class UnsupportedStackError(TorchwmError, ValueError):
-    """A backend cannot express the wrapper stack or env options it was given."""
+class UnsupportedStackError(TorchwmError, gymnasium.error.Error, ValueError):
+    """A backend cannot express the wrapper stack or env options it was given.
+
+    Also ``gymnasium.error.Error``, what ALE raises for a bad env option (``frameskip=0``).
+    """
 
 
 class DynamicShapeError(UnsupportedStackError, TypeError):
@@ -169,13 +172,14 @@ def worker_error(message: str, *, original_type: type[BaseException] | None = No
     return worker_error_class(original_type)(message, **details)
 
 
-class WrapperOptionError(TorchwmError, TypeError, ValueError):
+class WrapperOptionError(TorchwmError, gymnasium.error.Error, TypeError, ValueError):
     """A wrapper of a stack with a bad option: unknown, of the wrong type, or no name at all.
 
     Raised by `torchwm.spec.resolve_wrapper`, the one place that checks a stack. Besides the
     message, ``option`` names the key at fault and ``problem`` says what is wrong in words a config
     file shows after the key's path (``wrappers[1].stack_size: expected an integer, got "four"``).
-    Both a TypeError and a ValueError: the types the same checks raised before they had a class.
+    Both a TypeError and a ValueError: the types the same checks raised before they had a class; and
+    ``gymnasium.error.Error``, what Gymnasium and ALE raise for a bad option of theirs.
     """
 
     def __init__(self, message: str, option: str, problem: str) -> None:
@@ -185,6 +189,24 @@ class WrapperOptionError(TorchwmError, TypeError, ValueError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return type(self), (str(self), self.option, self.problem)
+
+
+class InvalidOptionError(TorchwmError, gymnasium.error.Error, ValueError):
+    """An option out of its range (``frameskip=0``); ``option`` names it.
+
+    Also ``gymnasium.error.Error``, what ALE's `AtariEnv` and `AtariVectorEnv` raise for a bad ``frameskip``.
+    """
+
+    def __init__(self, message: str, option: str) -> None:
+        super().__init__(message)
+        self.option = option
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (str(self), self.option)
+
+
+class InvalidOptionTypeError(InvalidOptionError, TypeError):
+    """An option of the wrong type (``frameskip=4.0``): also the ``TypeError`` such checks raise."""
 
 
 class ConfigError(TorchwmError, ValueError):

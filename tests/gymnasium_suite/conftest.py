@@ -11,10 +11,14 @@ so that no worker process or shared-memory segment outlives its test.
 from __future__ import annotations
 
 import functools
+import os
 
 import pytest
 
 from gymnasium_suite import adapter
+
+# MuJoCo renders offscreen through EGL here: its default (GLFW) needs a display and aborts the process without one.
+os.environ.setdefault("MUJOCO_GL", "egl")
 
 
 @pytest.fixture(params=adapter.BACKENDS)

@@ -66,13 +66,14 @@ def _stack_kwargs(spec: VecSpec) -> dict[str, Any]:
         raise _refuse(spec, str(exc)) from None
     pre = stack.preprocessing
     frame_skip = pre["frame_skip"]
+    width, height = stack.screen
     return {
         "noop_max": pre["noop_max"],
         "frameskip": frame_skip,
         # AtariPreprocessing max-pools the last two frames only when it skips frames.
         "maxpool": frame_skip > 1,
-        "img_height": pre["screen_size"],
-        "img_width": pre["screen_size"],
+        "img_height": height,
+        "img_width": width,
         "grayscale": pre["grayscale"],
         # AtariPreprocessing(terminal_on_life_loss) ends the episode at a lost life and its next
         # reset restarts the game: that is ALE's episodic_life (break out of the frame skip, reset).
@@ -205,10 +206,13 @@ class AleNativeVectorEnv(VectorEnv):
         self._ale: Any = ale_env.ale
         # Without frame_stack the stack axis ALE always has is dropped, as Gymnasium's chain has none.
         self._squeeze = not any(w.name == "frame_stack" for w in spec.wrappers)
+        # grayscale_newaxis: ALE's gray frames get the channel axis AtariPreprocessing adds.
+        self._newaxis = parse_for(spec, "ale-native").channel_axis
         single_obs = ale_env.single_observation_space
-        if self._squeeze:
-            assert single_obs.shape is not None  # ALE's Box
-            single_obs = spaces.Box(0, 255, single_obs.shape[1:], np.uint8)
+        assert single_obs.shape is not None  # ALE's Box
+        shape = single_obs.shape[1:] if self._squeeze else single_obs.shape
+        if self._squeeze or self._newaxis:
+            single_obs = spaces.Box(0, 255, (*shape, 1) if self._newaxis else shape, np.uint8)
         super().__init__(spec, single_obs, ale_env.single_action_space, metadata={"render_modes": []},
                          batch_size=batch_size)
         self.ale_kwargs = kwargs
@@ -262,8 +266,7 @@ class AleNativeVectorEnv(VectorEnv):
         self._truncations[ids] = False
         self._last_ids = infos["env_id"].astype(np.int64)
         infos = self._with_masks(infos)
-        if self._squeeze:
-            obs = obs[:, 0]
+        obs = self._shaped(obs)
         if env_ids is not None:
             # ALE answers with every env's row, in env order; env_ids asks for its rows, in its order.
             return obs[ids], {key: value[ids] for key, value in infos.items()}
@@ -313,11 +316,15 @@ class AleNativeVectorEnv(VectorEnv):
         infos = self._with_masks(infos)
         if "final_obs" in infos:
             infos = self._final_obs_info(infos, terminations | truncations)
-        if self._squeeze:
-            obs = obs[:, 0]
-        return obs, rewards.astype(np.float64), terminations, truncations, infos
+        return self._shaped(obs), rewards.astype(np.float64), terminations, truncations, infos
 
     # -- helpers ---------------------------------------------------------------------------------
+
+    def _shaped(self, obs: np.ndarray) -> np.ndarray:
+        """ALE's batch of observations (n, stack, h, w[, 3]) in the stack's shape (views, no copy)."""
+        if self._squeeze:
+            obs = obs[:, 0]
+        return obs[..., np.newaxis] if self._newaxis else obs
 
     def _with_masks(self, infos: dict[str, Any]) -> dict[str, Any]:
         """Gymnasium's ``_key`` masks next to ALE's info arrays (every env reports every key)."""
@@ -331,7 +338,7 @@ class AleNativeVectorEnv(VectorEnv):
         final_obs = np.full(ended.size, None, dtype=object)
         for row in np.flatnonzero(ended):
             # A copy, so that no returned array depends on how ALE reuses its result buffers.
-            final_obs[row] = (batch[row, 0] if self._squeeze else batch[row]).copy()
+            final_obs[row] = self._shaped(batch[row:row + 1])[0].copy()
         infos["final_obs"] = final_obs
         infos["_final_obs"] = ended.copy()
         return infos

@@ -19,10 +19,11 @@ def atari_preprocessing(
     env: gym.Env,
     noop_max: int = 30,
     frame_skip: int = 4,
-    screen_size: int = 84,
+    screen_size: int | tuple[int, int] = 84,
     grayscale: bool = True,
     terminal_on_life_loss: bool = False,
     scale_obs: bool = False,
+    grayscale_newaxis: bool = False,
 ) -> gym.Env:
     """Gymnasium's `AtariPreprocessing` (no-op reset, frame skip with max-pool, resize, grayscale).
 
@@ -31,22 +32,36 @@ def atari_preprocessing(
         noop_max: at most this many no-ops after each reset (1 to ``noop_max``, drawn from the
             env's ``np_random``); 0 turns them off.
         frame_skip: frames each action is repeated for; the last two are max-pooled.
-        screen_size: observations are ``screen_size`` x ``screen_size``.
+        screen_size: an int for square frames, or ``(width, height)`` as Gymnasium takes it: frames are
+            then ``height`` rows of ``width`` pixels.
         grayscale: grayscale ``(h, w)`` frames, else RGB ``(h, w, 3)``.
         terminal_on_life_loss: a lost life ends the episode *and* the next reset restarts the game
             (Gymnasium's meaning; `episodic_life` is the DeepMind variant that keeps the game going).
         scale_obs: float32 observations in ``[0, 1]`` instead of uint8.
+        grayscale_newaxis: grayscale frames get a channel axis, ``(h, w, 1)``.
 
     Example:
         >>> import torchwm
         >>> env = torchwm.make_env("ALE/Pong-v5", wrappers=["atari_preprocessing"], fused=False)
         >>> env.observation_space.shape
         (84, 84)
+        >>> env = torchwm.make_env("ALE/Pong-v5", wrappers=[{"name": "atari_preprocessing", "screen_size": (64, 96)}],
+        ...                        fused=False)
+        >>> env.observation_space.shape
+        (96, 64)
     """
     return AtariPreprocessing(
         env, noop_max=noop_max, frame_skip=frame_skip, screen_size=screen_size,
         grayscale_obs=grayscale, terminal_on_life_loss=terminal_on_life_loss, scale_obs=scale_obs,
+        grayscale_newaxis=grayscale_newaxis,
     )
+
+
+def screen_dims(screen_size: int | tuple[int, int]) -> tuple[int, int]:
+    """``(width, height)`` of `atari_preprocessing`'s ``screen_size`` (an int is a square), as Gymnasium reads it."""
+    if isinstance(screen_size, tuple):
+        return screen_size
+    return screen_size, screen_size
 
 
 def ale_of(env: gym.Env, wrapper: str) -> Any:

@@ -13,7 +13,8 @@ frames it reads, the stale max-pool buffer when an episode ends inside a frame
 skip) so that, for the same seed and actions, it returns exactly the chain's
 observations, rewards, flags and infos. ``episodic_life`` and ``fire_reset`` are the
 very same wrapper classes the chain uses, placed over the fast core in the order
-the stack gives; ``clip_reward`` is Gymnasium's `ClipReward`.
+the stack gives; ``clip_reward`` is Gymnasium's `ClipReward`. It has AtariPreprocessing's
+attributes (``screen_size``, ``frame_skip``, ...) with the values Gymnasium's wrapper has.
 
 `build_fused_atari` returns None for a stack it cannot reproduce exactly (see
 `unfusable_reason`); `torchwm.factory.build_env` then builds the wrapper chain.
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import inspect
 import time
+from collections import deque
 from typing import Any
 
 import cv2
@@ -30,14 +32,15 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.spaces import Box
 from gymnasium.vector.utils import batch_space
-from gymnasium.wrappers import ClipReward
 
 from torchwm import native
 from torchwm.atari_stack import AtariStack, parse_for
 from torchwm.errors import UnsupportedStackError
 from torchwm.spec import VecSpec
+from torchwm.wrappers.atari import screen_dims
 from torchwm.wrappers.episodic_life import EpisodicLifeEnv
 from torchwm.wrappers.fire_reset import FireResetEnv
+from torchwm.wrappers.generic import clip_reward
 
 
 def _atari_env_options() -> set[str]:
@@ -122,11 +125,13 @@ class AtariPreprocessingCore(gym.Env):
         # atari_preprocessing's options, all given (their defaults are the wrapper's, written once there).
         noop_max: int,
         frame_skip: int,
-        screen_size: int,
+        screen_size: int | tuple[int, int],
         grayscale: bool,
         terminal_on_life_loss: bool,
         scale_obs: bool,
+        grayscale_newaxis: bool,
         record_episodes: bool = False,
+        buffer_length: int = 100,
     ) -> None:
         if noop_max > 0 and atari_env.get_action_meanings()[0] != "NOOP":
             # AtariPreprocessing's own check and message (Backgammon, for one).
@@ -138,9 +143,13 @@ class AtariPreprocessingCore(gym.Env):
         self.action_space = atari_env.action_space
         self.metadata = atari_env.metadata
         self.render_mode = atari_env.render_mode
+        # AtariPreprocessing's attributes, with its values (screen_size is (width, height) there too).
         self.noop_max = noop_max
         self.frame_skip = frame_skip
+        self.screen_size = screen_dims(screen_size)
         self.terminal_on_life_loss = terminal_on_life_loss
+        self.grayscale_obs = grayscale
+        self.grayscale_newaxis = grayscale_newaxis
         self.scale_obs = scale_obs
         self.lives = 0
         # episode_statistics: RecordEpisodeStatistics on the AtariEnv, which counts every frame (no-ops and
@@ -149,6 +158,11 @@ class AtariPreprocessingCore(gym.Env):
         self._episode_return: float = 0
         self._episode_length = 0
         self._episode_start = time.perf_counter()
+        # RecordEpisodeStatistics's record of the last buffer_length games.
+        self.episode_count = 0
+        self.return_queue: deque[float] = deque(maxlen=buffer_length)
+        self.length_queue: deque[int] = deque(maxlen=buffer_length)
+        self.time_queue: deque[float] = deque(maxlen=buffer_length)
 
         raw_shape = atari_env.observation_space.shape
         raw_shape = raw_shape[:2] if grayscale else raw_shape
@@ -161,16 +175,20 @@ class AtariPreprocessingCore(gym.Env):
             self._palette_indices = np.empty(raw_shape, dtype=np.uint8)
             self._gray_table = np.zeros((2, 256), dtype=np.uint8)  # gray value, then 255 where known
             self._read_screen = self._read_gray
-        self._dsize = (screen_size, screen_size)
-        frame_shape = (screen_size, screen_size) if grayscale else (screen_size, screen_size, 3)
+        width, height = self.screen_size
+        self._dsize = (width, height)  # cv2's order
+        frame_shape = (height, width) if grayscale else (height, width, 3)
         self._resized = np.zeros(frame_shape, dtype=np.uint8)
         # The C kernel where it was built and takes this size (cv2.resize otherwise, the same bytes).
-        self._kernel = native.KERNEL if native.kernel_handles(raw_shape, (screen_size, screen_size)) else None
+        self._kernel = native.KERNEL if native.kernel_handles(raw_shape, (height, width)) else None
         self._scaled = np.zeros(frame_shape, dtype=np.float32) if scale_obs else None
+        # Gray frames with a channel axis: the same buffers seen as (h, w, 1).
+        self._newaxis = grayscale and grayscale_newaxis
+        obs_shape = (*frame_shape, 1) if self._newaxis else frame_shape
         if scale_obs:
-            self.observation_space = Box(low=0, high=1, shape=frame_shape, dtype=np.float32)
+            self.observation_space = Box(low=0, high=1, shape=obs_shape, dtype=np.float32)
         else:
-            self.observation_space = Box(low=0, high=255, shape=frame_shape, dtype=np.uint8)
+            self.observation_space = Box(low=0, high=255, shape=obs_shape, dtype=np.uint8)
 
     def get_action_meanings(self) -> list[str]:
         return self.atari_env.get_action_meanings()
@@ -200,11 +218,12 @@ class AtariPreprocessingCore(gym.Env):
             if self.frame_skip > 1:
                 np.maximum(raw, self._raw_frames[1], out=raw)
             cv2.resize(raw, self._dsize, dst=self._resized, interpolation=cv2.INTER_AREA)
+        frame: np.ndarray = self._resized
         if self._scaled is not None:
             # The chain's float32 array divided by a Python float: the same float32 division.
             np.divide(self._resized, np.float32(255.0), out=self._scaled)
-            return self._scaled
-        return self._resized
+            frame = self._scaled
+        return frame[..., np.newaxis] if self._newaxis else frame
 
     def step(self, action: Any):
         ale = self.ale
@@ -237,8 +256,12 @@ class AtariPreprocessingCore(gym.Env):
                 self._read_screen(self._raw_frames[0])
         info = self._counters()
         if game_over and self.record_episodes:
-            info["episode"] = {"r": self._episode_return, "l": self._episode_length,
-                               "t": round(time.perf_counter() - self._episode_start, 6)}
+            seconds = round(time.perf_counter() - self._episode_start, 6)
+            info["episode"] = {"r": self._episode_return, "l": self._episode_length, "t": seconds}
+            self.episode_count += 1
+            self.return_queue.append(self._episode_return)
+            self.length_queue.append(self._episode_length)
+            self.time_queue.append(seconds)
         return self._frame(), total_reward, terminated, truncated, info
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
@@ -310,6 +333,11 @@ class RingFrameStack(gym.Wrapper):
         return self._push(frame), info
 
 
+def _core_attribute(name: str) -> property:
+    return property(lambda self: getattr(self._core, name),
+                    doc=f"AtariPreprocessing's ``{name}``, with the value Gymnasium's wrapper has.")
+
+
 class FusedAtariEnv(gym.Env):
     """One env equal to an Atari wrapper stack: `atari_preprocessing` then the others, in order.
 
@@ -331,7 +359,9 @@ class FusedAtariEnv(gym.Env):
     """
 
     def __init__(self, atari_env: Any, stack: AtariStack) -> None:
-        core = AtariPreprocessingCore(atari_env, **stack.preprocessing, record_episodes=stack.episode_statistics)
+        statistics = stack.wrappers[0].kwargs if stack.episode_statistics else {}
+        core = AtariPreprocessingCore(atari_env, **stack.preprocessing, record_episodes=stack.episode_statistics,
+                                      **statistics)
         top: gym.Env = core
         for layer in stack.layers:
             if layer.name == "frame_stack":
@@ -341,7 +371,7 @@ class FusedAtariEnv(gym.Env):
             elif layer.name == "fire_reset":
                 top = FireResetEnv(top)
             else:  # clip_reward: parse_atari_stack lets no other name through
-                top = ClipReward(top, layer.kwargs["min_reward"], layer.kwargs["max_reward"])
+                top = clip_reward(top, **layer.kwargs)
         self._core = core
         self._top = top
         # The core's frame is a buffer the next step overwrites; a ring stack returns fresh arrays.
@@ -353,6 +383,27 @@ class FusedAtariEnv(gym.Env):
         self.metadata = core.metadata
         self.render_mode = core.render_mode
         self.stack = stack.wrappers
+        if stack.episode_statistics:
+            # RecordEpisodeStatistics's attributes, as get_wrapper_attr finds them in the chain.
+            self.return_queue = core.return_queue
+            self.length_queue = core.length_queue
+            self.time_queue = core.time_queue
+
+    # AtariPreprocessing's attributes, read-only: they are the options the fused env was built with.
+    noop_max = _core_attribute("noop_max")
+    frame_skip = _core_attribute("frame_skip")
+    screen_size = _core_attribute("screen_size")
+    terminal_on_life_loss = _core_attribute("terminal_on_life_loss")
+    grayscale_obs = _core_attribute("grayscale_obs")
+    grayscale_newaxis = _core_attribute("grayscale_newaxis")
+    scale_obs = _core_attribute("scale_obs")
+
+    @property
+    def episode_count(self) -> int:
+        """Games recorded by ``episode_statistics`` (RecordEpisodeStatistics's count)."""
+        if not self._core.record_episodes:
+            raise AttributeError("episode_count: the stack has no episode_statistics")
+        return self._core.episode_count
 
     @property
     def np_random(self) -> np.random.Generator:

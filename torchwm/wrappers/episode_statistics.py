@@ -17,8 +17,13 @@ import gymnasium as gym
 from gymnasium.wrappers import RecordEpisodeStatistics
 
 
-def episode_statistics(env: gym.Env) -> gym.Env:
+def episode_statistics(env: gym.Env, buffer_length: int = 100) -> gym.Env:
     """Gymnasium's `RecordEpisodeStatistics`, placed on the env the source makes (see the module docstring).
+
+    Args:
+        env: any env.
+        buffer_length: how many of the last episodes ``return_queue``, ``length_queue`` and
+            ``time_queue`` keep (Gymnasium's option and default).
 
     Example:
         >>> import torchwm
@@ -31,4 +36,4 @@ def episode_statistics(env: gym.Env) -> gym.Env:
         >>> info["episode"]["l"] == info["episode"]["r"]  # CartPole: a reward of 1 each step
         True
     """
-    return RecordEpisodeStatistics(env)
+    return RecordEpisodeStatistics(env, buffer_length=buffer_length)

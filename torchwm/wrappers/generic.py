@@ -9,10 +9,19 @@ arrays as the same classes put together by hand.
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 import gymnasium as gym
-from gymnasium.wrappers import AddRenderObservation, ClipReward, FrameStackObservation, ResizeObservation
+import numpy as np
+from gymnasium import spaces
+from gymnasium.wrappers import (
+    AddRenderObservation,
+    ClipReward,
+    FrameStackObservation,
+    ResizeObservation,
+    TransformObservation,
+)
 
 
 def frame_stack(env: gym.Env, stack_size: int = 4, padding: Literal["zero", "reset"] = "zero") -> gym.Env:
@@ -32,16 +41,46 @@ def frame_stack(env: gym.Env, stack_size: int = 4, padding: Literal["zero", "res
     return FrameStackObservation(env, stack_size, padding_type=padding)
 
 
-def check_clip_bounds(min_reward: float, max_reward: float) -> None:
-    if min_reward > max_reward:
-        raise ValueError(
-            f"wrapper 'clip_reward': min_reward must be <= max_reward, got min_reward={min_reward} "
-            f"and max_reward={max_reward}"
-        )
+def _bounds_tuple(value: Any) -> tuple[float, ...]:
+    array = np.asarray(value, dtype=np.float64)
+    if array.ndim != 1:
+        raise ValueError(f"expected a number or a 1-d array of numbers, got an array of shape {array.shape}")
+    return tuple(array.tolist())
 
 
-def clip_reward(env: gym.Env, min_reward: float = -1.0, max_reward: float = 1.0) -> gym.Env:
+if TYPE_CHECKING:
+    RewardArray = Sequence[float] | np.ndarray
+else:
+
+    class RewardArray:
+        """Elementwise reward bounds, as Gymnasium's ClipReward takes them: a 1-d array or a list of numbers.
+
+        `torchwm.spec` keeps them as a tuple of floats (a spec compares and dumps to a config file as
+        any other option); `clip_reward` gives Gymnasium's wrapper the array.
+        """
+
+        @classmethod
+        def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+            from pydantic_core import core_schema
+
+            from_array = core_schema.no_info_after_validator_function(
+                _bounds_tuple, core_schema.is_instance_schema(np.ndarray))
+            return core_schema.union_schema([from_array, core_schema.tuple_variable_schema(core_schema.float_schema())])
+
+
+def _bound(value: Any) -> Any:
+    """A bound as ClipReward computes with it: a number, None, or an array (from a tuple or list)."""
+    return np.asarray(value, dtype=np.float64) if isinstance(value, (tuple, list)) else value
+
+
+def clip_reward(
+    env: gym.Env, min_reward: float | RewardArray | None = -1.0, max_reward: float | RewardArray | None = 1.0
+) -> gym.Env:
     """Gymnasium's `ClipReward`: rewards clipped to ``[min_reward, max_reward]``.
+
+    Either bound may be None (no bound on that side) or an array (elementwise bounds), as in
+    Gymnasium; bounds it refuses (both None, ``min_reward > max_reward``) raise its
+    ``gymnasium.error.InvalidBound``. The defaults are the Atari clip, ``[-1, 1]``.
 
     Example:
         >>> import torchwm
@@ -50,8 +89,7 @@ def clip_reward(env: gym.Env, min_reward: float = -1.0, max_reward: float = 1.0)
         >>> float(env.step(0)[1])
         0.5
     """
-    check_clip_bounds(min_reward, max_reward)
-    return ClipReward(env, min_reward, max_reward)
+    return ClipReward(env, _bound(min_reward), _bound(max_reward))
 
 
 def check_size(wrapper: str, width: int | None, height: int | None, optional: bool) -> None:
@@ -75,11 +113,20 @@ def resize(env: gym.Env, width: int, height: int) -> gym.Env:
     return ResizeObservation(env, (height, width))
 
 
-def pixels(env: gym.Env, width: int | None = None, height: int | None = None) -> gym.Env:
+def pixels(
+    env: gym.Env,
+    width: int | None = None,
+    height: int | None = None,
+    render_only: bool = True,
+    render_key: str = "pixels",
+    obs_key: str = "state",
+) -> gym.Env:
     """Observations become the env's rendered RGB frames (`AddRenderObservation`), resized if asked.
 
     The env is made with ``render_mode="rgb_array"``. ``make_env(id, size=(w, h))`` puts this
-    wrapper first in the stack.
+    wrapper first in the stack. ``render_only``, ``render_key`` and ``obs_key`` are
+    `AddRenderObservation`'s, with its defaults: ``render_only=False`` gives a dict of the env's own
+    observation (under ``obs_key``) and the frame (under ``render_key``); a size resizes the frame only.
 
     Example:
         >>> import torchwm
@@ -88,7 +135,27 @@ def pixels(env: gym.Env, width: int | None = None, height: int | None = None) ->
         (48, 64, 3)
     """
     check_size("pixels", width, height, optional=True)
-    env = AddRenderObservation(env, render_only=True)
-    if width is not None and height is not None:
-        env = ResizeObservation(env, (height, width))
-    return env
+    env = AddRenderObservation(env, render_only=render_only, render_key=render_key, obs_key=obs_key)
+    if width is None or height is None:
+        return env
+    if render_only:
+        return ResizeObservation(env, (height, width))
+    return _resize_key(env, render_key, width, height)
+
+
+def _resize_key(env: gym.Env, key: str, width: int, height: int) -> gym.Env:
+    """The frame under ``key`` of a dict observation resized as `ResizeObservation` resizes (cv2, INTER_AREA)."""
+    import cv2
+
+    space = env.observation_space
+    assert isinstance(space, spaces.Dict)
+    frame_space = space[key]
+    assert frame_space.shape is not None  # AddRenderObservation's Box
+    new_space = spaces.Dict({**space.spaces, key: spaces.Box(0, 255, (height, width, *frame_space.shape[2:]),
+                                                             dtype=np.uint8)})
+
+    def resize_frame(obs: dict[str, Any]) -> dict[str, Any]:
+        frame = cv2.resize(obs[key], (width, height), interpolation=cv2.INTER_AREA)
+        return {**obs, key: frame.reshape(new_space[key].shape)}
+
+    return TransformObservation(env, resize_frame, new_space)

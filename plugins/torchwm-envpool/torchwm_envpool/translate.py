@@ -109,7 +109,7 @@ def _translate_atari(spec: VecSpec, tasks: set[str]) -> EnvPoolPlan:
     if env_kwargs.get("frameskip", 1) != 1:
         raise _refuse(spec, f"frameskip={env_kwargs['frameskip']} under atari_preprocessing (it skips frames itself)")
     options = stack.preprocessing
-    size = options["screen_size"]
+    width, height = stack.screen  # EnvPool takes any frame size, square or not
     stack_size, padding = stack.frame_stack or (0, "zero")
     flags = {"episodic_life": stack.has("episodic_life"), "use_fire_reset": stack.has("fire_reset"),
              "reward_clip": stack.has("clip_reward")}
@@ -118,8 +118,8 @@ def _translate_atari(spec: VecSpec, tasks: set[str]) -> EnvPoolPlan:
     kwargs: dict[str, Any] = {
         "frame_skip": frame_skip,
         "noop_max": options["noop_max"],
-        "img_height": size,
-        "img_width": size,
+        "img_height": height,
+        "img_width": width,
         "gray_scale": True,
         # Gymnasium's AtariPreprocessing resizes with cv2.INTER_AREA.
         "use_inter_area_resize": True,
