@@ -19,7 +19,6 @@ config", see `dump_config`) loads back into an equal spec.
 from __future__ import annotations
 
 import copy
-import inspect
 import json
 import os
 import re
@@ -36,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from torchwm import names
 from torchwm.errors import ConfigError, UnknownNameError, WrapperOptionError
-from torchwm.factory import _plain_containers, make_vec_from_spec, resolve_spec
+from torchwm.factory import _plain_containers, env_keyword_arguments, make_vec_from_spec, resolve_spec
 from torchwm.plugins import registry
 from torchwm.spec import (
     VecSpec,
@@ -481,22 +480,12 @@ def check_backend_options(backend: str, options: Mapping[str, Any], flat: Mappin
 
 def _check_env_kwargs(env_id: str, env_kwargs: Mapping[str, Any]) -> None:
     """Keyword arguments the env's constructor (or `gymnasium.make`) does not take, blamed on the env."""
-    import gymnasium as gym
-
-    if not env_kwargs:
+    accepted = env_keyword_arguments(env_id) if env_kwargs else None
+    if accepted is None:
         return
-    entry_point = gym.registry[env_id].entry_point
-    try:
-        creator: Any = gym.envs.registration.load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
-        params = inspect.signature(creator).parameters
-    except (TypeError, ValueError, ImportError, AttributeError):
-        return  # no signature to check against: the env checks its arguments itself
-    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        return
-    accepted = [name for name, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-    accepted += [name for name in inspect.signature(gym.make).parameters if name not in ("id", "kwargs")]
     for key in env_kwargs:
         if key not in accepted:
+            entry_point = gym.registry[env_id].entry_point
             where = entry_point if isinstance(entry_point, str) else getattr(entry_point, "__qualname__", entry_point)
             raise ConfigError(f"env_kwargs.{key}: the env {env_id!r} ({where}) takes no argument {key!r}"
                               f"{did_you_mean(key, accepted)}; it takes: {', '.join(sorted(accepted))}")

@@ -207,21 +207,30 @@ def _without_recorders(spec: VecSpec) -> tuple[VecSpec, tuple[Any, ...]]:
     return spec.replace(wrappers=tuple(wrappers)), tuple(recorders)
 
 
-def _check_wrapper_options_given_to_env(env_id: str, env_kwargs: dict[str, Any]) -> None:
-    """An env kwarg the env does not take but a registered wrapper does (``frame_skip=4`` on an ALE id)
-    is a TypeError, as Gymnasium's for an unexpected keyword, that names the wrapper."""
+def env_keyword_arguments(env_id: str) -> list[str] | None:
+    """The keyword arguments that ``gymnasium.make(env_id, ...)`` passes on to the env's constructor or takes
+    itself; None where that cannot be told (no signature, or the constructor takes ``**kwargs``)."""
     gym_spec = gym.registry.get(env_id)
-    if not env_kwargs or gym_spec is None:
-        return
+    if gym_spec is None:
+        return None
+    entry_point = gym_spec.entry_point
     try:
-        entry_point = gym_spec.entry_point
         creator: Any = gym.envs.registration.load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
         params = inspect.signature(creator).parameters
     except (TypeError, ValueError, ImportError, AttributeError):
-        return  # no signature to check against: the env checks its arguments itself
+        return None  # no signature to check against: the env checks its arguments itself
     if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return None
+    accepted = [name for name, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    return accepted + [name for name in inspect.signature(gym.make).parameters if name not in ("id", "kwargs")]
+
+
+def _check_wrapper_options_given_to_env(env_id: str, env_kwargs: dict[str, Any]) -> None:
+    """An env kwarg the env does not take but a registered wrapper does (``frame_skip=4`` on an ALE id)
+    is a TypeError, as Gymnasium's for an unexpected keyword, that names the wrapper."""
+    taken = env_keyword_arguments(env_id) if env_kwargs else None
+    if taken is None:
         return
-    taken = set(params) | set(inspect.signature(gym.make).parameters)
     for key in env_kwargs:
         if key in taken:
             continue

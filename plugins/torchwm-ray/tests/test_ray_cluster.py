@@ -13,18 +13,17 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 import ray
+from cluster import alive, end, processes_started_under
 
 import torchwm
 from torchwm.errors import EnvTimeoutError, WorkerError
@@ -38,51 +37,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _processes_started_under(mark: str) -> set[int]:
-    """Pids of processes whose command line contains ``mark``, and of all their descendants."""
-    parents: dict[int, int] = {}
-    roots = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            args = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            parents[int(entry)] = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        if mark in args:
-            roots.add(int(entry))
-    found = set(roots)
-    grew = True
-    while grew:
-        grew = False
-        for pid, parent in parents.items():
-            if parent in found and pid not in found:
-                found.add(pid)
-                grew = True
-    return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"  # a zombie has exited; only its parent's bookkeeping is left
-
-
-def _end(pids: set[int]) -> None:
-    for sig, grace in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and any(_alive(p) for p in pids):
-            time.sleep(0.1)
 
 
 def docs_blocks(language: str) -> list[str]:
@@ -145,8 +99,8 @@ def cluster():
     finally:
         if ray.is_initialized():
             ray.shutdown()
-        _end(_processes_started_under(temp_dir))
-        left = [p for p in _processes_started_under(temp_dir) if _alive(p)]
+        end(processes_started_under(temp_dir))
+        left = [p for p in processes_started_under(temp_dir) if alive(p)]
         shutil.rmtree(temp_dir, ignore_errors=True)
         assert not left, f"Ray processes of the test cluster still running: {left}"
 
@@ -196,9 +150,9 @@ def test_address_none_never_joins_a_cluster_through_rays_session_file(cluster, m
             assert not set(envs.actor_node_ids) & set(cluster_nodes_by_gcs(cluster))
             envs.reset(seed=0)
         assert not ray.is_initialized()
-        assert not [p for p in _processes_started_under(private) if _alive(p)], "the private Ray should be stopped"
+        assert not [p for p in processes_started_under(private) if alive(p)], "the private Ray should be stopped"
     finally:
-        _end(_processes_started_under(private))
+        end(processes_started_under(private))
         shutil.rmtree(private, ignore_errors=True)
 
 
