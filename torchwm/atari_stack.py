@@ -27,22 +27,18 @@ import numpy as np
 from torchwm.errors import UnsupportedStackError
 from torchwm.plugins import registry
 from torchwm.spec import EPISODE_STATISTICS, VecSpec, WrapperSpec
+from torchwm.wrappers.atari import atari_preprocessing, screen_dims
+from torchwm.wrappers.episode_statistics import episode_statistics
+from torchwm.wrappers.episodic_life import episodic_life
+from torchwm.wrappers.fire_reset import fire_reset
+from torchwm.wrappers.generic import clip_reward, frame_stack
 
 # The wrappers a fast path may find on top of atari_preprocessing.
 LAYERS = ("episodic_life", "fire_reset", "clip_reward", "frame_stack")
 
 
 def _own_factories() -> dict[str, Callable[..., Any]]:
-    """torchwm's own factory of each name a fast path translates (imported late: wrappers import us)."""
-    from torchwm.wrappers import (
-        atari_preprocessing,
-        clip_reward,
-        episode_statistics,
-        episodic_life,
-        fire_reset,
-        frame_stack,
-    )
-
+    """torchwm's own factory of each name a fast path translates."""
     return {"atari_preprocessing": atari_preprocessing, "episodic_life": episodic_life,
             "fire_reset": fire_reset, "clip_reward": clip_reward, "frame_stack": frame_stack,
             EPISODE_STATISTICS: episode_statistics}
@@ -74,8 +70,6 @@ class AtariStack:
     @property
     def screen(self) -> tuple[int, int]:
         """``(width, height)`` of the frames (``screen_size`` as Gymnasium reads it)."""
-        from torchwm.wrappers.atari import screen_dims
-
         return screen_dims(self.preprocessing["screen_size"])
 
     @property

@@ -7,12 +7,11 @@ episode returns (whole games where ``episode_statistics`` records them);
 ``list`` shows every registered name, the plugin behind it and the shipped
 configs; ``bench`` is the front end to `torchwm.bench`; ``check`` validates
 a config (every error with its key path) or runs `torchwm.testing` on a
-backend. Every
-user error on every command (a bad option, a missing file, an unknown key or
-name with the closest one suggested, a missing extra) prints one line on
-stderr and exits with status 2, without a traceback (``--traceback`` shows
-it); a failed conformance check or measurement exits 1 and Ctrl-C during
-``run`` exits 130 after printing the figures so far.
+backend. Every user error on every command (a bad option, a missing file, an
+unknown key or name with the closest one suggested, a missing extra) prints
+one line on stderr and exits with status 2, without a traceback
+(``--traceback`` shows it); a failed conformance check or measurement exits 1
+and Ctrl-C during ``run`` exits 130 after printing the figures so far.
 """
 
 from __future__ import annotations
@@ -30,8 +29,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+import gymnasium
 import numpy as np
+from tqdm import tqdm
 
+from torchwm import bench, listing
 from torchwm.config import (
     CONFIG_SUFFIXES,
     apply_overrides,
@@ -49,6 +51,9 @@ from torchwm.config import (
 )
 from torchwm.errors import ConfigError, DuplicateNameError, UnknownNameError, UnsupportedStackError
 from torchwm.extras import MissingExtraError, missing_extra
+from torchwm.factory import make_vec_from_spec
+from torchwm.native import kernel_status
+from torchwm.plugins import DEFAULT_PLUGINS, failed_plugins, plugin_manager, registry
 from torchwm.spec import EPISODE_STATISTICS
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -60,7 +65,8 @@ class UsageError(Exception):
 
 
 # Errors that mean "the input was wrong" (or an extra is missing), not "torchwm is broken": one line, status 2.
-INPUT_ERRORS = (UsageError, ConfigError, UnknownNameError, UnsupportedStackError, DuplicateNameError, MissingExtraError)
+INPUT_ERRORS = (UsageError, ConfigError, UnknownNameError, UnsupportedStackError, DuplicateNameError, MissingExtraError,
+                gymnasium.error.DependencyNotInstalled)
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -105,20 +111,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _status_of(exc: BaseException) -> int | None:
     """The exit status of an error shown as one line, or None for an error that gets its traceback."""
-    import gymnasium
-
-    from torchwm.bench import BenchChildError
-
-    if isinstance(exc, INPUT_ERRORS) or isinstance(exc, gymnasium.error.DependencyNotInstalled):
+    if isinstance(exc, INPUT_ERRORS):
         return EXIT_USAGE
-    if isinstance(exc, BenchChildError):
+    if isinstance(exc, bench.BenchChildError):
         # The child's own error is the first line; --traceback shows its stderr.
         return EXIT_USAGE if exc.input_error else EXIT_FAILED
     return None
 
 
 def _explain(exc: BaseException) -> str:
-    if "pygame" in str(exc) and type(exc).__name__ == "DependencyNotInstalled":
+    if "pygame" in str(exc) and isinstance(exc, gymnasium.error.DependencyNotInstalled):
         return str(missing_extra("render", "rendering this env"))
     return str(exc).strip() or type(exc).__name__
 
@@ -135,8 +137,6 @@ def _unknown_arguments(parser: argparse.ArgumentParser, unknown: list[str]) -> N
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from torchwm import bench
-
     parser = OneLineParser(
         prog="torchwm", description="Vectorized RL environments from a name, a backend and a wrapper stack."
     )
@@ -194,8 +194,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from torchwm import listing
-
     if args.kind is not None and args.kind not in KINDS:
         raise UsageError(f"list {args.kind!r}: expected one of {', '.join(KINDS)}{did_you_mean(args.kind, KINDS)}")
     kinds = [args.kind] if args.kind else list(KINDS)
@@ -218,16 +216,12 @@ def cmd_list(args: argparse.Namespace) -> int:
                              + (f"; {info.description}" if info.description else "")))
         _print_rows(rows)
     if args.kind is None:
-        from torchwm.native import kernel_status
-
         print(f"\nfused Atari env, after the emulator: {kernel_status()}")
     return EXIT_OK
 
 
 def _plugins() -> list[tuple[str, str, list[str]]]:
     """(plugin name, "distribution version", what it registered) for every loaded plugin."""
-    from torchwm.plugins import DEFAULT_PLUGINS, failed_plugins, plugin_manager, registry
-
     manager = plugin_manager()
     dists = {manager.get_name(plugin): f"{d.metadata['name']} {d.version}" for plugin, d in manager.list_plugin_distinfo()}
     provided: dict[str, list[str]] = {}
@@ -366,7 +360,7 @@ def config_format(target: str) -> str:
     return "yaml" if suffix == "yml" else suffix
 
 
-def _load_run(args: argparse.Namespace):
+def _load_run(args: argparse.Namespace) -> tuple[Any, Any]:
     overrides = list(args.overrides)
     # The options win over the file's keys, as --set does.
     if args.num_envs is not None:
@@ -378,8 +372,6 @@ def _load_run(args: argparse.Namespace):
 
 
 def _build(spec: Any) -> Any:
-    from torchwm.factory import make_vec_from_spec
-
     try:
         return make_vec_from_spec(spec)
     except (TypeError, ValueError) as exc:
@@ -390,8 +382,6 @@ def _build(spec: Any) -> Any:
 
 
 def _progress(total: int, disable: bool) -> Any:
-    from tqdm import tqdm
-
     return tqdm(total=total, unit="step", file=sys.stderr, disable=disable, mininterval=0.5, dynamic_ncols=True)
 
 
@@ -546,8 +536,6 @@ def check_target(target: str | None, config: str | None) -> tuple[str, str]:
     refused as one). So a name that is both a backend and a shipped config (``ray``) is the backend,
     as it was before ``check`` read configs: ``--config ray`` checks the config.
     """
-    from torchwm.plugins import registry
-
     if config is not None:
         if target is not None:
             raise UsageError(f"check: give a backend or --config, not both (got {target!r} and --config {config!r})")
@@ -675,10 +663,8 @@ def _set_aside(data: dict[str, Any], parts: list[str | int], positions: list[int
 
 def check_backend(backend: str, overrides: Sequence[str]) -> int:
     """``torchwm check BACKEND``: the conformance checks of `torchwm.testing`, one line each."""
-    from torchwm.plugins import registry
-
     registry("backend").get(backend)  # an unknown name is bad input, before any check runs
-    overrides = [o[len("backend_kwargs."):] if o.startswith("backend_kwargs.") else o for o in overrides]
+    overrides = [o.removeprefix("backend_kwargs.") for o in overrides]
     backend_kwargs = apply_overrides({}, overrides)
     check_backend_options(backend, backend_kwargs)  # a misspelt option: one line, not one failure per check
     import torchwm.testing

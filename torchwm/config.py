@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from torchwm import names
 from torchwm.errors import ConfigError, UnknownNameError, WrapperOptionError
 from torchwm.factory import _plain_containers, env_keyword_arguments, make_vec_from_spec, resolve_spec
-from torchwm.plugins import registry
+from torchwm.plugins import backend_options, registry
 from torchwm.spec import (
     VecSpec,
     did_you_mean,
@@ -235,8 +235,6 @@ def switch_backend(data: Mapping[str, Any], backend: str) -> dict[str, Any]:
     options = data.get("backend_kwargs")
     if previous == backend or not isinstance(options, Mapping) or not options:
         return data
-    from torchwm.listing import backend_options
-
     try:
         accepted = backend_options(backend)
     except LookupError:
@@ -466,8 +464,6 @@ def check_backend_options(backend: str, options: Mapping[str, Any], flat: Mappin
     ``flat`` is the file's ``backend_kwargs`` (the other options came from ``[backends.NAME]``), to
     name the key a bad option was given under; None means all came from ``backend_kwargs``.
     """
-    from torchwm.listing import backend_options
-
     accepted = backend_options(backend)
     if accepted is None:
         return

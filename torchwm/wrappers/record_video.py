@@ -3,7 +3,7 @@
 A wrapper of a torchwm stack wraps each single env where the env lives: in
 the worker process on ``subproc`` and ``shmem``, in the parent on ``sync``.
 Every env of a vector env is built from the same spec; `torchwm.factory`
-tells the wrapper which env it is building (`torchwm.factory.current_env_index`),
+tells the wrapper which env it is building (`torchwm.wrappers.env_index`),
 so that the envs named in ``env_ids`` (env 0 by default) record and the others
 pass through unchanged. Each recorded env writes
 ``<video_folder>/<name_prefix>-env<i>-episode-<n>.mp4``, one file an episode
@@ -31,6 +31,7 @@ import numpy as np
 import pydantic
 
 from torchwm.extras import missing_extra
+from torchwm.wrappers.env_index import current_env_index
 
 
 class RecordingEnv(gym.wrappers.RecordVideo):
@@ -110,8 +111,6 @@ def record_video(
         name_prefix: start of the file names; ``-env<i>-episode-<n>.mp4`` follows.
         fps: frames per second of the video; by default the env's ``metadata["render_fps"]``.
     """
-    from torchwm.factory import current_env_index
-
     index = current_env_index()
     if index is None:
         index = 0  # a single env (make_env) is env 0
