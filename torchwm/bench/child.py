@@ -51,7 +51,11 @@ class Child:
             [sys.executable, "-m", "torchwm.bench", "--serve", json.dumps(job)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
         )
-        assert self.process.stdin is not None and self.process.stdout is not None and self.process.stderr is not None
+        assert (
+            self.process.stdin is not None
+            and self.process.stdout is not None
+            and self.process.stderr is not None
+        )
         self.stdin, self.stdout, self.stderr = self.process.stdin, self.process.stdout, self.process.stderr
 
     def _line(self, building: bool = False) -> str:
@@ -86,8 +90,8 @@ class Child:
 
 
 def serve(job: dict[str, Any]) -> None:
-    """The child side of `Child`: build, say ``ready``, answer ``run <steps>``, ``memory``, ``note``, ``shape``,
-    ``pool``, ``quit``."""
+    """The child side of `Child`: build, say ``ready``, answer ``run <steps>``, ``memory``, ``note``,
+    ``shape``, ``pool``, ``quit``."""
     runner = Runner(**job)
     print("ready", flush=True)
     try:

@@ -1,6 +1,6 @@
-"""``torchwm bench``'s arguments (`add_arguments`, one parser for ``torchwm bench`` and ``python -m torchwm.bench``)
-and what the command does (`run_command`): check, measure, print the table and what ran, write the plot
-and the JSON."""
+"""``torchwm bench``'s arguments (`add_arguments`, one parser for ``torchwm bench`` and
+``python -m torchwm.bench``) and what the command does (`run_command`): check, measure, print the table
+and what ran, write the plot and the JSON."""
 
 from __future__ import annotations
 
@@ -47,28 +47,57 @@ DEFAULT_SIZES = [8, 16, 32]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of ``torchwm bench``, which ``python -m torchwm.bench`` also takes."""
-    parser.add_argument("config", nargs="?", default=None, metavar="CONFIG",
-                        help="a config file (.toml, .yaml, .yml, .json) or a shipped config's name: measure that "
-                             "setup (env, env kwargs, wrapper stack, seed, num_envs, backend options)")
-    parser.add_argument("--config", dest="config_option", default=None, metavar="CONFIG", help="the same as CONFIG")
-    parser.add_argument("--env", default=None, help="env id under torchwm's default stack (default: CartPole-v1)")
-    parser.add_argument("--backends", default=None,
-                        help="comma-separated peers and torchwm backends (default: gym-sync,gym-async,sync,subproc,"
-                             "shmem; for ALE ids also ale-emulator, ale-direct and ale-native; with a config: "
-                             "gym-sync,gym-async, the built-in backends and the config's own, ALE's beside them for "
-                             "an ALE id)")
+    parser.add_argument(
+        "config",
+        nargs="?",
+        default=None,
+        metavar="CONFIG",
+        help="a config file (.toml, .yaml, .yml, .json) or a shipped config's name: measure that "
+        "setup (env, env kwargs, wrapper stack, seed, num_envs, backend options)",
+    )
+    parser.add_argument(
+        "--config", dest="config_option", default=None, metavar="CONFIG", help="the same as CONFIG"
+    )
+    parser.add_argument(
+        "--env", default=None, help="env id under torchwm's default stack (default: CartPole-v1)"
+    )
+    parser.add_argument(
+        "--backends",
+        default=None,
+        help="comma-separated peers and torchwm backends (default: gym-sync,gym-async,sync,subproc,"
+        "shmem; for ALE ids also ale-emulator, ale-direct and ale-native; with a config: "
+        "gym-sync,gym-async, the built-in backends and the config's own, ALE's beside them for "
+        "an ALE id)",
+    )
     parser.add_argument("--num-envs", type=_sizes, default=None,
                         help="comma-separated sizes (default: 8,16,32; with a config, its num_envs)")
-    parser.add_argument("--steps", type=_positive, default=1000, help="batched steps per repeat (default: 1000)")
-    parser.add_argument("--repeats", type=_positive, default=3, help="repeats per measurement; the median is kept (default: 3)")
-    parser.add_argument("--baseline", default=None, help="backend the ratios are against (default: the first)")
-    parser.add_argument("--backend-kwargs", default=None, metavar="JSON",
-                        help='options per backend, e.g. \'{"shmem": {"num_workers": 2}}\' (over a config\'s own)')
+    parser.add_argument(
+        "--steps", type=_positive, default=1000, help="batched steps per repeat (default: 1000)"
+    )
+    parser.add_argument(
+        "--repeats",
+        type=_positive,
+        default=3,
+        help="repeats per measurement; the median is kept (default: 3)",
+    )
+    parser.add_argument(
+        "--baseline", default=None, help="backend the ratios are against (default: the first)"
+    )
+    parser.add_argument(
+        "--backend-kwargs",
+        default=None,
+        metavar="JSON",
+        help='options per backend, e.g. \'{"shmem": {"num_workers": 2}}\' (over a config\'s own)',
+    )
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="BACKEND.KEY=VALUE",
                         help="one backend option, e.g. shmem.num_workers=2 (after --backend-kwargs)")
     parser.add_argument("--memory", action="store_true", help="also measure the PSS of each process tree")
-    parser.add_argument("--plot", default=None, metavar="PNG", help="write a plot of steps/s against num_envs")
-    parser.add_argument("--json", default=None, metavar="FILE", help="write the results, machine and versions as JSON")
+    parser.add_argument(
+        "--plot", default=None, metavar="PNG", help="write a plot of steps/s against num_envs"
+    )
+    parser.add_argument(
+        "--json", default=None, metavar="FILE", help="write the results, machine and versions as JSON"
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
 
@@ -78,8 +107,10 @@ def _setup(args: argparse.Namespace) -> tuple[Any, str | None]:
         raise ConfigError(f"give the config once: CONFIG {args.config!r} or --config {args.config_option!r}")
     config = args.config if args.config is not None else args.config_option
     if config is not None and args.env is not None:
-        raise ConfigError(f"give a config or --env, not both (got {config!r} and --env {args.env!r}); a config "
-                          f"names its env")
+        raise ConfigError(
+            f"give a config or --env, not both (got {config!r} and --env {args.env!r}); a config "
+            f"names its env"
+        )
     if config is None:
         env_id = args.env or "CartPole-v1"
         if is_config_reference(env_id) and not env_id.isidentifier():
@@ -103,7 +134,9 @@ def run_command(args: argparse.Namespace) -> int:
     except json.JSONDecodeError as exc:
         raise ConfigError(f"--backend-kwargs: not valid JSON ({exc})") from None
     if not isinstance(backend_kwargs, dict):
-        raise ConfigError(f"--backend-kwargs: expected a JSON object of backend names, got {args.backend_kwargs}")
+        raise ConfigError(
+            f"--backend-kwargs: expected a JSON object of backend names, got {args.backend_kwargs}"
+        )
     for override in args.overrides:
         key = override.partition("=")[0].strip()
         if "." not in key:
@@ -136,8 +169,10 @@ def run_command(args: argparse.Namespace) -> int:
     if expected is not None:
         for r in results:
             if r.obs_shape is not None and r.obs_shape[1:] != expected:
-                print(f"warning: {r.backend} x {r.num_envs} gave observations of shape {tuple(r.obs_shape[1:])}, "
-                      f"the config's are {tuple(expected)}")
+                print(
+                    f"warning: {r.backend} x {r.num_envs} gave observations of shape "
+                    f"{tuple(r.obs_shape[1:])}, the config's are {tuple(expected)}"
+                )
     if args.plot:
         plot(results, args.plot, info)
         print(f"plot written to {args.plot}")
@@ -162,13 +197,15 @@ def _nothing_measured(backend: str, why: Any) -> NoReturn:
 
 
 def config_obs_shape(spec: Any) -> list[int] | None:
-    """The shape of one observation of the env ``spec`` describes (one env built and closed); None if not an array."""
+    """The shape of one observation of the env ``spec`` describes (one env built and closed); None if not an
+    array."""
     try:
         env = build_env(spec.replace(num_envs=1))
     except (TypeError, ValueError) as exc:
         if isinstance(exc, TorchwmError):
             raise
-        # A stack whose wrappers refuse each other (resize over scaled observations): bad input, said before measuring.
+        # A stack whose wrappers refuse each other (resize over scaled observations): bad input, said before
+        # measuring.
         raise ConfigError(f"building one env of {spec.id} with its stack failed: {exc}") from exc
     try:
         shape = env.observation_space.shape

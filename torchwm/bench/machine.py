@@ -107,7 +107,11 @@ def bench_info(settings: dict[str, Any] | None = None) -> dict[str, Any]:
 def describe_cpu(machine: dict[str, Any]) -> str:
     """``"2 cores, AMD EPYC 7B13 (family 25, model 1; avx2, no avx512vbmi)"``: the cores and the CPU."""
     cores = machine["cores"]
-    cpus = f"{machine['usable_cores']} of {cores} cores" if machine["usable_cores"] != cores else f"{cores} cores"
+    cpus = (
+        f"{machine['usable_cores']} of {cores} cores"
+        if machine["usable_cores"] != cores
+        else f"{cores} cores"
+    )
     details = []
     if machine.get("cpu_family"):
         details.append(f"family {machine['cpu_family']}, model {machine['cpu_model_number']}")

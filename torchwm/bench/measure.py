@@ -69,7 +69,8 @@ def setup_spec(setup: Any, num_envs: int) -> Any:
 
 
 def plugin_peers() -> dict[str, Any]:
-    """The bench peers backend plugins register (metadata ``bench_peers={name: factory}``): name -> (backend, factory)."""
+    """The bench peers backend plugins register (metadata ``bench_peers={name: factory}``): name -> (backend,
+    factory)."""
     return {name: (entry.name, factory) for entry in registry("backend")
             for name, factory in entry.metadata.get("bench_peers", {}).items()}
 
@@ -94,7 +95,8 @@ def build(spec: Any, backend: str, kwargs: dict[str, Any]) -> Any:
         return factory(spec.replace(backend=owner, backend_kwargs={}, seed=first_seed(spec)), **kwargs)
 
     if backend in ("gym-sync", "gym-async"):
-        # Gymnasium's own wrapper chain (fused=False) over the same stack: the peer is what a Gymnasium user runs.
+        # Gymnasium's own wrapper chain (fused=False) over the same stack: the peer is what a Gymnasium user
+        # runs.
         fns = [env_fn(spec.replace(fused=False))] * num_envs
         if backend == "gym-sync":
             return gym.vector.SyncVectorEnv(fns, **kwargs)
@@ -121,7 +123,11 @@ def stack_refusal(spec: Any, backend: str) -> str | None:
         try:
             ale_vector_kwargs(spec)
         except UnsupportedStackError as exc:
-            return str(exc) if backend == "ale-native" else str(exc).replace("backend 'ale-native'", "ALE's AtariVectorEnv")
+            return (
+                str(exc)
+                if backend == "ale-native"
+                else str(exc).replace("backend 'ale-native'", "ALE's AtariVectorEnv")
+            )
     if backend == "ale-emulator":
         why = unfusable_reason(spec)
         if why is not None:
@@ -148,13 +154,17 @@ class AleEmulator:
         spec = setup_spec(setup, 1)
         env = build_fused_atari(spec)
         if not isinstance(env, FusedAtariEnv):
-            raise UnsupportedStackError(f"ale-emulator measures ALE ids under atari_preprocessing, got {spec.id!r}")
+            raise UnsupportedStackError(
+                f"ale-emulator measures ALE ids under atari_preprocessing, got {spec.id!r}"
+            )
         self.env = env
         self.env.reset(seed=first_seed(spec))
         self.ale = self.env.ale
         self.action_space = self.env.action_space
         self._action_set = self.env.atari_env._action_set
-        self._frames = range(next(w for w in spec.wrappers if w.name == "atari_preprocessing").kwargs["frame_skip"])
+        self._frames = range(
+            next(w for w in spec.wrappers if w.name == "atari_preprocessing").kwargs["frame_skip"]
+        )
 
     def step(self, action: Any) -> None:
         ale, ale_action = self.ale, self._action_set[action]
@@ -174,7 +184,9 @@ class Runner:
     backend's own); without it, ``env_id`` under torchwm's default stack.
     """
 
-    def __init__(self, env_id: str, backend: str, num_envs: int, kwargs: dict[str, Any], spec: Any = None) -> None:
+    def __init__(
+        self, env_id: str, backend: str, num_envs: int, kwargs: dict[str, Any], spec: Any = None
+    ) -> None:
         from torchwm.vector.pool import default_num_workers
 
         self.num_envs = num_envs
@@ -217,7 +229,9 @@ class Runner:
     def note(self) -> str:
         """What the backend chose from what it measured (`BenchResult.note`)."""
         choice, plan = getattr(self._envs, "worker_choice", None), getattr(self._envs, "wait_plan", None)
-        return "; ".join([f"split: {choice}"] * (choice is not None) + [f"waits: {plan}"] * (plan is not None))
+        return "; ".join(
+            [f"split: {choice}"] * (choice is not None) + [f"waits: {plan}"] * (plan is not None)
+        )
 
     def pool(self) -> dict[str, Any] | None:
         """What a worker pool chose (`pool_choice`), None for any other backend (`BenchResult.pool`)."""
@@ -227,11 +241,22 @@ class Runner:
         self._close()
 
 
-def measure_one(env_id: str, backend: str, num_envs: int, steps: int, repeats: int,
-                kwargs: dict[str, Any], measure_memory: bool, tick: Any = None, spec: Any = None) -> BenchResult:
-    """Measure ``backend`` in this process, its repeats back to back (``tick(1)`` after the build and each repeat).
+def measure_one(
+    env_id: str,
+    backend: str,
+    num_envs: int,
+    steps: int,
+    repeats: int,
+    kwargs: dict[str, Any],
+    measure_memory: bool,
+    tick: Any = None,
+    spec: Any = None,
+) -> BenchResult:
+    """Measure ``backend`` in this process, its repeats back to back (``tick(1)`` after the build and each
+    repeat).
 
-    A backend that cannot build the stack (`UnsupportedStackError`) gives a result that says why (``skipped``).
+    A backend that cannot build the stack (`UnsupportedStackError`) gives a result that says why
+    (``skipped``).
     """
     tick = tick or (lambda _n: None)
     try:

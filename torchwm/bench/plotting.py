@@ -9,7 +9,9 @@ from torchwm.bench.machine import bench_info, describe_cpu
 from torchwm.bench.results import BenchResult
 
 
-def plot(results: list[BenchResult], path: str | os.PathLike[str], info: dict[str, Any] | None = None) -> None:
+def plot(
+    results: list[BenchResult], path: str | os.PathLike[str], info: dict[str, Any] | None = None
+) -> None:
     """Write `plot_figure` of ``results`` as a PNG (or any format matplotlib knows from the suffix)."""
     import matplotlib.pyplot as plt
 
@@ -41,11 +43,15 @@ def plot_figure(results: list[BenchResult], info: dict[str, Any] | None = None) 
     for ax, env_id in zip(axes[0], env_ids, strict=True):
         sizes = sorted({r.num_envs for r in results if r.env_id == env_id})
         for backend in dict.fromkeys(r.backend for r in results if r.env_id == env_id):
-            mine = sorted((r for r in results if r.env_id == env_id and r.backend == backend), key=lambda r: r.num_envs)
+            mine = sorted(
+                (r for r in results if r.env_id == env_id and r.backend == backend), key=lambda r: r.num_envs
+            )
             medians = [r.steps_per_second for r in mine]
             low = [m - min(r.samples or [m]) for r, m in zip(mine, medians, strict=True)]
             high = [max(r.samples or [m]) - m for r, m in zip(mine, medians, strict=True)]
-            ax.errorbar([r.num_envs for r in mine], medians, yerr=[low, high], marker="o", capsize=3, label=backend)
+            ax.errorbar(
+                [r.num_envs for r in mine], medians, yerr=[low, high], marker="o", capsize=3, label=backend
+            )
         ax.set_xticks(sizes)
         ax.set_xticklabels([str(n) for n in sizes])
         ax.set_ylim(bottom=0)

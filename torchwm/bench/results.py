@@ -1,4 +1,5 @@
-"""What a measurement gives (`BenchResult`), the ratios to a baseline and the table ``torchwm bench`` prints."""
+"""What a measurement gives (`BenchResult`), the ratios to a baseline and the table ``torchwm bench``
+prints."""
 
 from __future__ import annotations
 
@@ -16,10 +17,12 @@ class BenchResult:
         samples: steps/s of each repeat.
         pss_mb: proportional set size of the process tree (the measuring child and its descendants), MB.
         ratio: steps/s over the baseline's at the same env and num_envs (set by `add_ratios`).
-        note: what the backend chose from what it measured (shmem: its ``worker_choice`` and ``wait_plan``), or "".
+        note: what the backend chose from what it measured (shmem: its ``worker_choice`` and ``wait_plan``),
+        or "".
         obs_shape: the shape of the observation batch its first reset returned (None for the bounds
             ``ceiling`` and ``ale-emulator``, and for observations that are no array).
-        skipped: why it was not measured (it cannot build the stack), or "" (``steps_per_second`` is then NaN).
+        skipped: why it was not measured (it cannot build the stack), or "" (``steps_per_second`` is then
+        NaN).
         pool: for a worker pool (``subproc``, ``shmem``, a plugin's pool), what it chose
             (`torchwm.bench.measure.pool_choice`: ``workers``, ``envs_per_worker``, ``inline``, ``choice``);
             None for any other backend.
@@ -40,7 +43,9 @@ class BenchResult:
 
 def add_ratios(results: list[BenchResult], baseline: str) -> list[BenchResult]:
     """Set ``ratio`` of each result against ``baseline`` at the same env and num_envs (None without one)."""
-    base = {(r.env_id, r.num_envs): r.steps_per_second for r in results if r.backend == baseline and not r.skipped}
+    base = {
+        (r.env_id, r.num_envs): r.steps_per_second for r in results if r.backend == baseline and not r.skipped
+    }
     for r in results:
         reference = base.get((r.env_id, r.num_envs))
         r.ratio = r.steps_per_second / reference if reference and not r.skipped else None
@@ -56,12 +61,17 @@ def format_table(results: list[BenchResult], baseline: str) -> str:
     add_ratios(results, baseline)
     measured = [r for r in results if not r.skipped]
     width = max([12] + [len(r.backend) for r in measured])
-    header = f"{'env':<24} {'envs':>5} {'backend':<{width}} {'steps/s':>12} {'x ' + baseline:>14} {'PSS MB':>8}"
+    header = (
+        f"{'env':<24} {'envs':>5} {'backend':<{width}} {'steps/s':>12} {'x ' + baseline:>14} {'PSS MB':>8}"
+    )
     lines = [header, "-" * len(header)]
     for r in measured:
         ratio = f"{r.ratio:.2f}" if r.ratio is not None else "-"
         pss = f"{r.pss_mb:.0f}" if r.pss_mb is not None else "-"
-        lines.append(f"{r.env_id:<24} {r.num_envs:>5} {r.backend:<{width}} {r.steps_per_second:>12,.0f} {ratio:>14} {pss:>8}")
+        lines.append(
+            f"{r.env_id:<24} {r.num_envs:>5} {r.backend:<{width}} {r.steps_per_second:>12,.0f} "
+            f"{ratio:>14} {pss:>8}"
+        )
     advice: dict[str, list[str]] = {}
     for r in measured:
         if not r.note:

@@ -40,10 +40,10 @@ def run_bench(
     """Measure every backend at every num_envs on ``env_id``.
 
     With ``isolate=True`` (the default) each backend lives in its own child process, all of them
-    built first (one at a time), then their repeats are interleaved (repeat 1 of every backend, then repeat 2, ...),
-    so that a change in the machine's load weighs on every backend alike. A backend that cannot
-    build the stack is not measured: its results say why (``skipped``), whether that is known before
-    building (ALE's vector env and a stack it cannot express) or when it refuses to build
+    built first (one at a time), then their repeats are interleaved (repeat 1 of every backend, then
+    repeat 2, ...), so that a change in the machine's load weighs on every backend alike. A backend
+    that cannot build the stack is not measured: its results say why (``skipped``), whether that is
+    known before building (ALE's vector env and a stack it cannot express) or when it refuses to build
     (`UnsupportedStackError`).
 
     Args:
@@ -81,8 +81,15 @@ def run_bench(
     check_bench(env_id, backends, backend_kwargs)
 
     label = env_id if isinstance(env_id, str) else env_id.id
-    bar = tqdm(total=len(num_envs) * len(backends) * (1 + repeats), unit="step", file=sys.stderr,
-               disable=not progress, dynamic_ncols=True, leave=False, bar_format="{l_bar}{bar}| {n}/{total} [{elapsed}<{remaining}]")
+    bar = tqdm(
+        total=len(num_envs) * len(backends) * (1 + repeats),
+        unit="step",
+        file=sys.stderr,
+        disable=not progress,
+        dynamic_ncols=True,
+        leave=False,
+        bar_format="{l_bar}{bar}| {n}/{total} [{elapsed}<{remaining}]",
+    )
     results = []
     try:
         for n in num_envs:
@@ -98,8 +105,15 @@ def run_bench(
                         results.append(BenchResult(label, job["backend"], n, float("nan"), skipped=why))
                         bar.update(1 + repeats)
                         continue
-                    results.append(measure_one(**job, steps=steps, repeats=repeats, measure_memory=measure_memory,
-                                               tick=bar.update))
+                    results.append(
+                        measure_one(
+                            **job,
+                            steps=steps,
+                            repeats=repeats,
+                            measure_memory=measure_memory,
+                            tick=bar.update,
+                        )
+                    )
                 continue
             children: list[Child] = []
             live: list[tuple[int, Child]] = []
@@ -124,18 +138,38 @@ def run_bench(
                         bar.set_description(f"{child.job['backend']} x {n}, repeat {repeat + 1}/{repeats}")
                         samples[i].append(float(child.ask(f"run {steps}")))
                         bar.update(1)
-                asked = {i: (float(child.ask("memory")) if measure_memory else None, child.ask("note"),
-                             json.loads(child.ask("shape")), json.loads(child.ask("pool"))) for i, child in live}
+                asked = {
+                    i: (
+                        float(child.ask("memory")) if measure_memory else None,
+                        child.ask("note"),
+                        json.loads(child.ask("shape")),
+                        json.loads(child.ask("pool")),
+                    )
+                    for i, child in live
+                }
             finally:
                 for child in children:
                     child.close()
             for i, job in enumerate(jobs):
                 if i not in asked:
-                    results.append(BenchResult(label, job["backend"], n, float("nan"), skipped=refused[i] or "?"))
+                    results.append(
+                        BenchResult(label, job["backend"], n, float("nan"), skipped=refused[i] or "?")
+                    )
                     continue
                 mb, note, shape, pool = asked[i]
-                results.append(BenchResult(label, job["backend"], n, statistics.median(samples[i]), samples[i], mb,
-                                           note=note, obs_shape=shape, pool=pool))
+                results.append(
+                    BenchResult(
+                        label,
+                        job["backend"],
+                        n,
+                        statistics.median(samples[i]),
+                        samples[i],
+                        mb,
+                        note=note,
+                        obs_shape=shape,
+                        pool=pool,
+                    )
+                )
     finally:
         bar.close()
     return results
@@ -150,12 +184,14 @@ def _job_spec(setup: Any, backend: str, specs: dict[str, Any] | None) -> dict[st
     if backend in PEERS or backend in measure.plugin_peers() or backend == setup.backend:
         return setup.to_dict()
     if backend in registry("backend"):
-        return setup.replace(backend=backend, backend_kwargs={}).to_dict()  # its options were for its own backend
+        # its options were for its own backend
+        return setup.replace(backend=backend, backend_kwargs={}).to_dict()
     return setup.to_dict()
 
 
 def config_specs(source: Any, backends: Sequence[str], overrides: Sequence[str] = ()) -> dict[str, Any]:
-    """The config ``source`` loaded once for each torchwm backend of ``backends`` (`torchwm.config.load_run_config`
+    """The config ``source`` loaded once for each torchwm backend of ``backends``
+    (`torchwm.config.load_run_config`
     with ``backend=``): each gets its own ``[backends.NAME]`` table, and the file's ``backend_kwargs`` only
     where that backend takes them (the others are dropped with a `UserWarning` naming them)."""
     return {backend: load_run_config(source, overrides, backend=backend)[0]
@@ -208,15 +244,20 @@ def check_bench(env_id: Any, backends: Sequence[str], backend_kwargs: dict[str, 
         raise ConfigError(f"backend_kwargs: expected a table of backend names, got {backend_kwargs!r}")
     for backend, options in (backend_kwargs or {}).items():
         if backend not in backends:
-            raise ConfigError(f"backend_kwargs.{backend}: {backend!r} is not measured{did_you_mean(backend, backends)}; "
-                              f"the backends are: {', '.join(backends)}")
+            raise ConfigError(
+                f"backend_kwargs.{backend}: {backend!r} is not measured{did_you_mean(backend, backends)}; "
+                f"the backends are: {', '.join(backends)}"
+            )
         if not isinstance(options, dict):
             raise ConfigError(f"backend_kwargs.{backend}: expected a table of options, got {options!r}")
-        accepted = _peer_options(backend) if backend in PEERS or backend in peers else backend_options(backend)
+        accepted = (
+            _peer_options(backend) if backend in PEERS or backend in peers else backend_options(backend)
+        )
         if accepted is None:
             continue  # a backend that takes any keyword checks its options itself
         for key in options:
             if key not in accepted:
-                raise ConfigError(f"backend_kwargs.{backend}.{key}: {backend!r} has no option {key!r}"
-                                  f"{did_you_mean(key, accepted)}; its options are: {', '.join(accepted) or '(none)'}")
-
+                raise ConfigError(
+                    f"backend_kwargs.{backend}.{key}: {backend!r} has no option {key!r}"
+                    f"{did_you_mean(key, accepted)}; its options are: {', '.join(accepted) or '(none)'}"
+                )
