@@ -16,7 +16,15 @@ from torchwm.plugins import registry
 from torchwm.registry import REQUIRED, options_of
 from torchwm.spec import wrapper_options
 
-__all__ = ["REQUIRED", "ConfigInfo", "PluginInfo", "list_backends", "list_configs", "list_sources", "list_wrappers"]
+__all__ = [
+    "REQUIRED",
+    "ConfigInfo",
+    "PluginInfo",
+    "list_backends",
+    "list_configs",
+    "list_sources",
+    "list_wrappers",
+]
 
 
 @dataclass(frozen=True)
@@ -33,7 +41,8 @@ class PluginInfo:
 
 @dataclass(frozen=True)
 class ConfigInfo:
-    """One example config shipped in the package: its name (``torchwm run NAME``), file and first comment line."""
+    """One example config shipped in the package: its name (``torchwm run NAME``), file and first comment
+    line."""
 
     name: str
     path: Path
@@ -57,7 +66,8 @@ def _describe(kind: str) -> list[PluginInfo]:
 
 
 def list_backends() -> list[PluginInfo]:
-    """Every backend, with its options and their defaults (``**options``: any keyword, checked by the backend)."""
+    """Every backend, with its options and their defaults (``**options``: any keyword, checked by the
+    backend)."""
     return _describe("backend")
 
 
@@ -80,6 +90,8 @@ def list_configs() -> list[ConfigInfo]:
     """
     found = []
     for name, path in shipped_configs().items():
-        comment = next((line for line in path.read_text(encoding="utf-8").splitlines() if line.startswith("#")), "#")
+        comment = next(
+            (line for line in path.read_text(encoding="utf-8").splitlines() if line.startswith("#")), "#"
+        )
         found.append(ConfigInfo(name, path, comment.lstrip("#").strip()))
     return found

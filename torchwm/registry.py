@@ -53,9 +53,13 @@ class Registry:
         **metadata: Any,
     ) -> None:
         if not isinstance(name, str) or not name:
-            raise TypeError(f"a {self.kind} name must be a non-empty string, got {name!r} from plugin {plugin!r}")
+            raise TypeError(
+                f"a {self.kind} name must be a non-empty string, got {name!r} from plugin {plugin!r}"
+            )
         if not callable(factory):
-            raise TypeError(f"the {self.kind} {name!r} from plugin {plugin!r} must be callable, got {factory!r}")
+            raise TypeError(
+                f"the {self.kind} {name!r} from plugin {plugin!r} must be callable, got {factory!r}"
+            )
         previous = self._entries.get(name)
         if previous is not None and not override:
             raise DuplicateNameError(
@@ -82,7 +86,8 @@ class Registry:
 
 
 def options_of(entry: Entry) -> dict[str, Any]:
-    """Keyword options of ``entry`` and their defaults: declared by its plugin (``register(..., options={...})``),
+    """Keyword options of ``entry`` and their defaults: declared by its plugin (``register(...,
+    options={...})``),
     else those of its factory after the first argument (a backend's ``spec``), with a ``**name`` key when the
     factory takes any keyword."""
     declared = entry.metadata.get("options")
@@ -97,7 +102,9 @@ def signature_options(factory: Callable[..., Any]) -> dict[str, Any]:
         params = list(inspect.signature(factory).parameters.values())[1:]
     except (TypeError, ValueError):
         return {"**options": REQUIRED}
-    options: dict[str, Any] = {p.name: p.default for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    options: dict[str, Any] = {
+        p.name: p.default for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    }
     for p in params:
         if p.kind is p.VAR_KEYWORD:
             options["**" + p.name] = REQUIRED

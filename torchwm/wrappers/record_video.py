@@ -49,7 +49,9 @@ class RecordingEnv(gym.wrappers.RecordVideo):
         frame = self.env.render()
         if not isinstance(frame, np.ndarray):
             self.stop_recording()
-            raise TypeError(f"record_video: render() returned {type(frame).__name__}, not an RGB frame (an array)")
+            raise TypeError(
+                f"record_video: render() returned {type(frame).__name__}, not an RGB frame (an array)"
+            )
         if self._writer is None:
             self._writer = mp4_writer(os.path.join(self.video_folder, f"{self._video_name}.mp4"),
                                       frame.shape[1], frame.shape[0], self.frames_per_sec)
@@ -140,11 +142,13 @@ def record_video(
 
 
 def with_video(spec: Any, video_folder: str | os.PathLike[str], **options: Any) -> Any:
-    """``spec`` (a `torchwm.VecSpec`) with ``record_video`` at the end of its stack: what ``torchwm run --video``
+    """``spec`` (a `torchwm.VecSpec`) with ``record_video`` at the end of its stack: what ``torchwm run
+    --video``
     builds. ``options`` are record_video's (``every_n_episodes``, ``env_ids``, ...).
 
     Raises:
-        MissingExtraError: moviepy or imageio-ffmpeg is not installed (checked here, before any worker starts).
+        MissingExtraError: moviepy or imageio-ffmpeg is not installed (checked here, before any worker
+        starts).
     """
     from torchwm.spec import resolve_wrapper, wrapper_env_kwargs
 
