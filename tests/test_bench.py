@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import gymnasium as gym
@@ -17,18 +18,28 @@ def test_run_bench_in_process_measures_each_backend():
     results = bench.run_bench("CartPole-v1", ["gym-sync", "shmem"], [2, 4], steps=30, repeats=3,
                               backend_kwargs={"shmem": {"num_workers": 2, "context": "fork"}},
                               measure_memory=True, isolate=False)
-    assert [(r.backend, r.num_envs) for r in results] == [("gym-sync", 2), ("shmem", 2), ("gym-sync", 4), ("shmem", 4)]
+    assert [(r.backend, r.num_envs) for r in results] == [
+        ("gym-sync", 2),
+        ("shmem", 2),
+        ("gym-sync", 4),
+        ("shmem", 4),
+    ]
     for r in results:
         assert len(r.samples) == 3 and r.steps_per_second == float(np.median(r.samples)) > 0
         assert r.pss_mb is not None and r.pss_mb > 0
-        # shmem says how its processes wait (still measuring after these few steps); gym-sync has nothing to say
+        # shmem says how its processes wait (still measuring after these few steps); gym-sync says nothing
         assert r.note.startswith("waits: the parent polls") if r.backend == "shmem" else r.note == ""
 
 
 def test_the_table_ends_with_what_backends_chose():
-    results = [bench.BenchResult("E", "a", 8, 100.0, [100.0]),
-               bench.BenchResult("E", "shmem", 8, 250.0, [250.0], note="waits: the parent polls up to 20 µs")]
-    assert bench.format_table(results, baseline="a").splitlines()[-1] == "shmem x 8: waits: the parent polls up to 20 µs"
+    results = [
+        bench.BenchResult("E", "a", 8, 100.0, [100.0]),
+        bench.BenchResult("E", "shmem", 8, 250.0, [250.0], note="waits: the parent polls up to 20 µs"),
+    ]
+    assert (
+        bench.format_table(results, baseline="a").splitlines()[-1]
+        == "shmem x 8: waits: the parent polls up to 20 µs"
+    )
 
 
 def test_a_measuring_child_reports_the_shmem_wait_plan():
@@ -48,7 +59,11 @@ def test_ratios_and_table():
 
 
 def test_plot_writes_a_png(tmp_path):
-    results = [bench.BenchResult("E", b, n, float(n * k), [float(n * k)]) for k, b in ((1, "a"), (2, "b")) for n in (1, 4)]
+    results = [
+        bench.BenchResult("E", b, n, float(n * k), [float(n * k)])
+        for k, b in ((1, "a"), (2, "b"))
+        for n in (1, 4)
+    ]
     path = tmp_path / "bench.png"
     bench.plot(results, str(path))
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -56,7 +71,9 @@ def test_plot_writes_a_png(tmp_path):
 
 def test_pss_of_the_tree_counts_children():
     alone = bench.process_tree_pss_mb()
-    with torchwm.make_vec("CartPole-v1", 2, backend="subproc", backend_kwargs={"num_workers": 2, "context": "spawn"}):
+    with torchwm.make_vec(
+        "CartPole-v1", 2, backend="subproc", backend_kwargs={"num_workers": 2, "context": "spawn"}
+    ):
         with_workers = bench.process_tree_pss_mb()
     assert alone > 0 and with_workers > alone + 5  # two fresh interpreters weigh several MB each
 
@@ -87,8 +104,10 @@ def test_unknown_backend_is_refused_before_measuring():
 
 
 def test_main_prints_the_table(capsys):
-    assert bench.main(["--env", "CartPole-v1", "--backends", "sync,ceiling", "--num-envs", "2",
-                       "--steps", "20", "--repeats", "1"]) == 0
+    from torchwm.cli import main
+
+    assert main(["bench", "--env", "CartPole-v1", "--backends", "sync,ceiling", "--num-envs", "2",
+                 "--steps", "20", "--repeats", "1"]) == 0
     out = capsys.readouterr().out
     assert "x sync" in out and "ceiling" in out and "CartPole-v1" in out
 
@@ -99,7 +118,8 @@ def test_ale_emulator_peer_emulates_exactly_a_steps_frames():
         before = emulator.ale.getFrameNumber()
         for _ in range(10):
             emulator.step(emulator.action_space.sample())
-        assert emulator.ale.getFrameNumber() - before == 10 * 4  # frame_skip 4 of the default stack, nothing more
+        # frame_skip 4 of the default stack, nothing more
+        assert emulator.ale.getFrameNumber() - before == 10 * 4
     finally:
         emulator.close()
 
@@ -123,9 +143,11 @@ def test_a_plugins_bench_peer_is_measured_on_its_backends_spec(monkeypatch):
         def close(self):
             pass
 
-    monkeypatch.setattr(bench, "plugin_peers", lambda: {"sync-direct": ("sync", Peer)})
+    monkeypatch.setattr(bench.measure, "plugin_peers", lambda: {"sync-direct": ("sync", Peer)})
     results = bench.run_bench("CartPole-v1", ["sync-direct"], [3], steps=10, repeats=2, isolate=False)
-    assert [(r.backend, r.num_envs) for r in results] == [("sync-direct", 3)] and results[0].steps_per_second > 0
+    assert [(r.backend, r.num_envs) for r in results] == [("sync-direct", 3)] and results[
+        0
+    ].steps_per_second > 0
     assert made[0].backend == "sync" and made[0].num_envs == 3 and made[0].seed == 0
 
 
@@ -141,8 +163,13 @@ def test_plot_is_honest_about_what_was_measured():
     assert ax.get_ylim()[0] == 0  # y from zero, so ratios read true
     subtitle = fig._suptitle.get_text()
     machine, versions = info["machine"], info["versions"]
-    for text in (f"{machine['cores']} cores", machine["cpu_model"], info["date"], "3 repeats of 50 batched steps",
-                 *(f"{name} {version}" for name, version in versions.items())):
+    for text in (
+        f"{machine['cores']} cores",
+        machine["cpu_model"],
+        info["date"],
+        "3 repeats of 50 batched steps",
+        *(f"{name} {version}" for name, version in versions.items()),
+    ):
         assert text in subtitle
     assert {"torchwm", "gymnasium", "ale-py", "numpy", "python"} <= set(versions)
     matplotlib.pyplot.close(fig)
@@ -155,13 +182,109 @@ def test_default_backends_include_the_peers_of_the_docs_ratios():
     assert {"gym-sync", "gym-async", "ale-direct", "ale-emulator", "ale-native", "shmem"} <= set(pong)
 
 
-@pytest.mark.parametrize(("env_id", "backends", "kwargs", "message"), [
-    ("ALE/Pnog-v5", ["sync"], None, "Did you mean 'ALE/Pong-v5'"),
-    ("CartPole-v1", ["sync"], {"shmem": {"num_workers": 2}}, r"backend_kwargs.shmem: 'shmem' is not measured"),
-    ("CartPole-v1", ["shmem"], {"shmem": {"num_worker": 2}}, r"did you mean 'num_workers'"),
-    ("CartPole-v1", ["gym-async"], {"gym-async": {"contxt": "fork"}}, r"did you mean 'context'"),
-])
-def test_bad_names_and_options_are_refused_before_any_child_starts(monkeypatch, env_id, backends, kwargs, message):
-    monkeypatch.setattr(bench, "_Child", None)  # starting a child would fail differently
+@pytest.mark.parametrize(
+    ("env_id", "backends", "kwargs", "message"),
+    [
+        ("ALE/Pnog-v5", ["sync"], None, "Did you mean 'ALE/Pong-v5'"),
+        (
+            "CartPole-v1",
+            ["sync"],
+            {"shmem": {"num_workers": 2}},
+            r"backend_kwargs.shmem: 'shmem' is not measured",
+        ),
+        ("CartPole-v1", ["shmem"], {"shmem": {"num_worker": 2}}, r"did you mean 'num_workers'"),
+        ("CartPole-v1", ["gym-async"], {"gym-async": {"contxt": "fork"}}, r"did you mean 'context'"),
+    ],
+)
+def test_bad_names_and_options_are_refused_before_any_child_starts(
+    monkeypatch, env_id, backends, kwargs, message
+):
+    monkeypatch.setattr(bench.run, "Child", None)  # starting a child would fail differently
     with pytest.raises(LookupError if "Pnog" in env_id else ValueError, match=message):
         bench.run_bench(env_id, backends, [2], backend_kwargs=kwargs)
+
+
+# -- what ran: the CPU, the Atari kernel path, the pool's choice ---------------------------------------------
+
+
+def _proc_cpuinfo() -> dict[str, str]:
+    """The first processor's fields of /proc/cpuinfo, read here without torchwm."""
+    try:
+        text = open("/proc/cpuinfo").read()
+    except OSError:
+        pytest.skip("no /proc/cpuinfo on this system")
+    first = text.split("\n\n")[0]
+    return {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in first.splitlines())}
+
+
+def test_cpu_info_is_proc_cpuinfos():
+    fields = _proc_cpuinfo()
+    cpu = bench.cpu_info()
+    assert cpu["cpu_model"] == fields["model name"]
+    assert cpu["cpu_family"] == fields["cpu family"] and cpu["cpu_model_number"] == fields["model"]
+    flags = fields["flags"].split()
+    assert cpu["cpu_flags"] == {"avx2": "avx2" in flags, "avx512vbmi": "avx512vbmi" in flags}
+
+
+def test_cpu_info_reads_the_first_processor(tmp_path):
+    path = tmp_path / "cpuinfo"
+    path.write_text(
+        "processor\t: 0\nmodel name\t: Some CPU\ncpu family\t: 25\nmodel\t\t: 1\n"
+        "flags\t\t: fpu sse2 avx avx2 avx512f\n\n"
+        "processor\t: 1\nmodel name\t: Other CPU\ncpu family\t: 26\nmodel\t\t: 2\nflags\t\t: avx512vbmi\n"
+    )
+    assert bench.cpu_info(path) == {"cpu_model": "Some CPU", "cpu_family": "25", "cpu_model_number": "1",
+                                    "cpu_flags": {"avx2": True, "avx512vbmi": False}}
+
+
+def test_cpu_info_without_proc_cpuinfo_asks_platform(tmp_path, monkeypatch):
+    monkeypatch.setattr("platform.processor", lambda: "Intel64 Family 6 Model 158 Stepping 10, GenuineIntel")
+    cpu = bench.cpu_info(tmp_path / "missing")
+    assert (cpu["cpu_family"], cpu["cpu_model_number"]) == ("6", "158")
+    assert cpu["cpu_model"] == "Intel64 Family 6 Model 158 Stepping 10, GenuineIntel"
+    assert cpu["cpu_flags"] is None  # not known: never a guessed False
+    info = {"machine": {"cores": 2, "usable_cores": 2, **cpu}, "atari_kernel": "NumPy and OpenCV (x)"}
+    assert bench.describe_machine(info).splitlines() == [
+        "machine: 2 cores, Intel64 Family 6 Model 158 Stepping 10, GenuineIntel (family 6, model 158)",
+        "Atari kernel: NumPy and OpenCV (x)"]
+
+
+def test_pool_choice_says_workers_their_envs_and_inline():
+    with torchwm.make_vec("CartPole-v1", 3, backend="subproc",
+                          backend_kwargs={"num_workers": 2, "inline": True, "context": "fork"}) as envs:
+        assert bench.pool_choice(envs) == {
+            "workers": 2,
+            "envs_per_worker": [2, 1],
+            "inline": True,
+            "choice": None,
+        }
+    with torchwm.make_vec("CartPole-v1", 2, backend="sync") as envs:
+        assert bench.pool_choice(envs) is None  # no pool
+
+
+def test_bench_prints_and_records_what_ran(tmp_path, capsys):
+    from torchwm.cli import main
+    from torchwm.native import kernel_status
+
+    data = tmp_path / "bench.json"
+    assert main(["bench", "--env", "CartPole-v1", "--backends", "sync,shmem,subproc", "--num-envs", "2",
+                 "--steps", "20", "--repeats", "1", "--no-progress", "--json", str(data),
+                 "--backend-kwargs", '{"subproc": {"num_workers": 2, "inline": true}}']) == 0
+    out = capsys.readouterr().out
+    written = json.loads(data.read_text())
+    fields = _proc_cpuinfo()
+    machine = written["machine"]
+    assert machine["cpu_family"] == fields["cpu family"] and machine["cpu_model"] == fields["model name"]
+    assert machine["cpu_flags"]["avx2"] == ("avx2" in fields["flags"].split())
+    assert machine["cpu_flags"]["avx512vbmi"] == ("avx512vbmi" in fields["flags"].split())
+    assert written["atari_kernel"] == kernel_status()
+    assert bench.describe_machine(written) in out  # what it printed is what it recorded
+    assert f"{fields['model name']} (family {fields['cpu family']}, model {fields['model']}; " in out
+    assert f"\nAtari kernel: {kernel_status()}\n" in out
+    pools = {row["backend"]: row["pool"] for row in written["results"]}
+    assert pools["sync"] is None
+    assert pools["subproc"] == {"workers": 2, "envs_per_worker": [1, 1], "inline": True, "choice": None}
+    # shmem with its split left unset measures it: the choice names the worker count it chose.
+    shmem = pools["shmem"]
+    assert sum(shmem["envs_per_worker"]) == 2 and len(shmem["envs_per_worker"]) == shmem["workers"]
+    assert shmem["inline"] is False and shmem["choice"].startswith(f"{shmem['workers']} worker")

@@ -22,8 +22,14 @@ def torchwm_cli(*args, timeout=180, cwd=ROOT, env=None):
 
 
 def python_c(code, timeout=180, cwd=ROOT):
-    return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "MPLBACKEND": "Agg"})
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "MPLBACKEND": "Agg"},
+    )
 
 
 def test_list_names_plugin_distribution_and_options(capsys):
@@ -47,7 +53,9 @@ def test_list_says_which_path_the_fused_atari_env_takes(capsys, monkeypatch):
 
 
 def test_run_an_env_id_prints_speed_and_returns(capsys):
-    assert main(["run", "CartPole-v1", "--num-envs", "2", "--steps", "300", "--seed", "0", "--no-progress"]) == 0
+    assert (
+        main(["run", "CartPole-v1", "--num-envs", "2", "--steps", "300", "--seed", "0", "--no-progress"]) == 0
+    )
     out = capsys.readouterr().out
     assert "steps per second" in out and "episodes finished" in out and "return: mean" in out
 
@@ -77,7 +85,12 @@ def test_example_configs_run_from_the_command_line(path):
 def test_print_config_is_the_resolved_config():
     result = torchwm_cli("run", "torchwm/configs/pong.toml", "--print-config")
     assert result.returncode == 0, result.stderr
-    for line in ('id = "ALE/Pong-v5"', "repeat_action_probability = 0.25", "noop_max = 30", 'autoreset_mode = "next_step"'):
+    for line in (
+        'id = "ALE/Pong-v5"',
+        "repeat_action_probability = 0.25",
+        "noop_max = 30",
+        'autoreset_mode = "next_step"',
+    ):
         assert line in result.stdout
 
 
@@ -112,13 +125,34 @@ def test_unknown_command_line_option_is_status_2():
 
 def test_bench_writes_a_table_json_and_plot(tmp_path):
     plot, data = tmp_path / "bench.png", tmp_path / "bench.json"
-    result = torchwm_cli("bench", "--env", "CartPole-v1", "--backends", "gym-sync,sync", "--num-envs", "2,4",
-                         "--steps", "50", "--repeats", "1", "--plot", str(plot), "--json", str(data), timeout=300)
+    result = torchwm_cli(
+        "bench",
+        "--env",
+        "CartPole-v1",
+        "--backends",
+        "gym-sync,sync",
+        "--num-envs",
+        "2,4",
+        "--steps",
+        "50",
+        "--repeats",
+        "1",
+        "--plot",
+        str(plot),
+        "--json",
+        str(data),
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     assert "gym-sync" in result.stdout and "sync" in result.stdout
     written = json.loads(data.read_text())
     rows = written["results"]
-    assert {(r["backend"], r["num_envs"]) for r in rows} == {("gym-sync", 2), ("gym-sync", 4), ("sync", 2), ("sync", 4)}
+    assert {(r["backend"], r["num_envs"]) for r in rows} == {
+        ("gym-sync", 2),
+        ("gym-sync", 4),
+        ("sync", 2),
+        ("sync", 4),
+    }
     assert all(r["steps_per_second"] > 0 for r in rows)
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # The JSON says where and with what the figures were measured.
@@ -135,8 +169,13 @@ def test_bench_writes_a_table_json_and_plot(tmp_path):
 
 def test_bench_and_python_m_bench_are_one_parser():
     as_command = torchwm_cli("bench", "--help")
-    as_module = subprocess.run([sys.executable, "-m", "torchwm.bench", "--help"], cwd=ROOT, capture_output=True,
-                               text=True, timeout=120)
+    as_module = subprocess.run(
+        [sys.executable, "-m", "torchwm.bench", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert as_command.returncode == as_module.returncode == 0
     assert as_command.stdout == as_module.stdout
     for flag in ("--backend-kwargs", "--set", "--num-envs", "--repeats", "--plot", "--json", "--no-progress"):
@@ -185,26 +224,56 @@ BAD_FILES = {
 }
 
 
-@pytest.mark.parametrize(("args", "expected"), [
-    (["--verison"], "did you mean '--version'?"),
-    (["lst"], "did you mean 'list'?"),
-    (["list", "backend"], "did you mean 'backends'?"),
-    (["run", "CartPole-v1", "--stepz", "3"], "did you mean '--steps'?"),
-    (["run", "{tmp}/num_env.toml"], "did you mean 'num_envs'?"),
-    (["run", "{tmp}/env_kwarg.toml"], "the env 'ALE/Pong-v5' (ale_py.env:AtariEnv) takes no argument 'repeat_action_probabilty' (did you mean 'repeat_action_probability'?)"),
-    (["run", "{tmp}/backend_option.toml"], "backend_kwargs.num_worker: backend 'subproc' has no option 'num_worker' (did you mean 'num_workers'?)"),
-    (["run", "pnog"], "Did you mean 'pong'"),
-    (["run", "CartPole-v1", "--backend", "shmme"], "Did you mean 'shmem'?"),
-    (["bench", "--env", "ALE/Pnog-v5"], "Did you mean 'ALE/Pong-v5'"),
-    (["bench", "--set", "shmem.num_worker=2"], "has no option 'num_worker' (did you mean 'num_workers'?)"),
-    (["bench", "--backends", "gym-sync,shmme"], "Did you mean 'shmem'?"),
-    (["bench", "--backend-kwargs", "{x"], "--backend-kwargs: not valid JSON"),
-    (["bench", "--num-envs", "0"], "expected comma-separated integers >= 1"),
-    (["bench", "--backends", "sync", "--num-envs", "2", "--steps", "5", "--repeats", "1",
-      "--set", "sync.batch_size=5", "--no-progress"], "batch_size"),
-    (["check", "shmme"], "Did you mean 'shmem'?"),
-    (["check", "sync", "--set", "copi=false"], "did you mean 'copy'?"),
-], ids=lambda value: " ".join(value) if isinstance(value, list) else None)
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--verison"], "did you mean '--version'?"),
+        (["lst"], "did you mean 'list'?"),
+        (["list", "backend"], "did you mean 'backends'?"),
+        (["run", "CartPole-v1", "--stepz", "3"], "did you mean '--steps'?"),
+        (["run", "{tmp}/num_env.toml"], "did you mean 'num_envs'?"),
+        (
+            ["run", "{tmp}/env_kwarg.toml"],
+            "the env 'ALE/Pong-v5' (ale_py.env:AtariEnv) takes no argument 'repeat_action_probabilty' (did "
+            "you mean 'repeat_action_probability'?)",
+        ),
+        (
+            ["run", "{tmp}/backend_option.toml"],
+            "backend_kwargs.num_worker: backend 'subproc' has no option 'num_worker' (did you mean "
+            "'num_workers'?)",
+        ),
+        (["run", "pnog"], "Did you mean 'pong'"),
+        (["run", "CartPole-v1", "--backend", "shmme"], "Did you mean 'shmem'?"),
+        (["bench", "--env", "ALE/Pnog-v5"], "Did you mean 'ALE/Pong-v5'"),
+        (
+            ["bench", "--set", "shmem.num_worker=2"],
+            "has no option 'num_worker' (did you mean 'num_workers'?)",
+        ),
+        (["bench", "--backends", "gym-sync,shmme"], "Did you mean 'shmem'?"),
+        (["bench", "--backend-kwargs", "{x"], "--backend-kwargs: not valid JSON"),
+        (["bench", "--num-envs", "0"], "expected comma-separated integers >= 1"),
+        (
+            [
+                "bench",
+                "--backends",
+                "sync",
+                "--num-envs",
+                "2",
+                "--steps",
+                "5",
+                "--repeats",
+                "1",
+                "--set",
+                "sync.batch_size=5",
+                "--no-progress",
+            ],
+            "batch_size",
+        ),
+        (["check", "shmme"], "Did you mean 'shmem'?"),
+        (["check", "sync", "--set", "copi=false"], "did you mean 'copy'?"),
+    ],
+    ids=lambda value: " ".join(value) if isinstance(value, list) else None,
+)
 def test_bad_input_on_every_command_is_one_line_status_2(tmp_path, args, expected):
     for name, text in BAD_FILES.items():
         (tmp_path / name).write_text(text)
@@ -217,7 +286,9 @@ def test_bad_input_on_every_command_is_one_line_status_2(tmp_path, args, expecte
 
 def test_version():
     result = torchwm_cli("--version")
-    assert result.returncode == 0 and result.stdout.strip() == f"torchwm {importlib.metadata.version('torchwm')}"
+    assert (
+        result.returncode == 0 and result.stdout.strip() == f"torchwm {importlib.metadata.version('torchwm')}"
+    )
 
 
 def test_env_kwargs_typo_is_blamed_on_the_env_not_the_backend(tmp_path, capsys):
@@ -278,7 +349,9 @@ def _policy_config(tmp_path):
         "import numpy as np\nRAN = []\ndef policy(obs, action_space):\n"
         "    RAN.append(1)\n    return np.zeros(len(obs), dtype=np.int64)\n")
     path = tmp_path / "with_policy.toml"
-    path.write_text('id = "CartPole-v1"\nnum_envs = 1\nseed = 0\n[run]\nsteps = 100\npolicy = "always_left_cfg:policy"\n')
+    path.write_text(
+        'id = "CartPole-v1"\nnum_envs = 1\nseed = 0\n[run]\nsteps = 100\npolicy = "always_left_cfg:policy"\n'
+    )
     return path
 
 
@@ -310,7 +383,9 @@ def test_bench_plot_without_matplotlib_names_the_plot_extra_before_measuring(tmp
     result = python_c(
         "import sys; sys.modules['matplotlib'] = None\n"
         "from torchwm.cli import main\n"
-        f"sys.exit(main(['bench', '--backends', 'sync', '--num-envs', '2', '--plot', {str(tmp_path / 'x.png')!r}]))")
+        "sys.exit(main(['bench', '--backends', 'sync', '--num-envs', '2', '--plot', "
+        f"{str(tmp_path / 'x.png')!r}]))"
+    )
     assert result.returncode == 2
     _assert_extra_hint(result.stderr, "plot")
 
@@ -334,10 +409,12 @@ def test_to_torch_without_torch_names_the_torch_extra():
 
 # -- what torchwm run reports: whole games, units, and a timing window without the start-up ---------------
 
-OBS_POLICY = ("import numpy as np\n"
-              "def policy(obs, action_space):\n"
-              "    # Deterministic in the observations: the same frames give the same actions on every path.\n"
-              "    return (np.asarray(obs).reshape(len(obs), -1).sum(axis=1, dtype=np.int64) // 3) % 4\n")
+OBS_POLICY = (
+    "import numpy as np\n"
+    "def policy(obs, action_space):\n"
+    "    # Deterministic in the observations: the same frames give the same actions on every path.\n"
+    "    return (np.asarray(obs).reshape(len(obs), -1).sum(axis=1, dtype=np.int64) // 3) % 4\n"
+)
 LIVES_STACK = ("id: ALE/Breakout-v5\nnum_envs: 2\nseed: 0\nwrappers:\n  - episode_statistics\n"
                "  - atari_preprocessing\n  - episodic_life\n  - name: frame_stack\n    stack_size: 4\n")
 
@@ -358,12 +435,15 @@ def test_run_reports_whole_game_returns_with_episodic_life(tmp_path, monkeypatch
     config = tmp_path / "lives.yaml"
     config.write_text(LIVES_STACK)
     steps = 500
-    assert main(["run", str(config), "--steps", str(steps), "--policy", "obs_policy:policy", "--no-progress"]) == 0
+    assert (
+        main(["run", str(config), "--steps", str(steps), "--policy", "obs_policy:policy", "--no-progress"])
+        == 0
+    )
     out = capsys.readouterr().out
 
-    # The reference: Gymnasium's own chain of the same stack (no fused env), the same seeds and policy. A whole
-    # game's return is the sum of the raw rewards until the last life is lost; episode_statistics at the bottom
-    # of the chain (Gymnasium's RecordEpisodeStatistics) gives its length.
+    # The reference: Gymnasium's own chain of the same stack (no fused env), the same seeds and policy.
+    # A whole game's return is the sum of the raw rewards until the last life is lost; episode_statistics
+    # at the bottom of the chain (Gymnasium's RecordEpisodeStatistics) gives its length.
     import obs_policy
 
     spec = torchwm.load_config(config)
@@ -390,7 +470,9 @@ def test_run_reports_whole_game_returns_with_episodic_life(tmp_path, monkeypatch
                                             f"(mean length {np.mean(lengths):.1f} emulator frames)")
     # The learner's episodes are counted apart, and said to be one per life.
     learner = _report_line(out, "learner episodes")
-    assert learner.startswith(f"learner episodes (terminated or truncated): {lives_lost + len(games)} (one per life lost)")
+    assert learner.startswith(
+        f"learner episodes (terminated or truncated): {lives_lost + len(games)} (one per life lost)"
+    )
 
 
 def test_run_frames_are_the_frames_of_the_game():
@@ -398,12 +480,16 @@ def test_run_frames_are_the_frames_of_the_game():
     from torchwm.factory import resolve_spec
 
     # Under atari_preprocessing the ALE env skips no frames: a step of it, which l counts, is one frame.
-    assert length_unit(resolve_spec("ALE/Breakout-v5", wrappers=["episode_statistics", "atari_preprocessing"])) \
+    assert (
+        length_unit(resolve_spec("ALE/Breakout-v5", wrappers=["episode_statistics", "atari_preprocessing"]))
         == "emulator frames"
+    )
     # Without it, ALE's v5 env skips 4 frames a step itself: l counts those steps.
     assert length_unit(resolve_spec("ALE/Breakout-v5", wrappers=["episode_statistics"])) \
         == "ALE env steps of 4 frames each"
-    assert length_unit(resolve_spec("CartPole-v1", wrappers=["episode_statistics"])).startswith("steps of the env")
+    assert length_unit(resolve_spec("CartPole-v1", wrappers=["episode_statistics"])).startswith(
+        "steps of the env"
+    )
 
 
 def test_run_steps_per_second_exclude_the_start_up(monkeypatch, capsys):
@@ -440,8 +526,10 @@ def test_run_steps_per_second_exclude_the_start_up(monkeypatch, capsys):
     assert main(["run", "CartPole-v1", "--num-envs", "2", "--steps", "40", "--no-progress"]) == 0
     out = capsys.readouterr().out
     # 40 steps x 2 envs in 20 s of stepping: 4 env steps/s; with the 130 s of start-up it would be 0.5.
-    assert _report_line(out, "ran 40 steps") == ("ran 40 steps x 2 envs = 80 env steps in 20.00 s (after a start-up "
-                                                 "of 130.00 s, not timed: building the env and its first reset)")
+    assert _report_line(out, "ran 40 steps") == (
+        "ran 40 steps x 2 envs = 80 env steps in 20.00 s (after a start-up "
+        "of 130.00 s, not timed: building the env and its first reset)"
+    )
     assert _report_line(out, "steps per second:") == "steps per second: 4 env steps/s (2 vector steps/s)"
 
 
@@ -454,8 +542,20 @@ BREAKOUT64 = ("id: ALE/Breakout-v5\nnum_envs: 2\nseed: 3\nwrappers:\n  - name: a
 def test_bench_a_config_measures_its_stack_on_the_backends_and_gymnasium(tmp_path):
     config, data = tmp_path / "breakout64.yaml", tmp_path / "bench.json"
     config.write_text(BREAKOUT64)
-    result = torchwm_cli("bench", str(config), "--backends", "sync,gym-sync", "--steps", "5", "--repeats", "1",
-                         "--json", str(data), "--no-progress", timeout=300)
+    result = torchwm_cli(
+        "bench",
+        str(config),
+        "--backends",
+        "sync,gym-sync",
+        "--steps",
+        "5",
+        "--repeats",
+        "1",
+        "--json",
+        str(data),
+        "--no-progress",
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     written = json.loads(data.read_text())
     recorded = written["settings"]["config"]
@@ -464,9 +564,12 @@ def test_bench_a_config_measures_its_stack_on_the_backends_and_gymnasium(tmp_pat
         ("atari_preprocessing", 64, None), ("frame_stack", None, 2)]
     assert recorded["spec"]["seed"] == 3 and recorded["obs_shape"] == [2, 64, 64]
     rows = written["results"]
-    assert [(r["backend"], r["num_envs"]) for r in rows] == [("sync", 2), ("gym-sync", 2)]  # the config's num_envs
+    # the config's num_envs
+    assert [(r["backend"], r["num_envs"]) for r in rows] == [("sync", 2), ("gym-sync", 2)]
     for r in rows:
-        assert r["obs_shape"] == [2, 2, 64, 64] and r["obs_matches_config"] is True and r["steps_per_second"] > 0
+        assert (
+            r["obs_shape"] == [2, 2, 64, 64] and r["obs_matches_config"] is True and r["steps_per_second"] > 0
+        )
     assert "ALE/Breakout-v5" in result.stdout and "x sync" in result.stdout
 
 
@@ -474,8 +577,19 @@ def test_bench_lists_what_cannot_build_the_stack_with_the_reason(tmp_path):
     config = tmp_path / "resized.yaml"
     config.write_text("id: ALE/Breakout-v5\nnum_envs: 2\nwrappers:\n  - atari_preprocessing\n"
                       "  - name: resize\n    width: 32\n    height: 32\n")
-    result = torchwm_cli("bench", "--config", str(config), "--backends", "gym-sync,ale-native", "--steps", "5",
-                         "--repeats", "1", "--no-progress", timeout=300)
+    result = torchwm_cli(
+        "bench",
+        "--config",
+        str(config),
+        "--backends",
+        "gym-sync,ale-native",
+        "--steps",
+        "5",
+        "--repeats",
+        "1",
+        "--no-progress",
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert any(line.split()[2:3] == ["gym-sync"] for line in lines)
@@ -510,8 +624,10 @@ def test_bench_config_and_env_are_one_or_the_other(tmp_path):
 def test_bench_says_the_shmem_advice_once_after_the_table():
     from torchwm import bench
 
-    advice = "a worker's step is shorter than its hand-offs: fewer workers (num_workers) or backend='sync' would be faster"
-    note = f"split: 2 workers (measured: ...); waits: the parent polls up to 20 µs (measured: a step 9 µs; {advice})"
+    advice = ("a worker's step is shorter than its hand-offs: fewer workers (num_workers) or backend='sync' "
+              "would be faster")
+    note = (f"split: 2 workers (measured: ...); waits: the parent polls up to 20 µs (measured: a step 9 µs; "
+            f"{advice})")
     results = [bench.BenchResult("E", "shmem", 8, 100.0, [100.0], note=note),
                bench.BenchResult("E", "sync", 8, 200.0, [200.0]),
                bench.BenchResult("E", "shmem", 16, 150.0, [150.0], note=note),
@@ -526,9 +642,11 @@ def test_bench_says_the_shmem_advice_once_after_the_table():
 
 # -- torchwm check CONFIG, and --print-config in the file's format -------------------------------------------
 
-MANY_ERRORS = ("id: ALE/Breakout-v5\nnum_envs: 0\nnmu_steps: 3\nbackend: shmem\nbackend_kwargs:\n  num_worker: 2\n"
-               "wrappers:\n  - name: atari_preprocessing\n    screen_size: big\n  - name: nope\n"
-               "  - name: frame_stack\n    stack_size: four\nenv_kwargs:\n  repeat_action_probabilty: 0.1\n")
+MANY_ERRORS = (
+    "id: ALE/Breakout-v5\nnum_envs: 0\nnmu_steps: 3\nbackend: shmem\nbackend_kwargs:\n  num_worker: 2\n"
+    "wrappers:\n  - name: atari_preprocessing\n    screen_size: big\n  - name: nope\n"
+    "  - name: frame_stack\n    stack_size: four\nenv_kwargs:\n  repeat_action_probabilty: 0.1\n"
+)
 
 
 def test_check_a_config_reports_every_error_with_its_key_path(tmp_path):
@@ -538,8 +656,15 @@ def test_check_a_config_reports_every_error_with_its_key_path(tmp_path):
     errors = result.stderr.strip().splitlines()
     keys = [line.removeprefix("torchwm check: error: bad.yaml: ").split(":")[0] for line in errors]
     # Wrapper indexes are the file's, though the unknown wrapper [1] was set aside to check [2].
-    assert keys == ["num_envs", "nmu_steps", "wrappers[0].screen_size", "wrappers[1].name",
-                    "wrappers[2].stack_size", "backend_kwargs.num_worker", "env_kwargs.repeat_action_probabilty"]
+    assert keys == [
+        "num_envs",
+        "nmu_steps",
+        "wrappers[0].screen_size",
+        "wrappers[1].name",
+        "wrappers[2].stack_size",
+        "backend_kwargs.num_worker",
+        "env_kwargs.repeat_action_probabilty",
+    ]
     assert "did you mean 'num_workers'" in errors[5] and "unknown wrapper 'nope'" in errors[3]
     assert result.stdout == ""
 
@@ -622,8 +747,10 @@ TUTORIAL = ROOT / "docs" / "tutorial.md"
 # (docs/performance.md's commands use docs/cli.md's breakout64.yaml).
 COMMAND_PAGES = {CLI_DOC: CLI_DOC, ROOT / "docs" / "performance.md": CLI_DOC, TUTORIAL: TUTORIAL}
 # Flags appended to a documented command so that it runs in seconds; each only makes the work smaller.
-SHORTER = {"run": ["--steps", "20", "--no-progress"], "bench": ["--steps", "5", "--repeats", "1", "--num-envs", "2",
-                                                              "--no-progress"]}
+SHORTER = {
+    "run": ["--steps", "20", "--no-progress"],
+    "bench": ["--steps", "5", "--repeats", "1", "--num-envs", "2", "--no-progress"],
+}
 
 
 def _documented_commands() -> dict[str, Path]:

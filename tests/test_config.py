@@ -92,32 +92,70 @@ def test_make_vec_from_config_builds_dicts_files_and_specs(tmp_path):
 # -- errors name the key --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("data", "message"), [
-    ({"id": "ALE/Pong-v5", "wrappers": [{"name": "atari_preprocessing"}, {"name": "frame_stack", "stack_size": "four"}]},
-     'wrappers[1].stack_size: expected an integer, got "four"'),
-    ({"id": "CartPole-v1", "wrappers": [{"name": "frame_stack", "padding": "one"}]},
-     "wrappers[0].padding: expected 'zero' or 'reset', got \"one\""),
-    ({"id": "CartPole-v1", "wrappers": [{"name": "frame_stack", "stack": 2}]},
-     "wrappers[0].stack: wrapper 'frame_stack' has no option 'stack' (did you mean 'stack_size'?); its options are: stack_size, padding"),
-    ({"id": "CartPole-v1", "wrappers": [{"stack_size": 2}]},
-     "wrappers[0].name: expected the name of a registered wrapper, got no name key"),
-    ({"id": "CartPole-v1", "wrappers": [{"name": "resize"}]},
-     "wrappers[0]: wrapper 'resize': option 'width' is required and was not given"),
-    ({"id": "CartPole-v1", "wrappers": [{"name": "atari_preprocessing"}]},
-     "wrappers[0]: wrapper 'atari_preprocessing' works only on atari envs, and 'CartPole-v1' is not one"),
-    ({"id": "CartPole-v1", "wrappers": [3]}, "wrappers[0]: expected a wrapper name or a table with a name key, got 3"),
-    ({"id": "CartPole-v1", "num_envs": "4"}, 'num_envs: expected an integer, got "4"'),
-    ({"id": "CartPole-v1", "num_envs": 0}, "num_envs: expected an integer >= 1, got 0"),
-    ({"id": "CartPole-v1", "seed": 1.5}, "seed: expected an integer, got 1.5"),
-    ({"id": "CartPole-v1", "fused": "yes"}, 'fused: expected true or false, got "yes"'),
-    ({"id": "CartPole-v1", "size": [64]}, "size: expected two positive integers [width, height], got [64]"),
-    ({"id": "CartPole-v1", "env_kwargs": [1]}, "env_kwargs: expected a table, got [1]"),
-    ({"id": "CartPole-v1", "num_envz": 2}, "num_envz: unknown key (did you mean 'num_envs'?); the keys are: autoreset_mode, backend, "),
-    ({"id": "CartPole-v1", "run": {"step": 2}}, "run.step: unknown key (did you mean 'steps'?); the keys are: policy, steps"),
-    ({"num_envs": 2}, "id: required key missing"),
-    ({"id": "CartPole-v1", "autoreset_mode": "sometimes"}, "autoreset_mode: autoreset_mode must be one of"),
-    ({"id": "CartPole-v1", "family": "atari"}, "family: 'CartPole-v1' is a generic env, but the config says 'atari'"),
-])
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (
+            {
+                "id": "ALE/Pong-v5",
+                "wrappers": [{"name": "atari_preprocessing"}, {"name": "frame_stack", "stack_size": "four"}],
+            },
+            'wrappers[1].stack_size: expected an integer, got "four"',
+        ),
+        (
+            {"id": "CartPole-v1", "wrappers": [{"name": "frame_stack", "padding": "one"}]},
+            "wrappers[0].padding: expected 'zero' or 'reset', got \"one\"",
+        ),
+        (
+            {"id": "CartPole-v1", "wrappers": [{"name": "frame_stack", "stack": 2}]},
+            "wrappers[0].stack: wrapper 'frame_stack' has no option 'stack' (did you mean 'stack_size'?); "
+            "its options are: stack_size, padding",
+        ),
+        (
+            {"id": "CartPole-v1", "wrappers": [{"stack_size": 2}]},
+            "wrappers[0].name: expected the name of a registered wrapper, got no name key",
+        ),
+        (
+            {"id": "CartPole-v1", "wrappers": [{"name": "resize"}]},
+            "wrappers[0]: wrapper 'resize': option 'width' is required and was not given",
+        ),
+        (
+            {"id": "CartPole-v1", "wrappers": [{"name": "atari_preprocessing"}]},
+            "wrappers[0]: wrapper 'atari_preprocessing' works only on atari envs, and 'CartPole-v1' is not "
+            "one",
+        ),
+        (
+            {"id": "CartPole-v1", "wrappers": [3]},
+            "wrappers[0]: expected a wrapper name or a table with a name key, got 3",
+        ),
+        ({"id": "CartPole-v1", "num_envs": "4"}, 'num_envs: expected an integer, got "4"'),
+        ({"id": "CartPole-v1", "num_envs": 0}, "num_envs: expected an integer >= 1, got 0"),
+        ({"id": "CartPole-v1", "seed": 1.5}, "seed: expected an integer, got 1.5"),
+        ({"id": "CartPole-v1", "fused": "yes"}, 'fused: expected true or false, got "yes"'),
+        (
+            {"id": "CartPole-v1", "size": [64]},
+            "size: expected two positive integers [width, height], got [64]",
+        ),
+        ({"id": "CartPole-v1", "env_kwargs": [1]}, "env_kwargs: expected a table, got [1]"),
+        (
+            {"id": "CartPole-v1", "num_envz": 2},
+            "num_envz: unknown key (did you mean 'num_envs'?); the keys are: autoreset_mode, backend, ",
+        ),
+        (
+            {"id": "CartPole-v1", "run": {"step": 2}},
+            "run.step: unknown key (did you mean 'steps'?); the keys are: policy, steps",
+        ),
+        ({"num_envs": 2}, "id: required key missing"),
+        (
+            {"id": "CartPole-v1", "autoreset_mode": "sometimes"},
+            "autoreset_mode: autoreset_mode must be one of",
+        ),
+        (
+            {"id": "CartPole-v1", "family": "atari"},
+            "family: 'CartPole-v1' is a generic env, but the config says 'atari'",
+        ),
+    ],
+)
 def test_bad_values_name_the_key(data, message):
     with pytest.raises(ConfigError) as info:
         torchwm.load_config(data)
@@ -125,10 +163,14 @@ def test_bad_values_name_the_key(data, message):
 
 
 def test_unknown_names_keep_the_registry_error_as_cause():
-    with pytest.raises(ConfigError, match=r"^backend: unknown backend 'shmen'\. Did you mean 'shmem'") as info:
+    with pytest.raises(
+        ConfigError, match=r"^backend: unknown backend 'shmen'\. Did you mean 'shmem'"
+    ) as info:
         torchwm.load_config({"id": "CartPole-v1", "backend": "shmen"})
     assert isinstance(info.value.__cause__, UnknownNameError)
-    with pytest.raises(ConfigError, match=r"^wrappers\[0\]\.name: unknown wrapper 'frame_stak'\. Did you mean 'frame_stack'"):
+    with pytest.raises(
+        ConfigError, match=r"^wrappers\[0\]\.name: unknown wrapper 'frame_stak'\. Did you mean 'frame_stack'"
+    ):
         torchwm.load_config({"id": "CartPole-v1", "wrappers": [{"name": "frame_stak"}]})
     with pytest.raises(ConfigError, match=r"^id: unknown env id 'CartPol-v1'\. Did you mean 'CartPole-v1'"):
         torchwm.load_config({"id": "CartPol-v1"})
@@ -141,21 +183,38 @@ def test_file_errors_start_with_the_file_name(tmp_path):
         name = "frame_stack"
         stack_size = "four"
     """)
-    with pytest.raises(ConfigError, match=r"bad\.toml: wrappers\[0\]\.stack_size: expected an integer, got \"four\"$"):
+    with pytest.raises(
+        ConfigError, match=r"bad\.toml: wrappers\[0\]\.stack_size: expected an integer, got \"four\"$"
+    ):
         torchwm.load_config(bad)
     assert isinstance(ConfigError("x"), ValueError)
 
 
-@pytest.mark.parametrize(("name", "text", "message"), [
-    ("broken.toml", "id = \n", r"broken\.toml: not valid TOML: Invalid value \(at line 1, column 6\)"),
-    ("broken.yaml", "id: [unclosed\n", r"broken\.yaml: not valid YAML \(line 2, column 1\)"),
-    ("broken.json", "{", r"broken\.json: not valid JSON"),
-    ("evil.yaml", "id: !!python/object/apply:os.system [echo hacked]\n",
-     r"evil\.yaml: not allowed in a config \(line 1\): could not determine a constructor for the tag "
-     r"'tag:yaml\.org,2002:python/object/apply:os\.system'; configs hold plain data only"),
-    ("list.yaml", "- 1\n- 2\n", r"list\.yaml: expected a table of keys \(id, num_envs, \.\.\.\) at the top, got list"),
-    ("notes.txt", "id = 1", r"notes\.txt: not a config file: expected a name ending in \.toml, \.yaml, \.yml, \.json, got 'notes\.txt'"),
-])
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        ("broken.toml", "id = \n", r"broken\.toml: not valid TOML: Invalid value \(at line 1, column 6\)"),
+        ("broken.yaml", "id: [unclosed\n", r"broken\.yaml: not valid YAML \(line 2, column 1\)"),
+        ("broken.json", "{", r"broken\.json: not valid JSON"),
+        (
+            "evil.yaml",
+            "id: !!python/object/apply:os.system [echo hacked]\n",
+            r"evil\.yaml: not allowed in a config \(line 1\): could not determine a constructor for the tag "
+            r"'tag:yaml\.org,2002:python/object/apply:os\.system'; configs hold plain data only",
+        ),
+        (
+            "list.yaml",
+            "- 1\n- 2\n",
+            r"list\.yaml: expected a table of keys \(id, num_envs, \.\.\.\) at the top, got list",
+        ),
+        (
+            "notes.txt",
+            "id = 1",
+            r"notes\.txt: not a config file: expected a name ending in \.toml, \.yaml, \.yml, \.json, "
+            r"got 'notes\.txt'",
+        ),
+    ],
+)
 def test_unreadable_files(tmp_path, name, text, message):
     path = tmp_path / name
     path.write_text(text)
@@ -198,8 +257,12 @@ def test_env_interpolation_in_a_file(tmp_path, monkeypatch):
 
 def test_unset_variable_without_default_names_the_key(monkeypatch):
     monkeypatch.delenv("TWM_UNSET", raising=False)
-    with pytest.raises(ConfigError, match=r"^wrappers\[0\]\.stack_size: the environment variable TWM_UNSET is not set"):
-        torchwm.load_config({"id": "CartPole-v1", "wrappers": [{"name": "frame_stack", "stack_size": "${TWM_UNSET}"}]})
+    with pytest.raises(
+        ConfigError, match=r"^wrappers\[0\]\.stack_size: the environment variable TWM_UNSET is not set"
+    ):
+        torchwm.load_config(
+            {"id": "CartPole-v1", "wrappers": [{"name": "frame_stack", "stack_size": "${TWM_UNSET}"}]}
+        )
 
 
 # -- overrides ----------------------------------------------------------------------------------
@@ -209,9 +272,15 @@ def test_overrides_reach_nested_keys_and_list_items():
     data = {"id": "ALE/Pong-v5", "wrappers": [{"name": "atari_preprocessing"}, {"name": "frame_stack"}]}
     out = apply_overrides(data, ["num_envs=16", "backend_kwargs.num_workers=2", "wrappers[1].stack_size=2",
                                  "size=[64, 64]", "seed=null", "id=ALE/Breakout-v5", "fused=false"])
-    assert out == {"id": "ALE/Breakout-v5", "num_envs": 16, "backend_kwargs": {"num_workers": 2}, "size": [64, 64],
-                   "seed": None, "fused": False,
-                   "wrappers": [{"name": "atari_preprocessing"}, {"name": "frame_stack", "stack_size": 2}]}
+    assert out == {
+        "id": "ALE/Breakout-v5",
+        "num_envs": 16,
+        "backend_kwargs": {"num_workers": 2},
+        "size": [64, 64],
+        "seed": None,
+        "fused": False,
+        "wrappers": [{"name": "atari_preprocessing"}, {"name": "frame_stack", "stack_size": 2}],
+    }
     assert data["wrappers"][1] == {"name": "frame_stack"}  # the input is not changed
 
 
@@ -266,9 +335,16 @@ def test_resolved_config_makes_every_default_explicit():
     data = tomllib.loads(dump_config(resolve_spec("ALE/Pong-v5", 2, seed=0)))
     assert data["env_kwargs"]["repeat_action_probability"] == 0.25
     assert data["env_kwargs"]["frameskip"] == 1
-    assert data["wrappers"][0] == {"name": "atari_preprocessing", "noop_max": 30, "frame_skip": 4, "screen_size": 84,
-                                   "grayscale": True, "terminal_on_life_loss": False, "scale_obs": False,
-                                   "grayscale_newaxis": False}
+    assert data["wrappers"][0] == {
+        "name": "atari_preprocessing",
+        "noop_max": 30,
+        "frame_skip": 4,
+        "screen_size": 84,
+        "grayscale": True,
+        "terminal_on_life_loss": False,
+        "scale_obs": False,
+        "grayscale_newaxis": False,
+    }
     assert data["wrappers"][1] == {"name": "frame_stack", "stack_size": 4, "padding": "zero"}
     assert (data["autoreset_mode"], data["seed"], data["family"]) == ("next_step", 0, "atari")
     assert set(data["versions"]) == {"torchwm", "gymnasium", "ale-py"}
@@ -329,7 +405,9 @@ def test_resolved_config_gives_the_same_trajectory_in_a_new_process(tmp_path):
 
 # -- the example configs ------------------------------------------------------------------------
 
-EXAMPLES = sorted(p for p in (ROOT / "torchwm" / "configs").iterdir() if p.suffix in (".toml", ".yaml", ".yml", ".json"))
+EXAMPLES = sorted(
+    p for p in (ROOT / "torchwm" / "configs").iterdir() if p.suffix in (".toml", ".yaml", ".yml", ".json")
+)
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
@@ -372,7 +450,10 @@ def test_only_the_table_of_the_backend_in_use_applies():
     assert torchwm.load_config(data).backend_kwargs == {"num_workers": 2, "timeout": 30}
     assert torchwm.load_config(data, ['backend="sync"']).backend_kwargs == {"copy": False}
     # backend_kwargs applies to whichever backend is in use, over its table.
-    assert torchwm.load_config({**data, "backend_kwargs": {"timeout": 5}}).backend_kwargs == {"num_workers": 2, "timeout": 5}
+    assert torchwm.load_config({**data, "backend_kwargs": {"timeout": 5}}).backend_kwargs == {
+        "num_workers": 2,
+        "timeout": 5,
+    }
 
 
 def test_a_table_for_a_backend_not_installed_is_kept_and_a_typo_is_not():
@@ -383,14 +464,26 @@ def test_a_table_for_a_backend_not_installed_is_kept_and_a_typo_is_not():
 
 
 def test_a_misspelt_backend_option_names_its_table_and_the_closest_option():
-    with pytest.raises(ConfigError, match=r"backends.shmem.num_worker: backend 'shmem' has no option 'num_worker' "
-                                          r"\(did you mean 'num_workers'\?\)"):
-        torchwm.load_config({"id": "CartPole-v1", "backend": "shmem", "backends": {"shmem": {"num_worker": 2}}})
+    with pytest.raises(
+        ConfigError,
+        match=r"backends.shmem.num_worker: backend 'shmem' has no option 'num_worker' "
+        r"\(did you mean 'num_workers'\?\)",
+    ):
+        torchwm.load_config(
+            {"id": "CartPole-v1", "backend": "shmem", "backends": {"shmem": {"num_worker": 2}}}
+        )
 
 
 def test_switching_backend_drops_the_flat_options_it_does_not_take():
-    data = {"id": "CartPole-v1", "num_envs": 2, "backend": "subproc", "backend_kwargs": {"num_workers": 2, "timeout": 9}}
-    with pytest.warns(UserWarning, match=r"backend 'sync' does not take backend_kwargs num_workers \(options of 'subproc'\)"):
+    data = {
+        "id": "CartPole-v1",
+        "num_envs": 2,
+        "backend": "subproc",
+        "backend_kwargs": {"num_workers": 2, "timeout": 9},
+    }
+    with pytest.warns(
+        UserWarning, match=r"backend 'sync' does not take backend_kwargs num_workers \(options of 'subproc'\)"
+    ):
         spec, _ = torchwm.config.load_run_config(data, backend="sync")
     assert spec.backend == "sync" and spec.backend_kwargs == {"timeout": 9}
     spec, _ = torchwm.config.load_run_config(data, backend="shmem")  # shmem takes both: nothing dropped
@@ -409,14 +502,22 @@ def test_env_kwargs_are_checked_against_the_env():
                                           r"\(did you mean 'repeat_action_probability'\?\)"):
         torchwm.load_config({"id": "pong", "env_kwargs": {"repeat_action_probabilty": 0.1}})
     # gymnasium.make's own arguments are fine too.
-    assert torchwm.load_config({"id": "CartPole-v1", "env_kwargs": {"max_episode_steps": 7}}).env_kwargs["max_episode_steps"] == 7
+    assert (
+        torchwm.load_config({"id": "CartPole-v1", "env_kwargs": {"max_episode_steps": 7}}).env_kwargs[
+            "max_episode_steps"
+        ]
+        == 7
+    )
 
 
 # -- a YAML alias bomb -------------------------------------------------------------------------------
 
 
 def alias_bomb(depth=9):
-    lines = ['a0: &a0 ["${X:-x}", "${X:-x}", "${X:-x}", "${X:-x}", "${X:-x}", "${X:-x}", "${X:-x}", "${X:-x}", "${X:-x}"]']
+    lines = [
+        'a0: &a0 ["${X:-x}", "${X:-x}", "${X:-x}", "${X:-x}", "${X:-x}", "${X:-x}", "${X:-x}", "${X:-x}", '
+        '"${X:-x}"]'
+    ]
     for level in range(1, depth):
         refs = ", ".join([f"*a{level - 1}"] * 9)
         lines.append(f"a{level}: &a{level} [{refs}]")
@@ -431,12 +532,22 @@ def test_a_yaml_alias_bomb_is_refused_in_one_line_and_fast(tmp_path):
         torchwm.load_config(path)
     # From the command line: one line, status 2, long before the deadline (the old code expanded
     # 387 million strings and was still busy after a minute).
-    result = subprocess.run([sys.executable, "-m", "torchwm", "run", str(path)], capture_output=True, text=True,
-                            timeout=30, cwd=tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-m", "torchwm", "run", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=tmp_path,
+    )
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
     assert "expands to more than" in result.stderr
 
 
 def test_a_large_but_honest_config_is_not_refused():
-    data = {"id": "CartPole-v1", "env_kwargs": {}, "run": {"steps": 1}, "versions": {f"p{i}": "1" for i in range(5000)}}
+    data = {
+        "id": "CartPole-v1",
+        "env_kwargs": {},
+        "run": {"steps": 1},
+        "versions": {f"p{i}": "1" for i in range(5000)},
+    }
     assert torchwm.load_config(data).id == "CartPole-v1"

@@ -27,22 +27,18 @@ import numpy as np
 from torchwm.errors import UnsupportedStackError
 from torchwm.plugins import registry
 from torchwm.spec import EPISODE_STATISTICS, VecSpec, WrapperSpec
+from torchwm.wrappers.atari import atari_preprocessing, screen_dims
+from torchwm.wrappers.episode_statistics import episode_statistics
+from torchwm.wrappers.episodic_life import episodic_life
+from torchwm.wrappers.fire_reset import fire_reset
+from torchwm.wrappers.generic import clip_reward, frame_stack
 
 # The wrappers a fast path may find on top of atari_preprocessing.
 LAYERS = ("episodic_life", "fire_reset", "clip_reward", "frame_stack")
 
 
 def _own_factories() -> dict[str, Callable[..., Any]]:
-    """torchwm's own factory of each name a fast path translates (imported late: wrappers import us)."""
-    from torchwm.wrappers import (
-        atari_preprocessing,
-        clip_reward,
-        episode_statistics,
-        episodic_life,
-        fire_reset,
-        frame_stack,
-    )
-
+    """torchwm's own factory of each name a fast path translates."""
     return {"atari_preprocessing": atari_preprocessing, "episodic_life": episodic_life,
             "fire_reset": fire_reset, "clip_reward": clip_reward, "frame_stack": frame_stack,
             EPISODE_STATISTICS: episode_statistics}
@@ -74,8 +70,6 @@ class AtariStack:
     @property
     def screen(self) -> tuple[int, int]:
         """``(width, height)`` of the frames (``screen_size`` as Gymnasium reads it)."""
-        from torchwm.wrappers.atari import screen_dims
-
         return screen_dims(self.preprocessing["screen_size"])
 
     @property
@@ -100,7 +94,8 @@ class AtariStack:
 
     @property
     def clip_bounds(self) -> tuple[Any, Any] | None:
-        """``(min_reward, max_reward)`` of ``clip_reward`` (None, floats or arrays, as Gymnasium's ClipReward takes)."""
+        """``(min_reward, max_reward)`` of ``clip_reward`` (None, floats or arrays, as Gymnasium's ClipReward
+        takes)."""
         if not self.has("clip_reward"):
             return None
         options = self.options("clip_reward")
@@ -126,7 +121,8 @@ def parse_atari_stack(spec: VecSpec) -> AtariStack:
 
     Example:
         >>> from torchwm.factory import resolve_spec
-        >>> stack = parse_atari_stack(resolve_spec("ALE/Breakout-v5", wrappers=["atari_preprocessing", "fire_reset"]))
+        >>> spec = resolve_spec("ALE/Breakout-v5", wrappers=["atari_preprocessing", "fire_reset"])
+        >>> stack = parse_atari_stack(spec)
         >>> stack.names, stack.preprocessing["frame_skip"]
         (['fire_reset'], 4)
     """
@@ -136,7 +132,9 @@ def parse_atari_stack(spec: VecSpec) -> AtariStack:
     if spec.family != "atari" or not is_atari(spec.id):
         raise UnsupportedStackError("it is not an Atari (ALE) env")
     if spec.source not in ("gym", "ale"):
-        raise UnsupportedStackError(f"source {spec.source!r} (ALE's AtariEnv is made by the sources 'gym' and 'ale' only)")
+        raise UnsupportedStackError(
+            f"source {spec.source!r} (ALE's AtariEnv is made by the sources 'gym' and 'ale' only)"
+        )
     for wrapper in spec.wrappers:
         if wrapper.fn is not None:
             raise UnsupportedStackError(f"the wrapper {wrapper.name!r} is a Python callable")
@@ -155,17 +153,22 @@ def parse_atari_stack(spec: VecSpec) -> AtariStack:
         entry = registry("wrapper").get(name)
         if entry.factory is not own[name]:
             raise UnsupportedStackError(
-                f"the wrapper {name!r} is plugin {entry.plugin!r}'s, not torchwm's own, and only the wrapper chain runs it"
+                f"the wrapper {name!r} is plugin {entry.plugin!r}'s, not torchwm's own, and only the wrapper "
+                "chain runs it"
             )
     stack = AtariStack(spec.wrappers)
     pre = stack.preprocessing
     # Each option Gymnasium's AtariPreprocessing refuses (with a ValueError, which the chain then raises).
     for option, low in (("noop_max", 0), ("frame_skip", 1)):
         if pre[option] < low:
-            raise UnsupportedStackError(f"atari_preprocessing({option}={pre[option]!r}): {option} must be >= {low}")
+            raise UnsupportedStackError(
+                f"atari_preprocessing({option}={pre[option]!r}): {option} must be >= {low}"
+            )
     if min(stack.screen) < 1:
-        raise UnsupportedStackError(f"atari_preprocessing(screen_size={pre['screen_size']!r}): screen_size must be "
-                                    f"a positive int or (width, height) of positive ints")
+        raise UnsupportedStackError(
+            f"atari_preprocessing(screen_size={pre['screen_size']!r}): screen_size must be "
+            f"a positive int or (width, height) of positive ints"
+        )
     return stack
 
 
@@ -200,33 +203,70 @@ PATH_LIMITS: dict[str, list[tuple[Callable[[AtariStack], bool], Callable[[AtariS
         (_clip_valid, lambda s: f"{_clip(s)}: Gymnasium's ClipReward refuses these bounds"),
     ],
     "ale-native": [
-        (lambda s: not s.episode_statistics,
-         lambda s: "episode_statistics: ALE's vector env reports neither a game's raw score nor its frames"),
+        (
+            lambda s: not s.episode_statistics,
+            lambda s: (
+                "episode_statistics: ALE's vector env reports neither a game's raw score nor its frames"
+            ),
+        ),
         (_each_once, _repeated),
-        (lambda s: not s.preprocessing["scale_obs"],
-         lambda s: "atari_preprocessing(scale_obs=True) gives float observations and ALE gives uint8 only"),
-        (lambda s: not s.has("frame_stack") or s.names[-1] == "frame_stack",
-         lambda s: "frame_stack must be the last wrapper of the stack (ALE stacks the final frames)"),
-        (lambda s: s.frame_stack is None or s.frame_stack[1] == "zero",
-         lambda s: f"frame_stack(padding={s.options('frame_stack')['padding']!r}): ALE pads the stack with zeros only"),
-        (lambda s: s.clip_bounds is None or s.clips_to_unit, lambda s: f"{_clip(s)}: ALE clips rewards to (-1, 1) only"),
+        (
+            lambda s: not s.preprocessing["scale_obs"],
+            lambda s: "atari_preprocessing(scale_obs=True) gives float observations and ALE gives uint8 only",
+        ),
+        (
+            lambda s: not s.has("frame_stack") or s.names[-1] == "frame_stack",
+            lambda s: "frame_stack must be the last wrapper of the stack (ALE stacks the final frames)",
+        ),
+        (
+            lambda s: s.frame_stack is None or s.frame_stack[1] == "zero",
+            lambda s: (
+                f"frame_stack(padding={s.options('frame_stack')['padding']!r}): ALE pads the stack with "
+                "zeros only"
+            ),
+        ),
+        (
+            lambda s: s.clip_bounds is None or s.clips_to_unit,
+            lambda s: f"{_clip(s)}: ALE clips rewards to (-1, 1) only",
+        ),
     ],
     "envpool": [
-        (lambda s: not s.episode_statistics,
-         lambda s: "episode_statistics: EnvPool reports raw rewards and game overs, but not the frames of its no-op "
-                   "resets, so a game's length in frames (what the wrapper records) cannot be known"),
+        (
+            lambda s: not s.episode_statistics,
+            lambda s: (
+                "episode_statistics: EnvPool reports raw rewards and game overs, but not the frames of its "
+                "no-op "
+                "resets, so a game's length in frames (what the wrapper records) cannot be known"
+            ),
+        ),
         (_each_once, _repeated),
-        (lambda s: not s.preprocessing["terminal_on_life_loss"],
-         lambda s: "atari_preprocessing(terminal_on_life_loss=True) (EnvPool's life loss is episodic_life, which "
-                   "restarts the game only at game over)"),
-        (lambda s: not s.preprocessing["scale_obs"],
-         lambda s: "atari_preprocessing(scale_obs=True) (EnvPool returns uint8 frames)"),
-        (lambda s: s.preprocessing["grayscale"],
-         lambda s: "atari_preprocessing(grayscale=False) (EnvPool lays RGB frames out channel-first)"),
-        (lambda s: s.clip_bounds is None or s.clips_to_unit,
-         lambda s: f"{_clip(s)} (EnvPool clips to the sign, which is clip_reward(-1.0, 1.0) only)"),
-        (lambda s: not s.channel_axis,
-         lambda s: "atari_preprocessing(grayscale_newaxis=True) (EnvPool gives gray frames without a channel axis)"),
+        (
+            lambda s: not s.preprocessing["terminal_on_life_loss"],
+            lambda s: (
+                "atari_preprocessing(terminal_on_life_loss=True) (EnvPool's life loss is episodic_life, "
+                "which "
+                "restarts the game only at game over)"
+            ),
+        ),
+        (
+            lambda s: not s.preprocessing["scale_obs"],
+            lambda s: "atari_preprocessing(scale_obs=True) (EnvPool returns uint8 frames)",
+        ),
+        (
+            lambda s: s.preprocessing["grayscale"],
+            lambda s: "atari_preprocessing(grayscale=False) (EnvPool lays RGB frames out channel-first)",
+        ),
+        (
+            lambda s: s.clip_bounds is None or s.clips_to_unit,
+            lambda s: f"{_clip(s)} (EnvPool clips to the sign, which is clip_reward(-1.0, 1.0) only)",
+        ),
+        (
+            lambda s: not s.channel_axis,
+            lambda s: (
+                "atari_preprocessing(grayscale_newaxis=True) (EnvPool gives gray frames without a channel "
+                "axis)"
+            ),
+        ),
     ],
 }
 

@@ -7,12 +7,11 @@ episode returns (whole games where ``episode_statistics`` records them);
 ``list`` shows every registered name, the plugin behind it and the shipped
 configs; ``bench`` is the front end to `torchwm.bench`; ``check`` validates
 a config (every error with its key path) or runs `torchwm.testing` on a
-backend. Every
-user error on every command (a bad option, a missing file, an unknown key or
-name with the closest one suggested, a missing extra) prints one line on
-stderr and exits with status 2, without a traceback (``--traceback`` shows
-it); a failed conformance check or measurement exits 1 and Ctrl-C during
-``run`` exits 130 after printing the figures so far.
+backend. Every user error on every command (a bad option, a missing file, an
+unknown key or name with the closest one suggested, a missing extra) prints
+one line on stderr and exits with status 2, without a traceback
+(``--traceback`` shows it); a failed conformance check or measurement exits 1
+and Ctrl-C during ``run`` exits 130 after printing the figures so far.
 """
 
 from __future__ import annotations
@@ -30,8 +29,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+import gymnasium
 import numpy as np
+from tqdm import tqdm
 
+from torchwm import bench, listing
 from torchwm.config import (
     CONFIG_SUFFIXES,
     apply_overrides,
@@ -49,6 +51,9 @@ from torchwm.config import (
 )
 from torchwm.errors import ConfigError, DuplicateNameError, UnknownNameError, UnsupportedStackError
 from torchwm.extras import MissingExtraError, missing_extra
+from torchwm.factory import make_vec_from_spec
+from torchwm.native import kernel_status
+from torchwm.plugins import DEFAULT_PLUGINS, failed_plugins, plugin_manager, registry
 from torchwm.spec import EPISODE_STATISTICS
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -59,8 +64,17 @@ class UsageError(Exception):
     """Bad input on the command line: printed as one line, exit status 2."""
 
 
-# Errors that mean "the input was wrong" (or an extra is missing), not "torchwm is broken": one line, status 2.
-INPUT_ERRORS = (UsageError, ConfigError, UnknownNameError, UnsupportedStackError, DuplicateNameError, MissingExtraError)
+# Errors that mean "the input was wrong" (or an extra is missing), not "torchwm is broken": one line,
+# status 2.
+INPUT_ERRORS = (
+    UsageError,
+    ConfigError,
+    UnknownNameError,
+    UnsupportedStackError,
+    DuplicateNameError,
+    MissingExtraError,
+    gymnasium.error.DependencyNotInstalled,
+)
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -78,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Example:
         >>> from torchwm.cli import main
-        >>> main(["run", "CartPole-v1", "--num-envs", "2", "--steps", "10", "--seed", "0", "--no-progress"])  # doctest: +SKIP
+        >>> main(["run", "CartPole-v1", "--steps", "10", "--no-progress"])  # doctest: +SKIP
         0
     """
     parser = build_parser()
@@ -105,20 +119,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _status_of(exc: BaseException) -> int | None:
     """The exit status of an error shown as one line, or None for an error that gets its traceback."""
-    import gymnasium
-
-    from torchwm.bench import BenchChildError
-
-    if isinstance(exc, INPUT_ERRORS) or isinstance(exc, gymnasium.error.DependencyNotInstalled):
+    if isinstance(exc, INPUT_ERRORS):
         return EXIT_USAGE
-    if isinstance(exc, BenchChildError):
+    if isinstance(exc, bench.BenchChildError):
         # The child's own error is the first line; --traceback shows its stderr.
         return EXIT_USAGE if exc.input_error else EXIT_FAILED
     return None
 
 
 def _explain(exc: BaseException) -> str:
-    if "pygame" in str(exc) and type(exc).__name__ == "DependencyNotInstalled":
+    if "pygame" in str(exc) and isinstance(exc, gymnasium.error.DependencyNotInstalled):
         return str(missing_extra("render", "rendering this env"))
     return str(exc).strip() or type(exc).__name__
 
@@ -135,8 +145,6 @@ def _unknown_arguments(parser: argparse.ArgumentParser, unknown: list[str]) -> N
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from torchwm import bench
-
     parser = OneLineParser(
         prog="torchwm", description="Vectorized RL environments from a name, a backend and a wrapper stack."
     )
@@ -145,44 +153,83 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--traceback", action="store_true", help="show the full traceback of an error")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
 
-    listing = commands.add_parser("list", parents=[common], help="registered backends, wrappers, sources, plugins "
-                                                                  "and the shipped configs")
+    listing = commands.add_parser(
+        "list",
+        parents=[common],
+        help="registered backends, wrappers, sources, plugins and the shipped configs",
+    )
     listing.add_argument("kind", nargs="?", metavar="KIND", help=f"one of {', '.join(KINDS)} (default: all)")
     listing.set_defaults(handler=cmd_list, parser=listing)
 
-    run = commands.add_parser("run", parents=[common], help="build an env from a config or an env id and step it")
-    run.add_argument("target", metavar="CONFIG_OR_ENV_ID",
-                     help="a config file (.toml, .yaml, .yml, .json), a shipped config by name (torchwm list configs: "
-                          "pong, ...), or an env id such as ALE/Pong-v5")
-    run.add_argument("--steps", type=_positive_int, help="vector steps to run (default: [run] steps, or 1000)")
+    run = commands.add_parser(
+        "run", parents=[common], help="build an env from a config or an env id and step it"
+    )
+    run.add_argument(
+        "target",
+        metavar="CONFIG_OR_ENV_ID",
+        help="a config file (.toml, .yaml, .yml, .json), a shipped config by name (torchwm list configs: "
+        "pong, ...), or an env id such as ALE/Pong-v5",
+    )
+    run.add_argument(
+        "--steps", type=_positive_int, help="vector steps to run (default: [run] steps, or 1000)"
+    )
     run.add_argument("--num-envs", type=_positive_int, help="number of envs (overrides num_envs)")
-    run.add_argument("--backend", help="backend name (overrides backend; backend_kwargs it does not take are dropped)")
-    run.add_argument("--seed", type=_non_negative_int, help="seed of the first reset and of the random policy")
-    run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                     help="override a config key: num_envs=16, backends.shmem.num_workers=2, wrappers[1].stack_size=2")
+    run.add_argument(
+        "--backend", help="backend name (overrides backend; backend_kwargs it does not take are dropped)"
+    )
+    run.add_argument(
+        "--seed", type=_non_negative_int, help="seed of the first reset and of the random policy"
+    )
+    run.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key: num_envs=16, backends.shmem.num_workers=2, wrappers[1].stack_size=2",
+    )
     run.add_argument("--policy", metavar="MODULE:FUNCTION",
                      help="policy(obs, action_space) -> actions (default: seeded action_space.sample())")
     run.add_argument("--allow-policy-import", action="store_true",
                      help="let the config's run.policy import and run that code (refused without this flag)")
-    run.add_argument("--print-config", action="store_true",
-                     help="print the resolved config (every default explicit) in the file's format (TOML, YAML or "
-                          "JSON; TOML for an env id) and exit")
+    run.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print the resolved config (every default explicit) in the file's format (TOML, YAML or "
+        "JSON; TOML for an env id) and exit",
+    )
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
-    run.add_argument("--video", metavar="DIR", help="record env 0's episodes to MP4 files in DIR (record_video, "
-                                                    "Gymnasium's episode schedule; needs torchwm's [video] extra)")
+    run.add_argument(
+        "--video",
+        metavar="DIR",
+        help="record env 0's episodes to MP4 files in DIR (record_video, "
+        "Gymnasium's episode schedule; needs torchwm's [video] extra)",
+    )
     run.set_defaults(handler=cmd_run, parser=run)
 
-    bench_parser = commands.add_parser("bench", parents=[common],
-                                       help="steps per second of backends and their peers side by side (torchwm.bench)")
+    bench_parser = commands.add_parser(
+        "bench",
+        parents=[common],
+        help="steps per second of backends and their peers side by side (torchwm.bench)",
+    )
     bench.add_arguments(bench_parser)
     bench_parser.set_defaults(handler=bench.run_command, parser=bench_parser)
 
-    check = commands.add_parser("check", parents=[common],
-                                help="validate a config file, or run the conformance checks (torchwm.testing) on a backend")
-    check.add_argument("target", nargs="?", metavar="BACKEND_OR_CONFIG",
-                       help="a backend name (sync, shmem, ...), or a config file (.toml, .yaml, .yml, .json) or shipped "
-                            "config name; a name that is both a backend and a shipped config (ray) is the backend")
-    check.add_argument("--config", metavar="CONFIG", help="the config file or shipped config to validate (never a backend)")
+    check = commands.add_parser(
+        "check",
+        parents=[common],
+        help="validate a config file, or run the conformance checks (torchwm.testing) on a backend",
+    )
+    check.add_argument(
+        "target",
+        nargs="?",
+        metavar="BACKEND_OR_CONFIG",
+        help="a backend name (sync, shmem, ...), or a config file (.toml, .yaml, .yml, .json) or shipped "
+        "config name; a name that is both a backend and a shipped config (ray) is the backend",
+    )
+    check.add_argument(
+        "--config", metavar="CONFIG", help="the config file or shipped config to validate (never a backend)"
+    )
     check.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                        help="a backend: one of its options, num_workers=2 (or backend_kwargs.num_workers=2); "
                             "a config: a key override, as torchwm run --set takes it")
@@ -194,12 +241,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from torchwm import listing
-
     if args.kind is not None and args.kind not in KINDS:
-        raise UsageError(f"list {args.kind!r}: expected one of {', '.join(KINDS)}{did_you_mean(args.kind, KINDS)}")
+        raise UsageError(
+            f"list {args.kind!r}: expected one of {', '.join(KINDS)}{did_you_mean(args.kind, KINDS)}"
+        )
     kinds = [args.kind] if args.kind else list(KINDS)
-    describe = {"backends": listing.list_backends, "wrappers": listing.list_wrappers, "sources": listing.list_sources}
+    describe = {
+        "backends": listing.list_backends,
+        "wrappers": listing.list_wrappers,
+        "sources": listing.list_sources,
+    }
     for n, kind in enumerate(kinds):
         if n:
             print()
@@ -213,23 +264,24 @@ def cmd_list(args: argparse.Namespace) -> int:
             rows = []
             for info in describe[kind]():
                 dist = f"{info.distribution or '?'} {info.version or ''}".strip()
-                options = ", ".join(k if v is listing.REQUIRED else f"{k}={v!r}" for k, v in info.options.items())
+                options = ", ".join(
+                    k if v is listing.REQUIRED else f"{k}={v!r}" for k, v in info.options.items()
+                )
                 rows.append((info.name, f"{info.plugin} ({dist})", f"options: {options or '(none)'}"
                              + (f"; {info.description}" if info.description else "")))
         _print_rows(rows)
     if args.kind is None:
-        from torchwm.native import kernel_status
-
         print(f"\nfused Atari env, after the emulator: {kernel_status()}")
     return EXIT_OK
 
 
 def _plugins() -> list[tuple[str, str, list[str]]]:
     """(plugin name, "distribution version", what it registered) for every loaded plugin."""
-    from torchwm.plugins import DEFAULT_PLUGINS, failed_plugins, plugin_manager, registry
-
     manager = plugin_manager()
-    dists = {manager.get_name(plugin): f"{d.metadata['name']} {d.version}" for plugin, d in manager.list_plugin_distinfo()}
+    dists = {
+        manager.get_name(plugin): f"{d.metadata['name']} {d.version}"
+        for plugin, d in manager.list_plugin_distinfo()
+    }
     provided: dict[str, list[str]] = {}
     for kind in ("backend", "wrapper", "source"):
         for entry in registry(kind):
@@ -239,7 +291,9 @@ def _plugins() -> list[tuple[str, str, list[str]]]:
         if plugin is None:
             rows.append((name, "blocked", ["(disabled by TORCHWM_DISABLE_PLUGINS)"]))
             continue
-        dist = dists.get(name) or (f"torchwm {_version('torchwm')}" if name in DEFAULT_PLUGINS else "(registered at run time)")
+        dist = dists.get(name) or (
+            f"torchwm {_version('torchwm')}" if name in DEFAULT_PLUGINS else "(registered at run time)"
+        )
         rows.append((name, dist, provided.get(name, ["(nothing)"])))
     for failed in failed_plugins():
         rows.append((failed.name, f"{failed.distribution or '?'} {failed.version or ''}".strip(),
@@ -320,8 +374,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     steps = args.steps or run_options.steps
     if args.policy is None and run_options.policy is not None and not args.allow_policy_import:
         # A config is data (YAML is read with safe_load); naming code in it runs nothing unless asked.
-        raise UsageError(f"run.policy: the config asks to import and run {run_options.policy!r}; code named in a "
-                         f"config is imported only with --allow-policy-import (or pass --policy {run_options.policy})")
+        raise UsageError(
+            f"run.policy: the config asks to import and run {run_options.policy!r}; code named in a "
+            f"config is imported only with --allow-policy-import (or pass --policy {run_options.policy})"
+        )
     policy_name = args.policy or run_options.policy
     policy = load_policy(policy_name) if policy_name else None
 
@@ -359,14 +415,15 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def config_format(target: str) -> str:
-    """The format ``--print-config`` writes: the config file's own (toml, yaml or json); TOML for an env id."""
+    """The format ``--print-config`` writes: the config file's own (toml, yaml or json); TOML for an env
+    id."""
     if not is_config_reference(target):
         return "toml"
     suffix = find_config(target).suffix.lower().lstrip(".")
     return "yaml" if suffix == "yml" else suffix
 
 
-def _load_run(args: argparse.Namespace):
+def _load_run(args: argparse.Namespace) -> tuple[Any, Any]:
     overrides = list(args.overrides)
     # The options win over the file's keys, as --set does.
     if args.num_envs is not None:
@@ -378,26 +435,26 @@ def _load_run(args: argparse.Namespace):
 
 
 def _build(spec: Any) -> Any:
-    from torchwm.factory import make_vec_from_spec
-
     try:
         return make_vec_from_spec(spec)
     except (TypeError, ValueError) as exc:
-        # An option value the backend or the env refuses (a bad backend_kwargs or env_kwargs value) is bad input.
+        # An option value the backend or the env refuses (a bad backend_kwargs or env_kwargs value) is bad
+        # input.
         if isinstance(exc, INPUT_ERRORS):
             raise
         raise UsageError(f"building {spec.id} x {spec.num_envs} on {spec.backend!r} failed: {exc}") from exc
 
 
 def _progress(total: int, disable: bool) -> Any:
-    from tqdm import tqdm
-
-    return tqdm(total=total, unit="step", file=sys.stderr, disable=disable, mininterval=0.5, dynamic_ncols=True)
+    return tqdm(
+        total=total, unit="step", file=sys.stderr, disable=disable, mininterval=0.5, dynamic_ncols=True
+    )
 
 
 @dataclasses.dataclass
 class RunReport:
-    """What ``torchwm run`` measured: the steps, the timing window, the learner's episodes and the recorded ones.
+    """What ``torchwm run`` measured: the steps, the timing window, the learner's episodes and the recorded
+    ones.
 
     ``games`` are the (return, length) pairs ``episode_statistics`` recorded in ``infos["episode"]``
     (``infos["final_info"]["episode"]`` under ``same_step``): on the env the source makes, so on Atari a
@@ -481,9 +538,11 @@ def print_summary(report: RunReport, interrupted: bool) -> None:
     env_steps = steps * spec.num_envs
     elapsed = report.elapsed
     rate = env_steps / elapsed if elapsed > 0 else float("nan")
-    print(f"{'interrupted after' if interrupted else 'ran'} {steps} steps x {spec.num_envs} envs "
-          f"= {env_steps} env steps in {elapsed:.2f} s (after a start-up of {report.startup:.2f} s, not timed: "
-          f"building the env and its first reset)")
+    print(
+        f"{'interrupted after' if interrupted else 'ran'} {steps} steps x {spec.num_envs} envs "
+        f"= {env_steps} env steps in {elapsed:.2f} s (after a start-up of {report.startup:.2f} s, not timed: "
+        f"building the env and its first reset)"
+    )
     frames = _frames_per_step(spec)
     print(f"steps per second: {rate:,.0f} env steps/s ({rate / spec.num_envs:,.0f} vector steps/s"
           + (f"; {rate * frames:,.0f} emulator frames/s at {frames} frames a step" if frames else "") + ")")
@@ -496,9 +555,15 @@ def print_summary(report: RunReport, interrupted: bool) -> None:
             returns, lengths = [r for r, _ in games], [n for _, n in games]
             print(f"return: mean {np.mean(returns):.2f}, max {np.max(returns):.2f} "
                   f"(mean length {np.mean(lengths):.1f} {length_unit(spec)})")
-        print(f"learner episodes (terminated or truncated): {len(finished)}{_learner_notes(spec)}"
-              + (f", return mean {np.mean(finished):.2f}, mean length {np.mean(tracker.finished_lengths):.1f} steps"
-                 if finished else ""))
+        print(
+            f"learner episodes (terminated or truncated): {len(finished)}{_learner_notes(spec)}"
+            + (
+                f", return mean {np.mean(finished):.2f}, mean length {np.mean(tracker.finished_lengths):.1f} "
+                "steps"
+                if finished
+                else ""
+            )
+        )
     else:
         print(f"episodes finished: {len(finished)}")
         if finished:
@@ -546,14 +611,16 @@ def check_target(target: str | None, config: str | None) -> tuple[str, str]:
     refused as one). So a name that is both a backend and a shipped config (``ray``) is the backend,
     as it was before ``check`` read configs: ``--config ray`` checks the config.
     """
-    from torchwm.plugins import registry
-
     if config is not None:
         if target is not None:
-            raise UsageError(f"check: give a backend or --config, not both (got {target!r} and --config {config!r})")
+            raise UsageError(
+                f"check: give a backend or --config, not both (got {target!r} and --config {config!r})"
+            )
         return "config", config
     if target is None:
-        raise UsageError("check: expected a backend name or a config file (torchwm check sync, torchwm check my.yaml)")
+        raise UsageError(
+            "check: expected a backend name or a config file (torchwm check sync, torchwm check my.yaml)"
+        )
     if Path(target).suffix.lower() in CONFIG_SUFFIXES or os.sep in target or "/" in target:
         return "config", target
     backends = registry("backend").names()
@@ -566,13 +633,16 @@ def check_target(target: str | None, config: str | None) -> tuple[str, str]:
         registry("backend").get(target)  # UnknownNameError, with the closest names
     if did_you_mean(target, list(shipped)):
         return "config", target  # the loader says which shipped config is close
-    raise UsageError(f"check {target!r}: not a backend nor a config{did_you_mean(target, [*backends, *shipped])}; "
-                     f"the backends are: {', '.join(backends)}; the shipped configs: {', '.join(shipped) or '(none)'}; "
-                     f"a config file's name ends in {', '.join(CONFIG_SUFFIXES)}")
+    raise UsageError(
+        f"check {target!r}: not a backend nor a config{did_you_mean(target, [*backends, *shipped])}; "
+        f"the backends are: {', '.join(backends)}; the shipped configs: {', '.join(shipped) or '(none)'}; "
+        f"a config file's name ends in {', '.join(CONFIG_SUFFIXES)}"
+    )
 
 
 def check_config(target: str, overrides: Sequence[str]) -> int:
-    """``torchwm check CONFIG``: every error with its key path (status 2), or the resolved config (status 0)."""
+    """``torchwm check CONFIG``: every error with its key path (status 2), or the resolved config (status
+    0)."""
     spec, errors = config_errors(target, overrides)
     if errors:
         for error in errors:
@@ -593,7 +663,8 @@ MAX_CONFIG_ERRORS = 50
 
 
 def config_errors(target: str, overrides: Sequence[str] = ()) -> tuple[Any, list[str]]:
-    """The resolved `VecSpec` of a config (None if it has errors) and every error in it, each with its key path.
+    """The resolved `VecSpec` of a config (None if it has errors) and every error in it, each with its key
+    path.
 
     The loader stops at the first error; to find the next, the key at fault is set aside (a bad
     option, an unknown key, a bad wrapper item) and the rest validated again, until the rest is
@@ -626,7 +697,12 @@ def config_errors(target: str, overrides: Sequence[str] = ()) -> tuple[Any, list
             message = str(exc)
         key = _ERROR_KEY.match(message)
         parts = _key_parts(key.group(1)) if key else []
-        if parts[:1] == ["wrappers"] and len(parts) > 1 and isinstance(parts[1], int) and parts[1] < len(positions):
+        if (
+            parts[:1] == ["wrappers"]
+            and len(parts) > 1
+            and isinstance(parts[1], int)
+            and parts[1] < len(positions)
+        ):
             message = message.replace(f"wrappers[{parts[1]}]", f"wrappers[{positions[parts[1]]}]", 1)
         if f"{label}{message}" in errors:
             break
@@ -641,7 +717,8 @@ def _key_parts(key: str) -> list[str | int]:
 
 
 def _set_aside(data: dict[str, Any], parts: list[str | int], positions: list[int]) -> bool:
-    """Remove the key an error is about from ``data`` so that the rest can be checked; False if it is not there."""
+    """Remove the key an error is about from ``data`` so that the rest can be checked; False if it is not
+    there."""
     if parts[0] == "backend":
         # The options were for the unknown backend: checked against the default one they would all be errors.
         data.pop("backend_kwargs", None)
@@ -675,10 +752,8 @@ def _set_aside(data: dict[str, Any], parts: list[str | int], positions: list[int
 
 def check_backend(backend: str, overrides: Sequence[str]) -> int:
     """``torchwm check BACKEND``: the conformance checks of `torchwm.testing`, one line each."""
-    from torchwm.plugins import registry
-
     registry("backend").get(backend)  # an unknown name is bad input, before any check runs
-    overrides = [o[len("backend_kwargs."):] if o.startswith("backend_kwargs.") else o for o in overrides]
+    overrides = [o.removeprefix("backend_kwargs.") for o in overrides]
     backend_kwargs = apply_overrides({}, overrides)
     check_backend_options(backend, backend_kwargs)  # a misspelt option: one line, not one failure per check
     import torchwm.testing

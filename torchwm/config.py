@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from torchwm import names
 from torchwm.errors import ConfigError, UnknownNameError, WrapperOptionError
 from torchwm.factory import _plain_containers, env_keyword_arguments, make_vec_from_spec, resolve_spec
-from torchwm.plugins import registry
+from torchwm.plugins import backend_options, registry
 from torchwm.spec import (
     VecSpec,
     did_you_mean,
@@ -121,7 +121,9 @@ def load_config(source: str | os.PathLike[str] | Mapping[str, Any], overrides: S
 
 
 def load_run_config(
-    source: str | os.PathLike[str] | Mapping[str, Any], overrides: Sequence[str] = (), backend: str | None = None
+    source: str | os.PathLike[str] | Mapping[str, Any],
+    overrides: Sequence[str] = (),
+    backend: str | None = None,
 ) -> tuple[VecSpec, RunOptions]:
     """Like `load_config`, and also the ``[run]`` table (what ``torchwm run`` uses).
 
@@ -160,7 +162,9 @@ def shipped_configs() -> dict[str, Path]:
     """
     if not SHIPPED_CONFIGS_DIR.is_dir():
         return {}
-    return {path.stem: path for path in sorted(SHIPPED_CONFIGS_DIR.iterdir()) if path.suffix in CONFIG_SUFFIXES}
+    return {
+        path.stem: path for path in sorted(SHIPPED_CONFIGS_DIR.iterdir()) if path.suffix in CONFIG_SUFFIXES
+    }
 
 
 def is_config_reference(target: str | os.PathLike[str]) -> bool:
@@ -190,7 +194,8 @@ def find_config(target: str | os.PathLike[str]) -> Path:
         raise ConfigError("no such file")
     raise ConfigError(
         f"not a config file (a name ending in {', '.join(CONFIG_SUFFIXES)}) nor a shipped config"
-        f"{did_you_mean(str(target), list(shipped))}; the shipped configs are: {', '.join(shipped) or '(none)'}"
+        f"{did_you_mean(str(target), list(shipped))}; the shipped configs are: "
+        f"{', '.join(shipped) or '(none)'}"
     )
 
 
@@ -214,8 +219,10 @@ def check_expansion(data: Any, limit: int = MAX_CONFIG_VALUES, max_depth: int = 
                 f"a config may hold at most {limit:,}"
             )
         if depth > max_depth:
-            raise ConfigError(f"the config nests tables or lists more than {max_depth} levels deep; a config may "
-                              f"nest at most {max_depth}")
+            raise ConfigError(
+                f"the config nests tables or lists more than {max_depth} levels deep; a config may "
+                f"nest at most {max_depth}"
+            )
         if isinstance(item, Mapping):
             stack.extend((value, depth + 1) for value in item.values())
         elif isinstance(item, (list, tuple)):
@@ -235,8 +242,6 @@ def switch_backend(data: Mapping[str, Any], backend: str) -> dict[str, Any]:
     options = data.get("backend_kwargs")
     if previous == backend or not isinstance(options, Mapping) or not options:
         return data
-    from torchwm.listing import backend_options
-
     try:
         accepted = backend_options(backend)
     except LookupError:
@@ -247,14 +252,18 @@ def switch_backend(data: Mapping[str, Any], backend: str) -> dict[str, Any]:
     if dropped:
         data["backend_kwargs"] = {k: v for k, v in options.items() if k not in dropped}
         warnings.warn(
-            f"backend {backend!r} does not take backend_kwargs {', '.join(dropped)} (options of {previous!r}); "
+            f"backend {backend!r} does not take backend_kwargs {', '.join(dropped)} (options of "
+            f"{previous!r}); "
             f"dropped them (give options per backend in [backends.NAME] tables to keep each backend's own)",
-            UserWarning, stacklevel=3,
+            UserWarning,
+            stacklevel=3,
         )
     return data
 
 
-def make_vec_from_config(source: str | os.PathLike[str] | Mapping[str, Any] | VecSpec, overrides: Sequence[str] = ()) -> gym.vector.VectorEnv:
+def make_vec_from_config(
+    source: str | os.PathLike[str] | Mapping[str, Any] | VecSpec, overrides: Sequence[str] = ()
+) -> gym.vector.VectorEnv:
     """Build the vector env a config file, dict or `VecSpec` describes.
 
     Example:
@@ -277,13 +286,17 @@ def read_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in CONFIG_SUFFIXES:
-        raise ConfigError(f"not a config file: expected a name ending in {', '.join(CONFIG_SUFFIXES)}, got {path.name!r}")
+        raise ConfigError(
+            f"not a config file: expected a name ending in {', '.join(CONFIG_SUFFIXES)}, got {path.name!r}"
+        )
     if not path.is_file():
         raise ConfigError("no such file")
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"not UTF-8 text (byte {exc.start}: {exc.reason}); save the config as UTF-8") from None
+        raise ConfigError(
+            f"not UTF-8 text (byte {exc.start}: {exc.reason}); save the config as UTF-8"
+        ) from None
     except OSError as exc:
         raise ConfigError(f"cannot be read: {exc.strerror or exc}") from None
     try:
@@ -312,7 +325,9 @@ def read_config(path: str | os.PathLike[str]) -> dict[str, Any]:
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
         raise ConfigError(f"not valid YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
     if not isinstance(data, dict):
-        raise ConfigError(f"expected a table of keys (id, num_envs, ...) at the top, got {type(data).__name__}")
+        raise ConfigError(
+            f"expected a table of keys (id, num_envs, ...) at the top, got {type(data).__name__}"
+        )
     return data
 
 
@@ -336,7 +351,10 @@ def interpolate_env(data: Any, path: str = "") -> Any:
         value = os.environ.get(name)
         if value is None or (value == "" and default is not None):
             if default is None:
-                raise ConfigError(f"{path}: the environment variable {name} is not set and {match.group(0)} has no default (write ${{{name}:-default}})")
+                raise ConfigError(
+                    f"{path}: the environment variable {name} is not set and {match.group(0)} has no default "
+                    f"(write ${{{name}:-default}})"
+                )
             return default
         return value
 
@@ -363,7 +381,9 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str,
         key, sep, text = override.partition("=")
         key = key.strip()
         if not sep or not key:
-            raise ConfigError(f"--set {override!r}: expected key=value (e.g. num_envs=16 or wrappers[1].stack_size=2)")
+            raise ConfigError(
+                f"--set {override!r}: expected key=value (e.g. num_envs=16 or wrappers[1].stack_size=2)"
+            )
         parts = _split_key(key)
         target: Any = data
         for depth, part in enumerate(parts[:-1]):
@@ -371,11 +391,16 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str,
             if isinstance(part, int):
                 if not isinstance(target, list) or part >= len(target):
                     size = len(target) if isinstance(target, list) else 0
-                    raise ConfigError(f"{here}: no such item to override (the list has {size} items; write the whole list in the config or --set it)")
+                    raise ConfigError(
+                        f"{here}: no such item to override (the list has {size} items; write the whole list "
+                        "in the config or --set it)"
+                    )
                 target = target[part]
             else:
                 if not isinstance(target, dict):
-                    raise ConfigError(f"{key}: {_key_text(parts[:depth])} is a {type(target).__name__}, not a table")
+                    raise ConfigError(
+                        f"{key}: {_key_text(parts[:depth])} is a {type(target).__name__}, not a table"
+                    )
                 nxt = parts[depth + 1]
                 target = target.setdefault(part, [] if isinstance(nxt, int) else {})
         last = parts[-1]
@@ -404,7 +429,9 @@ def validate_config(data: Mapping[str, Any]) -> tuple[VecSpec, RunOptions]:
         # A table for a backend that is not installed (a plugin's) is kept for machines that have it;
         # a name close to an installed backend's is a typo.
         if name not in registry("backend") and did_you_mean(name, registry("backend").names()):
-            raise ConfigError(f"backends.{name}: {UnknownNameError('backend', name, registry('backend').names())}")
+            raise ConfigError(
+                f"backends.{name}: {UnknownNameError('backend', name, registry('backend').names())}"
+            )
     backend_kwargs = {**model.backends.get(model.backend, {}), **model.backend_kwargs}
     env_kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in model.env_kwargs.items()}
     try:
@@ -430,7 +457,9 @@ def validate_config(data: Mapping[str, Any]) -> tuple[VecSpec, RunOptions]:
     if model.source in ("gym", "ale"):
         _check_env_kwargs(spec.id, model.env_kwargs)
     if model.family is not None and model.family != spec.family:
-        raise ConfigError(f"family: {model.id!r} is a {spec.family} env, but the config says {model.family!r}")
+        raise ConfigError(
+            f"family: {model.id!r} is a {spec.family} env, but the config says {model.family!r}"
+        )
     if model.versions:
         _warn_versions(model.versions)
     return spec, model.run
@@ -460,22 +489,24 @@ def dump_config(spec: VecSpec | Mapping[str, Any], format: str = "toml") -> str:
     raise ValueError(f"format must be 'toml', 'yaml' or 'json', got {format!r}")
 
 
-def check_backend_options(backend: str, options: Mapping[str, Any], flat: Mapping[str, Any] | None = None) -> None:
+def check_backend_options(
+    backend: str, options: Mapping[str, Any], flat: Mapping[str, Any] | None = None
+) -> None:
     """Option names the backend does not take, with the closest name; the values are its own to check.
 
     ``flat`` is the file's ``backend_kwargs`` (the other options came from ``[backends.NAME]``), to
     name the key a bad option was given under; None means all came from ``backend_kwargs``.
     """
-    from torchwm.listing import backend_options
-
     accepted = backend_options(backend)
     if accepted is None:
         return
     for key in options:
         if key not in accepted:
             where = f"backend_kwargs.{key}" if flat is None or key in flat else f"backends.{backend}.{key}"
-            raise ConfigError(f"{where}: backend {backend!r} has no option {key!r}{did_you_mean(key, accepted)}; "
-                              f"its options are: {', '.join(accepted) or '(none)'}")
+            raise ConfigError(
+                f"{where}: backend {backend!r} has no option {key!r}{did_you_mean(key, accepted)}; "
+                f"its options are: {', '.join(accepted) or '(none)'}"
+            )
 
 
 def _check_env_kwargs(env_id: str, env_kwargs: Mapping[str, Any]) -> None:
@@ -486,7 +517,11 @@ def _check_env_kwargs(env_id: str, env_kwargs: Mapping[str, Any]) -> None:
     for key in env_kwargs:
         if key not in accepted:
             entry_point = gym.registry[env_id].entry_point
-            where = entry_point if isinstance(entry_point, str) else getattr(entry_point, "__qualname__", entry_point)
+            where = (
+                entry_point
+                if isinstance(entry_point, str)
+                else getattr(entry_point, "__qualname__", entry_point)
+            )
             raise ConfigError(f"env_kwargs.{key}: the env {env_id!r} ({where}) takes no argument {key!r}"
                               f"{did_you_mean(key, accepted)}; it takes: {', '.join(sorted(accepted))}")
 
@@ -510,7 +545,11 @@ def _check_wrapper(index: int, item: str | Mapping[str, Any], family: str, env_i
 
 def _describe(error: Mapping[str, Any], data: Mapping[str, Any]) -> str:
     """One pydantic error as ``key.path: expected ..., got ...``."""
-    loc = [part for part in error["loc"] if not (isinstance(part, str) and part.startswith(("function-", "nullable[")))]
+    loc = [
+        part
+        for part in error["loc"]
+        if not (isinstance(part, str) and part.startswith(("function-", "nullable[")))
+    ]
     # Unions report each member; keep the key path itself.
     loc = [part for part in loc if isinstance(part, int) or part in _KNOWN_KEYS or not _looks_like_type(part)]
     key = _key_text(loc) or "config"
@@ -532,7 +571,9 @@ _KNOWN_KEYS = set(ConfigModel.model_fields) | set(RunOptions.model_fields)
 
 
 def _looks_like_type(part: Any) -> bool:
-    return isinstance(part, str) and (part in ("int", "str", "bool", "float", "none", "tuple", "list", "dict") or "[" in part)
+    return isinstance(part, str) and (
+        part in ("int", "str", "bool", "float", "none", "tuple", "list", "dict") or "[" in part
+    )
 
 
 def _join(path: str, key: Any) -> str:
@@ -544,11 +585,17 @@ def _split_key(key: str) -> list[str | int]:
     position = 0
     for match in _PATH_PART.finditer(key):
         if match.start() != position and key[position:match.start()] != ".":
-            raise ConfigError(f"--set {key!r}: expected a key like num_envs, backend_kwargs.num_workers or wrappers[1].stack_size")
+            raise ConfigError(
+                f"--set {key!r}: expected a key like num_envs, backend_kwargs.num_workers or "
+                "wrappers[1].stack_size"
+            )
         parts.append(match.group(1) if match.group(1) is not None else int(match.group(2)))
         position = match.end()
     if position != len(key) or not parts or isinstance(parts[0], int):
-        raise ConfigError(f"--set {key!r}: expected a key like num_envs, backend_kwargs.num_workers or wrappers[1].stack_size")
+        raise ConfigError(
+            f"--set {key!r}: expected a key like num_envs, backend_kwargs.num_workers or "
+            "wrappers[1].stack_size"
+        )
     return parts
 
 
@@ -572,5 +619,6 @@ def _warn_versions(written: Mapping[str, str | None]) -> None:
     differ = [f"{name} {written[name]} (installed: {installed.get(name)})" for name in written
               if name in installed and written[name] != installed[name]]
     if differ:
-        warnings.warn(f"the config was written with {', '.join(differ)}; trajectories may differ", stacklevel=4)
-
+        warnings.warn(
+            f"the config was written with {', '.join(differ)}; trajectories may differ", stacklevel=4
+        )

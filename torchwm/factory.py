@@ -10,7 +10,6 @@ id, ``vectorization_mode`` and ``vector_kwargs`` (`gymnasium_arguments`).
 
 from __future__ import annotations
 
-import contextvars
 import functools
 import inspect
 import sys
@@ -22,7 +21,7 @@ from gymnasium.envs.registration import EnvSpec
 
 from torchwm import names
 from torchwm.errors import UnsupportedStackError
-from torchwm.plugins import registry
+from torchwm.plugins import backend_options, registry
 from torchwm.spec import (
     EPISODE_STATISTICS,
     VecSpec,
@@ -35,6 +34,7 @@ from torchwm.spec import (
     wrapper_options,
 )
 from torchwm.wrappers.atari_fused import build_fused_atari, unfusable_reason
+from torchwm.wrappers.env_index import env_index_var as _env_index
 
 # gymnasium.make_vec's vectorization_mode -> torchwm's backend. "async" is AsyncVectorEnv, whose
 # default is shared_memory=True: shmem is the same design (vector_kwargs={"shared_memory": False}
@@ -243,15 +243,6 @@ def _check_wrapper_options_given_to_env(env_id: str, env_kwargs: dict[str, Any])
             )
 
 
-# Which env of its vector env `build_env` is building: the ``record_video`` wrapper records only some.
-_env_index: contextvars.ContextVar[int | None] = contextvars.ContextVar("torchwm_env_index", default=None)
-
-
-def current_env_index() -> int | None:
-    """The index in its vector env of the env being built (for a wrapper factory), or None outside one."""
-    return _env_index.get()
-
-
 def build_env(spec: VecSpec, index: int | None = None) -> gym.Env:
     """One env of ``spec`` (env ``index`` of its vector env): the fused Atari env if ``spec.fused``, else
     source then wrappers."""
@@ -404,7 +395,6 @@ def make_vec_from_fns(
         raise TypeError(f"backend_kwargs must be a dict, got {backend_kwargs!r}")
     if seed is not None:
         seed = check_seed(seed)
-    from torchwm.listing import backend_options
     from torchwm.vector.env_group import env_fns_of
 
     options = backend_options(backend)

@@ -2,23 +2,29 @@
 
 ``torchwm list`` prints exactly these. A name's options come from what its
 plugin declared (``register(..., options={...})``) or else from the
-signature of its factory; `backend_options` is the list config files and
-``torchwm bench``/``check`` check option names against before anything starts.
+signature of its factory (`torchwm.registry.options_of`).
 """
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from torchwm.config import shipped_configs
 from torchwm.plugins import registry
+from torchwm.registry import REQUIRED, options_of
 from torchwm.spec import wrapper_options
 
-# Shown for an option without a default and for a factory that takes any keyword (``**options``).
-REQUIRED = inspect.Parameter.empty
+__all__ = [
+    "REQUIRED",
+    "ConfigInfo",
+    "PluginInfo",
+    "list_backends",
+    "list_configs",
+    "list_sources",
+    "list_wrappers",
+]
 
 
 @dataclass(frozen=True)
@@ -35,48 +41,22 @@ class PluginInfo:
 
 @dataclass(frozen=True)
 class ConfigInfo:
-    """One example config shipped in the package: its name (``torchwm run NAME``), file and first comment line."""
+    """One example config shipped in the package: its name (``torchwm run NAME``), file and first comment
+    line."""
 
     name: str
     path: Path
     description: str
 
 
-def backend_options(name: str) -> list[str] | None:
-    """The option names backend ``name`` takes, or None when it takes any keyword and checks them itself.
-
-    Raises:
-        UnknownNameError: no backend of that name (with the closest names).
-    """
-    options = _options("backend", registry("backend").get(name))
-    if any(key.startswith("**") for key in options):
-        return None
-    return list(options)
-
-
 def _options(kind: str, entry: Any) -> dict[str, Any]:
     """Keyword options and their defaults: declared by the plugin, else a wrapper's after ``env``,
-    a backend's after ``spec``; a ``**name`` key when the factory takes any keyword."""
-    declared = entry.metadata.get("options")
-    if isinstance(declared, dict):
-        return dict(declared)
-    if kind == "source":
-        return {}
+    a backend's after ``spec`` (`options_of`); a ``**name`` key when the factory takes any keyword."""
+    if isinstance(entry.metadata.get("options"), dict) or kind == "backend":
+        return options_of(entry)
     if kind == "wrapper":
         return {k: p.default for k, p in wrapper_options(entry.factory).items()}
-    return _signature_options(entry.factory)
-
-
-def _signature_options(factory: Callable[..., Any]) -> dict[str, Any]:
-    try:
-        params = list(inspect.signature(factory).parameters.values())[1:]  # after spec
-    except (TypeError, ValueError):
-        return {"**options": REQUIRED}
-    options: dict[str, Any] = {p.name: p.default for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
-    for p in params:
-        if p.kind is p.VAR_KEYWORD:
-            options["**" + p.name] = REQUIRED
-    return options
+    return {}
 
 
 def _describe(kind: str) -> list[PluginInfo]:
@@ -86,7 +66,8 @@ def _describe(kind: str) -> list[PluginInfo]:
 
 
 def list_backends() -> list[PluginInfo]:
-    """Every backend, with its options and their defaults (``**options``: any keyword, checked by the backend)."""
+    """Every backend, with its options and their defaults (``**options``: any keyword, checked by the
+    backend)."""
     return _describe("backend")
 
 
@@ -107,10 +88,10 @@ def list_configs() -> list[ConfigInfo]:
         >>> [c.name for c in list_configs()][:2]
         ['breakout', 'cartpole']
     """
-    from torchwm.config import shipped_configs
-
     found = []
     for name, path in shipped_configs().items():
-        comment = next((line for line in path.read_text(encoding="utf-8").splitlines() if line.startswith("#")), "#")
+        comment = next(
+            (line for line in path.read_text(encoding="utf-8").splitlines() if line.startswith("#")), "#"
+        )
         found.append(ConfigInfo(name, path, comment.lstrip("#").strip()))
     return found

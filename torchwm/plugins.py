@@ -31,7 +31,7 @@ from typing import Any
 import pluggy
 
 from torchwm import hookspecs
-from torchwm.registry import Registry
+from torchwm.registry import Registry, options_of
 
 DEFAULT_PLUGINS = (
     "torchwm.sources",
@@ -275,6 +275,19 @@ def registry(kind: str) -> Registry:
             _registries = _collect(manager)
             _report(sorted(manager.failed.values(), key=lambda f: f.name))
         return _registries[kind]
+
+
+def backend_options(name: str) -> list[str] | None:
+    """The option names backend ``name`` takes, or None when it takes any keyword and checks them itself:
+    what config files and ``torchwm bench``/``check`` check option names against before anything starts.
+
+    Raises:
+        UnknownNameError: no backend of that name (with the closest names).
+    """
+    options = options_of(registry("backend").get(name))
+    if any(key.startswith("**") for key in options):
+        return None
+    return list(options)
 
 
 def register_plugin(plugin: Any, name: str | None = None) -> None:

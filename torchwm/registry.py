@@ -3,16 +3,22 @@
 A `Registry` is the collection the ``register`` callback of a hook fills. It
 keeps, for every name, the factory, the plugin that registered it and that
 plugin's distribution, so that ``torchwm list`` can say where a name comes
-from and an unknown name can be answered with close matches.
+from and an unknown name can be answered with close matches. An entry's
+options (`options_of`) are those its plugin declared, else the keyword
+parameters of its factory.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from torchwm.errors import DuplicateNameError, UnknownNameError
+
+# Shown for an option without a default and for a factory that takes any keyword (``**options``).
+REQUIRED = inspect.Parameter.empty
 
 
 @dataclass(frozen=True)
@@ -47,9 +53,13 @@ class Registry:
         **metadata: Any,
     ) -> None:
         if not isinstance(name, str) or not name:
-            raise TypeError(f"a {self.kind} name must be a non-empty string, got {name!r} from plugin {plugin!r}")
+            raise TypeError(
+                f"a {self.kind} name must be a non-empty string, got {name!r} from plugin {plugin!r}"
+            )
         if not callable(factory):
-            raise TypeError(f"the {self.kind} {name!r} from plugin {plugin!r} must be callable, got {factory!r}")
+            raise TypeError(
+                f"the {self.kind} {name!r} from plugin {plugin!r} must be callable, got {factory!r}"
+            )
         previous = self._entries.get(name)
         if previous is not None and not override:
             raise DuplicateNameError(
@@ -73,3 +83,29 @@ class Registry:
 
     def names(self) -> list[str]:
         return sorted(self._entries)
+
+
+def options_of(entry: Entry) -> dict[str, Any]:
+    """Keyword options of ``entry`` and their defaults: declared by its plugin (``register(...,
+    options={...})``),
+    else those of its factory after the first argument (a backend's ``spec``), with a ``**name`` key when the
+    factory takes any keyword."""
+    declared = entry.metadata.get("options")
+    if isinstance(declared, dict):
+        return dict(declared)
+    return signature_options(entry.factory)
+
+
+def signature_options(factory: Callable[..., Any]) -> dict[str, Any]:
+    """The keyword parameters of ``factory`` after its first, with their defaults (`REQUIRED` for none)."""
+    try:
+        params = list(inspect.signature(factory).parameters.values())[1:]
+    except (TypeError, ValueError):
+        return {"**options": REQUIRED}
+    options: dict[str, Any] = {
+        p.name: p.default for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    }
+    for p in params:
+        if p.kind is p.VAR_KEYWORD:
+            options["**" + p.name] = REQUIRED
+    return options

@@ -34,15 +34,23 @@ __all__ = [
 
 @hookimpl
 def register_wrappers(register):
-    register("atari_preprocessing", atari_preprocessing, family="atari", env_kwargs={"frameskip": 1},
-             description="gymnasium AtariPreprocessing: no-op reset, frame skip + max-pool, resize, grayscale")
+    register(
+        "atari_preprocessing",
+        atari_preprocessing,
+        family="atari",
+        env_kwargs={"frameskip": 1},
+        description="gymnasium AtariPreprocessing: no-op reset, frame skip + max-pool, resize, grayscale",
+    )
     register("frame_stack", frame_stack, description="gymnasium FrameStackObservation")
     register("episodic_life", episodic_life, family="atari",
              description="a lost life ends the episode; the game restarts only at game over (DeepMind)")
     register("fire_reset", fire_reset, family="atari", description="press FIRE once after each reset")
     register("clip_reward", clip_reward, description="gymnasium ClipReward")
-    register("episode_statistics", episode_statistics,
-             description="gymnasium RecordEpisodeStatistics on the env the source makes: whole games, raw rewards")
+    register(
+        "episode_statistics",
+        episode_statistics,
+        description="gymnasium RecordEpisodeStatistics on the env the source makes: whole games, raw rewards",
+    )
     register("resize", resize, description="gymnasium ResizeObservation")
     register("record_video", record_video, env_kwargs={"render_mode": "rgb_array"},
              description="MP4 videos of chosen envs (env 0 by default), gymnasium RecordVideo; needs [video]")

@@ -3,7 +3,7 @@
 A wrapper of a torchwm stack wraps each single env where the env lives: in
 the worker process on ``subproc`` and ``shmem``, in the parent on ``sync``.
 Every env of a vector env is built from the same spec; `torchwm.factory`
-tells the wrapper which env it is building (`torchwm.factory.current_env_index`),
+tells the wrapper which env it is building (`torchwm.wrappers.env_index`),
 so that the envs named in ``env_ids`` (env 0 by default) record and the others
 pass through unchanged. Each recorded env writes
 ``<video_folder>/<name_prefix>-env<i>-episode-<n>.mp4``, one file an episode
@@ -31,6 +31,7 @@ import numpy as np
 import pydantic
 
 from torchwm.extras import missing_extra
+from torchwm.wrappers.env_index import current_env_index
 
 
 class RecordingEnv(gym.wrappers.RecordVideo):
@@ -48,7 +49,9 @@ class RecordingEnv(gym.wrappers.RecordVideo):
         frame = self.env.render()
         if not isinstance(frame, np.ndarray):
             self.stop_recording()
-            raise TypeError(f"record_video: render() returned {type(frame).__name__}, not an RGB frame (an array)")
+            raise TypeError(
+                f"record_video: render() returned {type(frame).__name__}, not an RGB frame (an array)"
+            )
         if self._writer is None:
             self._writer = mp4_writer(os.path.join(self.video_folder, f"{self._video_name}.mp4"),
                                       frame.shape[1], frame.shape[0], self.frames_per_sec)
@@ -110,8 +113,6 @@ def record_video(
         name_prefix: start of the file names; ``-env<i>-episode-<n>.mp4`` follows.
         fps: frames per second of the video; by default the env's ``metadata["render_fps"]``.
     """
-    from torchwm.factory import current_env_index
-
     index = current_env_index()
     if index is None:
         index = 0  # a single env (make_env) is env 0
@@ -141,11 +142,13 @@ def record_video(
 
 
 def with_video(spec: Any, video_folder: str | os.PathLike[str], **options: Any) -> Any:
-    """``spec`` (a `torchwm.VecSpec`) with ``record_video`` at the end of its stack: what ``torchwm run --video``
+    """``spec`` (a `torchwm.VecSpec`) with ``record_video`` at the end of its stack: what ``torchwm run
+    --video``
     builds. ``options`` are record_video's (``every_n_episodes``, ``env_ids``, ...).
 
     Raises:
-        MissingExtraError: moviepy or imageio-ffmpeg is not installed (checked here, before any worker starts).
+        MissingExtraError: moviepy or imageio-ffmpeg is not installed (checked here, before any worker
+        starts).
     """
     from torchwm.spec import resolve_wrapper, wrapper_env_kwargs
 
