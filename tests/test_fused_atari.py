@@ -239,9 +239,24 @@ def _v5_ids() -> list[str]:
     return [f"ALE/{name}-v5" for name in names if f"ALE/{name}-v5" in gym.registry]
 
 
+@pytest.fixture
+def plain_lookup():
+    """The kernel's plain gray lookup, forced (as TORCHWM_ATARI_KERNEL=plain does): the every-ROM test
+    runs it end to end against the chain; the vector paths are compared with it and with ALE's screens on
+    every ROM in tests/test_atari_kernel.py, and the CPU's own path runs in every other test here."""
+    from torchwm import native
+
+    if native.KERNEL is None:
+        yield None
+        return
+    previous = native.KERNEL._set_lookup("plain")
+    yield "plain"
+    native.KERNEL._set_lookup(previous)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_every_rom_fused_equals_chain_for_200_steps():
+def test_every_rom_fused_equals_chain_for_200_steps(plain_lookup):
     ids = _v5_ids()
     assert len(ids) > 90
     refused = []
