@@ -110,15 +110,18 @@ def test_equals_opencv_on_atari_sized_frames_and_one_pixel_targets(resize_path, 
 def test_rounding_ties_round_as_opencv_does(resize_path, value, pattern):
     """Frames whose area averages land on .5 (and on values float cannot hold exactly)."""
     rows, cols = np.indices((210, 160))
-    mask = {"flat": np.ones((210, 160), bool), "checker": (rows + cols) % 2 == 0, "stripes": cols % 2 == 0}[pattern]
+    masks = {"flat": np.ones((210, 160), bool), "checker": (rows + cols) % 2 == 0, "stripes": cols % 2 == 0}
+    mask = masks[pattern]
     frame = np.where(mask, value, value - 1 if value else 0).astype(np.uint8)
     for size in [(84, 84), (105, 64), (42, 100)]:
         np.testing.assert_array_equal(kernel(frame, None, size), reference(frame, None, size))
 
 
 @pytest.mark.parametrize("make, words", [
-    (lambda: (np.zeros((4, 4), np.float32), None, np.zeros((3, 3), np.uint8)), "frame: expected a uint8 array"),
-    (lambda: (np.zeros((4, 4, 2), np.uint8), None, np.zeros((3, 3, 2), np.uint8)), r"frame: expected an image of shape"),
+    (lambda: (np.zeros((4, 4), np.float32), None, np.zeros((3, 3), np.uint8)),
+     "frame: expected a uint8 array"),
+    (lambda: (np.zeros((4, 4, 2), np.uint8), None, np.zeros((3, 3, 2), np.uint8)),
+     r"frame: expected an image of shape"),
     (lambda: (np.zeros((4, 4), np.uint8), np.zeros((4, 5), np.uint8), np.zeros((3, 3), np.uint8)),
      "other: expected the shape of frame"),
     (lambda: (np.zeros((4, 4), np.uint8), None, np.zeros((3, 3, 3), np.uint8)), "out: expected 1 channel"),
@@ -216,7 +219,8 @@ def palette_screens(draw):
 @given(palette_screens(), st.booleans())
 def test_palette_lookup_is_a_table_lookup_and_says_when_an_index_is_unknown(lookup_path, case, pooled):
     indices, table = case
-    other = np.random.default_rng(len(indices)).integers(0, 256, len(indices), dtype=np.uint8) if pooled else None
+    rng = np.random.default_rng(len(indices))
+    other = rng.integers(0, 256, len(indices), dtype=np.uint8) if pooled else None
     expected = table[0, indices] if other is None else np.maximum(table[0, indices], other)
     for path in (lookup_path, None):  # named, and as the current path
         out = np.empty_like(indices)
@@ -245,11 +249,13 @@ def test_palette_lookup_finds_each_entry_and_each_unknown_entry(lookup_path, ind
 
 
 @pytest.mark.parametrize("make, words", [
-    (lambda: (np.zeros(8, np.uint8), np.zeros((2, 255), np.uint8), np.zeros(8, np.uint8)), "table: expected a"),
+    (lambda: (np.zeros(8, np.uint8), np.zeros((2, 255), np.uint8), np.zeros(8, np.uint8)),
+     "table: expected a"),
     (lambda: (np.zeros(8, np.uint8), np.zeros((2, 256), np.uint8), np.zeros(7, np.uint8)), "out: expected 8"),
-    (lambda: (np.zeros(8, np.int16), np.zeros((2, 256), np.uint8), np.zeros(8, np.uint8)), "indices: expected a uint8"),
-    (lambda: (np.zeros(8, np.uint8), np.zeros((2, 256), np.uint8), np.zeros(8, np.uint8), np.zeros(9, np.uint8)),
-     "other: expected 8"),
+    (lambda: (np.zeros(8, np.int16), np.zeros((2, 256), np.uint8), np.zeros(8, np.uint8)),
+     "indices: expected a uint8"),
+    (lambda: (np.zeros(8, np.uint8), np.zeros((2, 256), np.uint8), np.zeros(8, np.uint8),
+              np.zeros(9, np.uint8)), "other: expected 8"),
 ])
 def test_palette_lookup_refuses_bad_input(make, words):
     with pytest.raises(ValueError, match=words):
@@ -272,7 +278,8 @@ def test_a_lookup_path_the_cpu_lacks_is_refused_with_the_paths_it_has():
     missing = [path for path in native.PATHS if path not in KERNEL.lookup_paths()]
     if not missing:
         pytest.skip("this CPU has every gray lookup path")
-    with pytest.raises(ValueError, match=f"'{missing[0]}' is not available on this CPU or build \\(available: "):
+    words = f"'{missing[0]}' is not available on this CPU or build \\(available: "
+    with pytest.raises(ValueError, match=words):
         KERNEL._set_lookup(missing[0])
     assert KERNEL.lookup_paths()[-1] == "plain"  # the plain loop is always there
 
@@ -307,7 +314,8 @@ def folded(indices: np.ndarray, table: np.ndarray, other: np.ndarray | None, siz
 def test_the_folded_lookup_rounds_ties_as_opencv_does(lookup_path, resize_path, value, pattern):
     """The tie frames of the resize test above, as palette indices through a table, pooled or not."""
     rows, cols = np.indices((210, 160))
-    mask = {"flat": np.ones((210, 160), bool), "checker": (rows + cols) % 2 == 0, "stripes": cols % 2 == 0}[pattern]
+    masks = {"flat": np.ones((210, 160), bool), "checker": (rows + cols) % 2 == 0, "stripes": cols % 2 == 0}
+    mask = masks[pattern]
     indices = np.where(mask, 200, 7).astype(np.uint8)  # one index in each half of the table
     table = np.zeros((2, 256), np.uint8)
     table[0, 200], table[0, 7], table[1, [200, 7]] = value, value - 1 if value else 0, 255
@@ -443,7 +451,8 @@ def _native_in_subprocess(code: str, **environment: str):
 
 
 def test_torchwm_native_0_turns_the_kernel_off():
-    result = _native_in_subprocess("print(n.KERNEL is None, n.kernel_path(), n.kernel_status())", TORCHWM_NATIVE="0")
+    code = "print(n.KERNEL is None, n.kernel_path(), n.kernel_status())"
+    result = _native_in_subprocess(code, TORCHWM_NATIVE="0")
     assert result.stdout.startswith("True opencv NumPy and OpenCV (TORCHWM_NATIVE=0)"), result.stderr
 
 
@@ -463,12 +472,14 @@ def test_the_switch_forces_each_lookup_path_the_cpu_has(path):
     # The resize a CPU of that kind runs: AVX-512 only alongside VBMI.
     assert resize == ("AVX-512" if path == "vbmi" else "SSE2")
     label = {"vbmi": "AVX-512 VBMI", "avx2": "AVX2", "plain": "plain C"}[path]
-    assert f"{label} gray lookup, {resize} max-pool" in status and f"forced by TORCHWM_ATARI_KERNEL={path}" in status
+    assert f"{label} gray lookup, {resize} max-pool" in status
+    assert f"forced by TORCHWM_ATARI_KERNEL={path}" in status
 
 
 def test_the_switch_refuses_an_unknown_path():
     result = _native_in_subprocess("pass", TORCHWM_ATARI_KERNEL="sse4")
-    assert "ValueError: TORCHWM_ATARI_KERNEL: expected one of vbmi, avx2, plain or auto, got 'sse4'" in result.stderr
+    words = "ValueError: TORCHWM_ATARI_KERNEL: expected one of vbmi, avx2, plain or auto, got 'sse4'"
+    assert words in result.stderr
 
 
 def test_without_the_switch_the_best_path_of_the_cpu_runs():

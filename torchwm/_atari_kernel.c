@@ -138,7 +138,8 @@ static void row_pass4(const uint8_t *const s[4], int sw, const Tap *xtab, const 
     for (int dx = 0; dx < dw; dx++) {
         __m128 acc = _mm_setzero_ps();
         for (int k = first[dx]; k < first[dx + 1]; k++)
-            acc = _mm_add_ps(acc, _mm_mul_ps(_mm_loadu_ps(lanes + 4 * xtab[k].si), _mm_set1_ps(xtab[k].alpha)));
+            acc = _mm_add_ps(acc, _mm_mul_ps(_mm_loadu_ps(lanes + 4 * xtab[k].si),
+                                             _mm_set1_ps(xtab[k].alpha)));
         float v[4];
         _mm_storeu_ps(v, acc);
         h[0][dx] = v[0], h[1][dx] = v[1], h[2][dx] = v[2], h[3][dx] = v[3];
@@ -154,7 +155,8 @@ static void store_row(const float *sum, int n, uint8_t *d)
 #if defined(__SSE2__)
     for (; x + 16 <= n; x += 16) {
         __m128i a = _mm_cvtps_epi32(_mm_loadu_ps(sum + x)), b = _mm_cvtps_epi32(_mm_loadu_ps(sum + x + 4));
-        __m128i c = _mm_cvtps_epi32(_mm_loadu_ps(sum + x + 8)), e = _mm_cvtps_epi32(_mm_loadu_ps(sum + x + 12));
+        __m128i c = _mm_cvtps_epi32(_mm_loadu_ps(sum + x + 8));
+        __m128i e = _mm_cvtps_epi32(_mm_loadu_ps(sum + x + 12));
         _mm_storeu_si128((__m128i *)(d + x), _mm_packus_epi16(_mm_packs_epi32(a, b), _mm_packs_epi32(c, e)));
     }
 #endif
@@ -181,7 +183,8 @@ static int have_avx512; /* set at import: the CPU has AVX-512 F, BW and VL */
 
 static int cpu_has_avx512(void)
 {
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")
+           && __builtin_cpu_supports("avx512vl");
 }
 
 /* Destination columns [start, start + count) whose taps all fall in the 32 source pixels from `base`:
@@ -195,7 +198,8 @@ typedef struct {
 /* Splits the columns into `ColumnGroup`s and fills their index and weight vectors; returns how many
  * groups, 0 when a column's taps span 32 pixels or more (a shrink by more than 31: the SSE pass then),
  * or -1 when memory ran out. */
-static int column_groups(const Tap *xtab, const int *first, int dw, ColumnGroup **groups_out, int32_t **index_out,
+static int column_groups(const Tap *xtab, const int *first, int dw, ColumnGroup **groups_out,
+                         int32_t **index_out,
                          float **weight_out)
 {
     ColumnGroup *groups = malloc(sizeof(ColumnGroup) * (size_t)dw);
@@ -245,10 +249,12 @@ static void row_pass16(const uint8_t *s, int sw, const ColumnGroup *groups, int 
 {
     int x = 0;
     for (; x + 16 <= sw; x += 16)
-        _mm512_storeu_ps(row + x, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(s + x)))));
+        _mm512_storeu_ps(row + x,
+                         _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(s + x)))));
     if (x < sw) { /* the last pixels, without reading past the row */
         __m128i tail = _mm_maskz_loadu_epi8((__mmask16)((1u << (sw - x)) - 1), s + x);
-        _mm512_mask_storeu_ps(row + x, (__mmask16)((1u << (sw - x)) - 1), _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(tail)));
+        _mm512_mask_storeu_ps(row + x, (__mmask16)((1u << (sw - x)) - 1),
+                              _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(tail)));
     }
     for (int i = 0; i < n; i++) {
         const ColumnGroup *g = &groups[i];
@@ -279,7 +285,8 @@ static void vertical_pass16(const float *h, const Tap *ytab, int ytab_size, int 
                                         _mm512_maskz_loadu_ps(mask, h + (size_t)ytab[j].si * out_len + x));
             if (ytab[j].di != prev_dy) {
                 __m512i rounded = _mm512_max_epi32(_mm512_cvtps_epi32(sum), _mm512_setzero_si512());
-                _mm_mask_storeu_epi8(out + (size_t)prev_dy * out_len + x, mask, _mm512_cvtusepi32_epi8(rounded));
+                _mm_mask_storeu_epi8(out + (size_t)prev_dy * out_len + x, mask,
+                                     _mm512_cvtusepi32_epi8(rounded));
                 sum = term;
                 prev_dy = ytab[j].di;
             } else {
@@ -394,13 +401,15 @@ static int image_shape(Py_buffer *view, const char *what, int *h, int *w, int *c
         return -1;
     }
     if (!(view->ndim == 2 || (view->ndim == 3 && view->shape[2] == 3))) {
-        PyErr_Format(PyExc_ValueError, "%s: expected an image of shape (height, width) or (height, width, 3), "
-                     "got %d dimensions", what, view->ndim);
+        PyErr_Format(PyExc_ValueError,
+                     "%s: expected an image of shape (height, width) or (height, width, 3), "
+                     "got %d dimensions",
+                     what, view->ndim);
         return -1;
     }
     if (view->shape[0] < 1 || view->shape[1] < 1 || view->shape[0] > 1 << 20 || view->shape[1] > 1 << 20) {
-        PyErr_Format(PyExc_ValueError, "%s: expected between 1 and 2**20 rows and columns, got %zd x %zd", what,
-                     view->shape[0], view->shape[1]);
+        PyErr_Format(PyExc_ValueError, "%s: expected between 1 and 2**20 rows and columns, got %zd x %zd",
+                     what, view->shape[0], view->shape[1]);
         return -1;
     }
     *h = (int)view->shape[0], *w = (int)view->shape[1], *cn = view->ndim == 3 ? 3 : 1;
@@ -410,7 +419,8 @@ static int image_shape(Py_buffer *view, const char *what, int *h, int *w, int *c
 PyDoc_STRVAR(max_area_resize_doc,
 "max_area_resize(frame, other, out) -> None\n\n"
 "np.maximum(frame, other, out=frame) (unless other is None), then write\n"
-"cv2.resize(frame, out's size, interpolation=cv2.INTER_AREA) into out, byte for byte. uint8 C-contiguous images of shape (h, w) or (h, w, 3);\n"
+"cv2.resize(frame, out's size, interpolation=cv2.INTER_AREA) into out, byte for byte. uint8\n"
+"C-contiguous images of shape (h, w) or (h, w, 3);\n"
 "out must be smaller on both axes and not a whole-number scale on both (see handles()).");
 
 static PyObject *max_area_resize(PyObject *self, PyObject *args)
@@ -421,7 +431,8 @@ static PyObject *max_area_resize(PyObject *self, PyObject *args)
     Py_buffer frame = {0}, other = {0}, out = {0};
     int have_other = other_obj != Py_None, ok = 0;
     int h, w, cn, oh, ow, ocn, h2, w2, cn2;
-    if (PyObject_GetBuffer(frame_obj, &frame, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (have_other ? PyBUF_WRITABLE : 0)) < 0)
+    int frame_flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (have_other ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(frame_obj, &frame, frame_flags) < 0)
         goto done;
     if (have_other && PyObject_GetBuffer(other_obj, &other, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
         goto done;
@@ -443,8 +454,9 @@ static PyObject *max_area_resize(PyObject *self, PyObject *args)
         goto done;
     }
     if (oh > h || ow > w || (h % oh == 0 && w % ow == 0)) {
-        PyErr_Format(PyExc_ValueError, "the kernel only shrinks by a scale that is not a whole number on both "
-                     "axes; got %d x %d -> %d x %d (use cv2.resize)", h, w, oh, ow);
+        PyErr_Format(PyExc_ValueError,
+                     "the kernel only shrinks by a scale that is not a whole number on both axes; "
+                     "got %d x %d -> %d x %d (use cv2.resize)", h, w, oh, ow);
         goto done;
     }
     int failed;
@@ -476,23 +488,33 @@ done:
  * NULL (the max-pool folded into the lookup), over n bytes. `table` holds 256 gray values, then 256 "known"
  * bytes (0xFF for a palette index whose gray value was learned, 0 otherwise). Returns 1 when every index
  * was known, 0 otherwise (then dst is not to be used). */
-typedef int (*lookup_fn)(const uint8_t *src, const uint8_t *other, size_t n, const uint8_t *table, uint8_t *dst);
+typedef int (*lookup_fn)(const uint8_t *src, const uint8_t *other, size_t n, const uint8_t *table,
+                         uint8_t *dst);
 
-static int lookup_plain(const uint8_t *src, const uint8_t *other, size_t n, const uint8_t *table, uint8_t *dst)
+static int lookup_plain(const uint8_t *src, const uint8_t *other, size_t n, const uint8_t *table,
+                        uint8_t *dst)
 {
-    const uint8_t *known = table + 256;
-    uint8_t all_known = 0xFF;
-    if (other == NULL) {
-        for (size_t i = 0; i < n; i++) {
-            dst[i] = table[src[i]];
-            all_known &= known[src[i]];
+    /* The table in local arrays and four indices read before four bytes are written: the compiler then
+     * needs no reload of either after each store (dst may be any buffer, even src). */
+    uint8_t gray[256], known[256];
+    memcpy(gray, table, 256);
+    memcpy(known, table + 256, 256);
+    unsigned all_known = 0xFF;
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        uint8_t a = src[i], b = src[i + 1], c = src[i + 2], d = src[i + 3];
+        uint8_t ga = gray[a], gb = gray[b], gc = gray[c], gd = gray[d];
+        if (other != NULL) {
+            uint8_t oa = other[i], ob = other[i + 1], oc = other[i + 2], od = other[i + 3];
+            ga = ga > oa ? ga : oa, gb = gb > ob ? gb : ob, gc = gc > oc ? gc : oc, gd = gd > od ? gd : od;
         }
-    } else {
-        for (size_t i = 0; i < n; i++) {
-            uint8_t gray = table[src[i]];
-            dst[i] = gray > other[i] ? gray : other[i];
-            all_known &= known[src[i]];
-        }
+        dst[i] = ga, dst[i + 1] = gb, dst[i + 2] = gc, dst[i + 3] = gd;
+        all_known &= (unsigned)(known[a] & known[b] & known[c] & known[d]);
+    }
+    for (; i < n; i++) {
+        uint8_t g = gray[src[i]];
+        all_known &= known[src[i]];
+        dst[i] = other != NULL && other[i] > g ? other[i] : g;
     }
     return all_known == 0xFF;
 }
@@ -506,7 +528,8 @@ static int lookup_plain(const uint8_t *src, const uint8_t *other, size_t n, cons
  * Whether every index is known is a bitset test of 3 more vpshufb: bit h % 8 of byte l of the half's
  * bitmap. */
 __attribute__((target("avx2")))
-static int lookup_avx2(const uint8_t *src, const uint8_t *other, size_t n, const uint8_t *table, uint8_t *dst)
+static int lookup_avx2(const uint8_t *src, const uint8_t *other, size_t n, const uint8_t *table,
+                       uint8_t *dst)
 {
     __m256i rows[2][8];
     uint8_t bitmaps[2][16] = {{0}};
@@ -525,7 +548,8 @@ static int lookup_avx2(const uint8_t *src, const uint8_t *other, size_t n, const
     const __m256i bitmap_hi = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)bitmaps[1]));
     const __m256i bit_of = _mm256_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128,
                                             1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128);
-    const __m256i low7 = _mm256_set1_epi8(0x7F), low4 = _mm256_set1_epi8(0x0F), sixteen = _mm256_set1_epi8(16);
+    const __m256i low7 = _mm256_set1_epi8(0x7F), low4 = _mm256_set1_epi8(0x0F);
+    const __m256i sixteen = _mm256_set1_epi8(16);
     const __m256i zero = _mm256_setzero_si256();
     __m256i unknown = zero;
     size_t i = 0;
@@ -543,9 +567,10 @@ static int lookup_avx2(const uint8_t *src, const uint8_t *other, size_t n, const
             gray = _mm256_max_epu8(gray, _mm256_loadu_si256((const __m256i *)(other + i)));
         _mm256_storeu_si256((__m256i *)(dst + i), gray);
         __m256i l = _mm256_and_si256(x, low4), h = _mm256_and_si256(_mm256_srli_epi16(x, 4), low4);
-        __m256i bits = _mm256_blendv_epi8(_mm256_shuffle_epi8(bitmap_lo, l), _mm256_shuffle_epi8(bitmap_hi, l), x);
-        unknown = _mm256_or_si256(unknown, _mm256_cmpeq_epi8(_mm256_and_si256(bits, _mm256_shuffle_epi8(bit_of, h)),
-                                                             zero));
+        __m256i bits_lo = _mm256_shuffle_epi8(bitmap_lo, l), bits_hi = _mm256_shuffle_epi8(bitmap_hi, l);
+        __m256i bits = _mm256_blendv_epi8(bits_lo, bits_hi, x);
+        __m256i bit = _mm256_and_si256(bits, _mm256_shuffle_epi8(bit_of, h));
+        unknown = _mm256_or_si256(unknown, _mm256_cmpeq_epi8(bit, zero));
     }
     int ok = _mm256_testz_si256(unknown, unknown);
     return lookup_plain(src + i, other ? other + i : NULL, n - i, table, dst + i) && ok;
@@ -554,7 +579,8 @@ static int lookup_avx2(const uint8_t *src, const uint8_t *other, size_t n, const
 /* The same with AVX-512 VBMI: vpermi2b looks 64 bytes up in a 128-entry table at once, so two of them
  * and a blend on the index's top bit cover the 256 entries. */
 __attribute__((target("avx512f,avx512bw,avx512vbmi")))
-static int lookup_vbmi(const uint8_t *src, const uint8_t *other, size_t n, const uint8_t *table, uint8_t *dst)
+static int lookup_vbmi(const uint8_t *src, const uint8_t *other, size_t n, const uint8_t *table,
+                       uint8_t *dst)
 {
     const __m512i g0 = _mm512_loadu_si512(table), g1 = _mm512_loadu_si512(table + 64);
     const __m512i g2 = _mm512_loadu_si512(table + 128), g3 = _mm512_loadu_si512(table + 192);
@@ -630,7 +656,8 @@ static const LookupPath *find_lookup(PyObject *name)
 /* Gets `obj` as a uint8 C-contiguous buffer; a ValueError naming `what` otherwise. */
 static int get_bytes(PyObject *obj, Py_buffer *view, const char *what, int writable)
 {
-    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0)) < 0)
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, view, flags) < 0)
         return -1;
     if (view->itemsize != 1 || (view->format != NULL && strcmp(view->format, "B") != 0)) {
         PyErr_Format(PyExc_ValueError, "%s: expected a uint8 array, got items of format '%s'", what,
@@ -653,8 +680,8 @@ static PyObject *palette_lookup(PyObject *self, PyObject *args, PyObject *kwargs
     static char *keywords[] = {"indices", "table", "out", "other", "path", NULL};
     PyObject *indices_obj, *table_obj, *out_obj, *other_obj = Py_None, *path_obj = Py_None;
     int ok = 0, all_known = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|OO:palette_lookup", keywords, &indices_obj, &table_obj,
-                                     &out_obj, &other_obj, &path_obj))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|OO:palette_lookup", keywords, &indices_obj,
+                                     &table_obj, &out_obj, &other_obj, &path_obj))
         return NULL;
     const LookupPath *path = find_lookup(path_obj);
     if (path == NULL)
@@ -674,7 +701,8 @@ static PyObject *palette_lookup(PyObject *self, PyObject *args, PyObject *kwargs
         goto done;
     }
     if (other_obj != Py_None && other.len != indices.len) {
-        PyErr_Format(PyExc_ValueError, "other: expected %zd bytes like indices, got %zd", indices.len, other.len);
+        PyErr_Format(PyExc_ValueError, "other: expected %zd bytes like indices, got %zd", indices.len,
+                     other.len);
         goto done;
     }
     Py_BEGIN_ALLOW_THREADS
@@ -699,8 +727,8 @@ PyDoc_STRVAR(palette_max_area_resize_doc,
 static PyObject *palette_max_area_resize(PyObject *self, PyObject *args)
 {
     PyObject *indices_obj, *table_obj, *frame_obj, *other_obj, *out_obj;
-    if (!PyArg_ParseTuple(args, "OOOOO:palette_max_area_resize", &indices_obj, &table_obj, &frame_obj, &other_obj,
-                          &out_obj))
+    if (!PyArg_ParseTuple(args, "OOOOO:palette_max_area_resize", &indices_obj, &table_obj, &frame_obj,
+                          &other_obj, &out_obj))
         return NULL;
     Py_buffer indices = {0}, table = {0}, frame = {0}, other = {0}, out = {0};
     Py_buffer *views[5] = {&indices, &table, &frame, &other, &out};
@@ -727,8 +755,9 @@ static PyObject *palette_max_area_resize(PyObject *self, PyObject *args)
         goto done;
     }
     if (oh > h || ow > w || (h % oh == 0 && w % ow == 0)) {
-        PyErr_Format(PyExc_ValueError, "the kernel only shrinks by a scale that is not a whole number on both "
-                     "axes; got %d x %d -> %d x %d (use cv2.resize)", h, w, oh, ow);
+        PyErr_Format(PyExc_ValueError,
+                     "the kernel only shrinks by a scale that is not a whole number on both axes; "
+                     "got %d x %d -> %d x %d (use cv2.resize)", h, w, oh, ow);
         goto done;
     }
     Py_BEGIN_ALLOW_THREADS
@@ -820,7 +849,8 @@ static PyObject *get_resize_path(PyObject *self, PyObject *unused)
 
 static PyMethodDef methods[] = {
     {"max_area_resize", max_area_resize, METH_VARARGS, max_area_resize_doc},
-    {"palette_lookup", (PyCFunction)(void (*)(void))palette_lookup, METH_VARARGS | METH_KEYWORDS, palette_lookup_doc},
+    {"palette_lookup", (PyCFunction)(void (*)(void))palette_lookup, METH_VARARGS | METH_KEYWORDS,
+     palette_lookup_doc},
     {"palette_max_area_resize", palette_max_area_resize, METH_VARARGS, palette_max_area_resize_doc},
     {"lookup_path", get_lookup_path, METH_NOARGS,
      "lookup_path() -> (name, label): the gray lookup path in use, e.g. ('avx2', 'AVX2')."},
@@ -828,7 +858,8 @@ static PyMethodDef methods[] = {
      "lookup_paths() -> tuple: the gray lookup paths this CPU and build have, best first."},
     {"resize_path", get_resize_path, METH_NOARGS, "resize_path() -> str: 'AVX-512', 'SSE2' or 'plain C'."},
     {"_set_lookup", set_lookup, METH_O,
-     "_set_lookup(name) -> str: use the gray lookup path `name` from now on; returns the previous one's name."},
+     "_set_lookup(name) -> str: use the gray lookup path `name` from now on; returns the previous one's "
+     "name."},
     {"_set_avx512", set_avx512, METH_O,
      "_set_avx512(enabled) -> bool: use the AVX-512 resize or not (tests: both paths give the same bytes); "
      "returns the previous setting."},
@@ -837,7 +868,9 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "torchwm._atari_kernel",
-    "The fused Atari env's gray lookup, max-pool and INTER_AREA resize in C, bit-exact with ALE and cv2.resize.", -1, methods,
+    "The fused Atari env's gray lookup, max-pool and INTER_AREA resize in C, bit-exact with ALE and "
+    "cv2.resize.",
+    -1, methods,
 };
 
 PyMODINIT_FUNC PyInit__atari_kernel(void)

@@ -35,7 +35,8 @@ def _load() -> tuple[ModuleType | None, str]:
 
 
 def _force(kernel: ModuleType | None, wanted: str) -> str:
-    """Applies ``TORCHWM_ATARI_KERNEL=wanted`` ("" or "auto": the CPU's best); returns the forced path or ""."""
+    """Applies ``TORCHWM_ATARI_KERNEL=wanted`` ("" or "auto": the CPU's best); returns the forced path,
+    or "" when none is."""
     if wanted in ("", "auto"):
         return ""
     if wanted not in PATHS:
@@ -43,7 +44,8 @@ def _force(kernel: ModuleType | None, wanted: str) -> str:
     if kernel is None:
         return ""  # TORCHWM_NATIVE=0 or no kernel: NumPy and OpenCV, which kernel_status says
     if wanted not in kernel.lookup_paths():
-        raise ValueError(f"{SWITCH}={wanted}: this CPU has no such path (it has {', '.join(kernel.lookup_paths())}); "
+        have = ", ".join(kernel.lookup_paths())
+        raise ValueError(f"{SWITCH}={wanted}: this CPU has no such path (it has {have}); "
                          f"unset {SWITCH} to take the best one")
     kernel._set_lookup(wanted)
     if wanted != "vbmi":
@@ -69,7 +71,8 @@ def fast_gray_lookup() -> bool:
 
 
 def kernel_path() -> str:
-    """The gray lookup path in use: ``"vbmi"``, ``"avx2"``, ``"plain"``, or ``"opencv"`` without the kernel."""
+    """The gray lookup path in use: ``"vbmi"``, ``"avx2"``, ``"plain"``, or ``"opencv"`` without the
+    kernel."""
     return "opencv" if KERNEL is None else str(KERNEL.lookup_path()[0])
 
 
