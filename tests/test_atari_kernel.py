@@ -248,6 +248,35 @@ def test_palette_lookup_finds_each_entry_and_each_unknown_entry(lookup_path, ind
         assert not KERNEL.palette_lookup(screen, table, out), position
 
 
+@pytest.mark.parametrize("pooled", [False, True])
+def test_palette_lookup_of_even_indices_and_a_stray_odd_one(lookup_path, pooled):
+    """Most games show only even palette indices (the AVX2 path then looks up a half-size table); a game
+    that shows odd ones (Air Raid) has them learned, then looked up in the whole table."""
+    rng = np.random.default_rng(3)
+    table = np.zeros((2, 256), np.uint8)
+    table[0] = rng.integers(0, 256, 256, dtype=np.uint8)
+    table[1, ::2] = 255  # the even indices known, as after the first screens of most games
+    indices = (rng.integers(0, 128, 33_600, dtype=np.uint8) * 2).astype(np.uint8)
+    other = rng.integers(0, 256, indices.size, dtype=np.uint8) if pooled else None
+    expected = table[0, indices] if other is None else np.maximum(table[0, indices], other)
+    out = np.empty_like(indices)
+    assert KERNEL.palette_lookup(indices, table, out, other)
+    np.testing.assert_array_equal(out, expected)
+    for position in (0, 17, 33_599):  # a vector lane, and the tail
+        odd = indices.copy()
+        odd[position] = 201
+        assert not KERNEL.palette_lookup(odd, table, out, other), position  # 201 not known yet
+        table[1, 201] = 255  # learned: now the whole table
+        assert KERNEL.palette_lookup(odd, table, out, other), position
+        want = table[0, odd] if other is None else np.maximum(table[0, odd], other)
+        np.testing.assert_array_equal(out, want)
+        table[1, 201] = 0
+    unknown = indices.copy()
+    unknown[5000] = 0
+    table[1, 0] = 0
+    assert not KERNEL.palette_lookup(unknown, table, out, other)
+
+
 @pytest.mark.parametrize("make, words", [
     (lambda: (np.zeros(8, np.uint8), np.zeros((2, 255), np.uint8), np.zeros(8, np.uint8)),
      "table: expected a"),

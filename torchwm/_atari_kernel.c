@@ -17,8 +17,11 @@
  *
  * `palette_lookup` turns ALE's screen of palette indices into gray values
  * through a table the caller learns from ALE's own grayscale screens: what
- * ale.getScreenGrayscale does, 64 pixels an instruction where the CPU has
- * AVX-512 VBMI (checked at import; a plain loop elsewhere).
+ * ale.getScreenGrayscale does. Three paths, the best the CPU has picked at
+ * import (`_set_lookup` forces one; torchwm/native.py reads the switch):
+ * AVX-512 VBMI (64 pixels an instruction), AVX2 (vpshufb on 16-entry rows of
+ * the table), and a plain loop. `palette_max_area_resize` folds the lookup of
+ * a step's last screen with the max-pool and the resize into one call.
  *
  * Built by setup.py as an optional extension: without a C compiler torchwm
  * installs without it and uses cv2 (torchwm/native.py says which runs).
@@ -520,15 +523,15 @@ static int lookup_plain(const uint8_t *src, const uint8_t *other, size_t n, cons
 }
 
 #if defined(HAVE_AVX512_PATHS)
-/* With AVX2, which has no 128-entry byte permute: vpshufb looks up 32 bytes at once in a 16-entry table
- * (per 128-bit lane). The 256-entry table is two halves of 128 (the index's top bit picks one, through
- * vpblendvb), each half 8 rows of 16. For an index y = 16 h + l (y < 128), y - 16 i is negative for
- * i > h, where vpshufb gives 0, and in 0..127 for i <= h, where it gives row i's entry l: so XOR-ing the
- * lookups of rows D_0 = T_0, D_i = T_i ^ T_(i-1) for i = 0..7 leaves T_h[l] (the sum telescopes).
- * Whether every index is known is a bitset test of 3 more vpshufb: bit h % 8 of byte l of the half's
- * bitmap. */
+/* With AVX2, which has no 128-entry byte permute (any index; lookup_avx2 below picks which): vpshufb
+ * looks up 32 bytes at once in a 16-entry table (per 128-bit lane). The 256-entry table is two halves
+ * of 128 (the index's top bit picks one, through vpblendvb), each half 8 rows of 16. For an index
+ * y = 16 h + l (y < 128), y - 16 i is negative for i > h, where vpshufb gives 0, and in 0..127 for
+ * i <= h, where it gives row i's entry l: so XOR-ing the lookups of rows D_0 = T_0, D_i = T_i ^ T_(i-1)
+ * for i = 0..7 leaves T_h[l] (the sum telescopes). Whether every index is known is a bitset test of
+ * 3 more vpshufb: bit h % 8 of byte l of the half's bitmap. */
 __attribute__((target("avx2")))
-static int lookup_avx2(const uint8_t *src, const uint8_t *other, size_t n, const uint8_t *table,
+static int lookup_avx2_any(const uint8_t *src, const uint8_t *other, size_t n, const uint8_t *table,
                        uint8_t *dst)
 {
     __m256i rows[2][8];
@@ -574,6 +577,73 @@ static int lookup_avx2(const uint8_t *src, const uint8_t *other, size_t n, const
     }
     int ok = _mm256_testz_si256(unknown, unknown);
     return lookup_plain(src + i, other ? other + i : NULL, n - i, table, dst + i) && ok;
+}
+
+/* lookup_avx2_any for screens of even indices only, which is what ALE gives for most games (Stella keeps
+ * colours in the top 7 bits): k = index / 2 looks up a 128-entry table, half the vpshufb. Returns -1,
+ * dst then undefined, when an index is odd. */
+__attribute__((target("avx2")))
+static int lookup_avx2_even(const uint8_t *src, const uint8_t *other, size_t n, const uint8_t *table,
+                            uint8_t *dst)
+{
+    __m256i rows[8];
+    uint8_t even[128], bitmap[16] = {0};
+    for (int k = 0; k < 128; k++) {
+        even[k] = table[2 * k];
+        if (table[256 + 2 * k])
+            bitmap[k & 15] |= (uint8_t)(1u << (k >> 4));
+    }
+    for (int i = 0; i < 8; i++) {
+        __m128i row = _mm_loadu_si128((const __m128i *)(even + 16 * i));
+        __m128i previous = i ? _mm_loadu_si128((const __m128i *)(even + 16 * (i - 1))) : _mm_setzero_si128();
+        rows[i] = _mm256_broadcastsi128_si256(_mm_xor_si128(row, previous));
+    }
+    const __m256i bits = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)bitmap));
+    const __m256i bit_of = _mm256_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 0, 0, 0, 0, 0, 0, 0, 0,
+                                            1, 2, 4, 8, 16, 32, 64, -128, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m256i low7 = _mm256_set1_epi8(0x7F), low4 = _mm256_set1_epi8(0x0F);
+    const __m256i top3 = _mm256_set1_epi8((char)0xE0), sixteen = _mm256_set1_epi8(16);
+    const __m256i zero = _mm256_setzero_si256();
+    __m256i unknown = zero, any = zero;
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m256i x = _mm256_loadu_si256((const __m256i *)(src + i));
+        any = _mm256_or_si256(any, x);
+        __m256i k = _mm256_and_si256(_mm256_srli_epi16(x, 1), low7); /* masks the bit shifted in */
+        __m256i y = k, gray = _mm256_shuffle_epi8(rows[0], k);
+        for (int r = 1; r < 8; r++) {
+            y = _mm256_sub_epi8(y, sixteen);
+            gray = _mm256_xor_si256(gray, _mm256_shuffle_epi8(rows[r], y));
+        }
+        if (other != NULL)
+            gray = _mm256_max_epu8(gray, _mm256_loadu_si256((const __m256i *)(other + i)));
+        _mm256_storeu_si256((__m256i *)(dst + i), gray);
+        /* k % 16 and k / 16, the latter from the index's top 3 bits (masked, so no bit crosses bytes) */
+        __m256i l = _mm256_and_si256(k, low4), h = _mm256_srli_epi16(_mm256_and_si256(x, top3), 5);
+        __m256i bit = _mm256_and_si256(_mm256_shuffle_epi8(bits, l), _mm256_shuffle_epi8(bit_of, h));
+        unknown = _mm256_or_si256(unknown, _mm256_cmpeq_epi8(bit, zero));
+    }
+    if (!_mm256_testz_si256(any, _mm256_set1_epi8(1)))
+        return -1;
+    for (size_t j = i; j < n; j++)
+        if (src[j] & 1)
+            return -1;
+    int ok = _mm256_testz_si256(unknown, unknown);
+    return lookup_plain(src + i, other ? other + i : NULL, n - i, table, dst + i) && ok;
+}
+
+/* The AVX2 path: the even-index lookup while the table knows no odd index. An odd index on the screen is
+ * then one not known yet: the caller learns it from ALE, and the whole table is looked up from then on
+ * (a game that shows odd indices, as Air Raid does). */
+__attribute__((target("avx2")))
+static int lookup_avx2(const uint8_t *src, const uint8_t *other, size_t n, const uint8_t *table, uint8_t *dst)
+{
+    uint8_t odd_known = 0;
+    for (int k = 1; k < 256; k += 2)
+        odd_known |= table[256 + k];
+    if (odd_known)
+        return lookup_avx2_any(src, other, n, table, dst);
+    return lookup_avx2_even(src, other, n, table, dst) > 0;
 }
 
 /* The same with AVX-512 VBMI: vpermi2b looks 64 bytes up in a 128-entry table at once, so two of them

@@ -188,7 +188,7 @@ class AtariPreprocessingCore(gym.Env):
         self._kernel = native.KERNEL if native.kernel_handles(raw_shape, (height, width)) else None
         if self._kernel is not None and self._palette_lookup is not None:
             # The last screen's indices are kept and turned gray, pooled and resized in one kernel call
-            # (`_frame`), which writes the gray frame once instead of three passes over it.
+            # (`_frame`): the lookup writes the pooled frame, a pass fewer than a lookup then a max.
             self._read_last = self._read_last_indices
         self._scaled = np.zeros(frame_shape, dtype=np.float32) if scale_obs else None
         # Gray frames with a channel axis: the same buffers seen as (h, w, 1).
