@@ -29,7 +29,8 @@ SINGLE_CASES = {
     "space-invaders-default": ("ALE/SpaceInvaders-v5", None, {"max_num_frames_per_episode": 800}, 700),
     "breakout-v4-life-loss-no-skip": (
         "BreakoutNoFrameskip-v4",
-        [{"name": "atari_preprocessing", "terminal_on_life_loss": True, "frame_skip": 1, "noop_max": 0}], {}, 900),
+        [{"name": "atari_preprocessing", "terminal_on_life_loss": True, "frame_skip": 1, "noop_max": 0}], {},
+        900),
     "pong-rgb-scaled-reset-padding": (
         "ALE/Pong-v5",
         [{"name": "atari_preprocessing", "grayscale": False, "scale_obs": True, "screen_size": 64},
@@ -79,7 +80,8 @@ def test_single_env_equals_chain(case):
 VECTOR_CASES = [
     ("ALE/Breakout-v5", FULL_STACK, {}),
     ("ALE/Pong-v5", None, {"max_num_frames_per_episode": 500}),
-    ("ALE/Freeway-v5", ["atari_preprocessing", "clip_reward", "frame_stack"], {"max_num_frames_per_episode": 500}),
+    ("ALE/Freeway-v5", ["atari_preprocessing", "clip_reward", "frame_stack"],
+     {"max_num_frames_per_episode": 500}),
 ]
 
 
@@ -87,7 +89,8 @@ VECTOR_CASES = [
 def test_sync_vector_fused_equals_chain(env_id, wrappers, env_kwargs):
     runs = []
     for fused in (True, False):
-        envs = torchwm.make_vec(env_id, 3, backend="sync", wrappers=wrappers, seed=5, fused=fused, **env_kwargs)
+        envs = torchwm.make_vec(env_id, 3, backend="sync", wrappers=wrappers, seed=5, fused=fused,
+                                **env_kwargs)
         assert isinstance(envs.envs[0], FusedAtariEnv) is fused
         envs.action_space.seed(5)
         obs, infos = envs.reset()
@@ -113,7 +116,8 @@ def gymnasium_chain(env_id="ALE/Pong-v5"):
 
 
 def seed_reports(env):
-    """What an env says of its seed along seeded and unseeded resets, and whether its generator is that seed's."""
+    """What an env says of its seed along seeded and unseeded resets, and whether its generator is that
+    seed's."""
     reports = []
     for seed in (42, None, 7):
         env.reset(seed=seed)
@@ -185,7 +189,8 @@ def test_step_before_reset_raises_as_the_chain_does():
     ("wrappers", "env_kwargs", "reason"),
     [
         (["atari_preprocessing", lambda env: env], {}, "callable"),
-        (["atari_preprocessing", {"name": "resize", "width": 42, "height": 42}], {}, "'resize' is not one of"),
+        (["atari_preprocessing", {"name": "resize", "width": 42, "height": 42}], {},
+         "'resize' is not one of"),
         (["atari_preprocessing", "frame_stack", "frame_stack"], {}, "fused supports one"),
         (["frame_stack"], {}, "does not start with atari_preprocessing"),
         ([], {}, "does not start with atari_preprocessing"),
@@ -239,9 +244,24 @@ def _v5_ids() -> list[str]:
     return [f"ALE/{name}-v5" for name in names if f"ALE/{name}-v5" in gym.registry]
 
 
+@pytest.fixture
+def plain_lookup():
+    """The kernel's plain gray lookup, forced (as TORCHWM_ATARI_KERNEL=plain does): the every-ROM test
+    runs it end to end against the chain; the vector paths are compared with it and with ALE's screens on
+    every ROM in tests/test_atari_kernel.py, and the CPU's own path runs in every other test here."""
+    from torchwm import native
+
+    if native.KERNEL is None:
+        yield None
+        return
+    previous = native.KERNEL._set_lookup("plain")
+    yield "plain"
+    native.KERNEL._set_lookup(previous)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_every_rom_fused_equals_chain_for_200_steps():
+def test_every_rom_fused_equals_chain_for_200_steps(plain_lookup):
     ids = _v5_ids()
     assert len(ids) > 90
     refused = []
@@ -284,11 +304,13 @@ SCREEN_SIZES = [84, (64, 96), (96, 64), (160, 210)]
 
 
 def gymnasium_atari_chain(env_id, frames, *, grayscale=True, **options):
-    """Gymnasium's own FrameStackObservation(AtariPreprocessing(gym.make(id, frameskip=1)), 4) with ``options``."""
+    """Gymnasium's own FrameStackObservation(AtariPreprocessing(gym.make(id, frameskip=1)), 4) with
+    ``options``."""
     from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
     env = gym.make(env_id, frameskip=1, max_num_frames_per_episode=frames)
-    return FrameStackObservation(AtariPreprocessing(env, grayscale_obs=grayscale, **options), 4, padding_type="zero")
+    return FrameStackObservation(AtariPreprocessing(env, grayscale_obs=grayscale, **options), 4,
+                                 padding_type="zero")
 
 
 @pytest.mark.parametrize("kernel", [True, False], ids=["kernel", "opencv"])
@@ -300,11 +322,14 @@ def test_fused_equals_gymnasiums_chain_at_any_screen_size(game, screen_size, ker
     env_id, options, frames = SIZE_GAMES[game]
     if kernel and native.KERNEL is None:
         pytest.skip(f"the C kernel is off here: {native.kernel_status()}")
-    fused = torchwm.make_env(env_id, wrappers=[{"name": "atari_preprocessing", "screen_size": screen_size, **options},
-                                               "frame_stack"], max_num_frames_per_episode=frames)
+    wrappers = [{"name": "atari_preprocessing", "screen_size": screen_size, **options}, "frame_stack"]
+    fused = torchwm.make_env(env_id, wrappers=wrappers, max_num_frames_per_episode=frames)
     assert isinstance(fused, FusedAtariEnv)
-    if not kernel:
-        fused._core._kernel = None  # the OpenCV path, as without the kernel
+    if not kernel:  # ALE's gray screens and the OpenCV path, as without the kernel (TORCHWM_NATIVE=0)
+        core = fused._core
+        core._kernel = None
+        if core._palette_lookup is not None:
+            core._read_screen = core._read_last = core.ale.getScreenGrayscale
     elif screen_size != (160, 210):  # 210x160 frames at their own size are a copy, which cv2 does
         assert fused._core._kernel is not None
     chain = gymnasium_atari_chain(env_id, frames, screen_size=screen_size, **options)
@@ -349,7 +374,8 @@ PREPROCESSING_ATTRIBUTES = ("screen_size", "frame_skip", "noop_max", "terminal_o
 
 @pytest.mark.parametrize("options", [
     {},
-    {"screen_size": (64, 96), "frame_skip": 3, "noop_max": 5, "terminal_on_life_loss": True, "scale_obs": True},
+    {"screen_size": (64, 96), "frame_skip": 3, "noop_max": 5, "terminal_on_life_loss": True,
+     "scale_obs": True},
     {"screen_size": 72, "grayscale": False, "grayscale_newaxis": True, "noop_max": 0, "frame_skip": 1},
 ], ids=["defaults", "changed", "rgb"])
 def test_fused_env_has_atari_preprocessings_attributes(options):

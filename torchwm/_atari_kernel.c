@@ -17,8 +17,11 @@
  *
  * `palette_lookup` turns ALE's screen of palette indices into gray values
  * through a table the caller learns from ALE's own grayscale screens: what
- * ale.getScreenGrayscale does, 64 pixels an instruction where the CPU has
- * AVX-512 VBMI (checked at import; a plain loop elsewhere).
+ * ale.getScreenGrayscale does. Three paths, the best the CPU has picked at
+ * import (`_set_lookup` forces one; torchwm/native.py reads the switch):
+ * AVX-512 VBMI (64 pixels an instruction), AVX2 (vpshufb on 16-entry rows of
+ * the table), and a plain loop. `palette_max_area_resize` folds the lookup of
+ * a step's last screen with the max-pool and the resize into one call.
  *
  * Built by setup.py as an optional extension: without a C compiler torchwm
  * installs without it and uses cv2 (torchwm/native.py says which runs).
@@ -138,7 +141,8 @@ static void row_pass4(const uint8_t *const s[4], int sw, const Tap *xtab, const 
     for (int dx = 0; dx < dw; dx++) {
         __m128 acc = _mm_setzero_ps();
         for (int k = first[dx]; k < first[dx + 1]; k++)
-            acc = _mm_add_ps(acc, _mm_mul_ps(_mm_loadu_ps(lanes + 4 * xtab[k].si), _mm_set1_ps(xtab[k].alpha)));
+            acc = _mm_add_ps(acc, _mm_mul_ps(_mm_loadu_ps(lanes + 4 * xtab[k].si),
+                                             _mm_set1_ps(xtab[k].alpha)));
         float v[4];
         _mm_storeu_ps(v, acc);
         h[0][dx] = v[0], h[1][dx] = v[1], h[2][dx] = v[2], h[3][dx] = v[3];
@@ -154,7 +158,8 @@ static void store_row(const float *sum, int n, uint8_t *d)
 #if defined(__SSE2__)
     for (; x + 16 <= n; x += 16) {
         __m128i a = _mm_cvtps_epi32(_mm_loadu_ps(sum + x)), b = _mm_cvtps_epi32(_mm_loadu_ps(sum + x + 4));
-        __m128i c = _mm_cvtps_epi32(_mm_loadu_ps(sum + x + 8)), e = _mm_cvtps_epi32(_mm_loadu_ps(sum + x + 12));
+        __m128i c = _mm_cvtps_epi32(_mm_loadu_ps(sum + x + 8));
+        __m128i e = _mm_cvtps_epi32(_mm_loadu_ps(sum + x + 12));
         _mm_storeu_si128((__m128i *)(d + x), _mm_packus_epi16(_mm_packs_epi32(a, b), _mm_packs_epi32(c, e)));
     }
 #endif
@@ -181,7 +186,8 @@ static int have_avx512; /* set at import: the CPU has AVX-512 F, BW and VL */
 
 static int cpu_has_avx512(void)
 {
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")
+           && __builtin_cpu_supports("avx512vl");
 }
 
 /* Destination columns [start, start + count) whose taps all fall in the 32 source pixels from `base`:
@@ -195,7 +201,8 @@ typedef struct {
 /* Splits the columns into `ColumnGroup`s and fills their index and weight vectors; returns how many
  * groups, 0 when a column's taps span 32 pixels or more (a shrink by more than 31: the SSE pass then),
  * or -1 when memory ran out. */
-static int column_groups(const Tap *xtab, const int *first, int dw, ColumnGroup **groups_out, int32_t **index_out,
+static int column_groups(const Tap *xtab, const int *first, int dw, ColumnGroup **groups_out,
+                         int32_t **index_out,
                          float **weight_out)
 {
     ColumnGroup *groups = malloc(sizeof(ColumnGroup) * (size_t)dw);
@@ -245,10 +252,12 @@ static void row_pass16(const uint8_t *s, int sw, const ColumnGroup *groups, int 
 {
     int x = 0;
     for (; x + 16 <= sw; x += 16)
-        _mm512_storeu_ps(row + x, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(s + x)))));
+        _mm512_storeu_ps(row + x,
+                         _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(s + x)))));
     if (x < sw) { /* the last pixels, without reading past the row */
         __m128i tail = _mm_maskz_loadu_epi8((__mmask16)((1u << (sw - x)) - 1), s + x);
-        _mm512_mask_storeu_ps(row + x, (__mmask16)((1u << (sw - x)) - 1), _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(tail)));
+        _mm512_mask_storeu_ps(row + x, (__mmask16)((1u << (sw - x)) - 1),
+                              _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(tail)));
     }
     for (int i = 0; i < n; i++) {
         const ColumnGroup *g = &groups[i];
@@ -279,7 +288,8 @@ static void vertical_pass16(const float *h, const Tap *ytab, int ytab_size, int 
                                         _mm512_maskz_loadu_ps(mask, h + (size_t)ytab[j].si * out_len + x));
             if (ytab[j].di != prev_dy) {
                 __m512i rounded = _mm512_max_epi32(_mm512_cvtps_epi32(sum), _mm512_setzero_si512());
-                _mm_mask_storeu_epi8(out + (size_t)prev_dy * out_len + x, mask, _mm512_cvtusepi32_epi8(rounded));
+                _mm_mask_storeu_epi8(out + (size_t)prev_dy * out_len + x, mask,
+                                     _mm512_cvtusepi32_epi8(rounded));
                 sum = term;
                 prev_dy = ytab[j].di;
             } else {
@@ -394,13 +404,15 @@ static int image_shape(Py_buffer *view, const char *what, int *h, int *w, int *c
         return -1;
     }
     if (!(view->ndim == 2 || (view->ndim == 3 && view->shape[2] == 3))) {
-        PyErr_Format(PyExc_ValueError, "%s: expected an image of shape (height, width) or (height, width, 3), "
-                     "got %d dimensions", what, view->ndim);
+        PyErr_Format(PyExc_ValueError,
+                     "%s: expected an image of shape (height, width) or (height, width, 3), "
+                     "got %d dimensions",
+                     what, view->ndim);
         return -1;
     }
     if (view->shape[0] < 1 || view->shape[1] < 1 || view->shape[0] > 1 << 20 || view->shape[1] > 1 << 20) {
-        PyErr_Format(PyExc_ValueError, "%s: expected between 1 and 2**20 rows and columns, got %zd x %zd", what,
-                     view->shape[0], view->shape[1]);
+        PyErr_Format(PyExc_ValueError, "%s: expected between 1 and 2**20 rows and columns, got %zd x %zd",
+                     what, view->shape[0], view->shape[1]);
         return -1;
     }
     *h = (int)view->shape[0], *w = (int)view->shape[1], *cn = view->ndim == 3 ? 3 : 1;
@@ -410,7 +422,8 @@ static int image_shape(Py_buffer *view, const char *what, int *h, int *w, int *c
 PyDoc_STRVAR(max_area_resize_doc,
 "max_area_resize(frame, other, out) -> None\n\n"
 "np.maximum(frame, other, out=frame) (unless other is None), then write\n"
-"cv2.resize(frame, out's size, interpolation=cv2.INTER_AREA) into out, byte for byte. uint8 C-contiguous images of shape (h, w) or (h, w, 3);\n"
+"cv2.resize(frame, out's size, interpolation=cv2.INTER_AREA) into out, byte for byte. uint8\n"
+"C-contiguous images of shape (h, w) or (h, w, 3);\n"
 "out must be smaller on both axes and not a whole-number scale on both (see handles()).");
 
 static PyObject *max_area_resize(PyObject *self, PyObject *args)
@@ -421,7 +434,8 @@ static PyObject *max_area_resize(PyObject *self, PyObject *args)
     Py_buffer frame = {0}, other = {0}, out = {0};
     int have_other = other_obj != Py_None, ok = 0;
     int h, w, cn, oh, ow, ocn, h2, w2, cn2;
-    if (PyObject_GetBuffer(frame_obj, &frame, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (have_other ? PyBUF_WRITABLE : 0)) < 0)
+    int frame_flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (have_other ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(frame_obj, &frame, frame_flags) < 0)
         goto done;
     if (have_other && PyObject_GetBuffer(other_obj, &other, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
         goto done;
@@ -443,8 +457,9 @@ static PyObject *max_area_resize(PyObject *self, PyObject *args)
         goto done;
     }
     if (oh > h || ow > w || (h % oh == 0 && w % ow == 0)) {
-        PyErr_Format(PyExc_ValueError, "the kernel only shrinks by a scale that is not a whole number on both "
-                     "axes; got %d x %d -> %d x %d (use cv2.resize)", h, w, oh, ow);
+        PyErr_Format(PyExc_ValueError,
+                     "the kernel only shrinks by a scale that is not a whole number on both axes; "
+                     "got %d x %d -> %d x %d (use cv2.resize)", h, w, oh, ow);
         goto done;
     }
     int failed;
@@ -472,25 +487,170 @@ done:
 
 /* -- palette lookup ------------------------------------------------------------------------------ */
 
-/* dst[i] = table[src[i]] over n bytes; table holds 256 gray values, then 256 "known" bytes (0xFF for a
- * palette index whose gray value was learned, 0 otherwise). Returns 1 when every index was known, 0
- * otherwise (then dst is not to be used). */
-static int lookup_plain(const uint8_t *src, size_t n, const uint8_t *table, uint8_t *dst)
+/* Every lookup path computes dst[i] = table[src[i]], or max(table[src[i]], other[i]) when `other` is not
+ * NULL (the max-pool folded into the lookup), over n bytes. `table` holds 256 gray values, then 256 "known"
+ * bytes (0xFF for a palette index whose gray value was learned, 0 otherwise). Returns 1 when every index
+ * was known, 0 otherwise (then dst is not to be used). */
+typedef int (*lookup_fn)(const uint8_t *src, const uint8_t *other, size_t n, const uint8_t *table,
+                         uint8_t *dst);
+
+static int lookup_plain(const uint8_t *src, const uint8_t *other, size_t n, const uint8_t *table,
+                        uint8_t *dst)
 {
-    const uint8_t *known = table + 256;
-    uint8_t all_known = 0xFF;
-    for (size_t i = 0; i < n; i++) {
-        dst[i] = table[src[i]];
+    /* The table in local arrays and four indices read before four bytes are written: the compiler then
+     * needs no reload of either after each store (dst may be any buffer, even src). */
+    uint8_t gray[256], known[256];
+    memcpy(gray, table, 256);
+    memcpy(known, table + 256, 256);
+    unsigned all_known = 0xFF;
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        uint8_t a = src[i], b = src[i + 1], c = src[i + 2], d = src[i + 3];
+        uint8_t ga = gray[a], gb = gray[b], gc = gray[c], gd = gray[d];
+        if (other != NULL) {
+            uint8_t oa = other[i], ob = other[i + 1], oc = other[i + 2], od = other[i + 3];
+            ga = ga > oa ? ga : oa, gb = gb > ob ? gb : ob, gc = gc > oc ? gc : oc, gd = gd > od ? gd : od;
+        }
+        dst[i] = ga, dst[i + 1] = gb, dst[i + 2] = gc, dst[i + 3] = gd;
+        all_known &= (unsigned)(known[a] & known[b] & known[c] & known[d]);
+    }
+    for (; i < n; i++) {
+        uint8_t g = gray[src[i]];
         all_known &= known[src[i]];
+        dst[i] = other != NULL && other[i] > g ? other[i] : g;
     }
     return all_known == 0xFF;
 }
 
 #if defined(HAVE_AVX512_PATHS)
+/* With AVX2, which has no 128-entry byte permute (any index; lookup_avx2 below picks which): vpshufb
+ * looks up 32 bytes at once in a 16-entry table (per 128-bit lane). The 256-entry table is two halves
+ * of 128 (the index's top bit picks one, through vpblendvb), each half 8 rows of 16. For an index
+ * y = 16 h + l (y < 128), y - 16 i is negative for i > h, where vpshufb gives 0, and in 0..127 for
+ * i <= h, where it gives row i's entry l: so XOR-ing the lookups of rows D_0 = T_0, D_i = T_i ^ T_(i-1)
+ * for i = 0..7 leaves T_h[l] (the sum telescopes). Whether every index is known is a bitset test of
+ * 3 more vpshufb: bit h % 8 of byte l of the half's bitmap. */
+__attribute__((target("avx2")))
+static int lookup_avx2_any(const uint8_t *src, const uint8_t *other, size_t n, const uint8_t *table,
+                       uint8_t *dst)
+{
+    __m256i rows[2][8];
+    uint8_t bitmaps[2][16] = {{0}};
+    for (int half = 0; half < 2; half++) {
+        for (int i = 0; i < 8; i++) {
+            __m128i row = _mm_loadu_si128((const __m128i *)(table + 128 * half + 16 * i));
+            __m128i previous = i ? _mm_loadu_si128((const __m128i *)(table + 128 * half + 16 * (i - 1)))
+                                 : _mm_setzero_si128();
+            rows[half][i] = _mm256_broadcastsi128_si256(_mm_xor_si128(row, previous));
+        }
+        for (int y = 0; y < 128; y++)
+            if (table[256 + 128 * half + y])
+                bitmaps[half][y & 15] |= (uint8_t)(1u << (y >> 4));
+    }
+    const __m256i bitmap_lo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)bitmaps[0]));
+    const __m256i bitmap_hi = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)bitmaps[1]));
+    const __m256i bit_of = _mm256_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128,
+                                            1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128);
+    const __m256i low7 = _mm256_set1_epi8(0x7F), low4 = _mm256_set1_epi8(0x0F);
+    const __m256i sixteen = _mm256_set1_epi8(16);
+    const __m256i zero = _mm256_setzero_si256();
+    __m256i unknown = zero;
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m256i x = _mm256_loadu_si256((const __m256i *)(src + i));
+        __m256i y = _mm256_and_si256(x, low7);
+        __m256i lo = _mm256_shuffle_epi8(rows[0][0], y), hi = _mm256_shuffle_epi8(rows[1][0], y);
+        for (int r = 1; r < 8; r++) {
+            y = _mm256_sub_epi8(y, sixteen);
+            lo = _mm256_xor_si256(lo, _mm256_shuffle_epi8(rows[0][r], y));
+            hi = _mm256_xor_si256(hi, _mm256_shuffle_epi8(rows[1][r], y));
+        }
+        __m256i gray = _mm256_blendv_epi8(lo, hi, x);
+        if (other != NULL)
+            gray = _mm256_max_epu8(gray, _mm256_loadu_si256((const __m256i *)(other + i)));
+        _mm256_storeu_si256((__m256i *)(dst + i), gray);
+        __m256i l = _mm256_and_si256(x, low4), h = _mm256_and_si256(_mm256_srli_epi16(x, 4), low4);
+        __m256i bits_lo = _mm256_shuffle_epi8(bitmap_lo, l), bits_hi = _mm256_shuffle_epi8(bitmap_hi, l);
+        __m256i bits = _mm256_blendv_epi8(bits_lo, bits_hi, x);
+        __m256i bit = _mm256_and_si256(bits, _mm256_shuffle_epi8(bit_of, h));
+        unknown = _mm256_or_si256(unknown, _mm256_cmpeq_epi8(bit, zero));
+    }
+    int ok = _mm256_testz_si256(unknown, unknown);
+    return lookup_plain(src + i, other ? other + i : NULL, n - i, table, dst + i) && ok;
+}
+
+/* lookup_avx2_any for screens of even indices only, which is what ALE gives for most games (Stella keeps
+ * colours in the top 7 bits): k = index / 2 looks up a 128-entry table, half the vpshufb. Returns -1,
+ * dst then undefined, when an index is odd. */
+__attribute__((target("avx2")))
+static int lookup_avx2_even(const uint8_t *src, const uint8_t *other, size_t n, const uint8_t *table,
+                            uint8_t *dst)
+{
+    __m256i rows[8];
+    uint8_t even[128], bitmap[16] = {0};
+    for (int k = 0; k < 128; k++) {
+        even[k] = table[2 * k];
+        if (table[256 + 2 * k])
+            bitmap[k & 15] |= (uint8_t)(1u << (k >> 4));
+    }
+    for (int i = 0; i < 8; i++) {
+        __m128i row = _mm_loadu_si128((const __m128i *)(even + 16 * i));
+        __m128i previous = i ? _mm_loadu_si128((const __m128i *)(even + 16 * (i - 1))) : _mm_setzero_si128();
+        rows[i] = _mm256_broadcastsi128_si256(_mm_xor_si128(row, previous));
+    }
+    const __m256i bits = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)bitmap));
+    const __m256i bit_of = _mm256_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 0, 0, 0, 0, 0, 0, 0, 0,
+                                            1, 2, 4, 8, 16, 32, 64, -128, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m256i low7 = _mm256_set1_epi8(0x7F), low4 = _mm256_set1_epi8(0x0F);
+    const __m256i top3 = _mm256_set1_epi8((char)0xE0), sixteen = _mm256_set1_epi8(16);
+    const __m256i zero = _mm256_setzero_si256();
+    __m256i unknown = zero, any = zero;
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m256i x = _mm256_loadu_si256((const __m256i *)(src + i));
+        any = _mm256_or_si256(any, x);
+        __m256i k = _mm256_and_si256(_mm256_srli_epi16(x, 1), low7); /* masks the bit shifted in */
+        __m256i y = k, gray = _mm256_shuffle_epi8(rows[0], k);
+        for (int r = 1; r < 8; r++) {
+            y = _mm256_sub_epi8(y, sixteen);
+            gray = _mm256_xor_si256(gray, _mm256_shuffle_epi8(rows[r], y));
+        }
+        if (other != NULL)
+            gray = _mm256_max_epu8(gray, _mm256_loadu_si256((const __m256i *)(other + i)));
+        _mm256_storeu_si256((__m256i *)(dst + i), gray);
+        /* k % 16 and k / 16, the latter from the index's top 3 bits (masked, so no bit crosses bytes) */
+        __m256i l = _mm256_and_si256(k, low4), h = _mm256_srli_epi16(_mm256_and_si256(x, top3), 5);
+        __m256i bit = _mm256_and_si256(_mm256_shuffle_epi8(bits, l), _mm256_shuffle_epi8(bit_of, h));
+        unknown = _mm256_or_si256(unknown, _mm256_cmpeq_epi8(bit, zero));
+    }
+    if (!_mm256_testz_si256(any, _mm256_set1_epi8(1)))
+        return -1;
+    for (size_t j = i; j < n; j++)
+        if (src[j] & 1)
+            return -1;
+    int ok = _mm256_testz_si256(unknown, unknown);
+    return lookup_plain(src + i, other ? other + i : NULL, n - i, table, dst + i) && ok;
+}
+
+/* The AVX2 path: the even-index lookup while the table knows no odd index. An odd index on the screen is
+ * then one not known yet: the caller learns it from ALE, and the whole table is looked up from then on
+ * (a game that shows odd indices, as Air Raid does). */
+__attribute__((target("avx2")))
+static int lookup_avx2(const uint8_t *src, const uint8_t *other, size_t n, const uint8_t *table, uint8_t *dst)
+{
+    uint8_t odd_known = 0;
+    for (int k = 1; k < 256; k += 2)
+        odd_known |= table[256 + k];
+    if (odd_known)
+        return lookup_avx2_any(src, other, n, table, dst);
+    return lookup_avx2_even(src, other, n, table, dst) > 0;
+}
+
 /* The same with AVX-512 VBMI: vpermi2b looks 64 bytes up in a 128-entry table at once, so two of them
  * and a blend on the index's top bit cover the 256 entries. */
 __attribute__((target("avx512f,avx512bw,avx512vbmi")))
-static int lookup_vbmi(const uint8_t *src, size_t n, const uint8_t *table, uint8_t *dst)
+static int lookup_vbmi(const uint8_t *src, const uint8_t *other, size_t n, const uint8_t *table,
+                       uint8_t *dst)
 {
     const __m512i g0 = _mm512_loadu_si512(table), g1 = _mm512_loadu_si512(table + 64);
     const __m512i g2 = _mm512_loadu_si512(table + 128), g3 = _mm512_loadu_si512(table + 192);
@@ -505,46 +665,103 @@ static int lookup_vbmi(const uint8_t *src, size_t n, const uint8_t *table, uint8
                                               _mm512_permutex2var_epi8(g2, x, g3));
         __m512i known = _mm512_mask_blend_epi8(upper, _mm512_permutex2var_epi8(k0, x, k1),
                                                _mm512_permutex2var_epi8(k2, x, k3));
+        if (other != NULL)
+            gray = _mm512_max_epu8(gray, _mm512_loadu_si512(other + i));
         _mm512_storeu_si512(dst + i, gray);
         all_known = _mm512_and_si512(all_known, known);
     }
     int ok = _mm512_cmpneq_epi8_mask(all_known, _mm512_set1_epi8((char)0xFF)) == 0;
-    return lookup_plain(src + i, n - i, table, dst + i) && ok;
+    return lookup_plain(src + i, other ? other + i : NULL, n - i, table, dst + i) && ok;
 }
 #endif
 
-typedef int (*lookup_fn)(const uint8_t *, size_t, const uint8_t *, uint8_t *);
-static lookup_fn lookup_fast = lookup_plain; /* set at import: lookup_vbmi where the CPU has it */
+/* The lookup paths, best first: `name` for the switch (TORCHWM_ATARI_KERNEL, read by torchwm/native.py),
+ * `label` for people. `available` is set at import from the CPU's flags. */
+typedef struct {
+    const char *name, *label;
+    lookup_fn fn;
+    int available;
+} LookupPath;
+
+static LookupPath lookup_paths[] = {
+#if defined(HAVE_AVX512_PATHS)
+    {"vbmi", "AVX-512 VBMI", lookup_vbmi, 0},
+    {"avx2", "AVX2", lookup_avx2, 0},
+#endif
+    {"plain", "plain C", lookup_plain, 1},
+};
+#define N_LOOKUP_PATHS ((int)(sizeof(lookup_paths) / sizeof(lookup_paths[0])))
+static const LookupPath *lookup_current = NULL; /* set at import: the best available */
+
+/* The path named `name` (NULL or None: the current one); NULL with a ValueError set when this build or
+ * CPU does not have it. */
+static const LookupPath *find_lookup(PyObject *name)
+{
+    if (name == NULL || name == Py_None)
+        return lookup_current;
+    const char *wanted = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+    if (wanted == NULL) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "path: expected one of 'vbmi', 'avx2', 'plain' or None, got %R", name);
+        return NULL;
+    }
+    char have[64] = "";
+    for (int k = 0; k < N_LOOKUP_PATHS; k++) {
+        if (!lookup_paths[k].available)
+            continue;
+        if (strcmp(lookup_paths[k].name, wanted) == 0)
+            return &lookup_paths[k];
+        strncat(have, *have ? ", " : "", sizeof(have) - strlen(have) - 1);
+        strncat(have, lookup_paths[k].name, sizeof(have) - strlen(have) - 1);
+    }
+    int known = !strcmp(wanted, "vbmi") || !strcmp(wanted, "avx2") || !strcmp(wanted, "plain");
+    if (known)
+        PyErr_Format(PyExc_ValueError, "the gray lookup path '%s' is not available on this CPU or build "
+                     "(available: %s)", wanted, have);
+    else
+        PyErr_Format(PyExc_ValueError, "path: expected one of 'vbmi', 'avx2', 'plain', got '%s'", wanted);
+    return NULL;
+}
+
+/* Gets `obj` as a uint8 C-contiguous buffer; a ValueError naming `what` otherwise. */
+static int get_bytes(PyObject *obj, Py_buffer *view, const char *what, int writable)
+{
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, view, flags) < 0)
+        return -1;
+    if (view->itemsize != 1 || (view->format != NULL && strcmp(view->format, "B") != 0)) {
+        PyErr_Format(PyExc_ValueError, "%s: expected a uint8 array, got items of format '%s'", what,
+                     view->format ? view->format : "?");
+        return -1;
+    }
+    return 0;
+}
 
 PyDoc_STRVAR(palette_lookup_doc,
-"palette_lookup(indices, table, out, vectorized=True) -> bool\n\n"
-"out[...] = table[0][indices]: ALE's palette indices (ale.getScreen) to gray values. table is a\n"
-"(2, 256) uint8 array: the gray value of each index, then 255 where that value is known and 0 where\n"
-"not. Returns False, out then undefined, when a pixel's index is not known yet. vectorized=False\n"
-"takes the plain loop even where AVX-512 VBMI is there (for tests).");
+"palette_lookup(indices, table, out, other=None, path=None) -> bool\n\n"
+"out[...] = table[0][indices]: ALE's palette indices (ale.getScreen) to gray values; with other,\n"
+"np.maximum(table[0][indices], other). table is a (2, 256) uint8 array: the gray value of each index,\n"
+"then 255 where that value is known and 0 where not. Returns False, out then undefined, when a\n"
+"pixel's index is not known yet. path: 'vbmi', 'avx2' or 'plain' (one this CPU has; tests and\n"
+"benchmarks), None for the current one (lookup_path()).");
 
 static PyObject *palette_lookup(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"indices", "table", "out", "vectorized", NULL};
-    PyObject *indices_obj, *table_obj, *out_obj;
-    int vectorized = 1, ok = 0, all_known = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|p:palette_lookup", keywords, &indices_obj, &table_obj,
-                                     &out_obj, &vectorized))
+    static char *keywords[] = {"indices", "table", "out", "other", "path", NULL};
+    PyObject *indices_obj, *table_obj, *out_obj, *other_obj = Py_None, *path_obj = Py_None;
+    int ok = 0, all_known = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|OO:palette_lookup", keywords, &indices_obj,
+                                     &table_obj, &out_obj, &other_obj, &path_obj))
         return NULL;
-    Py_buffer indices = {0}, table = {0}, out = {0};
-    Py_buffer *views[3] = {&indices, &table, &out};
-    const char *names[3] = {"indices", "table", "out"};
-    const int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT;
-    if (PyObject_GetBuffer(indices_obj, &indices, flags) < 0 || PyObject_GetBuffer(table_obj, &table, flags) < 0
-        || PyObject_GetBuffer(out_obj, &out, flags | PyBUF_WRITABLE) < 0)
+    const LookupPath *path = find_lookup(path_obj);
+    if (path == NULL)
+        return NULL;
+    Py_buffer indices = {0}, table = {0}, out = {0}, other = {0};
+    Py_buffer *views[4] = {&indices, &table, &out, &other};
+    if (get_bytes(indices_obj, &indices, "indices", 0) < 0 || get_bytes(table_obj, &table, "table", 0) < 0
+        || get_bytes(out_obj, &out, "out", 1) < 0
+        || (other_obj != Py_None && get_bytes(other_obj, &other, "other", 0) < 0))
         goto done;
-    for (int k = 0; k < 3; k++) {
-        if (views[k]->itemsize != 1 || (views[k]->format != NULL && strcmp(views[k]->format, "B") != 0)) {
-            PyErr_Format(PyExc_ValueError, "%s: expected a uint8 array, got items of format '%s'", names[k],
-                         views[k]->format ? views[k]->format : "?");
-            goto done;
-        }
-    }
     if (table.len != 512) {
         PyErr_Format(PyExc_ValueError, "table: expected a (2, 256) uint8 array, got %zd bytes", table.len);
         goto done;
@@ -553,18 +770,116 @@ static PyObject *palette_lookup(PyObject *self, PyObject *args, PyObject *kwargs
         PyErr_Format(PyExc_ValueError, "out: expected %zd bytes like indices, got %zd", indices.len, out.len);
         goto done;
     }
-    lookup_fn lookup = vectorized ? lookup_fast : lookup_plain;
+    if (other_obj != Py_None && other.len != indices.len) {
+        PyErr_Format(PyExc_ValueError, "other: expected %zd bytes like indices, got %zd", indices.len,
+                     other.len);
+        goto done;
+    }
     Py_BEGIN_ALLOW_THREADS
-    all_known = lookup(indices.buf, (size_t)indices.len, table.buf, out.buf);
+    all_known = path->fn(indices.buf, other.obj ? other.buf : NULL, (size_t)indices.len, table.buf, out.buf);
     Py_END_ALLOW_THREADS
     ok = 1;
 done:
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < 4; k++)
         if (views[k]->obj)
             PyBuffer_Release(views[k]);
     if (!ok)
         return NULL;
     return PyBool_FromLong(all_known);
+}
+
+PyDoc_STRVAR(palette_max_area_resize_doc,
+"palette_max_area_resize(indices, table, frame, other, out) -> bool\n\n"
+"palette_lookup(indices, table, frame, other) (other may be None), then max_area_resize(frame, None,\n"
+"out), in one call: the gray frame, pooled with other, is written once and read once. Returns False\n"
+"when an index is not known yet: then neither frame nor out is to be used.");
+
+static PyObject *palette_max_area_resize(PyObject *self, PyObject *args)
+{
+    PyObject *indices_obj, *table_obj, *frame_obj, *other_obj, *out_obj;
+    if (!PyArg_ParseTuple(args, "OOOOO:palette_max_area_resize", &indices_obj, &table_obj, &frame_obj,
+                          &other_obj, &out_obj))
+        return NULL;
+    Py_buffer indices = {0}, table = {0}, frame = {0}, other = {0}, out = {0};
+    Py_buffer *views[5] = {&indices, &table, &frame, &other, &out};
+    int ok = 0, all_known = 0, failed = 0, h, w, cn, oh, ow, ocn;
+    if (get_bytes(indices_obj, &indices, "indices", 0) < 0 || get_bytes(table_obj, &table, "table", 0) < 0
+        || get_bytes(frame_obj, &frame, "frame", 1) < 0
+        || (other_obj != Py_None && get_bytes(other_obj, &other, "other", 0) < 0)
+        || get_bytes(out_obj, &out, "out", 1) < 0)
+        goto done;
+    if (table.len != 512) {
+        PyErr_Format(PyExc_ValueError, "table: expected a (2, 256) uint8 array, got %zd bytes", table.len);
+        goto done;
+    }
+    if (image_shape(&frame, "frame", &h, &w, &cn) < 0 || image_shape(&out, "out", &oh, &ow, &ocn) < 0)
+        goto done;
+    if (cn != 1 || ocn != 1) {
+        PyErr_Format(PyExc_ValueError, "frame and out: expected gray images (height, width), got %d and %d "
+                     "channels", cn, ocn);
+        goto done;
+    }
+    if (indices.len != frame.len || (other.obj && other.len != frame.len)) {
+        PyErr_Format(PyExc_ValueError, "indices and other: expected %zd bytes like frame, got %zd and %zd",
+                     frame.len, indices.len, other.obj ? other.len : frame.len);
+        goto done;
+    }
+    if (oh > h || ow > w || (h % oh == 0 && w % ow == 0)) {
+        PyErr_Format(PyExc_ValueError,
+                     "the kernel only shrinks by a scale that is not a whole number on both axes; "
+                     "got %d x %d -> %d x %d (use cv2.resize)", h, w, oh, ow);
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    all_known = lookup_current->fn(indices.buf, other.obj ? other.buf : NULL, (size_t)frame.len, table.buf,
+                                   frame.buf);
+    if (all_known)
+        failed = resize_area(frame.buf, h, w, 1, out.buf, oh, ow);
+    Py_END_ALLOW_THREADS
+    if (failed) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    ok = 1;
+done:
+    for (int k = 0; k < 5; k++)
+        if (views[k]->obj)
+            PyBuffer_Release(views[k]);
+    if (!ok)
+        return NULL;
+    return PyBool_FromLong(all_known);
+}
+
+static PyObject *get_lookup_path(PyObject *self, PyObject *unused)
+{
+    return Py_BuildValue("(ss)", lookup_current->name, lookup_current->label);
+}
+
+static PyObject *get_lookup_paths(PyObject *self, PyObject *unused)
+{
+    PyObject *names = PyList_New(0);
+    for (int k = 0; names != NULL && k < N_LOOKUP_PATHS; k++) {
+        if (!lookup_paths[k].available)
+            continue;
+        PyObject *name = PyUnicode_FromString(lookup_paths[k].name);
+        if (name == NULL || PyList_Append(names, name) < 0)
+            Py_CLEAR(names);
+        Py_XDECREF(name);
+    }
+    if (names == NULL)
+        return NULL;
+    PyObject *result = PyList_AsTuple(names);
+    Py_DECREF(names);
+    return result;
+}
+
+static PyObject *set_lookup(PyObject *self, PyObject *arg)
+{
+    const LookupPath *path = find_lookup(arg), *previous = lookup_current;
+    if (path == NULL)
+        return NULL;
+    lookup_current = path;
+    return PyUnicode_FromString(previous->name);
 }
 
 static PyObject *set_avx512(PyObject *self, PyObject *arg)
@@ -589,41 +904,55 @@ static PyObject *set_avx512(PyObject *self, PyObject *arg)
 #endif
 }
 
+static PyObject *get_resize_path(PyObject *self, PyObject *unused)
+{
+#if defined(HAVE_AVX512_PATHS)
+    if (have_avx512)
+        return PyUnicode_FromString("AVX-512");
+#endif
+#if defined(__SSE2__)
+    return PyUnicode_FromString("SSE2");
+#else
+    return PyUnicode_FromString("plain C");
+#endif
+}
+
 static PyMethodDef methods[] = {
     {"max_area_resize", max_area_resize, METH_VARARGS, max_area_resize_doc},
+    {"palette_lookup", (PyCFunction)(void (*)(void))palette_lookup, METH_VARARGS | METH_KEYWORDS,
+     palette_lookup_doc},
+    {"palette_max_area_resize", palette_max_area_resize, METH_VARARGS, palette_max_area_resize_doc},
+    {"lookup_path", get_lookup_path, METH_NOARGS,
+     "lookup_path() -> (name, label): the gray lookup path in use, e.g. ('avx2', 'AVX2')."},
+    {"lookup_paths", get_lookup_paths, METH_NOARGS,
+     "lookup_paths() -> tuple: the gray lookup paths this CPU and build have, best first."},
+    {"resize_path", get_resize_path, METH_NOARGS, "resize_path() -> str: 'AVX-512', 'SSE2' or 'plain C'."},
+    {"_set_lookup", set_lookup, METH_O,
+     "_set_lookup(name) -> str: use the gray lookup path `name` from now on; returns the previous one's "
+     "name."},
     {"_set_avx512", set_avx512, METH_O,
      "_set_avx512(enabled) -> bool: use the AVX-512 resize or not (tests: both paths give the same bytes); "
      "returns the previous setting."},
-    {"palette_lookup", (PyCFunction)(void (*)(void))palette_lookup, METH_VARARGS | METH_KEYWORDS, palette_lookup_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "torchwm._atari_kernel",
-    "The fused Atari env's gray lookup, max-pool and INTER_AREA resize in C, bit-exact with ALE and cv2.resize.", -1, methods,
+    "The fused Atari env's gray lookup, max-pool and INTER_AREA resize in C, bit-exact with ALE and "
+    "cv2.resize.",
+    -1, methods,
 };
 
 PyMODINIT_FUNC PyInit__atari_kernel(void)
 {
-    const char *lookup_path = "plain loop";
-#if defined(__SSE2__)
-    const char *resize_path = "SSE2";
-#else
-    const char *resize_path = "plain C";
-#endif
 #if defined(HAVE_AVX512_PATHS)
     __builtin_cpu_init();
     have_avx512 = cpu_has_avx512();
-    if (have_avx512)
-        resize_path = "AVX-512";
-    if (__builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bw")) {
-        lookup_fast = lookup_vbmi;
-        lookup_path = "AVX-512 VBMI";
-    }
+    lookup_paths[0].available = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bw");
+    lookup_paths[1].available = __builtin_cpu_supports("avx2");
 #endif
-    PyObject *m = PyModule_Create(&module);
-    if (m != NULL && (PyModule_AddStringConstant(m, "LOOKUP_PATH", lookup_path) < 0
-                      || PyModule_AddStringConstant(m, "RESIZE_PATH", resize_path) < 0))
-        Py_CLEAR(m);
-    return m;
+    for (int k = N_LOOKUP_PATHS - 1; k >= 0; k--)
+        if (lookup_paths[k].available)
+            lookup_current = &lookup_paths[k];
+    return PyModule_Create(&module);
 }

@@ -1,13 +1,16 @@
 """Which path the fused Atari env takes after the emulator: torchwm's C kernel, or OpenCV.
 
-`torchwm._atari_kernel` (torchwm/_atari_kernel.c) does the max over the last two screens
-and the ``INTER_AREA`` resize in one call, byte for byte what ``np.maximum`` then
-``cv2.resize`` give, three to four times as fast. Where the CPU has AVX-512 VBMI it also
-turns ALE's palette indices into gray values (`fast_gray_lookup`), 15 times as fast as
-``ale.getScreenGrayscale`` and with its values: the table is learned from ALE's own
-grayscale screens. It is built at install time where a C compiler
-works and is optional: without it (or with ``TORCHWM_NATIVE=0`` in the environment, read
-at import) the fused env uses NumPy and OpenCV, with the same arrays. `kernel_status`
+`torchwm._atari_kernel` (torchwm/_atari_kernel.c) turns ALE's palette indices into gray
+values (the bytes of ``ale.getScreenGrayscale``, from a table learned from ALE's own
+grayscale screens), pools the last two screens and does the ``INTER_AREA`` resize, byte
+for byte what ``np.maximum`` then ``cv2.resize`` give. The gray lookup has three paths,
+picked at import from the CPU's flags: AVX-512 VBMI, AVX2, and a plain C loop; the resize
+has an AVX-512 and an SSE2 pass. ``TORCHWM_ATARI_KERNEL=vbmi|avx2|plain`` (read at import)
+forces a lookup path and the resize a CPU of that kind has (AVX-512 with ``vbmi``, SSE2
+otherwise), so that each path can be tested and measured on one machine; a path this CPU
+lacks is a ValueError at import. The kernel is built at install time where a C compiler
+works and is optional: without it (or with ``TORCHWM_NATIVE=0``, read at import) the fused
+env uses ALE's grayscale screens, NumPy and OpenCV, with the same arrays. `kernel_status`
 says which path runs; ``torchwm list`` prints it.
 """
 
@@ -15,6 +18,9 @@ from __future__ import annotations
 
 import os
 from types import ModuleType
+
+SWITCH = "TORCHWM_ATARI_KERNEL"
+PATHS = ("vbmi", "avx2", "plain")
 
 
 def _load() -> tuple[ModuleType | None, str]:
@@ -28,7 +34,27 @@ def _load() -> tuple[ModuleType | None, str]:
     return _atari_kernel, ""
 
 
+def _force(kernel: ModuleType | None, wanted: str) -> str:
+    """Applies ``TORCHWM_ATARI_KERNEL=wanted`` ("" or "auto": the CPU's best); returns the forced path,
+    or "" when none is."""
+    if wanted in ("", "auto"):
+        return ""
+    if wanted not in PATHS:
+        raise ValueError(f"{SWITCH}: expected one of {', '.join(PATHS)} or auto, got {wanted!r}")
+    if kernel is None:
+        return ""  # TORCHWM_NATIVE=0 or no kernel: NumPy and OpenCV, which kernel_status says
+    if wanted not in kernel.lookup_paths():
+        have = ", ".join(kernel.lookup_paths())
+        raise ValueError(f"{SWITCH}={wanted}: this CPU has no such path (it has {have}); "
+                         f"unset {SWITCH} to take the best one")
+    kernel._set_lookup(wanted)
+    if wanted != "vbmi":
+        kernel._set_avx512(False)  # what a CPU without AVX-512 VBMI runs (those with AVX-512 have VBMI too)
+    return wanted
+
+
 KERNEL, _WHY_NOT = _load()
+FORCED = _force(KERNEL, os.environ.get(SWITCH, "").strip().lower())
 
 
 def kernel_handles(source_shape: tuple[int, ...], size: tuple[int, int]) -> bool:
@@ -39,16 +65,27 @@ def kernel_handles(source_shape: tuple[int, ...], size: tuple[int, int]) -> bool
 
 
 def fast_gray_lookup() -> bool:
-    """Whether the kernel's palette lookup is faster than ALE's grayscale screen here: it is where
-    the CPU has AVX-512 VBMI; its plain loop is not, so the fused env keeps ALE's call elsewhere."""
-    return KERNEL is not None and KERNEL.LOOKUP_PATH != "plain loop"
+    """Whether the fused env reads gray screens by the kernel's palette lookup (on every path where the
+    kernel is there) rather than by ``ale.getScreenGrayscale``."""
+    return KERNEL is not None
+
+
+def kernel_path() -> str:
+    """The gray lookup path in use: ``"vbmi"``, ``"avx2"``, ``"plain"``, or ``"opencv"`` without the
+    kernel."""
+    return "opencv" if KERNEL is None else str(KERNEL.lookup_path()[0])
 
 
 def kernel_status() -> str:
-    """One line: the path the fused Atari env's gray screens, max-pool and resize take."""
+    """One line: the path the fused Atari env's gray screens, max-pool and resize take.
+
+    Example:
+        >>> from torchwm import native
+        >>> native.kernel_status().startswith(("C kernel", "NumPy and OpenCV"))
+        True
+    """
     if KERNEL is None:
         return f"NumPy and OpenCV ({_WHY_NOT})"
-    gray = ("gray screens by palette lookup (AVX-512 VBMI)" if fast_gray_lookup()
-            else "gray screens from ALE (no AVX-512 VBMI on this CPU)")
-    return (f"native kernel (torchwm._atari_kernel): max-pool and INTER_AREA resize in C ({KERNEL.RESIZE_PATH}); "
-            f"{gray}")
+    forced = f"; forced by {SWITCH}={FORCED}" if FORCED else ""
+    return (f"C kernel (torchwm._atari_kernel): {KERNEL.lookup_path()[1]} gray lookup, "
+            f"{KERNEL.resize_path()} max-pool and INTER_AREA resize{forced}")
