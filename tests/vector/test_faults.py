@@ -637,7 +637,7 @@ def readme_example():
     """The first ```python block of the README, as a user would copy it."""
     from pathlib import Path
 
-    text = (Path(__file__).parent.parent / "README.md").read_text()
+    text = (Path(__file__).parents[2] / "README.md").read_text()
     return text.split("```python\n", 1)[1].split("```", 1)[0]
 
 

@@ -4,7 +4,7 @@
 Gymnasium stack driven by hand the way their semantics say (a no-op step instead
 of a reset after a lost life; a FIRE step after a reset): Breakout (FIRE, 5 lives),
 Freeway (no FIRE, no lives) and Pong (FIRE, no lives). They run through the
-wrapper chain (``fused=False``); ``tests/test_fused_atari.py`` shows the fused env
+wrapper chain (``fused=False``); ``tests/atari/test_fused_atari.py`` shows the fused env
 gives the same arrays.
 """
 
