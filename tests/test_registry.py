@@ -1,10 +1,12 @@
 """The registry and plugin loading: duplicates, overrides, disabling, listing, third-party entry points."""
 
+import importlib
 import subprocess
 import sys
 import textwrap
 
 import numpy as np
+import pluggy
 import pytest
 
 import torchwm
@@ -247,3 +249,30 @@ def test_a_broken_runtime_plugin_still_raises(fresh_plugins):
     plugins.register_plugin(Plugin(), name="mine")
     with pytest.raises(RuntimeError, match="mine"):
         plugins.registry("backend")
+
+
+MISSPELT_HOOK_MODULE = "import torchwm\n\n@torchwm.hookimpl\ndef register_backend(register):\n    register('never', None)\n"
+
+
+def import_fake_plugin(monkeypatch, tmp_path, name, text):
+    """A plugin module ``name`` written to ``tmp_path`` and imported from there."""
+    (tmp_path / f"{name}.py").write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, name, raising=False)
+    return importlib.import_module(name)
+
+
+def test_a_runtime_plugin_with_a_misspelt_hook_fails_loudly_at_load(fresh_plugins, tmp_path):
+    module = import_fake_plugin(fresh_plugins, tmp_path, "torchwm_typo", MISSPELT_HOOK_MODULE)
+    with pytest.raises(pluggy.PluginValidationError, match="unknown hook 'register_backend'"):
+        plugins.register_plugin(module, name="typo")
+    # Refused whole: not left registered, and the registries work without it.
+    assert "typo" not in plugins.plugin_names()
+    assert "sync" in {b.name for b in torchwm.list_backends()}
+
+
+def test_a_builtin_plugin_with_a_misspelt_hook_fails_loudly_at_load(fresh_plugins, tmp_path):
+    import_fake_plugin(fresh_plugins, tmp_path, "torchwm_builtin_typo", MISSPELT_HOOK_MODULE)
+    fresh_plugins.setattr(plugins, "DEFAULT_PLUGINS", (*plugins.DEFAULT_PLUGINS, "torchwm_builtin_typo"))
+    with pytest.raises(pluggy.PluginValidationError, match="unknown hook 'register_backend'"):
+        plugins.plugin_manager()

@@ -42,13 +42,15 @@ class SyntheticEnv(gym.Env):
         self._obs = np.zeros(obs_shape, np.uint8)
         self._t = 0
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
         self._t = 0
         self._obs[:] = self.np_random.integers(0, 256)
         return self._obs.copy(), {}
 
-    def step(self, action: Any):
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         # CPU time, not wall time: a step costs the same CPU however busy the machine is.
         end = time.process_time() + self.step_seconds
         while time.process_time() < end:
