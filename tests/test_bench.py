@@ -21,7 +21,8 @@ def test_run_bench_in_process_measures_each_backend():
     for r in results:
         assert len(r.samples) == 3 and r.steps_per_second == float(np.median(r.samples)) > 0
         assert r.pss_mb is not None and r.pss_mb > 0
-        # shmem says how its processes wait (still measuring after these few steps); gym-sync has nothing to say
+        # shmem says how its processes wait (still measuring after these few steps); gym-sync has nothing to
+        # say
         assert r.note.startswith("waits: the parent polls") if r.backend == "shmem" else r.note == ""
 
 

@@ -191,8 +191,11 @@ BAD_FILES = {
     (["list", "backend"], "did you mean 'backends'?"),
     (["run", "CartPole-v1", "--stepz", "3"], "did you mean '--steps'?"),
     (["run", "{tmp}/num_env.toml"], "did you mean 'num_envs'?"),
-    (["run", "{tmp}/env_kwarg.toml"], "the env 'ALE/Pong-v5' (ale_py.env:AtariEnv) takes no argument 'repeat_action_probabilty' (did you mean 'repeat_action_probability'?)"),
-    (["run", "{tmp}/backend_option.toml"], "backend_kwargs.num_worker: backend 'subproc' has no option 'num_worker' (did you mean 'num_workers'?)"),
+    (["run", "{tmp}/env_kwarg.toml"],
+     "the env 'ALE/Pong-v5' (ale_py.env:AtariEnv) takes no argument 'repeat_action_probabilty' "
+     "(did you mean 'repeat_action_probability'?)"),
+    (["run", "{tmp}/backend_option.toml"],
+     "backend_kwargs.num_worker: backend 'subproc' has no option 'num_worker' (did you mean 'num_workers'?)"),
     (["run", "pnog"], "Did you mean 'pong'"),
     (["run", "CartPole-v1", "--backend", "shmme"], "Did you mean 'shmem'?"),
     (["bench", "--env", "ALE/Pnog-v5"], "Did you mean 'ALE/Pong-v5'"),
@@ -310,7 +313,8 @@ def test_bench_plot_without_matplotlib_names_the_plot_extra_before_measuring(tmp
     result = python_c(
         "import sys; sys.modules['matplotlib'] = None\n"
         "from torchwm.cli import main\n"
-        f"sys.exit(main(['bench', '--backends', 'sync', '--num-envs', '2', '--plot', {str(tmp_path / 'x.png')!r}]))")
+        "sys.exit(main(['bench', '--backends', 'sync', '--num-envs', '2', "
+        f"'--plot', {str(tmp_path / 'x.png')!r}]))")
     assert result.returncode == 2
     _assert_extra_hint(result.stderr, "plot")
 
@@ -361,9 +365,9 @@ def test_run_reports_whole_game_returns_with_episodic_life(tmp_path, monkeypatch
     assert main(["run", str(config), "--steps", str(steps), "--policy", "obs_policy:policy", "--no-progress"]) == 0
     out = capsys.readouterr().out
 
-    # The reference: Gymnasium's own chain of the same stack (no fused env), the same seeds and policy. A whole
-    # game's return is the sum of the raw rewards until the last life is lost; episode_statistics at the bottom
-    # of the chain (Gymnasium's RecordEpisodeStatistics) gives its length.
+    # The reference: Gymnasium's own chain of the same stack (no fused env), the same seeds and policy.
+    # A whole game's return is the sum of the raw rewards until the last life is lost; episode_statistics
+    # at the bottom of the chain (Gymnasium's RecordEpisodeStatistics) gives its length.
     import obs_policy
 
     spec = torchwm.load_config(config)
@@ -510,8 +514,10 @@ def test_bench_config_and_env_are_one_or_the_other(tmp_path):
 def test_bench_says_the_shmem_advice_once_after_the_table():
     from torchwm import bench
 
-    advice = "a worker's step is shorter than its hand-offs: fewer workers (num_workers) or backend='sync' would be faster"
-    note = f"split: 2 workers (measured: ...); waits: the parent polls up to 20 µs (measured: a step 9 µs; {advice})"
+    advice = ("a worker's step is shorter than its hand-offs: fewer workers (num_workers) "
+              "or backend='sync' would be faster")
+    note = ("split: 2 workers (measured: ...); "
+            f"waits: the parent polls up to 20 µs (measured: a step 9 µs; {advice})")
     results = [bench.BenchResult("E", "shmem", 8, 100.0, [100.0], note=note),
                bench.BenchResult("E", "sync", 8, 200.0, [200.0]),
                bench.BenchResult("E", "shmem", 16, 150.0, [150.0], note=note),

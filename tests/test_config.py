@@ -104,7 +104,8 @@ def test_make_vec_from_config_builds_dicts_files_and_specs(tmp_path):
     ({"id": "CartPole-v1", "wrappers": [{"name": "frame_stack", "padding": "one"}]},
      "wrappers[0].padding: expected 'zero' or 'reset', got \"one\""),
     ({"id": "CartPole-v1", "wrappers": [{"name": "frame_stack", "stack": 2}]},
-     "wrappers[0].stack: wrapper 'frame_stack' has no option 'stack' (did you mean 'stack_size'?); its options are: stack_size, padding"),
+     "wrappers[0].stack: wrapper 'frame_stack' has no option 'stack' (did you mean 'stack_size'?); "
+     "its options are: stack_size, padding"),
     ({"id": "CartPole-v1", "wrappers": [{"stack_size": 2}]},
      "wrappers[0].name: expected the name of a registered wrapper, got no name key"),
     ({"id": "CartPole-v1", "wrappers": [{"name": "resize"}]},
@@ -160,7 +161,8 @@ def test_file_errors_start_with_the_file_name(tmp_path):
      r"evil\.yaml: not allowed in a config \(line 1\): could not determine a constructor for the tag "
      r"'tag:yaml\.org,2002:python/object/apply:os\.system'; configs hold plain data only"),
     ("list.yaml", "- 1\n- 2\n", r"list\.yaml: expected a table of keys \(id, num_envs, \.\.\.\) at the top, got list"),
-    ("notes.txt", "id = 1", r"notes\.txt: not a config file: expected a name ending in \.toml, \.yaml, \.yml, \.json, got 'notes\.txt'"),
+    ("notes.txt", "id = 1",
+     r"notes\.txt: not a config file: expected a name ending in \.toml, \.yaml, \.yml, \.json, got 'notes\.txt'"),
 ])
 def test_unreadable_files(tmp_path, name, text, message):
     path = tmp_path / name
@@ -422,7 +424,7 @@ def test_env_kwargs_are_checked_against_the_env():
 
 
 def alias_bomb(depth=9):
-    lines = ['a0: &a0 ["${X:-x}", "${X:-x}", "${X:-x}", "${X:-x}", "${X:-x}", "${X:-x}", "${X:-x}", "${X:-x}", "${X:-x}"]']
+    lines = ['a0: &a0 [' + ", ".join(['"${X:-x}"'] * 9) + ']']
     for level in range(1, depth):
         refs = ", ".join([f"*a{level - 1}"] * 9)
         lines.append(f"a{level}: &a{level} [{refs}]")

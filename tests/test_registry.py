@@ -166,7 +166,8 @@ BROKEN_PLUGINS = {
 
 
 def install_fake_distribution(root, dist_name, entry_points):
-    """A distribution on ``root`` (a sys.path entry) with ``entry_points`` {name: module text} in group torchwm."""
+    """A distribution on ``root`` (a sys.path entry) with ``entry_points`` {name: module text} in group
+    torchwm."""
     lines = ["[torchwm]"]
     for i, (name, text) in enumerate(entry_points.items()):
         module = f"{dist_name.replace('-', '_')}_{i}"
@@ -226,9 +227,11 @@ def test_disabling_a_broken_plugin_silences_it(tmp_path):
 
 
 def test_a_plugin_that_registers_itself_on_import_is_registered_once(tmp_path):
-    """The notebook style (``register_plugin(sys.modules[__name__], ...)`` at import), installed as a package."""
+    """The notebook style (``register_plugin(sys.modules[__name__], ...)`` at import), installed as a
+    package."""
     install_fake_distribution(tmp_path, "torchwm-selfreg", {"counting": THIRD_PARTY_PLUGIN + (
-        "\nimport sys\nimport torchwm.plugins\ntorchwm.plugins.register_plugin(sys.modules[__name__], name='counting')\n")})
+        "\nimport sys\nimport torchwm.plugins\n"
+        "torchwm.plugins.register_plugin(sys.modules[__name__], name='counting')\n")})
     out = run_python('''
         import torchwm
         info = {b.name: b for b in torchwm.list_backends()}["counting"]

@@ -4,8 +4,8 @@ and its palette lookup exactly ALE's grayscale screens.
 The kernel is optional at install (no C compiler: NumPy and OpenCV run instead), so these
 tests skip without it, except under ``TORCHWM_REQUIRE_KERNEL=1``, which CI sets: there a
 missing kernel is a failure. The fused env's arrays with the kernel are compared with the
-same env on ALE's grayscale screens and the OpenCV path on every ROM; tests/atari/test_fused_atari.py compares the fused env
-(kernel included) with Gymnasium's own chain.
+same env on ALE's grayscale screens and the OpenCV path on every ROM;
+tests/atari/test_fused_atari.py compares the fused env (kernel included) with Gymnasium's own chain.
 """
 
 from __future__ import annotations

@@ -113,7 +113,8 @@ def gymnasium_chain(env_id="ALE/Pong-v5"):
 
 
 def seed_reports(env):
-    """What an env says of its seed along seeded and unseeded resets, and whether its generator is that seed's."""
+    """What an env says of its seed along seeded and unseeded resets, and whether its generator is that
+    seed's."""
     reports = []
     for seed in (42, None, 7):
         env.reset(seed=seed)
@@ -284,7 +285,8 @@ SCREEN_SIZES = [84, (64, 96), (96, 64), (160, 210)]
 
 
 def gymnasium_atari_chain(env_id, frames, *, grayscale=True, **options):
-    """Gymnasium's own FrameStackObservation(AtariPreprocessing(gym.make(id, frameskip=1)), 4) with ``options``."""
+    """Gymnasium's own FrameStackObservation(AtariPreprocessing(gym.make(id, frameskip=1)), 4) with
+    ``options``."""
     from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
     env = gym.make(env_id, frameskip=1, max_num_frames_per_episode=frames)

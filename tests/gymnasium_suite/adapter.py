@@ -123,7 +123,8 @@ def _backend_kwargs(
     Args:
         backend: the torchwm backend the test runs on.
         shared_memory: AsyncVectorEnv's choice between shared memory and pipes; on torchwm the backend is
-            that choice (``shmem`` / ``subproc``), so a value that contradicts the backend is a bug in the port.
+            that choice (``shmem`` / ``subproc``), so a value that contradicts the backend is a bug in
+            the port.
         copy: the same option on every torchwm backend.
         context: the multiprocessing start method; ``None`` keeps torchwm's default.
         daemon: torchwm's workers are always daemonic (Gymnasium's default); ``False`` is passed on.
@@ -152,7 +153,8 @@ def make_vector_env(
     autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
     **gymnasium_kwargs: Any,
 ) -> Any:
-    """``SyncVectorEnv(env_fns, ...)`` / ``AsyncVectorEnv(env_fns, ...)`` as a torchwm vector env on ``backend``.
+    """``SyncVectorEnv(env_fns, ...)`` / ``AsyncVectorEnv(env_fns, ...)`` as a torchwm vector env on
+    ``backend``.
 
     Args:
         env_fns: one callable per env, each returning a ``gymnasium.Env``.
@@ -197,7 +199,8 @@ def make_vec(
 
 
 def close_all() -> None:
-    """Close every vector env built since the last call; raise the first error a close gave, after closing all."""
+    """Close every vector env built since the last call; raise the first error a close gave, after closing
+    all."""
     errors = []
     while _built:
         envs = _built.pop()

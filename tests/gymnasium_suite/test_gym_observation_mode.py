@@ -133,7 +133,8 @@ class TestVectorEnvObservationModes:
         with pytest.raises(
             (AssertionError, RuntimeError, TypeError),
             # match=re.escape(
-            #     "Expects all spaces to be the same shape, actual types: [<class 'gymnasium.spaces.box.Box'>, <class 'gymnasium.spaces.discrete.Discrete'>, <class 'gymnasium.spaces.dict.Dict'>]"
+            # "Expects all spaces to be the same shape, actual types: [<class 'gymnasium.spaces.box.Box'>,
+            # <class 'gymnasium.spaces.discrete.Discrete'>, <class 'gymnasium.spaces.dict.Dict'>]"
             # ),
         ):
             vector_env_fn(

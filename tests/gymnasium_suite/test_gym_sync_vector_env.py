@@ -257,7 +257,8 @@ def test_sync_vector_env_seed(vectoriser):
     "spec", all_testing_env_specs, ids=[spec.id for spec in all_testing_env_specs]
 )
 def test_sync_vector_determinism(vectoriser, spec: EnvSpec, seed: int = 123, n: int = 3):
-    """Check that for all environments, the sync vector envs produce the same action samples using the same seeds."""
+    """Check that for all environments, the sync vector envs produce the same action samples using the same
+    seeds."""
     env_1 = vectoriser([make_env(spec.id, seed=seed) for _ in range(n)])
     env_2 = vectoriser([make_env(spec.id, seed=seed) for _ in range(n)])
     assert_rng_equal(env_1.action_space.np_random, env_2.action_space.np_random)

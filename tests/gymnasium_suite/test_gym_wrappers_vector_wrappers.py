@@ -26,7 +26,8 @@
 # backend (vectorization_mode is replaced by the backend; see adapter.py); the CarRacing-v3 cases are
 # skipped without Box2D.
 
-"""Tests that the vectorised wrappers operate identically in `VectorEnv(Wrapper)` and `VectorWrapper(VectorEnv)`.
+"""Tests that the vectorised wrappers operate identically in `VectorEnv(Wrapper)` and
+`VectorWrapper(VectorEnv)`.
 
 The exception is the data converter wrappers
  * Data conversion wrappers - `JaxToTorch`, `JaxToNumpy` and `NumpyToJax`

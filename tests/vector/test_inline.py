@@ -1,4 +1,5 @@
-"""The ``inline`` option of ``subproc`` and ``shmem``: the parent steps worker 0's envs itself, next to the child workers.
+"""The ``inline`` option of ``subproc`` and ``shmem``: the parent steps worker 0's envs itself, next to the
+child workers.
 
 Trajectories, partial steps, call/set_attr and close are also checked by the conformance suite
 (the ``inline`` variants of `CONFORMANCE_VARIANTS`); these tests cover what is particular to the
