@@ -195,7 +195,8 @@ BAD_FILES = {
      "the env 'ALE/Pong-v5' (ale_py.env:AtariEnv) takes no argument 'repeat_action_probabilty' "
      "(did you mean 'repeat_action_probability'?)"),
     (["run", "{tmp}/backend_option.toml"],
-     "backend_kwargs.num_worker: backend 'subproc' has no option 'num_worker' (did you mean 'num_workers'?)"),
+     "backend_kwargs.num_worker: backend 'subproc' has no option 'num_worker' "
+     "(did you mean 'num_workers'?)"),
     (["run", "pnog"], "Did you mean 'pong'"),
     (["run", "CartPole-v1", "--backend", "shmme"], "Did you mean 'shmem'?"),
     (["bench", "--env", "ALE/Pnog-v5"], "Did you mean 'ALE/Pong-v5'"),

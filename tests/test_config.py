@@ -111,7 +111,8 @@ def test_make_vec_from_config_builds_dicts_files_and_specs(tmp_path):
     ({"id": "CartPole-v1", "wrappers": [{"name": "resize"}]},
      "wrappers[0]: wrapper 'resize': option 'width' is required and was not given"),
     ({"id": "CartPole-v1", "wrappers": [{"name": "atari_preprocessing"}]},
-     "wrappers[0]: wrapper 'atari_preprocessing' works only on atari envs, and 'CartPole-v1' is not one"),
+     "wrappers[0]: wrapper 'atari_preprocessing' works only on atari envs, "
+     "and 'CartPole-v1' is not one"),
     ({"id": "CartPole-v1", "wrappers": [3]}, "wrappers[0]: expected a wrapper name or a table with a name key, got 3"),
     ({"id": "CartPole-v1", "num_envs": "4"}, 'num_envs: expected an integer, got "4"'),
     ({"id": "CartPole-v1", "num_envs": 0}, "num_envs: expected an integer >= 1, got 0"),
@@ -162,7 +163,8 @@ def test_file_errors_start_with_the_file_name(tmp_path):
      r"'tag:yaml\.org,2002:python/object/apply:os\.system'; configs hold plain data only"),
     ("list.yaml", "- 1\n- 2\n", r"list\.yaml: expected a table of keys \(id, num_envs, \.\.\.\) at the top, got list"),
     ("notes.txt", "id = 1",
-     r"notes\.txt: not a config file: expected a name ending in \.toml, \.yaml, \.yml, \.json, got 'notes\.txt'"),
+     r"notes\.txt: not a config file: expected a name ending in \.toml, \.yaml, \.yml, \.json, "
+     r"got 'notes\.txt'"),
 ])
 def test_unreadable_files(tmp_path, name, text, message):
     path = tmp_path / name

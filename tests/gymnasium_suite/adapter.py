@@ -40,7 +40,8 @@ _built: list[Any] = []  # every vector env built by this module since the last c
 
 def deliberate(raises: type[BaseException], reason: str) -> pytest.MarkDecorator:
     """The mark of a deliberate difference: the test must fail, with ``raises``."""
-    return pytest.mark.xfail(strict=True, raises=raises, reason=f"deliberate (docs/from-gymnasium.md): {reason}")
+    return pytest.mark.xfail(strict=True, raises=raises,
+                             reason=f"deliberate (docs/from-gymnasium.md): {reason}")
 
 
 def backends(differs_on: Sequence[str] = (), mark: pytest.MarkDecorator | None = None,
@@ -57,7 +58,8 @@ def backends_and_values(values: Sequence[Any], ids: Sequence[str],
     for backend in BACKENDS:
         for value, value_id in zip(values, ids, strict=True):
             mark = mark_for(backend, value)
-            params.append(pytest.param(backend, value, id=f"{backend}-{value_id}", marks=() if mark is None else mark))
+            marks = () if mark is None else mark
+            params.append(pytest.param(backend, value, id=f"{backend}-{value_id}", marks=marks))
     return params
 
 

@@ -112,7 +112,8 @@ def test_vector_wrapper_equivalence(
     num_steps: int = 50,
 ):
     if env_id == "CarRacing-v3":
-        pytest.importorskip("Box2D", reason="CarRacing-v3 needs box2d (gymnasium[box2d]), an optional dependency")
+        pytest.importorskip("Box2D",
+                            reason="CarRacing-v3 needs box2d (gymnasium[box2d]), an optional dependency")
     vector_wrapper = getattr(wrappers.vector, wrapper_name)
     wrapper_vector_env: VectorEnv = vector_wrapper(
         make_vec(

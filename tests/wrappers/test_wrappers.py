@@ -129,7 +129,8 @@ def test_fire_reset_on_a_game_without_fire_raises(fused):
     [
         ({"name": "frame_stack", "stack_size": "4"}, r"wrapper 'frame_stack': option 'stack_size' expected int, got '4'"),
         ({"name": "frame_stack", "padding": "edge"},
-         r"wrapper 'frame_stack': option 'padding' expected .*, got 'edge' \(input should be 'zero' or 'reset'\)"),
+         r"wrapper 'frame_stack': option 'padding' expected .*, got 'edge' "
+         r"\(input should be 'zero' or 'reset'\)"),
         ({"name": "clip_reward", "min_reward": "low"}, r"wrapper 'clip_reward': option 'min_reward' expected float .*, got 'low'"),
         ({"name": "resize", "width": 10}, r"wrapper 'resize': option 'height' is required"),
         ({"name": "pixels", "size": 3}, r"wrapper 'pixels' has no option 'size'; its options are: width, height, render_only"),
