@@ -2,8 +2,8 @@
 
 ``SyntheticEnv`` burns a fixed amount of CPU per step (a busy loop on
 `time.process_time`, not a sleep, so that it competes for cores like a real
-simulator and costs the same CPU on a busy machine) and returns a 4x84x84 uint8 observation, the shape of a stacked
-Atari frame. It is registered with Gymnasium when this module is imported
+simulator and costs the same CPU on a busy machine) and returns a 4x84x84 uint8 observation,
+the shape of a stacked Atari frame. It is registered with Gymnasium when this module is imported
 (``import torchwm`` does), by an entry-point string, so workers started by
 spawn or forkserver can build it too.
 """

@@ -424,7 +424,8 @@ class FusedAtariEnv(gym.Env):
         """The AtariEnv's seed, as the chain reports it (-1 after ``np_random`` was set directly)."""
         return self._core.atari_env.np_random_seed
 
-    # What Gymnasium's env checker inspects; read-only here: the AtariEnv's, which np_random's setter replaces.
+    # What Gymnasium's env checker inspects; read-only here: the AtariEnv's, which np_random's setter
+    # replaces.
     @property
     def _np_random(self) -> np.random.Generator | None:  # type: ignore[override]
         return self._core.atari_env._np_random
