@@ -1,11 +1,18 @@
-"""Shared fixtures: a clean plugin state around tests that change it.
+"""Shared fixtures: a clean plugin state around tests that change it; the Ray tests kept together.
 
 tests/conformance also runs installed plugin backends (Ray's among them): the Ray it starts
 asks for no auth token and sends no usage stats, as the ray plugin's own tests (which run in
 the same pytest process) expect. Set before Ray is imported.
+
+Under pytest-xdist (``-n``), every test that runs on the ``ray`` backend is in the xdist group
+``ray``, as the ray plugin's own tests are: with ``--dist loadgroup`` they share one worker, so one
+local Ray runs at a time (each worker process would otherwise start its own, and a module's Ray
+fixture in every worker), and a test module never finds another module's Ray connected.
 """
 
 import os
+import re
+from pathlib import Path
 
 import pytest
 
@@ -21,3 +28,14 @@ def fresh_plugins(monkeypatch):
     plugins.reset()
     yield monkeypatch
     plugins.reset()
+
+
+TESTS = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        # The test id's parameters name the backend ("[ray]", "[ray:check_...]", "[ray-0-...]").
+        params = item.name.partition("[")[2]
+        if item.path.is_relative_to(TESTS) and re.search(r"\bray\b", params):
+            item.add_marker(pytest.mark.xdist_group("ray"))

@@ -8,11 +8,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import tomllib
 import yaml
 
 import torchwm
-from torchwm.config import apply_overrides, dump_config, interpolate_env, load_run_config, parse_value
+from torchwm.config import (
+    apply_overrides,
+    dump_config,
+    interpolate_env,
+    load_run_config,
+    parse_value,
+    tomllib,
+)
 from torchwm.errors import ConfigError, UnknownNameError
 from torchwm.factory import resolve_spec
 

@@ -302,7 +302,8 @@ class NeedsTwoArguments(Exception):
 
 
 class RaisingEnv(gym.Env):
-    """Action 1 raises ValueError, 2 an exception of the env's own type, 3 KeyError, 4 one that wants arguments."""
+    """Action 1 raises ValueError, 2 an exception of the env's own type, 3 KeyError, 4 one that wants
+    arguments."""
 
     observation_space = spaces.Box(0, 1, (1,), np.float32)
     action_space = spaces.Discrete(5)
@@ -543,7 +544,8 @@ def test_messages_start_with_gymnasiums_sentence(backend):
     odd = [lambda: gym.make("CartPole-v1"), lambda: gym.make("FrozenLake-v1")]
     cls = {"sync": "SyncVectorEnv", "subproc": "SubprocVectorEnv", "shmem": "ShmemVectorEnv"}[backend]
     with pytest.raises(RuntimeError, match=re.escape(
-            f"{cls}(..., observation_mode='same') however the sub-environments observation spaces are not equivalent. "
+            f"{cls}(..., observation_mode='same') however the sub-environments observation spaces "
+            "are not equivalent. "
             f"(env 1 has observation space Discrete(16)")):
         torchwm.make_vec_from_fns(odd, backend=backend, backend_kwargs=options_for(backend))
 
@@ -619,7 +621,8 @@ def test_close_warns_about_a_pending_call_as_gymnasium_does(backend):
 
 
 class BoundedBoxEnv(gym.Env):
-    """Box(0, high, (2,)) observations: envs of one vector env may differ in ``high`` (domain randomisation)."""
+    """Box(0, high, (2,)) observations: envs of one vector env may differ in ``high`` (domain
+    randomisation)."""
 
     action_space = spaces.Discrete(2)
 

@@ -119,7 +119,8 @@ def test_fuzz_make_vec_only_raises_clear_errors(env_id, num_envs, backend, wrapp
 # -- the trial's small things (issue 27, item 7) -------------------------------------------------------------
 
 def test_an_env_kwarg_of_a_wrapper_names_the_wrapper():
-    """``frame_skip=4`` on an ALE id: Gymnasium's exception type (TypeError), with the wrapper that takes it."""
+    """``frame_skip=4`` on an ALE id: Gymnasium's exception type (TypeError), with the wrapper that takes
+    it."""
     import ale_py
 
     gym.register_envs(ale_py)

@@ -31,7 +31,8 @@ PLUGINS = sorted((ROOT / "plugins").glob("torchwm-*/pyproject.toml"))
 
 
 def documented_files() -> list[Path]:
-    """Where a user reads an install command: the README, docs, plugin READMEs, configs and the package's messages."""
+    """Where a user reads an install command: the README, docs, plugin READMEs, configs and the package's
+    messages."""
     files = [ROOT / "README.md", *sorted((ROOT / "docs").glob("**/*.md")), *sorted((ROOT / "plugins").glob("*/README.md")),
              *sorted((ROOT / "torchwm").glob("**/*.py")), *sorted((ROOT / "torchwm" / "configs").glob("*.*"))]
     return [f for f in files if f.is_file()]

@@ -1,10 +1,12 @@
 """The registry and plugin loading: duplicates, overrides, disabling, listing, third-party entry points."""
 
+import importlib
 import subprocess
 import sys
 import textwrap
 
 import numpy as np
+import pluggy
 import pytest
 
 import torchwm
@@ -164,7 +166,8 @@ BROKEN_PLUGINS = {
 
 
 def install_fake_distribution(root, dist_name, entry_points):
-    """A distribution on ``root`` (a sys.path entry) with ``entry_points`` {name: module text} in group torchwm."""
+    """A distribution on ``root`` (a sys.path entry) with ``entry_points`` {name: module text} in group
+    torchwm."""
     lines = ["[torchwm]"]
     for i, (name, text) in enumerate(entry_points.items()):
         module = f"{dist_name.replace('-', '_')}_{i}"
@@ -224,9 +227,11 @@ def test_disabling_a_broken_plugin_silences_it(tmp_path):
 
 
 def test_a_plugin_that_registers_itself_on_import_is_registered_once(tmp_path):
-    """The notebook style (``register_plugin(sys.modules[__name__], ...)`` at import), installed as a package."""
+    """The notebook style (``register_plugin(sys.modules[__name__], ...)`` at import), installed as a
+    package."""
     install_fake_distribution(tmp_path, "torchwm-selfreg", {"counting": THIRD_PARTY_PLUGIN + (
-        "\nimport sys\nimport torchwm.plugins\ntorchwm.plugins.register_plugin(sys.modules[__name__], name='counting')\n")})
+        "\nimport sys\nimport torchwm.plugins\n"
+        "torchwm.plugins.register_plugin(sys.modules[__name__], name='counting')\n")})
     out = run_python('''
         import torchwm
         info = {b.name: b for b in torchwm.list_backends()}["counting"]
@@ -247,3 +252,30 @@ def test_a_broken_runtime_plugin_still_raises(fresh_plugins):
     plugins.register_plugin(Plugin(), name="mine")
     with pytest.raises(RuntimeError, match="mine"):
         plugins.registry("backend")
+
+
+MISSPELT_HOOK_MODULE = "import torchwm\n\n@torchwm.hookimpl\ndef register_backend(register):\n    register('never', None)\n"
+
+
+def import_fake_plugin(monkeypatch, tmp_path, name, text):
+    """A plugin module ``name`` written to ``tmp_path`` and imported from there."""
+    (tmp_path / f"{name}.py").write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, name, raising=False)
+    return importlib.import_module(name)
+
+
+def test_a_runtime_plugin_with_a_misspelt_hook_fails_loudly_at_load(fresh_plugins, tmp_path):
+    module = import_fake_plugin(fresh_plugins, tmp_path, "torchwm_typo", MISSPELT_HOOK_MODULE)
+    with pytest.raises(pluggy.PluginValidationError, match="unknown hook 'register_backend'"):
+        plugins.register_plugin(module, name="typo")
+    # Refused whole: not left registered, and the registries work without it.
+    assert "typo" not in plugins.plugin_names()
+    assert "sync" in {b.name for b in torchwm.list_backends()}
+
+
+def test_a_builtin_plugin_with_a_misspelt_hook_fails_loudly_at_load(fresh_plugins, tmp_path):
+    import_fake_plugin(fresh_plugins, tmp_path, "torchwm_builtin_typo", MISSPELT_HOOK_MODULE)
+    fresh_plugins.setattr(plugins, "DEFAULT_PLUGINS", (*plugins.DEFAULT_PLUGINS, "torchwm_builtin_typo"))
+    with pytest.raises(pluggy.PluginValidationError, match="unknown hook 'register_backend'"):
+        plugins.plugin_manager()

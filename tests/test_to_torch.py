@@ -57,7 +57,8 @@ def test_torchwm_to_torch_is_the_documented_function_and_import_torchwm_does_not
         "envs = torchwm.to_torch(torchwm.make_vec('CartPole-v1', num_envs=2, seed=0), device='cpu')\n"
         "obs, infos = envs.reset()\n"
         "print(type(envs).__name__, type(obs).__name__, obs.device, torchwm.ToTorch is type(envs))\n"
-        "from torchwm.to_torch import to_torch\n"  # importing the module by name keeps torchwm.to_torch callable
+        # importing the module by name keeps torchwm.to_torch callable
+        "from torchwm.to_torch import to_torch\n"
         "print(type(torchwm.to_torch(envs.env)).__name__)\n"
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)

@@ -1,4 +1,5 @@
-"""TorchVectorizedEnv: any Gym-like factory over worker processes, the classic (obs, rewards, dones, infos) API."""
+"""TorchVectorizedEnv: any Gym-like factory over worker processes, the classic (obs, rewards, dones, infos)
+API."""
 
 from __future__ import annotations
 

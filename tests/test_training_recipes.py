@@ -70,7 +70,8 @@ def run(recipe: str, monkeypatch, tmp_path) -> tuple[dict, list[Recorder]]:
 
 
 def replay_returns(make_env, num_envs: int, seed, actions) -> list[tuple[int, float, int]]:
-    """(step, return, length) of each episode ``RecordEpisodeStatistics`` reports, in a same_step SyncVectorEnv."""
+    """(step, return, length) of each episode ``RecordEpisodeStatistics`` reports, in a same_step
+    SyncVectorEnv."""
     envs = gym.vector.SyncVectorEnv([make_env] * num_envs, autoreset_mode=AutoresetMode.SAME_STEP)
     envs.reset(seed=seed)
     found = []

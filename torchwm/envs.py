@@ -2,8 +2,8 @@
 
 ``SyntheticEnv`` burns a fixed amount of CPU per step (a busy loop on
 `time.process_time`, not a sleep, so that it competes for cores like a real
-simulator and costs the same CPU on a busy machine) and returns a 4x84x84 uint8 observation, the shape of a stacked
-Atari frame. It is registered with Gymnasium when this module is imported
+simulator and costs the same CPU on a busy machine) and returns a 4x84x84 uint8 observation,
+the shape of a stacked Atari frame. It is registered with Gymnasium when this module is imported
 (``import torchwm`` does), by an entry-point string, so workers started by
 spawn or forkserver can build it too.
 """
@@ -42,13 +42,15 @@ class SyntheticEnv(gym.Env):
         self._obs = np.zeros(obs_shape, np.uint8)
         self._t = 0
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
         self._t = 0
         self._obs[:] = self.np_random.integers(0, 256)
         return self._obs.copy(), {}
 
-    def step(self, action: Any):
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         # CPU time, not wall time: a step costs the same CPU however busy the machine is.
         end = time.process_time() + self.step_seconds
         while time.process_time() < end:

@@ -14,7 +14,8 @@ reported once, in one line on stderr that names its distribution, what failed
 and how to disable it, and ``torchwm list`` shows it with its error
 (`failed_plugins`). Worker processes inherit the fact that it was reported
 and stay quiet. A plugin registered at run time (`register_plugin`) raises
-instead: the caller is right there to fix it.
+instead (pluggy's ``PluginValidationError`` for a misspelt hook): the caller is
+right there to fix it.
 """
 
 from __future__ import annotations
@@ -189,6 +190,9 @@ def plugin_manager() -> PluginManager:
                 if manager.is_blocked(module_name):
                     continue
                 manager.register(importlib.import_module(module_name), name=module_name)
+            # torchwm's own hooks are checked first, so that a later check_pending() failure is the
+            # entry-point plugin's being loaded, never blamed on it for a built-in's.
+            manager.check_pending()
             _loading = manager
             try:
                 manager.load_entry_points(hookspecs.PROJECT_NAME)
@@ -306,6 +310,11 @@ def register_plugin(plugin: Any, name: str | None = None) -> None:
         if name is not None and manager.get_plugin(name) is plugin:
             return
         manager.register(plugin, name=name)
+        try:
+            manager.check_pending()  # a hook name no spec has (a misspelt hook) would be ignored silently
+        except pluggy.PluginValidationError:
+            manager.unregister(plugin)
+            raise
         _registries = None
 
 

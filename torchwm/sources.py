@@ -12,7 +12,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from torchwm.hookspecs import hookimpl
+from torchwm.hookspecs import Register, hookimpl
 from torchwm.names import is_atari, register_ale
 
 
@@ -32,6 +32,6 @@ def make_ale(env_id: str, **env_kwargs: Any) -> gym.Env:
 
 
 @hookimpl
-def register_sources(register):
+def register_sources(register: Register) -> None:
     register("gym", make_gym, description="gymnasium.make: any registered Gymnasium id, ALE included")
     register("ale", make_ale, description="ale_py AtariEnv directly, without gymnasium.make's checkers")

@@ -40,7 +40,8 @@ _built: list[Any] = []  # every vector env built by this module since the last c
 
 def deliberate(raises: type[BaseException], reason: str) -> pytest.MarkDecorator:
     """The mark of a deliberate difference: the test must fail, with ``raises``."""
-    return pytest.mark.xfail(strict=True, raises=raises, reason=f"deliberate (docs/from-gymnasium.md): {reason}")
+    return pytest.mark.xfail(strict=True, raises=raises,
+                             reason=f"deliberate (docs/from-gymnasium.md): {reason}")
 
 
 def backends(differs_on: Sequence[str] = (), mark: pytest.MarkDecorator | None = None,
@@ -57,7 +58,8 @@ def backends_and_values(values: Sequence[Any], ids: Sequence[str],
     for backend in BACKENDS:
         for value, value_id in zip(values, ids, strict=True):
             mark = mark_for(backend, value)
-            params.append(pytest.param(backend, value, id=f"{backend}-{value_id}", marks=() if mark is None else mark))
+            marks = () if mark is None else mark
+            params.append(pytest.param(backend, value, id=f"{backend}-{value_id}", marks=marks))
     return params
 
 
@@ -123,7 +125,8 @@ def _backend_kwargs(
     Args:
         backend: the torchwm backend the test runs on.
         shared_memory: AsyncVectorEnv's choice between shared memory and pipes; on torchwm the backend is
-            that choice (``shmem`` / ``subproc``), so a value that contradicts the backend is a bug in the port.
+            that choice (``shmem`` / ``subproc``), so a value that contradicts the backend is a bug in
+            the port.
         copy: the same option on every torchwm backend.
         context: the multiprocessing start method; ``None`` keeps torchwm's default.
         daemon: torchwm's workers are always daemonic (Gymnasium's default); ``False`` is passed on.
@@ -152,7 +155,8 @@ def make_vector_env(
     autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
     **gymnasium_kwargs: Any,
 ) -> Any:
-    """``SyncVectorEnv(env_fns, ...)`` / ``AsyncVectorEnv(env_fns, ...)`` as a torchwm vector env on ``backend``.
+    """``SyncVectorEnv(env_fns, ...)`` / ``AsyncVectorEnv(env_fns, ...)`` as a torchwm vector env on
+    ``backend``.
 
     Args:
         env_fns: one callable per env, each returning a ``gymnasium.Env``.
@@ -197,7 +201,8 @@ def make_vec(
 
 
 def close_all() -> None:
-    """Close every vector env built since the last call; raise the first error a close gave, after closing all."""
+    """Close every vector env built since the last call; raise the first error a close gave, after closing
+    all."""
     errors = []
     while _built:
         envs = _built.pop()

@@ -17,7 +17,8 @@ import pytest
 
 from gymnasium_suite import adapter
 
-# MuJoCo renders offscreen through EGL here: its default (GLFW) needs a display and aborts the process without one.
+# MuJoCo renders offscreen through EGL here: its default (GLFW) needs a display and aborts the process without
+# one.
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 

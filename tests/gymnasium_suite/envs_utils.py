@@ -36,7 +36,8 @@ def try_make_env(env_spec: EnvSpec) -> gym.Env | None:
 
     Warning the environments have no wrappers, including time limit and order enforcing.
     """
-    # To avoid issues with registered environments during testing, we check that the spec entry points are from gymnasium.envs.
+    # To avoid issues with registered environments during testing, we check that the spec entry points are
+    # from gymnasium.envs.
     if (
         isinstance(env_spec.entry_point, str)
         and "gymnasium.envs." in env_spec.entry_point

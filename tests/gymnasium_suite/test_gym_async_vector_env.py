@@ -234,7 +234,8 @@ def test_no_copy_async_vector_env(vectoriser):
     env.close()
 
 
-@pytest.mark.parametrize("backend", PROCESS_BACKENDS)  # ported: a deadline on workers; `sync` runs the env in the caller
+# ported: a deadline on workers; `sync` runs the env in the caller
+@pytest.mark.parametrize("backend", PROCESS_BACKENDS)
 def test_reset_timeout_async_vector_env(vectoriser):
     """Test timeout error on reset with and without shared memory."""
     env_fns = [make_slow_env(0.3, i) for i in range(4)]
@@ -247,7 +248,8 @@ def test_reset_timeout_async_vector_env(vectoriser):
     env.close(terminate=True)
 
 
-@pytest.mark.parametrize("backend", PROCESS_BACKENDS)  # ported: a deadline on workers; `sync` runs the env in the caller
+# ported: a deadline on workers; `sync` runs the env in the caller
+@pytest.mark.parametrize("backend", PROCESS_BACKENDS)
 def test_step_timeout_async_vector_env(vectoriser):
     """Test timeout error on step with and without shared memory."""
     env_fns = [make_slow_env(0.0, i) for i in range(4)]
@@ -428,11 +430,11 @@ def raise_error_step(self, action):
 @pytest.mark.xfail(
     strict=True, raises=AssertionError,
     reason="deliberate, two rows of docs/from-gymnasium.md: (1) torchwm logs nothing when an env raises in a "
-           "worker; the WorkerError it raises (also the env's ValueError) names the env, the worker and carries "
-           "the worker's traceback, where Gymnasium logs three to five 'ERROR: Received the following error from "
-           "Worker-N' messages; (2) with those log assertions set aside, the second half steps three envs that "
-           "were never reset: torchwm raises gymnasium.error.ResetNeeded (step() before any reset() is refused "
-           "on every backend), where Gymnasium steps bare envs",
+           "worker; the WorkerError it raises (also the env's ValueError) names the env, the worker and "
+           "carries the worker's traceback, where Gymnasium logs three to five 'ERROR: Received the "
+           "following error from Worker-N' messages; (2) with those log assertions set aside, the second "
+           "half steps three envs that were never reset: torchwm raises gymnasium.error.ResetNeeded (step() "
+           "before any reset() is refused on every backend), where Gymnasium steps bare envs",
 )
 def test_async_vector_subenv_error(vectoriser):
     envs = vectoriser(
@@ -490,7 +492,8 @@ def test_async_vector_subenv_error(vectoriser):
         caught_warnings[0].message.args[0],
     )
     assert re.match(
-        r"\x1b\[31mERROR: Traceback \(most recent call last\):(?s:.)*in raise_error_step(?s:.)*ValueError: Error in step with [12]\n\x1b\[0m",
+        r"\x1b\[31mERROR: Traceback \(most recent call last\):(?s:.)*in raise_error_step(?s:.)*"
+        r"ValueError: Error in step with [12]\n\x1b\[0m",
         caught_warnings[1].message.args[0],
     )
     assert re.match(
@@ -498,7 +501,8 @@ def test_async_vector_subenv_error(vectoriser):
         caught_warnings[2].message.args[0],
     )
     assert re.match(
-        r"\x1b\[31mERROR: Traceback \(most recent call last\):(?s:.)*in raise_error_step(?s:.)*ValueError: Error in step with [12]\n\x1b\[0m",
+        r"\x1b\[31mERROR: Traceback \(most recent call last\):(?s:.)*in raise_error_step(?s:.)*"
+        r"ValueError: Error in step with [12]\n\x1b\[0m",
         caught_warnings[3].message.args[0],
     )
     assert (

@@ -51,7 +51,8 @@ class TestVectorEnvObservationModes:
         with pytest.raises(
             ValueError,
             match=re.escape(
-                "Invalid `observation_mode`, expected: 'same' or 'different' or tuple of single and batch observation space, actual got invalid"
+                "Invalid `observation_mode`, expected: 'same' or 'different' or tuple of single and batch "
+                "observation space, actual got invalid"
             ),
         ):
             vector_env_fn(
@@ -63,7 +64,8 @@ class TestVectorEnvObservationModes:
         spaces = [Box(low=0, high=i, shape=(2,)) for i in range(1, 4)]
         with pytest.raises(
             (AssertionError, RuntimeError),
-            match="the sub-environments observation spaces are not equivalent. .*If this is intentional, use `observation_mode='different'` instead.",
+            match="the sub-environments observation spaces are not equivalent. .*If this is intentional, "
+            "use `observation_mode='different'` instead.",
         ):
             vector_env_fn(
                 [create_env(space) for space in spaces], observation_mode="same"
@@ -133,7 +135,8 @@ class TestVectorEnvObservationModes:
         with pytest.raises(
             (AssertionError, RuntimeError, TypeError),
             # match=re.escape(
-            #     "Expects all spaces to be the same shape, actual types: [<class 'gymnasium.spaces.box.Box'>, <class 'gymnasium.spaces.discrete.Discrete'>, <class 'gymnasium.spaces.dict.Dict'>]"
+            # "Expects all spaces to be the same shape, actual types: [<class 'gymnasium.spaces.box.Box'>,
+            # <class 'gymnasium.spaces.discrete.Discrete'>, <class 'gymnasium.spaces.dict.Dict'>]"
             # ),
         ):
             vector_env_fn(

@@ -186,9 +186,10 @@ def test_set_attr_sync_vector_env(vectoriser):
     "backend",
     backends(("subproc", "shmem"), deliberate(
         AssertionError,
-        "the message names the class that was built (SubprocVectorEnv/ShmemVectorEnv(..., observation_mode="
-        "'same') however the sub-environments observation spaces are not equivalent. ...), not SyncVectorEnv; "
-        "Gymnasium's AsyncVectorEnv does not match this SyncVectorEnv test either. The RuntimeError is the same",
+        "the message names the class that was built (SubprocVectorEnv/ShmemVectorEnv(..., "
+        "observation_mode='same') however the sub-environments observation spaces are not equivalent. ...), "
+        "not SyncVectorEnv; Gymnasium's AsyncVectorEnv does not match this SyncVectorEnv test either. The "
+        "RuntimeError is the same",
     )),
 )
 def test_check_spaces_sync_vector_env(vectoriser):
@@ -200,7 +201,8 @@ def test_check_spaces_sync_vector_env(vectoriser):
     with pytest.raises(
         RuntimeError,
         match=re.escape(
-            "SyncVectorEnv(..., observation_mode='same') however the sub-environments observation spaces are not equivalent."
+            "SyncVectorEnv(..., observation_mode='same') however the sub-environments observation spaces "
+            "are not equivalent."
         ),
     ):
         env = vectoriser(env_fns)
@@ -240,7 +242,8 @@ def test_custom_space_sync_vector_env(vectoriser):
 
 def test_sync_vector_env_seed(vectoriser):
     """Test seeding for sync vector environments."""
-    pytest.importorskip("Box2D", reason="BipedalWalker-v3 needs box2d (gymnasium[box2d]), an optional dependency")
+    pytest.importorskip("Box2D",
+                        reason="BipedalWalker-v3 needs box2d (gymnasium[box2d]), an optional dependency")
     env = make_env("BipedalWalker-v3", seed=123)()
     sync_vector_env = vectoriser([make_env("BipedalWalker-v3", seed=123)])
 
@@ -257,7 +260,8 @@ def test_sync_vector_env_seed(vectoriser):
     "spec", all_testing_env_specs, ids=[spec.id for spec in all_testing_env_specs]
 )
 def test_sync_vector_determinism(vectoriser, spec: EnvSpec, seed: int = 123, n: int = 3):
-    """Check that for all environments, the sync vector envs produce the same action samples using the same seeds."""
+    """Check that for all environments, the sync vector envs produce the same action samples using the same
+    seeds."""
     env_1 = vectoriser([make_env(spec.id, seed=seed) for _ in range(n)])
     env_2 = vectoriser([make_env(spec.id, seed=seed) for _ in range(n)])
     assert_rng_equal(env_1.action_space.np_random, env_2.action_space.np_random)

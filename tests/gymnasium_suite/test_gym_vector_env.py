@@ -113,7 +113,8 @@ def debug_step_func(self, action: ActType) -> tuple[ObsType, float, bool, bool, 
     ("backend", "space"),
     backends_and_values(
         TESTING_SPACES, TESTING_SPACES_IDS,
-        lambda backend, space: shmem_difference(space) if backend == "shmem" and not dynamic_shape(space) else None,
+        lambda backend, space: (
+            shmem_difference(space) if backend == "shmem" and not dynamic_shape(space) else None),
     ),
 )
 def test_vector_obs_action_spaces(vectoriser, space, num_envs=3):
@@ -281,7 +282,8 @@ def test_partial_reset_failure(vectoriser):
     with pytest.raises(
         ValueError,
         match=re.escape(
-            "`options['reset_mask']` must contain a boolean array with at least one True value, got reset_mask=[False False False]"
+            "`options['reset_mask']` must contain a boolean array with at least one True value, "
+            "got reset_mask=[False False False]"
         ),
     ):
         envs.reset(options={"reset_mask": np.array([False, False, False])})

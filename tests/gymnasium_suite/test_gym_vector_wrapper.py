@@ -38,7 +38,8 @@ from gymnasium.vector import VectorWrapper
 
 
 class DummyVectorWrapper(VectorWrapper):
-    """Dummy Vector wrapper that contains a counter function to logging the number of times that reset is called."""
+    """Dummy Vector wrapper that contains a counter function to logging the number of times that reset is
+    called."""
 
     def __init__(self, env):
         """Initialises the wrapper with the environment creating a counter variable."""
@@ -69,7 +70,8 @@ def test_vector_env_wrapper_inheritance(make_vec):
 
 
 def test_vector_env_wrapper_attributes(make_vec):
-    """Test if `set_attr`, `call` methods for VecEnvWrapper get correctly forwarded to the vector env it is wrapping."""
+    """Test if `set_attr`, `call` methods for VecEnvWrapper get correctly forwarded to the vector env it is
+    wrapping."""
     env = make_vec("CartPole-v1", num_envs=3, vectorization_mode="sync")
     wrapped = DummyVectorWrapper(
         make_vec("CartPole-v1", num_envs=3, vectorization_mode="sync")

@@ -47,7 +47,8 @@ def _headless_display(monkeypatch):
 @pytest.mark.parametrize("screen_size", [None, (400, 300), (300, 600), (600, 600)])
 def test_num_envs_screen_size(make_vec, env_id, num_envs, screen_size):
     if env_id == "Ant-v4":
-        pytest.importorskip("mujoco", reason="Ant-v4 needs mujoco (gymnasium[mujoco]), an optional dependency")
+        pytest.importorskip("mujoco",
+                            reason="Ant-v4 needs mujoco (gymnasium[mujoco]), an optional dependency")
     envs = make_vec(env_id, num_envs=num_envs, render_mode="rgb_array")
     envs = HumanRendering(envs, screen_size=screen_size)
 
@@ -61,10 +62,10 @@ def test_num_envs_screen_size(make_vec, env_id, num_envs, screen_size):
 
 @pytest.mark.xfail(
     strict=True, raises=AssertionError,
-    reason="deliberate (docs/from-gymnasium.md): HumanRendering over render_mode='rgb_array_list' asserts one "
-           "array per env, and a vector env of separate envs renders one list of frames each; Gymnasium's own "
-           "SyncVectorEnv and AsyncVectorEnv fail it too (it passes in Gymnasium only on CartPole's own "
-           "vectorised env, which gymnasium.make_vec picks by default)",
+    reason="deliberate (docs/from-gymnasium.md): HumanRendering over render_mode='rgb_array_list' asserts "
+           "one array per env, and a vector env of separate envs renders one list of frames each; "
+           "Gymnasium's own SyncVectorEnv and AsyncVectorEnv fail it too (it passes in Gymnasium only on "
+           "CartPole's own vectorised env, which gymnasium.make_vec picks by default)",
 )
 def test_render_modes(make_vec):
     envs = HumanRendering(
@@ -81,7 +82,8 @@ def test_render_modes(make_vec):
     with pytest.raises(
         ValueError,
         match=re.escape(
-            "Expected env.render_mode to be one of ['rgb_array', 'rgb_array_list', 'depth_array', 'depth_array_list'] but got 'human'"
+            "Expected env.render_mode to be one of "
+            "['rgb_array', 'rgb_array_list', 'depth_array', 'depth_array_list'] but got 'human'"
         ),
     ):
         HumanRendering(envs)

@@ -232,7 +232,8 @@ def test_video_length(make_vec, autoreset_mode, video_length: int = 10, n_envs=1
         if autoreset_mode == AutoresetMode.DISABLED and np.any(autoresets):
             envs.reset(options={"reset_mask": autoresets})
 
-    # check that the environment is still recording then take a step to take the number of steps > video length
+    # check that the environment is still recording then take a step to take the number of steps > video
+    # length
     assert envs.recording
     envs.step(envs.action_space.sample())
     assert not envs.recording

@@ -86,7 +86,8 @@ def test_warning_on_mismatched_single_action_space(
     n_envs: int = 2,
 ):
     vec_env = vectoriser([create_env for _ in range(n_envs)])
-    # We only specify action_space without single_action_space, so single_action_space inherits its value from the wrapped env which would not match. This mismatch should give us a warning.
+    # We only specify action_space without single_action_space, so single_action_space inherits its value from
+    # the wrapped env which would not match. This mismatch should give us a warning.
     with pytest.warns(
         Warning,
         match=r"the action space and the batched single action space don't match as expected",

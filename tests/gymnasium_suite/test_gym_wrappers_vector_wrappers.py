@@ -26,7 +26,8 @@
 # backend (vectorization_mode is replaced by the backend; see adapter.py); the CarRacing-v3 cases are
 # skipped without Box2D.
 
-"""Tests that the vectorised wrappers operate identically in `VectorEnv(Wrapper)` and `VectorWrapper(VectorEnv)`.
+"""Tests that the vectorised wrappers operate identically in `VectorEnv(Wrapper)` and
+`VectorWrapper(VectorEnv)`.
 
 The exception is the data converter wrappers
  * Data conversion wrappers - `JaxToTorch`, `JaxToNumpy` and `NumpyToJax`
@@ -111,7 +112,8 @@ def test_vector_wrapper_equivalence(
     num_steps: int = 50,
 ):
     if env_id == "CarRacing-v3":
-        pytest.importorskip("Box2D", reason="CarRacing-v3 needs box2d (gymnasium[box2d]), an optional dependency")
+        pytest.importorskip("Box2D",
+                            reason="CarRacing-v3 needs box2d (gymnasium[box2d]), an optional dependency")
     vector_wrapper = getattr(wrappers.vector, wrapper_name)
     wrapper_vector_env: VectorEnv = vector_wrapper(
         make_vec(

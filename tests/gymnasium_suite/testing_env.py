@@ -56,25 +56,29 @@ def basic_reset_func(
     seed: int | None = None,
     options: dict | None = None,
 ) -> tuple[ObsType, dict]:
-    """A basic reset function that will pass the environment check using random actions from the observation space."""
+    """A basic reset function that will pass the environment check using random actions from the observation
+    space."""
     super(GenericTestEnv, self).reset(seed=seed)
     self.observation_space.seed(self.np_random_seed)
     return self.observation_space.sample(), {"options": options}
 
 
 def old_reset_func(self) -> ObsType:
-    """An old reset function that will pass the environment check using random actions from the observation space."""
+    """An old reset function that will pass the environment check using random actions from the observation
+    space."""
     super(GenericTestEnv, self).reset()
     return self.observation_space.sample()
 
 
 def basic_step_func(self, action: ActType) -> tuple[ObsType, float, bool, bool, dict]:
-    """A step function that follows the basic step api that will pass the environment check using random actions from the observation space."""
+    """A step function that follows the basic step api that will pass the environment check using random
+    actions from the observation space."""
     return self.observation_space.sample(), 0, False, False, {}
 
 
 def old_step_func(self, action: ActType) -> tuple[ObsType, float, bool, dict]:
-    """A step function that follows the old step api that will pass the environment check using random actions from the observation space."""
+    """A step function that follows the old step api that will pass the environment check using random actions
+    from the observation space."""
     return self.observation_space.sample(), 0, False, {}
 
 
@@ -171,7 +175,8 @@ def basic_vector_reset_func(
     seed: int | None = None,
     options: dict | None = None,
 ) -> tuple[ObsType, dict]:
-    """A basic reset function that will pass the environment check using random actions from the observation space."""
+    """A basic reset function that will pass the environment check using random actions from the observation
+    space."""
     super(GenericTestVectorEnv, self).reset(seed=seed)
     self.observation_space.seed(self.np_random_seed)
     return self.observation_space.sample(), {"options": options}
@@ -180,7 +185,8 @@ def basic_vector_reset_func(
 def basic_vector_step_func(
     self, action: ActType
 ) -> tuple[ObsType, np.ndarray, np.ndarray, np.ndarray, dict]:
-    """A step function that follows the basic step api that will pass the environment check using random actions from the observation space."""
+    """A step function that follows the basic step api that will pass the environment check using random
+    actions from the observation space."""
     obs = self.observation_space.sample()
     rewards = np.zeros(self.num_envs, dtype=np.float64)
     terminations = np.zeros(self.num_envs, dtype=np.bool_)

@@ -83,7 +83,8 @@ class SlowEnv(gym.Env):
     """A custom slow environment."""
 
     def __init__(self, slow_reset=0.3):
-        """Initialises the environment with a slow reset parameter used in the `step` and `reset` functions."""
+        """Initialises the environment with a slow reset parameter used in the `step` and `reset`
+        functions."""
         super().__init__()
         self.slow_reset = slow_reset
         self.observation_space = Box(

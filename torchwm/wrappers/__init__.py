@@ -10,7 +10,7 @@ The classes live in their own modules: `atari`, `episodic_life`, `fire_reset`,
 
 from __future__ import annotations
 
-from torchwm.hookspecs import hookimpl
+from torchwm.hookspecs import Register, hookimpl
 from torchwm.wrappers.atari import atari_preprocessing
 from torchwm.wrappers.episode_statistics import episode_statistics
 from torchwm.wrappers.episodic_life import EpisodicLifeEnv, episodic_life
@@ -33,14 +33,9 @@ __all__ = [
 
 
 @hookimpl
-def register_wrappers(register):
-    register(
-        "atari_preprocessing",
-        atari_preprocessing,
-        family="atari",
-        env_kwargs={"frameskip": 1},
-        description="gymnasium AtariPreprocessing: no-op reset, frame skip + max-pool, resize, grayscale",
-    )
+def register_wrappers(register: Register) -> None:
+    register("atari_preprocessing", atari_preprocessing, family="atari", env_kwargs={"frameskip": 1},
+             description="gymnasium AtariPreprocessing: no-op reset, frame skip + max-pool, resize, grayscale")
     register("frame_stack", frame_stack, description="gymnasium FrameStackObservation")
     register("episodic_life", episodic_life, family="atari",
              description="a lost life ends the episode; the game restarts only at game over (DeepMind)")

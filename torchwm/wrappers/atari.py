@@ -58,7 +58,8 @@ def atari_preprocessing(
 
 
 def screen_dims(screen_size: int | tuple[int, int]) -> tuple[int, int]:
-    """``(width, height)`` of `atari_preprocessing`'s ``screen_size`` (an int is a square), as Gymnasium reads it."""
+    """``(width, height)`` of `atari_preprocessing`'s ``screen_size`` (an int is a square), as Gymnasium
+    reads it."""
     if isinstance(screen_size, tuple):
         return screen_size
     return screen_size, screen_size

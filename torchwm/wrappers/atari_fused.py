@@ -25,7 +25,7 @@ from __future__ import annotations
 import inspect
 import time
 from collections import deque
-from typing import Any
+from typing import Any, SupportsFloat
 
 import cv2
 import gymnasium as gym
@@ -256,7 +256,7 @@ class AtariPreprocessingCore(gym.Env):
             frame = self._scaled
         return frame[..., np.newaxis] if self._newaxis else frame
 
-    def step(self, action: Any):
+    def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
         ale = self.ale
         ale_action = self._action_set[action]
         frame_skip = self.frame_skip
@@ -295,7 +295,9 @@ class AtariPreprocessingCore(gym.Env):
             self.time_queue.append(seconds)
         return self._frame(), total_reward, terminated, truncated, info
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
         atari_env = self.atari_env
         ale = self.ale
         _, reset_info = atari_env.reset(seed=seed, options=options)
@@ -350,11 +352,13 @@ class RingFrameStack(gym.Wrapper):
             return self._ring.copy()
         return np.concatenate((self._ring[oldest:], self._ring[:oldest]))
 
-    def step(self, action: Any):
+    def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
         frame, reward, terminated, truncated, info = self.env.step(action)
         return self._push(frame), reward, terminated, truncated, info
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
         frame, info = self.env.reset(seed=seed, options=options)
         if self.padding == "reset":
             self._ring[:] = frame
@@ -466,14 +470,16 @@ class FusedAtariEnv(gym.Env):
     def get_action_meanings(self) -> list[str]:
         return self._core.get_action_meanings()
 
-    def step(self, action: Any):
+    def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
         if self._needs_reset:
             # What gym.make's OrderEnforcing says in the chain.
             raise gym.error.ResetNeeded("Cannot call env.step() before calling env.reset()")
         obs, reward, terminated, truncated, info = self._top.step(action)
         return (obs.copy() if self._copy_obs else obs), reward, terminated, truncated, info
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
         obs, info = self._top.reset(seed=seed, options=options)
         self._needs_reset = False
         return (obs.copy() if self._copy_obs else obs), info

@@ -1,4 +1,5 @@
-"""`episode_statistics`: each episode's return, length and time in ``infos["episode"]``, as Gymnasium logs them.
+"""`episode_statistics`: each episode's return, length and time in ``infos["episode"]``, as Gymnasium
+logs them.
 
 The factory is Gymnasium's `RecordEpisodeStatistics`, so the numbers and the format
 (``info["episode"] = {"r": return, "l": length, "t": seconds}``, and on a vector env

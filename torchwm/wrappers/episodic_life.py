@@ -14,7 +14,7 @@ the wrapper changes nothing there.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, SupportsFloat
 
 import gymnasium as gym
 
@@ -42,7 +42,7 @@ class EpisodicLifeEnv(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self.lives = 0
         self.was_real_done = True
 
-    def step(self, action: Any):
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         self.was_real_done = terminated or truncated
         lives = self._ale.lives()
@@ -52,7 +52,9 @@ class EpisodicLifeEnv(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self.lives = lives
         return obs, reward, terminated, truncated, info
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
         if self.was_real_done or seed is not None:
             obs, info = self.env.reset(seed=seed, options=options)
         else:

@@ -60,7 +60,9 @@ class FireResetEnv(gym.Wrapper, gym.utils.RecordConstructorArgs):
         gym.utils.RecordConstructorArgs.__init__(self)
         super().__init__(env)
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
         _, reset_info = self.env.reset(seed=seed, options=options)
         obs, _, terminated, truncated, step_info = self.env.step(self.fire_action)
         if terminated or truncated:

@@ -144,7 +144,8 @@ def pixels(
 
 
 def _resize_key(env: gym.Env, key: str, width: int, height: int) -> gym.Env:
-    """The frame under ``key`` of a dict observation resized as `ResizeObservation` resizes (cv2, INTER_AREA)."""
+    """The frame under ``key`` of a dict observation resized as `ResizeObservation` resizes
+    (cv2, INTER_AREA)."""
     import cv2
 
     space = env.observation_space

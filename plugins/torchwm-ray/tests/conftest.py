@@ -6,9 +6,13 @@ env closes (it stops only a Ray it started itself), so the module pays Ray's sta
 Ray's token authentication is turned off for the whole test run, before anything starts Ray:
 the two-node test's ``ray start`` nodes and every local Ray must agree on it, and a Ray
 process reads the setting once. Every node these tests start listens on loopback only.
+
+Under pytest-xdist (``-n``, ``--dist loadgroup``) every test here is in the xdist group ``ray``, with
+torchwm's own tests on the ``ray`` backend: one worker runs them all, one Ray at a time.
 """
 
 import os
+from pathlib import Path
 
 os.environ["RAY_AUTH_MODE"] = "disabled"
 os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
@@ -23,3 +27,10 @@ def local_ray():
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     yield
     ray.shutdown()
+
+
+def pytest_collection_modifyitems(items):
+    here = Path(__file__).parent
+    for item in items:
+        if item.path.is_relative_to(here):
+            item.add_marker(pytest.mark.xdist_group("ray"))

@@ -117,7 +117,8 @@ def test_envpool_takes_width_and_height_and_refuses_a_gray_channel_axis():
 @pytest.mark.parametrize("error", ["UnsupportedStackError", "WrapperOptionError", "InvalidOptionError",
                                    "InvalidOptionTypeError", "DynamicShapeError"])
 def test_option_errors_are_gymnasium_errors_and_what_they_were(error):
-    """Code written against ALE/Gymnasium (``except gymnasium.error.Error``) and against torchwm both catch them."""
+    """Code written against ALE/Gymnasium (``except gymnasium.error.Error``) and against torchwm both catch
+    them."""
     from torchwm import errors
 
     cls = getattr(errors, error)

@@ -1,4 +1,5 @@
-"""The parallel backends ``subproc`` and ``shmem``: same arrays as ``sync``, start methods, splits, async batches."""
+"""The parallel backends ``subproc`` and ``shmem``: same arrays as ``sync``, start methods, splits, async
+batches."""
 
 from __future__ import annotations
 
@@ -315,7 +316,8 @@ def _alive(pid):
         return False
 
 
-# -- issue items: fair batches, every env's spaces checked, actions as given, late replies, unpicklable results --
+# -- issue items: fair batches, every env's spaces checked, actions as given, late replies, unpicklable
+# results --
 
 
 @pytest.mark.parametrize("backend, backend_kwargs", [

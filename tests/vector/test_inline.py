@@ -1,4 +1,5 @@
-"""The ``inline`` option of ``subproc`` and ``shmem``: the parent steps worker 0's envs itself, next to the child workers.
+"""The ``inline`` option of ``subproc`` and ``shmem``: the parent steps worker 0's envs itself, next to the
+child workers.
 
 Trajectories, partial steps, call/set_attr and close are also checked by the conformance suite
 (the ``inline`` variants of `CONFORMANCE_VARIANTS`); these tests cover what is particular to the
@@ -67,7 +68,7 @@ def test_every_env_is_in_a_worker_by_default_and_the_parent_share_is_opt_in(back
     # Isolation by default: no env runs in the parent unless inline=True is asked for.
     with torchwm.make_vec("CartPole-v1", 4, backend=backend, backend_kwargs={"context": "fork"}) as vec:
         assert None not in vec.worker_pids and len(set(vec.worker_pids)) == vec.num_workers
-        # One worker per core, or as many as shmem measured to be faster (tests/test_worker_count.py).
+        # One worker per core, or as many as shmem measured to be faster (tests/vector/test_worker_count.py).
         assert vec.num_workers == (vec.worker_choice.workers if vec.worker_choice else min(4, default_num_workers()))
         assert vec.worker_slices[0].start == 0 and vec.worker_slices[-1].stop == 4
     with torchwm.make_vec("CartPole-v1", 4, backend=backend,

@@ -22,7 +22,8 @@ MEASURED_STEPS = WARMUP_STEPS + WINDOW_STEPS + 1  # steps per worker until the f
 
 
 def feed(tuner: WaitTuner, steps: int, *, compute: float, turnaround: float, handoff: float) -> None:
-    """Two workers stepping in lockstep with these timings, as `SharedMemoryWorker.finish_step` reports them."""
+    """Two workers stepping in lockstep with these timings, as `SharedMemoryWorker.finish_step` reports
+    them."""
     clock = 0.0
     for _ in range(steps):
         sent = clock

@@ -1,4 +1,5 @@
-"""The ``ale-native`` backend and `make_atari_vector_env`: mapping, refusals, equality with Gymnasium, semantics."""
+"""The ``ale-native`` backend and `make_atari_vector_env`: mapping, refusals, equality with Gymnasium,
+semantics."""
 
 from __future__ import annotations
 
@@ -642,7 +643,8 @@ def test_a_bad_frameskip_is_gymnasium_error_as_ale_raises_it(frameskip):
         AtariVectorEnv("pong", 1, frameskip=frameskip)
     with pytest.raises(gym.error.Error, match="frameskip"):
         torchwm.make_atari_vector_env("pong", frameskip=frameskip)
-    # On ale-native the emulator's frameskip must stay 1 (atari_preprocessing skips frames): any other is refused.
+    # On ale-native the emulator's frameskip must stay 1 (atari_preprocessing skips frames): any other is
+    # refused.
     with pytest.raises(gym.error.Error, match=f"env frameskip={frameskip}"):
         torchwm.make_vec("ALE/Pong-v5", 2, backend="ale-native", frameskip=frameskip)
 
@@ -673,7 +675,8 @@ def test_make_atari_vector_env_takes_numpy_ints():
 
 
 def test_attributes_wait_for_the_step_in_flight_as_in_gymnasium(breakout):
-    """call/get_attr/set_attr/render are the base class's: refused while a step is pending, as every backend does."""
+    """call/get_attr/set_attr/render are the base class's: refused while a step is pending, as every backend
+    does."""
     breakout.reset()
     breakout.send(np.zeros(3, dtype=np.int64))
     for calling, attempt in [("call_async", lambda: breakout.get_attr("observation_space")),

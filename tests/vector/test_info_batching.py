@@ -1,4 +1,5 @@
-"""`InfoBatcher`: infos batched exactly as Gymnasium's `VectorEnv._add_info` batches them, fast path included."""
+"""`InfoBatcher`: infos batched exactly as Gymnasium's `VectorEnv._add_info` batches them, fast path
+included."""
 
 from __future__ import annotations
 

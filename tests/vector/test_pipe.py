@@ -23,7 +23,8 @@ def test_readable_answers_as_connection_poll_does():
         assert (readable(), mine.poll()) == (True, True)
         mine.recv_bytes()
         assert (readable(), mine.poll()) == (False, False)
-        theirs.close()  # the other end gone: a read would raise EOFError now, so both say "there is something"
+        # the other end gone: a read would raise EOFError now, so both say "there is something"
+        theirs.close()
         assert (readable(), mine.poll()) == (True, True)
     finally:
         mine.close()

@@ -4,7 +4,7 @@
 Gymnasium stack driven by hand the way their semantics say (a no-op step instead
 of a reset after a lost life; a FIRE step after a reset): Breakout (FIRE, 5 lives),
 Freeway (no FIRE, no lives) and Pong (FIRE, no lives). They run through the
-wrapper chain (``fused=False``); ``tests/test_fused_atari.py`` shows the fused env
+wrapper chain (``fused=False``); ``tests/atari/test_fused_atari.py`` shows the fused env
 gives the same arrays.
 """
 
@@ -128,7 +128,9 @@ def test_fire_reset_on_a_game_without_fire_raises(fused):
     ("wrapper", "message"),
     [
         ({"name": "frame_stack", "stack_size": "4"}, r"wrapper 'frame_stack': option 'stack_size' expected int, got '4'"),
-        ({"name": "frame_stack", "padding": "edge"}, r"wrapper 'frame_stack': option 'padding' expected .*, got 'edge' \(input should be 'zero' or 'reset'\)"),
+        ({"name": "frame_stack", "padding": "edge"},
+         r"wrapper 'frame_stack': option 'padding' expected .*, got 'edge' "
+         r"\(input should be 'zero' or 'reset'\)"),
         ({"name": "clip_reward", "min_reward": "low"}, r"wrapper 'clip_reward': option 'min_reward' expected float .*, got 'low'"),
         ({"name": "resize", "width": 10}, r"wrapper 'resize': option 'height' is required"),
         ({"name": "pixels", "size": 3}, r"wrapper 'pixels' has no option 'size'; its options are: width, height, render_only"),

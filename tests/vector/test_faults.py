@@ -140,7 +140,8 @@ def no_wedge():
 
 
 def make(backend):
-    """The default configuration, with a short timeout once started (starting may take longer on a loaded machine)."""
+    """The default configuration, with a short timeout once started (starting may take longer on a loaded
+    machine)."""
     envs = torchwm.make_vec(FAULT_ID, NUM_ENVS, backend=backend, seed=0, backend_kwargs={"timeout": 30})
     envs.timeout = TIMEOUT
     return envs
@@ -575,8 +576,8 @@ def interrupt_when_an_env_sleeps():
     os.kill(os.getpid(), signal.SIGINT)
 
 def main():  # guarded, so that this test is about Ctrl-C alone, also under old start-up rules
-    envs = torchwm.make_vec_from_fns([SlowStepEnv] * 4, backend=sys.argv[1],
-                                     backend_kwargs={"num_workers": 2, "inline": sys.argv[2] == "1", "timeout": 20})
+    options = {"num_workers": 2, "inline": sys.argv[2] == "1", "timeout": 20}
+    envs = torchwm.make_vec_from_fns([SlowStepEnv] * 4, backend=sys.argv[1], backend_kwargs=options)
     report = {}
     envs.reset(seed=0)
     envs.step(np.zeros(4, dtype=np.int64))
@@ -637,7 +638,7 @@ def readme_example():
     """The first ```python block of the README, as a user would copy it."""
     from pathlib import Path
 
-    text = (Path(__file__).parent.parent / "README.md").read_text()
+    text = (Path(__file__).parents[2] / "README.md").read_text()
     return text.split("```python\n", 1)[1].split("```", 1)[0]
 
 

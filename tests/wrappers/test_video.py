@@ -1,4 +1,5 @@
-"""The ``record_video`` wrapper and ``torchwm run --video``: files, frame counts, first frames, on every backend.
+"""The ``record_video`` wrapper and ``torchwm run --video``: files, frame counts, first frames, on every
+backend.
 
 A video's frames are read back with the ffmpeg of imageio-ffmpeg (the [video] extra). H.264 is lossy, so
 a frame "equals" a render when it is much closer to it than to the env's other frames.
@@ -137,7 +138,8 @@ def test_torchwm_run_video(tmp_path):
 def test_without_moviepy_the_video_extra_is_named(tmp_path):
     script = ("import sys; sys.modules['moviepy'] = None\n"
               "import torchwm\n"
-              f"torchwm.make_vec('CartPole-v1', wrappers=[{{'name': 'record_video', 'video_folder': {str(tmp_path)!r}}}])")
+              "torchwm.make_vec('CartPole-v1', "
+              f"wrappers=[{{'name': 'record_video', 'video_folder': {str(tmp_path)!r}}}])")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert out.returncode != 0
     assert "needs moviepy, which is in torchwm's [video] extra" in out.stderr.strip().splitlines()[-1]
