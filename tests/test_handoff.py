@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import torchwm
-from torchwm.vector.handoff import (
+from torchwm.vector.transports.handoff import (
     MAX_SPIN_SECONDS,
     RECHECK_SECONDS,
     SHORT_SPIN_SECONDS,

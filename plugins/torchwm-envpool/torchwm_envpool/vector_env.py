@@ -20,9 +20,7 @@ import numpy as np
 from gymnasium import spaces
 
 from torchwm.errors import AlreadyPendingCallError, EnvTimeoutError
-from torchwm.spec import VecSpec, check_count, check_timeout
-from torchwm.vector.base import VectorEnv, check_batch_size
-from torchwm.vector.pool import Batch
+from torchwm.plugin_api import Batch, VecSpec, VectorEnv, check_batch_size, check_count, check_timeout
 from torchwm_envpool.translate import EnvPoolPlan, translate
 
 INFO_KEYS = ("lives", "elapsed_step")  # per-env infos kept from EnvPool's (not its RAM copy nor player ids)

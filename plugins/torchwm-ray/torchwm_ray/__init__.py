@@ -19,7 +19,7 @@ Then::
     envs.close()
 
 Each Ray actor hosts several envs and steps them with torchwm's own worker loop
-(`torchwm.vector.env_group.EnvGroup`) over envs built by `torchwm.factory.build_env`, so it
+(`torchwm.plugin_api.EnvGroup`) over envs built by `torchwm.plugin_api.build_env`, so it
 gives the same arrays as the ``sync`` backend for the same seed. A step of all envs goes through
 a Ray Compiled Graph (``compiled_graph=True``, the default); everything else is an actor call. The plugin is this module's one hook below; importing Ray waits until a ``ray``
 env is actually made, so installing the plugin costs other backends nothing.

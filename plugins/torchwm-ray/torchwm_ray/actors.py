@@ -1,8 +1,8 @@
 """The Ray actor transport: both ends of the wire between the driver and one Ray actor.
 
 `EnvActor` is the worker, one share of the pool's envs in a Ray actor process (the pool's
-`torchwm.vector.env_group.EnvGroup`, built from its `torchwm.vector.pool.WorkerPayload`);
-`RayActorTransport` is the driver's end, the `torchwm.vector.pool.Transport` that the ``ray``
+`torchwm.plugin_api.EnvGroup`, built from its `torchwm.plugin_api.WorkerPayload`);
+`RayActorTransport` is the driver's end, the `torchwm.plugin_api.Transport` that the ``ray``
 backend's pool drives. What Ray adds to the pool's protocol:
 
 - A step of all envs goes through one compiled graph over every actor
@@ -41,22 +41,37 @@ import ray.util.scheduling_strategies
 from gymnasium import spaces
 from ray import cloudpickle
 
-from torchwm.spec import VecSpec
-from torchwm.vector.batching import ARRAY_SPACES, create_batch, take_rows
-from torchwm.vector.env_group import (
+from torchwm.plugin_api import (
+    ARRAY_SPACES,
+    Batch,
     Call,
     ControlCommand,
+    Deadline,
     EnvGroup,
     ErrorReply,
     NeedsReset,
+    PoolSettings,
     Reset,
     SetAttr,
     ShareDescription,
+    Transport,
+    VecSpec,
+    WorkerGone,
+    WorkerPayload,
+    create_batch,
     describe_share,
+    take_rows,
 )
-from torchwm.vector.pool import Batch, Deadline, PoolSettings, Transport, WorkerGone, WorkerPayload
 from torchwm_ray.compiled_graph import CompiledStep
-from torchwm_ray.connection import LocalRay, check_address, client_connected, cluster_cpus, with_runtime_env
+from torchwm_ray.connection import (
+    RAY_GONE,
+    LocalRay,
+    check_address,
+    client_connected,
+    cluster_cpus,
+    lost_ray,
+    with_runtime_env,
+)
 from torchwm_ray.placement import ActorPlacement
 from torchwm_ray.shipping import ship_by_value
 
@@ -299,25 +314,6 @@ class RaySettings:
     def actor_options(self, index: int) -> dict[str, Any]:
         """The `ray.remote` options of actor ``index``."""
         return {**self.placement.options(index), "max_restarts": self.max_restarts}
-
-
-RAY_GONE = "Ray was shut down (ray.shutdown()) or this process lost its connection to the cluster"
-
-
-def lost_ray(exc: BaseException) -> WorkerGone:
-    """The `WorkerGone` for an error of Ray's own while waiting, if Ray went away (``ray.shutdown()`` from another
-    thread, a lost connection): Ray then raises what it happens to meet (``SystemExit``, ``AttributeError``)."""
-    if isinstance(exc, KeyboardInterrupt):
-        raise exc
-    deadline = time.monotonic() + 2.0  # a shutdown in another thread may still be on its way
-    while ray.is_initialized() and time.monotonic() < deadline:
-        if isinstance(exc, (ray.exceptions.RaySystemError, ray.exceptions.RayChannelError, SystemExit)):
-            time.sleep(0.05)
-        else:
-            raise exc
-    if ray.is_initialized():
-        raise exc
-    return WorkerGone(RAY_GONE, restartable=False)
 
 
 def last_line(text: str) -> str:

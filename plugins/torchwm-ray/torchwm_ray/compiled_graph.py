@@ -5,8 +5,8 @@ machine) than one execution of a compiled graph, whose shared-memory channels Ra
 polling. `CompiledStep` is shared by the transports of one vector env: each stages its
 actor's actions, the last one sends the step, and each reads its own actor's result once.
 A graph's result cannot be read twice, so a step past its deadline is lost
-(`torchwm.vector.pool.StepLost`), and a graph does not survive the death of an actor
-(`torchwm.vector.pool.WorkerGone`).
+(`torchwm.plugin_api.StepLost`), and a graph does not survive the death of an actor
+(`torchwm.plugin_api.WorkerGone`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ import ray
 import ray.exceptions
 from ray.dag import InputNode, MultiOutputNode
 
-from torchwm.vector.pool import Deadline, StepLost, WorkerGone
+from torchwm.plugin_api import Deadline, StepLost, WorkerGone
+from torchwm_ray.connection import RAY_GONE, lost_ray
 
 if TYPE_CHECKING:
     from torchwm_ray.actors import EnvFailure, RayActorTransport
@@ -109,8 +110,6 @@ class CompiledStep:
         except (ray.exceptions.RayActorError, ray.exceptions.RayChannelError) as exc:
             self._failed(exc)
         except BaseException as exc:  # Ray itself went away (ray.shutdown()): Ray's error is then any error
-            from torchwm_ray.actors import lost_ray
-
             gone = lost_ray(exc)  # raises anything else again (Ctrl-C: the pool abandons the step)
             self.refs.clear()
             self.running = False
@@ -144,8 +143,6 @@ class CompiledStep:
         """The graph broke (an actor died): tear it down and raise `WorkerGone` naming every actor lost."""
         self.refs.clear()
         self.teardown(kill_actors=False)
-        from torchwm_ray.actors import RAY_GONE, lost_ray
-
         # ray.shutdown() in another thread tears down every graph first (killing its actors; our teardown waits
         # for it), then disconnects: give it a moment, since it is no actor's death, and no call to Ray may be
         # made once it is done, which would start a new local Ray.

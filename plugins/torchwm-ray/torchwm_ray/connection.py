@@ -21,9 +21,13 @@ from __future__ import annotations
 import atexit
 import os
 import threading
+import time
 from typing import Any
 
 import ray
+import ray.exceptions
+
+from torchwm.plugin_api import WorkerGone
 
 ENV_VAR = "RAY_ADDRESS"
 CLIENT_PREFIX = "ray://"
@@ -194,3 +198,22 @@ def with_runtime_env(init_kwargs: dict[str, Any], runtime_env: Any) -> dict[str,
 def cluster_cpus() -> int:
     """The CPUs of the cluster this process is connected to (at least 1)."""
     return max(int(ray.cluster_resources().get("CPU", 1)), 1)
+
+
+RAY_GONE = "Ray was shut down (ray.shutdown()) or this process lost its connection to the cluster"
+
+
+def lost_ray(exc: BaseException) -> WorkerGone:
+    """The `WorkerGone` for an error of Ray's own while waiting, if Ray went away (``ray.shutdown()`` from another
+    thread, a lost connection): Ray then raises what it happens to meet (``SystemExit``, ``AttributeError``)."""
+    if isinstance(exc, KeyboardInterrupt):
+        raise exc
+    deadline = time.monotonic() + 2.0  # a shutdown in another thread may still be on its way
+    while ray.is_initialized() and time.monotonic() < deadline:
+        if isinstance(exc, (ray.exceptions.RaySystemError, ray.exceptions.RayChannelError, SystemExit)):
+            time.sleep(0.05)
+        else:
+            raise exc
+    if ray.is_initialized():
+        raise exc
+    return WorkerGone(RAY_GONE, restartable=False)

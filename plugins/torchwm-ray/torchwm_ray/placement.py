@@ -24,7 +24,7 @@ from typing import Any
 import ray
 
 from torchwm.errors import EnvTimeoutError
-from torchwm.vector.pool import split_envs
+from torchwm.plugin_api import split_envs
 
 STRATEGIES = ("STRICT_SPREAD", "SPREAD", "STRICT_PACK", "PACK")
 

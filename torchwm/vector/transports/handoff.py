@@ -54,6 +54,16 @@ def as_microseconds(seconds: float) -> str:
 
 
 @dataclass(frozen=True)
+class Handoff:
+    """What one hand-off between processes costs on this machine, measured by
+    `torchwm.vector.transports.worker_count`: how long one process takes to see what another
+    wrote in shared memory, in seconds (one way)."""
+
+    poll: float  # while it polls for it
+    wake: float  # while it sleeps on a futex and must be woken
+
+
+@dataclass(frozen=True)
 class WaitPlan:
     """How long each side polls before it sleeps, and where that came from.
 

@@ -6,8 +6,8 @@ either wake often or answer late. `futex_wait` returns at once if the word no
 longer holds ``expected``, so a ring between the last check and the sleep is
 never lost. Where futexes are unavailable (not Linux, or an unknown CPU), it
 falls back to a short `time.sleep`. Used by the ``shmem`` transport
-(`torchwm.vector.shared_memory`) and by the hand-off measurement of
-`torchwm.vector.worker_count`.
+(`torchwm.vector.transports.shared_memory`) and by the hand-off measurement of
+`torchwm.vector.transports.worker_count`.
 """
 
 from __future__ import annotations

@@ -51,10 +51,10 @@ import cloudpickle
 import numpy as np
 
 from torchwm.errors import EnvTimeoutError
-from torchwm.vector.futex import FUTEX_AVAILABLE, futex_wait, futex_wake
-from torchwm.vector.handoff import as_microseconds
-from torchwm.vector.pool import register_gym_specs
-from torchwm.vector.processes import ForkServerWorkerProcess, exit_reason
+from torchwm.vector.transports.contract import register_gym_specs
+from torchwm.vector.transports.futex import FUTEX_AVAILABLE, futex_wait, futex_wake
+from torchwm.vector.transports.handoff import Handoff, as_microseconds
+from torchwm.vector.transports.processes import ForkServerWorkerProcess, exit_reason
 
 logger = logging.getLogger("torchwm")
 
@@ -72,14 +72,6 @@ SLEEP_ROUNDS = 40  # pings while both sides sleep between them
 PAUSE_BETWEEN_SLEEP_ROUNDS = 0.0002  # long enough for the other side to fall asleep
 HANDOFF_DEADLINE_SECONDS = 5.0  # the whole hand-off measurement, the helper's start included
 _PING, _PONG, _SLEEPING = 0, 1, 2  # the int32 words of the helper's block
-
-
-@dataclass(frozen=True)
-class Handoff:
-    """How long one process takes to see what another wrote in shared memory, in seconds (one way)."""
-
-    poll: float  # while it polls for it
-    wake: float  # while it sleeps on a futex and must be woken
 
 
 @dataclass(frozen=True)

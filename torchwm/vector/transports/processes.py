@@ -1,6 +1,6 @@
-"""What both process transports (`torchwm.vector.pipe`, `torchwm.vector.shared_memory`) share: a worker process and its pipe.
+"""What both process transports (`torchwm.vector.transports.pipe`, `torchwm.vector.transports.shared_memory`) share: a worker process and its pipe.
 
-Parent side, `ProcessWorker` (a `torchwm.vector.pool.Transport` that the two
+Parent side, `ProcessWorker` (a `torchwm.vector.transports.contract.Transport` that the two
 transports extend with their way of stepping): it checks the ``context``
 option and that the env factories pickle, before anything starts
 (`ProcessWorker.configure`); starts the process (`worker_main`); numbers
@@ -8,7 +8,7 @@ every message it sends; reads replies; detects a dead worker through its
 process sentinel; and ends the process within a deadline.
 
 Worker side, `worker_main`: it builds the envs from a cloudpickled
-`torchwm.vector.pool.WorkerPayload` (so lambdas, closures and envs registered
+`torchwm.vector.transports.contract.WorkerPayload` (so lambdas, closures and envs registered
 at run time work under fork, forkserver and spawn), reports them, then hands
 over to its transport's serve loop, which answers commands until `Close`.
 
@@ -16,7 +16,7 @@ Every pipe message is numbered. The parent sends ``(seq, command)``; the
 worker answers ``(seq, reply, raw_count)`` with the number of the command it
 answers (0 for the messages it sends unasked at start: `Started`, then
 `Ready`), then ``raw_count`` messages of raw bytes (a step's rows). A command
-may be followed by raw bytes too (a step's actions: `torchwm.vector.pipe.RawStep`).
+may be followed by raw bytes too (a step's actions: `torchwm.vector.transports.pipe.RawStep`).
 A reply the parent no longer waits for (its command timed out, or
 Ctrl-C interrupted the wait) is recognised by its number and dropped, so a
 late reply is never taken for the answer to a later command. A reply that
@@ -54,7 +54,7 @@ import cloudpickle
 import gymnasium as gym
 
 from torchwm.spec import VecSpec
-from torchwm.vector.env_group import (
+from torchwm.vector.messages import (
     Close,
     ControlCommand,
     ErrorReply,
@@ -62,7 +62,7 @@ from torchwm.vector.env_group import (
     describe_share,
     error_reply,
 )
-from torchwm.vector.pool import (
+from torchwm.vector.transports.contract import (
     Deadline,
     PoolSettings,
     Transport,
@@ -80,7 +80,7 @@ CONFORMANCE_VARIANTS = ([{"context": method, "num_workers": 2} for method in STA
                         + [{"context": method, "num_workers": 2, "inline": True} for method in ("fork", "forkserver")])
 # Modules the forkserver imports once and every worker shares; this module too, since a worker unpickles
 # its process object (`ForkServerWorkerProcess`) from it.
-_PRELOAD = ["torchwm.vector.processes", "torchwm.vector.pipe", "torchwm.vector.shared_memory", "gymnasium", "numpy",
+_PRELOAD = ["torchwm.vector.transports.processes", "torchwm.vector.transports.pipe", "torchwm.vector.transports.shared_memory", "gymnasium", "numpy",
             "cloudpickle"]
 # A worker waiting for its next command polls with sched_yield this long before it blocks: longer than
 # the parent's own work between two steps, since waking a sleeping process costs tens of microseconds.
@@ -109,7 +109,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_disown_workers_in_child)
 
 
-# -- the messages of the start-up handshake (the commands are in torchwm.vector.env_group) ---------
+# -- the messages of the start-up handshake (the commands are in torchwm.vector.messages) -----------
 
 
 class Started(NamedTuple):
@@ -177,7 +177,7 @@ def exit_reason(exitcode: int | None) -> str:
 
 class ProcessWorker(Transport):
     """One worker process and the parent's end of its pipe (control commands, and what else its transport
-    sends there). `torchwm.vector.pipe.PipeWorker` and `torchwm.vector.shared_memory.SharedMemoryWorker`
+    sends there). `torchwm.vector.transports.pipe.PipeWorker` and `torchwm.vector.transports.shared_memory.SharedMemoryWorker`
     add how a step travels.
 
     Attributes:

@@ -20,10 +20,10 @@ env gets the actions exactly as given, as on every other backend. While
 waiting, both sides poll their counter with ``os.sched_yield()`` for a while,
 then sleep on a futex (a word of the block) until the other side rings, so
 that no waiting process holds a core a worker needs (`futex_wait`). How long
-each side polls is measured on the first steps (`torchwm.vector.handoff`):
+each side polls is measured on the first steps (`torchwm.vector.transports.handoff`):
 the workers write when they began and ended each step in the block. The
 pipe carries control commands, errors and large infos (the worker process and
-its pipe are `torchwm.vector.processes`).
+its pipe are `torchwm.vector.transports.processes`).
 
 The block has no name in ``/dev/shm``: the parent makes it with
 ``memfd_create`` (elsewhere: a file it unlinks at once) and hands each worker
@@ -56,10 +56,9 @@ from gymnasium import spaces
 from torchwm.errors import DynamicShapeError, UnsupportedStackError
 from torchwm.spec import VecSpec
 from torchwm.vector.batching import ARRAY_SPACES, put_rows, slice_rows, take_rows
-from torchwm.vector.env_group import EnvGroup, ErrorReply, Step, error_reply
-from torchwm.vector.futex import futex_wait, futex_wake
-from torchwm.vector.handoff import MAX_SPIN_SECONDS, WaitTuner
-from torchwm.vector.pool import (
+from torchwm.vector.env_group import EnvGroup
+from torchwm.vector.messages import ErrorReply, Step, error_reply
+from torchwm.vector.transports.contract import (
     CLOSE_GRACE_SECONDS,
     Batch,
     Deadline,
@@ -69,7 +68,9 @@ from torchwm.vector.pool import (
     default_num_workers,
     gym_specs_of,
 )
-from torchwm.vector.processes import (
+from torchwm.vector.transports.futex import futex_wait, futex_wake
+from torchwm.vector.transports.handoff import MAX_SPIN_SECONDS, WaitTuner
+from torchwm.vector.transports.processes import (
     ProcessSettings,
     ProcessWorker,
     Readable,
@@ -77,7 +78,7 @@ from torchwm.vector.processes import (
     answer_control,
     send_reply,
 )
-from torchwm.vector.worker_count import WorkerChoice, env_key, measured_worker_choice
+from torchwm.vector.transports.worker_count import WorkerChoice, env_key, measured_worker_choice
 
 LIVENESS_SECONDS = 0.005  # longest sleep of the parent between checks that the busy workers are alive
 IDLE_WAIT_SECONDS = 0.005  # longest sleep of a worker: bounds a missed ring and the check that the parent lives
@@ -192,7 +193,7 @@ class SharedBatch(Batch):
     ``status``, ``doorbell``, ``info_length``, ``info_bytes`` (one per worker) and ``parent_bell``.
 
     Use `SharedBatch.create` in the parent, `SharedBatch.send` to hand it to a worker, and
-    `SharedBatch.attach` in the worker. A `torchwm.vector.pool.Batch` whose arrays are views of the block.
+    `SharedBatch.attach` in the worker. A `torchwm.vector.transports.contract.Batch` whose arrays are views of the block.
     """
 
     action_space: gym.Space
@@ -453,7 +454,7 @@ def _serve_steps(group: EnvGroup, conn: Any, shared: SharedBatch, worker_index: 
 
 @dataclass(frozen=True)
 class SharedMemorySettings(ProcessSettings):
-    """`ProcessSettings` and the ``spin_seconds`` option (None: measured, `torchwm.vector.handoff`)."""
+    """`ProcessSettings` and the ``spin_seconds`` option (None: measured, `torchwm.vector.transports.handoff`)."""
 
     spin_seconds: float | None = None
 
