@@ -2,12 +2,15 @@
 
 Every .py under plugins/*/torchwm_*/ is parsed with `ast`, its doctests too: an import of a torchwm
 module other than ``torchwm``, ``torchwm.plugin_api`` and ``torchwm.errors`` fails, naming file and line.
+The examples of docs/plugins/ keep to the same modules, and may also use ``torchwm.plugins`` (register
+a plugin at run time) and ``torchwm.testing`` (the conformance kit).
 """
 
 from __future__ import annotations
 
 import ast
 import doctest
+import re
 from pathlib import Path
 
 import pytest
@@ -17,6 +20,10 @@ import torchwm.plugin_api
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN_FILES = sorted(ROOT.glob("plugins/*/torchwm_*/**/*.py"))
 ALLOWED = {"torchwm", "torchwm.plugin_api", "torchwm.errors"}
+# The plugin author's pages may also register a plugin at run time and run the conformance kit.
+ALLOWED_IN_DOCS = ALLOWED | {"torchwm.plugins", "torchwm.testing"}
+PLUGIN_PAGES = sorted(ROOT.glob("docs/plugins/*.md"))
+FENCE = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
 
 
 def torchwm_imports(tree: ast.AST) -> list[tuple[int, str]]:
@@ -81,6 +88,13 @@ def test_there_are_plugins_to_check():
 @pytest.mark.parametrize("path", PLUGIN_FILES, ids=lambda path: str(path.relative_to(ROOT)))
 def test_plugins_import_only_the_plugin_api(path):
     assert forbidden_imports(path) == []
+
+
+@pytest.mark.parametrize("page", PLUGIN_PAGES, ids=lambda path: path.name)
+def test_the_plugin_pages_import_only_the_plugin_api(page):
+    found = [name for block in FENCE.findall(page.read_text(encoding="utf-8"))
+             for _, name in torchwm_imports(ast.parse(block))]
+    assert [name for name in found if name not in ALLOWED_IN_DOCS] == []
 
 
 def test_every_declared_name_exists():
