@@ -163,7 +163,7 @@ class WorkerPool(VectorEnv):
         spec: what to build (each worker builds its envs with `torchwm.factory.build_env`, or with
             ``spec.env_fns``).
         num_workers: workers (default: the cores this process may use, at most num_envs; fewer when the
-            transport measures that fewer are faster, see `Transport.choose_worker_count` and ``worker_choice``).
+            transport measures that fewer are faster: `torchwm.vector.transports.worker_count`, ``worker_choice``).
         envs_per_worker: envs each worker steps (the last worker takes the rest); give this or num_workers.
         batch_size: `recv` returns ``batch_size`` envs among those ready, the ones ready first (default:
             all in flight).

@@ -1,18 +1,11 @@
 """The shared-memory transport (the ``shmem`` backend): a whole batch in one shared block, steps signalled through it.
 
 Both ends of the wire are here. Actions, observations, rewards and flags live
-in one shared-memory block (`SharedBatch`). A step costs no pipe message and
-no pickling:
-
-1. parent (`SharedMemoryWorker.send_step`): write the worker's actions and step
-   mask into the block, set its ``command_seq`` to the step's number, ring its
-   doorbell;
-2. worker (`serve`): sees the new number, steps its `EnvGroup`, which writes
-   the rows in place, writes its non-empty infos pickled in its share of
-   ``info_bytes`` (the pipe only when they do not fit), a `StepStatus`, then
-   sets ``done_seq`` and rings the parent;
-3. parent (`SharedMemoryWorker.poll`, `finish_step`): sees ``done_seq``, reads
-   the infos; the rows are in the batch already.
+in one shared-memory block (`SharedBatch`); a step costs no pipe message and
+no pickling: the parent writes the actions and the step's number into the
+block and rings the worker, the worker steps its `EnvGroup` in place and
+sets ``done_seq``. How one step travels, file by file: docs/concepts.md,
+"One shmem step".
 
 Actions of another dtype than the action space's travel through the pipe
 instead (as a `Step` message, flagged in ``action_via_pipe``), so that every
