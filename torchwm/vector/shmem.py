@@ -43,8 +43,8 @@ class ShmemVectorEnv(WorkerPool):
 
     @property
     def wait_plan(self) -> WaitPlan | None:
-        """How the parent and the workers wait for each other (`torchwm.vector.transports.handoff`): measured on the first
-        ~64 steps of each worker unless ``spin_seconds`` fixed it; None once closed."""
+        """How the parent and the workers wait for each other (`torchwm.vector.transports.handoff`): measured
+        on each worker's first steps unless ``spin_seconds`` fixed it; None once closed."""
         tuner = getattr(self._batch, "tuner", None)
         return None if tuner is None else tuner.plan
 

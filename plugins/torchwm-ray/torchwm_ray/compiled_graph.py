@@ -1,8 +1,8 @@
 """A Ray Compiled Graph that steps every actor of a ``ray`` vector env at once.
 
-A step of all envs sent as ordinary actor calls costs about 1 ms more per actor (on a small
-machine) than one execution of a compiled graph, whose shared-memory channels Ray reads by
-polling. `CompiledStep` is shared by the transports of one vector env: each stages its
+A step of all envs sent as ordinary actor calls costs more per actor than one execution of a
+compiled graph, whose shared-memory channels Ray reads by polling (docs/performance.md compares
+them). `CompiledStep` is shared by the transports of one vector env: each stages its
 actor's actions, the last one sends the step, and each reads its own actor's result once.
 A graph's result cannot be read twice, so a step past its deadline is lost
 (`torchwm.plugin_api.StepLost`), and a graph does not survive the death of an actor
@@ -85,8 +85,8 @@ class CompiledStep:
         if self.failure is not None:
             self._failed(self.failure)
         # Ray reads a channel by polling shared memory (a sched_yield loop), so a driver that waits at
-        # once takes a core from the actors it waits for (measured: 1 ms of a 2.8 ms step of 8 Pong envs
-        # on 2 cores). Sleep most of the shortest recent step first; the poll does the rest.
+        # once takes a core from the actors it waits for, a large share of a step when the actors have
+        # every core. Sleep most of the shortest recent step first; the poll does the rest.
         if self.latencies and len(self.refs) == len(self.members) - 1:
             nap = 0.7 * min(self.latencies) - (time.monotonic() - self.sent)
             if nap > 0:

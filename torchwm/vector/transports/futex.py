@@ -1,7 +1,7 @@
 """Sleeping on a 32-bit word of shared memory until another process changes it (Linux futexes).
 
-A futex sleep uses no CPU and ends as soon as the other side rings (a few
-microseconds on one machine, a hundred on another), where a timed sleep would
+A futex sleep uses no CPU and ends as soon as the other side rings (how soon
+depends much on the machine), where a timed sleep would
 either wake often or answer late. `futex_wait` returns at once if the word no
 longer holds ``expected``, so a ring between the last check and the sleep is
 never lost. Where futexes are unavailable (not Linux, or an unknown CPU), it

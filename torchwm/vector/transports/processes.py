@@ -80,10 +80,10 @@ CONFORMANCE_VARIANTS = ([{"context": method, "num_workers": 2} for method in STA
                         + [{"context": method, "num_workers": 2, "inline": True} for method in ("fork", "forkserver")])
 # Modules the forkserver imports once and every worker shares; this module too, since a worker unpickles
 # its process object (`ForkServerWorkerProcess`) from it.
-_PRELOAD = ["torchwm.vector.transports.processes", "torchwm.vector.transports.pipe", "torchwm.vector.transports.shared_memory", "gymnasium", "numpy",
-            "cloudpickle"]
+_PRELOAD = ["torchwm.vector.transports.processes", "torchwm.vector.transports.pipe",
+            "torchwm.vector.transports.shared_memory", "gymnasium", "numpy", "cloudpickle"]
 # A worker waiting for its next command polls with sched_yield this long before it blocks: longer than
-# the parent's own work between two steps, since waking a sleeping process costs tens of microseconds.
+# the parent's own work between two steps, since waking a sleeping process costs more than that work.
 WORKER_SPIN_SECONDS = 0.001
 
 
@@ -364,7 +364,7 @@ class ProcessWorker(Transport):
         while True:
             if deadline.expired:
                 raise TimeoutError
-            # A reply already there is read at once: the wait below costs several microseconds.
+            # A reply already there is read at once: the wait below costs more than the check.
             ready = [self.conn] if self.readable() else wait_connections([self.conn, self.process.sentinel],
                                                                          deadline.remaining())
             if self.conn in ready:
@@ -465,8 +465,8 @@ def _unpicklable(reply: Any, exc: Exception, first_env: int) -> tuple[TypeError,
 class Readable:
     """``readable()``: whether pipe end ``conn`` has a message (or its other end closed), without waiting.
 
-    The same answer as ``conn.poll()`` in 0.3 µs instead of 2 µs: `Connection.poll` builds a selector
-    on every call, and a process that polls for its next message calls it thousands of times a second.
+    The same answer as ``conn.poll()``, cheaper: `Connection.poll` builds a selector on every call, and a
+    process that polls for its next message calls it thousands of times a second.
     """
 
     def __init__(self, conn: Any) -> None:

@@ -3,9 +3,9 @@
 More workers step more envs at once, but a step then waits for the slowest
 of more hand-offs between processes, and when the workers take every core
 the parent has none to poll on: it sleeps, and the last worker to finish must
-wake it. Which is faster depends on the env (a CartPole step takes a few
-microseconds, a Pong step a few hundred) and on the machine (waking a
-sleeping process took ~5x longer on one 2-core VM than on another). So when
+wake it. Which is faster depends on the env (a cheap step gains little from
+another worker, a dear one much) and on the machine (how long waking a
+sleeping process takes varies widely between machines, VMs most). So when
 ``num_workers``, ``envs_per_worker`` and ``inline`` are all left unset and
 torchwm builds the envs itself (from a name, not from the user's factories),
 ``shmem`` measures both before it starts a worker, in a helper process
@@ -17,7 +17,7 @@ started the way workers are (`measure`):
   core of its own;
 - the env's step, once per env and wrapper stack (`env_key`): the helper
   builds one more env, resets it with seed 0 and steps it with random actions
-  for ~20 ms (`measure_env_step`). In a process of its own, like the workers,
+  for `PROBE_SECONDS` (`measure_env_step`). In a process of its own, like the workers,
   since an env that crashes, hangs or exits on some action must not take the
   user's process down; if it does, nothing is measured and the default
   stands, said in a warning and in ``worker_choice``. The helper gets the
@@ -28,7 +28,7 @@ started the way workers are (`measure`):
 
 `choose_worker_count` then predicts a step's time for each count of workers
 (`predicted_step_seconds`) and takes the fastest, unless one per core (the
-default) is within 10% of it. The choice is logged on the ``torchwm`` logger
+default) is predicted nearly as fast (`KEEP_DEFAULT_WITHIN`). The choice is logged on the ``torchwm`` logger
 at INFO and kept as the vector env's ``worker_choice``; ``num_workers`` or
 ``envs_per_worker`` fixes the split instead, and nothing is measured then.
 """
@@ -58,8 +58,9 @@ from torchwm.vector.transports.processes import ForkServerWorkerProcess, exit_re
 
 logger = logging.getLogger("torchwm")
 
-# The parent's own work for one worker's step (write its actions, ring it, read its status and infos): what
-# fits 32 CartPole envs on one and on two workers on the 2-core machine of docs/performance.md.
+# The parent's own work for one worker's step (write its actions, ring it, read its status and infos): the
+# value with which the prediction fits CartPole on one and on two workers on the machine of
+# docs/performance.md.
 PARENT_SECONDS_PER_WORKER = 0.000012
 KEEP_DEFAULT_WITHIN = 0.9  # fewer workers than cores only when predicted at least 10% faster
 PROBE_SECONDS = 0.02  # how long the env is stepped for its measurement (at least PROBE_MIN_STEPS steps)
@@ -198,8 +199,8 @@ def _ping(helper: Any, conn: Any) -> Handoff:
 
     Both processes are pinned to a core each while they ping (this process gets its cores back after): a
     sleeping process is then always woken from the other core, as a sleeping parent is by a worker, where
-    the scheduler would otherwise sometimes put both on one core and time a cheaper wake-up (3-6 µs against
-    21-24 µs on the machine of docs/performance.md, run to run)."""
+    the scheduler would otherwise sometimes put both on one core and time a wake-up several times cheaper
+    than the real one, from one run to the next."""
     give_up = time.monotonic() + HANDOFF_DEADLINE_SECONDS
     cores = os.sched_getaffinity(0)
     here, there = sorted(cores)[:2]
