@@ -163,7 +163,8 @@ class WorkerPool(VectorEnv):
         spec: what to build (each worker builds its envs with `torchwm.factory.build_env`, or with
             ``spec.env_fns``).
         num_workers: workers (default: the cores this process may use, at most num_envs; fewer when the
-            transport measures that fewer are faster: `torchwm.vector.transports.worker_count`, ``worker_choice``).
+            transport measures that fewer are faster: `torchwm.vector.transports.worker_count`,
+            ``worker_choice``).
         envs_per_worker: envs each worker steps (the last worker takes the rest); give this or num_workers.
         batch_size: `recv` returns ``batch_size`` envs among those ready, the ones ready first (default:
             all in flight).
@@ -176,8 +177,8 @@ class WorkerPool(VectorEnv):
             kept for callers that pass it as an option, it lands in ``vec.spec.env_fns`` (the place
             `torchwm.make_vec_from_fns` puts the factories).
         inline: the parent steps worker 0's envs itself (``worker_slices[0]``, ``worker_pids[0]`` is
-            None; `torchwm.vector.transports.local.LocalWorker`) and starts ``num_workers - 1`` workers (default
-            False). Those envs then have none of a worker's protections: no timeout, and a crash or
+            None; `torchwm.vector.transports.local.LocalWorker`) and starts ``num_workers - 1`` workers
+            (default False). Those envs then have none of a worker's protections: no timeout, and a crash or
             ``os._exit`` in them ends the program. Their step runs in `recv`, while the other workers
             step theirs; ``restart_on_crash`` concerns the other workers only.
         observation_mode: Gymnasium's option (see `torchwm.vector.base.resolve_spaces`).
@@ -191,7 +192,8 @@ class WorkerPool(VectorEnv):
     def __init__(self, spec: VecSpec, **options: Any) -> None:
         self._transports: list[Transport] = []
         self._finalizer: weakref.finalize | None = None
-        # Held by the call that talks to the workers (send, recv, reset, call, set_attr): one thread at a time.
+        # Held by the call that talks to the workers (send, recv, reset, call, set_attr): one thread at a
+        # time.
         self._in_use = threading.Lock()
         # Who owns the workers: recorded once, here. A forked copy of this object is no owner.
         self._owner_pid = os.getpid()
@@ -400,7 +402,8 @@ class WorkerPool(VectorEnv):
         if ids is None:
             return  # an abandoned step (see _abandon_step): its results are dropped
         if isinstance(infos, ErrorReply):
-            # The env that raised has no state its rows show (for the worker's own error: its envs of this step).
+            # The env that raised has no state its rows show (for the worker's own error: its envs of this
+            # step).
             self._mark_for_reset(ids if infos.env is None else np.array([transport.envs.start + infos.env]))
             self._fail_step(self._remote_error(transport, infos, "stepping"), deadline)
         self._ready.update(zip(ids.tolist(), infos))
@@ -437,7 +440,8 @@ class WorkerPool(VectorEnv):
         self._forget_steps()
 
     def _mark_for_reset(self, envs: np.ndarray) -> None:
-        """Envs whose state moved on without their rows reaching the user: `_send_step` refuses them until reset."""
+        """Envs whose state moved on without their rows reaching the user: `_send_step` refuses them until
+        reset."""
         self._must_reset[envs] = True
         self._any_must_reset = bool(self._must_reset.any())
 
@@ -507,7 +511,8 @@ class WorkerPool(VectorEnv):
             f"vector env with torchwm.make_vec (the same spec, vec.spec, builds the same envs)")
 
     def _fail_for_good(self, failure: WorkerError) -> None:
-        """Nothing more can work (a dead worker, a cut channel): every later call raises ``failure``'s message."""
+        """Nothing more can work (a dead worker, a cut channel): every later call raises ``failure``'s
+        message."""
         # A copy without the traceback: its frames hold views of the batch, which close() must free.
         self._failure = WorkerError(failure.args[0], worker_index=failure.worker_index)
         self._ready.clear()
@@ -593,7 +598,8 @@ class WorkerPool(VectorEnv):
     # -- restarts --------------------------------------------------------------------------------
 
     def _on_crash(self, transport: Transport, gone: WorkerGone, doing: str, deadline: Deadline) -> None:
-        """Restart ``transport``'s worker (restart_on_crash) and mark its envs in flight ready, or fail for good."""
+        """Restart ``transport``'s worker (restart_on_crash) and mark its envs in flight ready, or fail for
+        good."""
         if not self.restart_on_crash or not gone.restartable or self._failure is not None:
             error = self._gone_error(transport, gone, doing)
             if self._failure is None:

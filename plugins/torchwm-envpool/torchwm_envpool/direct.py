@@ -1,4 +1,5 @@
-"""EnvPool called directly, made as the ``envpool`` backend makes it: the peer `torchwm bench` measures it against.
+"""EnvPool called directly, made as the ``envpool`` backend makes it: the peer `torchwm bench` measures it
+against.
 
 ``torchwm bench --backends envpool,envpool-direct`` builds both from the same spec. `EnvPoolDirect`
 makes the pool with the very options `torchwm_envpool.translate` derives for the backend (task,

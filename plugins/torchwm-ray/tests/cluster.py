@@ -335,7 +335,8 @@ if pytest is not None:
 
     @pytest.fixture
     def ray_cluster(module_cluster):
-        """The module's cluster, whole again after the test (its lost nodes replaced), the driver disconnected."""
+        """The module's cluster, whole again after the test (its lost nodes replaced), the driver
+        disconnected."""
         yield module_cluster
         _disconnect()
         module_cluster.replace_lost_nodes()

@@ -123,7 +123,8 @@ def test_an_actor_that_dies_under_the_compiled_graph_is_named(local_ray):
 
 @pytest.mark.parametrize("backend_kwargs", [{"compiled_graph": False}, {"batch_size": 2}, {"restart_on_crash": True}])
 def test_without_a_compiled_graph_steps_are_ordinary_actor_calls(local_ray, backend_kwargs):
-    """Turned off, with async batches (results come as they are ready) or restarts (a graph dies with its actor)."""
+    """Turned off, with async batches (results come as they are ready) or restarts (a graph dies with its
+    actor)."""
     with torchwm.make_vec(torchwm.testing.COUNTDOWN_ID, 4, backend="ray", seed=0,
                           backend_kwargs={"num_actors": 2, **backend_kwargs}) as envs, \
             torchwm.make_vec(torchwm.testing.COUNTDOWN_ID, 4, backend="sync", seed=0) as ref:
@@ -178,7 +179,8 @@ def test_restart_on_crash_truncates_the_interrupted_episodes(local_ray):
         assert obs[2:, 2:].tolist() == [[-1.0, 0.0], [-1.0, 0.0]]
         # Envs 0 and 1 went on: this was their second step.
         assert obs[:2, 3].tolist() == [2.0, 2.0]
-        # next_step autoreset, as on the process backends: the step after a truncation is those envs' reset step.
+        # next_step autoreset, as on the process backends: the step after a truncation is those envs' reset
+        # step.
         obs, rewards, *_ = envs.step(np.ones(4, dtype=np.int64))
         assert obs[2:, 3].tolist() == [0.0, 0.0] and rewards[2:].tolist() == [0.0, 0.0]
         obs, *_ = envs.step(np.ones(4, dtype=np.int64))

@@ -44,7 +44,8 @@ def docs_blocks(language: str) -> list[str]:
 
 
 def docs_file(name: str) -> str:
-    """The ``text`` block that follows the page's mention of ``name`` (``myenvs/__init__.py``, ``train.py``)."""
+    """The ``text`` block that follows the page's mention of ``name`` (``myenvs/__init__.py``,
+    ``train.py``)."""
     text = DOCS.read_text()
     return BLOCK.search(text, text.index(f"`{name}`")).group(2)
 

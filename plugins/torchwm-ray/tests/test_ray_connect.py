@@ -110,8 +110,8 @@ def test_bad_placement_options_fail_before_ray_is_touched(monkeypatch):
 
 
 def test_a_private_local_ray_is_started_with_address_local_and_never_given_to_a_cluster(monkeypatch):
-    """``address=None`` without ``RAY_ADDRESS`` calls ``ray.init(address="local", num_cpus=...)``; with it set,
-    ``ray.init(address=<it>)`` and no resources (which Ray refuses for an existing cluster)."""
+    """``address=None`` without ``RAY_ADDRESS`` calls ``ray.init(address="local", num_cpus=...)``; with it
+    set, ``ray.init(address=<it>)`` and no resources (which Ray refuses for an existing cluster)."""
     calls = []
 
     def fake_init(**kwargs):

@@ -53,7 +53,8 @@ class TextEnv(gym.Env):
 
 
 class SeedlessEnv(TextEnv):
-    """An env that cannot report a seed (``np_random_seed`` raises AttributeError, as a read-only one does)."""
+    """An env that cannot report a seed (``np_random_seed`` raises AttributeError, as a read-only one
+    does)."""
 
     @property
     def np_random_seed(self):

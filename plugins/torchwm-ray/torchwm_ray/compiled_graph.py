@@ -77,8 +77,9 @@ class CompiledStep:
         self.refs = {member.index: ref for member, ref in zip(self.members, refs, strict=True)}
 
     def result(self, transport: RayActorTransport, deadline: Deadline) -> tuple | EnvFailure | None:
-        """``transport``'s actor's result of the step (None: the step was abandoned). Raises `StepLost` past the
-        deadline, `WorkerGone` if an actor died, and Ray's ``RayTaskError`` for an error of the graph itself."""
+        """``transport``'s actor's result of the step (None: the step was abandoned). Raises `StepLost` past
+        the deadline, `WorkerGone` if an actor died, and Ray's ``RayTaskError`` for an error of the graph
+        itself."""
         if self.stale or transport.index not in self.refs:
             return None
         ref = self.refs.pop(transport.index)
@@ -143,9 +144,9 @@ class CompiledStep:
         """The graph broke (an actor died): tear it down and raise `WorkerGone` naming every actor lost."""
         self.refs.clear()
         self.teardown(kill_actors=False)
-        # ray.shutdown() in another thread tears down every graph first (killing its actors; our teardown waits
-        # for it), then disconnects: give it a moment, since it is no actor's death, and no call to Ray may be
-        # made once it is done, which would start a new local Ray.
+        # ray.shutdown() in another thread tears down every graph first (killing its actors; our teardown
+        # waits for it), then disconnects: give it a moment, since it is no actor's death, and no call to Ray
+        # may be made once it is done, which would start a new local Ray.
         until = time.monotonic() + 5.0
         while True:
             if not ray.is_initialized():

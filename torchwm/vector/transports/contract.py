@@ -247,7 +247,8 @@ class WorkerPayload:
 
 class Batch:
     """The batch a pool returns rows of: observations, rewards and flags, one row per env, in this
-    process's memory. A transport may hold it elsewhere (`torchwm.vector.transports.shared_memory.SharedBatch`)."""
+    process's memory. A transport may hold it elsewhere
+    (`torchwm.vector.transports.shared_memory.SharedBatch`)."""
 
     def __init__(self, observation_space: gym.Space, num_envs: int, action_space: gym.Space | None = None) -> None:
         self.observation_space = observation_space
@@ -301,9 +302,9 @@ class Transport(ABC):
     @classmethod
     def choose_worker_count(cls, spec: VecSpec, env_fns: list[Callable[[], gym.Env]], settings: Any, *,
                             timeout: float | None = None) -> WorkerChoice | None:
-        """When the user left the split to the pool: a `torchwm.vector.transports.worker_count.WorkerChoice` (how many
-        workers to start, from measurements), or None for one per core (the default). A measurement that
-        builds an env waits for it at most ``timeout`` (the pool's), and gets `gym_specs_of` ``spec``
+        """When the user left the split to the pool: a `torchwm.vector.transports.worker_count.WorkerChoice`
+        (how many workers to start, from measurements), or None for one per core (the default). A measurement
+        that builds an env waits for it at most ``timeout`` (the pool's), and gets `gym_specs_of` ``spec``
         as the workers do."""
         return None
 

@@ -133,7 +133,8 @@ class WaitTuner:
 
     def record(self, worker: int, sent: float, began: float, ended: float, seen: float) -> None:
         """One finished step of ``worker`` while ``measuring``: when the parent sent it, the worker began and
-        ended it, and the parent saw it end (``time.perf_counter`` of each process: one clock on one machine)."""
+        ended it, and the parent saw it end (``time.perf_counter`` of each process: one clock on one
+        machine)."""
         last, self._last[worker] = self._last[worker], (sent, ended, seen)
         if last is None:
             return
@@ -173,4 +174,5 @@ class WaitTuner:
         self.measuring = False
         self._until_recheck = int(RECHECK_SECONDS / max(_median(samples, "cycle"), 1e-6)) * self.num_workers
         if (previous.how, previous.parent_spin, previous.worker_spin) != ("measured", parent_spin, worker_spin):
-            logger.info("shmem waits: %s", self.plan)  # a change only: the steps are measured every few seconds
+            # a change only: the steps are measured every few seconds
+            logger.info("shmem waits: %s", self.plan)

@@ -167,7 +167,8 @@ class PipeWorker(ProcessWorker):
     def send_step(self, local_ids: list[int] | None, actions: Any) -> None:
         dtype = self._action_dtype
         if local_ids is None and dtype is not None and getattr(actions, "dtype", None) == dtype:
-            super().send(RawStep(), raw=np.ascontiguousarray(actions).data.cast("B"))  # bytes, whatever the shape
+            # bytes, whatever the shape
+            super().send(RawStep(), raw=np.ascontiguousarray(actions).data.cast("B"))
         else:  # some envs, or actions in another dtype (sent as given, so that every env gets them unchanged)
             super().send(Step(local_ids, actions))
         self._step = (self.seq, self._all_ids if local_ids is None else np.asarray(local_ids) + self.envs.start)

@@ -1,4 +1,5 @@
-"""What both process transports (`torchwm.vector.transports.pipe`, `torchwm.vector.transports.shared_memory`) share: a worker process and its pipe.
+"""What both process transports (`torchwm.vector.transports.pipe`, `torchwm.vector.transports.shared_memory`)
+share: a worker process and its pipe.
 
 Parent side, `ProcessWorker` (a `torchwm.vector.transports.contract.Transport` that the two
 transports extend with their way of stepping): it checks the ``context``
@@ -177,8 +178,8 @@ def exit_reason(exitcode: int | None) -> str:
 
 class ProcessWorker(Transport):
     """One worker process and the parent's end of its pipe (control commands, and what else its transport
-    sends there). `torchwm.vector.transports.pipe.PipeWorker` and `torchwm.vector.transports.shared_memory.SharedMemoryWorker`
-    add how a step travels.
+    sends there). `torchwm.vector.transports.pipe.PipeWorker` and
+    `torchwm.vector.transports.shared_memory.SharedMemoryWorker` add how a step travels.
 
     Attributes:
         seq: the number of the last command sent (a shmem step takes a number too).
@@ -408,7 +409,8 @@ class _ForkServerPopen(popen_forkserver.Popen):
         # As in the standard library: a duplicate of the data pipe's write end is the sentinel of the
         # parent for the child.
         _parent_w = os.dup(w)
-        self.finalizer = util.Finalize(self, util.close_fds, (_parent_w, self.sentinel))  # type: ignore[attr-defined]
+        self.finalizer = util.Finalize(
+            self, util.close_fds, (_parent_w, self.sentinel))  # type: ignore[attr-defined]
         with open(w, "wb", closefd=True) as f:
             f.write(buf.getbuffer())
         self.pid = forkserver.read_signed(self.sentinel)
@@ -444,7 +446,8 @@ def send_reply(conn: Any, seq: int, reply: Any, raw: tuple[Any, ...] = (), first
 
 
 def _unpicklable(reply: Any, exc: Exception, first_env: int) -> tuple[TypeError, int | None]:
-    """The error to send instead of ``reply``, and the local index of the env whose value failed (if one did)."""
+    """The error to send instead of ``reply``, and the local index of the env whose value failed (if one
+    did)."""
     whose, env = "", None
     if isinstance(reply, list):  # one value per env
         for i, value in enumerate(reply):

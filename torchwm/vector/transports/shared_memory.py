@@ -1,4 +1,5 @@
-"""The shared-memory transport (the ``shmem`` backend): a whole batch in one shared block, steps signalled through it.
+"""The shared-memory transport (the ``shmem`` backend): a whole batch in one shared block, steps signalled
+through it.
 
 Both ends of the wire are here. Actions, observations, rewards and flags live
 in one shared-memory block (`SharedBatch`); a step costs no pipe message and
@@ -74,7 +75,8 @@ from torchwm.vector.transports.processes import (
 from torchwm.vector.transports.worker_count import WorkerChoice, env_key, measured_worker_choice
 
 LIVENESS_SECONDS = 0.005  # longest sleep of the parent between checks that the busy workers are alive
-IDLE_WAIT_SECONDS = 0.005  # longest sleep of a worker: bounds a missed ring and the check that the parent lives
+# longest sleep of a worker: bounds a missed ring and the check that the parent lives
+IDLE_WAIT_SECONDS = 0.005
 
 
 class StepStatus(enum.IntEnum):
@@ -186,7 +188,8 @@ class SharedBatch(Batch):
     ``status``, ``doorbell``, ``info_length``, ``info_bytes`` (one per worker) and ``parent_bell``.
 
     Use `SharedBatch.create` in the parent, `SharedBatch.send` to hand it to a worker, and
-    `SharedBatch.attach` in the worker. A `torchwm.vector.transports.contract.Batch` whose arrays are views of the block.
+    `SharedBatch.attach` in the worker. A `torchwm.vector.transports.contract.Batch` whose arrays are views of
+    the block.
     """
 
     action_space: gym.Space
@@ -447,7 +450,8 @@ def _serve_steps(group: EnvGroup, conn: Any, shared: SharedBatch, worker_index: 
 
 @dataclass(frozen=True)
 class SharedMemorySettings(ProcessSettings):
-    """`ProcessSettings` and the ``spin_seconds`` option (None: measured, `torchwm.vector.transports.handoff`)."""
+    """`ProcessSettings` and the ``spin_seconds`` option (None: measured,
+    `torchwm.vector.transports.handoff`)."""
 
     spin_seconds: float | None = None
 
@@ -477,7 +481,8 @@ class SharedMemoryWorker(ProcessWorker):
     @classmethod
     def choose_worker_count(cls, spec: VecSpec, env_fns: list[Callable[[], gym.Env]],
                             settings: SharedMemorySettings, *, timeout: float | None = None) -> WorkerChoice | None:
-        if spec.env_fns is not None:  # the user's factories: building one more could have effects (a video file)
+        # the user's factories: building one more could have effects (a video file)
+        if spec.env_fns is not None:
             return None
         return measured_worker_choice(spec.num_envs, default_num_workers(), env_key(spec), env_fns[0], settings.context,
                                       gym_specs=gym_specs_of(spec), timeout=timeout)
@@ -503,7 +508,8 @@ class SharedMemoryWorker(ProcessWorker):
         shared = self._shared = batch
         rows = self.envs
         self._action_space = batch.action_space
-        # The dtype of a plain array action space: its actions are checked and written without a walk of the space.
+        # The dtype of a plain array action space: its actions are checked and written without a walk of the
+        # space.
         self._action_dtype = batch.action_space.dtype if isinstance(batch.action_space, ARRAY_SPACES) else None
         self._actions = slice_rows(batch.action_space, shared.actions, rows.start, rows.stop)
         self._mask = shared.step_mask[rows.start:rows.stop]
@@ -594,7 +600,8 @@ class SharedMemoryWorker(ProcessWorker):
         shared.ring_threshold[0] = shared.layout.num_workers if need_all else 0
         shared.parent_sleeping[0] = 1
         if not any(done_seq[w] == seq for w, seq in expected):
-            # Bounded so that a dead worker is noticed at once (it never rings) and a missed ring costs little.
+            # Bounded so that a dead worker is noticed at once (it never rings) and a missed ring costs
+            # little.
             futex_wait(shared.parent_bell_address, bell,
                        LIVENESS_SECONDS if timeout is None else min(LIVENESS_SECONDS, timeout))
         shared.parent_sleeping[0] = 0
@@ -616,7 +623,8 @@ class SharedMemoryWorker(ProcessWorker):
 
 
 def _dtypes_match(space: gym.Space, actions: Any) -> bool:
-    """Whether every array of ``actions`` has its space's dtype (then the shared arrays hold them as given)."""
+    """Whether every array of ``actions`` has its space's dtype (then the shared arrays hold them as
+    given)."""
     if isinstance(space, spaces.Dict):
         return all(_dtypes_match(sub, actions[key]) for key, sub in space.spaces.items())
     if isinstance(space, spaces.Tuple):

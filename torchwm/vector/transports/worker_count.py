@@ -1,4 +1,5 @@
-"""How many worker processes ``shmem`` starts when the user does not say: chosen from what it measures at start.
+"""How many worker processes ``shmem`` starts when the user does not say: chosen from what it measures at
+start.
 
 More workers step more envs at once, but a step then waits for the slowest
 of more hand-offs between processes, and when the workers take every core
@@ -95,7 +96,8 @@ class WorkerChoice:
 # The env is stepped in a process of its own, as a worker would step it: an env that crashes, hangs or
 # exits on some action must not take the user's process down while it is measured.
 
-_handoffs: dict[str, Handoff | None] = {}  # start method -> measured (None: could not be): a machine's property
+# start method -> measured (None: could not be): a machine's property
+_handoffs: dict[str, Handoff | None] = {}
 _env_steps: dict[str, float | None] = {}  # what the envs are (`env_key`) -> one env's step measured
 _failures: dict[str, str] = {}  # start method or `env_key` -> why it could not be measured
 
@@ -123,8 +125,8 @@ def measure_env_step(env: Any) -> float:
 
 
 def _helper(conn: Any, ping: bool, env_fn: bytes | None, gym_specs: bytes | None = None) -> None:
-    """The helper process: answers pings through a shared word (if ``ping``), then registers ``gym_specs`` (the
-    ids the workers get registered too) and builds one env from ``env_fn`` (both cloudpickled) and sends
+    """The helper process: answers pings through a shared word (if ``ping``), then registers ``gym_specs``
+    (the ids the workers get registered too) and builds one env from ``env_fn`` (both cloudpickled) and sends
     ``("built", None)`` and ``("step", seconds)``, or ``("error", text)``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's, as for workers
     if ping:
@@ -303,7 +305,8 @@ def _settle(measurement: Callable[[], Any], what: str, key: str) -> Any:
 
 
 def measure_failure(method: str, key: str) -> str:
-    """Why the hand-off (start method ``method``) or the env step (``key``) could not be measured ("": it was)."""
+    """Why the hand-off (start method ``method``) or the env step (``key``) could not be measured ("": it
+    was)."""
     return "; ".join(reason for reason in (_failures.get(method, "") if _handoffs.get(method) is None else "",
                                            _failures.get(key, "") if _env_steps.get(key) is None else "") if reason)
 
@@ -313,16 +316,16 @@ def measure_failure(method: str, key: str) -> str:
 
 def predicted_step_seconds(num_envs: int, workers: int, cores: int, env_step: float, handoff: Handoff) -> float:
     """A vector step's time with ``workers`` workers: the largest share of envs stepped, the hand-off there
-    (an idle worker polls), the hand-off back (the parent polls only with a core to spare, else it sleeps), and
-    the parent's own work for each worker."""
+    (an idle worker polls), the hand-off back (the parent polls only with a core to spare, else it sleeps),
+    and the parent's own work for each worker."""
     largest_share = -(-num_envs // workers)
     back = handoff.poll if workers < cores else handoff.wake
     return largest_share * env_step + handoff.poll + back + workers * PARENT_SECONDS_PER_WORKER
 
 
 def choose_worker_count(num_envs: int, cores: int, env_step: float, handoff: Handoff) -> WorkerChoice:
-    """The count of workers predicted fastest; one per core (at most one per env) unless fewer are predicted at
-    least 10% faster."""
+    """The count of workers predicted fastest; one per core (at most one per env) unless fewer are predicted
+    at least 10% faster."""
     default = min(cores, num_envs)
     predicted = {w: predicted_step_seconds(num_envs, w, cores, env_step, handoff) for w in range(1, default + 1)}
     fastest = min(predicted, key=predicted.__getitem__)
