@@ -24,19 +24,19 @@ from torchwm.vector.batching import ARRAY_SPACES, get_row, put_rows
 from torchwm.vector.messages import Call, Close, ControlCommand, NeedsReset, Reset, SetAttr, error_reply
 
 
-def wrong_shape(space: gym.Space, value: Any, path: tuple = ()) -> tuple[tuple, tuple, tuple] | None:
+def _wrong_shape(space: gym.Space, value: Any, path: tuple = ()) -> tuple[tuple, tuple, tuple] | None:
     """(path, shape, expected shape) of the first array of ``value`` (one env's observation of a Dict or
     Tuple space) whose shape is not its space's; None if every one fits."""
     if isinstance(space, gym.spaces.Dict):
         for key, sub in space.spaces.items():
             if isinstance(value, dict) and key in value:
-                found = wrong_shape(sub, value[key], (*path, key))
+                found = _wrong_shape(sub, value[key], (*path, key))
                 if found is not None:
                     return found
     elif isinstance(space, gym.spaces.Tuple):
         if isinstance(value, (tuple, list)):
             for k, (sub, item) in enumerate(zip(space.spaces, value)):
-                found = wrong_shape(sub, item, (*path, k))
+                found = _wrong_shape(sub, item, (*path, k))
                 if found is not None:
                     return found
     elif isinstance(space, ARRAY_SPACES):
@@ -94,7 +94,7 @@ class EnvGroup:
                 raise self._shape_error(i, (), shape, self._obs_shape)
             self.observations[i] = obs
         else:
-            wrong = wrong_shape(self.observation_space, obs)
+            wrong = _wrong_shape(self.observation_space, obs)
             if wrong is not None:
                 raise self._shape_error(i, *wrong)
             put_rows(self.observation_space, self.observations, i, obs)
