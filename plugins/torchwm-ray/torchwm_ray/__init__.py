@@ -3,8 +3,8 @@
 Quick start (a plugin author's view of this package). Install it beside torchwm and the backend
 is found through the entry-point group ``torchwm``; torchwm itself knows nothing of Ray::
 
-    pip install . ./plugins/torchwm-ray     # from the checkout's root; [project.entry-points.torchwm] ray =
-    "torchwm_ray" torchwm list                            # shows: ray  (torchwm-ray 0.1.0)
+    pip install . ./plugins/torchwm-ray     # from the checkout's root
+    torchwm list                            # shows: ray  (torchwm-ray 0.1.0)
 
 Then::
 
