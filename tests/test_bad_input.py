@@ -14,7 +14,7 @@ from gymnasium import spaces
 
 import torchwm
 from torchwm.errors import WorkerError
-from torchwm.vector import processes
+from torchwm.vector.transports import processes
 
 BACKENDS = ["sync", "subproc", "shmem"]
 PROCESS_OPTIONS = {"num_workers": 2, "context": "fork", "timeout": 60}

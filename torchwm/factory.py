@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -27,6 +27,7 @@ from torchwm.spec import (
     VecSpec,
     check_count,
     check_seed,
+    env_fns_of,
     parse_autoreset_mode,
     resolve_wrapper,
     resolve_wrappers,
@@ -395,7 +396,6 @@ def make_vec_from_fns(
         raise TypeError(f"backend_kwargs must be a dict, got {backend_kwargs!r}")
     if seed is not None:
         seed = check_seed(seed)
-    from torchwm.vector.env_group import env_fns_of
 
     options = backend_options(backend)
     if options is not None and "env_fn" not in options:
@@ -421,3 +421,25 @@ def make_vec_from_spec(spec: VecSpec) -> gym.vector.VectorEnv:
 def env_fn(spec: VecSpec) -> functools.partial:
     """A picklable no-argument function that builds one env of ``spec``."""
     return functools.partial(build_env, spec)
+
+
+def spec_env_fns(spec: VecSpec) -> list[Callable[[], gym.Env]]:
+    """One no-argument factory per env of ``spec``: its ``env_fns``, or `build_env` of it."""
+    if spec.env_fns is not None:
+        return list(spec.env_fns)
+    return [functools.partial(build_env, spec, index=i) for i in range(spec.num_envs)]
+
+
+def check_distinct_envs(envs: Sequence[gym.Env]) -> None:
+    """ValueError (SB3's DummyVecEnv's type and first sentence) if two of ``envs`` are one env: a factory that
+    returns the same instance every time. Only envs built in one process can be compared."""
+    seen: dict[int, int] = {}
+    for i, env in enumerate(envs):
+        first = seen.setdefault(id(env.unwrapped), i)
+        if first != i:
+            raise ValueError(
+                "You tried to create multiple environments, but the function to create them returned the same "
+                f"instance instead of creating different objects (envs {first} and {i} are one env). Each env "
+                "factory must build a new env every time it is called, e.g. `lambda: gym.make(...)`, not "
+                "`lambda: env`"
+            )

@@ -27,13 +27,16 @@ import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pydantic
 from gymnasium.vector import AutoresetMode
 
 from torchwm.errors import InvalidSeedError, WrapperOptionError
 from torchwm.plugins import registry
+
+if TYPE_CHECKING:
+    import gymnasium as gym
 
 AUTORESET_MODES = {
     "next_step": AutoresetMode.NEXT_STEP,
@@ -367,3 +370,24 @@ def wrapper_env_kwargs(wrappers: Sequence[WrapperSpec]) -> dict[str, Any]:
         if w.fn is None:
             needed.update(registry("wrapper").get(w.name).metadata.get("env_kwargs", {}))
     return needed
+
+
+def env_fns_of(env_fn: Any, num_envs: int, backend: str) -> tuple[Callable[[], gym.Env], ...]:
+    """One factory per env: ``env_fn`` is one callable for every env, or a list of ``num_envs`` callables."""
+    fns = list(env_fn) if isinstance(env_fn, (list, tuple)) else [env_fn] * num_envs
+    if len(fns) != num_envs or not all(callable(fn) for fn in fns):
+        raise TypeError(
+            f"{backend}: env_fn must be a callable returning a gymnasium.Env, or a list of {num_envs} such "
+            f"callables (one per env), got {env_fn!r:.200}"
+        )
+    return tuple(fns)
+
+
+def with_env_fn(spec: VecSpec, env_fn: Any, backend: str) -> VecSpec:
+    """``spec`` with the factories of the ``env_fn`` backend option in ``spec.env_fns`` (kept for callers that
+    pass the option, such as `torchwm.TorchVectorizedEnv`), so that ``vec.spec`` says what was built."""
+    if env_fn is None:
+        return spec
+    if spec.env_fns is not None:
+        raise TypeError(f"{backend}: give the envs' factories once: the spec has env_fns, and env_fn= was passed too")
+    return spec.replace(env_fns=env_fns_of(env_fn, spec.num_envs, backend))

@@ -48,7 +48,7 @@ from gymnasium import spaces
 
 import torchwm
 from torchwm.errors import ClosedEnvironmentError, EnvTimeoutError, WorkerError
-from torchwm.vector.shared_memory import SharedBatch, leaked_segments, mapped_segments
+from torchwm.vector.transports.shared_memory import SharedBatch, leaked_segments, mapped_segments
 
 FAULT_ID = "TorchwmTest/FaultInjection-v0"
 NUM_ENVS = 4

@@ -1,4 +1,4 @@
-"""The shmem backend's waits: measured while it runs (torchwm/vector/handoff.py), or fixed by spin_seconds."""
+"""The shmem backend's waits: measured while it runs (torchwm/vector/transports/handoff.py), or fixed by spin_seconds."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import torchwm
-from torchwm.vector.handoff import (
+from torchwm.vector.transports.handoff import (
     MAX_SPIN_SECONDS,
     RECHECK_SECONDS,
     SHORT_SPIN_SECONDS,

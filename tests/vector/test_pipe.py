@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 import torchwm
-from torchwm.vector.env_group import ErrorReply, Step
-from torchwm.vector.pipe import RawStep
-from torchwm.vector.pool import Deadline
-from torchwm.vector.processes import ProcessWorker, Readable
+from torchwm.vector.messages import ErrorReply, Step
+from torchwm.vector.transports.contract import Deadline
+from torchwm.vector.transports.pipe import RawStep
+from torchwm.vector.transports.processes import ProcessWorker, Readable
 
 
 def test_readable_answers_as_connection_poll_does():

@@ -1,4 +1,4 @@
-"""How many workers shmem starts when the user does not say (torchwm/vector/worker_count.py)."""
+"""How many workers shmem starts when the user does not say (torchwm/vector/transports/worker_count.py)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ import gymnasium as gym
 import pytest
 
 import torchwm
-from torchwm.vector import worker_count
-from torchwm.vector.pool import default_num_workers
-from torchwm.vector.worker_count import (
-    Handoff,
+from torchwm.vector.transports import worker_count
+from torchwm.vector.transports.contract import default_num_workers
+from torchwm.vector.transports.handoff import Handoff
+from torchwm.vector.transports.worker_count import (
     choose_worker_count,
     measure,
     measure_env_step,

@@ -221,7 +221,8 @@ class AleNativeVectorEnv(VectorEnv):
             # ALE's asynchronous mode works on batches of batch_size envs, as EnvPool's does.
             self.observation_space = batch_space(self.single_observation_space, self.batch_size)
             self.action_space = batch_space(self.single_action_space, self.batch_size)
-            if spec.seed is not None:  # else batch_space's copy of the single space's generator, as the base class
+            # else batch_space's copy of the single space's generator, as the base class
+            if spec.seed is not None:
                 self.action_space.seed(spec.seed)
         self._continuous = kwargs["continuous"]
         self._paddle_strength = np.ones(self.batch_size, dtype=np.float32)
@@ -241,7 +242,8 @@ class AleNativeVectorEnv(VectorEnv):
 
     def reset(self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None,
               env_ids: Any = None) -> tuple[Any, dict[str, Any]]:
-        """Reset all envs, or those of ``env_ids`` / ``options["reset_mask"]`` (then their rows only for ``env_ids``).
+        """Reset all envs, or those of ``env_ids`` / ``options["reset_mask"]`` (then their rows only for
+        ``env_ids``).
 
         ``seed=s`` gives env ``i`` ALE's seed ``s + i``; ALE uses it raw for the emulator (sticky
         actions) and for its no-op draws, where Gymnasium's AtariEnv derives both from a
@@ -260,7 +262,8 @@ class AleNativeVectorEnv(VectorEnv):
         # Checked before the pending first-reset seed is used up, so that a refused reset changes nothing.
         seeds = check_ale_seeds(seeds, "ale-native reset")
         self._first_reset_seed = None
-        obs, infos = self._ale.reset(ids.tolist(), [-1 if s is None else s for s in seeds])  # -1: ALE's "no seed"
+        # -1: ALE's "no seed"
+        obs, infos = self._ale.reset(ids.tolist(), [-1 if s is None else s for s in seeds])
         self._mark_reset(ids, seeds)
         self._terminations[ids] = False
         self._truncations[ids] = False
@@ -333,7 +336,8 @@ class AleNativeVectorEnv(VectorEnv):
         return infos
 
     def _final_obs_info(self, infos: dict[str, Any], ended: np.ndarray) -> dict[str, Any]:
-        """ALE's ``final_obs`` batch in Gymnasium's same-step form: an object array set where an episode ended."""
+        """ALE's ``final_obs`` batch in Gymnasium's same-step form: an object array set where an episode
+        ended."""
         batch = infos.pop("final_obs")
         final_obs = np.full(ended.size, None, dtype=object)
         for row in np.flatnonzero(ended):

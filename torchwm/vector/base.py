@@ -184,7 +184,8 @@ class VectorEnv(gym.vector.VectorEnv):
         self.copy = copy
         self.closed = False
         self._first_reset_seed = spec.seed
-        self._given_seeds = [-1] * n  # the last seed each env was reset with; -1: none (seeds may exceed int64)
+        # the last seed each env was reset with; -1: none (seeds may exceed int64)
+        self._given_seeds = [-1] * n
         self._ever_reset = np.zeros(n, dtype=bool)
         self._all_reset = False  # every env was reset at least once (then it stays so)
         self._in_flight = np.zeros(n, dtype=bool)
@@ -443,14 +444,16 @@ class VectorEnv(gym.vector.VectorEnv):
             raise ClosedEnvironmentError(f"{type(self).__name__} ({self._vec_spec.id}) is closed; make a new one")
 
     def _pending_call(self) -> str | None:
-        """The call still pending, by Gymnasium's name for it: ``"reset"`` (`reset_async`), ``"step"`` or None."""
+        """The call still pending, by Gymnasium's name for it: ``"reset"`` (`reset_async`), ``"step"`` or
+        None."""
         if getattr(self, "_pending_reset", None) is not None:
             return "reset"
         in_flight = getattr(self, "_in_flight", None)
         return "step" if in_flight is not None and in_flight.any() else None
 
     def _check_nothing_pending(self, calling: str) -> None:
-        """AlreadyPendingCallError (Gymnasium's words, then torchwm's detail) if a step or reset is pending."""
+        """AlreadyPendingCallError (Gymnasium's words, then torchwm's detail) if a step or reset is
+        pending."""
         pending = self._pending_call()
         if pending is None:
             return

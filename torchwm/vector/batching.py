@@ -157,7 +157,7 @@ class InfoBatcher:
     One case is batched column by column instead, with the same result: every
     env has the same keys, each holding plain ``int``, ``float`` or ``bool`` values
     of one type (Atari's ``lives`` and frame counters, on every step), where
-    Gymnasium's env-by-env loop costs about as much as the rest of a step.
+    Gymnasium's env-by-env loop is a large share of a cheap env's step.
     """
 
     _add_info = gym.vector.VectorEnv._add_info  # type: ignore[assignment]  # only reads self.num_envs

@@ -1,4 +1,4 @@
-"""The envs one worker holds, and every command they answer.
+"""The envs one worker holds: `EnvGroup`.
 
 Every Python backend steps its envs through an `EnvGroup`: `sync` holds one
 in the calling process; each worker of a pool holds one (in a worker process,
@@ -6,137 +6,37 @@ in a Ray actor, or in the parent for the ``inline`` share). So the three
 autoreset modes, seeding and the order of calls are the same code on every
 backend, and the same seed gives the same arrays. Results go straight into
 the batch rows the group was given (plain arrays, or shared memory for
-``shmem``); only infos come back as a list.
-
-The commands a pool sends a worker are typed here, once for every transport:
-`Step`, and the control commands `Reset`, `Call`, `SetAttr`, `NeedsReset` and
-`Close`, which `EnvGroup.answer` runs. An env that raises is answered with an
-`ErrorReply` (`error_reply`), which the pool turns into a `WorkerError`.
-`describe_share` is what a worker reports once its envs are built.
+``shmem``); only infos come back as a list. The commands it answers are in
+`torchwm.vector.messages`.
 """
 
 from __future__ import annotations
 
 import copy
-import functools
-import traceback
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, SupportsFloat
+from collections.abc import Sequence
+from typing import Any, SupportsFloat
 
-import cloudpickle
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from torchwm.factory import build_env
 from torchwm.vector.batching import ARRAY_SPACES, get_row, put_rows
-
-if TYPE_CHECKING:
-    from torchwm.spec import VecSpec
+from torchwm.vector.messages import Call, Close, ControlCommand, NeedsReset, Reset, SetAttr, error_reply
 
 
-# -- commands ------------------------------------------------------------------------------------
-
-
-class Step(NamedTuple):
-    """Step envs ``local_ids`` of the worker (None: all of them, in order); ``actions`` has one row each."""
-
-    local_ids: list[int] | None
-    actions: Any
-
-
-class Reset(NamedTuple):
-    """Reset envs ``local_ids`` with one seed each; answered with their infos."""
-
-    local_ids: list[int]
-    seeds: list[int | None]
-    options: dict | None
-
-
-class Call(NamedTuple):
-    """Call method ``name`` of envs ``local_ids`` of the worker (None: all, in order), or read it; answered
-    with one value per env."""
-
-    name: str
-    args: tuple
-    kwargs: dict
-    local_ids: list[int] | None = None
-
-
-class SetAttr(NamedTuple):
-    """Set attribute ``name`` on envs ``local_ids`` of the worker (None: all, in order), one value each."""
-
-    name: str
-    values: list
-    local_ids: list[int] | None = None
-
-
-class NeedsReset(NamedTuple):
-    """Sent to a restarted worker under next_step autoreset: its envs' interrupted episodes were reported
-    truncated, so their next step starts a new episode, as after any truncation."""
-
-
-class Close(NamedTuple):
-    """Close the envs and end the worker; answered with None."""
-
-
-ControlCommand = Reset | Call | SetAttr | NeedsReset | Close
-
-
-class ErrorReply(NamedTuple):
-    """A worker's answer when an env (or the worker's own code) raised.
-
-    Attributes:
-        env: the local index of the env that raised (None: not one env).
-        traceback: the traceback text, shown in the `WorkerError`.
-        summary: ``repr`` of the exception.
-        pickled_type: the exception's type, cloudpickled (None: it cannot be), so that the pool raises a
-            `WorkerError` that is also an instance of it.
-    """
-
-    env: int | None
-    traceback: str
-    summary: str
-    pickled_type: bytes | None
-
-
-class ShareDescription(NamedTuple):
-    """What the pool needs to know of one worker's envs, once built: every env's observation and action
-    space (so that every env of every worker is checked, `torchwm.vector.base.resolve_spaces`), and the
-    first env's metadata and render mode."""
-
-    observation_spaces: list[gym.Space]
-    action_spaces: list[gym.Space]
-    metadata: dict[str, Any]
-    render_mode: str | None
-
-
-def describe_share(envs: list[gym.Env]) -> ShareDescription:
-    """The `ShareDescription` of ``envs``. A space equal to the first env's is that same object, which
-    pickle sends once."""
-    first = envs[0]
-
-    def spaces_of(kind: str) -> list[gym.Space]:
-        reference = getattr(first, kind)
-        return [reference if space == reference else space for space in (getattr(env, kind) for env in envs)]
-
-    return ShareDescription(spaces_of("observation_space"), spaces_of("action_space"), dict(first.metadata),
-                            first.render_mode)
-
-
-def wrong_shape(space: gym.Space, value: Any, path: tuple = ()) -> tuple[tuple, tuple, tuple] | None:
+def _wrong_shape(space: gym.Space, value: Any, path: tuple = ()) -> tuple[tuple, tuple, tuple] | None:
     """(path, shape, expected shape) of the first array of ``value`` (one env's observation of a Dict or
     Tuple space) whose shape is not its space's; None if every one fits."""
     if isinstance(space, gym.spaces.Dict):
         for key, sub in space.spaces.items():
             if isinstance(value, dict) and key in value:
-                found = wrong_shape(sub, value[key], (*path, key))
+                found = _wrong_shape(sub, value[key], (*path, key))
                 if found is not None:
                     return found
     elif isinstance(space, gym.spaces.Tuple):
         if isinstance(value, (tuple, list)):
             for k, (sub, item) in enumerate(zip(space.spaces, value)):
-                found = wrong_shape(sub, item, (*path, k))
+                found = _wrong_shape(sub, item, (*path, k))
                 if found is not None:
                     return found
     elif isinstance(space, ARRAY_SPACES):
@@ -145,31 +45,6 @@ def wrong_shape(space: gym.Space, value: Any, path: tuple = ()) -> tuple[tuple, 
         if shape != expected:
             return path, shape, expected
     return None
-
-
-def failing_env(exc: BaseException) -> int | None:
-    """The local index of the env that raised, read from the `EnvGroup` frame of the traceback.
-
-    `EnvGroup` loops over its envs with the index in ``i``; reading it back here
-    costs nothing on the hot path, unlike wrapping every env call in a try.
-    """
-    tb = exc.__traceback__
-    index = None
-    while tb is not None:
-        frame = tb.tb_frame
-        if frame.f_code.co_filename == EnvGroup.step.__code__.co_filename and "i" in frame.f_locals:
-            index = frame.f_locals["i"]
-        tb = tb.tb_next
-    return index if isinstance(index, int) else None
-
-
-def error_reply(exc: BaseException) -> ErrorReply:
-    """The `ErrorReply` for ``exc``, built where it was raised (a worker, or the parent's own share)."""
-    try:
-        pickled_type: bytes | None = cloudpickle.dumps(type(exc))
-    except Exception:
-        pickled_type = None
-    return ErrorReply(failing_env(exc), "".join(traceback.format_exception(exc)), repr(exc), pickled_type)
 
 
 class EnvGroup:
@@ -219,7 +94,7 @@ class EnvGroup:
                 raise self._shape_error(i, (), shape, self._obs_shape)
             self.observations[i] = obs
         else:
-            wrong = wrong_shape(self.observation_space, obs)
+            wrong = _wrong_shape(self.observation_space, obs)
             if wrong is not None:
                 raise self._shape_error(i, *wrong)
             put_rows(self.observation_space, self.observations, i, obs)
@@ -327,46 +202,3 @@ class EnvGroup:
     def close(self) -> None:
         for env in self.envs:
             env.close()
-
-
-def check_distinct_envs(envs: Sequence[gym.Env]) -> None:
-    """ValueError (SB3's DummyVecEnv's type and first sentence) if two of ``envs`` are one env: a factory that
-    returns the same instance every time. Only envs built in one process can be compared."""
-    seen: dict[int, int] = {}
-    for i, env in enumerate(envs):
-        first = seen.setdefault(id(env.unwrapped), i)
-        if first != i:
-            raise ValueError(
-                "You tried to create multiple environments, but the function to create them returned the same "
-                f"instance instead of creating different objects (envs {first} and {i} are one env). Each env "
-                "factory must build a new env every time it is called, e.g. `lambda: gym.make(...)`, not "
-                "`lambda: env`"
-            )
-
-
-def env_fns_of(env_fn: Any, num_envs: int, backend: str) -> tuple[Callable[[], gym.Env], ...]:
-    """One factory per env: ``env_fn`` is one callable for every env, or a list of ``num_envs`` callables."""
-    fns = list(env_fn) if isinstance(env_fn, (list, tuple)) else [env_fn] * num_envs
-    if len(fns) != num_envs or not all(callable(fn) for fn in fns):
-        raise TypeError(
-            f"{backend}: env_fn must be a callable returning a gymnasium.Env, or a list of {num_envs} such "
-            f"callables (one per env), got {env_fn!r:.200}"
-        )
-    return tuple(fns)
-
-
-def with_env_fn(spec: VecSpec, env_fn: Any, backend: str) -> VecSpec:
-    """``spec`` with the factories of the ``env_fn`` backend option in ``spec.env_fns`` (kept for callers that
-    pass the option, such as `torchwm.TorchVectorizedEnv`), so that ``vec.spec`` says what was built."""
-    if env_fn is None:
-        return spec
-    if spec.env_fns is not None:
-        raise TypeError(f"{backend}: give the envs' factories once: the spec has env_fns, and env_fn= was passed too")
-    return spec.replace(env_fns=env_fns_of(env_fn, spec.num_envs, backend))
-
-
-def spec_env_fns(spec: VecSpec) -> list[Callable[[], gym.Env]]:
-    """One no-argument factory per env of ``spec``: its ``env_fns``, or `torchwm.factory.build_env` of it."""
-    if spec.env_fns is not None:
-        return list(spec.env_fns)
-    return [functools.partial(build_env, spec, index=i) for i in range(spec.num_envs)]

@@ -2,67 +2,31 @@
 
 A `WorkerPool` is a `torchwm.vector.base.VectorEnv` whose envs are split
 over workers (`split_envs`, visible as ``vec.worker_slices``). It reaches
-each worker through a *transport*: an object holding the parent's end of one
-worker (`Transport`, below). The pool owns everything that does not depend on
-how the bytes travel: the options every pool backend shares
-(`check_pool_options`), routing actions and ``env_ids`` to workers (global
-env ids to each worker's local ones), readiness and fair ``batch_size``
-batches (the envs sent longest ago first, none starved), one `Deadline` per
-wait and the `EnvTimeoutError` that names the real timeout, restarts
-(``restart_on_crash``), turning a worker's `ErrorReply` into a `WorkerError`
-that names the env and the worker, and closing within a deadline (also at
-garbage collection, `weakref.finalize`). A backend is a transport choice plus
-its options: ``subproc`` is ``WorkerPool`` over `torchwm.vector.pipe`,
-``shmem`` over `torchwm.vector.shared_memory`. With ``inline=True`` worker 0
-is a `torchwm.vector.local.LocalWorker`, the same interface run in this
+each worker through a *transport*, the parent's end of one worker (the
+contract is `torchwm.vector.transports.contract`). The pool owns everything
+that does not depend on how the bytes travel: the options every pool backend
+shares (`check_pool_options`), routing actions and ``env_ids`` to workers
+(global env ids to each worker's local ones), readiness and fair
+``batch_size`` batches (the envs sent longest ago first, none starved), one
+`Deadline` per wait and the `EnvTimeoutError` that names the real timeout,
+restarts (``restart_on_crash``), turning a worker's `ErrorReply` into a
+`WorkerError` that names the env and the worker, and closing within a
+deadline (also at garbage collection, `weakref.finalize`). A backend is a
+transport choice plus its options: ``subproc`` is ``WorkerPool`` over
+`torchwm.vector.transports.pipe`, ``shmem`` over
+`torchwm.vector.transports.shared_memory`. With ``inline=True`` worker 0 is a
+`torchwm.vector.transports.local.LocalWorker`, the same interface run in this
 process, so nothing here depends on where a worker runs.
 
-How a step flows: `VectorEnv.send` checks the actions, `WorkerPool._send_step`
-gives each involved worker its rows (`Transport.send_step`) and records it as
-busy; `recv` (`_wait_ready`) takes in every busy worker whose step finished
-(`Transport.poll`, then `Transport.finish_step`, which writes the rows into
-the batch and returns the infos), sleeps in the transport's `Transport.wait`
-when none has, and returns the first ``batch_size`` envs ready.
-
-The transport interface, per worker (``index``, ``envs``: its global env ids,
-a ``range``):
-
-- ``start(payload)``: start the worker building its envs (`WorkerPayload`); returns at once.
-  ``started(deadline) -> ShareDescription | ErrorReply``: wait until they are built.
-- ``attach(batch)``: give the worker its rows of the batch (`create_batch` made it); the
-  answer comes through ``reply``.
-- ``send(command)`` then ``reply(deadline)``: one control command (`Reset`, `Call`,
-  `SetAttr`, `NeedsReset`; `torchwm.vector.env_group`) and its answer, or an `ErrorReply`.
-  A `Reset` answer's rows are in the batch when ``reply`` returns. ``send`` returns at once, so
-  the pool sends every worker its command before it waits for the first answer.
-- ``send_step(local_ids, actions)`` (None: all of its envs), then ``poll() -> bool`` (finished?)
-  and ``finish_step(deadline) -> infos | ErrorReply``; ``abandon_step()`` forgets a step in
-  flight (its results are dropped when it finishes). One step at a time per worker.
-- ``wait(busy, timeout, need_all) -> bool`` (a classmethod): block until one of ``busy`` may
-  have finished, at most ``timeout``; True if it returned without sleeping.
-- ``alive``, ``pid``, ``describe()``, ``restart(payload)``, ``stop()`` (ask to exit, at once)
-  and ``close(deadline)`` (end within it, free everything).
-
-Optional, per transport class: ``OPTIONS`` (backend options of its own) and
-``configure(backend, spec, env_fns, options, pool)``, which checks them against the pool's
-checked `PoolSettings` before anything starts and returns the settings every transport of
-the vector env shares.
-
-Waits raise the built-in ``TimeoutError`` at their deadline (`StepLost` when that step can
-never be waited for again: the pool then closes itself), and `WorkerGone` when the worker
-cannot answer any more (``worker=``: which one, when another's wait found out); the pool
-turns them into torchwm's errors.
+How a step travels through the pool and a transport: docs/concepts.md, "One shmem step".
 """
 
 from __future__ import annotations
 
 import os
 import threading
-import time
 import weakref
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 import cloudpickle
@@ -77,10 +41,11 @@ from torchwm.errors import (
     WorkerError,
     worker_error,
 )
-from torchwm.spec import VecSpec, check_count, check_timeout
+from torchwm.factory import spec_env_fns
+from torchwm.spec import VecSpec, check_count, check_timeout, with_env_fn
 from torchwm.vector.base import VectorEnv, check_batch_size, check_observation_mode, resolve_spaces
-from torchwm.vector.batching import create_batch, put_rows, slice_rows, take_rows
-from torchwm.vector.env_group import (
+from torchwm.vector.batching import slice_rows, take_rows
+from torchwm.vector.messages import (
     Call,
     ControlCommand,
     ErrorReply,
@@ -88,157 +53,32 @@ from torchwm.vector.env_group import (
     Reset,
     SetAttr,
     ShareDescription,
-    check_distinct_envs,
-    spec_env_fns,
-    with_env_fn,
 )
+from torchwm.vector.transports.contract import (
+    CLOSE_GRACE_SECONDS,
+    Batch,
+    Deadline,
+    PoolSettings,
+    StepLost,
+    Transport,
+    WorkerGone,
+    WorkerPayload,
+    gym_specs_of,
+    split_envs,
+)
+from torchwm.vector.transports.contract import default_num_workers as default_num_workers
+from torchwm.vector.transports.local import LocalWorker
 
 if TYPE_CHECKING:
-    from torchwm.vector.worker_count import WorkerChoice
+    from torchwm.vector.transports.worker_count import WorkerChoice
 
 DEFAULT_TIMEOUT = 300.0
-CLOSE_GRACE_SECONDS = 1.0  # how long close() waits for workers to exit before ending them
 # Every option a pool backend takes and its default (None: decided from the machine or the spec). A
 # transport adds its own (`Transport.OPTIONS`).
 POOL_OPTIONS: dict[str, Any] = {
     "num_workers": None, "envs_per_worker": None, "batch_size": None, "timeout": DEFAULT_TIMEOUT, "copy": True,
     "restart_on_crash": False, "env_fn": None, "inline": False, "observation_mode": "same",
 }
-
-
-# The longest wait the system calls take (select.poll counts milliseconds in a C int): a deadline further
-# away than that is no deadline, so that a timeout of weeks (1e9) means "no limit" rather than an
-# OverflowError from the first wait.
-LONGEST_DEADLINE_SECONDS = 2**31 // 1000 - 1
-
-
-class Deadline:
-    """When a wait must end: ``seconds`` after it began (None, ``math.inf`` or more than
-    `LONGEST_DEADLINE_SECONDS`: never). Messages name ``seconds``.
-
-    Every wait of a pool and its transports takes its time from here, so this is the one place that
-    turns a timeout into what a wait may be given.
-    """
-
-    __slots__ = ("seconds", "at")
-
-    def __init__(self, seconds: float | None, at: float | None) -> None:
-        self.seconds = seconds
-        self.at = at
-
-    @classmethod
-    def after(cls, seconds: float | None) -> Deadline:
-        if seconds is None or seconds > LONGEST_DEADLINE_SECONDS:
-            return cls(seconds, None)
-        return cls(seconds, time.monotonic() + seconds)
-
-    def remaining(self, forever: float | None = None) -> float | None:
-        """Seconds left (at least 0), or ``forever`` when there is no deadline."""
-        return forever if self.at is None else max(self.at - time.monotonic(), 0.0)
-
-    @property
-    def expired(self) -> bool:
-        return self.at is not None and time.monotonic() >= self.at
-
-    def waited(self) -> str:
-        """How long the wait took, for a message: ``seconds``, or the real time when a transport waited longer
-        (an actor's start gets a floor of its own)."""
-        elapsed = None if self.at is None or self.seconds is None else time.monotonic() - (self.at - self.seconds)
-        if elapsed is None or elapsed < self.seconds + 1.0:  # type: ignore[operator]
-            return f"{self.seconds:g} s"
-        return f"{elapsed:.0f} s (timeout={self.seconds:g})"
-
-
-class WorkerGone(Exception):
-    """Raised by a transport whose worker cannot answer any more.
-
-    Args:
-        reason: what happened, for the message (``"killed by SIGKILL"``).
-        restartable: the worker died and a new one can take its envs; False when the channel itself
-            cannot be used again (an interrupt cut a message): the vector env must then be closed.
-        hint: what to do, when the transport knows better than the pool (a worker that died before it
-            reached torchwm's code).
-        worker: the index of the worker that is gone, when a wait on another one found out (Ray's compiled
-            graph fails every actor's wait when one actor dies); None: the transport raising it.
-    """
-
-    def __init__(self, reason: str, *, restartable: bool = True, hint: str = "", worker: int | None = None) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.restartable = restartable
-        self.hint = hint
-        self.worker = worker
-
-
-class StepLost(TimeoutError):
-    """Raised by `Transport.finish_step` at its deadline when the step cannot be waited for again (a Ray
-    compiled graph's result is read once): the pool closes itself rather than keep a step it cannot take in.
-
-    Args:
-        late: which workers did not answer, for the message (default: the transport's `Transport.describe`).
-        hint: what else the user can do, for the message.
-    """
-
-    def __init__(self, late: str | None = None, hint: str = "") -> None:
-        super().__init__(late)
-        self.late = late
-        self.hint = hint
-
-
-def default_num_workers() -> int:
-    """The cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
-def split_envs(num_envs: int, num_workers: int | None, envs_per_worker: int | None,
-               backend: str = "backend", unit: str = "worker") -> list[range]:
-    """The envs of each worker: contiguous ranges, as even as possible.
-
-    ``unit`` is what the backend calls a worker in its option names (``"actor"``: ``num_actors``).
-
-    ``envs_per_worker`` alone gives ``ceil(num_envs / envs_per_worker)`` workers (the last one may have
-    fewer); ``num_workers`` alone spreads the envs evenly (at most one worker per env; default: the cores
-    this process may use).
-
-    Example:
-        >>> split_envs(10, 4, None)
-        [range(0, 3), range(3, 6), range(6, 8), range(8, 10)]
-        >>> split_envs(10, None, 4)
-        [range(0, 4), range(4, 8), range(8, 10)]
-    """
-    if envs_per_worker is not None:
-        workers = -(-num_envs // envs_per_worker)
-        if num_workers is not None and num_workers != workers:
-            raise ValueError(
-                f"{backend}: num_{unit}s={num_workers} and envs_per_{unit}={envs_per_worker} do not fit "
-                f"num_envs={num_envs} (that needs {workers} {unit}s); give one of them, or matching values"
-            )
-        return [range(start, min(start + envs_per_worker, num_envs)) for start in range(0, num_envs, envs_per_worker)]
-    workers = min(num_workers if num_workers is not None else default_num_workers(), num_envs)
-    bounds = np.linspace(0, num_envs, workers + 1).round().astype(int)
-    # Larger groups first, like np.array_split, so the split reads naturally.
-    sizes = np.sort(np.diff(bounds))[::-1]
-    starts = np.concatenate([[0], np.cumsum(sizes)])
-    return [range(int(a), int(b)) for a, b in zip(starts[:-1], starts[1:], strict=True)]
-
-
-@dataclass
-class PoolSettings:
-    """The pool options, checked and defaulted (`check_pool_options`)."""
-
-    worker_slices: list[range]
-    split_given: bool  # num_workers or envs_per_worker given (else the pool chose the split)
-    batch_size: int | None
-    timeout: float | None
-    copy: bool
-    restart_on_crash: bool
-    env_fn: Any
-    inline: bool
-    observation_mode: Any
-    transport_options: dict[str, Any] = field(default_factory=dict)
 
 
 def check_pool_options(backend: str, num_envs: int, options: dict[str, Any],
@@ -276,187 +116,6 @@ def check_pool_options(backend: str, num_envs: int, options: dict[str, Any],
         **flags,
     )
 
-
-def gym_specs_of(spec: VecSpec) -> list[gym.envs.registration.EnvSpec]:
-    """The Gymnasium registration of ``spec``'s id, for a process whose interpreter never saw it (an id
-    registered at run time); empty for an id Gymnasium does not know."""
-    return [gym.registry[spec.id]] if spec.id in gym.registry else []
-
-
-def register_gym_specs(specs: Sequence[gym.envs.registration.EnvSpec]) -> None:
-    """Register the ids of ``specs`` that this process does not know (in a worker, or the helper that
-    measures an env's step)."""
-    for spec in specs:
-        if spec.id not in gym.registry and isinstance(spec.entry_point, str):
-            # The package that registers the id (ale_py registers every ALE id on import) goes first,
-            # so that its own registration does not find ours and warn about an override.
-            try:
-                __import__(spec.entry_point.split(":")[0])
-            except ImportError:
-                pass
-        if spec.id not in gym.registry:
-            gym.registry[spec.id] = spec
-
-
-@dataclass
-class WorkerPayload:
-    """What a worker needs to build its envs; a process transport sends it cloudpickled."""
-
-    index: int  # the worker's index in the pool
-    env_fns: list[Callable[[], gym.Env]]  # one factory per env of this worker
-    first_env: int  # global index of the worker's first env
-    autoreset_mode: AutoresetMode
-    # The Gymnasium spec of the env id, for a worker whose interpreter never saw its registration.
-    gym_specs: list[gym.envs.registration.EnvSpec] = field(default_factory=list)
-
-    def build_envs(self) -> list[gym.Env]:
-        """The worker's envs, built (in the worker); registers the missing Gymnasium ids first."""
-        register_gym_specs(self.gym_specs)
-        envs: list[gym.Env] = []
-        try:
-            for fn in self.env_fns:
-                envs.append(fn())
-            check_distinct_envs(envs)  # within this worker: factories in other processes cannot be compared
-        except BaseException:
-            for env in envs:
-                try:
-                    env.close()
-                except Exception:
-                    pass
-            raise
-        return envs
-
-
-class Batch:
-    """The batch a pool returns rows of: observations, rewards and flags, one row per env, in this
-    process's memory. A transport may hold it elsewhere (`torchwm.vector.shared_memory.SharedBatch`)."""
-
-    def __init__(self, observation_space: gym.Space, num_envs: int, action_space: gym.Space | None = None) -> None:
-        self.observation_space = observation_space
-        self.action_space = action_space
-        self.observations: Any = create_batch(observation_space, num_envs)
-        self.rewards = np.zeros(num_envs, dtype=np.float64)
-        self.terminations = np.zeros(num_envs, dtype=np.bool_)
-        self.truncations = np.zeros(num_envs, dtype=np.bool_)
-
-    def store(self, ids: np.ndarray | slice, observations: Any, rewards: Any, terminations: Any,
-              truncations: Any) -> None:
-        """Write the rows of envs ``ids`` (``observations`` None: already written in place)."""
-        if observations is not None:
-            put_rows(self.observation_space, self.observations, ids, observations)
-        self.rewards[ids] = rewards
-        self.terminations[ids] = terminations
-        self.truncations[ids] = truncations
-
-    def rows(self, start: int, stop: int) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
-        """Views of one worker's rows: (observations, rewards, terminations, truncations)."""
-        return (slice_rows(self.observation_space, self.observations, start, stop), self.rewards[start:stop],
-                self.terminations[start:stop], self.truncations[start:stop])
-
-    def release(self) -> None:
-        """Free what the batch holds outside this process (nothing here)."""
-
-
-class Transport(ABC):
-    """The parent's end of one worker (see the module docstring for the whole interface).
-
-    Args:
-        index: the worker's index in the pool.
-        envs: the global ids of its envs.
-        settings: what `configure` returned, shared by every worker of the pool.
-    """
-
-    # The backend options this transport adds to `POOL_OPTIONS`, with their defaults.
-    OPTIONS: ClassVar[dict[str, Any]] = {}
-
-    def __init__(self, index: int, envs: range, settings: Any = None) -> None:
-        self.index = index
-        self.envs = envs
-
-    @classmethod
-    def configure(cls, backend: str, spec: VecSpec, env_fns: list[Callable[[], gym.Env]],
-                  options: dict[str, Any], pool: PoolSettings) -> Any:
-        """Check this transport's options (and anything else that must fail before a worker starts);
-        returns the settings every worker gets. ``pool`` holds the pool's own options, checked."""
-        return None
-
-    @classmethod
-    def choose_worker_count(cls, spec: VecSpec, env_fns: list[Callable[[], gym.Env]], settings: Any, *,
-                            timeout: float | None = None) -> WorkerChoice | None:
-        """When the user left the split to the pool: a `torchwm.vector.worker_count.WorkerChoice` (how many
-        workers to start, from measurements), or None for one per core (the default). A measurement that
-        builds an env waits for it at most ``timeout`` (the pool's), and gets `gym_specs_of` ``spec``
-        as the workers do."""
-        return None
-
-    @classmethod
-    def create_batch(cls, observation_space: gym.Space, action_space: gym.Space, num_envs: int,
-                     num_workers: int) -> Batch:
-        """The batch every worker of the pool writes into (or whose rows the pool stores)."""
-        return Batch(observation_space, num_envs, action_space)
-
-    @classmethod
-    def wait(cls, busy: list[Transport], timeout: float | None, need_all: bool) -> bool:
-        """Block until one of ``busy`` may have finished its step, at most ``timeout`` seconds (None: until
-        then); True if it returned without sleeping. May return early. ``need_all``: the caller waits for
-        every one of them (waking it for fewer helps nothing)."""
-        if any(transport.poll() for transport in busy):
-            return True
-        time.sleep(0.0005 if timeout is None else min(timeout, 0.0005))
-        return False
-
-    @abstractmethod
-    def start(self, payload: WorkerPayload) -> None: ...
-
-    @abstractmethod
-    def started(self, deadline: Deadline) -> ShareDescription | ErrorReply: ...
-
-    @abstractmethod
-    def attach(self, batch: Batch) -> None: ...
-
-    @abstractmethod
-    def send(self, command: ControlCommand) -> None: ...
-
-    @abstractmethod
-    def reply(self, deadline: Deadline) -> Any: ...
-
-    @abstractmethod
-    def send_step(self, local_ids: list[int] | None, actions: Any) -> None: ...
-
-    @abstractmethod
-    def poll(self) -> bool: ...
-
-    @abstractmethod
-    def finish_step(self, deadline: Deadline) -> list[dict] | ErrorReply: ...
-
-    @abstractmethod
-    def abandon_step(self) -> None: ...
-
-    @property
-    @abstractmethod
-    def alive(self) -> bool: ...
-
-    @property
-    def pid(self) -> int | None:
-        return None
-
-    def gone(self) -> WorkerGone:
-        """Why `alive` is False: the error the pool reports (or restarts the worker for)."""
-        return WorkerGone("it ended")
-
-    def describe(self) -> str:
-        return f"worker {self.index} (envs {self.envs.start}-{self.envs.stop - 1})"
-
-    def restart(self, payload: WorkerPayload) -> None:
-        """A new worker for these envs (after `alive` went False); the pool then attaches and resets it."""
-        self.close(Deadline.after(CLOSE_GRACE_SECONDS))
-        self.start(payload)
-
-    def stop(self) -> None:  # noqa: B027 - optional: a transport with nothing to ask leaves it
-        """Ask the worker to end (returns at once); `close` waits for it."""
-
-    @abstractmethod
-    def close(self, deadline: Deadline) -> None: ...
 
 
 class _Forks:
@@ -504,7 +163,8 @@ class WorkerPool(VectorEnv):
         spec: what to build (each worker builds its envs with `torchwm.factory.build_env`, or with
             ``spec.env_fns``).
         num_workers: workers (default: the cores this process may use, at most num_envs; fewer when the
-            transport measures that fewer are faster, see `Transport.choose_worker_count` and ``worker_choice``).
+            transport measures that fewer are faster: `torchwm.vector.transports.worker_count`,
+            ``worker_choice``).
         envs_per_worker: envs each worker steps (the last worker takes the rest); give this or num_workers.
         batch_size: `recv` returns ``batch_size`` envs among those ready, the ones ready first (default:
             all in flight).
@@ -517,8 +177,8 @@ class WorkerPool(VectorEnv):
             kept for callers that pass it as an option, it lands in ``vec.spec.env_fns`` (the place
             `torchwm.make_vec_from_fns` puts the factories).
         inline: the parent steps worker 0's envs itself (``worker_slices[0]``, ``worker_pids[0]`` is
-            None; `torchwm.vector.local.LocalWorker`) and starts ``num_workers - 1`` workers (default
-            False). Those envs then have none of a worker's protections: no timeout, and a crash or
+            None; `torchwm.vector.transports.local.LocalWorker`) and starts ``num_workers - 1`` workers
+            (default False). Those envs then have none of a worker's protections: no timeout, and a crash or
             ``os._exit`` in them ends the program. Their step runs in `recv`, while the other workers
             step theirs; ``restart_on_crash`` concerns the other workers only.
         observation_mode: Gymnasium's option (see `torchwm.vector.base.resolve_spaces`).
@@ -530,11 +190,10 @@ class WorkerPool(VectorEnv):
     unit = "worker"  # what the backend calls a worker in its option names (num_workers, envs_per_worker)
 
     def __init__(self, spec: VecSpec, **options: Any) -> None:
-        from torchwm.vector.local import LocalWorker
-
         self._transports: list[Transport] = []
         self._finalizer: weakref.finalize | None = None
-        # Held by the call that talks to the workers (send, recv, reset, call, set_attr): one thread at a time.
+        # Held by the call that talks to the workers (send, recv, reset, call, set_attr): one thread at a
+        # time.
         self._in_use = threading.Lock()
         # Who owns the workers: recorded once, here. A forked copy of this object is no owner.
         self._owner_pid = os.getpid()
@@ -743,7 +402,8 @@ class WorkerPool(VectorEnv):
         if ids is None:
             return  # an abandoned step (see _abandon_step): its results are dropped
         if isinstance(infos, ErrorReply):
-            # The env that raised has no state its rows show (for the worker's own error: its envs of this step).
+            # The env that raised has no state its rows show (for the worker's own error: its envs of this
+            # step).
             self._mark_for_reset(ids if infos.env is None else np.array([transport.envs.start + infos.env]))
             self._fail_step(self._remote_error(transport, infos, "stepping"), deadline)
         self._ready.update(zip(ids.tolist(), infos))
@@ -780,7 +440,8 @@ class WorkerPool(VectorEnv):
         self._forget_steps()
 
     def _mark_for_reset(self, envs: np.ndarray) -> None:
-        """Envs whose state moved on without their rows reaching the user: `_send_step` refuses them until reset."""
+        """Envs whose state moved on without their rows reaching the user: `_send_step` refuses them until
+        reset."""
         self._must_reset[envs] = True
         self._any_must_reset = bool(self._must_reset.any())
 
@@ -850,7 +511,8 @@ class WorkerPool(VectorEnv):
             f"vector env with torchwm.make_vec (the same spec, vec.spec, builds the same envs)")
 
     def _fail_for_good(self, failure: WorkerError) -> None:
-        """Nothing more can work (a dead worker, a cut channel): every later call raises ``failure``'s message."""
+        """Nothing more can work (a dead worker, a cut channel): every later call raises ``failure``'s
+        message."""
         # A copy without the traceback: its frames hold views of the batch, which close() must free.
         self._failure = WorkerError(failure.args[0], worker_index=failure.worker_index)
         self._ready.clear()
@@ -936,7 +598,8 @@ class WorkerPool(VectorEnv):
     # -- restarts --------------------------------------------------------------------------------
 
     def _on_crash(self, transport: Transport, gone: WorkerGone, doing: str, deadline: Deadline) -> None:
-        """Restart ``transport``'s worker (restart_on_crash) and mark its envs in flight ready, or fail for good."""
+        """Restart ``transport``'s worker (restart_on_crash) and mark its envs in flight ready, or fail for
+        good."""
         if not self.restart_on_crash or not gone.restartable or self._failure is not None:
             error = self._gone_error(transport, gone, doing)
             if self._failure is None:

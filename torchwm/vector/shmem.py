@@ -1,4 +1,4 @@
-"""The ``shmem`` backend: a worker pool over shared memory (`torchwm.vector.shared_memory`).
+"""The ``shmem`` backend: a worker pool over shared memory (`torchwm.vector.transports.shared_memory`).
 
 Actions, observations, rewards and flags live in one shared-memory block: a
 step costs no pipe message and no pickling, and both sides sleep on a futex
@@ -9,10 +9,10 @@ rather than hold a core while they wait. Everything else (options, split,
 from __future__ import annotations
 
 from torchwm.hookspecs import hookimpl
-from torchwm.vector.handoff import WaitPlan
 from torchwm.vector.pool import POOL_OPTIONS, WorkerPool
-from torchwm.vector.processes import CONFORMANCE_VARIANTS
-from torchwm.vector.shared_memory import SharedMemoryWorker
+from torchwm.vector.transports.handoff import WaitPlan
+from torchwm.vector.transports.processes import CONFORMANCE_VARIANTS
+from torchwm.vector.transports.shared_memory import SharedMemoryWorker
 
 
 class ShmemVectorEnv(WorkerPool):
@@ -21,7 +21,7 @@ class ShmemVectorEnv(WorkerPool):
     ``spin_seconds``: how long both sides poll before they sleep (default None: measured on the first
     steps, see ``wait_plan``). With the split left unset (no ``num_workers``, ``envs_per_worker`` or
     ``inline``) and envs built from a name, the count of workers is chosen from a measured env step and
-    hand-off (`torchwm.vector.worker_count`; ``worker_choice`` says what it measured).
+    hand-off (`torchwm.vector.transports.worker_count`; ``worker_choice`` says what it measured).
 
     Observations are copies by default; ``copy=False`` returns views of the shared block that the next
     `step` overwrites. With ``send(env_ids=...)`` on envs of a worker that is still stepping, `send`
@@ -43,8 +43,8 @@ class ShmemVectorEnv(WorkerPool):
 
     @property
     def wait_plan(self) -> WaitPlan | None:
-        """How the parent and the workers wait for each other (`torchwm.vector.handoff`): measured on the first
-        ~64 steps of each worker unless ``spin_seconds`` fixed it; None once closed."""
+        """How the parent and the workers wait for each other (`torchwm.vector.transports.handoff`): measured
+        on each worker's first steps unless ``spin_seconds`` fixed it; None once closed."""
         tuner = getattr(self._batch, "tuner", None)
         return None if tuner is None else tuner.plan
 

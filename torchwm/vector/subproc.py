@@ -1,4 +1,4 @@
-"""The ``subproc`` backend: a worker pool over pipes (`torchwm.vector.pipe`).
+"""The ``subproc`` backend: a worker pool over pipes (`torchwm.vector.transports.pipe`).
 
 Each worker process runs an `EnvGroup` (the same loop as ``sync``) over its
 envs and answers a step with its rows and infos through its pipe. It works
@@ -10,9 +10,9 @@ for array observations ``shmem`` is faster. Everything else (options, split,
 from __future__ import annotations
 
 from torchwm.hookspecs import hookimpl
-from torchwm.vector.pipe import PipeWorker
 from torchwm.vector.pool import POOL_OPTIONS, WorkerPool
-from torchwm.vector.processes import CONFORMANCE_VARIANTS
+from torchwm.vector.transports.pipe import PipeWorker
+from torchwm.vector.transports.processes import CONFORMANCE_VARIANTS
 
 
 class SubprocVectorEnv(WorkerPool):

@@ -13,11 +13,12 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from torchwm.factory import check_distinct_envs, spec_env_fns
 from torchwm.hookspecs import hookimpl
-from torchwm.spec import VecSpec
+from torchwm.spec import VecSpec, with_env_fn
 from torchwm.vector.base import VectorEnv, check_observation_mode, resolve_spaces
 from torchwm.vector.batching import create_batch
-from torchwm.vector.env_group import EnvGroup, check_distinct_envs, spec_env_fns, with_env_fn
+from torchwm.vector.env_group import EnvGroup
 
 
 class SyncVectorEnv(VectorEnv):

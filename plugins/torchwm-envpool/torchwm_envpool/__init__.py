@@ -3,7 +3,7 @@
 Quick start (a plugin author's view of this package). Install it beside torchwm; the backend
 is found through the entry-point group ``torchwm`` and torchwm itself knows nothing of EnvPool::
 
-    pip install . ./plugins/torchwm-envpool  # with the core; [project.entry-points.torchwm] envpool = "torchwm_envpool"
+    pip install . ./plugins/torchwm-envpool  # with the core, from the checkout's root
     torchwm list                             # shows: envpool  (torchwm-envpool 0.1.0)
 
 Then::

@@ -1,4 +1,5 @@
-"""EnvPool called directly, made as the ``envpool`` backend makes it: the peer `torchwm bench` measures it against.
+"""EnvPool called directly, made as the ``envpool`` backend makes it: the peer `torchwm bench` measures it
+against.
 
 ``torchwm bench --backends envpool,envpool-direct`` builds both from the same spec. `EnvPoolDirect`
 makes the pool with the very options `torchwm_envpool.translate` derives for the backend (task,
@@ -14,7 +15,7 @@ from typing import Any
 import numpy as np
 from gymnasium.vector.utils import batch_space
 
-from torchwm.spec import VecSpec
+from torchwm.plugin_api import VecSpec
 from torchwm_envpool.translate import translate
 
 
@@ -22,7 +23,7 @@ class EnvPoolDirect:
     """``envpool.make_gymnasium(...)`` for ``spec``, with the ``envpool`` backend's options.
 
     Example:
-        >>> from torchwm.factory import resolve_spec
+        >>> from torchwm.plugin_api import resolve_spec
         >>> pool = EnvPoolDirect(resolve_spec("CartPole-v1", 4, seed=0))   # doctest: +SKIP
         >>> pool.action_space.shape                                          # doctest: +SKIP
         (4,)

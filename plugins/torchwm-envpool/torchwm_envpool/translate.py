@@ -16,9 +16,8 @@ from typing import Any
 
 import gymnasium as gym
 
-from torchwm.atari_stack import parse_for
 from torchwm.errors import UnsupportedStackError
-from torchwm.spec import VecSpec
+from torchwm.plugin_api import VecSpec, parse_for
 
 # The env kwargs of an ALE id that EnvPool can express (the rest of what names.resolve gives).
 ATARI_ENV_KWARGS = {"game", "frameskip", "repeat_action_probability", "full_action_space",
@@ -60,7 +59,7 @@ def translate(spec: VecSpec, tasks: set[str] | None = None) -> EnvPoolPlan:
     """The EnvPool plan of ``spec``, or `UnsupportedStackError` naming what EnvPool cannot express.
 
     Example:
-        >>> from torchwm.factory import resolve_spec
+        >>> from torchwm.plugin_api import resolve_spec
         >>> plan = translate(resolve_spec("ALE/Pong-v5", 4, backend="sync"))   # doctest: +SKIP
         >>> plan.task_id, plan.kwargs["repeat_action_probability"], plan.kwargs["stack_num"]  # doctest: +SKIP
         ('Pong-v5', 0.25, 4)

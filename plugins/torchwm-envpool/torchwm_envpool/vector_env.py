@@ -20,9 +20,7 @@ import numpy as np
 from gymnasium import spaces
 
 from torchwm.errors import AlreadyPendingCallError, EnvTimeoutError
-from torchwm.spec import VecSpec, check_count, check_timeout
-from torchwm.vector.base import VectorEnv, check_batch_size
-from torchwm.vector.pool import Batch
+from torchwm.plugin_api import Batch, VecSpec, VectorEnv, check_batch_size, check_count, check_timeout
 from torchwm_envpool.translate import EnvPoolPlan, translate
 
 INFO_KEYS = ("lives", "elapsed_step")  # per-env infos kept from EnvPool's (not its RAM copy nor player ids)
@@ -136,7 +134,8 @@ class EnvPoolVectorEnv(VectorEnv):
                     f"got seeds for envs {ids[np.asarray(seeded)].tolist()} of {n}"
                 )
             if seeds != self._fresh_seeds:
-                new_seeds = check_seeds(seeds, "reset")  # before the pool goes: a refused reset changes nothing
+                # before the pool goes: a refused reset changes nothing
+                new_seeds = check_seeds(seeds, "reset")
                 self._pool.close()
                 self._pool = self._make_pool(new_seeds)
         self._fresh_seeds = None
@@ -223,7 +222,8 @@ class EnvPoolVectorEnv(VectorEnv):
         if self.closed or self._is_async or self._ready or not self._in_flight.all():
             return super().recv(timeout)
         if timeout is not None:
-            check_timeout(timeout, "recv(timeout=)")  # as the base class would: the shortcut waits without one
+            # as the base class would: the shortcut waits without one
+            check_timeout(timeout, "recv(timeout=)")
         obs, rewards, terminations, truncations, info = self._pool.recv(reset=False, return_info=True)
         self._store(obs, rewards, terminations, truncations, info, per_env_infos=False)
         self._in_flight[:] = False

@@ -55,7 +55,8 @@ class FaultEnv(CountdownEnv):
         if fault == "sigkill":
             os.kill(os.getpid(), signal.SIGKILL)
         if fault == "sigsegv":
-            ctypes.string_at(0)  # a real segfault, in the stepping thread (os.kill would land in another thread)
+            # a real segfault, in the stepping thread (os.kill would land in another thread)
+            ctypes.string_at(0)
         if fault == "exit":
             os._exit(0)
         return super().step(action)

@@ -3,7 +3,7 @@
 Quick start (a plugin author's view of this package). Install it beside torchwm and the backend
 is found through the entry-point group ``torchwm``; torchwm itself knows nothing of Ray::
 
-    pip install . ./plugins/torchwm-ray     # from the checkout's root; [project.entry-points.torchwm] ray = "torchwm_ray"
+    pip install . ./plugins/torchwm-ray     # from the checkout's root
     torchwm list                            # shows: ray  (torchwm-ray 0.1.0)
 
 Then::
@@ -19,10 +19,11 @@ Then::
     envs.close()
 
 Each Ray actor hosts several envs and steps them with torchwm's own worker loop
-(`torchwm.vector.env_group.EnvGroup`) over envs built by `torchwm.factory.build_env`, so it
+(`torchwm.plugin_api.EnvGroup`) over envs built by `torchwm.plugin_api.build_env`, so it
 gives the same arrays as the ``sync`` backend for the same seed. A step of all envs goes through
-a Ray Compiled Graph (``compiled_graph=True``, the default); everything else is an actor call. The plugin is this module's one hook below; importing Ray waits until a ``ray``
-env is actually made, so installing the plugin costs other backends nothing.
+a Ray Compiled Graph (``compiled_graph=True``, the default); everything else is an actor call. The plugin is
+this module's one hook below; importing Ray waits until a ``ray`` env is actually made, so installing the
+plugin costs other backends nothing.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The Ray actor transport: both ends of the wire between the driver and one Ray actor.
 
 `EnvActor` is the worker, one share of the pool's envs in a Ray actor process (the pool's
-`torchwm.vector.env_group.EnvGroup`, built from its `torchwm.vector.pool.WorkerPayload`);
-`RayActorTransport` is the driver's end, the `torchwm.vector.pool.Transport` that the ``ray``
+`torchwm.plugin_api.EnvGroup`, built from its `torchwm.plugin_api.WorkerPayload`);
+`RayActorTransport` is the driver's end, the `torchwm.plugin_api.Transport` that the ``ray``
 backend's pool drives. What Ray adds to the pool's protocol:
 
 - A step of all envs goes through one compiled graph over every actor
@@ -41,22 +41,37 @@ import ray.util.scheduling_strategies
 from gymnasium import spaces
 from ray import cloudpickle
 
-from torchwm.spec import VecSpec
-from torchwm.vector.batching import ARRAY_SPACES, create_batch, take_rows
-from torchwm.vector.env_group import (
+from torchwm.plugin_api import (
+    ARRAY_SPACES,
+    Batch,
     Call,
     ControlCommand,
+    Deadline,
     EnvGroup,
     ErrorReply,
     NeedsReset,
+    PoolSettings,
     Reset,
     SetAttr,
     ShareDescription,
+    Transport,
+    VecSpec,
+    WorkerGone,
+    WorkerPayload,
+    create_batch,
     describe_share,
+    take_rows,
 )
-from torchwm.vector.pool import Batch, Deadline, PoolSettings, Transport, WorkerGone, WorkerPayload
 from torchwm_ray.compiled_graph import CompiledStep
-from torchwm_ray.connection import LocalRay, check_address, client_connected, cluster_cpus, with_runtime_env
+from torchwm_ray.connection import (
+    RAY_GONE,
+    LocalRay,
+    check_address,
+    client_connected,
+    cluster_cpus,
+    lost_ray,
+    with_runtime_env,
+)
 from torchwm_ray.placement import ActorPlacement
 from torchwm_ray.shipping import ship_by_value
 
@@ -79,7 +94,8 @@ def obs_chunks(space: gym.Space, rows: int) -> int:
 
 class EnvFailure(Exception):
     """An env (or the actor's own code) raised in an actor call: the pool's `ErrorReply`, and the rows of the
-    call's other envs, which went on (``(obs, rewards, terminations, truncations, infos)``; None: none came)."""
+    call's other envs, which went on (``(obs, rewards, terminations, truncations, infos)``; None: none
+    came)."""
 
     def __init__(self, reply: ErrorReply, rows: tuple | None = None) -> None:
         super().__init__(reply, rows)
@@ -238,7 +254,8 @@ class EnvActor:
                                                                   + traceback.format_exc())), protocol=5)
 
     def in_graph_step(self) -> bool:
-        """Whether a step of the compiled graph runs now (an ordinary call, answered beside the graph's loop)."""
+        """Whether a step of the compiled graph runs now (an ordinary call, answered beside the graph's
+        loop)."""
         return self.graph_step_running
 
     def call(self, name: str, args: tuple, kwargs: dict, local_ids: list[int] | None = None) -> bytes:
@@ -294,30 +311,12 @@ class RaySettings:
     stop_ray_on_close: bool
     timeout: float | None
     graph: CompiledStep | None = field(default=None, repr=False)
-    transports: list[RayActorTransport] = field(default_factory=list, repr=False)  # every actor's, to name the lost
+    # every actor's, to name the lost
+    transports: list[RayActorTransport] = field(default_factory=list, repr=False)
 
     def actor_options(self, index: int) -> dict[str, Any]:
         """The `ray.remote` options of actor ``index``."""
         return {**self.placement.options(index), "max_restarts": self.max_restarts}
-
-
-RAY_GONE = "Ray was shut down (ray.shutdown()) or this process lost its connection to the cluster"
-
-
-def lost_ray(exc: BaseException) -> WorkerGone:
-    """The `WorkerGone` for an error of Ray's own while waiting, if Ray went away (``ray.shutdown()`` from another
-    thread, a lost connection): Ray then raises what it happens to meet (``SystemExit``, ``AttributeError``)."""
-    if isinstance(exc, KeyboardInterrupt):
-        raise exc
-    deadline = time.monotonic() + 2.0  # a shutdown in another thread may still be on its way
-    while ray.is_initialized() and time.monotonic() < deadline:
-        if isinstance(exc, (ray.exceptions.RaySystemError, ray.exceptions.RayChannelError, SystemExit)):
-            time.sleep(0.05)
-        else:
-            raise exc
-    if ray.is_initialized():
-        raise exc
-    return WorkerGone(RAY_GONE, restartable=False)
 
 
 def last_line(text: str) -> str:
@@ -371,7 +370,8 @@ class RayActorTransport(Transport):
         if steps.endswith("(Ray Client: no compiled graph)"):
             logger.info("ray: connected through Ray Client, which cannot run a Ray Compiled Graph: every step "
                         "is one actor call per actor")
-        ship_by_value(env_fns)  # factories of a test module or a script's helper module: the actors cannot import them
+        # factories of a test module or a script's helper module: the actors cannot import them
+        ship_by_value(env_fns)
         placement.reserve(len(pool.worker_slices), pool.timeout)
         return RaySettings(
             address=address, steps=steps, placement=placement,
@@ -416,14 +416,16 @@ class RayActorTransport(Transport):
         self._starting = self._call("describe")
 
     def started(self, deadline: Deadline) -> ShareDescription | ErrorReply:
-        """Wait for the actor's `EnvActor.describe`, through a restart Ray is still making, within the deadline.
+        """Wait for the actor's `EnvActor.describe`, through a restart Ray is still making, within the
+        deadline.
 
         An actor that no alive node can take fails at once (Ray would keep it pending for ever), and one
         that Ray restarts may answer `ActorUnavailableError` until it is back: that is no death.
         """
         # Actors may first have to be scheduled and import torchwm: their start gets at least the default
         # (the pool's timeout message says how long it waited).
-        wait = None if deadline.at is None else max(deadline.remaining(), DEFAULT_TIMEOUT)  # type: ignore[type-var]
+        wait = (None if deadline.at is None
+                else max(deadline.remaining(), DEFAULT_TIMEOUT))  # type: ignore[type-var]
         began = time.monotonic()
         until = None if wait is None else began + wait
         while True:
@@ -452,7 +454,8 @@ class RayActorTransport(Transport):
         if options.get("placement_group") not in (None, "default") or isinstance(
                 strategy, ray.util.scheduling_strategies.PlacementGroupSchedulingStrategy):
             return  # a placement group's bundles were checked when it was created
-        demand = {"CPU": float(1 if options.get("num_cpus") is None else options["num_cpus"]),  # Ray's actor default
+        # Ray's actor default
+        demand = {"CPU": float(1 if options.get("num_cpus") is None else options["num_cpus"]),
                   "GPU": float(options.get("num_gpus") or 0), "memory": float(options.get("memory") or 0),
                   **{name: float(amount) for name, amount in (options.get("resources") or {}).items()}}
         demand = {name: amount for name, amount in demand.items() if amount > 0}
@@ -617,8 +620,9 @@ class RayActorTransport(Transport):
         return list(self._call(method, *args, num_returns=1 + self._chunks))
 
     def _call(self, method: str, *args: Any, num_returns: int = 1) -> Any:
-        """Call ``method`` of the actor: its ref (a list of them with ``num_returns``). Without Ray (``ray.shutdown()``
-        was called) the reply or step's result that waits for it raises `WorkerGone` instead."""
+        """Call ``method`` of the actor: its ref (a list of them with ``num_returns``). Without Ray
+        (``ray.shutdown()`` was called) the reply or step's result that waits for it raises `WorkerGone`
+        instead."""
         if not ray.is_initialized():
             self._lost = WorkerGone(RAY_GONE, restartable=False)
             return None if num_returns == 1 else [None] * num_returns
@@ -706,8 +710,8 @@ class RayActorTransport(Transport):
         raise TimeoutError
 
     def lost(self, exc: BaseException, also: Sequence[RayActorTransport] = ()) -> WorkerGone:
-        """The `WorkerGone` for this actor's death (``exc``: Ray's error), naming every actor of the vector env
-        lost with it: those on a node Ray declared dead, and ``also``."""
+        """The `WorkerGone` for this actor's death (``exc``: Ray's error), naming every actor of the vector
+        env lost with it: those on a node Ray declared dead, and ``also``."""
         if not ray.is_initialized():  # ray.shutdown(): and any call to Ray now would start a new local one
             return WorkerGone(RAY_GONE, restartable=False)
         try:

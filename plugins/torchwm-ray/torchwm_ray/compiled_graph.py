@@ -1,12 +1,12 @@
 """A Ray Compiled Graph that steps every actor of a ``ray`` vector env at once.
 
-A step of all envs sent as ordinary actor calls costs about 1 ms more per actor (on a small
-machine) than one execution of a compiled graph, whose shared-memory channels Ray reads by
-polling. `CompiledStep` is shared by the transports of one vector env: each stages its
+A step of all envs sent as ordinary actor calls costs more per actor than one execution of a
+compiled graph, whose shared-memory channels Ray reads by polling (docs/performance.md compares
+them). `CompiledStep` is shared by the transports of one vector env: each stages its
 actor's actions, the last one sends the step, and each reads its own actor's result once.
 A graph's result cannot be read twice, so a step past its deadline is lost
-(`torchwm.vector.pool.StepLost`), and a graph does not survive the death of an actor
-(`torchwm.vector.pool.WorkerGone`).
+(`torchwm.plugin_api.StepLost`), and a graph does not survive the death of an actor
+(`torchwm.plugin_api.WorkerGone`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ import ray
 import ray.exceptions
 from ray.dag import InputNode, MultiOutputNode
 
-from torchwm.vector.pool import Deadline, StepLost, WorkerGone
+from torchwm.plugin_api import Deadline, StepLost, WorkerGone
+from torchwm_ray.connection import RAY_GONE, lost_ray
 
 if TYPE_CHECKING:
     from torchwm_ray.actors import EnvFailure, RayActorTransport
@@ -76,16 +77,17 @@ class CompiledStep:
         self.refs = {member.index: ref for member, ref in zip(self.members, refs, strict=True)}
 
     def result(self, transport: RayActorTransport, deadline: Deadline) -> tuple | EnvFailure | None:
-        """``transport``'s actor's result of the step (None: the step was abandoned). Raises `StepLost` past the
-        deadline, `WorkerGone` if an actor died, and Ray's ``RayTaskError`` for an error of the graph itself."""
+        """``transport``'s actor's result of the step (None: the step was abandoned). Raises `StepLost` past
+        the deadline, `WorkerGone` if an actor died, and Ray's ``RayTaskError`` for an error of the graph
+        itself."""
         if self.stale or transport.index not in self.refs:
             return None
         ref = self.refs.pop(transport.index)
         if self.failure is not None:
             self._failed(self.failure)
         # Ray reads a channel by polling shared memory (a sched_yield loop), so a driver that waits at
-        # once takes a core from the actors it waits for (measured: 1 ms of a 2.8 ms step of 8 Pong envs
-        # on 2 cores). Sleep most of the shortest recent step first; the poll does the rest.
+        # once takes a core from the actors it waits for, a large share of a step when the actors have
+        # every core. Sleep most of the shortest recent step first; the poll does the rest.
         if self.latencies and len(self.refs) == len(self.members) - 1:
             nap = 0.7 * min(self.latencies) - (time.monotonic() - self.sent)
             if nap > 0:
@@ -109,8 +111,6 @@ class CompiledStep:
         except (ray.exceptions.RayActorError, ray.exceptions.RayChannelError) as exc:
             self._failed(exc)
         except BaseException as exc:  # Ray itself went away (ray.shutdown()): Ray's error is then any error
-            from torchwm_ray.actors import lost_ray
-
             gone = lost_ray(exc)  # raises anything else again (Ctrl-C: the pool abandons the step)
             self.refs.clear()
             self.running = False
@@ -144,11 +144,9 @@ class CompiledStep:
         """The graph broke (an actor died): tear it down and raise `WorkerGone` naming every actor lost."""
         self.refs.clear()
         self.teardown(kill_actors=False)
-        from torchwm_ray.actors import RAY_GONE, lost_ray
-
-        # ray.shutdown() in another thread tears down every graph first (killing its actors; our teardown waits
-        # for it), then disconnects: give it a moment, since it is no actor's death, and no call to Ray may be
-        # made once it is done, which would start a new local Ray.
+        # ray.shutdown() in another thread tears down every graph first (killing its actors; our teardown
+        # waits for it), then disconnects: give it a moment, since it is no actor's death, and no call to Ray
+        # may be made once it is done, which would start a new local Ray.
         until = time.monotonic() + 5.0
         while True:
             if not ray.is_initialized():

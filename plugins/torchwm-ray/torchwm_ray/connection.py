@@ -21,9 +21,13 @@ from __future__ import annotations
 import atexit
 import os
 import threading
+import time
 from typing import Any
 
 import ray
+import ray.exceptions
+
+from torchwm.plugin_api import WorkerGone
 
 ENV_VAR = "RAY_ADDRESS"
 CLIENT_PREFIX = "ray://"
@@ -50,8 +54,8 @@ def client_connected() -> bool:
 
 
 def connected_address() -> str:
-    """The address of the Ray this process is connected to, for messages and comparisons: ``"ray://host:port"``
-    through Ray Client, else the cluster's GCS address (``host:port``)."""
+    """The address of the Ray this process is connected to, for messages and comparisons:
+    ``"ray://host:port"`` through Ray Client, else the cluster's GCS address (``host:port``)."""
     if LocalRay.address is not None and LocalRay.started:
         return LocalRay.address
     if client_connected():
@@ -126,7 +130,8 @@ class LocalRay:
                 return
             target = target_address(address)
             kwargs: dict[str, Any] = {"address": target}
-            if not target.startswith(CLIENT_PREFIX):  # Ray Client would pass these on to the server's ray.init
+            # Ray Client would pass these on to the server's ray.init
+            if not target.startswith(CLIENT_PREFIX):
                 kwargs.update(include_dashboard=False, log_to_driver=False, configure_logging=False)
             if target == "local":
                 # Only a Ray this process starts may be given resources: passing them to an existing
@@ -140,7 +145,8 @@ class LocalRay:
 
     @classmethod
     def acquire(cls, address: str | None, init_kwargs: dict[str, Any]) -> bool:
-        """Connect (`connect`); True if torchwm made the connection, and this env now counts as one of its users."""
+        """Connect (`connect`); True if torchwm made the connection, and this env now counts as one of its
+        users."""
         cls.connect(address, init_kwargs)
         with cls.lock:
             if not cls.started:
@@ -194,3 +200,23 @@ def with_runtime_env(init_kwargs: dict[str, Any], runtime_env: Any) -> dict[str,
 def cluster_cpus() -> int:
     """The CPUs of the cluster this process is connected to (at least 1)."""
     return max(int(ray.cluster_resources().get("CPU", 1)), 1)
+
+
+RAY_GONE = "Ray was shut down (ray.shutdown()) or this process lost its connection to the cluster"
+
+
+def lost_ray(exc: BaseException) -> WorkerGone:
+    """The `WorkerGone` for an error of Ray's own while waiting, if Ray went away (``ray.shutdown()`` from
+    another thread, a lost connection): Ray then raises what it happens to meet (``SystemExit``,
+    ``AttributeError``)."""
+    if isinstance(exc, KeyboardInterrupt):
+        raise exc
+    deadline = time.monotonic() + 2.0  # a shutdown in another thread may still be on its way
+    while ray.is_initialized() and time.monotonic() < deadline:
+        if isinstance(exc, (ray.exceptions.RaySystemError, ray.exceptions.RayChannelError, SystemExit)):
+            time.sleep(0.05)
+        else:
+            raise exc
+    if ray.is_initialized():
+        raise exc
+    return WorkerGone(RAY_GONE, restartable=False)

@@ -24,7 +24,7 @@ from typing import Any
 import ray
 
 from torchwm.errors import EnvTimeoutError
-from torchwm.vector.pool import split_envs
+from torchwm.plugin_api import split_envs
 
 STRATEGIES = ("STRICT_SPREAD", "SPREAD", "STRICT_PACK", "PACK")
 
@@ -89,7 +89,8 @@ class ActorPlacement:
 
     def reserve(self, count: int, timeout: float | None) -> None:
         """Create the placement group (``placement`` given) of ``count`` bundles; wait until it is placed, at
-        most ``timeout`` seconds (None: no limit), else remove it and raise `torchwm.errors.EnvTimeoutError` naming the bundles."""
+        most ``timeout`` seconds (None: no limit), else remove it and raise `torchwm.errors.EnvTimeoutError`
+        naming the bundles."""
         if self.strategy is None:
             return
         from ray.util.placement_group import placement_group

@@ -1,6 +1,6 @@
 """The ``ray`` backend: torchwm's worker pool over Ray actors, several envs an actor.
 
-`RayVectorEnv` is a `torchwm.vector.pool.WorkerPool` whose transport is
+`RayVectorEnv` is a `torchwm.plugin_api.WorkerPool` whose transport is
 `torchwm_ray.actors.RayActorTransport`: the split of envs, routing, async batches,
 deadlines, restarts and errors are the pool's, as on ``subproc`` and ``shmem``. The
 plugin's modules, each one job:
@@ -17,8 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from torchwm.spec import VecSpec
-from torchwm.vector.pool import WorkerPool
+from torchwm.plugin_api import VecSpec, WorkerPool
 from torchwm_ray.actors import DEFAULT_TIMEOUT, RayActorTransport, RaySettings
 from torchwm_ray.connection import LocalRay
 
@@ -31,7 +30,7 @@ class RayVectorEnv(WorkerPool):
         num_actors: how many actors (default: one per CPU of the cluster, ``ray.cluster_resources()["CPU"]``,
             at most ``num_envs``; with a list of ``actor_options``, one per dict).
         envs_per_actor: envs in each actor (the last one takes the rest); give this or ``num_actors``, or
-            both if they agree. The split is `torchwm.vector.pool.split_envs`'s, as for ``num_workers``.
+            both if they agree. The split is `torchwm.plugin_api.split_envs`'s, as for ``num_workers``.
         address: the Ray to connect to: ``None`` (the Ray this process is connected to, else ``RAY_ADDRESS``,
             else a private local Ray), ``"local"`` (a private local Ray), ``"auto"``, ``"host:port"`` or
             ``"ray://host:port"`` (Ray Client; steps are then actor calls). A process connects to one Ray at a
@@ -58,7 +57,7 @@ class RayVectorEnv(WorkerPool):
             its input channel and shows as a busy core even when idle (it yields to other work). Through
             Ray Client there is no compiled graph: ``repr(envs)`` says how steps travel (``steps=``).
         batch_size, timeout, copy, env_fn, observation_mode: the pool's options
-            (`torchwm.vector.pool.WorkerPool`); ``timeout`` defaults to 120 s here. The factories
+            (`torchwm.plugin_api.WorkerPool`); ``timeout`` defaults to 120 s here. The factories
             (``env_fn``, `torchwm.make_vec_from_fns`) are cloudpickled to the actors: those of a module the
             nodes cannot import (a script, a test module) travel by value (`torchwm_ray.shipping`).
 

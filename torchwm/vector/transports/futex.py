@@ -1,13 +1,13 @@
 """Sleeping on a 32-bit word of shared memory until another process changes it (Linux futexes).
 
-A futex sleep uses no CPU and ends as soon as the other side rings (a few
-microseconds on one machine, a hundred on another), where a timed sleep would
+A futex sleep uses no CPU and ends as soon as the other side rings (how soon
+depends much on the machine), where a timed sleep would
 either wake often or answer late. `futex_wait` returns at once if the word no
 longer holds ``expected``, so a ring between the last check and the sleep is
 never lost. Where futexes are unavailable (not Linux, or an unknown CPU), it
 falls back to a short `time.sleep`. Used by the ``shmem`` transport
-(`torchwm.vector.shared_memory`) and by the hand-off measurement of
-`torchwm.vector.worker_count`.
+(`torchwm.vector.transports.shared_memory`) and by the hand-off measurement of
+`torchwm.vector.transports.worker_count`.
 """
 
 from __future__ import annotations

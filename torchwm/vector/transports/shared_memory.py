@@ -1,18 +1,12 @@
-"""The shared-memory transport (the ``shmem`` backend): a whole batch in one shared block, steps signalled through it.
+"""The shared-memory transport (the ``shmem`` backend): a whole batch in one shared block, steps signalled
+through it.
 
 Both ends of the wire are here. Actions, observations, rewards and flags live
-in one shared-memory block (`SharedBatch`). A step costs no pipe message and
-no pickling:
-
-1. parent (`SharedMemoryWorker.send_step`): write the worker's actions and step
-   mask into the block, set its ``command_seq`` to the step's number, ring its
-   doorbell;
-2. worker (`serve`): sees the new number, steps its `EnvGroup`, which writes
-   the rows in place, writes its non-empty infos pickled in its share of
-   ``info_bytes`` (the pipe only when they do not fit), a `StepStatus`, then
-   sets ``done_seq`` and rings the parent;
-3. parent (`SharedMemoryWorker.poll`, `finish_step`): sees ``done_seq``, reads
-   the infos; the rows are in the batch already.
+in one shared-memory block (`SharedBatch`); a step costs no pipe message and
+no pickling: the parent writes the actions and the step's number into the
+block and rings the worker, the worker steps its `EnvGroup` in place and
+sets ``done_seq``. How one step travels, file by file: docs/concepts.md,
+"One shmem step".
 
 Actions of another dtype than the action space's travel through the pipe
 instead (as a `Step` message, flagged in ``action_via_pipe``), so that every
@@ -20,10 +14,10 @@ env gets the actions exactly as given, as on every other backend. While
 waiting, both sides poll their counter with ``os.sched_yield()`` for a while,
 then sleep on a futex (a word of the block) until the other side rings, so
 that no waiting process holds a core a worker needs (`futex_wait`). How long
-each side polls is measured on the first steps (`torchwm.vector.handoff`):
+each side polls is measured on the first steps (`torchwm.vector.transports.handoff`):
 the workers write when they began and ended each step in the block. The
 pipe carries control commands, errors and large infos (the worker process and
-its pipe are `torchwm.vector.processes`).
+its pipe are `torchwm.vector.transports.processes`).
 
 The block has no name in ``/dev/shm``: the parent makes it with
 ``memfd_create`` (elsewhere: a file it unlinks at once) and hands each worker
@@ -56,10 +50,9 @@ from gymnasium import spaces
 from torchwm.errors import DynamicShapeError, UnsupportedStackError
 from torchwm.spec import VecSpec
 from torchwm.vector.batching import ARRAY_SPACES, put_rows, slice_rows, take_rows
-from torchwm.vector.env_group import EnvGroup, ErrorReply, Step, error_reply
-from torchwm.vector.futex import futex_wait, futex_wake
-from torchwm.vector.handoff import MAX_SPIN_SECONDS, WaitTuner
-from torchwm.vector.pool import (
+from torchwm.vector.env_group import EnvGroup
+from torchwm.vector.messages import ErrorReply, Step, error_reply
+from torchwm.vector.transports.contract import (
     CLOSE_GRACE_SECONDS,
     Batch,
     Deadline,
@@ -69,7 +62,9 @@ from torchwm.vector.pool import (
     default_num_workers,
     gym_specs_of,
 )
-from torchwm.vector.processes import (
+from torchwm.vector.transports.futex import futex_wait, futex_wake
+from torchwm.vector.transports.handoff import MAX_SPIN_SECONDS, WaitTuner
+from torchwm.vector.transports.processes import (
     ProcessSettings,
     ProcessWorker,
     Readable,
@@ -77,10 +72,11 @@ from torchwm.vector.processes import (
     answer_control,
     send_reply,
 )
-from torchwm.vector.worker_count import WorkerChoice, env_key, measured_worker_choice
+from torchwm.vector.transports.worker_count import WorkerChoice, env_key, measured_worker_choice
 
 LIVENESS_SECONDS = 0.005  # longest sleep of the parent between checks that the busy workers are alive
-IDLE_WAIT_SECONDS = 0.005  # longest sleep of a worker: bounds a missed ring and the check that the parent lives
+# longest sleep of a worker: bounds a missed ring and the check that the parent lives
+IDLE_WAIT_SECONDS = 0.005
 
 
 class StepStatus(enum.IntEnum):
@@ -192,7 +188,8 @@ class SharedBatch(Batch):
     ``status``, ``doorbell``, ``info_length``, ``info_bytes`` (one per worker) and ``parent_bell``.
 
     Use `SharedBatch.create` in the parent, `SharedBatch.send` to hand it to a worker, and
-    `SharedBatch.attach` in the worker. A `torchwm.vector.pool.Batch` whose arrays are views of the block.
+    `SharedBatch.attach` in the worker. A `torchwm.vector.transports.contract.Batch` whose arrays are views of
+    the block.
     """
 
     action_space: gym.Space
@@ -453,7 +450,8 @@ def _serve_steps(group: EnvGroup, conn: Any, shared: SharedBatch, worker_index: 
 
 @dataclass(frozen=True)
 class SharedMemorySettings(ProcessSettings):
-    """`ProcessSettings` and the ``spin_seconds`` option (None: measured, `torchwm.vector.handoff`)."""
+    """`ProcessSettings` and the ``spin_seconds`` option (None: measured,
+    `torchwm.vector.transports.handoff`)."""
 
     spin_seconds: float | None = None
 
@@ -483,7 +481,8 @@ class SharedMemoryWorker(ProcessWorker):
     @classmethod
     def choose_worker_count(cls, spec: VecSpec, env_fns: list[Callable[[], gym.Env]],
                             settings: SharedMemorySettings, *, timeout: float | None = None) -> WorkerChoice | None:
-        if spec.env_fns is not None:  # the user's factories: building one more could have effects (a video file)
+        # the user's factories: building one more could have effects (a video file)
+        if spec.env_fns is not None:
             return None
         return measured_worker_choice(spec.num_envs, default_num_workers(), env_key(spec), env_fns[0], settings.context,
                                       gym_specs=gym_specs_of(spec), timeout=timeout)
@@ -509,7 +508,8 @@ class SharedMemoryWorker(ProcessWorker):
         shared = self._shared = batch
         rows = self.envs
         self._action_space = batch.action_space
-        # The dtype of a plain array action space: its actions are checked and written without a walk of the space.
+        # The dtype of a plain array action space: its actions are checked and written without a walk of the
+        # space.
         self._action_dtype = batch.action_space.dtype if isinstance(batch.action_space, ARRAY_SPACES) else None
         self._actions = slice_rows(batch.action_space, shared.actions, rows.start, rows.stop)
         self._mask = shared.step_mask[rows.start:rows.stop]
@@ -600,7 +600,8 @@ class SharedMemoryWorker(ProcessWorker):
         shared.ring_threshold[0] = shared.layout.num_workers if need_all else 0
         shared.parent_sleeping[0] = 1
         if not any(done_seq[w] == seq for w, seq in expected):
-            # Bounded so that a dead worker is noticed at once (it never rings) and a missed ring costs little.
+            # Bounded so that a dead worker is noticed at once (it never rings) and a missed ring costs
+            # little.
             futex_wait(shared.parent_bell_address, bell,
                        LIVENESS_SECONDS if timeout is None else min(LIVENESS_SECONDS, timeout))
         shared.parent_sleeping[0] = 0
@@ -622,7 +623,8 @@ class SharedMemoryWorker(ProcessWorker):
 
 
 def _dtypes_match(space: gym.Space, actions: Any) -> bool:
-    """Whether every array of ``actions`` has its space's dtype (then the shared arrays hold them as given)."""
+    """Whether every array of ``actions`` has its space's dtype (then the shared arrays hold them as
+    given)."""
     if isinstance(space, spaces.Dict):
         return all(_dtypes_match(sub, actions[key]) for key, sub in space.spaces.items())
     if isinstance(space, spaces.Tuple):

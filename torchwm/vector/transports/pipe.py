@@ -11,7 +11,7 @@ parent reads straight into its batch. It works for any space,
 including ones that do not fit in fixed-size shared memory; for array
 observations ``shmem`` is faster, since it moves nothing through pipes on a
 step. The worker process itself, and the numbering of messages, are
-`torchwm.vector.processes`.
+`torchwm.vector.transports.processes`.
 """
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from torchwm.vector.batching import ARRAY_SPACES, create_batch, take_rows
-from torchwm.vector.env_group import EnvGroup, ErrorReply, Reset, Step, error_reply
-from torchwm.vector.pool import Batch, Deadline, Transport, WorkerPayload
-from torchwm.vector.processes import (
+from torchwm.vector.env_group import EnvGroup
+from torchwm.vector.messages import ErrorReply, Reset, Step, error_reply
+from torchwm.vector.transports.contract import Batch, Deadline, Transport, WorkerPayload
+from torchwm.vector.transports.processes import (
     ProcessWorker,
     Readable,
     Setup,
@@ -166,7 +167,8 @@ class PipeWorker(ProcessWorker):
     def send_step(self, local_ids: list[int] | None, actions: Any) -> None:
         dtype = self._action_dtype
         if local_ids is None and dtype is not None and getattr(actions, "dtype", None) == dtype:
-            super().send(RawStep(), raw=np.ascontiguousarray(actions).data.cast("B"))  # bytes, whatever the shape
+            # bytes, whatever the shape
+            super().send(RawStep(), raw=np.ascontiguousarray(actions).data.cast("B"))
         else:  # some envs, or actions in another dtype (sent as given, so that every env gets them unchanged)
             super().send(Step(local_ids, actions))
         self._step = (self.seq, self._all_ids if local_ids is None else np.asarray(local_ids) + self.envs.start)

@@ -2,32 +2,33 @@
 
 A process that waits for the other side either polls (it keeps looking, with
 ``os.sched_yield`` so that a process that needs the core gets it) or sleeps on
-a futex (no CPU, but the side that rings must then wake it up: a few
-microseconds on one machine, a hundred on another, in a VM most of all).
-Which is faster depends on the machine, the env and the caller, so the
-``shmem`` backend measures its steps (the workers write when they began and
-ended each one in the shared block; the parent knows when it sent each and
-saw it end) and sets from them:
+a futex (no CPU, but the side that rings must then wake it up, which costs
+much more on some machines than on others, VMs most). Which is faster depends
+on the machine, the env and the caller, so the ``shmem`` backend measures its
+steps (the workers write when they began and ended each one in the shared
+block; the parent knows when it sent each and saw it end) and sets from them:
 
-- **an idle worker's poll**: up to 2 ms when it usually (the median) waits
-  less than 1 ms for its next step, so that the next step finds it awake,
-  even after an unusually long wait; 50 µs when it waits longer (a slow
-  caller: a policy on the same cores, say), so that polling workers leave
-  those cores to the caller, since a wake-up then costs little beside the wait.
+- **an idle worker's poll**: `MAX_SPIN_SECONDS` when it usually (the median)
+  waits less than half that for its next step, so that the next step finds
+  it awake, even after an unusually long wait; `SLOW_CALLER_WORKER_SPIN_SECONDS`
+  when it waits longer (a slow caller: a policy on the same cores, say), so
+  that polling workers leave those cores to the caller, since a wake-up then
+  costs little beside the wait.
 - **the parent's poll**: through a whole step (1.5 x the median step, at most
-  2 ms) only when the workers leave it a core of its own (fewer workers than
-  the cores this process may use); otherwise 20 µs, then it sleeps, leaving
-  the cores to the workers. Measured on a 2-core machine with CartPole, a
-  parent polling next to two busy workers made every step 8% slower, while the
-  timing of short alternating windows said the opposite: polling only looks
-  faster while something else loads the cores, so it is not chosen by such a
-  comparison.
+  `MAX_SPIN_SECONDS`) only when the workers leave it a core of its own (fewer
+  workers than the cores this process may use); otherwise
+  `SHORT_SPIN_SECONDS`, then it sleeps, leaving the cores to the workers. A
+  parent polling next to busy workers that take every core makes every step
+  slower, while the timing of short alternating windows says the opposite:
+  polling only looks faster while something else loads the cores, so it is
+  not chosen by such a comparison.
 
-The steps measured: 48 per worker after 16 of warm-up, then 48 again every
-~2 seconds, since the caller's pace changes (collecting, then learning).
-`WaitTuner` keeps the timings and the choice, a `WaitPlan`: the vector
-env's ``wait_plan``, logged on the ``torchwm`` logger at INFO when it
-changes. The backend option ``spin_seconds`` fixes both polls instead.
+The steps measured: `WINDOW_STEPS` per worker after `WARMUP_STEPS` of warm-up,
+then again every `RECHECK_SECONDS`, since the caller's pace changes
+(collecting, then learning). `WaitTuner` keeps the timings and the choice, a
+`WaitPlan`: the vector env's ``wait_plan``, logged on the ``torchwm`` logger at
+INFO when it changes. The backend option ``spin_seconds`` fixes both polls
+instead.
 """
 
 from __future__ import annotations
@@ -51,6 +52,16 @@ RECHECK_SECONDS = 2.0  # how often the steps are measured again
 def as_microseconds(seconds: float) -> str:
     """``0.000012`` -> ``"12 µs"``."""
     return f"{seconds * 1e6:,.0f} µs"
+
+
+@dataclass(frozen=True)
+class Handoff:
+    """What one hand-off between processes costs on this machine, measured by
+    `torchwm.vector.transports.worker_count`: how long one process takes to see what another
+    wrote in shared memory, in seconds (one way)."""
+
+    poll: float  # while it polls for it
+    wake: float  # while it sleeps on a futex and must be woken
 
 
 @dataclass(frozen=True)
@@ -122,7 +133,8 @@ class WaitTuner:
 
     def record(self, worker: int, sent: float, began: float, ended: float, seen: float) -> None:
         """One finished step of ``worker`` while ``measuring``: when the parent sent it, the worker began and
-        ended it, and the parent saw it end (``time.perf_counter`` of each process: one clock on one machine)."""
+        ended it, and the parent saw it end (``time.perf_counter`` of each process: one clock on one
+        machine)."""
         last, self._last[worker] = self._last[worker], (sent, ended, seen)
         if last is None:
             return
@@ -162,4 +174,5 @@ class WaitTuner:
         self.measuring = False
         self._until_recheck = int(RECHECK_SECONDS / max(_median(samples, "cycle"), 1e-6)) * self.num_workers
         if (previous.how, previous.parent_spin, previous.worker_spin) != ("measured", parent_spin, worker_spin):
-            logger.info("shmem waits: %s", self.plan)  # a change only: the steps are measured every few seconds
+            # a change only: the steps are measured every few seconds
+            logger.info("shmem waits: %s", self.plan)

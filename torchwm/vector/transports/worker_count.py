@@ -1,11 +1,12 @@
-"""How many worker processes ``shmem`` starts when the user does not say: chosen from what it measures at start.
+"""How many worker processes ``shmem`` starts when the user does not say: chosen from what it measures at
+start.
 
 More workers step more envs at once, but a step then waits for the slowest
 of more hand-offs between processes, and when the workers take every core
 the parent has none to poll on: it sleeps, and the last worker to finish must
-wake it. Which is faster depends on the env (a CartPole step takes a few
-microseconds, a Pong step a few hundred) and on the machine (waking a
-sleeping process took ~5x longer on one 2-core VM than on another). So when
+wake it. Which is faster depends on the env (a cheap step gains little from
+another worker, a dear one much) and on the machine (how long waking a
+sleeping process takes varies widely between machines, VMs most). So when
 ``num_workers``, ``envs_per_worker`` and ``inline`` are all left unset and
 torchwm builds the envs itself (from a name, not from the user's factories),
 ``shmem`` measures both before it starts a worker, in a helper process
@@ -17,7 +18,7 @@ started the way workers are (`measure`):
   core of its own;
 - the env's step, once per env and wrapper stack (`env_key`): the helper
   builds one more env, resets it with seed 0 and steps it with random actions
-  for ~20 ms (`measure_env_step`). In a process of its own, like the workers,
+  for `PROBE_SECONDS` (`measure_env_step`). In a process of its own, like the workers,
   since an env that crashes, hangs or exits on some action must not take the
   user's process down; if it does, nothing is measured and the default
   stands, said in a warning and in ``worker_choice``. The helper gets the
@@ -28,7 +29,7 @@ started the way workers are (`measure`):
 
 `choose_worker_count` then predicts a step's time for each count of workers
 (`predicted_step_seconds`) and takes the fastest, unless one per core (the
-default) is within 10% of it. The choice is logged on the ``torchwm`` logger
+default) is predicted nearly as fast (`KEEP_DEFAULT_WITHIN`). The choice is logged on the ``torchwm`` logger
 at INFO and kept as the vector env's ``worker_choice``; ``num_workers`` or
 ``envs_per_worker`` fixes the split instead, and nothing is measured then.
 """
@@ -51,15 +52,16 @@ import cloudpickle
 import numpy as np
 
 from torchwm.errors import EnvTimeoutError
-from torchwm.vector.futex import FUTEX_AVAILABLE, futex_wait, futex_wake
-from torchwm.vector.handoff import as_microseconds
-from torchwm.vector.pool import register_gym_specs
-from torchwm.vector.processes import ForkServerWorkerProcess, exit_reason
+from torchwm.vector.transports.contract import register_gym_specs
+from torchwm.vector.transports.futex import FUTEX_AVAILABLE, futex_wait, futex_wake
+from torchwm.vector.transports.handoff import Handoff, as_microseconds
+from torchwm.vector.transports.processes import ForkServerWorkerProcess, exit_reason
 
 logger = logging.getLogger("torchwm")
 
-# The parent's own work for one worker's step (write its actions, ring it, read its status and infos): what
-# fits 32 CartPole envs on one and on two workers on the 2-core machine of docs/performance.md.
+# The parent's own work for one worker's step (write its actions, ring it, read its status and infos): the
+# value with which the prediction fits CartPole on one and on two workers on the machine of
+# docs/performance.md.
 PARENT_SECONDS_PER_WORKER = 0.000012
 KEEP_DEFAULT_WITHIN = 0.9  # fewer workers than cores only when predicted at least 10% faster
 PROBE_SECONDS = 0.02  # how long the env is stepped for its measurement (at least PROBE_MIN_STEPS steps)
@@ -72,14 +74,6 @@ SLEEP_ROUNDS = 40  # pings while both sides sleep between them
 PAUSE_BETWEEN_SLEEP_ROUNDS = 0.0002  # long enough for the other side to fall asleep
 HANDOFF_DEADLINE_SECONDS = 5.0  # the whole hand-off measurement, the helper's start included
 _PING, _PONG, _SLEEPING = 0, 1, 2  # the int32 words of the helper's block
-
-
-@dataclass(frozen=True)
-class Handoff:
-    """How long one process takes to see what another wrote in shared memory, in seconds (one way)."""
-
-    poll: float  # while it polls for it
-    wake: float  # while it sleeps on a futex and must be woken
 
 
 @dataclass(frozen=True)
@@ -102,7 +96,8 @@ class WorkerChoice:
 # The env is stepped in a process of its own, as a worker would step it: an env that crashes, hangs or
 # exits on some action must not take the user's process down while it is measured.
 
-_handoffs: dict[str, Handoff | None] = {}  # start method -> measured (None: could not be): a machine's property
+# start method -> measured (None: could not be): a machine's property
+_handoffs: dict[str, Handoff | None] = {}
 _env_steps: dict[str, float | None] = {}  # what the envs are (`env_key`) -> one env's step measured
 _failures: dict[str, str] = {}  # start method or `env_key` -> why it could not be measured
 
@@ -130,8 +125,8 @@ def measure_env_step(env: Any) -> float:
 
 
 def _helper(conn: Any, ping: bool, env_fn: bytes | None, gym_specs: bytes | None = None) -> None:
-    """The helper process: answers pings through a shared word (if ``ping``), then registers ``gym_specs`` (the
-    ids the workers get registered too) and builds one env from ``env_fn`` (both cloudpickled) and sends
+    """The helper process: answers pings through a shared word (if ``ping``), then registers ``gym_specs``
+    (the ids the workers get registered too) and builds one env from ``env_fn`` (both cloudpickled) and sends
     ``("built", None)`` and ``("step", seconds)``, or ``("error", text)``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's, as for workers
     if ping:
@@ -206,8 +201,8 @@ def _ping(helper: Any, conn: Any) -> Handoff:
 
     Both processes are pinned to a core each while they ping (this process gets its cores back after): a
     sleeping process is then always woken from the other core, as a sleeping parent is by a worker, where
-    the scheduler would otherwise sometimes put both on one core and time a cheaper wake-up (3-6 µs against
-    21-24 µs on the machine of docs/performance.md, run to run)."""
+    the scheduler would otherwise sometimes put both on one core and time a wake-up several times cheaper
+    than the real one, from one run to the next."""
     give_up = time.monotonic() + HANDOFF_DEADLINE_SECONDS
     cores = os.sched_getaffinity(0)
     here, there = sorted(cores)[:2]
@@ -310,7 +305,8 @@ def _settle(measurement: Callable[[], Any], what: str, key: str) -> Any:
 
 
 def measure_failure(method: str, key: str) -> str:
-    """Why the hand-off (start method ``method``) or the env step (``key``) could not be measured ("": it was)."""
+    """Why the hand-off (start method ``method``) or the env step (``key``) could not be measured ("": it
+    was)."""
     return "; ".join(reason for reason in (_failures.get(method, "") if _handoffs.get(method) is None else "",
                                            _failures.get(key, "") if _env_steps.get(key) is None else "") if reason)
 
@@ -320,16 +316,16 @@ def measure_failure(method: str, key: str) -> str:
 
 def predicted_step_seconds(num_envs: int, workers: int, cores: int, env_step: float, handoff: Handoff) -> float:
     """A vector step's time with ``workers`` workers: the largest share of envs stepped, the hand-off there
-    (an idle worker polls), the hand-off back (the parent polls only with a core to spare, else it sleeps), and
-    the parent's own work for each worker."""
+    (an idle worker polls), the hand-off back (the parent polls only with a core to spare, else it sleeps),
+    and the parent's own work for each worker."""
     largest_share = -(-num_envs // workers)
     back = handoff.poll if workers < cores else handoff.wake
     return largest_share * env_step + handoff.poll + back + workers * PARENT_SECONDS_PER_WORKER
 
 
 def choose_worker_count(num_envs: int, cores: int, env_step: float, handoff: Handoff) -> WorkerChoice:
-    """The count of workers predicted fastest; one per core (at most one per env) unless fewer are predicted at
-    least 10% faster."""
+    """The count of workers predicted fastest; one per core (at most one per env) unless fewer are predicted
+    at least 10% faster."""
     default = min(cores, num_envs)
     predicted = {w: predicted_step_seconds(num_envs, w, cores, env_step, handoff) for w in range(1, default + 1)}
     fastest = min(predicted, key=predicted.__getitem__)

@@ -1,6 +1,6 @@
 """The local transport: a pool worker whose envs the parent steps itself (the ``inline`` option).
 
-`LocalWorker` has the interface of every other transport (`torchwm.vector.pool.Transport`),
+`LocalWorker` has the interface of every other transport (`torchwm.vector.transports.contract.Transport`),
 so the pool treats the parent's share like any worker: it sends it the same
 commands and takes its results the same way, and nothing in the pool depends
 on where a worker runs. Work is done when the pool asks for the answer (`reply`,
@@ -18,15 +18,9 @@ from typing import Any
 import gymnasium as gym
 
 from torchwm.vector.batching import take_rows
-from torchwm.vector.env_group import (
-    ControlCommand,
-    EnvGroup,
-    ErrorReply,
-    ShareDescription,
-    describe_share,
-    error_reply,
-)
-from torchwm.vector.pool import Batch, Deadline, Transport, WorkerPayload
+from torchwm.vector.env_group import EnvGroup
+from torchwm.vector.messages import ControlCommand, ErrorReply, ShareDescription, describe_share, error_reply
+from torchwm.vector.transports.contract import Batch, Deadline, Transport, WorkerPayload
 
 
 class LocalWorker(Transport):

@@ -1,6 +1,7 @@
-"""What both process transports (`torchwm.vector.pipe`, `torchwm.vector.shared_memory`) share: a worker process and its pipe.
+"""What both process transports (`torchwm.vector.transports.pipe`, `torchwm.vector.transports.shared_memory`)
+share: a worker process and its pipe.
 
-Parent side, `ProcessWorker` (a `torchwm.vector.pool.Transport` that the two
+Parent side, `ProcessWorker` (a `torchwm.vector.transports.contract.Transport` that the two
 transports extend with their way of stepping): it checks the ``context``
 option and that the env factories pickle, before anything starts
 (`ProcessWorker.configure`); starts the process (`worker_main`); numbers
@@ -8,7 +9,7 @@ every message it sends; reads replies; detects a dead worker through its
 process sentinel; and ends the process within a deadline.
 
 Worker side, `worker_main`: it builds the envs from a cloudpickled
-`torchwm.vector.pool.WorkerPayload` (so lambdas, closures and envs registered
+`torchwm.vector.transports.contract.WorkerPayload` (so lambdas, closures and envs registered
 at run time work under fork, forkserver and spawn), reports them, then hands
 over to its transport's serve loop, which answers commands until `Close`.
 
@@ -16,7 +17,7 @@ Every pipe message is numbered. The parent sends ``(seq, command)``; the
 worker answers ``(seq, reply, raw_count)`` with the number of the command it
 answers (0 for the messages it sends unasked at start: `Started`, then
 `Ready`), then ``raw_count`` messages of raw bytes (a step's rows). A command
-may be followed by raw bytes too (a step's actions: `torchwm.vector.pipe.RawStep`).
+may be followed by raw bytes too (a step's actions: `torchwm.vector.transports.pipe.RawStep`).
 A reply the parent no longer waits for (its command timed out, or
 Ctrl-C interrupted the wait) is recognised by its number and dropped, so a
 late reply is never taken for the answer to a later command. A reply that
@@ -54,7 +55,7 @@ import cloudpickle
 import gymnasium as gym
 
 from torchwm.spec import VecSpec
-from torchwm.vector.env_group import (
+from torchwm.vector.messages import (
     Close,
     ControlCommand,
     ErrorReply,
@@ -62,7 +63,7 @@ from torchwm.vector.env_group import (
     describe_share,
     error_reply,
 )
-from torchwm.vector.pool import (
+from torchwm.vector.transports.contract import (
     Deadline,
     PoolSettings,
     Transport,
@@ -80,10 +81,10 @@ CONFORMANCE_VARIANTS = ([{"context": method, "num_workers": 2} for method in STA
                         + [{"context": method, "num_workers": 2, "inline": True} for method in ("fork", "forkserver")])
 # Modules the forkserver imports once and every worker shares; this module too, since a worker unpickles
 # its process object (`ForkServerWorkerProcess`) from it.
-_PRELOAD = ["torchwm.vector.processes", "torchwm.vector.pipe", "torchwm.vector.shared_memory", "gymnasium", "numpy",
-            "cloudpickle"]
+_PRELOAD = ["torchwm.vector.transports.processes", "torchwm.vector.transports.pipe",
+            "torchwm.vector.transports.shared_memory", "gymnasium", "numpy", "cloudpickle"]
 # A worker waiting for its next command polls with sched_yield this long before it blocks: longer than
-# the parent's own work between two steps, since waking a sleeping process costs tens of microseconds.
+# the parent's own work between two steps, since waking a sleeping process costs more than that work.
 WORKER_SPIN_SECONDS = 0.001
 
 
@@ -109,7 +110,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_disown_workers_in_child)
 
 
-# -- the messages of the start-up handshake (the commands are in torchwm.vector.env_group) ---------
+# -- the messages of the start-up handshake (the commands are in torchwm.vector.messages) -----------
 
 
 class Started(NamedTuple):
@@ -177,8 +178,8 @@ def exit_reason(exitcode: int | None) -> str:
 
 class ProcessWorker(Transport):
     """One worker process and the parent's end of its pipe (control commands, and what else its transport
-    sends there). `torchwm.vector.pipe.PipeWorker` and `torchwm.vector.shared_memory.SharedMemoryWorker`
-    add how a step travels.
+    sends there). `torchwm.vector.transports.pipe.PipeWorker` and
+    `torchwm.vector.transports.shared_memory.SharedMemoryWorker` add how a step travels.
 
     Attributes:
         seq: the number of the last command sent (a shmem step takes a number too).
@@ -364,7 +365,7 @@ class ProcessWorker(Transport):
         while True:
             if deadline.expired:
                 raise TimeoutError
-            # A reply already there is read at once: the wait below costs several microseconds.
+            # A reply already there is read at once: the wait below costs more than the check.
             ready = [self.conn] if self.readable() else wait_connections([self.conn, self.process.sentinel],
                                                                          deadline.remaining())
             if self.conn in ready:
@@ -408,7 +409,8 @@ class _ForkServerPopen(popen_forkserver.Popen):
         # As in the standard library: a duplicate of the data pipe's write end is the sentinel of the
         # parent for the child.
         _parent_w = os.dup(w)
-        self.finalizer = util.Finalize(self, util.close_fds, (_parent_w, self.sentinel))  # type: ignore[attr-defined]
+        self.finalizer = util.Finalize(
+            self, util.close_fds, (_parent_w, self.sentinel))  # type: ignore[attr-defined]
         with open(w, "wb", closefd=True) as f:
             f.write(buf.getbuffer())
         self.pid = forkserver.read_signed(self.sentinel)
@@ -444,7 +446,8 @@ def send_reply(conn: Any, seq: int, reply: Any, raw: tuple[Any, ...] = (), first
 
 
 def _unpicklable(reply: Any, exc: Exception, first_env: int) -> tuple[TypeError, int | None]:
-    """The error to send instead of ``reply``, and the local index of the env whose value failed (if one did)."""
+    """The error to send instead of ``reply``, and the local index of the env whose value failed (if one
+    did)."""
     whose, env = "", None
     if isinstance(reply, list):  # one value per env
         for i, value in enumerate(reply):
@@ -465,8 +468,8 @@ def _unpicklable(reply: Any, exc: Exception, first_env: int) -> tuple[TypeError,
 class Readable:
     """``readable()``: whether pipe end ``conn`` has a message (or its other end closed), without waiting.
 
-    The same answer as ``conn.poll()`` in 0.3 µs instead of 2 µs: `Connection.poll` builds a selector
-    on every call, and a process that polls for its next message calls it thousands of times a second.
+    The same answer as ``conn.poll()``, cheaper: `Connection.poll` builds a selector on every call, and a
+    process that polls for its next message calls it thousands of times a second.
     """
 
     def __init__(self, conn: Any) -> None:

@@ -1,0 +1,99 @@
+"""docs/concepts.md tells how one ``shmem`` step travels and how many files a reader opens for it: the
+files torchwm's code runs in during a step, in the parent and in the worker, are those the page lists,
+and their number is the one it states.
+
+Each side is traced with `sys.setprofile` (every Python function entered, by file): the parent around one
+``envs.step``, the worker around its envs' steps (a wrapper around the env turns the tracing on and off
+and writes what it saw to a file; the ``fork`` start method, so that nothing else starts in the worker).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+import cloudpickle
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import torchwm
+
+ROOT = Path(__file__).resolve().parents[1]
+VECTOR = ROOT / "torchwm" / "vector"
+NUMBERS = {"seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12}
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+def documented_step() -> tuple[int, set[str]]:
+    """(the number of files the page states, the files its table lists), paths relative to torchwm/vector."""
+    page = (ROOT / "docs" / "concepts.md").read_text(encoding="utf-8")
+    section = page.split("### One shmem step", 1)[1].split("\n## ", 1)[0]
+    stated = re.search(r"\*\*(\w+) files\*\*", section)
+    assert stated is not None, "docs/concepts.md, One shmem step: no '**N files**'"
+    listed = set(re.findall(r"^\| `([\w/]+\.py)` \|", section, re.MULTILINE))
+    return NUMBERS[stated.group(1)], listed
+
+
+def _profiler(seen: set[str]):
+    def profile(frame, event, arg):
+        if event == "call":
+            path = Path(frame.f_code.co_filename)
+            if VECTOR in path.parents:
+                seen.add(path.relative_to(VECTOR).as_posix())
+    return profile
+
+
+class TracedSteps(gym.Wrapper):
+    """Traces the worker (every torchwm function it enters) from its envs' 4th step to their 12th."""
+
+    def __init__(self, env: gym.Env, out: str) -> None:
+        super().__init__(env)
+        self.out = out
+        self.steps = 0
+        self.seen: set[str] = set()
+
+    def step(self, action):
+        self.steps += 1
+        if self.steps == 4:
+            sys.setprofile(_profiler(self.seen))
+        elif self.steps == 12:
+            sys.setprofile(None)
+            Path(self.out, f"{os.getpid()}-{id(self)}").write_text("\n".join(sorted(self.seen)))
+        return self.env.step(action)
+
+
+def test_the_page_states_the_number_of_files_it_lists():
+    stated, listed = documented_step()
+    assert len(listed) == stated
+    assert all((VECTOR / name).is_file() for name in listed), listed
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the fork start method and futexes: Linux")
+def test_a_shmem_step_runs_in_the_files_the_page_lists(tmp_path):
+    stated, listed = documented_step()
+    out = str(tmp_path)
+
+    def make():
+        return TracedSteps(gym.make("CartPole-v1"), out)
+
+    parent: set[str] = set()
+    actions = np.ones(2, dtype=np.int64)
+    with torchwm.make_vec_from_fns([make, make], backend="shmem", seed=0,
+                                   backend_kwargs={"num_workers": 1, "context": "fork"}) as envs:
+        envs.reset(seed=0)
+        for step in range(14):
+            if step == 6:
+                sys.setprofile(_profiler(parent))
+            envs.step(actions)
+            if step == 6:
+                sys.setprofile(None)
+    worker = {name for path in tmp_path.iterdir() for name in path.read_text().split()}
+    assert worker, "the worker wrote nothing"
+    assert parent | worker <= listed, sorted((parent | worker) - listed)
+    # The four files that carry the step are opened on every step (the helpers depend on who sleeps).
+    assert {"base.py", "pool.py", "transports/shared_memory.py"} <= parent
+    assert {"env_group.py", "transports/shared_memory.py"} <= worker

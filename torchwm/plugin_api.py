@@ -1,0 +1,120 @@
+"""What a backend or transport plugin builds on: torchwm's declared plugin API.
+
+A plugin imports torchwm through this module, through ``torchwm`` itself (`torchwm.make_vec`,
+`torchwm.VecSpec`, the error classes) and through `torchwm.errors`, which is public: every
+exception torchwm raises, each also an instance of the Gymnasium or built-in type raised for the
+same mistake. Every other module of torchwm is internal and may move; the names below stay.
+tests/test_plugin_api.py fails when a plugin under plugins/ imports anything else of torchwm.
+
+What is here, by job:
+
+- Registering: `hookimpl`, the marker of a plugin's hook implementations (``register_backends``).
+- A backend: `VectorEnv`, the base class of every vector env (a backend implements five
+  primitives), `VecSpec`, what to build (`resolve_spec`: the spec `torchwm.make_vec` would build from the same
+  arguments), and `build_env` / `spec_env_fns`, one env of a spec.
+- The checks every entry point shares, so that a plugin refuses bad input alike: `check_count`,
+  `check_seed`, `check_timeout`, `check_batch_size`, `check_observation_mode`, `resolve_spaces`,
+  `check_actions`, `check_pool_options`; `parse_for`, the Atari stack a backend can run natively.
+- A pool backend: `WorkerPool` over a `Transport` (the contract, in
+  ``torchwm.vector.transports.contract``), `POOL_OPTIONS`, `PoolSettings`, `split_envs`,
+  `default_num_workers`, `WorkerPayload`, `Batch`, `Deadline`, `WorkerGone`, `StepLost`,
+  `gym_specs_of` / `register_gym_specs` (an env id registered at run time, in a worker).
+- A worker: `EnvGroup`, the envs one worker steps, and the typed messages between the pool and a
+  worker (`Step`, `Reset`, `Call`, `SetAttr`, `NeedsReset`, `Close`, `ControlCommand`,
+  `ErrorReply`, `error_reply`, `ShareDescription`, `describe_share`).
+- Batches: `ARRAY_SPACES`, `create_batch`, `put_rows`, `take_rows`, `slice_rows`, `get_row`.
+"""
+
+from __future__ import annotations
+
+from torchwm.atari_stack import parse_for
+from torchwm.factory import build_env, resolve_spec, spec_env_fns
+from torchwm.hookspecs import hookimpl
+from torchwm.spec import VecSpec, check_count, check_seed, check_timeout
+from torchwm.vector.base import VectorEnv, check_batch_size, check_observation_mode, resolve_spaces
+from torchwm.vector.batching import (
+    ARRAY_SPACES,
+    check_actions,
+    create_batch,
+    get_row,
+    put_rows,
+    slice_rows,
+    take_rows,
+)
+from torchwm.vector.env_group import EnvGroup
+from torchwm.vector.messages import (
+    Call,
+    Close,
+    ControlCommand,
+    ErrorReply,
+    NeedsReset,
+    Reset,
+    SetAttr,
+    ShareDescription,
+    Step,
+    describe_share,
+    error_reply,
+)
+from torchwm.vector.pool import POOL_OPTIONS, WorkerPool, check_pool_options
+from torchwm.vector.transports.contract import (
+    Batch,
+    Deadline,
+    PoolSettings,
+    StepLost,
+    Transport,
+    WorkerGone,
+    WorkerPayload,
+    default_num_workers,
+    gym_specs_of,
+    register_gym_specs,
+    split_envs,
+)
+
+__all__ = [
+    "ARRAY_SPACES",
+    "POOL_OPTIONS",
+    "Batch",
+    "Call",
+    "Close",
+    "ControlCommand",
+    "Deadline",
+    "EnvGroup",
+    "ErrorReply",
+    "NeedsReset",
+    "PoolSettings",
+    "Reset",
+    "SetAttr",
+    "ShareDescription",
+    "Step",
+    "StepLost",
+    "Transport",
+    "VecSpec",
+    "VectorEnv",
+    "WorkerGone",
+    "WorkerPayload",
+    "WorkerPool",
+    "build_env",
+    "check_actions",
+    "check_batch_size",
+    "check_count",
+    "check_observation_mode",
+    "check_pool_options",
+    "check_seed",
+    "check_timeout",
+    "create_batch",
+    "default_num_workers",
+    "describe_share",
+    "error_reply",
+    "get_row",
+    "gym_specs_of",
+    "hookimpl",
+    "parse_for",
+    "put_rows",
+    "register_gym_specs",
+    "resolve_spaces",
+    "resolve_spec",
+    "slice_rows",
+    "spec_env_fns",
+    "split_envs",
+    "take_rows",
+]
