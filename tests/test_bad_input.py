@@ -86,8 +86,10 @@ def test_large_seeds_are_taken_as_gymnasium_takes_them():
 
 
 @pytest.mark.parametrize("backend", ["subproc", "shmem"])
-@pytest.mark.parametrize(("timeout", "error"), [(float("nan"), ValueError), (-1, ValueError), (0, ValueError),
-                                                ("a", TypeError), (True, TypeError)])
+@pytest.mark.parametrize(
+    ("timeout", "error"),
+    [(float("nan"), ValueError), (-1, ValueError), (0, ValueError), ("a", TypeError), (True, TypeError)],
+)
 def test_a_bad_backend_timeout_is_refused_before_any_worker_starts(backend, timeout, error, monkeypatch):
     def no_worker(*args, **kwargs):
         raise AssertionError("a worker was started")
@@ -111,7 +113,9 @@ def test_the_sync_timeout_is_checked_too():
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize(("timeout", "error"), [(-1, ValueError), (float("nan"), ValueError), ("a", TypeError)])
+@pytest.mark.parametrize(
+    ("timeout", "error"), [(-1, ValueError), (float("nan"), ValueError), ("a", TypeError)]
+)
 def test_a_bad_recv_timeout_is_refused_and_the_step_stays_in_flight(backend, timeout, error):
     with make(backend) as envs, make("sync") as reference:
         envs.reset(seed=0)
@@ -143,12 +147,17 @@ class BadRewardEnv(gym.Env):
 @pytest.mark.parametrize("backend", ["subproc", "shmem"])
 @pytest.mark.parametrize(
     ("options", "bad_env"),
-    [({"num_workers": 1}, 2), ({"num_workers": 2, "inline": True}, 2), ({"num_workers": 2, "inline": True}, 0)],
+    [
+        ({"num_workers": 1}, 2),
+        ({"num_workers": 2, "inline": True}, 2),
+        ({"num_workers": 2, "inline": True}, 0),
+    ],
     ids=["one_worker", "worker_next_to_inline", "inline_share"],
 )
 def test_a_bad_reward_names_the_env_that_returned_it(backend, options, bad_env):
-    envs = torchwm.make_vec_from_fns([BadRewardEnv] * 4, backend=backend,
-                                     backend_kwargs={**PROCESS_OPTIONS, **options})
+    envs = torchwm.make_vec_from_fns(
+        [BadRewardEnv] * 4, backend=backend, backend_kwargs={**PROCESS_OPTIONS, **options}
+    )
     try:
         envs.reset(seed=0)
         actions = np.zeros(4, dtype=np.int64)
@@ -183,4 +192,3 @@ def test_bool_actions_stay_valid_where_gymnasium_takes_them():
 
     assert check_actions(multi_binary, np.array([[True, False, True]]), 1).dtype == np.bool_
     assert check_actions(spaces.MultiDiscrete([2, 2]), np.array([[True, False]]), 1).dtype == np.bool_
-

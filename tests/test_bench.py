@@ -15,9 +15,16 @@ from torchwm.envs import SYNTHETIC_ID
 
 
 def test_run_bench_in_process_measures_each_backend():
-    results = bench.run_bench("CartPole-v1", ["gym-sync", "shmem"], [2, 4], steps=30, repeats=3,
-                              backend_kwargs={"shmem": {"num_workers": 2, "context": "fork"}},
-                              measure_memory=True, isolate=False)
+    results = bench.run_bench(
+        "CartPole-v1",
+        ["gym-sync", "shmem"],
+        [2, 4],
+        steps=30,
+        repeats=3,
+        backend_kwargs={"shmem": {"num_workers": 2, "context": "fork"}},
+        measure_memory=True,
+        isolate=False,
+    )
     assert [(r.backend, r.num_envs) for r in results] == [
         ("gym-sync", 2),
         ("shmem", 2),
@@ -43,14 +50,18 @@ def test_the_table_ends_with_what_backends_chose():
 
 
 def test_a_measuring_child_reports_the_shmem_wait_plan():
-    results = bench.run_bench("CartPole-v1", ["shmem"], [2], steps=200, repeats=1,
-                              backend_kwargs={"shmem": {"num_workers": 2}})
+    results = bench.run_bench(
+        "CartPole-v1", ["shmem"], [2], steps=200, repeats=1, backend_kwargs={"shmem": {"num_workers": 2}}
+    )
     assert "(measured: a step of a worker's envs" in results[0].note
 
 
 def test_ratios_and_table():
-    results = [bench.BenchResult("E", "a", 8, 100.0, [100.0]), bench.BenchResult("E", "b", 8, 250.0, [250.0]),
-               bench.BenchResult("E", "b", 16, 300.0, [300.0])]
+    results = [
+        bench.BenchResult("E", "a", 8, 100.0, [100.0]),
+        bench.BenchResult("E", "b", 8, 250.0, [250.0]),
+        bench.BenchResult("E", "b", 16, 300.0, [300.0]),
+    ]
     table = bench.format_table(results, baseline="a")
     assert [r.ratio for r in results] == [1.0, 2.5, None]
     lines = table.splitlines()
@@ -91,8 +102,14 @@ def test_synthetic_env_costs_cpu_and_has_the_atari_shape():
 
 
 def test_synthetic_env_under_spawn_workers():
-    with torchwm.make_vec(SYNTHETIC_ID, 2, backend="shmem", seed=0, step_seconds=0.0001,
-                          backend_kwargs={"num_workers": 2, "context": "spawn"}) as vec:
+    with torchwm.make_vec(
+        SYNTHETIC_ID,
+        2,
+        backend="shmem",
+        seed=0,
+        step_seconds=0.0001,
+        backend_kwargs={"num_workers": 2, "context": "spawn"},
+    ) as vec:
         obs, _ = vec.reset()
         obs, rewards, *_ = vec.step(np.array([1, 2]))
     assert obs.shape == (2, 4, 84, 84) and np.array_equal(rewards, [1.0, 1.0])
@@ -106,8 +123,24 @@ def test_unknown_backend_is_refused_before_measuring():
 def test_main_prints_the_table(capsys):
     from torchwm.cli import main
 
-    assert main(["bench", "--env", "CartPole-v1", "--backends", "sync,ceiling", "--num-envs", "2",
-                 "--steps", "20", "--repeats", "1"]) == 0
+    assert (
+        main(
+            [
+                "bench",
+                "--env",
+                "CartPole-v1",
+                "--backends",
+                "sync,ceiling",
+                "--num-envs",
+                "2",
+                "--steps",
+                "20",
+                "--repeats",
+                "1",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "x sync" in out and "ceiling" in out and "CartPole-v1" in out
 
@@ -154,8 +187,11 @@ def test_a_plugins_bench_peer_is_measured_on_its_backends_spec(monkeypatch):
 def test_plot_is_honest_about_what_was_measured():
     matplotlib = pytest.importorskip("matplotlib")
     matplotlib.use("Agg")
-    results = [bench.BenchResult("E", b, n, float(n * k), [float(n * k) - 1, float(n * k), float(n * k) + 2])
-               for k, b in ((100, "a"), (300, "b")) for n in (2, 4, 16)]
+    results = [
+        bench.BenchResult("E", b, n, float(n * k), [float(n * k) - 1, float(n * k), float(n * k) + 2])
+        for k, b in ((100, "a"), (300, "b"))
+        for n in (2, 4, 16)
+    ]
     info = bench.bench_info({"steps": 50})
     fig = bench.plot_figure(results, info)
     ax = fig.axes[0]
@@ -233,8 +269,12 @@ def test_cpu_info_reads_the_first_processor(tmp_path):
         "flags\t\t: fpu sse2 avx avx2 avx512f\n\n"
         "processor\t: 1\nmodel name\t: Other CPU\ncpu family\t: 26\nmodel\t\t: 2\nflags\t\t: avx512vbmi\n"
     )
-    assert bench.cpu_info(path) == {"cpu_model": "Some CPU", "cpu_family": "25", "cpu_model_number": "1",
-                                    "cpu_flags": {"avx2": True, "avx512vbmi": False}}
+    assert bench.cpu_info(path) == {
+        "cpu_model": "Some CPU",
+        "cpu_family": "25",
+        "cpu_model_number": "1",
+        "cpu_flags": {"avx2": True, "avx512vbmi": False},
+    }
 
 
 def test_cpu_info_without_proc_cpuinfo_asks_platform(tmp_path, monkeypatch):
@@ -246,12 +286,17 @@ def test_cpu_info_without_proc_cpuinfo_asks_platform(tmp_path, monkeypatch):
     info = {"machine": {"cores": 2, "usable_cores": 2, **cpu}, "atari_kernel": "NumPy and OpenCV (x)"}
     assert bench.describe_machine(info).splitlines() == [
         "machine: 2 cores, Intel64 Family 6 Model 158 Stepping 10, GenuineIntel (family 6, model 158)",
-        "Atari kernel: NumPy and OpenCV (x)"]
+        "Atari kernel: NumPy and OpenCV (x)",
+    ]
 
 
 def test_pool_choice_says_workers_their_envs_and_inline():
-    with torchwm.make_vec("CartPole-v1", 3, backend="subproc",
-                          backend_kwargs={"num_workers": 2, "inline": True, "context": "fork"}) as envs:
+    with torchwm.make_vec(
+        "CartPole-v1",
+        3,
+        backend="subproc",
+        backend_kwargs={"num_workers": 2, "inline": True, "context": "fork"},
+    ) as envs:
         assert bench.pool_choice(envs) == {
             "workers": 2,
             "envs_per_worker": [2, 1],
@@ -267,9 +312,29 @@ def test_bench_prints_and_records_what_ran(tmp_path, capsys):
     from torchwm.native import kernel_status
 
     data = tmp_path / "bench.json"
-    assert main(["bench", "--env", "CartPole-v1", "--backends", "sync,shmem,subproc", "--num-envs", "2",
-                 "--steps", "20", "--repeats", "1", "--no-progress", "--json", str(data),
-                 "--backend-kwargs", '{"subproc": {"num_workers": 2, "inline": true}}']) == 0
+    assert (
+        main(
+            [
+                "bench",
+                "--env",
+                "CartPole-v1",
+                "--backends",
+                "sync,shmem,subproc",
+                "--num-envs",
+                "2",
+                "--steps",
+                "20",
+                "--repeats",
+                "1",
+                "--no-progress",
+                "--json",
+                str(data),
+                "--backend-kwargs",
+                '{"subproc": {"num_workers": 2, "inline": true}}',
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     written = json.loads(data.read_text())
     fields = _proc_cpuinfo()

@@ -17,8 +17,14 @@ CONFIGS = ROOT / "torchwm" / "configs"
 
 
 def torchwm_cli(*args, timeout=180, cwd=ROOT, env=None):
-    return subprocess.run([sys.executable, "-m", "torchwm", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, "MPLBACKEND": "Agg", **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "torchwm", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "MPLBACKEND": "Agg", **(env or {})},
+    )
 
 
 def python_c(code, timeout=180, cwd=ROOT):
@@ -62,10 +68,27 @@ def test_run_an_env_id_prints_speed_and_returns(capsys):
 
 def test_run_with_a_user_policy(tmp_path, monkeypatch, capsys):
     (tmp_path / "always_left.py").write_text(
-        "import numpy as np\ndef policy(obs, action_space):\n    return np.zeros(len(obs), dtype=np.int64)\n")
+        "import numpy as np\ndef policy(obs, action_space):\n    return np.zeros(len(obs), dtype=np.int64)\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
-    assert main(["run", "CartPole-v1", "--num-envs", "1", "--steps", "100", "--seed", "0", "--no-progress",
-                 "--policy", "always_left:policy"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "CartPole-v1",
+                "--num-envs",
+                "1",
+                "--steps",
+                "100",
+                "--seed",
+                "0",
+                "--no-progress",
+                "--policy",
+                "always_left:policy",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     # Always pushing left ends every CartPole episode in about 10 steps.
     episodes = int(out.split("episodes finished:")[1].split()[0])
@@ -102,8 +125,11 @@ def test_print_config_is_the_resolved_config():
         ("id: [CartPole-v1\n", ".yaml", "bad.yaml"),
         ("!!python/object/apply:os.system ['echo hacked']\n", ".yaml", "safe_load"),
         ('id = "CartPole-v1"\nnum_env = 2\n', ".toml", "num_env"),
-        ('id = "CartPole-v1"\n[[wrappers]]\nname = "frame_stack"\nstack_size = "four"\n', ".toml",
-         'wrappers[0].stack_size: expected an integer, got "four"'),
+        (
+            'id = "CartPole-v1"\n[[wrappers]]\nname = "frame_stack"\nstack_size = "four"\n',
+            ".toml",
+            'wrappers[0].stack_size: expected an integer, got "four"',
+        ),
         ('id = "CartPole-v1"\nbackend = "shmemm"\n', ".toml", "unknown backend 'shmemm'"),
         ('id = "CartPole-v1"\n[[wrappers]]\nname = "nope"\n', ".toml", "unknown wrapper 'nope'"),
     ],
@@ -181,8 +207,20 @@ def test_bench_and_python_m_bench_are_one_parser():
     for flag in ("--backend-kwargs", "--set", "--num-envs", "--repeats", "--plot", "--json", "--no-progress"):
         assert flag in as_command.stdout
     # docs/performance.md's flag works with torchwm bench too.
-    result = torchwm_cli("bench", "--backends", "sync", "--num-envs", "2", "--steps", "10", "--repeats", "1",
-                         "--backend-kwargs", '{"sync": {"copy": false}}', "--no-progress")
+    result = torchwm_cli(
+        "bench",
+        "--backends",
+        "sync",
+        "--num-envs",
+        "2",
+        "--steps",
+        "10",
+        "--repeats",
+        "1",
+        "--backend-kwargs",
+        '{"sync": {"copy": false}}',
+        "--no-progress",
+    )
     assert result.returncode == 0, result.stderr
 
 
@@ -326,16 +364,32 @@ def test_run_pong_by_name_prints_the_shipped_file(tmp_path):
 
 def test_backend_switch_applies_only_the_new_backends_table(capsys):
     # pong.toml has a [backends.shmem] table; sync must not get its options (the command).
-    assert main(["run", str(CONFIGS / "pong.toml"), "--backend", "sync", "--num-envs", "2", "--steps", "3",
-                 "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                str(CONFIGS / "pong.toml"),
+                "--backend",
+                "sync",
+                "--num-envs",
+                "2",
+                "--steps",
+                "3",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     err = capsys.readouterr().err
     assert "ALE/Pong-v5 x 2 envs on sync" in err and "error" not in err
 
 
 def test_backend_switch_drops_flat_options_the_new_backend_does_not_take(tmp_path, capsys):
     path = tmp_path / "flat.toml"
-    path.write_text('id = "CartPole-v1"\nnum_envs = 2\nbackend = "subproc"\n'
-                    '[backend_kwargs]\nnum_workers = 2\ntimeout = 60\n')
+    path.write_text(
+        'id = "CartPole-v1"\nnum_envs = 2\nbackend = "subproc"\n'
+        "[backend_kwargs]\nnum_workers = 2\ntimeout = 60\n"
+    )
     assert main(["run", str(path), "--backend", "sync", "--steps", "3", "--no-progress"]) == 0
     notes = [line for line in capsys.readouterr().err.splitlines() if "note:" in line]
     assert len(notes) == 1 and "num_workers" in notes[0] and "timeout" not in notes[0]
@@ -347,7 +401,8 @@ def test_backend_switch_drops_flat_options_the_new_backend_does_not_take(tmp_pat
 def _policy_config(tmp_path):
     (tmp_path / "always_left_cfg.py").write_text(
         "import numpy as np\nRAN = []\ndef policy(obs, action_space):\n"
-        "    RAN.append(1)\n    return np.zeros(len(obs), dtype=np.int64)\n")
+        "    RAN.append(1)\n    return np.zeros(len(obs), dtype=np.int64)\n"
+    )
     path = tmp_path / "with_policy.toml"
     path.write_text(
         'id = "CartPole-v1"\nnum_envs = 1\nseed = 0\n[run]\nsteps = 100\npolicy = "always_left_cfg:policy"\n'
@@ -394,7 +449,8 @@ def test_rendering_without_pygame_names_the_render_extra(tmp_path):
     result = python_c(
         "import sys; sys.modules['pygame'] = None\n"
         "from torchwm.cli import main\n"
-        "sys.exit(main(['run', 'cartpole_pixels', '--steps', '2', '--no-progress']))")
+        "sys.exit(main(['run', 'cartpole_pixels', '--steps', '2', '--no-progress']))"
+    )
     assert result.returncode == 2
     _assert_extra_hint(result.stderr, "render")
 
@@ -415,8 +471,10 @@ OBS_POLICY = (
     "    # Deterministic in the observations: the same frames give the same actions on every path.\n"
     "    return (np.asarray(obs).reshape(len(obs), -1).sum(axis=1, dtype=np.int64) // 3) % 4\n"
 )
-LIVES_STACK = ("id: ALE/Breakout-v5\nnum_envs: 2\nseed: 0\nwrappers:\n  - episode_statistics\n"
-               "  - atari_preprocessing\n  - episodic_life\n  - name: frame_stack\n    stack_size: 4\n")
+LIVES_STACK = (
+    "id: ALE/Breakout-v5\nnum_envs: 2\nseed: 0\nwrappers:\n  - episode_statistics\n"
+    "  - atari_preprocessing\n  - episodic_life\n  - name: frame_stack\n    stack_size: 4\n"
+)
 
 
 def _report_line(out, prefix):
@@ -464,10 +522,13 @@ def test_run_reports_whole_game_returns_with_episodic_life(tmp_path, monkeypatch
     envs.close()
     assert len(games) >= 2 and lives_lost > len(games)  # several games, each of several lives
 
-    assert _report_line(out, "episodes finished:").startswith(f"episodes finished: {len(games)} (recorded by "
-                                                              f"episode_statistics: whole games")
-    assert _report_line(out, "return:") == (f"return: mean {np.mean(games):.2f}, max {np.max(games):.2f} "
-                                            f"(mean length {np.mean(lengths):.1f} emulator frames)")
+    assert _report_line(out, "episodes finished:").startswith(
+        f"episodes finished: {len(games)} (recorded by episode_statistics: whole games"
+    )
+    assert _report_line(out, "return:") == (
+        f"return: mean {np.mean(games):.2f}, max {np.max(games):.2f} "
+        f"(mean length {np.mean(lengths):.1f} emulator frames)"
+    )
     # The learner's episodes are counted apart, and said to be one per life.
     learner = _report_line(out, "learner episodes")
     assert learner.startswith(
@@ -485,8 +546,10 @@ def test_run_frames_are_the_frames_of_the_game():
         == "emulator frames"
     )
     # Without it, ALE's v5 env skips 4 frames a step itself: l counts those steps.
-    assert length_unit(resolve_spec("ALE/Breakout-v5", wrappers=["episode_statistics"])) \
+    assert (
+        length_unit(resolve_spec("ALE/Breakout-v5", wrappers=["episode_statistics"]))
         == "ALE env steps of 4 frames each"
+    )
     assert length_unit(resolve_spec("CartPole-v1", wrappers=["episode_statistics"])).startswith(
         "steps of the env"
     )
@@ -535,8 +598,10 @@ def test_run_steps_per_second_exclude_the_start_up(monkeypatch, capsys):
 
 # -- torchwm bench CONFIG -------------------------------------------------------------------------------
 
-BREAKOUT64 = ("id: ALE/Breakout-v5\nnum_envs: 2\nseed: 3\nwrappers:\n  - name: atari_preprocessing\n"
-              "    screen_size: 64\n  - name: frame_stack\n    stack_size: 2\n")
+BREAKOUT64 = (
+    "id: ALE/Breakout-v5\nnum_envs: 2\nseed: 3\nwrappers:\n  - name: atari_preprocessing\n"
+    "    screen_size: 64\n  - name: frame_stack\n    stack_size: 2\n"
+)
 
 
 def test_bench_a_config_measures_its_stack_on_the_backends_and_gymnasium(tmp_path):
@@ -561,7 +626,9 @@ def test_bench_a_config_measures_its_stack_on_the_backends_and_gymnasium(tmp_pat
     recorded = written["settings"]["config"]
     assert recorded["source"] == str(config)
     assert [(w["name"], w.get("screen_size"), w.get("stack_size")) for w in recorded["spec"]["wrappers"]] == [
-        ("atari_preprocessing", 64, None), ("frame_stack", None, 2)]
+        ("atari_preprocessing", 64, None),
+        ("frame_stack", None, 2),
+    ]
     assert recorded["spec"]["seed"] == 3 and recorded["obs_shape"] == [2, 64, 64]
     rows = written["results"]
     # the config's num_envs
@@ -575,8 +642,10 @@ def test_bench_a_config_measures_its_stack_on_the_backends_and_gymnasium(tmp_pat
 
 def test_bench_lists_what_cannot_build_the_stack_with_the_reason(tmp_path):
     config = tmp_path / "resized.yaml"
-    config.write_text("id: ALE/Breakout-v5\nnum_envs: 2\nwrappers:\n  - atari_preprocessing\n"
-                      "  - name: resize\n    width: 32\n    height: 32\n")
+    config.write_text(
+        "id: ALE/Breakout-v5\nnum_envs: 2\nwrappers:\n  - atari_preprocessing\n"
+        "  - name: resize\n    width: 32\n    height: 32\n"
+    )
     result = torchwm_cli(
         "bench",
         "--config",
@@ -605,8 +674,15 @@ def test_bench_default_backends_of_a_config_are_the_peers_that_can_build_it():
     from torchwm import bench
 
     spec = torchwm.load_config({"id": "ALE/Breakout-v5", "backend": "subproc"})
-    assert bench.default_backends(spec) == ["gym-sync", "gym-async", "ale-direct", "sync", "subproc", "shmem",
-                                            "ale-native"]
+    assert bench.default_backends(spec) == [
+        "gym-sync",
+        "gym-async",
+        "ale-direct",
+        "sync",
+        "subproc",
+        "shmem",
+        "ale-native",
+    ]
     resized = torchwm.load_config({"id": "ALE/Breakout-v5", "wrappers": ["atari_preprocessing", "pixels"]})
     assert bench.stack_refusal(resized, "ale-native") and bench.stack_refusal(resized, "ale-direct")
     assert bench.stack_refusal(resized, "gym-sync") is None and bench.stack_refusal(resized, "shmem") is None
@@ -624,14 +700,20 @@ def test_bench_config_and_env_are_one_or_the_other(tmp_path):
 def test_bench_says_the_shmem_advice_once_after_the_table():
     from torchwm import bench
 
-    advice = ("a worker's step is shorter than its hand-offs: fewer workers (num_workers) or backend='sync' "
-              "would be faster")
-    note = (f"split: 2 workers (measured: ...); waits: the parent polls up to 20 µs (measured: a step 9 µs; "
-            f"{advice})")
-    results = [bench.BenchResult("E", "shmem", 8, 100.0, [100.0], note=note),
-               bench.BenchResult("E", "sync", 8, 200.0, [200.0]),
-               bench.BenchResult("E", "shmem", 16, 150.0, [150.0], note=note),
-               bench.BenchResult("E", "sync", 16, 300.0, [300.0])]
+    advice = (
+        "a worker's step is shorter than its hand-offs: fewer workers (num_workers) or backend='sync' "
+        "would be faster"
+    )
+    note = (
+        f"split: 2 workers (measured: ...); waits: the parent polls up to 20 µs (measured: a step 9 µs; "
+        f"{advice})"
+    )
+    results = [
+        bench.BenchResult("E", "shmem", 8, 100.0, [100.0], note=note),
+        bench.BenchResult("E", "sync", 8, 200.0, [200.0]),
+        bench.BenchResult("E", "shmem", 16, 150.0, [150.0], note=note),
+        bench.BenchResult("E", "sync", 16, 300.0, [300.0]),
+    ]
     lines = bench.format_table(results, baseline="sync").splitlines()
     assert sum("would be faster" in line for line in lines) == 1
     assert lines[-1] == f"note (shmem x 8, shmem x 16): {advice}"
@@ -711,12 +793,15 @@ def test_check_a_shipped_config_by_name(capsys):
     assert 'id = "ALE/Pong-v5"' in captured.out and "pong: valid" in captured.err  # pong.toml: TOML out
 
 
-@pytest.mark.parametrize(("name", "text", "parse"), [
-    ("c.yaml", "id: CartPole-v1\nnum_envs: 2\n", "yaml"),
-    ("c.yml", "id: CartPole-v1\nnum_envs: 2\n", "yaml"),
-    ("c.json", '{"id": "CartPole-v1", "num_envs": 2}', "json"),
-    ("c.toml", 'id = "CartPole-v1"\nnum_envs = 2\n', "toml"),
-])
+@pytest.mark.parametrize(
+    ("name", "text", "parse"),
+    [
+        ("c.yaml", "id: CartPole-v1\nnum_envs: 2\n", "yaml"),
+        ("c.yml", "id: CartPole-v1\nnum_envs: 2\n", "yaml"),
+        ("c.json", '{"id": "CartPole-v1", "num_envs": 2}', "json"),
+        ("c.toml", 'id = "CartPole-v1"\nnum_envs = 2\n', "toml"),
+    ],
+)
 def test_print_config_keeps_the_files_format(tmp_path, capsys, name, text, parse):
     import yaml
 
@@ -767,8 +852,11 @@ def _documented_commands() -> dict[str, Path]:
 
 def test_the_cli_page_shows_commands_for_config_bench_check_and_print_config():
     commands = _documented_commands()
-    for expected in ("torchwm bench breakout64.yaml", "torchwm check breakout64.yaml",
-                     "torchwm run breakout64.yaml --print-config"):
+    for expected in (
+        "torchwm bench breakout64.yaml",
+        "torchwm check breakout64.yaml",
+        "torchwm run breakout64.yaml --print-config",
+    ):
         assert expected in commands
 
 

@@ -42,9 +42,16 @@ def write(path: Path, text: str) -> Path:
 
 
 def test_toml_yaml_json_and_dict_give_the_same_spec(tmp_path):
-    expected = resolve_spec("CartPole-v1", 2, seed=3, autoreset_mode="same_step",
-                            wrappers=[{"name": "frame_stack", "stack_size": 3}])
-    toml_file = write(tmp_path / "c.toml", """
+    expected = resolve_spec(
+        "CartPole-v1",
+        2,
+        seed=3,
+        autoreset_mode="same_step",
+        wrappers=[{"name": "frame_stack", "stack_size": 3}],
+    )
+    toml_file = write(
+        tmp_path / "c.toml",
+        """
         id = "CartPole-v1"
         num_envs = 2
         seed = 3
@@ -52,7 +59,8 @@ def test_toml_yaml_json_and_dict_give_the_same_spec(tmp_path):
         [[wrappers]]
         name = "frame_stack"
         stack_size = 3
-    """)
+    """,
+    )
     yaml_file = tmp_path / "c.yaml"
     yaml_file.write_text(yaml.safe_dump(CARTPOLE))
     json_file = tmp_path / "c.json"
@@ -68,8 +76,13 @@ def test_defaults_match_make_vec():
 def test_size_adds_the_pixels_wrapper_first():
     spec = torchwm.load_config({"id": "CartPole-v1", "size": [64, 48], "wrappers": ["frame_stack"]})
     assert [w.name for w in spec.wrappers] == ["pixels", "frame_stack"]
-    assert spec.wrappers[0].kwargs == {"width": 64, "height": 48, "render_only": True, "render_key": "pixels",
-                                       "obs_key": "state"}
+    assert spec.wrappers[0].kwargs == {
+        "width": 64,
+        "height": 48,
+        "render_only": True,
+        "render_key": "pixels",
+        "obs_key": "state",
+    }
 
 
 def test_run_table_is_read_and_checked():
@@ -183,12 +196,15 @@ def test_unknown_names_keep_the_registry_error_as_cause():
 
 
 def test_file_errors_start_with_the_file_name(tmp_path):
-    bad = write(tmp_path / "bad.toml", """
+    bad = write(
+        tmp_path / "bad.toml",
+        """
         id = "CartPole-v1"
         [[wrappers]]
         name = "frame_stack"
         stack_size = "four"
-    """)
+    """,
+    )
     with pytest.raises(
         ConfigError, match=r"bad\.toml: wrappers\[0\]\.stack_size: expected an integer, got \"four\"$"
     ):
@@ -240,23 +256,35 @@ def test_env_interpolation(monkeypatch):
     monkeypatch.setenv("TWM_ENVS", "3")
     monkeypatch.setenv("TWM_NAME", "Cart")
     monkeypatch.delenv("TWM_UNSET", raising=False)
-    data = interpolate_env({
-        "num_envs": "${TWM_ENVS}", "seed": "${TWM_UNSET:-7}", "id": "${TWM_NAME}Pole-v1",
-        "env_kwargs": {"note": "$${TWM_ENVS} and ${TWM_UNSET:-}"},
-        "wrappers": [{"name": "frame_stack", "stack_size": "${TWM_UNSET:-2}"}],
-    })
+    data = interpolate_env(
+        {
+            "num_envs": "${TWM_ENVS}",
+            "seed": "${TWM_UNSET:-7}",
+            "id": "${TWM_NAME}Pole-v1",
+            "env_kwargs": {"note": "$${TWM_ENVS} and ${TWM_UNSET:-}"},
+            "wrappers": [{"name": "frame_stack", "stack_size": "${TWM_UNSET:-2}"}],
+        }
+    )
     # A whole-value reference takes the type of its text; inside a longer string it stays text.
-    assert data == {"num_envs": 3, "seed": 7, "id": "CartPole-v1", "env_kwargs": {"note": "${TWM_ENVS} and "},
-                    "wrappers": [{"name": "frame_stack", "stack_size": 2}]}
+    assert data == {
+        "num_envs": 3,
+        "seed": 7,
+        "id": "CartPole-v1",
+        "env_kwargs": {"note": "${TWM_ENVS} and "},
+        "wrappers": [{"name": "frame_stack", "stack_size": 2}],
+    }
 
 
 def test_env_interpolation_in_a_file(tmp_path, monkeypatch):
     monkeypatch.setenv("TWM_ENVS", "5")
-    path = write(tmp_path / "c.yaml", """
+    path = write(
+        tmp_path / "c.yaml",
+        """
         id: CartPole-v1
         num_envs: ${TWM_ENVS}
         backend: ${TWM_BACKEND_UNSET:-sync}
-    """)
+    """,
+    )
     spec = torchwm.load_config(path)
     assert (spec.num_envs, spec.backend) == (5, "sync")
 
@@ -276,8 +304,18 @@ def test_unset_variable_without_default_names_the_key(monkeypatch):
 
 def test_overrides_reach_nested_keys_and_list_items():
     data = {"id": "ALE/Pong-v5", "wrappers": [{"name": "atari_preprocessing"}, {"name": "frame_stack"}]}
-    out = apply_overrides(data, ["num_envs=16", "backend_kwargs.num_workers=2", "wrappers[1].stack_size=2",
-                                 "size=[64, 64]", "seed=null", "id=ALE/Breakout-v5", "fused=false"])
+    out = apply_overrides(
+        data,
+        [
+            "num_envs=16",
+            "backend_kwargs.num_workers=2",
+            "wrappers[1].stack_size=2",
+            "size=[64, 64]",
+            "seed=null",
+            "id=ALE/Breakout-v5",
+            "fused=false",
+        ],
+    )
     assert out == {
         "id": "ALE/Breakout-v5",
         "num_envs": 16,
@@ -291,19 +329,24 @@ def test_overrides_reach_nested_keys_and_list_items():
 
 
 def test_overrides_through_load_config():
-    spec = torchwm.load_config({"id": "CartPole-v1", "wrappers": [{"name": "frame_stack"}]},
-                               ["num_envs=4", "wrappers[0].stack_size=2", 'wrappers[0].padding="reset"'])
+    spec = torchwm.load_config(
+        {"id": "CartPole-v1", "wrappers": [{"name": "frame_stack"}]},
+        ["num_envs=4", "wrappers[0].stack_size=2", 'wrappers[0].padding="reset"'],
+    )
     assert spec.num_envs == 4
     assert spec.wrappers[0].kwargs == {"stack_size": 2, "padding": "reset"}
 
 
-@pytest.mark.parametrize(("override", "message"), [
-    ("num_envs", r"--set 'num_envs': expected key=value"),
-    ("wrappers[3].stack_size=2", r"^wrappers\[3\]: no such item to override \(the list has 1 items"),
-    ("a..b=1", r"--set 'a\.\.b': expected a key like"),
-    ("id.x=1", r"^id\.x: id is a str, not a table$"),
-    ("id.x.y=1", r"^id\.x\.y: id is a str, not a table$"),
-])
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("num_envs", r"--set 'num_envs': expected key=value"),
+        ("wrappers[3].stack_size=2", r"^wrappers\[3\]: no such item to override \(the list has 1 items"),
+        ("a..b=1", r"--set 'a\.\.b': expected a key like"),
+        ("id.x=1", r"^id\.x: id is a str, not a table$"),
+        ("id.x.y=1", r"^id\.x\.y: id is a str, not a table$"),
+    ],
+)
 def test_bad_overrides(override, message):
     with pytest.raises(ConfigError, match=message):
         torchwm.load_config({"id": "CartPole-v1", "wrappers": [{"name": "frame_stack"}]}, [override])
@@ -323,12 +366,18 @@ def test_parse_value():
 # -- the resolved config ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("spec", [
-    resolve_spec("ALE/Pong-v5", 2, seed=0),
-    resolve_spec("PongNoFrameskip-v4", 1),
-    resolve_spec("Pong-v4", 1),  # frameskip=(2, 5): a tuple, written as a list
-    resolve_spec("CartPole-v1", 2, size=(32, 32), autoreset_mode="disabled", backend_kwargs={"copy": False}),
-], ids=["pong-v5", "pong-noframeskip-v4", "pong-v4", "cartpole-pixels"])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        resolve_spec("ALE/Pong-v5", 2, seed=0),
+        resolve_spec("PongNoFrameskip-v4", 1),
+        resolve_spec("Pong-v4", 1),  # frameskip=(2, 5): a tuple, written as a list
+        resolve_spec(
+            "CartPole-v1", 2, size=(32, 32), autoreset_mode="disabled", backend_kwargs={"copy": False}
+        ),
+    ],
+    ids=["pong-v5", "pong-noframeskip-v4", "pong-v4", "cartpole-pixels"],
+)
 @pytest.mark.parametrize("fmt", ["toml", "yaml", "json"])
 def test_resolved_config_round_trips(spec, fmt, tmp_path):
     path = tmp_path / f"resolved.{fmt}"
@@ -395,8 +444,12 @@ def test_resolved_config_gives_the_same_trajectory_in_a_new_process(tmp_path):
     script = tmp_path / "rollout.py"
     script.write_text(ROLLOUT)
     out = tmp_path / "rollout.npz"
-    result = subprocess.run([sys.executable, str(script), str(resolved), str(out), str(steps)],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, str(script), str(resolved), str(out), str(steps)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     other = np.load(out)
     assert np.array_equal(other["obs"], np.stack(frames))
@@ -451,8 +504,12 @@ def test_a_name_is_a_shipped_config_and_a_path_with_a_suffix_is_a_file(tmp_path,
 
 
 def test_only_the_table_of_the_backend_in_use_applies():
-    data = {"id": "CartPole-v1", "num_envs": 2, "backend": "shmem",
-            "backends": {"shmem": {"num_workers": 2, "timeout": 30}, "sync": {"copy": False}}}
+    data = {
+        "id": "CartPole-v1",
+        "num_envs": 2,
+        "backend": "shmem",
+        "backends": {"shmem": {"num_workers": 2, "timeout": 30}, "sync": {"copy": False}},
+    }
     assert torchwm.load_config(data).backend_kwargs == {"num_workers": 2, "timeout": 30}
     assert torchwm.load_config(data, ['backend="sync"']).backend_kwargs == {"copy": False}
     # backend_kwargs applies to whichever backend is in use, over its table.
@@ -504,8 +561,11 @@ def test_unknown_keys_suggest_the_closest():
 
 
 def test_env_kwargs_are_checked_against_the_env():
-    with pytest.raises(ConfigError, match=r"env_kwargs.repeat_action_probabilty: the env 'ALE/Pong-v5' .*"
-                                          r"\(did you mean 'repeat_action_probability'\?\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"env_kwargs.repeat_action_probabilty: the env 'ALE/Pong-v5' .*"
+        r"\(did you mean 'repeat_action_probability'\?\)",
+    ):
         torchwm.load_config({"id": "pong", "env_kwargs": {"repeat_action_probabilty": 0.1}})
     # gymnasium.make's own arguments are fine too.
     assert (

@@ -29,15 +29,25 @@ def python_blocks(page: Path) -> list[str]:
     return BLOCK.findall(page.read_text())
 
 
-@pytest.mark.parametrize("page", [p for p in PAGES if python_blocks(p)], ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize(
+    "page", [p for p in PAGES if python_blocks(p)], ids=lambda p: str(p.relative_to(ROOT))
+)
 def test_docs_examples_run(page, tmp_path):
     script = "\n\n".join(python_blocks(page))
     path = tmp_path / "example.py"
     path.write_text(script)
     write_page_files(page, tmp_path)
-    result = subprocess.run([sys.executable, str(path)], cwd=tmp_path, capture_output=True, text=True, timeout=240,
-                            env={**os.environ, "MPLBACKEND": "Agg"})
-    assert result.returncode == 0, f"{page.name} examples failed:\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}"
+    result = subprocess.run(
+        [sys.executable, str(path)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, "MPLBACKEND": "Agg"},
+    )
+    assert result.returncode == 0, (
+        f"{page.name} examples failed:\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}"
+    )
 
 
 def test_every_docs_page_is_linked_from_the_index():

@@ -135,7 +135,9 @@ def test_non_array_spaces_in_partial_and_batch_size_results(backend, kind):
             env.reset(seed=10 + i)
         envs.reset(seed=10)
         obs, _ = envs.reset(seed=[20, 22], env_ids=[2, 0])
-        assert_same(gym_rows(space, [singles[2].reset(seed=20)[0], singles[0].reset(seed=22)[0]]), obs, "reset rows")
+        assert_same(
+            gym_rows(space, [singles[2].reset(seed=20)[0], singles[0].reset(seed=22)[0]]), obs, "reset rows"
+        )
         obs, _, _, _, infos = envs.step(np.array([1, 0]), env_ids=[3, 1])
         expected = gym_rows(space, [singles[1].step(0)[0], singles[3].step(1)[0]])
         assert infos["env_id"].tolist() == [1, 3]
@@ -228,8 +230,9 @@ def test_reset_mask_mistakes_raise_gymnasiums_exception_types(backend, mask):
     expected = gym_error(lambda: reference.reset(options={"reset_mask": mask}))
     reference.close()
     assert expected is not None
-    envs = torchwm.make_vec("CartPole-v1", 3, backend=backend, autoreset_mode="disabled",
-                            backend_kwargs=options_for(backend))
+    envs = torchwm.make_vec(
+        "CartPole-v1", 3, backend=backend, autoreset_mode="disabled", backend_kwargs=options_for(backend)
+    )
     try:
         envs.reset(seed=0)
         with pytest.raises(expected, match="reset_mask"):
@@ -279,8 +282,9 @@ class SlowEnv(gym.Env):
 
 @pytest.mark.parametrize("backend", ["subproc", "shmem"])
 def test_a_timeout_is_a_multiprocessing_timeout_error(backend):
-    envs = torchwm.make_vec_from_fns([SlowEnv] * 2, backend=backend,
-                                     backend_kwargs={**PROCESS_OPTIONS, "inline": False, "timeout": 0.5})
+    envs = torchwm.make_vec_from_fns(
+        [SlowEnv] * 2, backend=backend, backend_kwargs={**PROCESS_OPTIONS, "inline": False, "timeout": 0.5}
+    )
     try:
         envs.reset(seed=0)
         envs.send(np.array([1, 1]))
@@ -328,8 +332,9 @@ class RaisingEnv(gym.Env):
 @pytest.mark.parametrize("backend", ["subproc", "shmem"])
 @pytest.mark.parametrize(("action", "original"), [(1, ValueError), (2, EnvSpecificError), (3, KeyError)])
 def test_an_env_exception_is_caught_as_its_own_type_and_as_worker_error(backend, inline, action, original):
-    envs = torchwm.make_vec_from_fns([RaisingEnv] * 4, backend=backend,
-                                     backend_kwargs={**PROCESS_OPTIONS, "inline": inline})
+    envs = torchwm.make_vec_from_fns(
+        [RaisingEnv] * 4, backend=backend, backend_kwargs={**PROCESS_OPTIONS, "inline": inline}
+    )
     try:
         envs.reset(seed=0)
         bad = 1 if inline else 2  # under inline, env 1 is in the parent's share
@@ -374,8 +379,9 @@ def first_obs(envs, seed=3):
 
 
 def test_make_vec_takes_an_env_spec():
-    assert np.array_equal(first_obs(torchwm.make_vec(gym.spec("CartPole-v1"), 2)),
-                          first_obs(torchwm.make_vec("CartPole-v1", 2)))
+    assert np.array_equal(
+        first_obs(torchwm.make_vec(gym.spec("CartPole-v1"), 2)), first_obs(torchwm.make_vec("CartPole-v1", 2))
+    )
     # Its kwargs and max_episode_steps where they differ from the registration
     spec = gym.make("CartPole-v1", max_episode_steps=3).spec
     with torchwm.make_vec(spec, 2) as envs:
@@ -383,8 +389,10 @@ def test_make_vec_takes_an_env_spec():
         truncations = [envs.step(np.array([0, 0]))[3] for _ in range(3)]
         assert truncations[-1].all() and not truncations[0].any()
     # An ALE spec holds frameskip=4 from the registration: the default stack still gets frameskip=1
-    assert torchwm.make_vec(gym.spec("ALE/Pong-v5"), 2, backend="sync").spec == \
-        torchwm.make_vec("ALE/Pong-v5", 2, backend="sync").spec
+    assert (
+        torchwm.make_vec(gym.spec("ALE/Pong-v5"), 2, backend="sync").spec
+        == torchwm.make_vec("ALE/Pong-v5", 2, backend="sync").spec
+    )
     # The spec of a Gymnasium vector env holds make_vec's own arguments
     gym_vec = gym.make_vec("CartPole-v1", 3, vectorization_mode="sync")
     with torchwm.make_vec(gym_vec.spec) as envs:
@@ -398,8 +406,12 @@ def test_make_vec_takes_an_env_spec():
         ("sync", None, "sync", {}),
         ("async", None, "shmem", {}),
         ("async", {"shared_memory": False}, "subproc", {}),
-        ("async", {"copy": False, "context": "fork", "max_concurrency": 1}, "shmem",
-         {"copy": False, "context": "fork", "num_workers": 1}),
+        (
+            "async",
+            {"copy": False, "context": "fork", "max_concurrency": 1},
+            "shmem",
+            {"copy": False, "context": "fork", "num_workers": 1},
+        ),
         (gym.VectorizeMode.SYNC, {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}, "sync", {}),
     ],
 )
@@ -466,12 +478,16 @@ def test_the_batched_action_space_keeps_env_0s_generator_as_in_gymnasium(backend
     expected = [reference.action_space.sample() for _ in range(20)]
     reference.close()
     for _ in range(2):
-        with torchwm.make_vec_from_fns([seeded] * 3, backend=backend, backend_kwargs=options_for(backend)) as envs:
+        with torchwm.make_vec_from_fns(
+            [seeded] * 3, backend=backend, backend_kwargs=options_for(backend)
+        ) as envs:
             assert [envs.action_space.sample().tolist() for _ in range(20)] == [a.tolist() for a in expected]
     # A seed given to make_vec still seeds it (and so decides the samples).
     samples = []
     for _ in range(2):
-        with torchwm.make_vec("CartPole-v1", 3, backend=backend, seed=5, backend_kwargs=options_for(backend)) as envs:
+        with torchwm.make_vec(
+            "CartPole-v1", 3, backend=backend, seed=5, backend_kwargs=options_for(backend)
+        ) as envs:
             samples.append([envs.action_space.sample().tolist() for _ in range(5)])
     assert samples[0] == samples[1]
 
@@ -480,7 +496,9 @@ def test_the_batched_action_space_keeps_env_0s_generator_as_in_gymnasium(backend
 def test_discrete_action_values_reach_the_env_as_in_gymnasium(backend):
     # Gymnasium checks no action values: an env may take values outside its space (the suite's
     # test_final_obs_info steps Discrete(4) envs with 4). Count, shape and dtype are still checked.
-    with torchwm.make_vec_from_fns([ActionRecorder] * 2, backend=backend, backend_kwargs=options_for(backend)) as envs:
+    with torchwm.make_vec_from_fns(
+        [ActionRecorder] * 2, backend=backend, backend_kwargs=options_for(backend)
+    ) as envs:
         envs.reset(seed=0)
         obs = envs.step(np.array([7, -1]))[0]
         assert obs[:, 0].tolist() == [7.0, -1.0]
@@ -513,40 +531,57 @@ def test_shmem_refuses_graph_and_sequence_with_gymnasiums_type_error():
     phrase = "has a dynamic shape so its not possible to make a static shared memory"
     for kind in ["graph", "sequence", "tuple_of_sequence"]:
         with pytest.raises(TypeError, match=phrase) as caught:
-            torchwm.make_vec_from_fns([functools.partial(SpaceEnv, kind)] * 2, backend="shmem",
-                                      backend_kwargs=PROCESS_OPTIONS)
+            torchwm.make_vec_from_fns(
+                [functools.partial(SpaceEnv, kind)] * 2, backend="shmem", backend_kwargs=PROCESS_OPTIONS
+            )
         assert isinstance(caught.value, UnsupportedStackError) and "backend='subproc'" in str(caught.value)
     with pytest.raises(UnsupportedStackError) as caught:
-        torchwm.make_vec_from_fns([functools.partial(SpaceEnv, "text")] * 2, backend="shmem",
-                                  backend_kwargs=PROCESS_OPTIONS)
+        torchwm.make_vec_from_fns(
+            [functools.partial(SpaceEnv, "text")] * 2, backend="shmem", backend_kwargs=PROCESS_OPTIONS
+        )
     assert not isinstance(caught.value, TypeError)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_messages_start_with_gymnasiums_sentence(backend):
-    with torchwm.make_vec("CartPole-v1", 3, backend=backend, autoreset_mode="disabled",
-                          backend_kwargs=options_for(backend)) as envs:
+    with torchwm.make_vec(
+        "CartPole-v1", 3, backend=backend, autoreset_mode="disabled", backend_kwargs=options_for(backend)
+    ) as envs:
         envs.reset(seed=0)
-        with pytest.raises(ValueError, match=re.escape("`options['reset_mask']` must have shape `(3,)`, got (1,)")):
+        with pytest.raises(
+            ValueError, match=re.escape("`options['reset_mask']` must have shape `(3,)`, got (1,)")
+        ):
             envs.reset(options={"reset_mask": np.array([True])})
-        with pytest.raises(TypeError, match=re.escape("`options['reset_mask']` must have `dtype=np.bool_`, got int64")):
+        with pytest.raises(
+            TypeError, match=re.escape("`options['reset_mask']` must have `dtype=np.bool_`, got int64")
+        ):
             envs.reset(options={"reset_mask": np.array([1, 1, 0])})
-        with pytest.raises(ValueError, match=re.escape("at least one True value, got reset_mask=[False False False]")):
+        with pytest.raises(
+            ValueError, match=re.escape("at least one True value, got reset_mask=[False False False]")
+        ):
             envs.reset(options={"reset_mask": np.zeros(3, dtype=bool)})
-        with pytest.raises(gym.error.NoAsyncCallError,
-                           match=re.escape("Calling `step_wait` without any prior call to `step_async`.")):
+        with pytest.raises(
+            gym.error.NoAsyncCallError,
+            match=re.escape("Calling `step_wait` without any prior call to `step_async`."),
+        ):
             envs.step_wait()
         envs.step_async(np.zeros(3, dtype=np.int64))
-        with pytest.raises(gym.error.AlreadyPendingCallError,
-                           match=re.escape("Calling `step_async` while waiting for a pending call to `step` to complete")):
+        with pytest.raises(
+            gym.error.AlreadyPendingCallError,
+            match=re.escape("Calling `step_async` while waiting for a pending call to `step` to complete"),
+        ):
             envs.step_async(np.zeros(3, dtype=np.int64))
         envs.step_wait()
     odd = [lambda: gym.make("CartPole-v1"), lambda: gym.make("FrozenLake-v1")]
     cls = {"sync": "SyncVectorEnv", "subproc": "SubprocVectorEnv", "shmem": "ShmemVectorEnv"}[backend]
-    with pytest.raises(RuntimeError, match=re.escape(
+    with pytest.raises(
+        RuntimeError,
+        match=re.escape(
             f"{cls}(..., observation_mode='same') however the sub-environments observation spaces "
             "are not equivalent. "
-            f"(env 1 has observation space Discrete(16)")):
+            f"(env 1 has observation space Discrete(16)"
+        ),
+    ):
         torchwm.make_vec_from_fns(odd, backend=backend, backend_kwargs=options_for(backend))
 
 
@@ -555,15 +590,24 @@ def test_messages_start_with_gymnasiums_sentence(backend):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_reset_async_and_reset_wait_follow_gymnasiums_rules(backend):
-    with torchwm.make_vec("CartPole-v1", 2, backend=backend, backend_kwargs=options_for(backend)) as envs, \
-            torchwm.make_vec("CartPole-v1", 2, backend="sync") as reference:
-        with pytest.raises(gym.error.NoAsyncCallError, match="Calling `reset_wait` without any prior call to `reset_async`"):
+    with (
+        torchwm.make_vec("CartPole-v1", 2, backend=backend, backend_kwargs=options_for(backend)) as envs,
+        torchwm.make_vec("CartPole-v1", 2, backend="sync") as reference,
+    ):
+        with pytest.raises(
+            gym.error.NoAsyncCallError, match="Calling `reset_wait` without any prior call to `reset_async`"
+        ):
             envs.reset_wait()
         with pytest.raises(ValueError, match="seeds"):  # checked by reset_async, as Gymnasium does
             envs.reset_async(seed=[1, 2, 3])
         envs.reset_async(seed=4)
-        for call in (lambda: envs.step_async(np.array([0, 1])), lambda: envs.reset_async(),
-                     lambda: envs.reset(), lambda: envs.get_attr("spec"), lambda: envs.set_attr("x", 1)):
+        for call in (
+            lambda: envs.step_async(np.array([0, 1])),
+            lambda: envs.reset_async(),
+            lambda: envs.reset(),
+            lambda: envs.get_attr("spec"),
+            lambda: envs.set_attr("x", 1),
+        ):
             with pytest.raises(gym.error.AlreadyPendingCallError, match="pending call to `reset`") as caught:
                 call()
             assert caught.value.name == "reset"
@@ -576,8 +620,10 @@ def test_reset_async_and_reset_wait_follow_gymnasiums_rules(backend):
             envs.reset_wait()
         assert np.array_equal(envs.step(np.array([0, 1]))[0], reference.step(np.array([0, 1]))[0])
         envs.step_async(np.array([1, 1]))
-        with pytest.raises(gym.error.AlreadyPendingCallError,
-                           match=re.escape("Calling `reset_async` while waiting for a pending call to `step` to complete")):
+        with pytest.raises(
+            gym.error.AlreadyPendingCallError,
+            match=re.escape("Calling `reset_async` while waiting for a pending call to `step` to complete"),
+        ):
             envs.reset_async()
         envs.step_wait()
 
@@ -601,12 +647,17 @@ def test_reset_wait_keeps_its_own_timeout_and_the_env_works_after(backend):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_close_warns_about_a_pending_call_as_gymnasium_does(backend):
-    for pending, start in [("step", lambda e: e.step_async(np.array([0, 1]))), ("reset", lambda e: e.reset_async())]:
+    for pending, start in [
+        ("step", lambda e: e.step_async(np.array([0, 1]))),
+        ("reset", lambda e: e.reset_async()),
+    ]:
         envs = torchwm.make_vec("CartPole-v1", 2, backend=backend, backend_kwargs=options_for(backend))
         envs.reset(seed=0)
         start(envs)
-        with pytest.warns(UserWarning, match=re.escape(
-                f"Calling `close` while waiting for a pending call to `{pending}` to complete.")):
+        with pytest.warns(
+            UserWarning,
+            match=re.escape(f"Calling `close` while waiting for a pending call to `{pending}` to complete."),
+        ):
             envs.close(terminate=True)
         assert envs.closed
     with torchwm.make_vec("CartPole-v1", 2, backend=backend, backend_kwargs=options_for(backend)) as envs:
@@ -642,11 +693,15 @@ class BoundedBoxEnv(gym.Env):
 
 
 def bounded_fns(highs, sizes=None):
-    return [functools.partial(BoundedBoxEnv, high, size) for high, size in zip(highs, sizes or [2] * len(highs))]
+    return [
+        functools.partial(BoundedBoxEnv, high, size) for high, size in zip(highs, sizes or [2] * len(highs))
+    ]
 
 
-@pytest.mark.parametrize(("backend", "inline"), [("sync", False), ("subproc", False), ("subproc", True),
-                                              ("shmem", False), ("shmem", True)])
+@pytest.mark.parametrize(
+    ("backend", "inline"),
+    [("sync", False), ("subproc", False), ("subproc", True), ("shmem", False), ("shmem", True)],
+)
 def test_observation_mode_different_batches_as_gymnasium_does(backend, inline):
     fns = bounded_fns([1.0, 2.0, 3.0, 4.0])
     options = options_for(backend, observation_mode="different", **({"inline": True} if inline else {}))
@@ -655,7 +710,9 @@ def test_observation_mode_different_batches_as_gymnasium_does(backend, inline):
         assert envs.observation_space == reference.observation_space
         assert envs.single_observation_space == reference.single_observation_space
         assert np.array_equal(envs.reset(seed=3)[0], reference.reset(seed=3)[0])
-        assert np.array_equal(envs.step(np.zeros(4, dtype=np.int64))[0], reference.step(np.zeros(4, dtype=np.int64))[0])
+        assert np.array_equal(
+            envs.step(np.zeros(4, dtype=np.int64))[0], reference.step(np.zeros(4, dtype=np.int64))[0]
+        )
     reference.close()
 
 
@@ -663,31 +720,48 @@ def test_observation_mode_different_batches_as_gymnasium_does(backend, inline):
 def test_observation_mode_is_checked_as_gymnasium_checks_it(backend):
     started = set(multiprocessing.active_children())
     with pytest.raises(ValueError, match="Invalid `observation_mode`"):
-        torchwm.make_vec_from_fns(bounded_fns([1.0, 1.0]), backend=backend,
-                                  backend_kwargs=options_for(backend, observation_mode="differnt"))
+        torchwm.make_vec_from_fns(
+            bounded_fns([1.0, 1.0]),
+            backend=backend,
+            backend_kwargs=options_for(backend, observation_mode="differnt"),
+        )
     with pytest.raises(TypeError, match="both elements of observation_mode to be Spaces"):
-        torchwm.make_vec_from_fns(bounded_fns([1.0, 1.0]), backend=backend,
-                                  backend_kwargs=options_for(backend, observation_mode=("a", "b")))
+        torchwm.make_vec_from_fns(
+            bounded_fns([1.0, 1.0]),
+            backend=backend,
+            backend_kwargs=options_for(backend, observation_mode=("a", "b")),
+        )
     assert set(multiprocessing.active_children()) == started  # refused before any worker started
     # Under "different", spaces of another shape; under "same", other bounds: RuntimeError naming the env.
     with pytest.raises(RuntimeError, match="do not share a common shape and dtype: env 2"):
-        torchwm.make_vec_from_fns(bounded_fns([1.0, 1.0, 1.0], [2, 2, 3]), backend=backend,
-                                  backend_kwargs=options_for(backend, observation_mode="different"))
+        torchwm.make_vec_from_fns(
+            bounded_fns([1.0, 1.0, 1.0], [2, 2, 3]),
+            backend=backend,
+            backend_kwargs=options_for(backend, observation_mode="different"),
+        )
     with pytest.raises(RuntimeError, match="If this is intentional, use `observation_mode='different'`"):
-        torchwm.make_vec_from_fns(bounded_fns([1.0, 2.0]), backend=backend, backend_kwargs=options_for(backend))
+        torchwm.make_vec_from_fns(
+            bounded_fns([1.0, 2.0]), backend=backend, backend_kwargs=options_for(backend)
+        )
     # A (batched, single) pair is taken as given, as Gymnasium takes it.
     batched, single = spaces.Box(0, 9, (2, 2), np.float32), spaces.Box(0, 9, (2,), np.float32)
-    with torchwm.make_vec_from_fns(bounded_fns([1.0, 2.0]), backend=backend,
-                                   backend_kwargs=options_for(backend, observation_mode=(batched, single))) as envs:
+    with torchwm.make_vec_from_fns(
+        bounded_fns([1.0, 2.0]),
+        backend=backend,
+        backend_kwargs=options_for(backend, observation_mode=(batched, single)),
+    ) as envs:
         assert envs.observation_space == batched and envs.single_observation_space == single
         assert envs.reset(seed=0)[0].shape == (2, 2)
 
 
 def test_make_vec_maps_gymnasiums_observation_mode():
-    with torchwm.make_vec("CartPole-v1", 2, vectorization_mode="sync",
-                          vector_kwargs={"observation_mode": "different"}) as envs:
+    with torchwm.make_vec(
+        "CartPole-v1", 2, vectorization_mode="sync", vector_kwargs={"observation_mode": "different"}
+    ) as envs:
         assert envs.spec.backend_kwargs["observation_mode"] == "different"
-        assert envs.observation_space == gym.vector.utils.batch_differing_spaces([envs.single_observation_space] * 2)
+        assert envs.observation_space == gym.vector.utils.batch_differing_spaces(
+            [envs.single_observation_space] * 2
+        )
 
 
 # -- infos of partial resets and of same-step autoresets --------------------------------------------
@@ -729,8 +803,9 @@ def test_infos_of_envs_not_reset_are_not_reported_as_in_gymnasium(backend):
     Gymnasium's SyncVectorEnv does; the other envs' rows have no entry."""
     fns = [functools.partial(InfoEnv, length) for length in (2, 3, 4)]
     reference = gym.vector.SyncVectorEnv(fns, autoreset_mode=gym.vector.AutoresetMode.DISABLED)
-    envs = torchwm.make_vec_from_fns(fns, backend=backend, autoreset_mode="disabled",
-                                     backend_kwargs=options_for(backend))
+    envs = torchwm.make_vec_from_fns(
+        fns, backend=backend, autoreset_mode="disabled", backend_kwargs=options_for(backend)
+    )
     assert_infos_equal(envs.reset(seed=0)[1], reference.reset(seed=0)[1])
     for _ in range(4):
         got, expected = envs.step(np.ones(3, np.int64)), reference.step(np.ones(3, np.int64))
@@ -749,8 +824,9 @@ def test_infos_of_envs_not_reset_are_not_reported_as_in_gymnasium(backend):
 def test_final_info_and_final_obs_in_same_step_mode_as_in_gymnasium(backend):
     fns = [functools.partial(InfoEnv, length) for length in (2, 3, 4)]
     reference = gym.vector.SyncVectorEnv(fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-    envs = torchwm.make_vec_from_fns(fns, backend=backend, autoreset_mode="same_step",
-                                     backend_kwargs=options_for(backend))
+    envs = torchwm.make_vec_from_fns(
+        fns, backend=backend, autoreset_mode="same_step", backend_kwargs=options_for(backend)
+    )
     envs.reset(seed=0), reference.reset(seed=0)
     ends = 0
     for _ in range(5):

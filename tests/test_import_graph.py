@@ -15,7 +15,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 # torchwm and the two plugins of this repository, each a graph of its own.
-PACKAGE_DIRS = [ROOT / "torchwm", ROOT / "plugins/torchwm-ray/torchwm_ray", ROOT / "plugins/torchwm-envpool/torchwm_envpool"]
+PACKAGE_DIRS = [
+    ROOT / "torchwm",
+    ROOT / "plugins/torchwm-ray/torchwm_ray",
+    ROOT / "plugins/torchwm-envpool/torchwm_envpool",
+]
 
 
 def module_name(package_dir: Path, path: Path) -> str:

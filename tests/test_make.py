@@ -66,10 +66,22 @@ def test_ale_source_gives_the_gym_sources_arrays():
         ({"size": (64, -1)}, ValueError, "size must be two positive ints"),
         ({"seed": -1}, ValueError, "seed must be an int >= 0"),
         ({"autoreset_mode": "sometimes"}, ValueError, "autoreset_mode must be one of"),
-        ({"wrappers": [{"name": "frame_stack", "stack": 4}]}, TypeError, "has no option 'stack' \\(did you mean 'stack_size'\\?\\); its options are: stack_size, padding"),
-        ({"wrappers": [{"name": "frame_stack", "stack_size": "four"}]}, TypeError, "option 'stack_size' expected int, got 'four'"),
+        (
+            {"wrappers": [{"name": "frame_stack", "stack": 4}]},
+            TypeError,
+            "has no option 'stack' \\(did you mean 'stack_size'\\?\\); its options are: stack_size, padding",
+        ),
+        (
+            {"wrappers": [{"name": "frame_stack", "stack_size": "four"}]},
+            TypeError,
+            "option 'stack_size' expected int, got 'four'",
+        ),
         ({"wrappers": [{"name": "frame_stack", "padding": "mirror"}]}, TypeError, "option 'padding'"),
-        ({"wrappers": ["atari_preprocessing"]}, ValueError, "works only on atari envs, and 'CartPole-v1' is not one"),
+        (
+            {"wrappers": ["atari_preprocessing"]},
+            ValueError,
+            "works only on atari envs, and 'CartPole-v1' is not one",
+        ),
         ({"wrappers": [{"stack_size": 4}]}, ValueError, "needs a 'name' key"),
         ({"wrappers": "frame_stack"}, TypeError, "must be a list of wrappers"),
         ({"wrappers": [3]}, TypeError, "a wrapper must be a name"),
@@ -87,8 +99,13 @@ def test_unknown_env_id():
 
 # Values of every kind for every argument: make_vec must answer with a clear error or an env, nothing else.
 anything = st.one_of(
-    st.none(), st.booleans(), st.integers(-3, 70), st.floats(allow_nan=True), st.text(max_size=12),
-    st.lists(st.integers(-2, 100), max_size=3), st.dictionaries(st.text(max_size=6), st.integers(), max_size=2),
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 70),
+    st.floats(allow_nan=True),
+    st.text(max_size=12),
+    st.lists(st.integers(-2, 100), max_size=3),
+    st.dictionaries(st.text(max_size=6), st.integers(), max_size=2),
 )
 
 
@@ -97,19 +114,39 @@ anything = st.one_of(
     env_id=st.one_of(st.sampled_from(["CartPole-v1", "pong", "ALE/Pnog-v5", ""]), anything),
     num_envs=anything,
     backend=st.one_of(st.sampled_from(["sync", "snyc"]), anything),
-    wrappers=st.one_of(st.none(), st.lists(st.one_of(st.sampled_from(["frame_stack", "clip_reward", "nope"]),
-                                                    st.fixed_dictionaries({"name": st.just("frame_stack")}, optional={"stack_size": anything, "padding": anything}),
-                                                    anything), max_size=2)),
+    wrappers=st.one_of(
+        st.none(),
+        st.lists(
+            st.one_of(
+                st.sampled_from(["frame_stack", "clip_reward", "nope"]),
+                st.fixed_dictionaries(
+                    {"name": st.just("frame_stack")}, optional={"stack_size": anything, "padding": anything}
+                ),
+                anything,
+            ),
+            max_size=2,
+        ),
+    ),
     seed=anything,
     autoreset_mode=st.one_of(st.sampled_from(["next_step", "same_step", "disabled"]), anything),
     size=anything,
     backend_kwargs=st.one_of(st.none(), anything),
 )
-def test_fuzz_make_vec_only_raises_clear_errors(env_id, num_envs, backend, wrappers, seed, autoreset_mode, size, backend_kwargs):
+def test_fuzz_make_vec_only_raises_clear_errors(
+    env_id, num_envs, backend, wrappers, seed, autoreset_mode, size, backend_kwargs
+):
     num_envs = 1 if num_envs is None else num_envs
     try:
-        envs = torchwm.make_vec(env_id, num_envs, backend=backend, wrappers=wrappers,
-                                seed=seed, autoreset_mode=autoreset_mode, size=size, backend_kwargs=backend_kwargs)
+        envs = torchwm.make_vec(
+            env_id,
+            num_envs,
+            backend=backend,
+            wrappers=wrappers,
+            seed=seed,
+            autoreset_mode=autoreset_mode,
+            size=size,
+            backend_kwargs=backend_kwargs,
+        )
     except (ValueError, TypeError, LookupError):
         return
     with envs:
@@ -117,6 +154,7 @@ def test_fuzz_make_vec_only_raises_clear_errors(env_id, num_envs, backend, wrapp
 
 
 # -- the trial's small things (issue 27, item 7) -------------------------------------------------------------
+
 
 def test_an_env_kwarg_of_a_wrapper_names_the_wrapper():
     """``frame_skip=4`` on an ALE id: Gymnasium's exception type (TypeError), with the wrapper that takes
@@ -141,33 +179,43 @@ def run_script(tmp_path, text, timeout=300):
 
     script = tmp_path / "script.py"
     script.write_text(text)
-    return subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=timeout, cwd=tmp_path)
+    return subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=timeout, cwd=tmp_path
+    )
 
 
 def test_the_ale_banner_is_printed_at_most_once(tmp_path):
-    out = run_script(tmp_path, (
-        "import numpy as np, torchwm\n"
-        "if __name__ == '__main__':\n"
-        "    for backend, context in (('shmem', 'forkserver'), ('subproc', 'spawn')):\n"
-        "        with torchwm.make_vec('ALE/Pong-v5', 4, backend=backend, seed=0,\n"
-        "                              backend_kwargs={'num_workers': 2, 'context': context}) as envs:\n"
-        "            envs.reset()\n"
-        "    with torchwm.make_vec('ALE/Pong-v5', 2, backend='sync', seed=0) as envs:\n"
-        "        envs.reset()\n"
-    ))
+    out = run_script(
+        tmp_path,
+        (
+            "import numpy as np, torchwm\n"
+            "if __name__ == '__main__':\n"
+            "    for backend, context in (('shmem', 'forkserver'), ('subproc', 'spawn')):\n"
+            "        with torchwm.make_vec('ALE/Pong-v5', 4, backend=backend, seed=0,\n"
+            "                              backend_kwargs={'num_workers': 2, 'context': context}) as envs:\n"
+            "            envs.reset()\n"
+            "    with torchwm.make_vec('ALE/Pong-v5', 2, backend='sync', seed=0) as envs:\n"
+            "        envs.reset()\n"
+        ),
+    )
     assert out.returncode == 0, out.stderr
     assert (out.stdout + out.stderr).count("A.L.E: Arcade Learning Environment") <= 1, out.stdout + out.stderr
 
 
 @pytest.mark.parametrize("backend", ["shmem", "subproc"])
 def test_spawn_without_a_main_guard_prints_the_helpful_line_only(backend, tmp_path):
-    out = run_script(tmp_path, (
-        "import torchwm\n"
-        f"envs = torchwm.make_vec('CartPole-v1', 2, backend={backend!r},\n"
-        "                        backend_kwargs={'num_workers': 2, 'context': 'spawn'})\n"
-    ))
+    out = run_script(
+        tmp_path,
+        (
+            "import torchwm\n"
+            f"envs = torchwm.make_vec('CartPole-v1', 2, backend={backend!r},\n"
+            "                        backend_kwargs={'num_workers': 2, 'context': 'spawn'})\n"
+        ),
+    )
     assert out.returncode == 1
     lines = out.stderr.strip().splitlines()
     assert "if __name__ == '__main__':" in lines[-1] and lines[-1].startswith("torchwm.errors.WorkerError")
     # the parent's one error; none of the workers' tracebacks (each used to print its own, twice)
-    assert out.stderr.count("Traceback") == 1 and "RuntimeError" not in out.stderr and len(lines) < 25, out.stderr
+    assert out.stderr.count("Traceback") == 1 and "RuntimeError" not in out.stderr and len(lines) < 25, (
+        out.stderr
+    )

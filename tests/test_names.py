@@ -28,7 +28,9 @@ def test_v4_noframeskip_keeps_its_own_defaults():
 
 
 def test_user_kwargs_override_registered_defaults():
-    assert names.resolve("pong", {"repeat_action_probability": 0.0}).kwargs["repeat_action_probability"] == 0.0
+    assert (
+        names.resolve("pong", {"repeat_action_probability": 0.0}).kwargs["repeat_action_probability"] == 0.0
+    )
 
 
 def test_gymnasium_ids_are_generic():

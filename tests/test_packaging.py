@@ -33,8 +33,13 @@ PLUGINS = sorted((ROOT / "plugins").glob("torchwm-*/pyproject.toml"))
 def documented_files() -> list[Path]:
     """Where a user reads an install command: the README, docs, plugin READMEs, configs and the package's
     messages."""
-    files = [ROOT / "README.md", *sorted((ROOT / "docs").glob("**/*.md")), *sorted((ROOT / "plugins").glob("*/README.md")),
-             *sorted((ROOT / "torchwm").glob("**/*.py")), *sorted((ROOT / "torchwm" / "configs").glob("*.*"))]
+    files = [
+        ROOT / "README.md",
+        *sorted((ROOT / "docs").glob("**/*.md")),
+        *sorted((ROOT / "plugins").glob("*/README.md")),
+        *sorted((ROOT / "torchwm").glob("**/*.py")),
+        *sorted((ROOT / "torchwm" / "configs").glob("*.*")),
+    ]
     return [f for f in files if f.is_file()]
 
 
@@ -118,13 +123,18 @@ def test_the_installed_torchwm_is_this_project_from_a_local_source():
     """Run under the README's test command (CI), this checks pip took torchwm from the checkout."""
     # The torchwm.egg-info that pip's in-tree build leaves in the checkout is not an install: skip it
     # (the checkout's root is on sys.path under `python -m pytest`).
-    installed = [d for d in importlib.metadata.distributions(name="torchwm")
-                 if Path(str(d.locate_file(""))).resolve() != ROOT]
+    installed = [
+        d
+        for d in importlib.metadata.distributions(name="torchwm")
+        if Path(str(d.locate_file(""))).resolve() != ROOT
+    ]
     assert installed, "torchwm is not installed"
     for dist in installed:
         assert dist.metadata["Summary"] == PYPROJECT["project"]["description"]
         direct_url = dist.read_text("direct_url.json")
-        assert direct_url is not None, "torchwm was installed from an index, not from a checkout or a local file"
+        assert direct_url is not None, (
+            "torchwm was installed from an index, not from a checkout or a local file"
+        )
         assert json.loads(direct_url)["url"].startswith("file://")
 
 
@@ -132,19 +142,38 @@ def test_no_file_refers_to_a_design_document_the_repository_does_not_have():
     missing = "DESIGN" + ".md"  # spelt in two parts so that this file does not refer to it either
     assert not (ROOT / missing).exists()
     tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True)
-    files = tracked.stdout.split() if tracked.returncode == 0 else [str(p.relative_to(ROOT)) for p in documented_files()]
-    offenders = [name for name in files if (ROOT / name).is_file()
-                 and missing in (ROOT / name).read_text(encoding="utf-8", errors="replace")]
+    files = (
+        tracked.stdout.split()
+        if tracked.returncode == 0
+        else [str(p.relative_to(ROOT)) for p in documented_files()]
+    )
+    offenders = [
+        name
+        for name in files
+        if (ROOT / name).is_file() and missing in (ROOT / name).read_text(encoding="utf-8", errors="replace")
+    ]
     assert offenders == []
 
 
 def test_the_wheel_holds_the_configs_the_typing_marker_and_the_license(tmp_path):
     source = tmp_path / "src"
-    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info",
-                                                                "__pycache__", ".pytest_cache", "plugins", "tests"))
-    result = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "out"),
-                             str(source)], capture_output=True, text=True, timeout=600)
-    if result.returncode != 0 and "Could not find a version that satisfies the requirement setuptools" in result.stderr:
+    shutil.copytree(
+        ROOT,
+        source,
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", "plugins", "tests"
+        ),
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "out"), str(source)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if (
+        result.returncode != 0
+        and "Could not find a version that satisfies the requirement setuptools" in result.stderr
+    ):
         pytest.skip("no package index reachable to fetch setuptools>=77 for the build")
     assert result.returncode == 0, result.stderr[-3000:]
     (wheel,) = (tmp_path / "out").glob("torchwm-*.whl")
@@ -156,8 +185,12 @@ def test_the_wheel_holds_the_configs_the_typing_marker_and_the_license(tmp_path)
     assert "torchwm/py.typed" in names
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     assert "License-Expression: MIT" in metadata and "Classifier: License ::" not in metadata
-    core = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:") and "extra ==" not in line]
-    assert core and not any(heavy in line for line in core for heavy in ("matplotlib", "pygame", "torch ", "classic-control"))
+    core = [
+        line for line in metadata.splitlines() if line.startswith("Requires-Dist:") and "extra ==" not in line
+    ]
+    assert core and not any(
+        heavy in line for line in core for heavy in ("matplotlib", "pygame", "torch ", "classic-control")
+    )
 
 
 def test_the_readme_extras_table_lists_every_extra():

@@ -35,15 +35,22 @@ def torchwm_imports(tree: ast.AST) -> list[tuple[int, str]]:
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             if node.module == "torchwm":
-                found += [(node.lineno, f"torchwm.{alias.name}" if _is_module(f"torchwm.{alias.name}")
-                           else "torchwm") for alias in node.names]
+                found += [
+                    (
+                        node.lineno,
+                        f"torchwm.{alias.name}" if _is_module(f"torchwm.{alias.name}") else "torchwm",
+                    )
+                    for alias in node.names
+                ]
             else:
                 found.append((node.lineno, node.module))
     return [(line, name) for line, name in found if name == "torchwm" or name.startswith("torchwm.")]
 
 
 def _is_module(name: str) -> bool:
-    return (ROOT / Path(*name.split("."))).is_dir() or (ROOT / Path(*name.split("."))).with_suffix(".py").is_file()
+    return (ROOT / Path(*name.split("."))).is_dir() or (ROOT / Path(*name.split("."))).with_suffix(
+        ".py"
+    ).is_file()
 
 
 def forbidden_imports(path: Path, root: Path = ROOT) -> list[str]:
@@ -71,14 +78,18 @@ def forbidden_imports(path: Path, root: Path = ROOT) -> list[str]:
 
 def test_the_check_finds_an_internal_import(tmp_path):
     plugin = tmp_path / "plugin.py"
-    plugin.write_text('"""A plugin.\n\n>>> from torchwm.vector.pool import WorkerPool\n"""\n\n'
-                      "import torchwm\nfrom torchwm.plugin_api import Transport\nfrom torchwm.spec import VecSpec\n"
-                      "from torchwm import factory\n")
+    plugin.write_text(
+        '"""A plugin.\n\n>>> from torchwm.vector.pool import WorkerPool\n"""\n\n'
+        "import torchwm\nfrom torchwm.plugin_api import Transport\nfrom torchwm.spec import VecSpec\n"
+        "from torchwm import factory\n"
+    )
     found = torchwm_imports(ast.parse(plugin.read_text()))
     assert (8, "torchwm.spec") in found and (9, "torchwm.factory") in found and (6, "torchwm") in found
     assert forbidden_imports(plugin, root=tmp_path) == [
-        "plugin.py:3: imports torchwm.vector.pool", "plugin.py:8: imports torchwm.spec",
-        "plugin.py:9: imports torchwm.factory"]
+        "plugin.py:3: imports torchwm.vector.pool",
+        "plugin.py:8: imports torchwm.spec",
+        "plugin.py:9: imports torchwm.factory",
+    ]
 
 
 def test_there_are_plugins_to_check():
@@ -92,8 +103,11 @@ def test_plugins_import_only_the_plugin_api(path):
 
 @pytest.mark.parametrize("page", PLUGIN_PAGES, ids=lambda path: path.name)
 def test_the_plugin_pages_import_only_the_plugin_api(page):
-    found = [name for block in FENCE.findall(page.read_text(encoding="utf-8"))
-             for _, name in torchwm_imports(ast.parse(block))]
+    found = [
+        name
+        for block in FENCE.findall(page.read_text(encoding="utf-8"))
+        for _, name in torchwm_imports(ast.parse(block))
+    ]
     assert [name for name in found if name not in ALLOWED_IN_DOCS] == []
 
 
@@ -104,9 +118,29 @@ def test_every_declared_name_exists():
 
 
 def test_the_api_holds_what_a_transport_author_needs():
-    needed = {"Transport", "Deadline", "WorkerGone", "StepLost", "Batch", "WorkerPayload", "PoolSettings",
-              "WorkerPool", "split_envs", "check_count", "check_timeout", "check_batch_size", "Step", "Reset",
-              "ErrorReply", "error_reply", "EnvGroup", "VecSpec", "VectorEnv", "parse_for", "hookimpl"}
+    needed = {
+        "Transport",
+        "Deadline",
+        "WorkerGone",
+        "StepLost",
+        "Batch",
+        "WorkerPayload",
+        "PoolSettings",
+        "WorkerPool",
+        "split_envs",
+        "check_count",
+        "check_timeout",
+        "check_batch_size",
+        "Step",
+        "Reset",
+        "ErrorReply",
+        "error_reply",
+        "EnvGroup",
+        "VecSpec",
+        "VectorEnv",
+        "parse_for",
+        "hookimpl",
+    }
     assert needed <= set(torchwm.plugin_api.__all__)
     assert torchwm.plugin_api.VectorEnv is torchwm.VectorEnv
     assert torchwm.plugin_api.hookimpl is torchwm.hookimpl

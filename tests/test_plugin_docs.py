@@ -45,8 +45,11 @@ def test_every_hook_is_documented_with_its_exact_signature(hook):
 
 def test_the_register_callback_is_documented_with_its_exact_signature():
     parameters = list(inspect.signature(hookspecs.Register.__call__).parameters.values())[1:]  # without self
-    signature = str(inspect.Signature(parameters, return_annotation=inspect.signature(
-        hookspecs.Register.__call__).return_annotation)).replace("'", "")
+    signature = str(
+        inspect.Signature(
+            parameters, return_annotation=inspect.signature(hookspecs.Register.__call__).return_annotation
+        )
+    ).replace("'", "")
     assert f"register{signature}" in HOOKS_PAGE.read_text()
 
 
@@ -60,7 +63,9 @@ def example_package(page: str) -> tuple[str, str, str]:
     """(distribution's pyproject.toml, module name, module text) of the page's example plugin: the first
     ```toml block with an entry point and the first ```python block, taken from the page as written."""
     blocks = FENCE.findall((DOCS / page).read_text())
-    pyproject = next(text for kind, text in blocks if kind == "toml" and "[project.entry-points.torchwm]" in text)
+    pyproject = next(
+        text for kind, text in blocks if kind == "toml" and "[project.entry-points.torchwm]" in text
+    )
     module_text = next(text for kind, text in blocks if kind == "python")
     (module_name,) = tomllib.loads(pyproject)["project"]["entry-points"]["torchwm"].values()
     return pyproject, module_name, module_text
@@ -74,18 +79,36 @@ def install_example(page: str, root: Path) -> tuple[Path, str]:
     (source / module_name).mkdir(parents=True)
     (source / module_name / "__init__.py").write_text(module_text)
     if "[build-system]" not in pyproject:
-        pyproject = '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n\n' + pyproject
+        pyproject = (
+            '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n\n'
+            + pyproject
+        )
     (source / "pyproject.toml").write_text(pyproject)
     target = root / "site"
     result = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index",
-         "--target", str(target), str(source)], capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--target",
+            str(target),
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr
     entry_points = tomllib.loads(pyproject)["project"]["entry-points"]["torchwm"]
     return target, next(iter(entry_points))
 
 
-USE_BACKEND = '''
+USE_BACKEND = """
 import sys
 import numpy as np
 import torchwm
@@ -98,16 +121,25 @@ with torchwm.make_vec("CartPole-v1", 4, backend=name, seed=0, backend_kwargs=opt
     actions = np.ones(4, dtype=np.int64)
     assert np.array_equal(envs.step(actions)[0], reference.step(actions)[0])
 print("ok")
-'''
+"""
 
 
 @pytest.mark.parametrize("page", ["transport.md", "tutorial.md"])
 def test_the_docs_example_plugin_installs_and_runs_as_written(page, tmp_path):
     site, name = install_example(page, tmp_path)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])),
+    }
     env.pop(plugins.REPORTED_ENV, None)
-    out = subprocess.run([sys.executable, "-c", USE_BACKEND, name], capture_output=True, text=True, env=env,
-                         timeout=300, cwd=tmp_path)
+    out = subprocess.run(
+        [sys.executable, "-c", USE_BACKEND, name],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert out.returncode == 0, out.stderr
     distribution = tomllib.loads((tmp_path / "src" / "pyproject.toml").read_text())["project"]["name"]
     assert out.stdout.split() == [name, distribution, "[]", "ok"]

@@ -114,7 +114,7 @@ def test_third_party_plugin_from_an_entry_point(tmp_path):
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: torchwm-counting\nVersion: 0.3\n")
     (dist / "entry_points.txt").write_text("[torchwm]\ncounting = torchwm_counting\n")
-    script = textwrap.dedent('''
+    script = textwrap.dedent("""
         import numpy as np, torchwm, torchwm_counting
         info = {b.name: b for b in torchwm.list_backends()}["counting"]
         print(info.plugin, info.distribution, info.version)
@@ -122,9 +122,15 @@ def test_third_party_plugin_from_an_entry_point(tmp_path):
         envs.reset()
         _, rewards, *_ = envs.step(np.zeros(2, dtype=np.int64))
         print(torchwm_counting.BUILT, rewards.tolist())
-    ''')
-    out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True,
-                         env={**__import__("os").environ, "PYTHONPATH": str(tmp_path)}, timeout=60)
+    """)
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, "PYTHONPATH": str(tmp_path)},
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     lines = out.stdout.strip().splitlines()
     assert lines[-2] == "counting torchwm-counting 0.3"
@@ -180,13 +186,19 @@ def install_fake_distribution(root, dist_name, entry_points):
 
 
 def run_python(script, path, **env):
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True,
-                          env={**__import__("os").environ, "PYTHONPATH": str(path), **env}, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, "PYTHONPATH": str(path), **env},
+        timeout=300,
+    )
 
 
 def test_broken_plugins_are_reported_once_and_everything_else_works(tmp_path):
     install_fake_distribution(tmp_path, "torchwm-broken", BROKEN_PLUGINS)
-    out = run_python('''
+    out = run_python(
+        """
         import numpy as np, torchwm
         for backend, options in (("sync", {}), ("shmem", {"num_workers": 2, "context": "spawn"})):
             with torchwm.make_vec("CartPole-v1", 2, backend=backend, seed=0, backend_kwargs=options) as envs:
@@ -194,15 +206,23 @@ def test_broken_plugins_are_reported_once_and_everything_else_works(tmp_path):
                 print(backend, envs.step(np.zeros(2, dtype=np.int64))[1].tolist())
         print(sorted(f.name for f in torchwm.plugins.failed_plugins()))
         print({b.name: b.plugin for b in torchwm.list_backends()}["sync"])
-    ''', tmp_path)
+    """,
+        tmp_path,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == [
-        "sync [1.0, 1.0]", "shmem [1.0, 1.0]", str(sorted(BROKEN_PLUGINS)), "torchwm.vector.sync"]
+        "sync [1.0, 1.0]",
+        "shmem [1.0, 1.0]",
+        str(sorted(BROKEN_PLUGINS)),
+        "torchwm.vector.sync",
+    ]
     lines = out.stderr.strip().splitlines()
     # one line each, in the parent only (the shmem workers load the plugins again and stay quiet)
     assert len(lines) == len(BROKEN_PLUGINS), out.stderr
     for name in BROKEN_PLUGINS:
-        line = next(line for line in lines if line.startswith(f"torchwm: plugin {name!r} (from torchwm-broken 0.1)"))
+        line = next(
+            line for line in lines if line.startswith(f"torchwm: plugin {name!r} (from torchwm-broken 0.1)")
+        )
         assert f"TORCHWM_DISABLE_PLUGINS={name}" in line or name == "torchwm.vector.sync"
     assert "the plugin name 'torchwm.vector.sync' is taken by torchwm" in out.stderr
     assert "this plugin is broken on purpose" in out.stderr  # what failed
@@ -211,7 +231,9 @@ def test_broken_plugins_are_reported_once_and_everything_else_works(tmp_path):
 
 
 def test_torchwm_list_shows_a_broken_plugin_and_its_error(tmp_path):
-    install_fake_distribution(tmp_path, "torchwm-broken", {"raises-at-import": BROKEN_PLUGINS["raises-at-import"]})
+    install_fake_distribution(
+        tmp_path, "torchwm-broken", {"raises-at-import": BROKEN_PLUGINS["raises-at-import"]}
+    )
     out = run_python("import sys, torchwm.cli; sys.exit(torchwm.cli.main(['list']))", tmp_path)
     assert out.returncode == 0, out.stderr
     row = next(line for line in out.stdout.splitlines() if "raises-at-import" in line)
@@ -220,30 +242,47 @@ def test_torchwm_list_shows_a_broken_plugin_and_its_error(tmp_path):
 
 
 def test_disabling_a_broken_plugin_silences_it(tmp_path):
-    install_fake_distribution(tmp_path, "torchwm-broken", {"raises-at-import": BROKEN_PLUGINS["raises-at-import"]})
-    out = run_python("import torchwm; torchwm.make_vec('CartPole-v1', backend='sync').close()", tmp_path,
-                     TORCHWM_DISABLE_PLUGINS="raises-at-import")
+    install_fake_distribution(
+        tmp_path, "torchwm-broken", {"raises-at-import": BROKEN_PLUGINS["raises-at-import"]}
+    )
+    out = run_python(
+        "import torchwm; torchwm.make_vec('CartPole-v1', backend='sync').close()",
+        tmp_path,
+        TORCHWM_DISABLE_PLUGINS="raises-at-import",
+    )
     assert out.returncode == 0 and out.stderr == "", out.stderr
 
 
 def test_a_plugin_that_registers_itself_on_import_is_registered_once(tmp_path):
     """The notebook style (``register_plugin(sys.modules[__name__], ...)`` at import), installed as a
     package."""
-    install_fake_distribution(tmp_path, "torchwm-selfreg", {"counting": THIRD_PARTY_PLUGIN + (
-        "\nimport sys\nimport torchwm.plugins\n"
-        "torchwm.plugins.register_plugin(sys.modules[__name__], name='counting')\n")})
-    out = run_python('''
+    install_fake_distribution(
+        tmp_path,
+        "torchwm-selfreg",
+        {
+            "counting": THIRD_PARTY_PLUGIN
+            + (
+                "\nimport sys\nimport torchwm.plugins\n"
+                "torchwm.plugins.register_plugin(sys.modules[__name__], name='counting')\n"
+            )
+        },
+    )
+    out = run_python(
+        """
         import torchwm
         info = {b.name: b for b in torchwm.list_backends()}["counting"]
         print(info.plugin, info.distribution, torchwm.plugins.failed_plugins())
         torchwm.make_vec("CartPole-v1", 2, backend="counting").close()
-    ''', tmp_path)
+    """,
+        tmp_path,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["counting", "torchwm-selfreg", "[]"] and out.stderr == ""
 
 
 def test_a_broken_runtime_plugin_still_raises(fresh_plugins):
     """register_plugin at run time: the caller is there to fix it, so its failure is an error, not a line."""
+
     class Plugin:
         @torchwm.hookimpl
         def register_backends(self, register):
@@ -254,7 +293,9 @@ def test_a_broken_runtime_plugin_still_raises(fresh_plugins):
         plugins.registry("backend")
 
 
-MISSPELT_HOOK_MODULE = "import torchwm\n\n@torchwm.hookimpl\ndef register_backend(register):\n    register('never', None)\n"
+MISSPELT_HOOK_MODULE = (
+    "import torchwm\n\n@torchwm.hookimpl\ndef register_backend(register):\n    register('never', None)\n"
+)
 
 
 def import_fake_plugin(monkeypatch, tmp_path, name, text):

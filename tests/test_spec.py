@@ -15,8 +15,15 @@ def test_default_atari_stack_is_explicit():
     assert spec.env_kwargs["frameskip"] == 1
     assert spec.env_kwargs["repeat_action_probability"] == 0.25
     assert [w.name for w in spec.wrappers] == ["atari_preprocessing", "frame_stack"]
-    assert spec.wrappers[0].kwargs == {"noop_max": 30, "frame_skip": 4, "screen_size": 84, "grayscale": True,
-                                       "terminal_on_life_loss": False, "scale_obs": False, "grayscale_newaxis": False}
+    assert spec.wrappers[0].kwargs == {
+        "noop_max": 30,
+        "frame_skip": 4,
+        "screen_size": 84,
+        "grayscale": True,
+        "terminal_on_life_loss": False,
+        "scale_obs": False,
+        "grayscale_newaxis": False,
+    }
     assert spec.wrappers[1].kwargs == {"stack_size": 4, "padding": "zero"}
     assert spec.autoreset_mode == "next_step" and spec.seed == 3
 
@@ -32,13 +39,21 @@ def test_empty_stack_keeps_the_ids_frameskip():
 
 def test_repr_shows_every_resolved_default():
     text = repr(resolve_spec("pong", 2, backend="sync"))
-    for part in ("'ALE/Pong-v5'", "repeat_action_probability': 0.25", "noop_max=30", "stack_size=4",
-                 "autoreset_mode='next_step'", "backend='sync'"):
+    for part in (
+        "'ALE/Pong-v5'",
+        "repeat_action_probability': 0.25",
+        "noop_max=30",
+        "stack_size=4",
+        "autoreset_mode='next_step'",
+        "backend='sync'",
+    ):
         assert part in text, part
 
 
 def test_dict_round_trip_and_pickle():
-    spec = resolve_spec("pong", 2, wrappers=["atari_preprocessing", {"name": "frame_stack", "stack_size": 2}], seed=1)
+    spec = resolve_spec(
+        "pong", 2, wrappers=["atari_preprocessing", {"name": "frame_stack", "stack_size": 2}], seed=1
+    )
     data = spec.to_dict()
     assert data["versions"]["gymnasium"]
     assert VecSpec.from_dict(data) == spec

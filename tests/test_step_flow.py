@@ -44,6 +44,7 @@ def _profiler(seen: set[str]):
             path = Path(frame.f_code.co_filename)
             if VECTOR in path.parents:
                 seen.add(path.relative_to(VECTOR).as_posix())
+
     return profile
 
 
@@ -82,8 +83,9 @@ def test_a_shmem_step_runs_in_the_files_the_page_lists(tmp_path):
 
     parent: set[str] = set()
     actions = np.ones(2, dtype=np.int64)
-    with torchwm.make_vec_from_fns([make, make], backend="shmem", seed=0,
-                                   backend_kwargs={"num_workers": 1, "context": "fork"}) as envs:
+    with torchwm.make_vec_from_fns(
+        [make, make], backend="shmem", seed=0, backend_kwargs={"num_workers": 1, "context": "fork"}
+    ) as envs:
         envs.reset(seed=0)
         for step in range(14):
             if step == 6:

@@ -47,6 +47,7 @@ def test_bad_device_is_refused():
 
 # -- torchwm.to_torch, the documented way in ----------------------------------------------------------------
 
+
 def test_torchwm_to_torch_is_the_documented_function_and_import_torchwm_does_not_import_torch():
     import subprocess
     import sys
@@ -70,7 +71,9 @@ def test_torchwm_to_torch_is_the_documented_function_and_import_torchwm_does_not
 def test_to_torch_gives_the_backend_arrays_as_tensors(backend):
     options = {"num_workers": 2} if backend == "shmem" else {}
     with torchwm.make_vec("CartPole-v1", 2, backend=backend, seed=0, backend_kwargs=options) as plain:
-        envs = torchwm.to_torch(torchwm.make_vec("CartPole-v1", 2, backend=backend, seed=0, backend_kwargs=options))
+        envs = torchwm.to_torch(
+            torchwm.make_vec("CartPole-v1", 2, backend=backend, seed=0, backend_kwargs=options)
+        )
         try:
             obs, _ = envs.reset()
             assert torch.equal(obs, torch.from_numpy(plain.reset()[0]))

@@ -20,7 +20,9 @@ def test_matches_gymnasium_same_step_autoreset(backend):
     # Gymnasium's SyncVectorEnv with same_step autoreset is the reference for (obs, done) semantics.
     reference = gym.vector.SyncVectorEnv([cartpole] * 4, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     options = {} if backend == "sync" else {"context": "fork"}
-    with torchwm.TorchVectorizedEnv(cartpole, num_workers=2, envs_per_worker=2, backend=backend, **options) as vec:
+    with torchwm.TorchVectorizedEnv(
+        cartpole, num_workers=2, envs_per_worker=2, backend=backend, **options
+    ) as vec:
         assert vec.total_envs == 4 == vec.num_envs
         obs = vec.reset(seed=0)
         expected_obs, _ = reference.reset(seed=0)
@@ -53,7 +55,9 @@ def test_total_envs_and_spaces():
 def test_wrong_action_count_names_total_envs():
     with torchwm.TorchVectorizedEnv(cartpole, num_workers=2, envs_per_worker=2, context="fork") as vec:
         vec.reset()
-        with pytest.raises(ValueError, match=r"first dimension is total_envs=4 \(num_workers=2 x envs_per_worker=2\), got 3"):
+        with pytest.raises(
+            ValueError, match=r"first dimension is total_envs=4 \(num_workers=2 x envs_per_worker=2\), got 3"
+        ):
             vec.step(np.zeros(3, dtype=np.int64))
         with pytest.raises(ValueError, match="total_envs=4"):
             vec.step(0)
@@ -64,7 +68,9 @@ def test_make_env_factory_with_pixels_under_forkserver():
     def env_factory():
         return torchwm.make_env("CartPole-v1", backend="gym", size=(64, 64))
 
-    with torchwm.TorchVectorizedEnv(env_factory, num_workers=2, envs_per_worker=1, context="forkserver") as vec:
+    with torchwm.TorchVectorizedEnv(
+        env_factory, num_workers=2, envs_per_worker=1, context="forkserver"
+    ) as vec:
         obs = vec.reset(seed=0)
         assert obs.shape == (2, 64, 64, 3) and obs.dtype == np.uint8
         single = env_factory()
@@ -74,11 +80,14 @@ def test_make_env_factory_with_pixels_under_forkserver():
     assert leaked_segments() == []
 
 
-@pytest.mark.parametrize(("kwargs", "error", "match"), [
-    ({"num_workers": 0}, ValueError, "num_workers must be an int >= 1, got 0"),
-    ({"envs_per_worker": -1}, ValueError, "envs_per_worker must be an int >= 1"),
-    ({"backend": "ray"}, ValueError, "TorchVectorizedEnv runs on one of"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"num_workers": 0}, ValueError, "num_workers must be an int >= 1, got 0"),
+        ({"envs_per_worker": -1}, ValueError, "envs_per_worker must be an int >= 1"),
+        ({"backend": "ray"}, ValueError, "TorchVectorizedEnv runs on one of"),
+    ],
+)
 def test_bad_arguments(kwargs, error, match):
     with pytest.raises(error, match=match):
         torchwm.TorchVectorizedEnv(cartpole, **kwargs)

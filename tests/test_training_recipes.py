@@ -31,9 +31,17 @@ skrl = pytest.importorskip("skrl")
 # skrl's logger keeps the stream it first wrote to, which pytest's capture closes: its info lines off.
 skrl.logger.setLevel("WARNING")
 
-RECIPES = dict(zip(["cleanrl", "sb3", "skrl"], re.findall(
-    r"^```python\n(.*?)^```", (Path(__file__).parent.parent / "docs" / "training.md").read_text(), re.DOTALL | re.MULTILINE),
-    strict=True))
+RECIPES = dict(
+    zip(
+        ["cleanrl", "sb3", "skrl"],
+        re.findall(
+            r"^```python\n(.*?)^```",
+            (Path(__file__).parent.parent / "docs" / "training.md").read_text(),
+            re.DOTALL | re.MULTILINE,
+        ),
+        strict=True,
+    )
+)
 
 
 class Recorder(gym.vector.VectorWrapper):
@@ -79,8 +87,10 @@ def replay_returns(make_env, num_envs: int, seed, actions) -> list[tuple[int, fl
         infos = envs.step(action)[4]
         final = infos.get("final_info", {})
         if "episode" in final:
-            found += [(t, float(final["episode"]["r"][i]), int(final["episode"]["l"][i]))
-                      for i in np.flatnonzero(final["_episode"])]
+            found += [
+                (t, float(final["episode"]["r"][i]), int(final["episode"]["l"][i]))
+                for i in np.flatnonzero(final["_episode"])
+            ]
     envs.close()
     return found
 
@@ -110,8 +120,12 @@ def cleanrl_atari_env(env_id: str) -> gym.Env:
 def test_cleanrl_recipe_logs_the_whole_games_cleanrls_construction_logs(monkeypatch, tmp_path):
     namespace, (recorder,) = run("cleanrl", monkeypatch, tmp_path)
     assert recorder.env.spec.fused and recorder.env.spec.backend == "shmem"
-    expected = replay_returns(lambda: cleanrl_atari_env(namespace["ENV_ID"]), namespace["NUM_ENVS"],
-                              recorder.seeds[0], recorder.actions)
+    expected = replay_returns(
+        lambda: cleanrl_atari_env(namespace["ENV_ID"]),
+        namespace["NUM_ENVS"],
+        recorder.seeds[0],
+        recorder.actions,
+    )
     assert expected, "no game ended: the comparison would prove nothing"
     assert namespace["game_returns"] == [r for (_, r, _) in expected]
 
@@ -123,8 +137,15 @@ def test_sb3_recipe_logs_what_dummy_vec_env_logs(monkeypatch, tmp_path):
 
     namespace, _ = run("sb3", monkeypatch, tmp_path)
     model = namespace["model"]
-    reference = PPO("MlpPolicy", DummyVecEnv([lambda: Monitor(gym.make("CartPole-v1"))] * 4), n_steps=model.n_steps,
-                    batch_size=model.batch_size, n_epochs=model.n_epochs, seed=model.seed, device="cpu")
+    reference = PPO(
+        "MlpPolicy",
+        DummyVecEnv([lambda: Monitor(gym.make("CartPole-v1"))] * 4),
+        n_steps=model.n_steps,
+        batch_size=model.batch_size,
+        n_epochs=model.n_epochs,
+        seed=model.seed,
+        device="cpu",
+    )
     reference.learn(total_timesteps=namespace["model"].num_timesteps)
     got = [episode["r"] for episode in model.ep_info_buffer]
     assert len(got) > 10
@@ -139,15 +160,23 @@ def test_skrl_recipe_counts_200_step_episodes_with_the_chains_returns(monkeypatc
 
     def keep_tracked(self, **kwargs):
         # skrl keeps each as a one-element list (a row of its (num_envs, 1) tensors).
-        counted.extend((float(np.ravel(r)[0]), int(np.ravel(n)[0]))
-                       for r, n in zip(self._track_rewards, self._track_timesteps, strict=True))
+        counted.extend(
+            (float(np.ravel(r)[0]), int(np.ravel(n)[0]))
+            for r, n in zip(self._track_rewards, self._track_timesteps, strict=True)
+        )
         write(self, **kwargs)
 
     monkeypatch.setattr(Agent, "write_tracking_data", keep_tracked)
     _, (recorder,) = run("skrl", monkeypatch, tmp_path)
-    expected = replay_returns(lambda: RecordEpisodeStatistics(gym.make("Pendulum-v1")), recorder.num_envs,
-                              recorder.seeds[0], recorder.actions)
+    expected = replay_returns(
+        lambda: RecordEpisodeStatistics(gym.make("Pendulum-v1")),
+        recorder.num_envs,
+        recorder.seeds[0],
+        recorder.actions,
+    )
     assert counted and len(counted) <= len(expected)
     assert {length for (_, length) in counted} == {200}
     # skrl sums rewards in float32; the chain in float64.
-    np.testing.assert_allclose([r for (r, _) in counted], [r for (_, r, _) in expected[: len(counted)]], rtol=1e-4)
+    np.testing.assert_allclose(
+        [r for (r, _) in counted], [r for (_, r, _) in expected[: len(counted)]], rtol=1e-4
+    )

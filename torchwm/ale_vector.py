@@ -43,8 +43,10 @@ def check_ale_seeds(seeds: Sequence[Any], what: str) -> list[int | None]:
             raise TypeError(f"{what}: seeds must be ints in [0, {ALE_MAX_SEED}] or None, got {seed!r}")
         seed = int(seed)
         if not 0 <= seed <= ALE_MAX_SEED:
-            raise ValueError(f"{what}: seeds must be ints in [0, {ALE_MAX_SEED}] (ALE takes C ints and ignores a "
-                             f"negative seed), got {seed}")
+            raise ValueError(
+                f"{what}: seeds must be ints in [0, {ALE_MAX_SEED}] (ALE takes C ints and ignores a "
+                f"negative seed), got {seed}"
+            )
         checked.append(seed)
     return checked
 
@@ -56,8 +58,10 @@ def check_first_seed(seed: Any, num_envs: int, what: str) -> int | None:
     (first,) = check_ale_seeds([seed], what)
     assert first is not None
     if first + num_envs - 1 > ALE_MAX_SEED:
-        raise ValueError(f"{what}: seed must be an int in [0, {ALE_MAX_SEED - num_envs + 1}] with {num_envs} envs "
-                         f"(env i gets seed + i, and ALE takes seeds in [0, {ALE_MAX_SEED}]), got {first}")
+        raise ValueError(
+            f"{what}: seed must be an int in [0, {ALE_MAX_SEED - num_envs + 1}] with {num_envs} envs "
+            f"(env i gets seed + i, and ALE takes seeds in [0, {ALE_MAX_SEED}]), got {first}"
+        )
     return first
 
 
@@ -69,6 +73,7 @@ def _int_in(low: int, high: int = C_INT_MAX) -> Callable[[str, Any], Any]:
             expected = f"an int >= {low}" if high == C_INT_MAX else f"an int in [{low}, {high}]"
             raise InvalidOptionError(f"{name} must be {expected}, got {value!r}", name)
         return int(value)
+
     return check
 
 
@@ -91,8 +96,10 @@ def _autoreset_mode(name: str, value: Any) -> Any:
 
     allowed = (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP)  # ALE has no "disabled" mode
     if value not in allowed and value not in [mode.value for mode in allowed]:
-        raise InvalidOptionError(f"{name} must be one of {[mode.value for mode in allowed]} (or the AutoresetMode), "
-                                 f"got {value!r}", name)
+        raise InvalidOptionError(
+            f"{name} must be one of {[mode.value for mode in allowed]} (or the AutoresetMode), got {value!r}",
+            name,
+        )
     return AutoresetMode(value)
 
 
@@ -140,7 +147,8 @@ def check_ale_vector_kwargs(num_envs: Any, kwargs: dict[str, Any]) -> dict[str, 
                 raise InvalidOptionTypeError(f"batch_size must be an int, got {value!r}", name)
             if not 0 <= int(value) <= n:
                 raise InvalidOptionError(
-                    f"batch_size must be 0 (every env) or an int from 1 to num_envs={n}, got {value!r}", name)
+                    f"batch_size must be 0 (every env) or an int from 1 to num_envs={n}, got {value!r}", name
+                )
             checked[name] = int(value)
         else:
             checked[name] = ALE_ARGUMENT_CHECKS[name](name, value)
@@ -179,8 +187,10 @@ def ale_game(game: str) -> str:
         raise TypeError(f"game must be a game name such as 'pong' or 'ALE/Pong-v5', got {game!r}")
     resolved = names.resolve(game)
     if resolved.family != "atari":
-        raise ValueError(f"game must be an Atari game (an ALE id or name), got {game!r}, which resolves to the "
-                         f"non-Atari env {resolved.id!r}")
+        raise ValueError(
+            f"game must be an Atari game (an ALE id or name), got {game!r}, which resolves to the "
+            f"non-Atari env {resolved.id!r}"
+        )
     return resolved.kwargs["game"]
 
 
@@ -235,12 +245,20 @@ def make_atari_vector_env(
     accepted = ["batch_size", *(name for name in ALE_ARGUMENT_CHECKS if name != "grayscale")]
     unknown = sorted(set(ale_kwargs) - set(accepted))
     if unknown:
-        raise TypeError(f"make_atari_vector_env has no option {', '.join(map(repr, unknown))}; AtariVectorEnv "
-                        f"takes: {', '.join(accepted)}")
+        raise TypeError(
+            f"make_atari_vector_env has no option {', '.join(map(repr, unknown))}; AtariVectorEnv "
+            f"takes: {', '.join(accepted)}"
+        )
     # Every argument is checked here: ALE checks few, and some bad values make its first reset wait for ever.
-    kwargs = check_ale_vector_kwargs(num_envs, {
-        "frameskip": frameskip, "repeat_action_probability": repeat_action_probability,
-        "full_action_space": full_action_space, "grayscale": obs_type == "grayscale", **ale_kwargs,
-    })
+    kwargs = check_ale_vector_kwargs(
+        num_envs,
+        {
+            "frameskip": frameskip,
+            "repeat_action_probability": repeat_action_probability,
+            "full_action_space": full_action_space,
+            "grayscale": obs_type == "grayscale",
+            **ale_kwargs,
+        },
+    )
     seed = check_first_seed(seed, int(num_envs), "make_atari_vector_env")
     return _ale_vector_env_class()(rom, int(num_envs), seed=seed, **kwargs)

@@ -39,9 +39,14 @@ LAYERS = ("episodic_life", "fire_reset", "clip_reward", "frame_stack")
 
 def _own_factories() -> dict[str, Callable[..., Any]]:
     """torchwm's own factory of each name a fast path translates."""
-    return {"atari_preprocessing": atari_preprocessing, "episodic_life": episodic_life,
-            "fire_reset": fire_reset, "clip_reward": clip_reward, "frame_stack": frame_stack,
-            EPISODE_STATISTICS: episode_statistics}
+    return {
+        "atari_preprocessing": atari_preprocessing,
+        "episodic_life": episodic_life,
+        "fire_reset": fire_reset,
+        "clip_reward": clip_reward,
+        "frame_stack": frame_stack,
+        EPISODE_STATISTICS: episode_statistics,
+    }
 
 
 @dataclass(frozen=True)
@@ -79,7 +84,7 @@ class AtariStack:
 
     @property
     def layers(self) -> tuple[WrapperSpec, ...]:
-        return self.wrappers[int(self.episode_statistics) + 1:]
+        return self.wrappers[int(self.episode_statistics) + 1 :]
 
     @property
     def names(self) -> list[str]:
@@ -141,10 +146,10 @@ def parse_atari_stack(spec: VecSpec) -> AtariStack:
     names = [wrapper.name for wrapper in spec.wrappers]
     # episode_statistics is always first (resolve_wrappers puts it on the env itself).
     first = 1 if names[:1] == [EPISODE_STATISTICS] else 0
-    if names[first:first + 1] != ["atari_preprocessing"]:
+    if names[first : first + 1] != ["atari_preprocessing"]:
         raise UnsupportedStackError(f"the stack does not start with atari_preprocessing (got {names})")
     own = _own_factories()
-    for name in names[first + 1:]:
+    for name in names[first + 1 :]:
         if name not in LAYERS:
             raise UnsupportedStackError(
                 f"{name!r} is not one of {LAYERS} (a fast path has no equivalent of the wrapper {name!r})"

@@ -188,10 +188,16 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="override a config key: num_envs=16, backends.shmem.num_workers=2, wrappers[1].stack_size=2",
     )
-    run.add_argument("--policy", metavar="MODULE:FUNCTION",
-                     help="policy(obs, action_space) -> actions (default: seeded action_space.sample())")
-    run.add_argument("--allow-policy-import", action="store_true",
-                     help="let the config's run.policy import and run that code (refused without this flag)")
+    run.add_argument(
+        "--policy",
+        metavar="MODULE:FUNCTION",
+        help="policy(obs, action_space) -> actions (default: seeded action_space.sample())",
+    )
+    run.add_argument(
+        "--allow-policy-import",
+        action="store_true",
+        help="let the config's run.policy import and run that code (refused without this flag)",
+    )
     run.add_argument(
         "--print-config",
         action="store_true",
@@ -230,9 +236,15 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--config", metavar="CONFIG", help="the config file or shipped config to validate (never a backend)"
     )
-    check.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                       help="a backend: one of its options, num_workers=2 (or backend_kwargs.num_workers=2); "
-                            "a config: a key override, as torchwm run --set takes it")
+    check.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a backend: one of its options, num_workers=2 (or backend_kwargs.num_workers=2); "
+        "a config: a key override, as torchwm run --set takes it",
+    )
     check.set_defaults(handler=cmd_check, parser=check)
     return parser
 
@@ -267,8 +279,14 @@ def cmd_list(args: argparse.Namespace) -> int:
                 options = ", ".join(
                     k if v is listing.REQUIRED else f"{k}={v!r}" for k, v in info.options.items()
                 )
-                rows.append((info.name, f"{info.plugin} ({dist})", f"options: {options or '(none)'}"
-                             + (f"; {info.description}" if info.description else "")))
+                rows.append(
+                    (
+                        info.name,
+                        f"{info.plugin} ({dist})",
+                        f"options: {options or '(none)'}"
+                        + (f"; {info.description}" if info.description else ""),
+                    )
+                )
         _print_rows(rows)
     if args.kind is None:
         print(f"\nfused Atari env, after the emulator: {kernel_status()}")
@@ -296,8 +314,13 @@ def _plugins() -> list[tuple[str, str, list[str]]]:
         )
         rows.append((name, dist, provided.get(name, ["(nothing)"])))
     for failed in failed_plugins():
-        rows.append((failed.name, f"{failed.distribution or '?'} {failed.version or ''}".strip(),
-                     [f"NOT LOADED: {failed.error}"]))
+        rows.append(
+            (
+                failed.name,
+                f"{failed.distribution or '?'} {failed.version or ''}".strip(),
+                [f"NOT LOADED: {failed.error}"],
+            )
+        )
     return rows
 
 
@@ -389,8 +412,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     report = RunReport(spec, EpisodeTracker(spec.num_envs, spec.autoreset_mode))
     interrupted = False
-    print(f"torchwm run: {spec.id} x {spec.num_envs} envs on {spec.backend} "
-          f"(autoreset {spec.autoreset_mode}, seed {spec.seed}), {steps} steps", file=sys.stderr, flush=True)
+    print(
+        f"torchwm run: {spec.id} x {spec.num_envs} envs on {spec.backend} "
+        f"(autoreset {spec.autoreset_mode}, seed {spec.seed}), {steps} steps",
+        file=sys.stderr,
+        flush=True,
+    )
     progress = _progress(steps, disable=args.no_progress)
     try:
         obs, _ = envs.reset()
@@ -544,8 +571,11 @@ def print_summary(report: RunReport, interrupted: bool) -> None:
         f"building the env and its first reset)"
     )
     frames = _frames_per_step(spec)
-    print(f"steps per second: {rate:,.0f} env steps/s ({rate / spec.num_envs:,.0f} vector steps/s"
-          + (f"; {rate * frames:,.0f} emulator frames/s at {frames} frames a step" if frames else "") + ")")
+    print(
+        f"steps per second: {rate:,.0f} env steps/s ({rate / spec.num_envs:,.0f} vector steps/s"
+        + (f"; {rate * frames:,.0f} emulator frames/s at {frames} frames a step" if frames else "")
+        + ")"
+    )
     finished = tracker.finished_returns
     if report.records_games:
         games = report.games
@@ -553,8 +583,10 @@ def print_summary(report: RunReport, interrupted: bool) -> None:
         print(f"episodes finished: {len(games)} (recorded by episode_statistics: {what})")
         if games:
             returns, lengths = [r for r, _ in games], [n for _, n in games]
-            print(f"return: mean {np.mean(returns):.2f}, max {np.max(returns):.2f} "
-                  f"(mean length {np.mean(lengths):.1f} {length_unit(spec)})")
+            print(
+                f"return: mean {np.mean(returns):.2f}, max {np.max(returns):.2f} "
+                f"(mean length {np.mean(lengths):.1f} {length_unit(spec)})"
+            )
         print(
             f"learner episodes (terminated or truncated): {len(finished)}{_learner_notes(spec)}"
             + (
@@ -567,8 +599,10 @@ def print_summary(report: RunReport, interrupted: bool) -> None:
     else:
         print(f"episodes finished: {len(finished)}")
         if finished:
-            print(f"return: mean {np.mean(finished):.2f}, max {np.max(finished):.2f} "
-                  f"(mean length {np.mean(tracker.finished_lengths):.1f} steps{_learner_notes(spec)})")
+            print(
+                f"return: mean {np.mean(finished):.2f}, max {np.max(finished):.2f} "
+                f"(mean length {np.mean(tracker.finished_lengths):.1f} steps{_learner_notes(spec)})"
+            )
     sys.stdout.flush()
 
 
@@ -648,8 +682,12 @@ def check_config(target: str, overrides: Sequence[str]) -> int:
         for error in errors:
             print(f"torchwm check: error: {error}", file=sys.stderr)
         return EXIT_USAGE
-    print(f"torchwm check: {target}: valid ({spec.id} x {spec.num_envs} on {spec.backend}); "
-          f"the resolved config, every default explicit:", file=sys.stderr, flush=True)
+    print(
+        f"torchwm check: {target}: valid ({spec.id} x {spec.num_envs} on {spec.backend}); "
+        f"the resolved config, every default explicit:",
+        file=sys.stderr,
+        flush=True,
+    )
     sys.stdout.write(dump_config(spec, config_format(target)))
     return EXIT_OK
 
@@ -758,8 +796,11 @@ def check_backend(backend: str, overrides: Sequence[str]) -> int:
     check_backend_options(backend, backend_kwargs)  # a misspelt option: one line, not one failure per check
     import torchwm.testing
 
-    print(f"conformance checks on backend {backend!r}"
-          + (f" with backend_kwargs {backend_kwargs}" if backend_kwargs else ""), flush=True)
+    print(
+        f"conformance checks on backend {backend!r}"
+        + (f" with backend_kwargs {backend_kwargs}" if backend_kwargs else ""),
+        flush=True,
+    )
     results = torchwm.testing.run_checks(backend, backend_kwargs=backend_kwargs)
     for result in results:
         if getattr(result, "skipped", False):
@@ -772,8 +813,10 @@ def check_backend(backend: str, overrides: Sequence[str]) -> int:
             for line in lines[1:]:
                 print(f"      {line}")
     failed = [r.name for r in results if not r.passed]
-    print(f"{len(results) - len(failed)} of {len(results)} checks passed"
-          + (f"; failed: {', '.join(failed)}" if failed else ""))
+    print(
+        f"{len(results) - len(failed)} of {len(results)} checks passed"
+        + (f"; failed: {', '.join(failed)}" if failed else "")
+    )
     return EXIT_FAILED if failed else EXIT_OK
 
 

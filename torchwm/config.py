@@ -308,8 +308,10 @@ def read_config(path: str | os.PathLike[str]) -> dict[str, Any]:
             data = yaml.safe_load(text)
     except RecursionError:
         # The parsers recurse once per level: a file nested thousands deep exhausts Python's stack.
-        raise ConfigError(f"nested too deeply to read (deeper than Python's recursion limit); a config may "
-                          f"nest at most {MAX_CONFIG_DEPTH} levels") from None
+        raise ConfigError(
+            f"nested too deeply to read (deeper than Python's recursion limit); a config may "
+            f"nest at most {MAX_CONFIG_DEPTH} levels"
+        ) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"not valid TOML: {exc}") from None
     except json.JSONDecodeError as exc:
@@ -440,9 +442,17 @@ def validate_config(data: Mapping[str, Any]) -> tuple[VecSpec, RunOptions]:
             for index, item in enumerate(model.wrappers):
                 _check_wrapper(index, item, resolved.family, resolved.id)
         spec = resolve_spec(
-            model.id, model.num_envs, backend=model.backend, wrappers=model.wrappers, seed=model.seed,
-            autoreset_mode=model.autoreset_mode, source=model.source, size=model.size,
-            backend_kwargs=backend_kwargs, fused=model.fused, env_kwargs=env_kwargs,
+            model.id,
+            model.num_envs,
+            backend=model.backend,
+            wrappers=model.wrappers,
+            seed=model.seed,
+            autoreset_mode=model.autoreset_mode,
+            source=model.source,
+            size=model.size,
+            backend_kwargs=backend_kwargs,
+            fused=model.fused,
+            env_kwargs=env_kwargs,
         )
     except UnknownNameError as exc:
         raise ConfigError(f"{_KEY_OF_KIND.get(exc.kind, exc.kind)}: {exc}") from exc
@@ -522,8 +532,10 @@ def _check_env_kwargs(env_id: str, env_kwargs: Mapping[str, Any]) -> None:
                 if isinstance(entry_point, str)
                 else getattr(entry_point, "__qualname__", entry_point)
             )
-            raise ConfigError(f"env_kwargs.{key}: the env {env_id!r} ({where}) takes no argument {key!r}"
-                              f"{did_you_mean(key, accepted)}; it takes: {', '.join(sorted(accepted))}")
+            raise ConfigError(
+                f"env_kwargs.{key}: the env {env_id!r} ({where}) takes no argument {key!r}"
+                f"{did_you_mean(key, accepted)}; it takes: {', '.join(sorted(accepted))}"
+            )
 
 
 # The config key of each kind of name that `UnknownNameError` reports.
@@ -584,7 +596,7 @@ def _split_key(key: str) -> list[str | int]:
     parts: list[str | int] = []
     position = 0
     for match in _PATH_PART.finditer(key):
-        if match.start() != position and key[position:match.start()] != ".":
+        if match.start() != position and key[position : match.start()] != ".":
             raise ConfigError(
                 f"--set {key!r}: expected a key like num_envs, backend_kwargs.num_workers or "
                 "wrappers[1].stack_size"
@@ -616,8 +628,11 @@ def _drop_none(value: Any) -> Any:
 
 def _warn_versions(written: Mapping[str, str | None]) -> None:
     installed = package_versions()
-    differ = [f"{name} {written[name]} (installed: {installed.get(name)})" for name in written
-              if name in installed and written[name] != installed[name]]
+    differ = [
+        f"{name} {written[name]} (installed: {installed.get(name)})"
+        for name in written
+        if name in installed and written[name] != installed[name]
+    ]
     if differ:
         warnings.warn(
             f"the config was written with {', '.join(differ)}; trajectories may differ", stacklevel=4

@@ -33,8 +33,12 @@ class SyntheticEnv(gym.Env):
 
     metadata: dict[str, Any] = {"render_modes": []}
 
-    def __init__(self, step_seconds: float = 0.0004, episode_length: int = 1000,
-                 obs_shape: tuple[int, ...] = (4, 84, 84)) -> None:
+    def __init__(
+        self,
+        step_seconds: float = 0.0004,
+        episode_length: int = 1000,
+        obs_shape: tuple[int, ...] = (4, 84, 84),
+    ) -> None:
         self.step_seconds = step_seconds
         self.episode_length = episode_length
         self.observation_space = spaces.Box(0, 255, obs_shape, np.uint8)

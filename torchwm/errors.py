@@ -39,7 +39,9 @@ class UnknownNameError(TorchwmError, LookupError):
             parts.append(f"Registered {kind}s: {', '.join(known) or '(none)'}.")
         else:
             parts.append(f"{len(known)} {kind}s are registered.")
-        parts.append(hint or f"If {name!r} comes from a plugin, install it (`torchwm list` shows what is loaded).")
+        parts.append(
+            hint or f"If {name!r} comes from a plugin, install it (`torchwm list` shows what is loaded)."
+        )
         super().__init__(" ".join(parts))
         self.kind = kind
         self.name = name
@@ -102,7 +104,9 @@ class WorkerError(TorchwmError, RuntimeError):
         worker_index: int | None = None,
         remote_traceback: str = "",
     ) -> None:
-        text = message if not remote_traceback else f"{message}\n\nTraceback in the worker:\n{remote_traceback}"
+        text = (
+            message if not remote_traceback else f"{message}\n\nTraceback in the worker:\n{remote_traceback}"
+        )
         super().__init__(text)
         self.env_index = env_index
         self.worker_index = worker_index
@@ -158,15 +162,20 @@ def _make_worker_error_class(original_type: type[BaseException] | None) -> type[
         if pickle.loads(pickle.dumps(original_type)) is not original_type:
             return WorkerError
         name = f"WorkerError[{original_type.__name__}]"
-        cls = type(name, (WorkerError, original_type), {"__module__": __name__, "__qualname__": name,
-                                                        "original_type": original_type})
+        cls = type(
+            name,
+            (WorkerError, original_type),
+            {"__module__": __name__, "__qualname__": name, "original_type": original_type},
+        )
         cls("probe", env_index=0)  # a type that cannot be built this way fails here, not when raised
     except Exception:
         return WorkerError
     return cls
 
 
-def worker_error(message: str, *, original_type: type[BaseException] | None = None, **details: Any) -> WorkerError:
+def worker_error(
+    message: str, *, original_type: type[BaseException] | None = None, **details: Any
+) -> WorkerError:
     """A `WorkerError` (``details``: ``env_index``, ``worker_index``, ``remote_traceback``) that is also an
     instance of ``original_type`` where `worker_error_class` allows it."""
     return worker_error_class(original_type)(message, **details)

@@ -37,7 +37,14 @@ def install_source() -> str:
     """
     # The first torchwm that pip installed from a URL; an in-tree build's torchwm.egg-info on sys.path
     # (the current directory is a checkout) has none and is passed over.
-    text = next((t for d in importlib.metadata.distributions(name="torchwm") if (t := d.read_text("direct_url.json"))), None)
+    text = next(
+        (
+            t
+            for d in importlib.metadata.distributions(name="torchwm")
+            if (t := d.read_text("direct_url.json"))
+        ),
+        None,
+    )
     if text:
         url = json.loads(text).get("url", "")
         if url.startswith("file://"):

@@ -43,8 +43,12 @@ from torchwm.wrappers.env_index import env_index_var as _env_index
 VECTORIZATION_MODES = {"sync": "sync", "async": "shmem"}
 # gymnasium.make_vec's vector_kwargs that have a torchwm equivalent -> that backend option.
 # max_concurrency (at most k envs stepping at once) is num_workers: a worker steps its envs one by one.
-VECTOR_KWARGS = {"copy": "copy", "context": "context", "max_concurrency": "num_workers",
-                 "observation_mode": "observation_mode"}
+VECTOR_KWARGS = {
+    "copy": "copy",
+    "context": "context",
+    "max_concurrency": "num_workers",
+    "observation_mode": "observation_mode",
+}
 _MISSING = object()  # a kwarg the registration does not have
 
 
@@ -64,8 +68,11 @@ def _env_spec_arguments(spec: EnvSpec) -> tuple[str, dict[str, Any], dict[str, A
             f"(gymnasium.register(id={spec.id!r}, entry_point=...)) so that every worker can build it"
         )
     kwargs = dict(spec.kwargs)
-    arguments: dict[str, Any] = {key: kwargs.pop(key) for key in ("num_envs", "vectorization_mode", "vector_kwargs", "wrappers")
-                 if key in kwargs}
+    arguments: dict[str, Any] = {
+        key: kwargs.pop(key)
+        for key in ("num_envs", "vectorization_mode", "vector_kwargs", "wrappers")
+        if key in kwargs
+    }
     changed = {key: value for key, value in kwargs.items() if registered.kwargs.get(key, _MISSING) != value}
     if spec.max_episode_steps != registered.max_episode_steps:
         changed["max_episode_steps"] = spec.max_episode_steps
@@ -73,29 +80,41 @@ def _env_spec_arguments(spec: EnvSpec) -> tuple[str, dict[str, Any], dict[str, A
 
 
 def gymnasium_arguments(
-    backend: str | None, backend_kwargs: dict[str, Any] | None, autoreset_mode: Any,
-    vectorization_mode: Any, vector_kwargs: Any,
+    backend: str | None,
+    backend_kwargs: dict[str, Any] | None,
+    autoreset_mode: Any,
+    vectorization_mode: Any,
+    vector_kwargs: Any,
 ) -> tuple[str, dict[str, Any] | None, Any]:
     """``gymnasium.make_vec``'s ``vectorization_mode`` and ``vector_kwargs`` as torchwm's ``backend``,
     ``backend_kwargs`` and ``autoreset_mode``; anything without an equivalent fails in one line naming
     torchwm's argument."""
     mode = getattr(vectorization_mode, "value", vectorization_mode)  # gymnasium.VectorizeMode too
     if mode is not None and mode not in VECTORIZATION_MODES:
-        hint = ("torchwm has no vector_entry_point mode: pass backend='ale-native' for ALE's own vector env"
-                if mode == "vector_entry_point" else f"expected one of {sorted(VECTORIZATION_MODES)}")
+        hint = (
+            "torchwm has no vector_entry_point mode: pass backend='ale-native' for ALE's own vector env"
+            if mode == "vector_entry_point"
+            else f"expected one of {sorted(VECTORIZATION_MODES)}"
+        )
         raise ValueError(f"vectorization_mode={mode!r}: {hint}, or use torchwm's backend= argument")
     if vector_kwargs is not None and not isinstance(vector_kwargs, dict):
-        raise TypeError(f"vector_kwargs must be a dict, got {vector_kwargs!r:.200}; torchwm's argument is backend_kwargs=")
+        raise TypeError(
+            f"vector_kwargs must be a dict, got {vector_kwargs!r:.200}; torchwm's argument is backend_kwargs="
+        )
     vector_kwargs = dict(vector_kwargs or {})
     if mode is None and vector_kwargs:
-        raise ValueError("vector_kwargs needs vectorization_mode='sync' or 'async'; torchwm's argument is backend_kwargs=")
+        raise ValueError(
+            "vector_kwargs needs vectorization_mode='sync' or 'async'; torchwm's argument is backend_kwargs="
+        )
     if mode is not None:
         chosen = VECTORIZATION_MODES[mode]
         if mode == "async" and vector_kwargs.pop("shared_memory", True) is False:
             chosen = "subproc"
         if backend is not None and backend != chosen:
-            raise ValueError(f"backend={backend!r} and vectorization_mode={mode!r} disagree "
-                             f"(vectorization_mode={mode!r} is backend={chosen!r}); give one of them")
+            raise ValueError(
+                f"backend={backend!r} and vectorization_mode={mode!r} disagree "
+                f"(vectorization_mode={mode!r} is backend={chosen!r}); give one of them"
+            )
         backend = chosen
     if "autoreset_mode" in vector_kwargs:
         autoreset_mode = vector_kwargs.pop("autoreset_mode")
@@ -173,8 +192,10 @@ def resolve_spec(
         first = 1 if wrapper_specs and wrapper_specs[0].name == EPISODE_STATISTICS else 0
         wrapper_specs = (*wrapper_specs[:first], pixels, *wrapper_specs[first:])
     kwargs = {**wrapper_env_kwargs(wrapper_specs), **resolved.kwargs}
-    if resolved.family == "atari" and "frameskip" not in (env_kwargs or {}) and any(
-        w.name == "atari_preprocessing" for w in wrapper_specs
+    if (
+        resolved.family == "atari"
+        and "frameskip" not in (env_kwargs or {})
+        and any(w.name == "atari_preprocessing" for w in wrapper_specs)
     ):
         # AtariPreprocessing skips frames itself and needs the emulator to skip none.
         kwargs["frameskip"] = 1
@@ -191,7 +212,9 @@ def resolve_spec(
         family=resolved.family,
     )
     # Decided here, not when an env is built, so that the spec (and a config dumped from it) says what is built.
-    return spec.replace(fused=fused and spec.family == "atari" and unfusable_reason(_without_recorders(spec)[0]) is None)
+    return spec.replace(
+        fused=fused and spec.family == "atari" and unfusable_reason(_without_recorders(spec)[0]) is None
+    )
 
 
 # Wrappers that only watch the env (they change no observation, reward or flag): at the end of a stack they
@@ -216,14 +239,20 @@ def env_keyword_arguments(env_id: str) -> list[str] | None:
         return None
     entry_point = gym_spec.entry_point
     try:
-        creator: Any = gym.envs.registration.load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
+        creator: Any = (
+            gym.envs.registration.load_env_creator(entry_point)
+            if isinstance(entry_point, str)
+            else entry_point
+        )
         params = inspect.signature(creator).parameters
     except (TypeError, ValueError, ImportError, AttributeError):
         return None  # no signature to check against: the env checks its arguments itself
     if any(p.kind is p.VAR_KEYWORD for p in params.values()):
         return None
     accepted = [name for name, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-    return accepted + [name for name in inspect.signature(gym.make).parameters if name not in ("id", "kwargs")]
+    return accepted + [
+        name for name in inspect.signature(gym.make).parameters if name not in ("id", "kwargs")
+    ]
 
 
 def _check_wrapper_options_given_to_env(env_id: str, env_kwargs: dict[str, Any]) -> None:
@@ -253,7 +282,9 @@ def build_env(spec: VecSpec, index: int | None = None) -> gym.Env:
             core, recorders = _without_recorders(spec)
             fused = build_fused_atari(core)
             if fused is None:
-                raise UnsupportedStackError(f"the spec says fused=True, but the fused env cannot run it: {unfusable_reason(core)}")
+                raise UnsupportedStackError(
+                    f"the spec says fused=True, but the fused env cannot run it: {unfusable_reason(core)}"
+                )
             for wrapper in recorders:
                 fused = wrapper.apply(fused)
             return fused
@@ -311,9 +342,17 @@ def make_env(
         ((64, 64, 3), dtype('uint8'))
     """
     if source is not None and backend is not None and source != backend:
-        raise ValueError(f"make_env got source={source!r} and backend={backend!r}; backend is another name for source, give one")
+        raise ValueError(
+            f"make_env got source={source!r} and backend={backend!r}; backend is another name for source, give one"
+        )
     spec = resolve_spec(
-        id, 1, wrappers=wrappers, seed=seed, source=source or backend or "gym", size=size, fused=fused,
+        id,
+        1,
+        wrappers=wrappers,
+        seed=seed,
+        source=source or backend or "gym",
+        size=size,
+        fused=fused,
         env_kwargs=env_kwargs,
     )
     env = build_env(spec)
@@ -361,10 +400,20 @@ def make_vec(
         vector_kwargs = arguments.get("vector_kwargs", vector_kwargs)
         wrappers = arguments.get("wrappers", wrappers)
     backend, backend_kwargs, autoreset_mode = gymnasium_arguments(
-        backend, backend_kwargs, autoreset_mode, vectorization_mode, vector_kwargs)
+        backend, backend_kwargs, autoreset_mode, vectorization_mode, vector_kwargs
+    )
     spec = resolve_spec(
-        id, num_envs, backend=backend, wrappers=wrappers, seed=seed, autoreset_mode=autoreset_mode,
-        source=source, size=size, backend_kwargs=backend_kwargs, fused=fused, env_kwargs=env_kwargs,
+        id,
+        num_envs,
+        backend=backend,
+        wrappers=wrappers,
+        seed=seed,
+        autoreset_mode=autoreset_mode,
+        source=source,
+        size=size,
+        backend_kwargs=backend_kwargs,
+        fused=fused,
+        env_kwargs=env_kwargs,
     )
     return make_vec_from_spec(spec)
 
@@ -389,7 +438,9 @@ def make_vec_from_fns(
         >>> envs.close()
     """
     if isinstance(env_fns, (str, bytes)) or not isinstance(env_fns, Sequence) or not env_fns:
-        raise TypeError(f"env_fns must be a non-empty list of callables that each return a gymnasium.Env, got {env_fns!r:.200}")
+        raise TypeError(
+            f"env_fns must be a non-empty list of callables that each return a gymnasium.Env, got {env_fns!r:.200}"
+        )
     if not isinstance(backend, str):
         raise TypeError(f"backend must be a registered backend name (a str), got {backend!r}")
     if backend_kwargs is not None and not isinstance(backend_kwargs, dict):
@@ -406,10 +457,15 @@ def make_vec_from_fns(
         )
     label = getattr(env_fns[0], "__qualname__", None) or type(env_fns[0]).__name__
     # The factories are part of the spec (vec.spec.env_fns): the backend builds what the spec says.
-    spec = VecSpec(id=f"<env_fns {label}>", num_envs=len(env_fns), seed=seed,
-                   autoreset_mode=parse_autoreset_mode(autoreset_mode), backend=backend,
-                   backend_kwargs=dict(backend_kwargs or {}),
-                   env_fns=env_fns_of(list(env_fns), len(env_fns), "make_vec_from_fns"))
+    spec = VecSpec(
+        id=f"<env_fns {label}>",
+        num_envs=len(env_fns),
+        seed=seed,
+        autoreset_mode=parse_autoreset_mode(autoreset_mode),
+        backend=backend,
+        backend_kwargs=dict(backend_kwargs or {}),
+        env_fns=env_fns_of(list(env_fns), len(env_fns), "make_vec_from_fns"),
+    )
     return make_vec_from_spec(spec)
 
 

@@ -60,9 +60,17 @@ def _options(kind: str, entry: Any) -> dict[str, Any]:
 
 
 def _describe(kind: str) -> list[PluginInfo]:
-    return [PluginInfo(entry.name, entry.plugin, entry.distribution, entry.version,
-                       entry.metadata.get("description", ""), _options(kind, entry))
-            for entry in registry(kind)]
+    return [
+        PluginInfo(
+            entry.name,
+            entry.plugin,
+            entry.distribution,
+            entry.version,
+            entry.metadata.get("description", ""),
+            _options(kind, entry),
+        )
+        for entry in registry(kind)
+    ]
 
 
 def list_backends() -> list[PluginInfo]:

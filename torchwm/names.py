@@ -96,4 +96,6 @@ def _unknown(name: str) -> UnknownNameError:
     elif namespace and not any(k.startswith(namespace + "/") for k in gym.registry):
         hint = f"No package has registered the namespace {namespace!r} with Gymnasium; install the package that provides it."
     known = list(gym.registry) + list(_atari_short_names())
-    return UnknownNameError("env id", name, known, hint=hint or "Gymnasium's registry and ALE's games were searched.")
+    return UnknownNameError(
+        "env id", name, known, hint=hint or "Gymnasium's registry and ALE's games were searched."
+    )

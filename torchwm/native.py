@@ -45,8 +45,10 @@ def _force(kernel: ModuleType | None, wanted: str) -> str:
         return ""  # TORCHWM_NATIVE=0 or no kernel: NumPy and OpenCV, which kernel_status says
     if wanted not in kernel.lookup_paths():
         have = ", ".join(kernel.lookup_paths())
-        raise ValueError(f"{SWITCH}={wanted}: this CPU has no such path (it has {have}); "
-                         f"unset {SWITCH} to take the best one")
+        raise ValueError(
+            f"{SWITCH}={wanted}: this CPU has no such path (it has {have}); "
+            f"unset {SWITCH} to take the best one"
+        )
     kernel._set_lookup(wanted)
     if wanted != "vbmi":
         kernel._set_avx512(False)  # what a CPU without AVX-512 VBMI runs (those with AVX-512 have VBMI too)
@@ -87,5 +89,7 @@ def kernel_status() -> str:
     if KERNEL is None:
         return f"NumPy and OpenCV ({_WHY_NOT})"
     forced = f"; forced by {SWITCH}={FORCED}" if FORCED else ""
-    return (f"C kernel (torchwm._atari_kernel): {KERNEL.lookup_path()[1]} gray lookup, "
-            f"{KERNEL.resize_path()} max-pool and INTER_AREA resize{forced}")
+    return (
+        f"C kernel (torchwm._atari_kernel): {KERNEL.lookup_path()[1]} gray lookup, "
+        f"{KERNEL.resize_path()} max-pool and INTER_AREA resize{forced}"
+    )

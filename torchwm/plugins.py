@@ -65,12 +65,18 @@ class FailedPlugin:
     error: str  # what failed, one line
 
     def message(self) -> str:
-        dist = f"{self.distribution} {self.version or ''}".strip() if self.distribution else "an unknown distribution"
+        dist = (
+            f"{self.distribution} {self.version or ''}".strip()
+            if self.distribution
+            else "an unknown distribution"
+        )
         fix = f"uninstall it or set TORCHWM_DISABLE_PLUGINS={self.name}"
         if self.name in DEFAULT_PLUGINS:  # disabling the name would disable torchwm's own plugin
             fix = "uninstall it, or ask its authors to rename its entry point"
-        return (f"torchwm: plugin {self.name!r} (from {dist}) is not loaded: {self.error.rstrip('.')}. "
-                f"The rest of torchwm works; to silence this, {fix}")
+        return (
+            f"torchwm: plugin {self.name!r} (from {dist}) is not loaded: {self.error.rstrip('.')}. "
+            f"The rest of torchwm works; to silence this, {fix}"
+        )
 
 
 class PluginManager(pluggy.PluginManager):
@@ -112,9 +118,14 @@ class PluginManager(pluggy.PluginManager):
         if name in DEFAULT_PLUGINS:
             return "torchwm"
         plugin = self.get_plugin(name)
-        return next((d.metadata["name"] for p, d in self.entry_point_dists if p is plugin), "a plugin registered at run time")
+        return next(
+            (d.metadata["name"] for p, d in self.entry_point_dists if p is plugin),
+            "a plugin registered at run time",
+        )
 
-    def _load_entry_point(self, ep: importlib.metadata.EntryPoint, dist: importlib.metadata.Distribution) -> None:
+    def _load_entry_point(
+        self, ep: importlib.metadata.EntryPoint, dist: importlib.metadata.Distribution
+    ) -> None:
         self.loading = dist
         try:
             plugin = ep.load()
@@ -140,8 +151,9 @@ class PluginManager(pluggy.PluginManager):
         self.entry_point_dists.append((plugin, dist))
 
     def _fail(self, name: str, dist: importlib.metadata.Distribution | None, error: str) -> None:
-        self.failed[name] = FailedPlugin(name, dist.metadata["name"] if dist else None,
-                                         dist.version if dist else None, error)
+        self.failed[name] = FailedPlugin(
+            name, dist.metadata["name"] if dist else None, dist.version if dist else None, error
+        )
 
     def fail_plugin(self, name: str, error: str) -> None:
         """Leave out the loaded plugin ``name``: its hook failed while the registries were built."""
@@ -161,7 +173,9 @@ def _one_line(exc: BaseException) -> str:
 
 _lock = threading.RLock()
 _manager: PluginManager | None = None
-_loading: PluginManager | None = None  # the manager being built, for register_plugin calls made by its plugins
+_loading: PluginManager | None = (
+    None  # the manager being built, for register_plugin calls made by its plugins
+)
 _registries: dict[str, Registry] | None = None
 
 
@@ -259,8 +273,9 @@ def _collect_once(manager: PluginManager) -> dict[str, Registry]:
         # order, built-ins first, so that a plugin's override=True replaces them.
         for impl in getattr(manager.hook, hook_name).get_hookimpls():
             distribution, version = dists.get(impl.plugin_name, (None, None))
-            register = functools.partial(registries[kind].register, plugin=impl.plugin_name,
-                                         distribution=distribution, version=version)
+            register = functools.partial(
+                registries[kind].register, plugin=impl.plugin_name, distribution=distribution, version=version
+            )
             try:
                 impl.function(register=register)
             except Exception as exc:

@@ -24,7 +24,9 @@ def make_gym(env_id: str, **env_kwargs: Any) -> gym.Env:
 def make_ale(env_id: str, **env_kwargs: Any) -> gym.Env:
     register_ale()
     if not is_atari(env_id):
-        raise ValueError(f"the 'ale' source makes Atari envs only; {env_id!r} is not an ALE id (use source='gym')")
+        raise ValueError(
+            f"the 'ale' source makes Atari envs only; {env_id!r} is not an ALE id (use source='gym')"
+        )
     from ale_py.env import AtariEnv
 
     kwargs = {**gym.registry[env_id].kwargs, **env_kwargs}

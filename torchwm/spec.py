@@ -153,7 +153,8 @@ class VecSpec:
             f"source={self.source!r}, seed={self.seed!r}, autoreset_mode={self.autoreset_mode!r}, "
             f"env_kwargs={self.env_kwargs!r}, wrappers=[{wrappers}], "
             f"backend_kwargs={self.backend_kwargs!r}, family={self.family!r}, fused={self.fused!r}"
-            + ("" if self.env_fns is None else f", env_fns=<{len(self.env_fns)} callables>") + ")"
+            + ("" if self.env_fns is None else f", env_fns=<{len(self.env_fns)} callables>")
+            + ")"
         )
 
 
@@ -201,7 +202,9 @@ def check_seed(value: Any, name: str = "seed") -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an int >= 0 or None, got {value!r} ({type(value).__name__})")
     if value < 0:
-        raise InvalidSeedError(f"{name} must be an int >= 0 (Gymnasium's seeding refuses negative seeds), got {value}")
+        raise InvalidSeedError(
+            f"{name} must be an int >= 0 (Gymnasium's seeding refuses negative seeds), got {value}"
+        )
     return int(value)
 
 
@@ -210,7 +213,9 @@ def check_timeout(value: Any, name: str = "timeout") -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a number of seconds > 0, or None for no limit, got {value!r} ({type(value).__name__})")
+        raise TypeError(
+            f"{name} must be a number of seconds > 0, or None for no limit, got {value!r} ({type(value).__name__})"
+        )
     if math.isnan(value) or value <= 0:
         raise ValueError(f"{name} must be a number of seconds > 0, or None for no limit, got {value!r}")
     return None if math.isinf(value) else float(value)
@@ -244,11 +249,19 @@ def did_you_mean(name: str, known: Sequence[str]) -> str:
 
 
 _EXPECTED = {
-    "int_type": "expected an integer", "int_parsing": "expected an integer", "int_from_float": "expected an integer",
-    "bool_type": "expected true or false", "bool_parsing": "expected true or false",
-    "float_type": "expected a number", "float_parsing": "expected a number",
-    "string_type": "expected a string", "dict_type": "expected a table", "list_type": "expected a list",
-    "tuple_type": "expected a list", "model_type": "expected a table", "none_required": "expected nothing (null)",
+    "int_type": "expected an integer",
+    "int_parsing": "expected an integer",
+    "int_from_float": "expected an integer",
+    "bool_type": "expected true or false",
+    "bool_parsing": "expected true or false",
+    "float_type": "expected a number",
+    "float_parsing": "expected a number",
+    "string_type": "expected a string",
+    "dict_type": "expected a table",
+    "list_type": "expected a list",
+    "tuple_type": "expected a list",
+    "model_type": "expected a table",
+    "none_required": "expected nothing (null)",
 }
 
 
@@ -259,7 +272,11 @@ def expected_text(error: Mapping[str, Any]) -> str:
     if error["type"] == "greater_than_equal":
         return f"expected an integer >= {error['ctx']['ge']}"
     message = error["msg"]
-    return "expected " + message[len("Input should be "):] if message.startswith("Input should be ") else message
+    return (
+        "expected " + message[len("Input should be ") :]
+        if message.startswith("Input should be ")
+        else message
+    )
 
 
 def show_value(value: Any) -> str:
@@ -289,7 +306,8 @@ def _check_option(wrapper: str, key: str, value: Any, annotation: Any) -> Any:
         expected = _type_name(annotation)
         raise WrapperOptionError(
             f"wrapper {wrapper!r}: option {key!r} expected {expected}, got {value!r} ({error['msg'].lower()})",
-            key, f"{expected_text(error)}, got {show_value(value)}",
+            key,
+            f"{expected_text(error)}, got {show_value(value)}",
         ) from None
 
 
@@ -303,13 +321,19 @@ def resolve_wrapper(item: Any, *, family: str = "generic", env_id: str = "") -> 
         name, given = item, {}
     elif isinstance(item, Mapping):
         if "name" not in item:
-            raise WrapperOptionError(f"a wrapper given as a mapping needs a 'name' key, got keys {sorted(item)}",
-                                     "name", "expected the name of a registered wrapper, got no name key")
+            raise WrapperOptionError(
+                f"a wrapper given as a mapping needs a 'name' key, got keys {sorted(item)}",
+                "name",
+                "expected the name of a registered wrapper, got no name key",
+            )
         given = {k: v for k, v in item.items() if k != "name"}
         name = item["name"]
         if not isinstance(name, str):
-            raise WrapperOptionError(f"a wrapper name must be a string, got {name!r}",
-                                     "name", f"expected the name of a registered wrapper, got {show_value(name)}")
+            raise WrapperOptionError(
+                f"a wrapper name must be a string, got {name!r}",
+                "name",
+                f"expected the name of a registered wrapper, got {show_value(name)}",
+            )
     elif callable(item):
         label = getattr(item, "__qualname__", None) or type(item).__name__
         return WrapperSpec(name=label, fn=item)
@@ -330,10 +354,13 @@ def resolve_wrapper(item: Any, *, family: str = "generic", env_id: str = "") -> 
         raise WrapperOptionError(
             f"wrapper {name!r} has no option {', '.join(map(repr, unknown))}{did_you_mean(unknown[0], list(options))}; "
             f"{listed}",
-            unknown[0], f"wrapper {name!r} has no option {unknown[0]!r}{did_you_mean(unknown[0], list(options))}; {listed}",
+            unknown[0],
+            f"wrapper {name!r} has no option {unknown[0]!r}{did_you_mean(unknown[0], list(options))}; {listed}",
         )
     try:
-        hints = typing.get_type_hints(entry.factory, include_extras=True)  # keeps Annotated constraints (ge=1)
+        hints = typing.get_type_hints(
+            entry.factory, include_extras=True
+        )  # keeps Annotated constraints (ge=1)
     except Exception:  # a factory whose annotations do not evaluate is not type-checked
         hints = {}
     kwargs: dict[str, Any] = {}
@@ -347,19 +374,25 @@ def resolve_wrapper(item: Any, *, family: str = "generic", env_id: str = "") -> 
     return WrapperSpec(name=name, kwargs=kwargs)
 
 
-def resolve_wrappers(items: Sequence[Any] | None, *, family: str = "generic", env_id: str = "") -> tuple[WrapperSpec, ...]:
+def resolve_wrappers(
+    items: Sequence[Any] | None, *, family: str = "generic", env_id: str = ""
+) -> tuple[WrapperSpec, ...]:
     """A whole stack; ``None`` means the family default (the Atari stack, or nothing)."""
     if items is None:
         items = ATARI_DEFAULT_WRAPPERS if family == "atari" else ()
     if isinstance(items, (str, Mapping)) or callable(items):
-        raise TypeError(f"wrappers must be a list of wrappers, got a single {type(items).__name__}: {items!r}")
+        raise TypeError(
+            f"wrappers must be a list of wrappers, got a single {type(items).__name__}: {items!r}"
+        )
     specs = tuple(resolve_wrapper(item, family=family, env_id=env_id) for item in items)
     # episode_statistics records on the env the source makes, wherever it is written: a learner's episode
     # (a life, clipped rewards) is never what one logs (torchwm.wrappers.episode_statistics).
     stats = [spec for spec in specs if spec.fn is None and spec.name == EPISODE_STATISTICS]
     if len(stats) > 1:
-        raise ValueError(f"{EPISODE_STATISTICS} appears {len(stats)} times in the stack; it records once, on the "
-                         f"env the source makes")
+        raise ValueError(
+            f"{EPISODE_STATISTICS} appears {len(stats)} times in the stack; it records once, on the "
+            f"env the source makes"
+        )
     return (*stats, *(spec for spec in specs if spec not in stats))
 
 
@@ -389,5 +422,7 @@ def with_env_fn(spec: VecSpec, env_fn: Any, backend: str) -> VecSpec:
     if env_fn is None:
         return spec
     if spec.env_fns is not None:
-        raise TypeError(f"{backend}: give the envs' factories once: the spec has env_fns, and env_fn= was passed too")
+        raise TypeError(
+            f"{backend}: give the envs' factories once: the spec has env_fns, and env_fn= was passed too"
+        )
     return spec.replace(env_fns=env_fns_of(env_fn, spec.num_envs, backend))

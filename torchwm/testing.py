@@ -113,22 +113,42 @@ class BackendUnderTest:
     def skips(self) -> dict[str, str]:
         return dict(self.metadata.get("conformance", {}).get("skip", {}))
 
-    def make(self, num_envs: int = 4, *, autoreset_mode: str = "next_step", seed: int | None = None,
-             backend: str | None = None, **backend_kwargs: Any) -> Any:
+    def make(
+        self,
+        num_envs: int = 4,
+        *,
+        autoreset_mode: str = "next_step",
+        seed: int | None = None,
+        backend: str | None = None,
+        **backend_kwargs: Any,
+    ) -> Any:
         """The check env on this backend (or on ``backend``, for comparisons)."""
         kwargs = {**self.backend_kwargs, **backend_kwargs} if backend is None else {}
         if self.family == "atari":
-            return torchwm.make_vec(ATARI_ID, num_envs, backend=backend or self.name, seed=seed,
-                                    autoreset_mode=autoreset_mode, backend_kwargs=kwargs,
-                                    max_num_frames_per_episode=ATARI_FRAME_LIMIT)
-        return torchwm.make_vec(COUNTDOWN_ID, num_envs, backend=backend or self.name, seed=seed,
-                                autoreset_mode=autoreset_mode, backend_kwargs=kwargs)
+            return torchwm.make_vec(
+                ATARI_ID,
+                num_envs,
+                backend=backend or self.name,
+                seed=seed,
+                autoreset_mode=autoreset_mode,
+                backend_kwargs=kwargs,
+                max_num_frames_per_episode=ATARI_FRAME_LIMIT,
+            )
+        return torchwm.make_vec(
+            COUNTDOWN_ID,
+            num_envs,
+            backend=backend or self.name,
+            seed=seed,
+            autoreset_mode=autoreset_mode,
+            backend_kwargs=kwargs,
+        )
 
     def reference(self, num_envs: int, autoreset_mode: str) -> gym.vector.SyncVectorEnv:
         """Gymnasium's own SyncVectorEnv on the check env."""
         mode = torchwm.spec.AUTORESET_MODES[autoreset_mode]
-        return gym.vector.SyncVectorEnv([lambda: gym.make(COUNTDOWN_ID) for _ in range(num_envs)],
-                                        autoreset_mode=mode)
+        return gym.vector.SyncVectorEnv(
+            [lambda: gym.make(COUNTDOWN_ID) for _ in range(num_envs)], autoreset_mode=mode
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,14 +187,18 @@ def _compare_with_gymnasium(target: BackendUnderTest, mode: str, steps: int = 40
                         _assert_same("observations after reset_mask", t, ref_obs, obs)
                 got = envs.step(actions)
                 want = ref.step(actions)
-                for name, a, b in zip(("observations", "rewards", "terminations", "truncations"), want[:4], got[:4]):
+                for name, a, b in zip(
+                    ("observations", "rewards", "terminations", "truncations"), want[:4], got[:4]
+                ):
                     _assert_same(name, t, a, b)
                 if mode == "same_step":
                     want_final = want[4].get("_final_obs", np.zeros(n, bool))
                     got_final = got[4].get("_final_obs", np.zeros(n, bool))
                     _assert_same("infos['_final_obs']", t, want_final, got_final)
                     for i in np.flatnonzero(want_final):
-                        _assert_same(f"infos['final_obs'][{i}]", t, want[4]["final_obs"][i], got[4]["final_obs"][i])
+                        _assert_same(
+                            f"infos['final_obs'][{i}]", t, want[4]["final_obs"][i], got[4]["final_obs"][i]
+                        )
         finally:
             ref.close()
 
@@ -191,20 +215,30 @@ def _atari_autoreset(target: BackendUnderTest, mode: str) -> None:
             done = term | trunc
             if ended_at is not None:
                 if mode == "next_step":
-                    assert rewards[0] == 0 and not done[0], f"next_step: the step after an episode end must be a reset step (reward 0, no flags), got reward {rewards[0]}, flags {done[0]}"
+                    assert rewards[0] == 0 and not done[0], (
+                        f"next_step: the step after an episode end must be a reset step (reward 0, no flags), got reward {rewards[0]}, flags {done[0]}"
+                    )
                 return
             if done[0]:
                 if mode == "same_step":
-                    assert infos.get("_final_obs", np.zeros(n, bool))[0], f"same_step: infos must carry final_obs for env 0, got keys {sorted(infos)}"
-                    assert not np.shares_memory(infos["final_obs"][0], obs), "same_step: final_obs must be a copy, not a view of the observation batch"
+                    assert infos.get("_final_obs", np.zeros(n, bool))[0], (
+                        f"same_step: infos must carry final_obs for env 0, got keys {sorted(infos)}"
+                    )
+                    assert not np.shares_memory(infos["final_obs"][0], obs), (
+                        "same_step: final_obs must be a copy, not a view of the observation batch"
+                    )
                 if mode == "disabled":
                     try:
                         envs.step(actions)
                     except ValueError:
                         return
-                    raise AssertionError("disabled: stepping an env whose episode ended must raise ValueError")
+                    raise AssertionError(
+                        "disabled: stepping an env whose episode ended must raise ValueError"
+                    )
                 ended_at = t
-        raise AssertionError(f"no episode ended within {ATARI_FRAME_LIMIT} steps under a {ATARI_FRAME_LIMIT}-frame limit")
+        raise AssertionError(
+            f"no episode ended within {ATARI_FRAME_LIMIT} steps under a {ATARI_FRAME_LIMIT}-frame limit"
+        )
 
 
 # -- the checks --------------------------------------------------------------------------------------
@@ -216,19 +250,30 @@ def check_spaces_and_dtypes(target: BackendUnderTest) -> None:
     with target.make(n, seed=1) as envs:
         assert envs.num_envs == n, f"num_envs: expected {n}, got {envs.num_envs}"
         assert envs.observation_space == gym.vector.utils.batch_space(envs.single_observation_space, n), (
-            f"observation_space {envs.observation_space} is not {envs.single_observation_space} batched {n} times")
+            f"observation_space {envs.observation_space} is not {envs.single_observation_space} batched {n} times"
+        )
         assert envs.action_space == gym.vector.utils.batch_space(envs.single_action_space, n), (
-            f"action_space {envs.action_space} is not {envs.single_action_space} batched {n} times")
+            f"action_space {envs.action_space} is not {envs.single_action_space} batched {n} times"
+        )
         assert envs.metadata.get("autoreset_mode") is gym.vector.AutoresetMode.NEXT_STEP, (
-            f"metadata['autoreset_mode']: expected AutoresetMode.NEXT_STEP, got {envs.metadata.get('autoreset_mode')!r}")
+            f"metadata['autoreset_mode']: expected AutoresetMode.NEXT_STEP, got {envs.metadata.get('autoreset_mode')!r}"
+        )
         obs, infos = envs.reset()
         assert isinstance(infos, dict), f"reset infos: expected a dict, got {type(infos).__name__}"
-        assert envs.observation_space.contains(obs), f"reset observations {obs.shape} {obs.dtype} not in {envs.observation_space}"
+        assert envs.observation_space.contains(obs), (
+            f"reset observations {obs.shape} {obs.dtype} not in {envs.observation_space}"
+        )
         obs, rewards, term, trunc, infos = envs.step(envs.action_space.sample())
-        assert envs.observation_space.contains(obs), f"step observations {obs.shape} {obs.dtype} not in {envs.observation_space}"
-        assert rewards.shape == (n,) and rewards.dtype.kind in "fi", f"rewards: expected ({n},) numbers, got {rewards.shape} {rewards.dtype}"
+        assert envs.observation_space.contains(obs), (
+            f"step observations {obs.shape} {obs.dtype} not in {envs.observation_space}"
+        )
+        assert rewards.shape == (n,) and rewards.dtype.kind in "fi", (
+            f"rewards: expected ({n},) numbers, got {rewards.shape} {rewards.dtype}"
+        )
         for name, flags in (("terminations", term), ("truncations", trunc)):
-            assert flags.shape == (n,) and flags.dtype == np.bool_, f"{name}: expected ({n},) bool, got {flags.shape} {flags.dtype}"
+            assert flags.shape == (n,) and flags.dtype == np.bool_, (
+                f"{name}: expected ({n},) bool, got {flags.shape} {flags.dtype}"
+            )
 
 
 def check_autoreset_next_step(target: BackendUnderTest) -> None:
@@ -253,7 +298,12 @@ def check_autoreset_same_step(target: BackendUnderTest) -> None:
                 kept.append((infos["final_obs"][env], infos["final_obs"][env].copy()))
         assert kept, "same_step: no episode ended in 30 steps of the countdown env"
         for i, (returned, snapshot) in enumerate(kept):
-            _assert_same(f"final_obs #{i} (changed after it was returned: a view of a reused buffer?)", i, snapshot, returned)
+            _assert_same(
+                f"final_obs #{i} (changed after it was returned: a view of a reused buffer?)",
+                i,
+                snapshot,
+                returned,
+            )
 
 
 def check_autoreset_disabled(target: BackendUnderTest) -> None:
@@ -314,7 +364,9 @@ def check_envs_differ(target: BackendUnderTest) -> None:
             # The same action everywhere, so only the seeds can make the envs differ.
             step_obs = envs.step(np.zeros(2, dtype=np.int64))[0]
             obs = np.concatenate([obs, step_obs], axis=1)
-        assert not np.array_equal(obs[0], obs[1]), "env 0 and env 1 gave the same observations: are both seeded alike?"
+        assert not np.array_equal(obs[0], obs[1]), (
+            "env 0 and env 1 gave the same observations: are both seeded alike?"
+        )
 
 
 def check_first_reset_uses_make_seed(target: BackendUnderTest) -> None:
@@ -347,7 +399,9 @@ def check_bad_actions_rejected(target: BackendUnderTest) -> None:
             try:
                 envs.step(actions)
             except ValueError as exc:
-                assert str(n) in str(exc) or "range" in str(exc) or "dtype" in str(exc), f"the error for {what} should name the expected shape: {exc}"
+                assert str(n) in str(exc) or "range" in str(exc) or "dtype" in str(exc), (
+                    f"the error for {what} should name the expected shape: {exc}"
+                )
                 continue
             raise AssertionError(f"{what} ({actions!r}) was accepted; expected ValueError")
         obs = envs.step(np.zeros(n, dtype=np.int64))[0]
@@ -394,12 +448,16 @@ def check_batch_size(target: BackendUnderTest) -> None:
         seen: list[int] = []
         for _ in range(n // k):
             obs, rewards, *_, infos = envs.recv()
-            assert obs.shape[0] == k and rewards.shape == (k,), f"recv with batch_size={k}: expected {k} rows, got {obs.shape[0]}"
+            assert obs.shape[0] == k and rewards.shape == (k,), (
+                f"recv with batch_size={k}: expected {k} rows, got {obs.shape[0]}"
+            )
             seen += infos["env_id"].tolist()
         assert sorted(seen) == list(range(n)), f"every env must come back exactly once, got env ids {seen}"
         envs.send(np.zeros(k, dtype=np.int64), env_ids=seen[:k])
         *_, infos = envs.recv()
-        assert sorted(infos["env_id"].tolist()) == sorted(seen[:k]), f"recv after send(env_ids={seen[:k]}) returned {infos['env_id']}"
+        assert sorted(infos["env_id"].tolist()) == sorted(seen[:k]), (
+            f"recv after send(env_ids={seen[:k]}) returned {infos['env_id']}"
+        )
 
 
 def check_close(target: BackendUnderTest) -> None:
@@ -423,9 +481,13 @@ def check_attributes(target: BackendUnderTest) -> None:
     """get_attr / call read every env; set_attr writes every env."""
     with target.make(2, seed=0) as envs:
         spaces_ = envs.get_attr("action_space")
-        assert len(spaces_) == 2 and all(s == envs.single_action_space for s in spaces_), f"get_attr('action_space') gave {spaces_}"
+        assert len(spaces_) == 2 and all(s == envs.single_action_space for s in spaces_), (
+            f"get_attr('action_space') gave {spaces_}"
+        )
         envs.set_attr("torchwm_probe", [5, 6])
-        assert tuple(envs.get_attr("torchwm_probe")) == (5, 6), f"set_attr then get_attr gave {envs.get_attr('torchwm_probe')}"
+        assert tuple(envs.get_attr("torchwm_probe")) == (5, 6), (
+            f"set_attr then get_attr gave {envs.get_attr('torchwm_probe')}"
+        )
 
 
 def check_env_ids_in_calls(target: BackendUnderTest) -> None:
@@ -434,17 +496,23 @@ def check_env_ids_in_calls(target: BackendUnderTest) -> None:
     (NotImplementedError), as it does without ``env_ids``."""
     with target.make(4, seed=0) as envs:
         spaces_ = envs.get_attr("action_space", env_ids=[2, 0])
-        assert len(spaces_) == 2 and all(s == envs.single_action_space for s in spaces_), \
+        assert len(spaces_) == 2 and all(s == envs.single_action_space for s in spaces_), (
             f"get_attr('action_space', env_ids=[2, 0]) gave {spaces_}"
+        )
         for bad in ([4], [-1], [1, 1], []):
-            for name, args in (("get_attr", ("action_space",)), ("call", ("action_space",)),
-                               ("set_attr", ("torchwm_probe", 1))):
+            for name, args in (
+                ("get_attr", ("action_space",)),
+                ("call", ("action_space",)),
+                ("set_attr", ("torchwm_probe", 1)),
+            ):
                 try:
                     getattr(envs, name)(*args, env_ids=bad)
                 except ValueError:
                     continue
                 except Exception as exc:
-                    raise AssertionError(f"{name}(env_ids={bad}) raised {exc!r}, expected a ValueError") from exc
+                    raise AssertionError(
+                        f"{name}(env_ids={bad}) raised {exc!r}, expected a ValueError"
+                    ) from exc
                 raise AssertionError(f"{name}(env_ids={bad}) was accepted, expected a ValueError")
         try:
             envs.set_attr("torchwm_probe", [0, 0, 0, 0])

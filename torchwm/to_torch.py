@@ -73,16 +73,22 @@ class ToTorch(VectorWrapper):
         try:
             device = torch.device(device)
         except (RuntimeError, TypeError) as exc:
-            raise ValueError(f"device must be a torch device such as 'cpu' or 'cuda:0', got {device!r}") from exc
+            raise ValueError(
+                f"device must be a torch device such as 'cpu' or 'cuda:0', got {device!r}"
+            ) from exc
         if pin_memory is None:
             pin_memory = device.type == "cuda"
         if pin_memory and not torch.cuda.is_available():
-            raise ValueError("pin_memory=True needs CUDA, and torch.cuda.is_available() is False; use pin_memory=False")
+            raise ValueError(
+                "pin_memory=True needs CUDA, and torch.cuda.is_available() is False; use pin_memory=False"
+            )
         super().__init__(env)
         self.device = device
         self.pin_memory = bool(pin_memory)
 
-    def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+    def reset(
+        self, *, seed: Any = None, options: dict[str, Any] | None = None, **kwargs: Any
+    ) -> tuple[Any, dict[str, Any]]:
         """`reset` of the env; a ``reset_mask`` or other option may be a tensor."""
         if options:
             options = to_numpy(options)
@@ -92,7 +98,9 @@ class ToTorch(VectorWrapper):
     def step(self, actions: Any, env_ids: Any = None) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         """Step with tensor (or array) actions; everything comes back as tensors on ``device``."""
         actions = to_numpy(actions)
-        result = self.env.step(actions) if env_ids is None else self.env.step(actions, env_ids=to_numpy(env_ids))
+        result = (
+            self.env.step(actions) if env_ids is None else self.env.step(actions, env_ids=to_numpy(env_ids))
+        )
         return tuple(self.to_tensor(value) for value in result)  # type: ignore[return-value]
 
     def send(self, actions: Any, env_ids: Any = None) -> None:
@@ -154,7 +162,9 @@ class _CallableModule(types.ModuleType):
     """This module, callable as `to_torch`: importing ``torchwm.to_torch`` makes the package attribute
     ``torchwm.to_torch`` this module, and ``torchwm.to_torch(envs)`` must still work."""
 
-    def __call__(self, env: Any, device: str | torch.device = "cpu", pin_memory: bool | None = None) -> ToTorch:
+    def __call__(
+        self, env: Any, device: str | torch.device = "cpu", pin_memory: bool | None = None
+    ) -> ToTorch:
         return to_torch(env, device=device, pin_memory=pin_memory)
 
 

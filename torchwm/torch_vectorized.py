@@ -62,7 +62,9 @@ class TorchVectorizedEnv:
         **backend_kwargs: Any,
     ) -> None:
         if not callable(env_factory):
-            raise TypeError(f"env_factory must be a no-argument callable returning a gymnasium.Env, got {env_factory!r}")
+            raise TypeError(
+                f"env_factory must be a no-argument callable returning a gymnasium.Env, got {env_factory!r}"
+            )
         if backend not in BACKENDS:
             raise ValueError(f"TorchVectorizedEnv runs on one of {list(BACKENDS)}, got backend={backend!r}")
         if num_workers is None:
@@ -74,11 +76,18 @@ class TorchVectorizedEnv:
         self.envs_per_worker = envs_per_worker
         self.total_envs = num_workers * envs_per_worker
         if backend != "sync":
-            backend_kwargs = {**backend_kwargs, "num_workers": num_workers, "envs_per_worker": envs_per_worker}
+            backend_kwargs = {
+                **backend_kwargs,
+                "num_workers": num_workers,
+                "envs_per_worker": envs_per_worker,
+            }
         # Built as make_vec_from_fns builds any list of factories, so that vec_env.spec.env_fns holds them.
         # sync, subproc and shmem are torchwm's vector envs (send, recv, call, spec).
         self.vec_env: VectorEnv = make_vec_from_fns(  # type: ignore[assignment]
-            [env_factory] * self.total_envs, backend=backend, seed=seed, autoreset_mode=autoreset_mode,
+            [env_factory] * self.total_envs,
+            backend=backend,
+            seed=seed,
+            autoreset_mode=autoreset_mode,
             backend_kwargs=backend_kwargs,
         )
 
@@ -133,8 +142,10 @@ class TorchVectorizedEnv:
         self.close()
 
     def __repr__(self) -> str:
-        return (f"TorchVectorizedEnv(total_envs={self.total_envs}, num_workers={self.num_workers}, "
-                f"envs_per_worker={self.envs_per_worker}, backend={self.vec_env.spec.backend!r})")
+        return (
+            f"TorchVectorizedEnv(total_envs={self.total_envs}, num_workers={self.num_workers}, "
+            f"envs_per_worker={self.envs_per_worker}, backend={self.vec_env.spec.backend!r})"
+        )
 
 
 def _leading_dimension(actions: Any) -> int | None:

@@ -80,8 +80,11 @@ def images(draw):
     return frame, other, size
 
 
-@settings(max_examples=400, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=400,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(images())
 def test_equals_opencv_on_random_images_of_random_sizes(resize_path, case):
     frame, other, size = case
@@ -93,9 +96,12 @@ def test_equals_opencv_on_random_images_of_random_sizes(resize_path, case):
 
 
 # (210, 5) from 160 columns: 32 source pixels a column, more than the AVX-512 pass takes (SSE2 does it).
-SHAPES_AND_SIZES = [(shape, size) for shape in [(210, 160), (210, 160, 3), (250, 160), (7, 5), (260, 1)]
-                    for size in [(84, 84), (64, 48), (1, 1), (3, 1), (100, 77), (210, 5)]
-                    if native.kernel_handles(shape, size)]
+SHAPES_AND_SIZES = [
+    (shape, size)
+    for shape in [(210, 160), (210, 160, 3), (250, 160), (7, 5), (260, 1)]
+    for size in [(84, 84), (64, 48), (1, 1), (3, 1), (100, 77), (210, 5)]
+    if native.kernel_handles(shape, size)
+]
 
 
 @pytest.mark.parametrize("shape, size", SHAPES_AND_SIZES)
@@ -117,17 +123,29 @@ def test_rounding_ties_round_as_opencv_does(resize_path, value, pattern):
         np.testing.assert_array_equal(kernel(frame, None, size), reference(frame, None, size))
 
 
-@pytest.mark.parametrize("make, words", [
-    (lambda: (np.zeros((4, 4), np.float32), None, np.zeros((3, 3), np.uint8)),
-     "frame: expected a uint8 array"),
-    (lambda: (np.zeros((4, 4, 2), np.uint8), None, np.zeros((3, 3, 2), np.uint8)),
-     r"frame: expected an image of shape"),
-    (lambda: (np.zeros((4, 4), np.uint8), np.zeros((4, 5), np.uint8), np.zeros((3, 3), np.uint8)),
-     "other: expected the shape of frame"),
-    (lambda: (np.zeros((4, 4), np.uint8), None, np.zeros((3, 3, 3), np.uint8)), "out: expected 1 channel"),
-    (lambda: (np.zeros((4, 4), np.uint8), None, np.zeros((5, 3), np.uint8)), "only shrinks"),
-    (lambda: (np.zeros((4, 4), np.uint8), None, np.zeros((2, 2), np.uint8)), "only shrinks"),
-])
+@pytest.mark.parametrize(
+    "make, words",
+    [
+        (
+            lambda: (np.zeros((4, 4), np.float32), None, np.zeros((3, 3), np.uint8)),
+            "frame: expected a uint8 array",
+        ),
+        (
+            lambda: (np.zeros((4, 4, 2), np.uint8), None, np.zeros((3, 3, 2), np.uint8)),
+            r"frame: expected an image of shape",
+        ),
+        (
+            lambda: (np.zeros((4, 4), np.uint8), np.zeros((4, 5), np.uint8), np.zeros((3, 3), np.uint8)),
+            "other: expected the shape of frame",
+        ),
+        (
+            lambda: (np.zeros((4, 4), np.uint8), None, np.zeros((3, 3, 3), np.uint8)),
+            "out: expected 1 channel",
+        ),
+        (lambda: (np.zeros((4, 4), np.uint8), None, np.zeros((5, 3), np.uint8)), "only shrinks"),
+        (lambda: (np.zeros((4, 4), np.uint8), None, np.zeros((2, 2), np.uint8)), "only shrinks"),
+    ],
+)
 def test_bad_input_is_refused_with_what_was_expected(make, words):
     frame, other, out = make()
     with pytest.raises(ValueError, match=words):
@@ -173,11 +191,14 @@ def _fused_pair(env_id: str, options: dict):
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("options, steps", [
-    ({}, 300),  # the default: grayscale 84 x 84
-    ({"grayscale": False}, 100),  # RGB costs three times the bytes: fewer steps
-    ({"screen_size": 64}, 100),
-])
+@pytest.mark.parametrize(
+    "options, steps",
+    [
+        ({}, 300),  # the default: grayscale 84 x 84
+        ({"grayscale": False}, 100),  # RGB costs three times the bytes: fewer steps
+        ({"screen_size": 64}, 100),
+    ],
+)
 def test_every_rom_gives_the_same_arrays_with_the_kernel_and_with_opencv(options, steps):
     ids = _v5_ids()
     assert len(ids) > 90
@@ -277,24 +298,44 @@ def test_palette_lookup_of_even_indices_and_a_stray_odd_one(lookup_path, pooled)
     assert not KERNEL.palette_lookup(unknown, table, out, other)
 
 
-@pytest.mark.parametrize("make, words", [
-    (lambda: (np.zeros(8, np.uint8), np.zeros((2, 255), np.uint8), np.zeros(8, np.uint8)),
-     "table: expected a"),
-    (lambda: (np.zeros(8, np.uint8), np.zeros((2, 256), np.uint8), np.zeros(7, np.uint8)), "out: expected 8"),
-    (lambda: (np.zeros(8, np.int16), np.zeros((2, 256), np.uint8), np.zeros(8, np.uint8)),
-     "indices: expected a uint8"),
-    (lambda: (np.zeros(8, np.uint8), np.zeros((2, 256), np.uint8), np.zeros(8, np.uint8),
-              np.zeros(9, np.uint8)), "other: expected 8"),
-])
+@pytest.mark.parametrize(
+    "make, words",
+    [
+        (
+            lambda: (np.zeros(8, np.uint8), np.zeros((2, 255), np.uint8), np.zeros(8, np.uint8)),
+            "table: expected a",
+        ),
+        (
+            lambda: (np.zeros(8, np.uint8), np.zeros((2, 256), np.uint8), np.zeros(7, np.uint8)),
+            "out: expected 8",
+        ),
+        (
+            lambda: (np.zeros(8, np.int16), np.zeros((2, 256), np.uint8), np.zeros(8, np.uint8)),
+            "indices: expected a uint8",
+        ),
+        (
+            lambda: (
+                np.zeros(8, np.uint8),
+                np.zeros((2, 256), np.uint8),
+                np.zeros(8, np.uint8),
+                np.zeros(9, np.uint8),
+            ),
+            "other: expected 8",
+        ),
+    ],
+)
 def test_palette_lookup_refuses_bad_input(make, words):
     with pytest.raises(ValueError, match=words):
         KERNEL.palette_lookup(*make())
 
 
-@pytest.mark.parametrize("path, words", [
-    ("avx512", "expected one of 'vbmi', 'avx2', 'plain', got 'avx512'"),
-    (3, "expected one of 'vbmi', 'avx2', 'plain' or None, got 3"),
-])
+@pytest.mark.parametrize(
+    "path, words",
+    [
+        ("avx512", "expected one of 'vbmi', 'avx2', 'plain', got 'avx512'"),
+        (3, "expected one of 'vbmi', 'avx2', 'plain' or None, got 3"),
+    ],
+)
 def test_an_unknown_lookup_path_is_refused(path, words):
     args = (np.zeros(8, np.uint8), np.zeros((2, 256), np.uint8), np.zeros(8, np.uint8))
     with pytest.raises(ValueError, match=words):
@@ -313,18 +354,61 @@ def test_a_lookup_path_the_cpu_lacks_is_refused_with_the_paths_it_has():
     assert KERNEL.lookup_paths()[-1] == "plain"  # the plain loop is always there
 
 
-@pytest.mark.parametrize("make, words", [
-    (lambda: (np.zeros((4, 4), np.uint8), np.zeros((2, 256), np.uint8), np.zeros((4, 4, 3), np.uint8), None,
-              np.zeros((3, 3, 3), np.uint8)), "expected gray images"),
-    (lambda: (np.zeros((4, 5), np.uint8), np.zeros((2, 256), np.uint8), np.zeros((4, 4), np.uint8), None,
-              np.zeros((3, 3), np.uint8)), "indices and other: expected 16 bytes like frame, got 20"),
-    (lambda: (np.zeros((4, 4), np.uint8), np.zeros((2, 256), np.uint8), np.zeros((4, 4), np.uint8),
-              np.zeros((4, 3), np.uint8), np.zeros((3, 3), np.uint8)), "got 16 and 12"),
-    (lambda: (np.zeros((4, 4), np.uint8), np.zeros(256, np.uint8), np.zeros((4, 4), np.uint8), None,
-              np.zeros((3, 3), np.uint8)), "table: expected a"),
-    (lambda: (np.zeros((4, 4), np.uint8), np.zeros((2, 256), np.uint8), np.zeros((4, 4), np.uint8), None,
-              np.zeros((2, 2), np.uint8)), "only shrinks"),
-])
+@pytest.mark.parametrize(
+    "make, words",
+    [
+        (
+            lambda: (
+                np.zeros((4, 4), np.uint8),
+                np.zeros((2, 256), np.uint8),
+                np.zeros((4, 4, 3), np.uint8),
+                None,
+                np.zeros((3, 3, 3), np.uint8),
+            ),
+            "expected gray images",
+        ),
+        (
+            lambda: (
+                np.zeros((4, 5), np.uint8),
+                np.zeros((2, 256), np.uint8),
+                np.zeros((4, 4), np.uint8),
+                None,
+                np.zeros((3, 3), np.uint8),
+            ),
+            "indices and other: expected 16 bytes like frame, got 20",
+        ),
+        (
+            lambda: (
+                np.zeros((4, 4), np.uint8),
+                np.zeros((2, 256), np.uint8),
+                np.zeros((4, 4), np.uint8),
+                np.zeros((4, 3), np.uint8),
+                np.zeros((3, 3), np.uint8),
+            ),
+            "got 16 and 12",
+        ),
+        (
+            lambda: (
+                np.zeros((4, 4), np.uint8),
+                np.zeros(256, np.uint8),
+                np.zeros((4, 4), np.uint8),
+                None,
+                np.zeros((3, 3), np.uint8),
+            ),
+            "table: expected a",
+        ),
+        (
+            lambda: (
+                np.zeros((4, 4), np.uint8),
+                np.zeros((2, 256), np.uint8),
+                np.zeros((4, 4), np.uint8),
+                None,
+                np.zeros((2, 2), np.uint8),
+            ),
+            "only shrinks",
+        ),
+    ],
+)
 def test_palette_max_area_resize_refuses_bad_input(make, words):
     with pytest.raises(ValueError, match=words):
         KERNEL.palette_max_area_resize(*make())
@@ -475,8 +559,13 @@ def _native_in_subprocess(code: str, **environment: str):
 
     env = {key: value for key, value in os.environ.items() if key != "TORCHWM_ATARI_KERNEL"}
     env.update(environment)
-    return subprocess.run([sys.executable, "-c", f"import torchwm.native as n; {code}"], env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", f"import torchwm.native as n; {code}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_torchwm_native_0_turns_the_kernel_off():
@@ -492,8 +581,10 @@ def test_the_switch_forces_each_lookup_path_the_cpu_has(path):
     if path not in KERNEL.lookup_paths():
         # A path this CPU lacks: an error at import that says which paths it has.
         assert result.returncode != 0
-        assert (f"ValueError: TORCHWM_ATARI_KERNEL={path}: this CPU has no such path "
-                f"(it has {', '.join(KERNEL.lookup_paths())})") in result.stderr
+        assert (
+            f"ValueError: TORCHWM_ATARI_KERNEL={path}: this CPU has no such path "
+            f"(it has {', '.join(KERNEL.lookup_paths())})"
+        ) in result.stderr
         return
     assert result.returncode == 0, result.stderr
     name, resize, status = result.stdout.split(" ", 2)

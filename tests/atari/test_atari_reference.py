@@ -34,8 +34,14 @@ def gymnasium_reference(env_id: str, **env_kwargs) -> gym.vector.SyncVectorEnv:
 def run(envs, actions: np.ndarray, seed: int):
     """Every step's arrays, and the number of episode ends."""
     obs, infos = envs.reset(seed=seed)
-    record = {"obs": [obs.copy()], "rewards": [], "terminations": [], "truncations": [],
-              "lives": [infos["lives"].copy()], "frames": [infos["episode_frame_number"].copy()]}
+    record = {
+        "obs": [obs.copy()],
+        "rewards": [],
+        "terminations": [],
+        "truncations": [],
+        "lives": [infos["lives"].copy()],
+        "frames": [infos["episode_frame_number"].copy()],
+    }
     for action in actions:
         obs, rewards, terminations, truncations, infos = envs.step(action)
         record["obs"].append(obs.copy())

@@ -82,8 +82,15 @@ def test_a_spec_that_claims_the_fused_env_for_a_stack_it_cannot_run_is_refused()
 
 
 def test_each_path_states_its_own_limits_in_one_table():
-    stack = parse_atari_stack(resolve_spec("ALE/Pong-v5", wrappers=[
-        {"name": "atari_preprocessing", "grayscale": False}, {"name": "frame_stack", "padding": "reset"}]))
+    stack = parse_atari_stack(
+        resolve_spec(
+            "ALE/Pong-v5",
+            wrappers=[
+                {"name": "atari_preprocessing", "grayscale": False},
+                {"name": "frame_stack", "padding": "reset"},
+            ],
+        )
+    )
     assert path_refusal(stack, "fused") is None
     assert "padding='reset'" in path_refusal(stack, "ale-native")
     assert "grayscale=False" in path_refusal(stack, "envpool")
@@ -91,9 +98,15 @@ def test_each_path_states_its_own_limits_in_one_table():
 
 
 def test_a_dumped_config_keeps_a_width_height_screen_size_and_array_clip_bounds():
-    spec = resolve_spec("ALE/Pong-v5", 2, wrappers=[
-        {"name": "atari_preprocessing", "screen_size": (64, 96)},
-        {"name": "clip_reward", "min_reward": np.array([-0.5]), "max_reward": [0.5]}, "frame_stack"])
+    spec = resolve_spec(
+        "ALE/Pong-v5",
+        2,
+        wrappers=[
+            {"name": "atari_preprocessing", "screen_size": (64, 96)},
+            {"name": "clip_reward", "min_reward": np.array([-0.5]), "max_reward": [0.5]},
+            "frame_stack",
+        ],
+    )
     again = load_config(tomllib.loads(dump_config(spec)))
     assert again == spec
     assert again.wrappers[0].kwargs["screen_size"] == (64, 96)
@@ -105,8 +118,10 @@ def test_envpool_takes_width_and_height_and_refuses_a_gray_channel_axis():
     from torchwm_envpool.translate import translate
 
     def plan(**options):
-        return translate(resolve_spec("ALE/Pong-v5", 2, wrappers=[{"name": "atari_preprocessing", **options}]),
-                         tasks={"Pong-v5"})
+        return translate(
+            resolve_spec("ALE/Pong-v5", 2, wrappers=[{"name": "atari_preprocessing", **options}]),
+            tasks={"Pong-v5"},
+        )
 
     kwargs = plan(screen_size=(64, 96)).kwargs
     assert (kwargs["img_width"], kwargs["img_height"]) == (64, 96)
@@ -114,24 +129,41 @@ def test_envpool_takes_width_and_height_and_refuses_a_gray_channel_axis():
         plan(grayscale_newaxis=True)
 
 
-@pytest.mark.parametrize("error", ["UnsupportedStackError", "WrapperOptionError", "InvalidOptionError",
-                                   "InvalidOptionTypeError", "DynamicShapeError"])
+@pytest.mark.parametrize(
+    "error",
+    [
+        "UnsupportedStackError",
+        "WrapperOptionError",
+        "InvalidOptionError",
+        "InvalidOptionTypeError",
+        "DynamicShapeError",
+    ],
+)
 def test_option_errors_are_gymnasium_errors_and_what_they_were(error):
     """Code written against ALE/Gymnasium (``except gymnasium.error.Error``) and against torchwm both catch
     them."""
     from torchwm import errors
 
     cls = getattr(errors, error)
-    assert issubclass(cls, gym.error.Error) and issubclass(cls, ValueError) and issubclass(cls, errors.TorchwmError)
-    assert issubclass(errors.WrapperOptionError, TypeError) and issubclass(errors.InvalidOptionTypeError, TypeError)
+    assert (
+        issubclass(cls, gym.error.Error)
+        and issubclass(cls, ValueError)
+        and issubclass(cls, errors.TorchwmError)
+    )
+    assert issubclass(errors.WrapperOptionError, TypeError) and issubclass(
+        errors.InvalidOptionTypeError, TypeError
+    )
 
 
-@pytest.mark.parametrize(("wrappers", "env_kwargs", "named"), [
-    (None, {"frameskip": 0}, "frameskip"),  # ALE's own error: the fused env falls back to the chain
-    (None, {"frameskip": 4.0}, "frameskip"),
-    ([{"name": "atari_preprocessing", "frame_skip": 4.0}], {}, "frame_skip"),
-    ([{"name": "atari_preprocessing", "screen_size": (84, 84, 1)}], {}, "screen_size"),
-])
+@pytest.mark.parametrize(
+    ("wrappers", "env_kwargs", "named"),
+    [
+        (None, {"frameskip": 0}, "frameskip"),  # ALE's own error: the fused env falls back to the chain
+        (None, {"frameskip": 4.0}, "frameskip"),
+        ([{"name": "atari_preprocessing", "frame_skip": 4.0}], {}, "frame_skip"),
+        ([{"name": "atari_preprocessing", "screen_size": (84, 84, 1)}], {}, "screen_size"),
+    ],
+)
 def test_bad_options_on_the_fused_path_are_gymnasium_errors_naming_the_option(wrappers, env_kwargs, named):
     with pytest.raises(gym.error.Error, match=named):
         torchwm.make_env("ALE/Pong-v5", wrappers=wrappers, **env_kwargs)

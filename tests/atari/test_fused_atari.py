@@ -25,20 +25,34 @@ FULL_STACK = ["atari_preprocessing", "episodic_life", "fire_reset", "clip_reward
 SINGLE_CASES = {
     "breakout-full-stack": ("ALE/Breakout-v5", FULL_STACK, {}, 900),
     "breakout-fire-below-episodic": (
-        "ALE/Breakout-v5", ["atari_preprocessing", "fire_reset", "frame_stack", "episodic_life"], {}, 700),
+        "ALE/Breakout-v5",
+        ["atari_preprocessing", "fire_reset", "frame_stack", "episodic_life"],
+        {},
+        700,
+    ),
     "space-invaders-default": ("ALE/SpaceInvaders-v5", None, {"max_num_frames_per_episode": 800}, 700),
     "breakout-v4-life-loss-no-skip": (
         "BreakoutNoFrameskip-v4",
-        [{"name": "atari_preprocessing", "terminal_on_life_loss": True, "frame_skip": 1, "noop_max": 0}], {},
-        900),
+        [{"name": "atari_preprocessing", "terminal_on_life_loss": True, "frame_skip": 1, "noop_max": 0}],
+        {},
+        900,
+    ),
     "pong-rgb-scaled-reset-padding": (
         "ALE/Pong-v5",
-        [{"name": "atari_preprocessing", "grayscale": False, "scale_obs": True, "screen_size": 64},
-         {"name": "frame_stack", "stack_size": 3, "padding": "reset"}, "clip_reward"],
-        {"max_num_frames_per_episode": 400}, 400),
+        [
+            {"name": "atari_preprocessing", "grayscale": False, "scale_obs": True, "screen_size": 64},
+            {"name": "frame_stack", "stack_size": 3, "padding": "reset"},
+            "clip_reward",
+        ],
+        {"max_num_frames_per_episode": 400},
+        400,
+    ),
     "ms-pacman-skip-3": (
-        "ALE/MsPacman-v5", [{"name": "atari_preprocessing", "frame_skip": 3, "noop_max": 5}, "episodic_life"],
-        {"max_num_frames_per_episode": 1500}, 700),
+        "ALE/MsPacman-v5",
+        [{"name": "atari_preprocessing", "frame_skip": 3, "noop_max": 5}, "episodic_life"],
+        {"max_num_frames_per_episode": 1500},
+        700,
+    ),
 }
 
 
@@ -80,8 +94,11 @@ def test_single_env_equals_chain(case):
 VECTOR_CASES = [
     ("ALE/Breakout-v5", FULL_STACK, {}),
     ("ALE/Pong-v5", None, {"max_num_frames_per_episode": 500}),
-    ("ALE/Freeway-v5", ["atari_preprocessing", "clip_reward", "frame_stack"],
-     {"max_num_frames_per_episode": 500}),
+    (
+        "ALE/Freeway-v5",
+        ["atari_preprocessing", "clip_reward", "frame_stack"],
+        {"max_num_frames_per_episode": 500},
+    ),
 ]
 
 
@@ -89,8 +106,9 @@ VECTOR_CASES = [
 def test_sync_vector_fused_equals_chain(env_id, wrappers, env_kwargs):
     runs = []
     for fused in (True, False):
-        envs = torchwm.make_vec(env_id, 3, backend="sync", wrappers=wrappers, seed=5, fused=fused,
-                                **env_kwargs)
+        envs = torchwm.make_vec(
+            env_id, 3, backend="sync", wrappers=wrappers, seed=5, fused=fused, **env_kwargs
+        )
         assert isinstance(envs.envs[0], FusedAtariEnv) is fused
         envs.action_space.seed(5)
         obs, infos = envs.reset()
@@ -189,8 +207,11 @@ def test_step_before_reset_raises_as_the_chain_does():
     ("wrappers", "env_kwargs", "reason"),
     [
         (["atari_preprocessing", lambda env: env], {}, "callable"),
-        (["atari_preprocessing", {"name": "resize", "width": 42, "height": 42}], {},
-         "'resize' is not one of"),
+        (
+            ["atari_preprocessing", {"name": "resize", "width": 42, "height": 42}],
+            {},
+            "'resize' is not one of",
+        ),
         (["atari_preprocessing", "frame_stack", "frame_stack"], {}, "fused supports one"),
         (["frame_stack"], {}, "does not start with atari_preprocessing"),
         ([], {}, "does not start with atari_preprocessing"),
@@ -309,8 +330,9 @@ def gymnasium_atari_chain(env_id, frames, *, grayscale=True, **options):
     from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
     env = gym.make(env_id, frameskip=1, max_num_frames_per_episode=frames)
-    return FrameStackObservation(AtariPreprocessing(env, grayscale_obs=grayscale, **options), 4,
-                                 padding_type="zero")
+    return FrameStackObservation(
+        AtariPreprocessing(env, grayscale_obs=grayscale, **options), 4, padding_type="zero"
+    )
 
 
 @pytest.mark.parametrize("kernel", [True, False], ids=["kernel", "opencv"])
@@ -368,16 +390,32 @@ def test_screen_size_is_width_then_height_on_the_sync_and_shmem_backends(screen_
 
 # -- AtariPreprocessing's attributes -------------------------------------------------------------------------
 
-PREPROCESSING_ATTRIBUTES = ("screen_size", "frame_skip", "noop_max", "terminal_on_life_loss", "grayscale_obs",
-                            "grayscale_newaxis", "scale_obs")
+PREPROCESSING_ATTRIBUTES = (
+    "screen_size",
+    "frame_skip",
+    "noop_max",
+    "terminal_on_life_loss",
+    "grayscale_obs",
+    "grayscale_newaxis",
+    "scale_obs",
+)
 
 
-@pytest.mark.parametrize("options", [
-    {},
-    {"screen_size": (64, 96), "frame_skip": 3, "noop_max": 5, "terminal_on_life_loss": True,
-     "scale_obs": True},
-    {"screen_size": 72, "grayscale": False, "grayscale_newaxis": True, "noop_max": 0, "frame_skip": 1},
-], ids=["defaults", "changed", "rgb"])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {
+            "screen_size": (64, 96),
+            "frame_skip": 3,
+            "noop_max": 5,
+            "terminal_on_life_loss": True,
+            "scale_obs": True,
+        },
+        {"screen_size": 72, "grayscale": False, "grayscale_newaxis": True, "noop_max": 0, "frame_skip": 1},
+    ],
+    ids=["defaults", "changed", "rgb"],
+)
 def test_fused_env_has_atari_preprocessings_attributes(options):
     from gymnasium.wrappers import AtariPreprocessing
 
@@ -392,7 +430,8 @@ def test_fused_env_has_atari_preprocessings_attributes(options):
     for backend in ("sync", "shmem"):
         with torchwm.make_vec("ALE/Breakout-v5", 2, backend=backend, wrappers=wrappers) as envs:
             assert {name: envs.get_attr(name) for name in PREPROCESSING_ATTRIBUTES} == {
-                name: (value, value) for name, value in expected.items()}
+                name: (value, value) for name, value in expected.items()
+            }
     with pytest.raises(AttributeError):
         fused.frame_skip = 2  # the options the env was built with: setting one would change nothing
     reference.close()
@@ -409,8 +448,14 @@ def test_fused_env_keeps_record_episode_statistics_queues_as_the_chain():
         for _ in range(200):
             if any(env.step(0)[2:4]):
                 env.reset()
-        runs.append((env.get_wrapper_attr("episode_count"), list(env.get_wrapper_attr("return_queue")),
-                     list(env.get_wrapper_attr("length_queue")), env.get_wrapper_attr("time_queue").maxlen))
+        runs.append(
+            (
+                env.get_wrapper_attr("episode_count"),
+                list(env.get_wrapper_attr("return_queue")),
+                list(env.get_wrapper_attr("length_queue")),
+                env.get_wrapper_attr("time_queue").maxlen,
+            )
+        )
         env.close()
     assert runs[0] == runs[1]
     assert runs[0][0] >= 3 and len(runs[0][1]) == 2 and runs[0][3] == 2

@@ -26,8 +26,11 @@ def _stop_ray_when_done():
 def _cases():
     for backend in registry("backend").names():
         for number, backend_kwargs in enumerate(testing.variants(backend)):
-            label = backend if len(testing.variants(backend)) == 1 else f"{backend}-{number}-" + "-".join(
-                f"{v}" for v in backend_kwargs.values())
+            label = (
+                backend
+                if len(testing.variants(backend)) == 1
+                else f"{backend}-{number}-" + "-".join(f"{v}" for v in backend_kwargs.values())
+            )
             for check in testing.checks_for(backend):
                 yield pytest.param(backend, backend_kwargs, check, id=f"{label}:{check.__name__}")
 

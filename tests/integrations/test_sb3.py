@@ -49,7 +49,9 @@ def assert_info_equal(got: dict, expected: dict) -> None:
 @pytest.mark.parametrize("backend", ["sync", "shmem"])
 def test_steps_equal_dummy_vec_env(backend):
     reference = DummyVecEnv([short_cartpole] * N)
-    venv = SB3VecEnv(torchwm.make_vec_from_fns([short_cartpole] * N, backend=backend, autoreset_mode="same_step"))
+    venv = SB3VecEnv(
+        torchwm.make_vec_from_fns([short_cartpole] * N, backend=backend, autoreset_mode="same_step")
+    )
     rng = np.random.default_rng(0)
     for venv_ in (reference, venv):
         venv_.seed(5)
@@ -76,7 +78,10 @@ def test_steps_equal_dummy_vec_env(backend):
 
 
 def test_other_autoreset_modes_are_refused_with_what_to_do():
-    with torchwm.make_vec("CartPole-v1", 2) as vec, pytest.raises(ValueError, match="autoreset_mode='same_step'"):
+    with (
+        torchwm.make_vec("CartPole-v1", 2) as vec,
+        pytest.raises(ValueError, match="autoreset_mode='same_step'"),
+    ):
         SB3VecEnv(vec)
 
 
@@ -170,19 +175,29 @@ def test_calls_on_a_subset_of_envs_equal_dummy_vec_env(backend):
     (an int, a list, negative ones) reach those envs only."""
     make = functools.partial(EchoEnv, spaces.Box(low=np.zeros(2, np.float32), high=np.ones(2, np.float32)))
     results = []
-    for venv in (DummyVecEnv([make] * N),
-                 SB3VecEnv(torchwm.make_vec_from_fns([make] * N, backend=backend, autoreset_mode="same_step"))):
+    for venv in (
+        DummyVecEnv([make] * N),
+        SB3VecEnv(torchwm.make_vec_from_fns([make] * N, backend=backend, autoreset_mode="same_step")),
+    ):
         venv.reset()
-        calls = [venv.env_method("custom_method", 1, indices=None, dim_1=2),
-                 venv.env_method("custom_method", 1, indices=[0, 2], dim_1=3)]
+        calls = [
+            venv.env_method("custom_method", 1, indices=None, dim_1=2),
+            venv.env_method("custom_method", 1, indices=[0, 2], dim_1=3),
+        ]
         for env_idx in range(N):
             venv.set_attr("current_step", env_idx, indices=env_idx)
         attrs = [venv.get_attr("current_step")]
         venv.set_attr("current_step", 12, indices=[0, -1])
         venv.set_attr("marker", [1, 2], indices=[1])  # a list value is set whole, on env 1 only
-        attrs += [venv.get_attr("current_step"), venv.get_attr("current_step", indices=[-1, 1]),
-                  venv.get_attr("marker", indices=1)]
-        wrapped = [venv.env_is_wrapped(Monitor), venv.env_is_wrapped(gym.wrappers.PassiveEnvChecker, indices=2)]
+        attrs += [
+            venv.get_attr("current_step"),
+            venv.get_attr("current_step", indices=[-1, 1]),
+            venv.get_attr("marker", indices=1),
+        ]
+        wrapped = [
+            venv.env_is_wrapped(Monitor),
+            venv.env_is_wrapped(gym.wrappers.PassiveEnvChecker, indices=2),
+        ]
         venv.close()
         results.append((calls, attrs, wrapped))
     (calls, attrs, wrapped), (expected_calls, expected_attrs, expected_wrapped) = results
@@ -212,8 +227,10 @@ def test_per_env_reset_options_equal_dummy_vec_env(backend):
     make = functools.partial(EchoEnv, space)
     options = [{"obs": np.full(2, 0.25, np.float32)}, {}, {"obs": np.full(2, 0.5, np.float32)}]
     results = []
-    for venv in (DummyVecEnv([make] * N),
-                 SB3VecEnv(torchwm.make_vec_from_fns([make] * N, backend=backend, autoreset_mode="same_step"))):
+    for venv in (
+        DummyVecEnv([make] * N),
+        SB3VecEnv(torchwm.make_vec_from_fns([make] * N, backend=backend, autoreset_mode="same_step")),
+    ):
         venv.seed(1)
         venv.set_options(options)
         obs = venv.reset()
@@ -222,21 +239,32 @@ def test_per_env_reset_options_equal_dummy_vec_env(backend):
     (obs, infos), (expected_obs, expected_infos) = results
     assert_obs_equal(obs, expected_obs)
     assert np.array_equal(obs[0], options[0]["obs"]) and np.array_equal(obs[2], options[2]["obs"])
-    assert [None if o is None else o["obs"].tolist() for o in infos] == \
-        [None if o is None else o["obs"].tolist() for o in expected_infos]
+    assert [None if o is None else o["obs"].tolist() for o in infos] == [
+        None if o is None else o["obs"].tolist() for o in expected_infos
+    ]
 
 
 def test_her_trains_with_4_envs_on_shmem_as_on_dummy_vec_env():
     """SB3's HerReplayBuffer calls env_method("compute_reward", ..., indices=[0]): DQN+HER on 4 envs on shmem
     learns the network it learns on DummyVecEnv (same seed, same arrays, same updates)."""
+
     def make():
         return BitFlippingEnv(n_bits=4, continuous=False, max_steps=4)
 
     def learn(venv):
-        model = DQN("MultiInputPolicy", venv, replay_buffer_class=HerReplayBuffer,
-                    replay_buffer_kwargs={"n_sampled_goal": 2, "goal_selection_strategy": "future"},
-                    learning_starts=64, batch_size=32, train_freq=4, gradient_steps=1, seed=0, device="cpu",
-                    policy_kwargs={"net_arch": [16]})
+        model = DQN(
+            "MultiInputPolicy",
+            venv,
+            replay_buffer_class=HerReplayBuffer,
+            replay_buffer_kwargs={"n_sampled_goal": 2, "goal_selection_strategy": "future"},
+            learning_starts=64,
+            batch_size=32,
+            train_freq=4,
+            gradient_steps=1,
+            seed=0,
+            device="cpu",
+            policy_kwargs={"net_arch": [16]},
+        )
         model.learn(total_timesteps=400)
         venv.close()
         return model
@@ -245,28 +273,47 @@ def test_her_trains_with_4_envs_on_shmem_as_on_dummy_vec_env():
     got = learn(SB3VecEnv(torchwm.make_vec_from_fns([make] * 4, backend="shmem", autoreset_mode="same_step")))
     assert got.replay_buffer.size() == expected.replay_buffer.size() > 64
     assert got._n_updates == expected._n_updates > 0
-    for (name, a), (_, b) in zip(got.policy.state_dict().items(), expected.policy.state_dict().items(), strict=True):
+    for (name, a), (_, b) in zip(
+        got.policy.state_dict().items(), expected.policy.state_dict().items(), strict=True
+    ):
         assert torch.equal(a, b), name
 
 
 def test_ppo_logs_the_returns_it_logs_on_dummy_vec_env():
     def returns(venv) -> list[float]:
-        model = PPO("MlpPolicy", venv, n_steps=64, batch_size=64, n_epochs=2, seed=0, device="cpu",
-                    policy_kwargs={"net_arch": [16]})
+        model = PPO(
+            "MlpPolicy",
+            venv,
+            n_steps=64,
+            batch_size=64,
+            n_epochs=2,
+            seed=0,
+            device="cpu",
+            policy_kwargs={"net_arch": [16]},
+        )
         model.learn(total_timesteps=4 * 64 * 6)
         venv.close()
         return [episode["r"] for episode in model.ep_info_buffer]
 
     expected = returns(DummyVecEnv([lambda: Monitor(gym.make("CartPole-v1"))] * 4))
-    got = returns(SB3VecEnv(torchwm.make_vec("CartPole-v1", 4, backend="shmem", autoreset_mode="same_step",
-                                             wrappers=["episode_statistics"])))
+    got = returns(
+        SB3VecEnv(
+            torchwm.make_vec(
+                "CartPole-v1", 4, backend="shmem", autoreset_mode="same_step", wrappers=["episode_statistics"]
+            )
+        )
+    )
     assert len(expected) > 10
     assert got == expected
 
 
-@pytest.mark.parametrize(("backend", "backend_kwargs"), [("sync", {}), ("subproc", {"num_workers": 1}),
-                                                          ("shmem", {"num_workers": 1})])
-def test_a_factory_that_returns_one_env_every_time_is_refused_as_dummy_vec_env_refuses_it(backend, backend_kwargs):
+@pytest.mark.parametrize(
+    ("backend", "backend_kwargs"),
+    [("sync", {}), ("subproc", {"num_workers": 1}), ("shmem", {"num_workers": 1})],
+)
+def test_a_factory_that_returns_one_env_every_time_is_refused_as_dummy_vec_env_refuses_it(
+    backend, backend_kwargs
+):
     env = gym.make("CartPole-v1")
     with pytest.raises(ValueError, match="returned the same instance") as expected:
         DummyVecEnv([lambda: env] * N)

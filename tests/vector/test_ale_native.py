@@ -26,7 +26,12 @@ from torchwm.vector.ale_native import NO_FRAME_LIMIT, ale_vector_kwargs
 
 gym.register_envs(ale_py)
 
-DEFAULT_STACK_OFF = {"episodic_life": False, "life_loss_info": False, "reward_clipping": False, "use_fire_reset": False}
+DEFAULT_STACK_OFF = {
+    "episodic_life": False,
+    "life_loss_info": False,
+    "reward_clipping": False,
+    "use_fire_reset": False,
+}
 
 
 SPEC_ARGS = ("wrappers", "seed", "autoreset_mode", "source", "size", "backend_kwargs")
@@ -46,11 +51,24 @@ def kwargs_of(env_id, num_envs=2, **make_kwargs):
 def test_default_stack_maps_every_argument_explicitly():
     kwargs = kwargs_of("ALE/Pong-v5", 8)
     expected = {
-        "game": "pong", "num_envs": 8, "frameskip": 4, "maxpool": True, "img_height": 84, "img_width": 84,
-        "grayscale": True, "stack_num": 4, "noop_max": 30, "repeat_action_probability": 0.25,
-        "full_action_space": False, "max_num_frames_per_episode": 108000, "continuous": False,
-        "batch_size": 0, "num_threads": 0, "thread_affinity_offset": -1,
-        "autoreset_mode": gym.vector.AutoresetMode.NEXT_STEP, **DEFAULT_STACK_OFF,
+        "game": "pong",
+        "num_envs": 8,
+        "frameskip": 4,
+        "maxpool": True,
+        "img_height": 84,
+        "img_width": 84,
+        "grayscale": True,
+        "stack_num": 4,
+        "noop_max": 30,
+        "repeat_action_probability": 0.25,
+        "full_action_space": False,
+        "max_num_frames_per_episode": 108000,
+        "continuous": False,
+        "batch_size": 0,
+        "num_threads": 0,
+        "thread_affinity_offset": -1,
+        "autoreset_mode": gym.vector.AutoresetMode.NEXT_STEP,
+        **DEFAULT_STACK_OFF,
     }
     assert {k: kwargs[k] for k in expected} == expected
     # Every AtariVectorEnv argument is given, so none of ALE's own defaults applies.
@@ -66,34 +84,72 @@ def test_v4_id_has_no_sticky_actions():
 
 def test_stack_with_episodic_life_fire_reset_clip_reward():
     stack = [
-        {"name": "atari_preprocessing", "noop_max": 7, "frame_skip": 3, "screen_size": 64, "grayscale": False},
-        "episodic_life", "fire_reset", "clip_reward",
+        {
+            "name": "atari_preprocessing",
+            "noop_max": 7,
+            "frame_skip": 3,
+            "screen_size": 64,
+            "grayscale": False,
+        },
+        "episodic_life",
+        "fire_reset",
+        "clip_reward",
         {"name": "frame_stack", "stack_size": 2},
     ]
-    kwargs = kwargs_of("ALE/Breakout-v5", wrappers=stack, repeat_action_probability=0.1, full_action_space=True,
-                       max_num_frames_per_episode=500, autoreset_mode="same_step",
-                       backend_kwargs={"num_threads": 1})
+    kwargs = kwargs_of(
+        "ALE/Breakout-v5",
+        wrappers=stack,
+        repeat_action_probability=0.1,
+        full_action_space=True,
+        max_num_frames_per_episode=500,
+        autoreset_mode="same_step",
+        backend_kwargs={"num_threads": 1},
+    )
     expected = {
-        "game": "breakout", "noop_max": 7, "frameskip": 3, "img_height": 64, "img_width": 64, "grayscale": False,
-        "stack_num": 2, "life_loss_info": True, "episodic_life": False, "use_fire_reset": True,
-        "reward_clipping": True, "repeat_action_probability": 0.1, "full_action_space": True,
-        "max_num_frames_per_episode": 500, "autoreset_mode": gym.vector.AutoresetMode.SAME_STEP,
+        "game": "breakout",
+        "noop_max": 7,
+        "frameskip": 3,
+        "img_height": 64,
+        "img_width": 64,
+        "grayscale": False,
+        "stack_num": 2,
+        "life_loss_info": True,
+        "episodic_life": False,
+        "use_fire_reset": True,
+        "reward_clipping": True,
+        "repeat_action_probability": 0.1,
+        "full_action_space": True,
+        "max_num_frames_per_episode": 500,
+        "autoreset_mode": gym.vector.AutoresetMode.SAME_STEP,
     }
     assert {k: kwargs[k] for k in expected} == expected
 
 
 def test_terminal_on_life_loss_is_ales_episodic_life_and_no_frame_stack_is_one_frame():
-    kwargs = kwargs_of("ALE/Breakout-v5", wrappers=[{"name": "atari_preprocessing", "terminal_on_life_loss": True,
-                                                      "frame_skip": 1}])
-    assert (kwargs["episodic_life"], kwargs["life_loss_info"], kwargs["stack_num"], kwargs["maxpool"]) == (True, False, 1, False)
+    kwargs = kwargs_of(
+        "ALE/Breakout-v5",
+        wrappers=[{"name": "atari_preprocessing", "terminal_on_life_loss": True, "frame_skip": 1}],
+    )
+    assert (kwargs["episodic_life"], kwargs["life_loss_info"], kwargs["stack_num"], kwargs["maxpool"]) == (
+        True,
+        False,
+        1,
+        False,
+    )
 
 
 def test_frame_limit_comes_from_the_id_or_is_lifted():
-    assert kwargs_of("ALE/Pong-v5", max_num_frames_per_episode=None)["max_num_frames_per_episode"] == NO_FRAME_LIMIT
+    assert (
+        kwargs_of("ALE/Pong-v5", max_num_frames_per_episode=None)["max_num_frames_per_episode"]
+        == NO_FRAME_LIMIT
+    )
 
 
 def test_disabled_autoreset_is_kept_in_python():
-    assert kwargs_of("ALE/Pong-v5", autoreset_mode="disabled")["autoreset_mode"] == gym.vector.AutoresetMode.NEXT_STEP
+    assert (
+        kwargs_of("ALE/Pong-v5", autoreset_mode="disabled")["autoreset_mode"]
+        == gym.vector.AutoresetMode.NEXT_STEP
+    )
 
 
 # -- refusals, before anything starts ----------------------------------------------------------------
@@ -114,17 +170,33 @@ def no_ale_start(monkeypatch):
     [
         ("ALE/Pong-v5", {"wrappers": ["atari_preprocessing", lambda env: env]}, "is a Python callable"),
         ("ALE/Pong-v5", {"wrappers": [{"name": "atari_preprocessing", "scale_obs": True}]}, "scale_obs=True"),
-        ("ALE/Pong-v5", {"wrappers": ["atari_preprocessing", {"name": "frame_stack", "padding": "reset"}]},
-         "padding='reset'"),
-        ("ALE/Pong-v5", {"wrappers": ["atari_preprocessing", {"name": "resize", "width": 42, "height": 42}]},
-         "no equivalent of the wrapper 'resize'"),
+        (
+            "ALE/Pong-v5",
+            {"wrappers": ["atari_preprocessing", {"name": "frame_stack", "padding": "reset"}]},
+            "padding='reset'",
+        ),
+        (
+            "ALE/Pong-v5",
+            {"wrappers": ["atari_preprocessing", {"name": "resize", "width": 42, "height": 42}]},
+            "no equivalent of the wrapper 'resize'",
+        ),
         ("ALE/Pong-v5", {"size": (64, 64)}, "does not start with atari_preprocessing"),
         ("ALE/Pong-v5", {"wrappers": []}, "does not start with atari_preprocessing"),
-        ("ALE/Pong-v5", {"wrappers": ["atari_preprocessing", {"name": "clip_reward", "min_reward": -2.0}]},
-         "clip_reward(-2.0, 1.0)"),
-        ("ALE/Breakout-v5", {"wrappers": ["atari_preprocessing", "frame_stack", "episodic_life"]},
-         "frame_stack must be the last wrapper"),
-        ("ALE/Breakout-v5", {"wrappers": ["atari_preprocessing", "fire_reset", "fire_reset"]}, "appears 2 times"),
+        (
+            "ALE/Pong-v5",
+            {"wrappers": ["atari_preprocessing", {"name": "clip_reward", "min_reward": -2.0}]},
+            "clip_reward(-2.0, 1.0)",
+        ),
+        (
+            "ALE/Breakout-v5",
+            {"wrappers": ["atari_preprocessing", "frame_stack", "episodic_life"]},
+            "frame_stack must be the last wrapper",
+        ),
+        (
+            "ALE/Breakout-v5",
+            {"wrappers": ["atari_preprocessing", "fire_reset", "fire_reset"]},
+            "appears 2 times",
+        ),
         ("ALE/Pong-v5", {"mode": 1}, "env option mode=1"),
         ("ALE/Pong-v5", {"frameskip": 4}, "env frameskip=4"),
         ("CartPole-v1", {}, "it is not an Atari (ALE) env"),
@@ -155,8 +227,9 @@ def test_its_options_are_listed_and_a_config_typo_is_named():
     listed = next(info for info in list_backends() if info.name == "ale-native")
     assert listed.options == {"batch_size": None, "num_threads": 0, "thread_affinity_offset": -1}
     with pytest.raises(ConfigError, match="backend_kwargs.num_thread: .*did you mean 'num_threads'"):
-        validate_config({"id": "ALE/Pong-v5", "num_envs": 2, "backend": "ale-native",
-                         "backend_kwargs": {"num_thread": 2}})
+        validate_config(
+            {"id": "ALE/Pong-v5", "num_envs": 2, "backend": "ale-native", "backend_kwargs": {"num_thread": 2}}
+        )
 
 
 @pytest.mark.parametrize("backend_kwargs", [{"batch_size": 0}, {"batch_size": 5}, {"num_threads": -1}])
@@ -167,14 +240,23 @@ def test_bad_backend_option_values_are_refused(no_ale_start, backend_kwargs):
 
 def test_disabled_autoreset_with_async_batches_is_refused(no_ale_start):
     with pytest.raises(UnsupportedStackError, match="'disabled' with batch_size < num_envs"):
-        torchwm.make_vec("ALE/Pong-v5", 4, backend="ale-native", autoreset_mode="disabled",
-                         backend_kwargs={"batch_size": 2})
+        torchwm.make_vec(
+            "ALE/Pong-v5",
+            4,
+            backend="ale-native",
+            autoreset_mode="disabled",
+            backend_kwargs={"batch_size": 2},
+        )
 
 
 def test_fire_reset_on_a_game_without_fire_is_an_error():
     with pytest.raises(ValueError, match="'freeway' has none"):
-        torchwm.make_vec("ALE/Freeway-v5", 1, backend="ale-native",
-                         wrappers=["atari_preprocessing", "fire_reset", "frame_stack"])
+        torchwm.make_vec(
+            "ALE/Freeway-v5",
+            1,
+            backend="ale-native",
+            wrappers=["atari_preprocessing", "fire_reset", "frame_stack"],
+        )
 
 
 def rollout(envs, steps=40, seed=None, actions_seed=0, arrays=False):
@@ -194,12 +276,25 @@ def rollout(envs, steps=40, seed=None, actions_seed=0, arrays=False):
 # -- equality with Gymnasium's wrapper chain -----------------------------------------------------------
 
 
-def gymnasium_chain(env_id, noop_max=0, grayscale=True, terminal_on_life_loss=False, frames=1000, screen_size=84,
-                    grayscale_newaxis=False):
+def gymnasium_chain(
+    env_id,
+    noop_max=0,
+    grayscale=True,
+    terminal_on_life_loss=False,
+    frames=1000,
+    screen_size=84,
+    grayscale_newaxis=False,
+):
     def make():
         env = gym.make(env_id, frameskip=1, repeat_action_probability=0.0, max_num_frames_per_episode=frames)
-        env = AtariPreprocessing(env, noop_max=noop_max, grayscale_obs=grayscale, screen_size=screen_size,
-                                 terminal_on_life_loss=terminal_on_life_loss, grayscale_newaxis=grayscale_newaxis)
+        env = AtariPreprocessing(
+            env,
+            noop_max=noop_max,
+            grayscale_obs=grayscale,
+            screen_size=screen_size,
+            terminal_on_life_loss=terminal_on_life_loss,
+            grayscale_newaxis=grayscale_newaxis,
+        )
         return FrameStackObservation(env, 4, padding_type="zero")
 
     return make
@@ -207,13 +302,24 @@ def gymnasium_chain(env_id, noop_max=0, grayscale=True, terminal_on_life_loss=Fa
 
 def assert_same_rollout(env_id, steps, seed=3, num_envs=2, **options):
     """ale-native and Gymnasium's SyncVectorEnv of the chain give the same arrays, step by step."""
-    pre = {"name": "atari_preprocessing", "noop_max": 0, "grayscale": options.get("grayscale", True),
-           "terminal_on_life_loss": options.get("terminal_on_life_loss", False),
-           "screen_size": options.get("screen_size", 84), "grayscale_newaxis": options.get("grayscale_newaxis", False)}
+    pre = {
+        "name": "atari_preprocessing",
+        "noop_max": 0,
+        "grayscale": options.get("grayscale", True),
+        "terminal_on_life_loss": options.get("terminal_on_life_loss", False),
+        "screen_size": options.get("screen_size", 84),
+        "grayscale_newaxis": options.get("grayscale_newaxis", False),
+    }
     frames = options.get("frames", 1000)
     reference = gym.vector.SyncVectorEnv([gymnasium_chain(env_id, **options)] * num_envs)
-    native = torchwm.make_vec(env_id, num_envs, backend="ale-native", wrappers=[pre, "frame_stack"],
-                              repeat_action_probability=0.0, max_num_frames_per_episode=frames)
+    native = torchwm.make_vec(
+        env_id,
+        num_envs,
+        backend="ale-native",
+        wrappers=[pre, "frame_stack"],
+        repeat_action_probability=0.0,
+        max_num_frames_per_episode=frames,
+    )
     rng = np.random.default_rng(seed)
     ends = 0
     try:
@@ -225,7 +331,9 @@ def assert_same_rollout(env_id, steps, seed=3, num_envs=2, **options):
             actions = rng.integers(0, native.single_action_space.n, num_envs)
             expected = reference.step(actions)
             got = native.step(actions)
-            for name, a, b in zip(("obs", "rewards", "terminations", "truncations"), got[:4], expected[:4], strict=True):
+            for name, a, b in zip(
+                ("obs", "rewards", "terminations", "truncations"), got[:4], expected[:4], strict=True
+            ):
                 assert np.array_equal(a, b), f"{name} differ at step {step}"
             assert np.array_equal(got[4]["lives"], expected[4]["lives"])
             ends += int(np.sum(got[2] | got[3]))
@@ -252,27 +360,49 @@ def test_rgb_equals_gymnasium_chain():
     assert_same_rollout("ALE/Breakout-v5", 30, grayscale=False)
 
 
-@pytest.mark.parametrize(("screen_size", "options"), [
-    ((64, 96), {}), ((96, 64), {"grayscale_newaxis": True}), ((160, 210), {}), ((72, 100), {"grayscale": False}),
-], ids=["64x96", "96x64-newaxis", "160x210", "72x100-rgb"])
+@pytest.mark.parametrize(
+    ("screen_size", "options"),
+    [
+        ((64, 96), {}),
+        ((96, 64), {"grayscale_newaxis": True}),
+        ((160, 210), {}),
+        ((72, 100), {"grayscale": False}),
+    ],
+    ids=["64x96", "96x64-newaxis", "160x210", "72x100-rgb"],
+)
 def test_any_screen_size_equals_gymnasium_chain(screen_size, options):
     """screen_size=(width, height) as Gymnasium reads it: ALE's img_width and img_height."""
     width, height = screen_size
-    assert kwargs_of("ALE/Breakout-v5", wrappers=[{"name": "atari_preprocessing", "screen_size": screen_size}])[
-        "img_height"] == height
+    assert (
+        kwargs_of("ALE/Breakout-v5", wrappers=[{"name": "atari_preprocessing", "screen_size": screen_size}])[
+            "img_height"
+        ]
+        == height
+    )
     assert assert_same_rollout("ALE/Breakout-v5", 250, screen_size=screen_size, frames=500, **options) >= 2
 
 
-@pytest.mark.parametrize("stack", [
-    [{"name": "atari_preprocessing", "noop_max": 0}, "clip_reward", "frame_stack"],
-    [{"name": "atari_preprocessing", "noop_max": 0, "terminal_on_life_loss": True}, "clip_reward"],
-], ids=["clip_reward+frame_stack", "life_loss+clip_reward,no_frame_stack"])
+@pytest.mark.parametrize(
+    "stack",
+    [
+        [{"name": "atari_preprocessing", "noop_max": 0}, "clip_reward", "frame_stack"],
+        [{"name": "atari_preprocessing", "noop_max": 0, "terminal_on_life_loss": True}, "clip_reward"],
+    ],
+    ids=["clip_reward+frame_stack", "life_loss+clip_reward,no_frame_stack"],
+)
 def test_equals_the_sync_backend_where_streams_can_match(stack):
     # Breakout scores 1, 4 and 7 points a brick row: clipping shows. No no-ops, no sticky actions.
     results = []
     for backend in ("sync", "ale-native"):
-        with torchwm.make_vec("ALE/Breakout-v5", 2, backend=backend, wrappers=stack, seed=2,
-                              repeat_action_probability=0.0, max_num_frames_per_episode=1000) as envs:
+        with torchwm.make_vec(
+            "ALE/Breakout-v5",
+            2,
+            backend=backend,
+            wrappers=stack,
+            seed=2,
+            repeat_action_probability=0.0,
+            max_num_frames_per_episode=1000,
+        ) as envs:
             results.append(rollout(envs, steps=300, actions_seed=2, arrays=True))
     for name, a, b in zip(("obs", "rewards", "terminations", "truncations"), *results, strict=True):
         assert np.array_equal(a, b), name
@@ -281,15 +411,18 @@ def test_equals_the_sync_backend_where_streams_can_match(stack):
 
 def test_ale_no_ops_are_drawn_from_zero_to_noop_max_minus_one():
     # The documented difference: Gymnasium's AtariPreprocessing takes 1..noop_max no-ops, ALE 0..noop_max-1.
-    with torchwm.make_vec("ALE/Breakout-v5", 12, backend="ale-native", repeat_action_probability=0.0,
-                          wrappers=[{"name": "atari_preprocessing", "noop_max": 3}]) as envs:
+    with torchwm.make_vec(
+        "ALE/Breakout-v5",
+        12,
+        backend="ale-native",
+        repeat_action_probability=0.0,
+        wrappers=[{"name": "atari_preprocessing", "noop_max": 3}],
+    ) as envs:
         _, infos = envs.reset(seed=0)
     assert set(infos["episode_frame_number"].tolist()) == {0, 1, 2}
 
 
 # -- seeds ---------------------------------------------------------------------------------------------
-
-
 
 
 def test_reset_seed_s_gives_env_i_seed_s_plus_i():
@@ -324,9 +457,17 @@ NOT_A_SEED = r"seed(?: of a list)? must be an int >= 0"  # the check every backe
 ALE_RANGE = r"seeds must be ints in \[0, 2147483647\]"  # what ALE adds: a C int
 
 
-@pytest.mark.parametrize(("seed", "error", "message"), [
-    (-1, ValueError, NOT_A_SEED), ([3, -1], ValueError, NOT_A_SEED), ([3, "4"], TypeError, NOT_A_SEED),
-    ([3, True], TypeError, NOT_A_SEED), (2**31 - 1, ValueError, ALE_RANGE), ([3, 2**31], ValueError, ALE_RANGE)])
+@pytest.mark.parametrize(
+    ("seed", "error", "message"),
+    [
+        (-1, ValueError, NOT_A_SEED),
+        ([3, -1], ValueError, NOT_A_SEED),
+        ([3, "4"], TypeError, NOT_A_SEED),
+        ([3, True], TypeError, NOT_A_SEED),
+        (2**31 - 1, ValueError, ALE_RANGE),
+        ([3, 2**31], ValueError, ALE_RANGE),
+    ],
+)
 def test_a_refused_reset_seed_changes_nothing(seed, error, message):
     """ALE reads -1 as "no seed": refused (with what is expected) before the make_vec seed is used up."""
     with torchwm.make_vec("ALE/Breakout-v5", 2, backend="ale-native", seed=5) as envs:
@@ -338,7 +479,9 @@ def test_a_refused_reset_seed_changes_nothing(seed, error, message):
 
 
 def test_a_make_vec_seed_whose_envs_leave_ales_range_is_refused_before_ale_starts(no_ale_start):
-    with pytest.raises(ValueError, match=r"seed must be an int in \[0, 2147483646\] with 2 envs.*got 2147483647"):
+    with pytest.raises(
+        ValueError, match=r"seed must be an int in \[0, 2147483646\] with 2 envs.*got 2147483647"
+    ):
         torchwm.make_vec("ALE/Pong-v5", 2, backend="ale-native", seed=2**31 - 1)
 
 
@@ -354,8 +497,9 @@ def test_make_atari_vector_env_refuses_a_bad_reset_seed_and_keeps_its_own():
 
 def test_episodic_life_ends_the_episode_and_the_game_goes_on():
     stack = ["atari_preprocessing", "episodic_life", "fire_reset", "frame_stack"]
-    with torchwm.make_vec("ALE/Breakout-v5", 1, backend="ale-native", wrappers=stack, seed=0,
-                          repeat_action_probability=0.0) as envs:
+    with torchwm.make_vec(
+        "ALE/Breakout-v5", 1, backend="ale-native", wrappers=stack, seed=0, repeat_action_probability=0.0
+    ) as envs:
         _, infos = envs.reset()
         lives, frame = int(infos["lives"][0]), int(infos["episode_frame_number"][0])
         life_losses = 0
@@ -379,8 +523,9 @@ def test_episodic_life_ends_the_episode_and_the_game_goes_on():
 @pytest.mark.parametrize("fire", [False, True])
 def test_fire_reset_serves_the_ball_in_breakout(fire):
     stack = [{"name": "atari_preprocessing", "noop_max": 0}, *(["fire_reset"] if fire else []), "frame_stack"]
-    with torchwm.make_vec("ALE/Breakout-v5", 1, backend="ale-native", wrappers=stack, seed=0,
-                          repeat_action_probability=0.0) as envs:
+    with torchwm.make_vec(
+        "ALE/Breakout-v5", 1, backend="ale-native", wrappers=stack, seed=0, repeat_action_probability=0.0
+    ) as envs:
         _, infos = envs.reset()
         # FIRE is one emulator frame of the reset.
         assert int(infos["episode_frame_number"][0]) == int(fire)
@@ -395,8 +540,14 @@ def test_fire_reset_serves_the_ball_in_breakout(fire):
 
 @pytest.fixture
 def breakout():
-    envs = torchwm.make_vec("ALE/Breakout-v5", 3, backend="ale-native", seed=0, repeat_action_probability=0.0,
-                            max_num_frames_per_episode=40)
+    envs = torchwm.make_vec(
+        "ALE/Breakout-v5",
+        3,
+        backend="ale-native",
+        seed=0,
+        repeat_action_probability=0.0,
+        max_num_frames_per_episode=40,
+    )
     yield envs
     envs.close()
 
@@ -404,7 +555,10 @@ def breakout():
 def test_spaces_spec_and_dtypes(breakout):
     obs, infos = breakout.reset()
     assert breakout.observation_space.contains(obs) and breakout.single_observation_space.shape == (4, 84, 84)
-    assert breakout.spec.backend == "ale-native" and breakout.metadata["autoreset_mode"] is gym.vector.AutoresetMode.NEXT_STEP
+    assert (
+        breakout.spec.backend == "ale-native"
+        and breakout.metadata["autoreset_mode"] is gym.vector.AutoresetMode.NEXT_STEP
+    )
     _, rewards, terminations, truncations, infos = breakout.step(np.ones(3, dtype=np.int64))
     assert rewards.dtype == np.float64 and terminations.dtype == truncations.dtype == np.bool_
     assert np.array_equal(infos["env_id"], [0, 1, 2]) and infos["_lives"].all()
@@ -412,8 +566,11 @@ def test_spaces_spec_and_dtypes(breakout):
 
 def test_actions_are_checked_before_they_reach_ale(breakout):
     breakout.reset()
-    for bad, message in [(np.zeros(2, dtype=np.int64), r"shape \(3,\)"), (np.array([0, 1, 4]), "out of range"),
-                         (np.zeros(3, dtype=np.float32), "integer actions")]:
+    for bad, message in [
+        (np.zeros(2, dtype=np.int64), r"shape \(3,\)"),
+        (np.array([0, 1, 4]), "out of range"),
+        (np.zeros(3, dtype=np.float32), "integer actions"),
+    ]:
         with pytest.raises(ValueError, match=message):
             breakout.step(bad)
     assert breakout.step([0, 1, 2])[0].shape == (3, 4, 84, 84)  # a list is fine
@@ -489,8 +646,14 @@ def test_next_step_autoreset(breakout):
 
 
 def test_same_step_autoreset_gives_final_obs():
-    with torchwm.make_vec("ALE/Breakout-v5", 2, backend="ale-native", seed=0, autoreset_mode="same_step",
-                          max_num_frames_per_episode=40) as envs:
+    with torchwm.make_vec(
+        "ALE/Breakout-v5",
+        2,
+        backend="ale-native",
+        seed=0,
+        autoreset_mode="same_step",
+        max_num_frames_per_episode=40,
+    ) as envs:
         envs.reset()
         for _ in range(9):
             previous = envs.step(np.zeros(2, dtype=np.int64))[0]
@@ -503,8 +666,14 @@ def test_same_step_autoreset_gives_final_obs():
 
 
 def test_disabled_autoreset_wants_a_reset_mask():
-    with torchwm.make_vec("ALE/Breakout-v5", 2, backend="ale-native", seed=0, autoreset_mode="disabled",
-                          max_num_frames_per_episode=40) as envs:
+    with torchwm.make_vec(
+        "ALE/Breakout-v5",
+        2,
+        backend="ale-native",
+        seed=0,
+        autoreset_mode="disabled",
+        max_num_frames_per_episode=40,
+    ) as envs:
         envs.reset()
         for _ in range(10):
             _, _, _, truncations, _ = envs.step(np.zeros(2, dtype=np.int64))
@@ -518,8 +687,9 @@ def test_disabled_autoreset_wants_a_reset_mask():
 
 
 def test_batch_size_is_ales_asynchronous_mode():
-    with torchwm.make_vec("ALE/Breakout-v5", 4, backend="ale-native", seed=0,
-                          backend_kwargs={"batch_size": 2}) as envs:
+    with torchwm.make_vec(
+        "ALE/Breakout-v5", 4, backend="ale-native", seed=0, backend_kwargs={"batch_size": 2}
+    ) as envs:
         obs, infos = envs.reset()
         assert obs.shape == (2, 4, 84, 84) and envs.action_space.shape == (2,)
         seen = set(infos["env_id"].tolist())
@@ -551,8 +721,15 @@ def test_attributes_and_close():
 
 # -- make_atari_vector_env -----------------------------------------------------------------------------
 
-SEED_DOC_ARGS = dict(game="pong", num_envs=16, obs_type="rgb", frameskip=4, repeat_action_probability=0.25,
-                     full_action_space=False, seed=0)
+SEED_DOC_ARGS = dict(
+    game="pong",
+    num_envs=16,
+    obs_type="rgb",
+    frameskip=4,
+    repeat_action_probability=0.25,
+    full_action_space=False,
+    seed=0,
+)
 
 
 def first_steps(envs, steps=5):
@@ -607,24 +784,52 @@ def test_make_atari_vector_env_errors(kwargs, error, message):
     ("kwargs", "error", "message"),
     [
         # Each of these used to build, then hang at the first reset, or run with a meaningless value.
-        ({"num_envs": 2, "batch_size": 5}, ValueError, r"batch_size must be 0 \(every env\) or an int from 1 to "
-                                                       r"num_envs=2, got 5"),
+        (
+            {"num_envs": 2, "batch_size": 5},
+            ValueError,
+            r"batch_size must be 0 \(every env\) or an int from 1 to "
+            r"num_envs=2, got 5",
+        ),
         ({"stack_num": 0}, ValueError, "stack_num must be an int >= 1, got 0"),
         ({"img_height": 0}, ValueError, "img_height must be an int >= 1, got 0"),
         ({"img_width": -84}, ValueError, "img_width must be an int >= 1, got -84"),
         ({"frameskip": 0}, ValueError, "frameskip must be an int >= 1, got 0"),
         ({"frameskip": 4.0}, TypeError, "frameskip must be an int, got 4.0"),
-        ({"repeat_action_probability": 1.5}, ValueError, r"repeat_action_probability must be a number in \[0, 1\]"),
-        ({"repeat_action_probability": float("nan")}, ValueError, "repeat_action_probability must be a number"),
-        ({"continuous_action_threshold": 2}, ValueError, r"continuous_action_threshold must be a number in \[0, 1\]"),
+        (
+            {"repeat_action_probability": 1.5},
+            ValueError,
+            r"repeat_action_probability must be a number in \[0, 1\]",
+        ),
+        (
+            {"repeat_action_probability": float("nan")},
+            ValueError,
+            "repeat_action_probability must be a number",
+        ),
+        (
+            {"continuous_action_threshold": 2},
+            ValueError,
+            r"continuous_action_threshold must be a number in \[0, 1\]",
+        ),
         ({"noop_max": -1}, ValueError, "noop_max must be an int >= 0, got -1"),
         ({"num_threads": -1}, ValueError, "num_threads must be an int >= 0, got -1"),
         ({"thread_affinity_offset": -2}, ValueError, "thread_affinity_offset must be an int >= -1, got -2"),
-        ({"max_num_frames_per_episode": 0}, ValueError, "max_num_frames_per_episode must be an int >= 1, got 0"),
+        (
+            {"max_num_frames_per_episode": 0},
+            ValueError,
+            "max_num_frames_per_episode must be an int >= 1, got 0",
+        ),
         ({"full_action_space": 1}, TypeError, "full_action_space must be True or False, got 1"),
         ({"reward_clipping": "no"}, TypeError, "reward_clipping must be True or False"),
-        ({"autoreset_mode": "Disabled"}, ValueError, r"autoreset_mode must be one of \['NextStep', 'SameStep'\]"),
-        ({"num_envs": 2, "seed": 2**31 - 1}, ValueError, r"seed must be an int in \[0, 2147483646\] with 2 envs"),
+        (
+            {"autoreset_mode": "Disabled"},
+            ValueError,
+            r"autoreset_mode must be one of \['NextStep', 'SameStep'\]",
+        ),
+        (
+            {"num_envs": 2, "seed": 2**31 - 1},
+            ValueError,
+            r"seed must be an int in \[0, 2147483646\] with 2 envs",
+        ),
         ({"seed": True}, TypeError, "seeds must be ints"),
     ],
 )
@@ -649,16 +854,20 @@ def test_a_bad_frameskip_is_gymnasium_error_as_ale_raises_it(frameskip):
         torchwm.make_vec("ALE/Pong-v5", 2, backend="ale-native", frameskip=frameskip)
 
 
-@pytest.mark.parametrize(("option", "value", "error"), [
-    ("frame_skip", 0, "frame_skip must be >= 1"),
-    ("noop_max", -1, "noop_max must be >= 0"),
-    ("screen_size", (0, 84), "screen_size must be a positive int or (width, height)"),
-    ("frame_skip", 4.0, "option 'frame_skip' expected int"),
-])
+@pytest.mark.parametrize(
+    ("option", "value", "error"),
+    [
+        ("frame_skip", 0, "frame_skip must be >= 1"),
+        ("noop_max", -1, "noop_max must be >= 0"),
+        ("screen_size", (0, 84), "screen_size must be a positive int or (width, height)"),
+        ("frame_skip", 4.0, "option 'frame_skip' expected int"),
+    ],
+)
 def test_bad_preprocessing_options_on_ale_native_are_gymnasium_errors_naming_the_option(option, value, error):
     with pytest.raises(gym.error.Error) as caught:
-        torchwm.make_vec("ALE/Pong-v5", 2, backend="ale-native",
-                         wrappers=[{"name": "atari_preprocessing", option: value}])
+        torchwm.make_vec(
+            "ALE/Pong-v5", 2, backend="ale-native", wrappers=[{"name": "atari_preprocessing", option: value}]
+        )
     assert error in str(caught.value) and isinstance(caught.value, ValueError)
 
 
@@ -679,9 +888,11 @@ def test_attributes_wait_for_the_step_in_flight_as_in_gymnasium(breakout):
     does."""
     breakout.reset()
     breakout.send(np.zeros(3, dtype=np.int64))
-    for calling, attempt in [("call_async", lambda: breakout.get_attr("observation_space")),
-                             ("call_async", lambda: breakout.call("get_action_meanings")),
-                             ("set_attr", lambda: breakout.set_attr("frameskip", 2))]:
+    for calling, attempt in [
+        ("call_async", lambda: breakout.get_attr("observation_space")),
+        ("call_async", lambda: breakout.call("get_action_meanings")),
+        ("set_attr", lambda: breakout.set_attr("frameskip", 2)),
+    ]:
         with pytest.raises(gym.error.AlreadyPendingCallError, match=f"Calling `{calling}`.*recv\\(\\) first"):
             attempt()
     assert breakout.recv()[0].shape == (3, 4, 84, 84)  # the refused calls changed nothing

@@ -65,7 +65,9 @@ BACKENDS = PROCESS_BACKENDS + (["ray"] if importlib.util.find_spec("torchwm_ray"
 class FaultEnv(gym.Env):
     """The action says which fault to inject; the observation depends on the seed, to compare arrays."""
 
-    sleeping_marker = ""  # a file SLEEP creates, to say it sleeps (set by the Ctrl-C test; travels with the class)
+    sleeping_marker = (
+        ""  # a file SLEEP creates, to say it sleeps (set by the Ctrl-C test; travels with the class)
+    )
 
     def __init__(self) -> None:
         self.observation_space = spaces.Box(-1000, 1000, (2,), np.float32)
@@ -129,6 +131,7 @@ def backend(request):
 @pytest.fixture(autouse=True)
 def no_wedge():
     """Fail a test that does not finish within a bound (a backend that wedges), instead of hanging the run."""
+
     def give_up(signum, frame):
         raise TimeoutError("the test did not finish within 120 s: something wedged")
 
@@ -228,7 +231,11 @@ def test_an_exception_in_step_names_the_env_and_leaves_the_rest_usable(backend):
     error = timed(lambda: envs.step(actions(RAISE)))
     # A WorkerError that is also the env's own exception type, as Gymnasium re-raises it.
     assert issubclass(error.type, WorkerError) and issubclass(error.type, ValueError), error
-    assert error.seconds < DEADLINE and error.env_index == FAULTY_ENV and "the env broke on purpose" in error.text
+    assert (
+        error.seconds < DEADLINE
+        and error.env_index == FAULTY_ENV
+        and "the env broke on purpose" in error.text
+    )
     # Every backend's contract: the env that raised has no valid state until it is reset, and says so.
     refused = timed(lambda: envs.step(actions()))
     assert issubclass(refused.type, gym.error.ResetNeeded) and f"envs [{FAULTY_ENV}]" in refused.text, refused
@@ -240,7 +247,9 @@ def test_a_hang_past_the_timeout_raises_then_close_ends_it(backend):
     envs = make(backend)
     pids, block = processes_of(envs)
     envs.reset(seed=0)
-    envs.step(actions())  # the hang is in a running env (on Ray the first step also starts the compiled graph)
+    envs.step(
+        actions()
+    )  # the hang is in a running env (on Ray the first step also starts the compiled graph)
     error = timed(lambda: envs.step(actions(HANG)))
     assert issubclass(error.type, EnvTimeoutError) and TIMEOUT <= error.seconds < DEADLINE, error
     assert f"{FAULTY_ENV}" in error.text and "timeout" in error.text.lower(), error
@@ -277,7 +286,9 @@ def test_an_unpicklable_result_fails_that_call_only(backend):
     assert error.seconds < DEADLINE and "pickle" in error.text, error
     # The same type on every backend: a WorkerError, and the TypeError pickle raises.
     assert issubclass(error.type, WorkerError) and issubclass(error.type, TypeError), error
-    assert "env 0" in error.text and error.env_index == 0, error  # names the first env whose value cannot travel
+    assert "env 0" in error.text and error.env_index == 0, (
+        error
+    )  # names the first env whose value cannot travel
     assert processes_of(envs)[0] == pids, "no process may die or restart for an unpicklable value"
     assert envs.get_attr("t") == (0,) * NUM_ENVS
     assert_usable(envs)
@@ -340,10 +351,16 @@ def test_ctrl_c_mid_step_leaves_an_env_that_asks_for_a_reset_then_works(backend,
     script = tmp_path / "interrupt.py"
     script.write_text(RAY_INTERRUPT_SCRIPT)
     env = {**os.environ, "TORCHWM_TEST_SLEEPING": str(tmp_path / "sleeping")}
-    done = subprocess.run([sys.executable, str(script), backend, str(Path(__file__).parent), address],
-                          capture_output=True, text=True, timeout=100, env=env, cwd=tmp_path,
-                          # SIGINT's default action, in case this run inherited it ignored
-                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    done = subprocess.run(
+        [sys.executable, str(script), backend, str(Path(__file__).parent), address],
+        capture_output=True,
+        text=True,
+        timeout=100,
+        env=env,
+        cwd=tmp_path,
+        # SIGINT's default action, in case this run inherited it ignored
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.splitlines()[-1])
     assert report["first"] == "KeyboardInterrupt" and report["seconds"] < DEADLINE, report
@@ -352,7 +369,9 @@ def test_ctrl_c_mid_step_leaves_an_env_that_asks_for_a_reset_then_works(backend,
     assert report["usable"] is True, report
     assert report["left"] == [], report
 
+
 # -- the process backends with two workers under fork (FaultyEnv) --------------------------------------
+
 
 class FaultyEnv(gym.Env):
     """The action says what goes wrong (OK, HANG: sleep 60 s, RAISE, SIGSEGV); truncates after 5 steps."""
@@ -450,7 +469,9 @@ def test_exception_at_construction_is_reported_with_its_traceback(backend):
 
 @pytest.mark.parametrize("backend", PROCESS_BACKENDS)
 def test_worker_killed_mid_step_raises_instead_of_hanging(backend):
-    vec = make_faulty(backend)  # timeout 30 s: a WorkerError (not EnvTimeoutError) shows the death was detected
+    vec = make_faulty(
+        backend
+    )  # timeout 30 s: a WorkerError (not EnvTimeoutError) shows the death was detected
     pids = vec.worker_pids
     vec.reset()
     vec.send(np.array([OK, OK, HANG, OK]))
@@ -529,8 +550,13 @@ def test_ctrl_c_gives_one_keyboard_interrupt_and_cleans_up(backend, tmp_path):
     script.write_text(CTRL_C_SCRIPT)
     # SIGINT's default action restored in the child: a test run started in the background inherits it
     # ignored, and Python then installs no KeyboardInterrupt handler at all.
-    child = subprocess.Popen([sys.executable, str(script), backend], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    child = subprocess.Popen(
+        [sys.executable, str(script), backend],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         assert child.stdout.readline().strip() == "stepping"
         time.sleep(0.3)
@@ -613,9 +639,14 @@ def run_script(tmp_path, text, *args, timeout=120):
     script.write_text(text)
     # SIGINT's default action restored in the child: a test run started in the background inherits it
     # ignored, and Python then installs no KeyboardInterrupt handler at all.
-    return subprocess.run([sys.executable, str(script), *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, cwd=tmp_path,
-                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    return subprocess.run(
+        [sys.executable, str(script), *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=tmp_path,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
 
 
 @pytest.mark.parametrize("backend", PROCESS_BACKENDS)
@@ -667,7 +698,9 @@ envs.close()
 def test_readme_example_runs_as_a_script_without_a_main_guard(backend, tmp_path):
     example = readme_example()
     assert "__main__" not in example and 'backend="shmem"' in example
-    done = run_script(tmp_path, example.replace('backend="shmem"', f'backend="{backend}"') + "print('done')\n")
+    done = run_script(
+        tmp_path, example.replace('backend="shmem"', f'backend="{backend}"') + "print('done')\n"
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "done"
 
@@ -682,10 +715,16 @@ def test_script_with_its_own_env_class_needs_no_main_guard(backend, context, tmp
 
 
 def test_spawn_without_a_main_guard_says_so_in_one_line(tmp_path):
-    done = run_script(tmp_path, "BACKEND, OPTIONS = 'subproc', {'context': 'spawn', 'num_workers': 2}\n" + NO_GUARD_SCRIPT)
+    done = run_script(
+        tmp_path, "BACKEND, OPTIONS = 'subproc', {'context': 'spawn', 'num_workers': 2}\n" + NO_GUARD_SCRIPT
+    )
     assert done.returncode != 0
     last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith("torchwm.errors.WorkerError") and "'spawn'" in last and "if __name__ == '__main__':" in last
+    assert (
+        last.startswith("torchwm.errors.WorkerError")
+        and "'spawn'" in last
+        and "if __name__ == '__main__':" in last
+    )
 
 
 def exit_at_construction():
@@ -713,7 +752,9 @@ if __name__ == "__main__":
 def test_sigkill_of_the_whole_process_group_leaves_no_segment(tmp_path):
     script = tmp_path / "hold.py"
     script.write_text(SIGKILL_SCRIPT)
-    child = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    child = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
         name, *pids = child.stdout.readline().split()
         os.killpg(child.pid, signal.SIGKILL)  # the parent, its workers, the resource tracker, the forkserver
@@ -749,8 +790,9 @@ def assert_same_as_sync(vec, steps=3):
 @pytest.mark.parametrize("timeout", [1e9, 3e6, math.inf])
 def test_a_timeout_longer_than_any_wait_means_no_deadline(backend, timeout):
     # 1e9 and 3e6 s are past what select.poll takes (2**31 ms): they mean "no limit", as math.inf does.
-    with torchwm.make_vec("CartPole-v1", 4, backend=backend,
-                          backend_kwargs={"timeout": timeout, "num_workers": 2}) as vec:
+    with torchwm.make_vec(
+        "CartPole-v1", 4, backend=backend, backend_kwargs={"timeout": timeout, "num_workers": 2}
+    ) as vec:
         assert_same_as_sync(vec)
         vec.send(np.zeros(4, dtype=np.int64))
         assert vec.recv(timeout=timeout)[1].tolist() == [1.0] * 4
@@ -771,9 +813,28 @@ def test_a_dead_worker_is_still_noticed_without_a_deadline(backend):
 def test_torchwm_run_takes_a_timeout_of_1e9(backend, capsys):
     from torchwm.cli import main
 
-    assert main(["run", "CartPole-v1", "--num-envs", "2", "--steps", "20", "--seed", "0", "--no-progress",
-                 "--backend", backend, "--set", "backend_kwargs.timeout=1e9",
-                 "--set", "backend_kwargs.num_workers=2"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "CartPole-v1",
+                "--num-envs",
+                "2",
+                "--steps",
+                "20",
+                "--seed",
+                "0",
+                "--no-progress",
+                "--backend",
+                backend,
+                "--set",
+                "backend_kwargs.timeout=1e9",
+                "--set",
+                "backend_kwargs.num_workers=2",
+            ]
+        )
+        == 0
+    )
     captured = capsys.readouterr()
     assert "steps per second" in captured.out and "Traceback" not in captured.err
 
@@ -822,8 +883,11 @@ def test_a_config_nested_deeper_than_the_limit_is_refused_as_a_dict_too():
 
 @pytest.mark.parametrize("suffix", [".toml", ".yaml", ".json"])
 def test_a_config_that_is_not_utf8_is_one_line_and_exit_2(tmp_path, capsys, suffix):
-    text = {".toml": 'id = "CartPole-v1" # café\n', ".yaml": "id: CartPole-v1  # café\n",
-            ".json": '{"id": "CartPole-v1", "note": "café"}'}[suffix]
+    text = {
+        ".toml": 'id = "CartPole-v1" # café\n',
+        ".yaml": "id: CartPole-v1  # café\n",
+        ".json": '{"id": "CartPole-v1", "note": "café"}',
+    }[suffix]
     status, err, path = run_bad_config(tmp_path, capsys, "latin1" + suffix, text.encode("latin-1"))
     assert status == 2 and len(err.splitlines()) == 1, err
     assert str(path) in err and "not UTF-8" in err and "Traceback" not in err
@@ -906,7 +970,9 @@ class RecordsClose(gym.Env):
     def __init__(self, index, record, fail=None):
         if fail == "raise" and index == 3:
             raise RuntimeError("env 3 cannot be built")
-        self.observation_space = spaces.Box(-1, 1, (3,) if fail == "spaces" and index == 3 else (2,), np.float32)
+        self.observation_space = spaces.Box(
+            -1, 1, (3,) if fail == "spaces" and index == 3 else (2,), np.float32
+        )
         self.index, self.record = index, record
 
     def reset(self, *, seed=None, options=None):
@@ -922,7 +988,9 @@ class RecordsClose(gym.Env):
 
 
 @pytest.mark.parametrize("backend", ["sync", *PROCESS_BACKENDS])
-@pytest.mark.parametrize("fail, error, closed", [("raise", WorkerError, [0, 1, 2]), ("spaces", RuntimeError, [0, 1, 2, 3])])
+@pytest.mark.parametrize(
+    "fail, error, closed", [("raise", WorkerError, [0, 1, 2]), ("spaces", RuntimeError, [0, 1, 2, 3])]
+)
 def test_a_failed_start_closes_every_env_that_was_built(backend, fail, error, closed, tmp_path, capfd):
     import functools
 
@@ -992,7 +1060,9 @@ def test_a_forked_copy_never_touches_the_parents_workers(backend, what, tmp_path
     report = json.loads(done.stdout.splitlines()[-1])
     assert report["child_status"] == 0 and report["alive"] == [True, True], report
     if what == "step":  # the copy refuses to step the parent's workers, and says why
-        assert report["child"].startswith("ClosedEnvironmentError") and "forked copy" in report["child"], report
+        assert report["child"].startswith("ClosedEnvironmentError") and "forked copy" in report["child"], (
+            report
+        )
     else:
         assert report["child"] == "exited", report
     assert report["same_as_sync"] and report["left"] == [], report
@@ -1033,7 +1103,9 @@ def test_a_deep_copy_of_a_sync_env_has_envs_of_its_own():
 def test_two_threads_stepping_one_env_get_a_clear_refusal_and_leave_it_usable(backend):
     from torchwm.errors import AlreadyPendingCallError
 
-    vec = torchwm.make_vec("CartPole-v1", 4, backend=backend, backend_kwargs={"num_workers": 2, "timeout": 60})
+    vec = torchwm.make_vec(
+        "CartPole-v1", 4, backend=backend, backend_kwargs={"num_workers": 2, "timeout": 60}
+    )
     pids = vec.worker_pids
     vec.reset(seed=0)
     errors: list[BaseException] = []

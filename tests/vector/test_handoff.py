@@ -18,7 +18,9 @@ from torchwm.vector.transports.handoff import (
     WaitTuner,
 )
 
-MEASURED_STEPS = WARMUP_STEPS + WINDOW_STEPS + 1  # steps per worker until the first plan (the first has no previous)
+MEASURED_STEPS = (
+    WARMUP_STEPS + WINDOW_STEPS + 1
+)  # steps per worker until the first plan (the first has no previous)
 
 
 def feed(tuner: WaitTuner, steps: int, *, compute: float, turnaround: float, handoff: float) -> None:
@@ -91,16 +93,23 @@ def test_a_step_shorter_than_its_hand_offs_says_fewer_workers_would_be_faster():
 def test_spin_seconds_fixes_both_polls_and_measures_nothing():
     tuner = WaitTuner(2, cores=2, spin_seconds=0.0005)
     assert not tuner.measuring
-    assert (tuner.plan.parent_spin, tuner.plan.worker_spin, tuner.plan.how) == (0.0005, 0.0005, "spin_seconds")
+    assert (tuner.plan.parent_spin, tuner.plan.worker_spin, tuner.plan.how) == (
+        0.0005,
+        0.0005,
+        "spin_seconds",
+    )
     for _ in range(10_000):
         tuner.count_step()
     assert not tuner.measuring and str(tuner.plan).endswith("(spin_seconds)")
 
 
 def test_shmem_measures_its_waits_on_the_first_steps_and_logs_the_plan(caplog):
-    with caplog.at_level(logging.INFO, logger="torchwm"), \
-            torchwm.make_vec("CartPole-v1", num_envs=4, backend="shmem", seed=0,
-                             backend_kwargs={"num_workers": 2}) as vec:
+    with (
+        caplog.at_level(logging.INFO, logger="torchwm"),
+        torchwm.make_vec(
+            "CartPole-v1", num_envs=4, backend="shmem", seed=0, backend_kwargs={"num_workers": 2}
+        ) as vec,
+    ):
         vec.reset(seed=0)
         assert vec.wait_plan.how == "measuring"
         actions = np.zeros(4, dtype=np.int64)
@@ -115,19 +124,23 @@ def test_shmem_measures_its_waits_on_the_first_steps_and_logs_the_plan(caplog):
 
 
 def test_shmem_spin_seconds_is_what_the_workers_read():
-    with torchwm.make_vec("CartPole-v1", num_envs=2, backend="shmem", seed=0,
-                          backend_kwargs={"spin_seconds": 0.0001}) as vec:
+    with torchwm.make_vec(
+        "CartPole-v1", num_envs=2, backend="shmem", seed=0, backend_kwargs={"spin_seconds": 0.0001}
+    ) as vec:
         vec.reset(seed=0)
         assert vec._batch.worker_spin[0] == 0.0001
         assert (vec.wait_plan.parent_spin, vec.wait_plan.how) == (0.0001, "spin_seconds")
 
 
-@pytest.mark.parametrize("value, error, words", [
-    ("fast", TypeError, "spin_seconds must be a number of seconds or None"),
-    (True, TypeError, "spin_seconds must be a number of seconds or None"),
-    (-1, ValueError, "spin_seconds must be between 0 and 0.002"),
-    (1.0, ValueError, "spin_seconds must be between 0 and 0.002"),
-])
+@pytest.mark.parametrize(
+    "value, error, words",
+    [
+        ("fast", TypeError, "spin_seconds must be a number of seconds or None"),
+        (True, TypeError, "spin_seconds must be a number of seconds or None"),
+        (-1, ValueError, "spin_seconds must be between 0 and 0.002"),
+        (1.0, ValueError, "spin_seconds must be between 0 and 0.002"),
+    ],
+)
 def test_a_bad_spin_seconds_is_refused_before_any_worker_starts(value, error, words):
     with pytest.raises(error, match=words):
         torchwm.make_vec("CartPole-v1", num_envs=2, backend="shmem", backend_kwargs={"spin_seconds": value})

@@ -11,8 +11,14 @@ from hypothesis import strategies as st
 
 from torchwm.vector.batching import InfoBatcher
 
-VALUES = st.one_of(st.integers(-(2**40), 2**40), st.floats(allow_nan=False), st.booleans(),
-                   st.integers(0, 100).map(np.int32), st.text(max_size=3), st.none())
+VALUES = st.one_of(
+    st.integers(-(2**40), 2**40),
+    st.floats(allow_nan=False),
+    st.booleans(),
+    st.integers(0, 100).map(np.int32),
+    st.text(max_size=3),
+    st.none(),
+)
 
 
 def gymnasium_batch(infos):
@@ -33,13 +39,23 @@ def assert_same(ours, reference):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.integers(1, 5).flatmap(lambda n: st.lists(
-    st.dictionaries(st.sampled_from(["lives", "frame", "score", "flag"]), VALUES, max_size=3),
-    min_size=n, max_size=n)))
+@given(
+    st.integers(1, 5).flatmap(
+        lambda n: st.lists(
+            st.dictionaries(st.sampled_from(["lives", "frame", "score", "flag"]), VALUES, max_size=3),
+            min_size=n,
+            max_size=n,
+        )
+    )
+)
 def test_any_infos_batch_like_gymnasium(infos):
     try:
         reference = gymnasium_batch(infos)
-    except (ValueError, TypeError, OverflowError) as error:  # Gymnasium refuses some mixes ({"x": 0}, {"x": ""})
+    except (
+        ValueError,
+        TypeError,
+        OverflowError,
+    ) as error:  # Gymnasium refuses some mixes ({"x": 0}, {"x": ""})
         with pytest.raises(type(error)):
             InfoBatcher(len(infos)).batch(infos)
         return
@@ -47,10 +63,22 @@ def test_any_infos_batch_like_gymnasium(infos):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.integers(1, 6).flatmap(lambda n: st.lists(
-    st.fixed_dictionaries({"lives": st.integers(0, 5), "episode_frame_number": st.integers(0, 10**6),
-                           "ratio": st.floats(allow_nan=False), "done": st.booleans()}),
-    min_size=n, max_size=n)))
+@given(
+    st.integers(1, 6).flatmap(
+        lambda n: st.lists(
+            st.fixed_dictionaries(
+                {
+                    "lives": st.integers(0, 5),
+                    "episode_frame_number": st.integers(0, 10**6),
+                    "ratio": st.floats(allow_nan=False),
+                    "done": st.booleans(),
+                }
+            ),
+            min_size=n,
+            max_size=n,
+        )
+    )
+)
 def test_uniform_infos_take_the_column_path_and_match_gymnasium(infos):
     batcher = InfoBatcher(len(infos))
     assert batcher._batch_uniform(infos) is not None

@@ -69,16 +69,25 @@ def test_every_env_is_in_a_worker_by_default_and_the_parent_share_is_opt_in(back
     with torchwm.make_vec("CartPole-v1", 4, backend=backend, backend_kwargs={"context": "fork"}) as vec:
         assert None not in vec.worker_pids and len(set(vec.worker_pids)) == vec.num_workers
         # One worker per core, or as many as shmem measured to be faster (tests/vector/test_worker_count.py).
-        assert vec.num_workers == (vec.worker_choice.workers if vec.worker_choice else min(4, default_num_workers()))
+        assert vec.num_workers == (
+            vec.worker_choice.workers if vec.worker_choice else min(4, default_num_workers())
+        )
         assert vec.worker_slices[0].start == 0 and vec.worker_slices[-1].stop == 4
-    with torchwm.make_vec("CartPole-v1", 4, backend=backend,
-                          backend_kwargs={"num_workers": 2, "context": "fork", "inline": True}) as vec:
+    with torchwm.make_vec(
+        "CartPole-v1",
+        4,
+        backend=backend,
+        backend_kwargs={"num_workers": 2, "context": "fork", "inline": True},
+    ) as vec:
         assert vec.worker_pids[0] is None and vec.worker_pids[1] is not None
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_parent_share_is_ready_first_and_matches_sync(backend):
-    with make(backend, batch_size=2) as vec, torchwm.make_vec("TorchwmTest/Counting-v0", 4, backend="sync", seed=0) as ref:
+    with (
+        make(backend, batch_size=2) as vec,
+        torchwm.make_vec("TorchwmTest/Counting-v0", 4, backend="sync", seed=0) as ref,
+    ):
         assert vec.worker_slices == [range(0, 2), range(2, 4)] and vec.worker_pids[0] is None
         vec.reset(seed=0)
         ref.reset(seed=0)
@@ -157,7 +166,9 @@ def test_construction_error_in_the_parent_share_is_a_worker_error(backend):
         raise RuntimeError("cannot build this env")
 
     with pytest.raises(WorkerError, match="cannot build this env") as caught:
-        torchwm.TorchVectorizedEnv(broken_factory, num_workers=2, backend=backend, context="fork", inline=True)
+        torchwm.TorchVectorizedEnv(
+            broken_factory, num_workers=2, backend=backend, context="fork", inline=True
+        )
     assert caught.value.worker_index in (0, 1)
     assert leaked_segments() == []
 

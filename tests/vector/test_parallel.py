@@ -46,8 +46,9 @@ class DictObsEnv(gym.Env):
     """A Dict observation (an image and a vector) and a Box action, to exercise the shared layout."""
 
     def __init__(self) -> None:
-        self.observation_space = spaces.Dict({"image": spaces.Box(0, 255, (3, 5), np.uint8),
-                                              "state": spaces.Box(-1, 1, (2,), np.float64)})
+        self.observation_space = spaces.Dict(
+            {"image": spaces.Box(0, 255, (3, 5), np.uint8), "state": spaces.Box(-1, 1, (2,), np.float64)}
+        )
         self.action_space = spaces.Box(-1, 1, (2,), np.float32)
 
     def reset(self, *, seed=None, options=None):
@@ -55,11 +56,19 @@ class DictObsEnv(gym.Env):
         return self._obs(), {}
 
     def _obs(self):
-        return {"image": self.np_random.integers(0, 255, (3, 5), dtype=np.uint8),
-                "state": self.np_random.uniform(-1, 1, 2)}
+        return {
+            "image": self.np_random.integers(0, 255, (3, 5), dtype=np.uint8),
+            "state": self.np_random.uniform(-1, 1, 2),
+        }
 
     def step(self, action):
-        return self._obs(), float(np.sum(action)), bool(self.np_random.random() < 0.2), False, {"sum": float(np.sum(action))}
+        return (
+            self._obs(),
+            float(np.sum(action)),
+            bool(self.np_random.random() < 0.2),
+            False,
+            {"sum": float(np.sum(action))},
+        )
 
 
 # Registered at import, in this module: spawn/forkserver workers get the spec sent along.
@@ -77,9 +86,12 @@ def assert_same(a, b, what=""):
 
 def run_both(env_id, num_envs, steps, backend, backend_kwargs, seed=0, **make_kwargs):
     """Step sync and ``backend`` with the same random actions; compare every returned array."""
-    with torchwm.make_vec(env_id, num_envs, backend="sync", seed=seed, **make_kwargs) as ref, \
-            torchwm.make_vec(env_id, num_envs, backend=backend, seed=seed, backend_kwargs=backend_kwargs,
-                             **make_kwargs) as vec:
+    with (
+        torchwm.make_vec(env_id, num_envs, backend="sync", seed=seed, **make_kwargs) as ref,
+        torchwm.make_vec(
+            env_id, num_envs, backend=backend, seed=seed, backend_kwargs=backend_kwargs, **make_kwargs
+        ) as vec,
+    ):
         obs_ref, _ = ref.reset()
         obs, _ = vec.reset()
         assert_same(obs, obs_ref, "reset obs")
@@ -88,7 +100,9 @@ def run_both(env_id, num_envs, steps, backend, backend_kwargs, seed=0, **make_kw
             actions = ref.action_space.sample()
             expected = ref.step(actions)
             got = vec.step(actions)
-            for name, a, b in zip(("obs", "rewards", "terminations", "truncations"), got[:4], expected[:4], strict=True):
+            for name, a, b in zip(
+                ("obs", "rewards", "terminations", "truncations"), got[:4], expected[:4], strict=True
+            ):
                 assert_same(a, b, f"step {t} {name}")
             ended += int(np.sum(expected[2] | expected[3]))
         return ended
@@ -109,9 +123,17 @@ def test_same_trajectories_as_sync_on_atari(backend):
 @pytest.mark.parametrize("mode", ["same_step", "disabled"])
 def test_autoreset_modes_match_sync(mode):
     # disabled: every env that ended is reset by mask before the next step.
-    with torchwm.make_vec("CartPole-v1", 4, backend="sync", seed=3, autoreset_mode=mode) as ref, \
-            torchwm.make_vec("CartPole-v1", 4, backend="shmem", seed=3, autoreset_mode=mode,
-                             backend_kwargs={"num_workers": 2, "context": "fork"}) as vec:
+    with (
+        torchwm.make_vec("CartPole-v1", 4, backend="sync", seed=3, autoreset_mode=mode) as ref,
+        torchwm.make_vec(
+            "CartPole-v1",
+            4,
+            backend="shmem",
+            seed=3,
+            autoreset_mode=mode,
+            backend_kwargs={"num_workers": 2, "context": "fork"},
+        ) as vec,
+    ):
         ref.reset()
         vec.reset()
         for _ in range(50):
@@ -120,12 +142,16 @@ def test_autoreset_modes_match_sync(mode):
             for a, b in zip(got[:4], expected[:4], strict=True):
                 assert np.array_equal(a, b)
             if mode == "same_step" and "final_obs" in expected[4]:
-                assert np.array_equal(np.stack(got[4]["final_obs"][got[4]["_final_obs"]]),
-                                      np.stack(expected[4]["final_obs"][expected[4]["_final_obs"]]))
+                assert np.array_equal(
+                    np.stack(got[4]["final_obs"][got[4]["_final_obs"]]),
+                    np.stack(expected[4]["final_obs"][expected[4]["_final_obs"]]),
+                )
             if mode == "disabled":
                 mask = expected[2] | expected[3]
                 if mask.any():
-                    assert np.array_equal(vec.reset(options={"reset_mask": mask})[0], ref.reset(options={"reset_mask": mask})[0])
+                    assert np.array_equal(
+                        vec.reset(options={"reset_mask": mask})[0], ref.reset(options={"reset_mask": mask})[0]
+                    )
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -135,8 +161,13 @@ def test_dict_observations_and_box_actions(backend):
 
 @pytest.mark.parametrize("context", ["forkserver", "spawn"])
 def test_env_registered_at_run_time_under_non_fork_start(context):
-    with torchwm.make_vec("TorchwmTest/SlowOnOne-v0", 2, backend="shmem", seed=0,
-                          backend_kwargs={"num_workers": 2, "context": context}) as vec:
+    with torchwm.make_vec(
+        "TorchwmTest/SlowOnOne-v0",
+        2,
+        backend="shmem",
+        seed=0,
+        backend_kwargs={"num_workers": 2, "context": context},
+    ) as vec:
         obs, _ = vec.reset()
         obs, rewards, *_ = vec.step(np.array([0, 0]))
     assert np.array_equal(obs[:, 0], [1, 1]) and np.array_equal(rewards, [0.0, 0.0])
@@ -150,8 +181,9 @@ def test_lambda_closure_factory_under_spawn():
             return observation + offset
 
     factory = lambda: Shift(gym.make("CartPole-v1"))  # noqa: E731 - a lambda on purpose
-    with torchwm.TorchVectorizedEnv(factory, num_workers=2, envs_per_worker=1, backend="subproc",
-                                    seed=0, context="spawn") as vec:
+    with torchwm.TorchVectorizedEnv(
+        factory, num_workers=2, envs_per_worker=1, backend="subproc", seed=0, context="spawn"
+    ) as vec:
         obs = vec.reset()
     reference = np.stack([gym.make("CartPole-v1").reset(seed=i)[0] for i in range(2)])
     assert np.allclose(obs, reference + offset)
@@ -161,8 +193,9 @@ def test_worker_slices_uneven_and_envs_per_worker():
     assert split_envs(5, 2, None) == [range(0, 3), range(3, 5)]
     assert split_envs(5, None, 2) == [range(0, 2), range(2, 4), range(4, 5)]
     assert split_envs(3, 8, None) == [range(0, 1), range(1, 2), range(2, 3)]
-    with torchwm.make_vec("CartPole-v1", 5, backend="shmem",
-                          backend_kwargs={"envs_per_worker": 2, "context": "fork"}) as vec:
+    with torchwm.make_vec(
+        "CartPole-v1", 5, backend="shmem", backend_kwargs={"envs_per_worker": 2, "context": "fork"}
+    ) as vec:
         assert vec.worker_slices == [range(0, 2), range(2, 4), range(4, 5)]
         assert vec.num_workers == 3 and len(set(vec.worker_pids)) == 3
 
@@ -175,8 +208,13 @@ def test_default_num_workers_is_the_cpu_affinity():
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_batch_size_returns_first_ready_and_keeps_the_rest(backend):
     # Worker 0 (envs 0, 1) is fast; worker 1 (envs 2, 3) sleeps: the first recv gets envs 0 and 1.
-    with torchwm.make_vec("TorchwmTest/SlowOnOne-v0", 4, backend=backend, seed=0,
-                          backend_kwargs={"num_workers": 2, "batch_size": 2, "context": "fork"}) as vec:
+    with torchwm.make_vec(
+        "TorchwmTest/SlowOnOne-v0",
+        4,
+        backend=backend,
+        seed=0,
+        backend_kwargs={"num_workers": 2, "batch_size": 2, "context": "fork"},
+    ) as vec:
         vec.reset()
         vec.send(np.array([0, 0, 1, 1]))
         obs, rewards, _, _, infos = vec.recv()
@@ -200,9 +238,12 @@ def test_batch_size_returns_first_ready_and_keeps_the_rest(backend):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_partial_step_and_reset_match_sync(backend):
-    with torchwm.make_vec("CartPole-v1", 4, backend="sync", seed=1) as ref, \
-            torchwm.make_vec("CartPole-v1", 4, backend=backend, seed=1,
-                             backend_kwargs={"num_workers": 2, "context": "fork"}) as vec:
+    with (
+        torchwm.make_vec("CartPole-v1", 4, backend="sync", seed=1) as ref,
+        torchwm.make_vec(
+            "CartPole-v1", 4, backend=backend, seed=1, backend_kwargs={"num_workers": 2, "context": "fork"}
+        ) as vec,
+    ):
         ref.reset()
         vec.reset()
         for ids in ([1, 2], [3], [0, 1, 2, 3], [3, 0]):
@@ -218,15 +259,21 @@ def test_partial_step_and_reset_match_sync(backend):
 
 
 def test_shmem_copy_false_gives_views_and_copy_true_copies():
-    with torchwm.make_vec("CartPole-v1", 2, backend="shmem", seed=0,
-                          backend_kwargs={"num_workers": 1, "copy": False, "context": "fork"}) as vec:
+    with torchwm.make_vec(
+        "CartPole-v1",
+        2,
+        backend="shmem",
+        seed=0,
+        backend_kwargs={"num_workers": 1, "copy": False, "context": "fork"},
+    ) as vec:
         first, _ = vec.reset()
         kept = first.copy()
         second = vec.step(np.array([1, 1]))[0]
         assert second is first or np.shares_memory(second, first)
         assert not np.array_equal(first, kept), "a view shows the next step's observations"
-    with torchwm.make_vec("CartPole-v1", 2, backend="shmem", seed=0,
-                          backend_kwargs={"num_workers": 1, "context": "fork"}) as vec:
+    with torchwm.make_vec(
+        "CartPole-v1", 2, backend="shmem", seed=0, backend_kwargs={"num_workers": 1, "context": "fork"}
+    ) as vec:
         first, _ = vec.reset()
         kept = first.copy()
         vec.step(np.array([1, 1]))
@@ -251,16 +298,19 @@ def _no_new_children_or_segments(before):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize(("kwargs", "error", "match"), [
-    ({"num_workers": 0}, ValueError, "num_workers must be an int >= 1, got 0"),
-    ({"num_workers": 2.5}, TypeError, "num_workers must be an int"),
-    ({"batch_size": 9}, ValueError, "batch_size must be an int from 1 to num_envs=4, got 9"),
-    ({"context": "threads"}, ValueError, r"context must be one of \['fork', 'forkserver', 'spawn'\]"),
-    ({"num_wrokers": 2}, TypeError, r"unknown backend option\(s\) \['num_wrokers'\]"),
-    ({"num_workers": 3, "envs_per_worker": 3}, ValueError, "do not fit num_envs=4"),
-    ({"timeout": -1}, ValueError, "timeout must be a number of seconds > 0"),
-    ({"copy": "yes"}, TypeError, "copy must be True or False"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"num_workers": 0}, ValueError, "num_workers must be an int >= 1, got 0"),
+        ({"num_workers": 2.5}, TypeError, "num_workers must be an int"),
+        ({"batch_size": 9}, ValueError, "batch_size must be an int from 1 to num_envs=4, got 9"),
+        ({"context": "threads"}, ValueError, r"context must be one of \['fork', 'forkserver', 'spawn'\]"),
+        ({"num_wrokers": 2}, TypeError, r"unknown backend option\(s\) \['num_wrokers'\]"),
+        ({"num_workers": 3, "envs_per_worker": 3}, ValueError, "do not fit num_envs=4"),
+        ({"timeout": -1}, ValueError, "timeout must be a number of seconds > 0"),
+        ({"copy": "yes"}, TypeError, "copy must be True or False"),
+    ],
+)
 def test_bad_backend_kwargs_fail_before_any_worker_starts(backend, kwargs, error, match):
     before = set(multiprocessing.active_children())
     with pytest.raises(error, match=match):
@@ -283,7 +333,9 @@ def test_unpicklable_factory_is_named_at_construction(backend):
 
 
 def test_close_is_idempotent_and_leaves_nothing_behind():
-    vec = torchwm.make_vec("CartPole-v1", 4, backend="shmem", backend_kwargs={"num_workers": 2, "context": "fork"})
+    vec = torchwm.make_vec(
+        "CartPole-v1", 4, backend="shmem", backend_kwargs={"num_workers": 2, "context": "fork"}
+    )
     pids = vec.worker_pids
     # The block has no name in /dev/shm even while in use; the parent and each worker map it.
     assert leaked_segments() == []
@@ -300,7 +352,9 @@ def test_close_is_idempotent_and_leaves_nothing_behind():
 def test_garbage_collection_closes_workers_and_segments():
     import gc
 
-    vec = torchwm.make_vec("CartPole-v1", 2, backend="shmem", backend_kwargs={"num_workers": 2, "context": "fork"})
+    vec = torchwm.make_vec(
+        "CartPole-v1", 2, backend="shmem", backend_kwargs={"num_workers": 2, "context": "fork"}
+    )
     pids = vec.worker_pids
     del vec
     gc.collect()
@@ -320,15 +374,22 @@ def _alive(pid):
 # results --
 
 
-@pytest.mark.parametrize("backend, backend_kwargs", [
-    ("sync", {}), ("subproc", {}), ("shmem", {}),
-    ("subproc", {"num_workers": 2, "inline": True}), ("shmem", {"num_workers": 2, "inline": True}),
-])
+@pytest.mark.parametrize(
+    "backend, backend_kwargs",
+    [
+        ("sync", {}),
+        ("subproc", {}),
+        ("shmem", {}),
+        ("subproc", {"num_workers": 2, "inline": True}),
+        ("shmem", {"num_workers": 2, "inline": True}),
+    ],
+)
 def test_batches_serve_every_env_in_turn(backend, backend_kwargs):
     # The documented async loop: send to exactly the envs recv() returned. No env may starve.
     served = np.zeros(8, dtype=np.int64)
-    with torchwm.make_vec("CartPole-v1", 8, backend=backend, seed=0,
-                          backend_kwargs={**backend_kwargs, "batch_size": 2}) as envs:
+    with torchwm.make_vec(
+        "CartPole-v1", 8, backend=backend, seed=0, backend_kwargs={**backend_kwargs, "batch_size": 2}
+    ) as envs:
         envs.reset()
         envs.send(np.zeros(8, dtype=np.int64))
         for _ in range(400):
@@ -411,7 +472,9 @@ def test_actions_reach_every_env_as_given_on_every_backend(dtype, inline):
     reference.close()
     for backend in ["sync", "subproc", "shmem"]:
         kwargs = {} if backend == "sync" else {"num_workers": 2, "inline": inline}
-        with torchwm.make_vec_from_fns([ActionRecordingEnv] * 4, backend=backend, backend_kwargs=kwargs) as envs:
+        with torchwm.make_vec_from_fns(
+            [ActionRecordingEnv] * 4, backend=backend, backend_kwargs=kwargs
+        ) as envs:
             envs.reset(seed=0)
             envs.step(actions)
             envs.step(actions[[1, 3]], env_ids=[1, 3])  # a partial step too
@@ -444,8 +507,9 @@ class SlowResetEnv(gym.Env):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_timed_out_reset_leaves_later_replies_correct(backend):
-    with torchwm.make_vec_from_fns([SlowResetEnv] * 4, backend=backend,
-                                   backend_kwargs={"num_workers": 2, "timeout": 30}) as envs:
+    with torchwm.make_vec_from_fns(
+        [SlowResetEnv] * 4, backend=backend, backend_kwargs={"num_workers": 2, "timeout": 30}
+    ) as envs:
         envs.reset(seed=0)
         envs.step(np.zeros(4, dtype=np.int64))
         envs.timeout = 0.5  # only for this reset: starting the workers may take longer on a loaded machine
@@ -470,8 +534,11 @@ class LockHoldingEnv(SlowResetEnv):
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("restart_on_crash", [False, True])
 def test_an_unpicklable_call_result_fails_that_call_only(backend, restart_on_crash):
-    with torchwm.make_vec_from_fns([LockHoldingEnv] * 4, backend=backend,
-                                   backend_kwargs={"num_workers": 2, "restart_on_crash": restart_on_crash}) as envs:
+    with torchwm.make_vec_from_fns(
+        [LockHoldingEnv] * 4,
+        backend=backend,
+        backend_kwargs={"num_workers": 2, "restart_on_crash": restart_on_crash},
+    ) as envs:
         pids = envs.worker_pids
         envs.reset(seed=0)
         with pytest.raises(torchwm.errors.WorkerError, match="cannot be pickled.*env 0.*lock"):

@@ -44,19 +44,25 @@ def _sent_commands(monkeypatch) -> list:
 
 def test_a_whole_share_of_array_actions_in_the_space_dtype_goes_raw(monkeypatch):
     sent = _sent_commands(monkeypatch)
-    with torchwm.make_vec("CartPole-v1", num_envs=4, backend="subproc", backend_kwargs={"num_workers": 2}) as envs:
+    with torchwm.make_vec(
+        "CartPole-v1", num_envs=4, backend="subproc", backend_kwargs={"num_workers": 2}
+    ) as envs:
         envs.reset(seed=0)
         sent.clear()
         envs.step(np.array([0, 1, 1, 0]))  # Discrete's own dtype, int64: raw bytes, one message per worker
         assert sent == [("RawStep", np.array([0, 1]).tobytes()), ("RawStep", np.array([1, 0]).tobytes())]
         sent.clear()
-        envs.step(np.array([0, 1, 1, 0], dtype=np.int32))  # another dtype: pickled, so each env gets it as given
+        envs.step(
+            np.array([0, 1, 1, 0], dtype=np.int32)
+        )  # another dtype: pickled, so each env gets it as given
         envs.step(np.array([1, 1]), env_ids=[0, 3])  # some envs of a share: pickled with their ids
         assert [name for name, _ in sent] == ["Step", "Step", "Step", "Step"]
 
 
 def test_raw_actions_of_the_wrong_size_are_an_error_of_that_step_only():
-    with torchwm.make_vec("CartPole-v1", num_envs=4, backend="subproc", backend_kwargs={"num_workers": 2}) as envs:
+    with torchwm.make_vec(
+        "CartPole-v1", num_envs=4, backend="subproc", backend_kwargs={"num_workers": 2}
+    ) as envs:
         envs.reset(seed=0)
         worker = envs._transports[0]
         worker.send(RawStep(), raw=np.array([1], dtype=np.int64).data)  # one action for its two envs

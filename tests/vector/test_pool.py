@@ -38,8 +38,11 @@ class SlowResetEnv(gym.Env):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_control_command_past_its_deadline_names_the_real_timeout(backend):
-    with torchwm.make_vec_from_fns([SlowResetEnv] * 2, backend=backend,
-                                   backend_kwargs={"num_workers": 2, "context": "fork", "timeout": 0.5}) as envs:
+    with torchwm.make_vec_from_fns(
+        [SlowResetEnv] * 2,
+        backend=backend,
+        backend_kwargs={"num_workers": 2, "context": "fork", "timeout": 0.5},
+    ) as envs:
         with pytest.raises(EnvTimeoutError, match=r"did not answer within 0\.5 s while resetting"):
             envs.reset(options={"sleep": 1.5})
         time.sleep(1.5)
@@ -55,8 +58,11 @@ def test_a_step_past_its_deadline_names_the_timeout_of_that_recv(backend):
             time.sleep(3 if action == 2 else 0)
             return super().step(action)
 
-    with torchwm.make_vec_from_fns([SlowStepEnv] * 2, backend=backend,
-                                   backend_kwargs={"num_workers": 2, "context": "fork", "timeout": 60}) as envs:
+    with torchwm.make_vec_from_fns(
+        [SlowStepEnv] * 2,
+        backend=backend,
+        backend_kwargs={"num_workers": 2, "context": "fork", "timeout": 60},
+    ) as envs:
         envs.reset()
         envs.send(np.array([1, 2]))
         with pytest.raises(EnvTimeoutError, match=r"envs \[1\] did not finish their step within 0\.5 s"):
@@ -105,8 +111,11 @@ def test_make_vec_from_fns_refuses_a_backend_that_builds_from_an_env_id(fresh_pl
 def test_the_parent_share_steps_with_the_actions_as_sent(backend):
     # The parent's own share (inline) steps in recv: it must not see a change the caller makes to its
     # array after send.
-    with torchwm.make_vec_from_fns([SlowResetEnv] * 4, backend=backend,
-                                   backend_kwargs={"num_workers": 2, "context": "fork", "inline": True}) as envs:
+    with torchwm.make_vec_from_fns(
+        [SlowResetEnv] * 4,
+        backend=backend,
+        backend_kwargs={"num_workers": 2, "context": "fork", "inline": True},
+    ) as envs:
         envs.reset()
         actions = np.array([1, 2, 1, 2])
         envs.send(actions)

@@ -36,9 +36,13 @@ def test_the_predicted_step_is_the_largest_share_the_hand_offs_and_the_parents_w
     per_env = env_step
     parent = worker_count.PARENT_SECONDS_PER_WORKER
     # 10 envs on 3 workers: shares of 4, 3, 3; a core to spare, so the parent polls both ways.
-    assert predicted_step_seconds(10, 3, 4, env_step, handoff) == pytest.approx(4 * per_env + 3e-6 + 3e-6 + 3 * parent)
+    assert predicted_step_seconds(10, 3, 4, env_step, handoff) == pytest.approx(
+        4 * per_env + 3e-6 + 3e-6 + 3 * parent
+    )
     # 4 workers on 4 cores: the parent sleeps, and the last worker wakes it.
-    assert predicted_step_seconds(10, 4, 4, env_step, handoff) == pytest.approx(3 * per_env + 3e-6 + 40e-6 + 4 * parent)
+    assert predicted_step_seconds(10, 4, 4, env_step, handoff) == pytest.approx(
+        3 * per_env + 3e-6 + 40e-6 + 4 * parent
+    )
 
 
 def test_a_cheap_env_on_a_machine_with_slow_wake_ups_gets_fewer_workers_than_cores():
@@ -133,17 +137,22 @@ class _Faulty(gym.Wrapper):
 
 @pytest.mark.parametrize("fault", ["raise", "exit", "hang"])
 def test_an_env_that_raises_dies_or_hangs_while_measured_leaves_the_default_and_this_process_alone(
-        monkeypatch, fault):
+    monkeypatch, fault
+):
     monkeypatch.setattr(worker_count, "_env_steps", {})
     monkeypatch.setattr(_Faulty, "fault", fault)
     began = time.monotonic()
-    _, step = measure(multiprocessing.get_context("forkserver"), fault, lambda: _Faulty(gym.make("CartPole-v1")))
+    _, step = measure(
+        multiprocessing.get_context("forkserver"), fault, lambda: _Faulty(gym.make("CartPole-v1"))
+    )
     assert step is None  # not measured: the caller keeps one worker per core
     assert time.monotonic() - began < worker_count.STEP_DEADLINE_SECONDS + 5
     assert not [p for p in multiprocessing.active_children() if p.name == "torchwm-measure"]
 
 
-needs_two_cores = pytest.mark.skipif(default_num_workers() < 2, reason="one core: one worker, nothing to choose")
+needs_two_cores = pytest.mark.skipif(
+    default_num_workers() < 2, reason="one core: one worker, nothing to choose"
+)
 
 
 @needs_two_cores
@@ -230,7 +239,9 @@ def test_a_hanging_constructor_fails_make_vec_within_the_timeout_not_the_measure
     monkeypatch.setitem(worker_count._handoffs, "forkserver", SLOW_WAKES)
     monkeypatch.setattr(worker_count, "_env_steps", {})
     env_id = _register("TorchwmTest/HangsWhenBuilt-v0", _HangsWhenBuilt)
-    with pytest.raises(torchwm.errors.EnvTimeoutError, match=r"not built within 3 s .*helper process that measures"):
+    with pytest.raises(
+        torchwm.errors.EnvTimeoutError, match=r"not built within 3 s .*helper process that measures"
+    ):
         torchwm.make_vec(env_id, num_envs=4, backend="shmem", backend_kwargs={"timeout": 3})
     assert not [p for p in multiprocessing.active_children() if p.name == "torchwm-measure"]
     assert not worker_count._env_steps  # nothing kept: a larger timeout measures again
@@ -241,7 +252,9 @@ def test_an_id_registered_at_run_time_is_measured_as_the_workers_build_it(monkey
     monkeypatch.setitem(worker_count._handoffs, "forkserver", SLOW_WAKES)
     monkeypatch.setattr(worker_count, "_env_steps", {})
     # An importable entry point, registered in this process only: the helper, like the workers, gets the spec.
-    env_id = _register("TorchwmTest/RunTimeCartPole-v0", "gymnasium.envs.classic_control.cartpole:CartPoleEnv")
+    env_id = _register(
+        "TorchwmTest/RunTimeCartPole-v0", "gymnasium.envs.classic_control.cartpole:CartPoleEnv"
+    )
     with torchwm.make_vec(env_id, num_envs=4, backend="shmem") as vec:
         assert vec.worker_choice is not None and vec.worker_choice.fallback == "", vec.worker_choice
         assert "measured: an env step" in str(vec.worker_choice)
@@ -253,7 +266,9 @@ def test_a_failed_measurement_is_said_in_a_warning_and_in_worker_choice(monkeypa
     monkeypatch.setitem(worker_count._handoffs, "forkserver", SLOW_WAKES)
     monkeypatch.setattr(worker_count, "_env_steps", {})
     env_id = _register("TorchwmTest/BreaksOnStep-v0", _BreaksOnStep)
-    with pytest.warns(RuntimeWarning, match="an env.s step could not be measured: RuntimeError: the env broke on purpose"):
+    with pytest.warns(
+        RuntimeWarning, match="an env.s step could not be measured: RuntimeError: the env broke on purpose"
+    ):
         vec = torchwm.make_vec(env_id, num_envs=4, backend="shmem")
     with vec:
         choice = vec.worker_choice

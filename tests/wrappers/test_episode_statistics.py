@@ -46,11 +46,13 @@ def episodes(envs, actions, mode="next_step"):
 def test_cartpole_equals_gymnasiums_chain(backend, mode):
     n, rng = 3, np.random.default_rng(0)
     actions = [rng.integers(0, 2, size=n) for _ in range(120)]
-    reference = gym.vector.SyncVectorEnv([lambda: RecordEpisodeStatistics(gym.make("CartPole-v1"))] * n,
-                                         autoreset_mode=AUTORESET_MODES[mode])
+    reference = gym.vector.SyncVectorEnv(
+        [lambda: RecordEpisodeStatistics(gym.make("CartPole-v1"))] * n, autoreset_mode=AUTORESET_MODES[mode]
+    )
     expected = episodes(reference, actions, mode)
-    with torchwm.make_vec("CartPole-v1", n, backend=backend, wrappers=["episode_statistics"],
-                          autoreset_mode=mode) as envs:
+    with torchwm.make_vec(
+        "CartPole-v1", n, backend=backend, wrappers=["episode_statistics"], autoreset_mode=mode
+    ) as envs:
         got = episodes(envs, actions, mode)
     assert expected[0], "no episode ended: the comparison would prove nothing"
     assert got == expected
@@ -93,5 +95,9 @@ def test_it_is_placed_on_the_env_itself_and_only_once():
 
 def test_ale_native_refuses_it_with_the_reason():
     with pytest.raises(UnsupportedStackError, match="episode_statistics: ALE's vector env reports neither"):
-        torchwm.make_vec("ALE/Pong-v5", 2, backend="ale-native",
-                         wrappers=["episode_statistics", "atari_preprocessing", "frame_stack"])
+        torchwm.make_vec(
+            "ALE/Pong-v5",
+            2,
+            backend="ale-native",
+            wrappers=["episode_statistics", "atari_preprocessing", "frame_stack"],
+        )

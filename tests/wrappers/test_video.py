@@ -55,8 +55,14 @@ def run_first_episode(envs, action: int) -> int:
 def test_env_0_episode_is_recorded_with_every_frame_and_the_envs_render(backend, tmp_path):
     seed = 5
     options = {} if backend == "sync" else {"num_workers": 2}
-    with torchwm.make_vec("CartPole-v1", 3, backend=backend, seed=seed, backend_kwargs=options,
-                          wrappers=[{"name": "record_video", "video_folder": str(tmp_path)}]) as envs:
+    with torchwm.make_vec(
+        "CartPole-v1",
+        3,
+        backend=backend,
+        seed=seed,
+        backend_kwargs=options,
+        wrappers=[{"name": "record_video", "video_folder": str(tmp_path)}],
+    ) as envs:
         length = run_first_episode(envs, action=1)
     # env 0 only (the default env_ids); under next_step autoreset episode 1 has not started yet
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rl-video-env0-episode-0.mp4"]
@@ -69,9 +75,20 @@ def test_env_0_episode_is_recorded_with_every_frame_and_the_envs_render(backend,
 
 
 def test_env_ids_and_every_n_episodes(tmp_path):
-    with torchwm.make_vec("CartPole-v1", 3, seed=0, wrappers=[{
-            "name": "record_video", "video_folder": str(tmp_path), "env_ids": [1, 2], "every_n_episodes": 2,
-            "name_prefix": "run"}]) as envs:
+    with torchwm.make_vec(
+        "CartPole-v1",
+        3,
+        seed=0,
+        wrappers=[
+            {
+                "name": "record_video",
+                "video_folder": str(tmp_path),
+                "env_ids": [1, 2],
+                "every_n_episodes": 2,
+                "name_prefix": "run",
+            }
+        ],
+    ) as envs:
         envs.reset()
         episodes = np.zeros(3, dtype=int)
         while episodes.min() < 3:
@@ -93,8 +110,9 @@ def test_fused_atari_env_records_the_screen(tmp_path):
     """The standard Atari stack stays fused with a recorder at its end; the frames are the full screen."""
     seed, steps = 3, 12
     stack = ["atari_preprocessing", "frame_stack", {"name": "record_video", "video_folder": str(tmp_path)}]
-    with torchwm.make_vec("ALE/Pong-v5", 2, backend="shmem", seed=seed, wrappers=stack,
-                          backend_kwargs={"num_workers": 2}) as envs:
+    with torchwm.make_vec(
+        "ALE/Pong-v5", 2, backend="shmem", seed=seed, wrappers=stack, backend_kwargs={"num_workers": 2}
+    ) as envs:
         assert envs.spec.fused
         envs.reset()
         for _ in range(steps):
@@ -114,21 +132,45 @@ def test_fused_atari_env_records_the_screen(tmp_path):
 
 def test_ale_native_refuses_saying_why():
     with pytest.raises(UnsupportedStackError, match="record_video' needs each env's screen.*preprocessed"):
-        torchwm.make_vec("ALE/Pong-v5", 2, backend="ale-native",
-                         wrappers=["atari_preprocessing", "frame_stack", "record_video"])
+        torchwm.make_vec(
+            "ALE/Pong-v5",
+            2,
+            backend="ale-native",
+            wrappers=["atari_preprocessing", "frame_stack", "record_video"],
+        )
 
 
 def test_an_env_that_cannot_render_rgb_is_refused(tmp_path):
     with pytest.raises((ValueError, WorkerError), match="render_mode='rgb_array'"):
-        torchwm.make_vec("CartPole-v1", render_mode="human",
-                         wrappers=[{"name": "record_video", "video_folder": str(tmp_path)}])
+        torchwm.make_vec(
+            "CartPole-v1",
+            render_mode="human",
+            wrappers=[{"name": "record_video", "video_folder": str(tmp_path)}],
+        )
 
 
 def test_torchwm_run_video(tmp_path):
     config = tmp_path / "setup.yaml"
-    config.write_text("id: CartPole-v1\nnum_envs: 2\nbackend: shmem\nseed: 0\nbackend_kwargs:\n  num_workers: 2\n")
-    out = subprocess.run([sys.executable, "-m", "torchwm", "run", str(config), "--steps", "60", "--no-progress",
-                          "--video", str(tmp_path / "videos")], capture_output=True, text=True, timeout=300)
+    config.write_text(
+        "id: CartPole-v1\nnum_envs: 2\nbackend: shmem\nseed: 0\nbackend_kwargs:\n  num_workers: 2\n"
+    )
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torchwm",
+            "run",
+            str(config),
+            "--steps",
+            "60",
+            "--no-progress",
+            "--video",
+            str(tmp_path / "videos"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     videos = sorted((tmp_path / "videos").iterdir())
     assert videos and videos[0].name == "rl-video-env0-episode-0.mp4"
@@ -136,10 +178,12 @@ def test_torchwm_run_video(tmp_path):
 
 
 def test_without_moviepy_the_video_extra_is_named(tmp_path):
-    script = ("import sys; sys.modules['moviepy'] = None\n"
-              "import torchwm\n"
-              "torchwm.make_vec('CartPole-v1', "
-              f"wrappers=[{{'name': 'record_video', 'video_folder': {str(tmp_path)!r}}}])")
+    script = (
+        "import sys; sys.modules['moviepy'] = None\n"
+        "import torchwm\n"
+        "torchwm.make_vec('CartPole-v1', "
+        f"wrappers=[{{'name': 'record_video', 'video_folder': {str(tmp_path)!r}}}])"
+    )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert out.returncode != 0
     assert "needs moviepy, which is in torchwm's [video] extra" in out.stderr.strip().splitlines()[-1]

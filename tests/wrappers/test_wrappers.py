@@ -22,13 +22,26 @@ from torchwm.names import register_ale
 
 # The contract (docs/wrappers.md): name -> options with their defaults.
 CONTRACT = {
-    "atari_preprocessing": {"noop_max": 30, "frame_skip": 4, "screen_size": 84, "grayscale": True,
-                            "terminal_on_life_loss": False, "scale_obs": False, "grayscale_newaxis": False},
+    "atari_preprocessing": {
+        "noop_max": 30,
+        "frame_skip": 4,
+        "screen_size": 84,
+        "grayscale": True,
+        "terminal_on_life_loss": False,
+        "scale_obs": False,
+        "grayscale_newaxis": False,
+    },
     "frame_stack": {"stack_size": 4, "padding": "zero"},
     "episodic_life": {},
     "fire_reset": {},
     "clip_reward": {"min_reward": -1.0, "max_reward": 1.0},
-    "pixels": {"width": None, "height": None, "render_only": True, "render_key": "pixels", "obs_key": "state"},
+    "pixels": {
+        "width": None,
+        "height": None,
+        "render_only": True,
+        "render_key": "pixels",
+        "obs_key": "state",
+    },
     "episode_statistics": {"buffer_length": 100},
 }
 PLAIN = ["atari_preprocessing"]  # the stack the Atari wrappers are compared against
@@ -69,7 +82,9 @@ def assert_same_rollout(got_env, expected_env, steps=40):
 
 @pytest.mark.parametrize("padding", ["zero", "reset"])
 def test_frame_stack_is_gymnasium_frame_stack_observation(padding):
-    env = torchwm.make_env("CartPole-v1", wrappers=[{"name": "frame_stack", "stack_size": 3, "padding": padding}])
+    env = torchwm.make_env(
+        "CartPole-v1", wrappers=[{"name": "frame_stack", "stack_size": 3, "padding": padding}]
+    )
     reference = gym.wrappers.FrameStackObservation(gym.make("CartPole-v1"), 3, padding_type=padding)
     assert env.observation_space == reference.observation_space
     assert_same_rollout(env, reference)
@@ -87,16 +102,20 @@ def test_clip_reward_is_gymnasium_clip_reward():
 def test_pixels_and_resize_are_gymnasium_render_observation_and_resize():
     env = torchwm.make_env("CartPole-v1", wrappers=["pixels", {"name": "resize", "width": 32, "height": 24}])
     reference = gym.wrappers.ResizeObservation(
-        gym.wrappers.AddRenderObservation(gym.make("CartPole-v1", render_mode="rgb_array"), render_only=True), (24, 32)
+        gym.wrappers.AddRenderObservation(gym.make("CartPole-v1", render_mode="rgb_array"), render_only=True),
+        (24, 32),
     )
-    assert env.observation_space == reference.observation_space == gym.spaces.Box(0, 255, (24, 32, 3), np.uint8)
+    assert (
+        env.observation_space == reference.observation_space == gym.spaces.Box(0, 255, (24, 32, 3), np.uint8)
+    )
     assert_same_rollout(env, reference, steps=10)
 
 
 def test_make_env_size_gives_resized_rendered_frames():
     env = torchwm.make_env("CartPole-v1", size=(48, 40))
     reference = gym.wrappers.ResizeObservation(
-        gym.wrappers.AddRenderObservation(gym.make("CartPole-v1", render_mode="rgb_array"), render_only=True), (40, 48)
+        gym.wrappers.AddRenderObservation(gym.make("CartPole-v1", render_mode="rgb_array"), render_only=True),
+        (40, 48),
     )
     assert env.observation_space.shape == (40, 48, 3)
     assert_same_rollout(env, reference, steps=10)
@@ -114,26 +133,42 @@ def test_pixels_without_size_is_the_full_rendered_frame():
 
 @pytest.mark.parametrize("name", ["atari_preprocessing", "episodic_life", "fire_reset"])
 def test_atari_wrappers_refuse_other_envs_before_building(name):
-    with pytest.raises(ValueError, match=rf"wrapper '{name}' works only on atari envs, and 'CartPole-v1' is not one"):
+    with pytest.raises(
+        ValueError, match=rf"wrapper '{name}' works only on atari envs, and 'CartPole-v1' is not one"
+    ):
         torchwm.make_vec("CartPole-v1", wrappers=[name])
 
 
 @pytest.mark.parametrize("fused", [True, False])
 def test_fire_reset_on_a_game_without_fire_raises(fused):
-    with pytest.raises(ValueError, match=r"needs a game with a FIRE action, and 'freeway' has none \(its actions: NOOP, UP, DOWN\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"needs a game with a FIRE action, and 'freeway' has none \(its actions: NOOP, UP, DOWN\)",
+    ):
         torchwm.make_env("ALE/Freeway-v5", wrappers=["atari_preprocessing", "fire_reset"], fused=fused)
 
 
 @pytest.mark.parametrize(
     ("wrapper", "message"),
     [
-        ({"name": "frame_stack", "stack_size": "4"}, r"wrapper 'frame_stack': option 'stack_size' expected int, got '4'"),
-        ({"name": "frame_stack", "padding": "edge"},
-         r"wrapper 'frame_stack': option 'padding' expected .*, got 'edge' "
-         r"\(input should be 'zero' or 'reset'\)"),
-        ({"name": "clip_reward", "min_reward": "low"}, r"wrapper 'clip_reward': option 'min_reward' expected float .*, got 'low'"),
+        (
+            {"name": "frame_stack", "stack_size": "4"},
+            r"wrapper 'frame_stack': option 'stack_size' expected int, got '4'",
+        ),
+        (
+            {"name": "frame_stack", "padding": "edge"},
+            r"wrapper 'frame_stack': option 'padding' expected .*, got 'edge' "
+            r"\(input should be 'zero' or 'reset'\)",
+        ),
+        (
+            {"name": "clip_reward", "min_reward": "low"},
+            r"wrapper 'clip_reward': option 'min_reward' expected float .*, got 'low'",
+        ),
         ({"name": "resize", "width": 10}, r"wrapper 'resize': option 'height' is required"),
-        ({"name": "pixels", "size": 3}, r"wrapper 'pixels' has no option 'size'; its options are: width, height, render_only"),
+        (
+            {"name": "pixels", "size": 3},
+            r"wrapper 'pixels' has no option 'size'; its options are: width, height, render_only",
+        ),
     ],
 )
 def test_wrong_options_are_refused_before_building(wrapper, message):
@@ -144,8 +179,16 @@ def test_wrong_options_are_refused_before_building(wrapper, message):
 @pytest.mark.parametrize(
     ("env_id", "wrappers", "message"),
     [
-        ("CartPole-v1", [{"name": "pixels", "width": 64}], r"'pixels' needs both width and height \(positive ints\) or neither, got width=64, height=None"),
-        ("CartPole-v1", ["pixels", {"name": "resize", "width": 0, "height": 8}], r"'resize' needs width and height as positive ints, got width=0"),
+        (
+            "CartPole-v1",
+            [{"name": "pixels", "width": 64}],
+            r"'pixels' needs both width and height \(positive ints\) or neither, got width=64, height=None",
+        ),
+        (
+            "CartPole-v1",
+            ["pixels", {"name": "resize", "width": 0, "height": 8}],
+            r"'resize' needs width and height as positive ints, got width=0",
+        ),
     ],
 )
 def test_wrong_option_values_raise_at_construction(env_id, wrappers, message):
@@ -165,12 +208,21 @@ def reward_bounds_refusal(min_reward, max_reward):
     return None
 
 
-@pytest.mark.parametrize(("min_reward", "max_reward"), [
-    (1.0, -1.0), (None, None), (np.array([0.0, 1.0]), np.array([1.0, 0.5])), ([0.0, 1.0], [1.0, 0.5]),
-], ids=["min>max", "both-none", "arrays", "lists-from-a-config-file"])
+@pytest.mark.parametrize(
+    ("min_reward", "max_reward"),
+    [
+        (1.0, -1.0),
+        (None, None),
+        (np.array([0.0, 1.0]), np.array([1.0, 0.5])),
+        ([0.0, 1.0], [1.0, 0.5]),
+    ],
+    ids=["min>max", "both-none", "arrays", "lists-from-a-config-file"],
+)
 @pytest.mark.parametrize("env_id", ["Pendulum-v1", "ALE/Pong-v5"])
 def test_clip_reward_refuses_with_gymnasiums_invalid_bound(env_id, min_reward, max_reward):
-    expected = reward_bounds_refusal(*(np.asarray(b) if isinstance(b, list) else b for b in (min_reward, max_reward)))
+    expected = reward_bounds_refusal(
+        *(np.asarray(b) if isinstance(b, list) else b for b in (min_reward, max_reward))
+    )
     assert expected is not None
     wrappers = [{"name": "clip_reward", "min_reward": min_reward, "max_reward": max_reward}]
     if env_id.startswith("ALE/"):
@@ -180,12 +232,20 @@ def test_clip_reward_refuses_with_gymnasiums_invalid_bound(env_id, min_reward, m
     assert str(caught.value) == expected
 
 
-@pytest.mark.parametrize(("min_reward", "max_reward"), [
-    (None, -2.0), (-3.0, None), (np.array([-2.0]), np.array([-1.5])), ([-2.0], [-1.5]),
-], ids=["no-min", "no-max", "arrays", "lists"])
+@pytest.mark.parametrize(
+    ("min_reward", "max_reward"),
+    [
+        (None, -2.0),
+        (-3.0, None),
+        (np.array([-2.0]), np.array([-1.5])),
+        ([-2.0], [-1.5]),
+    ],
+    ids=["no-min", "no-max", "arrays", "lists"],
+)
 def test_clip_reward_takes_none_and_array_bounds_as_gymnasium(min_reward, max_reward):
-    env = torchwm.make_env("Pendulum-v1", wrappers=[{"name": "clip_reward", "min_reward": min_reward,
-                                                     "max_reward": max_reward}])
+    env = torchwm.make_env(
+        "Pendulum-v1", wrappers=[{"name": "clip_reward", "min_reward": min_reward, "max_reward": max_reward}]
+    )
     bounds = [np.asarray(b) if isinstance(b, list) else b for b in (min_reward, max_reward)]
     reference = gym.wrappers.ClipReward(gym.make("Pendulum-v1"), *bounds)
     got, expected = rollout(env), rollout(reference)
@@ -199,7 +259,8 @@ def test_clip_reward_arrays_on_atari_equal_the_chain(fused):
     stack = ["atari_preprocessing", {"name": "clip_reward", "min_reward": None, "max_reward": [0.5]}]
     env = torchwm.make_env("ALE/Breakout-v5", wrappers=stack, fused=fused)
     chain = gym.wrappers.ClipReward(
-        gym.wrappers.AtariPreprocessing(gym.make("ALE/Breakout-v5", frameskip=1)), None, np.array([0.5]))
+        gym.wrappers.AtariPreprocessing(gym.make("ALE/Breakout-v5", frameskip=1)), None, np.array([0.5])
+    )
     assert np.array_equal(env.reset(seed=0)[0], chain.reset(seed=0)[0])
     for action in np.random.default_rng(0).integers(4, size=150):
         got, expected = env.step(int(action)), chain.step(int(action))
@@ -221,8 +282,11 @@ def test_episode_statistics_takes_gymnasiums_buffer_length():
     assert env.get_wrapper_attr("episode_count") == reference.episode_count > 3
 
 
-@pytest.mark.parametrize("options", [{}, {"render_only": False}, {"render_only": False, "render_key": "frame",
-                                                                    "obs_key": "x"}], ids=["default", "dict", "keys"])
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"render_only": False}, {"render_only": False, "render_key": "frame", "obs_key": "x"}],
+    ids=["default", "dict", "keys"],
+)
 def test_pixels_takes_gymnasiums_options_and_defaults(options):
     env = torchwm.make_env("CartPole-v1", wrappers=[{"name": "pixels", **options}])
     reference = gym.wrappers.AddRenderObservation(gym.make("CartPole-v1", render_mode="rgb_array"), **options)
@@ -234,11 +298,15 @@ def test_pixels_takes_gymnasiums_options_and_defaults(options):
 
 
 def test_pixels_with_a_size_and_the_state_resizes_the_frame_only():
-    env = torchwm.make_env("CartPole-v1", wrappers=[{"name": "pixels", "render_only": False, "width": 48,
-                                                     "height": 32}])
-    reference = gym.wrappers.AddRenderObservation(gym.make("CartPole-v1", render_mode="rgb_array"), render_only=False)
+    env = torchwm.make_env(
+        "CartPole-v1", wrappers=[{"name": "pixels", "render_only": False, "width": 48, "height": 32}]
+    )
+    reference = gym.wrappers.AddRenderObservation(
+        gym.make("CartPole-v1", render_mode="rgb_array"), render_only=False
+    )
     frames = gym.wrappers.ResizeObservation(
-        gym.wrappers.AddRenderObservation(gym.make("CartPole-v1", render_mode="rgb_array")), (32, 48))
+        gym.wrappers.AddRenderObservation(gym.make("CartPole-v1", render_mode="rgb_array")), (32, 48)
+    )
     assert env.observation_space["pixels"] == frames.observation_space
     got, state, frame = env.reset(seed=0)[0], reference.reset(seed=0)[0]["state"], frames.reset(seed=0)[0]
     assert np.array_equal(got["state"], state) and np.array_equal(got["pixels"], frame)
@@ -366,8 +434,16 @@ def test_fire_reset_above_episodic_life_fires_after_each_lost_life():
     [
         ("ALE/Breakout-v5", ["atari_preprocessing"], False),
         ("ALE/Breakout-v5", None, True),
-        ("ALE/Breakout-v5", ["atari_preprocessing", "episodic_life", "fire_reset", "clip_reward", "frame_stack"], False),
-        ("ALE/Breakout-v5", ["atari_preprocessing", "episodic_life", "fire_reset", "clip_reward", "frame_stack"], True),
+        (
+            "ALE/Breakout-v5",
+            ["atari_preprocessing", "episodic_life", "fire_reset", "clip_reward", "frame_stack"],
+            False,
+        ),
+        (
+            "ALE/Breakout-v5",
+            ["atari_preprocessing", "episodic_life", "fire_reset", "clip_reward", "frame_stack"],
+            True,
+        ),
         ("CartPole-v1", ["frame_stack"], False),
         ("Pendulum-v1", ["clip_reward"], False),
         ("CartPole-v1", ["pixels", {"name": "resize", "width": 32, "height": 24}], False),

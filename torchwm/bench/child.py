@@ -38,8 +38,10 @@ class BenchChildError(RuntimeError):
         self.input_error = building and kind in self.INPUT_ERRORS
         self.unsupported = building and kind in self.UNSUPPORTED
         self.reason = reason.strip() or last
-        super().__init__(f"measuring {job['backend']} x {job['num_envs']} on {job['env_id']} failed: {last}\n"
-                         f"{stderr[-3000:]}")
+        super().__init__(
+            f"measuring {job['backend']} x {job['num_envs']} on {job['env_id']} failed: {last}\n"
+            f"{stderr[-3000:]}"
+        )
 
 
 class Child:
@@ -49,7 +51,11 @@ class Child:
         self.job = job
         self.process = subprocess.Popen(
             [sys.executable, "-m", "torchwm.bench", "--serve", json.dumps(job)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            bufsize=1,
         )
         assert (
             self.process.stdin is not None
@@ -111,4 +117,3 @@ def serve(job: dict[str, Any]) -> None:
                 break
     finally:
         runner.close()
-

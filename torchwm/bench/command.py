@@ -69,8 +69,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "gym-sync,gym-async, the built-in backends and the config's own, ALE's beside them for "
         "an ALE id)",
     )
-    parser.add_argument("--num-envs", type=_sizes, default=None,
-                        help="comma-separated sizes (default: 8,16,32; with a config, its num_envs)")
+    parser.add_argument(
+        "--num-envs",
+        type=_sizes,
+        default=None,
+        help="comma-separated sizes (default: 8,16,32; with a config, its num_envs)",
+    )
     parser.add_argument(
         "--steps", type=_positive, default=1000, help="batched steps per repeat (default: 1000)"
     )
@@ -89,8 +93,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="JSON",
         help='options per backend, e.g. \'{"shmem": {"num_workers": 2}}\' (over a config\'s own)',
     )
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="BACKEND.KEY=VALUE",
-                        help="one backend option, e.g. shmem.num_workers=2 (after --backend-kwargs)")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="BACKEND.KEY=VALUE",
+        help="one backend option, e.g. shmem.num_workers=2 (after --backend-kwargs)",
+    )
     parser.add_argument("--memory", action="store_true", help="also measure the PSS of each process tree")
     parser.add_argument(
         "--plot", default=None, metavar="PNG", help="write a plot of steps/s against num_envs"
@@ -115,8 +125,10 @@ def _setup(args: argparse.Namespace) -> tuple[Any, str | None]:
         env_id = args.env or "CartPole-v1"
         if is_config_reference(env_id) and not env_id.isidentifier():
             # A file, not an id (a bare name such as "pong" is an id here: Atari short names are).
-            raise ConfigError(f"--env {env_id!r} is a config file; --env takes an env id. Measure the config "
-                              f"with: torchwm bench {env_id}")
+            raise ConfigError(
+                f"--env {env_id!r} is a config file; --env takes an env id. Measure the config "
+                f"with: torchwm bench {env_id}"
+            )
         return env_id, None
     return load_config(config), config
 
@@ -124,8 +136,11 @@ def _setup(args: argparse.Namespace) -> tuple[Any, str | None]:
 def run_command(args: argparse.Namespace) -> int:
     """``torchwm bench``: check, measure, print the table, write the plot and the JSON."""
     setup, config = _setup(args)
-    backends = [b.strip() for b in args.backends.split(",") if b.strip()] if args.backends is not None \
+    backends = (
+        [b.strip() for b in args.backends.split(",") if b.strip()]
+        if args.backends is not None
         else default_backends(setup)
+    )
     baseline: str = args.baseline or (backends[0] if backends else "")
     if baseline not in backends:
         raise ConfigError(f"--baseline {baseline!r} is not one of --backends {','.join(backends)}")
@@ -146,9 +161,14 @@ def run_command(args: argparse.Namespace) -> int:
         raise missing_extra("plot", "torchwm bench --plot")  # before minutes of measuring, not after
     sizes = args.num_envs or (DEFAULT_SIZES if config is None else [setup.num_envs])
     specs = config_specs(config, backends) if config is not None else None
-    settings: dict[str, Any] = {"env": setup if config is None else setup.id, "backends": backends,
-                                "num_envs": sizes, "steps": args.steps, "repeats": args.repeats,
-                                "backend_kwargs": backend_kwargs}
+    settings: dict[str, Any] = {
+        "env": setup if config is None else setup.id,
+        "backends": backends,
+        "num_envs": sizes,
+        "steps": args.steps,
+        "repeats": args.repeats,
+        "backend_kwargs": backend_kwargs,
+    }
     if config is not None:
         refusals = [(b, stack_refusal((specs or {}).get(b, setup), b)) for b in backends]
         if all(why for _, why in refusals):
@@ -158,9 +178,17 @@ def run_command(args: argparse.Namespace) -> int:
         expected = config_obs_shape(setup)
         settings["config"] = {"source": config, "spec": setup.to_dict(), "obs_shape": expected}
         print(f"torchwm bench: {config}: {describe_setup(setup)}", file=sys.stderr, flush=True)
-    results = run_bench(setup, backends, sizes, steps=args.steps, repeats=args.repeats,
-                        backend_kwargs=backend_kwargs or None, measure_memory=args.memory,
-                        progress=not args.no_progress, specs=specs)
+    results = run_bench(
+        setup,
+        backends,
+        sizes,
+        steps=args.steps,
+        repeats=args.repeats,
+        backend_kwargs=backend_kwargs or None,
+        measure_memory=args.memory,
+        progress=not args.no_progress,
+        specs=specs,
+    )
     if all(r.skipped for r in results):
         _nothing_measured(results[0].backend, results[0].skipped)
     print(format_table(results, baseline))
@@ -218,6 +246,7 @@ def describe_setup(spec: Any) -> str:
     """One line: the env, its kwargs, the stack, num_envs, the seed and the backend with its options."""
     stack = ", ".join(repr(w) for w in spec.wrappers) or "(no wrappers)"
     options = f" {spec.backend_kwargs}" if spec.backend_kwargs else ""
-    return (f"{spec.id} {spec.env_kwargs}, stack [{stack}], {spec.num_envs} envs, seed {spec.seed}, "
-            f"backend {spec.backend}{options}")
-
+    return (
+        f"{spec.id} {spec.env_kwargs}, stack [{stack}], {spec.num_envs} envs, seed {spec.seed}, "
+        f"backend {spec.backend}{options}"
+    )

@@ -59,8 +59,12 @@ def machine_info() -> dict[str, Any]:
         usable = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         usable = os.cpu_count() or 1
-    return {"cores": os.cpu_count(), "usable_cores": usable, **cpu_info(),
-            "system": platform.platform(terse=True)}
+    return {
+        "cores": os.cpu_count(),
+        "usable_cores": usable,
+        **cpu_info(),
+        "system": platform.platform(terse=True),
+    }
 
 
 def atari_kernel() -> str:

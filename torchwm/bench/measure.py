@@ -71,8 +71,11 @@ def setup_spec(setup: Any, num_envs: int) -> Any:
 def plugin_peers() -> dict[str, Any]:
     """The bench peers backend plugins register (metadata ``bench_peers={name: factory}``): name -> (backend,
     factory)."""
-    return {name: (entry.name, factory) for entry in registry("backend")
-            for name, factory in entry.metadata.get("bench_peers", {}).items()}
+    return {
+        name: (entry.name, factory)
+        for entry in registry("backend")
+        for name, factory in entry.metadata.get("bench_peers", {}).items()
+    }
 
 
 def first_seed(spec: Any) -> int:
@@ -201,7 +204,6 @@ class Runner:
             self._step, self._close, space = emulator.step, emulator.close, emulator.action_space
             space.seed(seed)
         elif backend == "ceiling":
-
             env = build_env(setup.replace(num_envs=1))
             env.reset(seed=seed)
             env.action_space.seed(seed)
@@ -274,8 +276,17 @@ def measure_one(
         note, pool = runner.note(), runner.pool()
     finally:
         runner.close()
-    return BenchResult(env_id, backend, num_envs, statistics.median(samples), samples, pss, note=note,
-                       obs_shape=runner.obs_shape, pool=pool)
+    return BenchResult(
+        env_id,
+        backend,
+        num_envs,
+        statistics.median(samples),
+        samples,
+        pss,
+        note=note,
+        obs_shape=runner.obs_shape,
+        pool=pool,
+    )
 
 
 def pool_choice(envs: Any) -> dict[str, Any] | None:
@@ -288,11 +299,14 @@ def pool_choice(envs: Any) -> dict[str, Any] | None:
         return None
     pids = getattr(envs, "worker_pids", None) or []
     choice = getattr(envs, "worker_choice", None)
-    return {"workers": len(slices), "envs_per_worker": [len(r) for r in slices],
-            "inline": bool(pids) and pids[0] is None, "choice": None if choice is None else str(choice)}
+    return {
+        "workers": len(slices),
+        "envs_per_worker": [len(r) for r in slices],
+        "inline": bool(pids) and pids[0] is None,
+        "choice": None if choice is None else str(choice),
+    }
 
 
 def _first_line(text: str) -> str:
     lines = text.strip().splitlines()
     return lines[0] if lines else ""
-

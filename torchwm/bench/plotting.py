@@ -73,7 +73,10 @@ def _subtitle(results: list[BenchResult], info: dict[str, Any]) -> str:
         describe_cpu(machine),
         f"{machine['system']}, {info['date']}",
         ", ".join(f"{name} {version}" for name, version in versions.items()),
-        (f"{'/'.join(map(str, repeats)) or '?'} {'repeat' if repeats == [1] else 'repeats'}"
-         + (f" of {steps} batched steps" if steps else "") + " each, median shown"),
+        (
+            f"{'/'.join(map(str, repeats)) or '?'} {'repeat' if repeats == [1] else 'repeats'}"
+            + (f" of {steps} batched steps" if steps else "")
+            + " each, median shown"
+        ),
     ]
     return "\n".join(lines)

@@ -93,4 +93,3 @@ def split_advice(note: str) -> tuple[str, list[str]]:
     for text in advice:
         note = note.replace(f"; {text}", "")
     return note, advice
-

@@ -93,10 +93,16 @@ def run_bench(
     results = []
     try:
         for n in num_envs:
-            jobs: list[dict[str, Any]] = [{"env_id": label, "backend": backend, "num_envs": n,
-                                           "kwargs": dict((backend_kwargs or {}).get(backend, {})),
-                                           "spec": _job_spec(env_id, backend, specs)}
-                                          for backend in backends]
+            jobs: list[dict[str, Any]] = [
+                {
+                    "env_id": label,
+                    "backend": backend,
+                    "num_envs": n,
+                    "kwargs": dict((backend_kwargs or {}).get(backend, {})),
+                    "spec": _job_spec(env_id, backend, specs),
+                }
+                for backend in backends
+            ]
             refused = [stack_refusal(setup_spec(job["spec"] or label, n), job["backend"]) for job in jobs]
             if not isolate:
                 for job, why in zip(jobs, refused, strict=True):
@@ -194,9 +200,11 @@ def config_specs(source: Any, backends: Sequence[str], overrides: Sequence[str] 
     (`torchwm.config.load_run_config`
     with ``backend=``): each gets its own ``[backends.NAME]`` table, and the file's ``backend_kwargs`` only
     where that backend takes them (the others are dropped with a `UserWarning` naming them)."""
-    return {backend: load_run_config(source, overrides, backend=backend)[0]
-            for backend in backends if backend in registry("backend") and backend not in PEERS}
-
+    return {
+        backend: load_run_config(source, overrides, backend=backend)[0]
+        for backend in backends
+        if backend in registry("backend") and backend not in PEERS
+    }
 
 
 def default_backends(setup: Any) -> list[str]:
@@ -210,12 +218,27 @@ def default_backends(setup: Any) -> list[str]:
     """
     if isinstance(setup, str):
         atari = resolve_spec(setup, 1).family == "atari"
-        names = ["gym-sync", "gym-async", *(["ale-emulator", "ale-direct"] if atari else []),
-                 "sync", "subproc", "shmem", *(["ale-native"] if atari else [])]
+        names = [
+            "gym-sync",
+            "gym-async",
+            *(["ale-emulator", "ale-direct"] if atari else []),
+            "sync",
+            "subproc",
+            "shmem",
+            *(["ale-native"] if atari else []),
+        ]
     else:
         atari = setup.family == "atari"
-        names = ["gym-sync", "gym-async", *(["ale-direct"] if atari else []),
-                 "sync", "subproc", "shmem", *(["ale-native"] if atari else []), setup.backend]
+        names = [
+            "gym-sync",
+            "gym-async",
+            *(["ale-direct"] if atari else []),
+            "sync",
+            "subproc",
+            "shmem",
+            *(["ale-native"] if atari else []),
+            setup.backend,
+        ]
     return [name for name in dict.fromkeys(names) if name in PEERS or name in registry("backend")]
 
 

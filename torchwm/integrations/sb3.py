@@ -93,7 +93,9 @@ class SB3VecEnv(VecEnv):
             given = [first_seed + i for i in range(self.num_envs)]
         if len(groups) == 1:
             options = groups[0][0]
-            obs, infos = self.vec.reset(seed=None if all(s is None for s in given) else given, options=options or None)
+            obs, infos = self.vec.reset(
+                seed=None if all(s is None for s in given) else given, options=options or None
+            )
             self.reset_infos = infos_to_list(infos, self.num_envs)
         else:
             # DummyVecEnv resets each env with its own options; a torchwm reset gives one options dict to the envs
@@ -103,10 +105,15 @@ class SB3VecEnv(VecEnv):
             self.reset_infos = [{} for _ in range(self.num_envs)]
             for options, ids in groups:
                 seeds = [given[i] for i in ids]
-                group_obs, infos = self.vec.reset(seed=None if all(s is None for s in seeds) else seeds,
-                                                  options=options or None, env_ids=ids)
+                group_obs, infos = self.vec.reset(
+                    seed=None if all(s is None for s in seeds) else seeds,
+                    options=options or None,
+                    env_ids=ids,
+                )
                 infos.pop("env_id", None)
-                for i, row, info in zip(ids, iterate(space, group_obs), infos_to_list(infos, len(ids)), strict=True):
+                for i, row, info in zip(
+                    ids, iterate(space, group_obs), infos_to_list(infos, len(ids)), strict=True
+                ):
                     rows[i], self.reset_infos[i] = row, info
             batch: Any = create_empty_array(space, self.num_envs)
             obs = concatenate(space, rows, batch)
@@ -135,8 +142,10 @@ class SB3VecEnv(VecEnv):
             # SB3 gives one action per env (actions[i], as DummyVecEnv reads them); a Gymnasium vector env takes
             # one dict/tuple of batched arrays.
             if len(actions) != self.num_envs:
-                raise ValueError(f"SB3VecEnv.step_async expected {self.num_envs} actions, one per env, got "
-                                 f"{len(actions)}: {actions!r:.200}")
+                raise ValueError(
+                    f"SB3VecEnv.step_async expected {self.num_envs} actions, one per env, got "
+                    f"{len(actions)}: {actions!r:.200}"
+                )
             batch: Any = create_empty_array(space, self.num_envs)
             actions = concatenate(space, list(actions), batch)
         self._actions = actions
@@ -145,8 +154,9 @@ class SB3VecEnv(VecEnv):
         obs, rewards, terminations, truncations, infos = self.vec.step(self._actions)
         dones = terminations | truncations
         final_infos = infos_to_list(infos.get("final_info", {}), self.num_envs)
-        current = infos_to_list({k: v for k, v in infos.items() if not k.startswith(("final_", "_final_"))},
-                                self.num_envs)
+        current = infos_to_list(
+            {k: v for k, v in infos.items() if not k.startswith(("final_", "_final_"))}, self.num_envs
+        )
         step_infos = []
         for i in range(self.num_envs):
             if dones[i]:
@@ -174,8 +184,9 @@ class SB3VecEnv(VecEnv):
         count = self.num_envs if indices is None else len(list(self._get_indices(indices)))
         self.vec.set_attr(attr_name, [value] * count, **self._env_ids(indices))
 
-    def env_method(self, method_name: str, *method_args: Any, indices: VecEnvIndices = None,
-                   **method_kwargs: Any) -> list[Any]:
+    def env_method(
+        self, method_name: str, *method_args: Any, indices: VecEnvIndices = None, **method_kwargs: Any
+    ) -> list[Any]:
         return list(self.vec.call(method_name, *method_args, **self._env_ids(indices), **method_kwargs))
 
     def env_is_wrapped(self, wrapper_class: type[gym.Wrapper], indices: VecEnvIndices = None) -> list[bool]:
@@ -189,8 +200,12 @@ class SB3VecEnv(VecEnv):
         wrapper's ``get_attr(name)`` takes it too); negative indices count from the end, as in SB3."""
         if indices is None:
             return {}
-        return {"env_ids": [i + self.num_envs if -self.num_envs <= i < 0 else i
-                            for i in map(int, self._get_indices(indices))]}
+        return {
+            "env_ids": [
+                i + self.num_envs if -self.num_envs <= i < 0 else i
+                for i in map(int, self._get_indices(indices))
+            ]
+        }
 
 
 def _equal(a: dict, b: dict) -> bool:

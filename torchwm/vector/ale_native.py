@@ -40,8 +40,14 @@ NO_FRAME_LIMIT = 2**31 - 1
 
 # The ALE env keyword arguments this backend can express; the others have to be their "off" value.
 SUPPORTED_ENV_KWARGS = {
-    "game", "obs_type", "frameskip", "repeat_action_probability", "full_action_space",
-    "max_num_frames_per_episode", "continuous", "continuous_action_threshold",
+    "game",
+    "obs_type",
+    "frameskip",
+    "repeat_action_probability",
+    "full_action_space",
+    "max_num_frames_per_episode",
+    "continuous",
+    "continuous_action_threshold",
 }
 UNSET_ENV_KWARGS = {"mode": None, "difficulty": None, "render_mode": None}
 # The backend options and their defaults (AleNativeVectorEnv's keywords), as `torchwm list` shows them.
@@ -58,8 +64,11 @@ def _refuse(spec: VecSpec, what: str) -> UnsupportedStackError:
 def _stack_kwargs(spec: VecSpec) -> dict[str, Any]:
     """The preprocessing arguments of AtariVectorEnv that the wrapper stack means."""
     if any(w.name == "record_video" for w in spec.wrappers):
-        raise _refuse(spec, "the wrapper 'record_video' needs each env's screen, and ALE's vector env returns "
-                            "only its preprocessed observations (it has no render)")
+        raise _refuse(
+            spec,
+            "the wrapper 'record_video' needs each env's screen, and ALE's vector env returns "
+            "only its preprocessed observations (it has no render)",
+        )
     try:
         stack = parse_for(spec, "ale-native")
     except UnsupportedStackError as exc:
@@ -97,8 +106,9 @@ def _env_kwargs(spec: VecSpec) -> dict[str, Any]:
         raise _refuse(spec, f"env options {unknown} (it expresses {sorted(SUPPORTED_ENV_KWARGS)})")
     if env_kwargs.get("frameskip", 1) != 1:
         raise _refuse(
-            spec, f"env frameskip={env_kwargs['frameskip']!r}: under atari_preprocessing the emulator must not "
-            f"skip frames (frame_skip is atari_preprocessing's option)"
+            spec,
+            f"env frameskip={env_kwargs['frameskip']!r}: under atari_preprocessing the emulator must not "
+            f"skip frames (frame_skip is atari_preprocessing's option)",
         )
     limit = env_kwargs.get("max_num_frames_per_episode")
     gym_spec = gym.registry.get(spec.id)
@@ -135,7 +145,11 @@ def ale_vector_kwargs(
     n = spec.num_envs
     check_batch_size(batch_size, n)
     for name, value in (("num_threads", num_threads), ("thread_affinity_offset", thread_affinity_offset)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "num_threads" else -1):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int)
+            or value < (0 if name == "num_threads" else -1)
+        ):
             raise ValueError(f"{name} must be an int >= {0 if name == 'num_threads' else -1}, got {value!r}")
     mode = spec.autoreset
     kwargs = {
@@ -145,7 +159,9 @@ def ale_vector_kwargs(
         "num_threads": num_threads,
         "thread_affinity_offset": thread_affinity_offset,
         # "disabled" is kept in Python (see AleNativeVectorEnv): ALE itself knows only the other two.
-        "autoreset_mode": AutoresetMode.SAME_STEP if mode is AutoresetMode.SAME_STEP else AutoresetMode.NEXT_STEP,
+        "autoreset_mode": AutoresetMode.SAME_STEP
+        if mode is AutoresetMode.SAME_STEP
+        else AutoresetMode.NEXT_STEP,
     }
     game = kwargs.pop("game")
     # What the stack maps to is checked as make_atari_vector_env checks it: some values make ALE hang.
@@ -183,13 +199,20 @@ class AleNativeVectorEnv(VectorEnv):
     ) -> None:
         self._ale_env: Any = None  # ALE's AtariVectorEnv once built, None after close
         self.closed = True  # until built, so that __del__ of a refused spec does nothing
-        kwargs = ale_vector_kwargs(spec, batch_size=batch_size, num_threads=num_threads,
-                                   thread_affinity_offset=thread_affinity_offset)
+        kwargs = ale_vector_kwargs(
+            spec,
+            batch_size=batch_size,
+            num_threads=num_threads,
+            thread_affinity_offset=thread_affinity_offset,
+        )
         # Refused here, not at the first reset: every env's seed (seed + i) must fit ALE's range.
         check_first_seed(spec.seed, spec.num_envs, "ale-native: make_vec")
         if batch_size is not None and batch_size < spec.num_envs and spec.autoreset is AutoresetMode.DISABLED:
-            raise _refuse(spec, "autoreset_mode='disabled' with batch_size < num_envs (ALE resets envs in "
-                                "its asynchronous mode only all together)")
+            raise _refuse(
+                spec,
+                "autoreset_mode='disabled' with batch_size < num_envs (ALE resets envs in "
+                "its asynchronous mode only all together)",
+            )
         from ale_py.vector_env import AtariVectorEnv
 
         ale_env = AtariVectorEnv(**kwargs)
@@ -213,8 +236,13 @@ class AleNativeVectorEnv(VectorEnv):
         shape = single_obs.shape[1:] if self._squeeze else single_obs.shape
         if self._squeeze or self._newaxis:
             single_obs = spaces.Box(0, 255, (*shape, 1) if self._newaxis else shape, np.uint8)
-        super().__init__(spec, single_obs, ale_env.single_action_space, metadata={"render_modes": []},
-                         batch_size=batch_size)
+        super().__init__(
+            spec,
+            single_obs,
+            ale_env.single_action_space,
+            metadata={"render_modes": []},
+            batch_size=batch_size,
+        )
         self.ale_kwargs = kwargs
         self._async = self.batch_size < self.num_envs
         if self._async:
@@ -240,8 +268,13 @@ class AleNativeVectorEnv(VectorEnv):
     # a reset or a recv returns the k envs ready first, a send takes the actions of those k). The
     # checks, seeds and bookkeeping are the base class's helpers.
 
-    def reset(self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None,
-              env_ids: Any = None) -> tuple[Any, dict[str, Any]]:
+    def reset(
+        self,
+        *,
+        seed: int | list[int | None] | None = None,
+        options: dict[str, Any] | None = None,
+        env_ids: Any = None,
+    ) -> tuple[Any, dict[str, Any]]:
         """Reset all envs, or those of ``env_ids`` / ``options["reset_mask"]`` (then their rows only for
         ``env_ids``).
 
@@ -293,7 +326,9 @@ class AleNativeVectorEnv(VectorEnv):
                     f"ale-native steps exactly the envs of the last result ({self._last_ids.tolist()}); ALE "
                     f"cannot step env_ids={ids.tolist()}. Use backend='shmem' for arbitrary env_ids"
                 )
-        actions = check_actions(self.single_action_space, actions, self.batch_size, check_range=self.check_action_values)
+        actions = check_actions(
+            self.single_action_space, actions, self.batch_size, check_range=self.check_action_values
+        )
         actions = actions.astype(np.float32 if self._continuous else np.int64, copy=False)
         if env_ids is not None and not np.array_equal(ids, self._last_ids):
             actions = actions[np.argsort(ids)[np.argsort(np.argsort(self._last_ids))]]
@@ -304,7 +339,9 @@ class AleNativeVectorEnv(VectorEnv):
             self._ale.send(actions, self._paddle_strength)
         self._in_flight[self._last_ids] = True
 
-    def recv(self, timeout: float | None = None) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+    def recv(
+        self, timeout: float | None = None
+    ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """The results of the batch in flight (ALE's C++ threads cannot time out: ``timeout`` is ignored)."""
         self._check_open()
         self._envs_in_flight()  # NoAsyncCallError if nothing was sent
@@ -342,7 +379,7 @@ class AleNativeVectorEnv(VectorEnv):
         final_obs = np.full(ended.size, None, dtype=object)
         for row in np.flatnonzero(ended):
             # A copy, so that no returned array depends on how ALE reuses its result buffers.
-            final_obs[row] = self._shaped(batch[row:row + 1])[0].copy()
+            final_obs[row] = self._shaped(batch[row : row + 1])[0].copy()
         infos["final_obs"] = final_obs
         infos["_final_obs"] = ended.copy()
         return infos
@@ -352,7 +389,9 @@ class AleNativeVectorEnv(VectorEnv):
     def _call(self, name: str, args: tuple, kwargs: dict, ids: list[int]) -> list[Any]:
         """Only ``get_action_meanings`` and the spaces: ALE's C++ envs have no Python attributes."""
         if name == "render":
-            raise NotImplementedError("ale-native does not render; use backend='shmem' with render_mode='rgb_array'")
+            raise NotImplementedError(
+                "ale-native does not render; use backend='shmem' with render_mode='rgb_array'"
+            )
         values = {
             "observation_space": self.single_observation_space,
             "action_space": self.single_action_space,
@@ -399,20 +438,25 @@ def make_ale_native(spec: VecSpec, **backend_kwargs: Any) -> AleNativeVectorEnv:
 # The conformance checks ALE's engine cannot meet, and why (docs/atari.md says the same).
 CONFORMANCE_SKIPS = {
     "check_matches_sync": "ALE draws no-ops with its own C++ RNG (0..noop_max-1) and seeds sticky actions with "
-                          "the raw seed, where Gymnasium's AtariEnv derives both from a SeedSequence (no-ops "
-                          "1..noop_max): same seed, other streams. Equal arrays hold with noop_max=0 and no "
-                          "sticky actions (tests/test_ale_native.py)",
+    "the raw seed, where Gymnasium's AtariEnv derives both from a SeedSequence (no-ops "
+    "1..noop_max): same seed, other streams. Equal arrays hold with noop_max=0 and no "
+    "sticky actions (tests/test_ale_native.py)",
     "check_partial_and_async": "AtariVectorEnv steps all envs (or the batch of its last result) together: "
-                               "step(actions, env_ids=<a subset>) is refused with NotImplementedError",
+    "step(actions, env_ids=<a subset>) is refused with NotImplementedError",
     "check_batch_size": "batch_size=k is ALE's EnvPool-style asynchronous mode: reset() and recv() return k envs "
-                        "and send() takes k actions for those envs; it does not promise that every env comes back",
+    "and send() takes k actions for those envs; it does not promise that every env comes back",
     "check_attributes": "the envs are C++ objects: set_attr is refused with NotImplementedError (get_attr answers "
-                        "the spaces, render_mode and get_action_meanings)",
+    "the spaces, render_mode and get_action_meanings)",
 }
 
 
 @hookimpl
 def register_backends(register):
-    register("ale-native", make_ale_native, family="atari", options=BACKEND_OPTIONS,
-             description="ALE's C++ AtariVectorEnv: Atari stacks only, threads, fastest",
-             conformance={"skip": CONFORMANCE_SKIPS})
+    register(
+        "ale-native",
+        make_ale_native,
+        family="atari",
+        options=BACKEND_OPTIONS,
+        description="ALE's C++ AtariVectorEnv: Atari stacks only, threads, fastest",
+        conformance={"skip": CONFORMANCE_SKIPS},
+    )

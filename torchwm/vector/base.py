@@ -81,7 +81,10 @@ def check_observation_mode(observation_mode: Any) -> ObservationMode:
 
 
 def resolve_spaces(
-    owner: str, observation_mode: ObservationMode, observation_spaces: list[gym.Space], action_spaces: list[gym.Space],
+    owner: str,
+    observation_mode: ObservationMode,
+    observation_spaces: list[gym.Space],
+    action_spaces: list[gym.Space],
 ) -> tuple[gym.Space, gym.Space, gym.Space]:
     """(single observation space, batched observation space, single action space) of envs with these spaces.
 
@@ -170,7 +173,9 @@ class VectorEnv(gym.vector.VectorEnv):
         self.num_envs = n
         self.single_observation_space = single_observation_space
         self.single_action_space = single_action_space
-        self.observation_space = batch_space(single_observation_space, n) if observation_space is None else observation_space
+        self.observation_space = (
+            batch_space(single_observation_space, n) if observation_space is None else observation_space
+        )
         # batch_space gives the batched space a copy of env 0's action-space generator, as in Gymnasium:
         # vector envs of identically seeded envs sample the same actions. Reseeded only for a given seed.
         self.action_space = batch_space(single_action_space, n)
@@ -207,7 +212,9 @@ class VectorEnv(gym.vector.VectorEnv):
     def _send_step(self, ids: np.ndarray, actions: Any) -> None:
         raise NotImplementedError
 
-    def _wait_ready(self, candidates: np.ndarray, count: int, timeout: float | None) -> tuple[np.ndarray, list[dict]]:
+    def _wait_ready(
+        self, candidates: np.ndarray, count: int, timeout: float | None
+    ) -> tuple[np.ndarray, list[dict]]:
         raise NotImplementedError
 
     def _call(self, name: str, args: tuple, kwargs: dict, ids: list[int]) -> list[Any]:
@@ -249,7 +256,9 @@ class VectorEnv(gym.vector.VectorEnv):
             return obs, batched
         return self._all_rows(), InfoBatcher(self.num_envs).batch(self._spread(ids, infos))
 
-    def reset_async(self, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None) -> None:
+    def reset_async(
+        self, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
+    ) -> None:
         """Gymnasium's ``AsyncVectorEnv.reset_async``: check a reset of every env (or of
         ``options["reset_mask"]``), and hold it until `reset_wait` runs it.
 
@@ -285,7 +294,9 @@ class VectorEnv(gym.vector.VectorEnv):
         finally:
             self.timeout = default_timeout
 
-    def step(self, actions: Any, env_ids: Any = None) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+    def step(
+        self, actions: Any, env_ids: Any = None
+    ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """`send` then `recv`: all envs, or the rows of ``env_ids`` (``infos["env_id"]`` says which)."""
         self.send(actions, env_ids)
         return self.recv()
@@ -302,14 +313,20 @@ class VectorEnv(gym.vector.VectorEnv):
             if busy.size:
                 raise AlreadyPendingCallError(
                     f"Calling `step_async` while waiting for a pending call to `step` to complete: envs "
-                    f"{busy.tolist()} already have an action in flight; recv() them before sending again", "step")
+                    f"{busy.tolist()} already have an action in flight; recv() them before sending again",
+                    "step",
+                )
         if not self._all_reset:
             not_reset = ids[~self._ever_reset[ids]]
             if not_reset.size:
-                raise gym.error.ResetNeeded(f"envs {not_reset.tolist()} were never reset; call reset() before step()")
+                raise gym.error.ResetNeeded(
+                    f"envs {not_reset.tolist()} were never reset; call reset() before step()"
+                )
         # Values are the env's business, as in Gymnasium (only count, shape and dtype are checked),
         # unless the backend's engine cannot take any value.
-        actions = check_actions(self.single_action_space, actions, len(ids), check_range=self.check_action_values)
+        actions = check_actions(
+            self.single_action_space, actions, len(ids), check_range=self.check_action_values
+        )
         if ids.size == self.num_envs and ids is not self._all_ids:
             # Every env, in another order: backends take a whole batch in env order.
             order = np.argsort(ids)
@@ -320,7 +337,9 @@ class VectorEnv(gym.vector.VectorEnv):
         if self.batch_size < self.num_envs:  # only batches of fewer envs choose (see _collect_ready)
             self._sent_at[ids] = self._recvs
 
-    def recv(self, timeout: float | None = None) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+    def recv(
+        self, timeout: float | None = None
+    ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Results of envs in flight: all of them, or the first ``batch_size`` ready.
 
         A result for fewer than ``num_envs`` envs has their rows only and ``infos["env_id"]``.
@@ -336,8 +355,13 @@ class VectorEnv(gym.vector.VectorEnv):
             if any(infos):  # else their order does not matter
                 by_env = dict(zip(np.asarray(ids).tolist(), infos, strict=True))
                 infos = [by_env[i] for i in range(self.num_envs)]
-            return (self._all_rows(), self._rewards.copy(), self._terminations.copy(), self._truncations.copy(),
-                    InfoBatcher(self.num_envs).batch(infos))
+            return (
+                self._all_rows(),
+                self._rewards.copy(),
+                self._terminations.copy(),
+                self._truncations.copy(),
+                InfoBatcher(self.num_envs).batch(infos),
+            )
         order = np.argsort(ids, kind="stable")
         ids = np.asarray(ids, dtype=np.int64)[order]
         infos = [infos[k] for k in order]
@@ -348,7 +372,9 @@ class VectorEnv(gym.vector.VectorEnv):
         """Gymnasium's ``AsyncVectorEnv.step_async``: `send` of every env's action."""
         self.send(actions)
 
-    def step_wait(self, timeout: float | None = None) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+    def step_wait(
+        self, timeout: float | None = None
+    ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Gymnasium's ``AsyncVectorEnv.step_wait``: `recv` (all envs unless ``batch_size`` is set)."""
         return self.recv(timeout)
 
@@ -441,7 +467,9 @@ class VectorEnv(gym.vector.VectorEnv):
 
     def _check_open(self) -> None:
         if self.closed:
-            raise ClosedEnvironmentError(f"{type(self).__name__} ({self._vec_spec.id}) is closed; make a new one")
+            raise ClosedEnvironmentError(
+                f"{type(self).__name__} ({self._vec_spec.id}) is closed; make a new one"
+            )
 
     def _pending_call(self) -> str | None:
         """The call still pending, by Gymnasium's name for it: ``"reset"`` (`reset_async`), ``"step"`` or
@@ -462,7 +490,9 @@ class VectorEnv(gym.vector.VectorEnv):
         else:
             detail = f"envs {np.flatnonzero(self._in_flight).tolist()} have actions in flight; recv() first"
         raise AlreadyPendingCallError(
-            f"Calling `{calling}` while waiting for a pending call to `{pending}` to complete ({detail}).", pending)
+            f"Calling `{calling}` while waiting for a pending call to `{pending}` to complete ({detail}).",
+            pending,
+        )
 
     def _envs_in_flight(self) -> np.ndarray:
         """The envs with an action in flight, or NoAsyncCallError (Gymnasium's words) if none has."""
@@ -470,7 +500,9 @@ class VectorEnv(gym.vector.VectorEnv):
         if not candidates.size:
             raise NoAsyncCallError(
                 "Calling `step_wait` without any prior call to `step_async`. (recv() with no action in flight; "
-                "call send() first.)", "step")
+                "call send() first.)",
+                "step",
+            )
         return candidates
 
     def _check_not_ended(self, ids: np.ndarray) -> None:
@@ -518,21 +550,32 @@ class VectorEnv(gym.vector.VectorEnv):
         n = self.num_envs
         expected = f"expected a NumPy bool array with one entry per env, shape ({n},)"
         if not isinstance(mask, np.ndarray):
-            raise TypeError(f"`options['reset_mask']` must be a numpy array, got {type(mask)}: {expected}, got {mask!r:.200}")
+            raise TypeError(
+                f"`options['reset_mask']` must be a numpy array, got {type(mask)}: {expected}, got {mask!r:.200}"
+            )
         if mask.shape != (n,):
-            raise ValueError(f"`options['reset_mask']` must have shape `({n},)`, got {mask.shape}: {expected}")
+            raise ValueError(
+                f"`options['reset_mask']` must have shape `({n},)`, got {mask.shape}: {expected}"
+            )
         if mask.dtype != np.bool_:
-            raise TypeError(f"`options['reset_mask']` must have `dtype=np.bool_`, got {mask.dtype}: {expected}")
+            raise TypeError(
+                f"`options['reset_mask']` must have `dtype=np.bool_`, got {mask.dtype}: {expected}"
+            )
         if not mask.any():
             raise ValueError(
-                f"`options['reset_mask']` must contain a boolean array with at least one True value, got reset_mask={mask}")
+                f"`options['reset_mask']` must contain a boolean array with at least one True value, got reset_mask={mask}"
+            )
         return np.flatnonzero(mask)
 
-    def _reset_request(self, seed: Any, options: Any, env_ids: Any) -> tuple[np.ndarray, list[int | None], dict | None]:
+    def _reset_request(
+        self, seed: Any, options: Any, env_ids: Any
+    ) -> tuple[np.ndarray, list[int | None], dict | None]:
         """The envs a reset resets, their seeds and the options the envs get; every argument checked first,
         so that a refused reset changes nothing (the seed of make_vec(seed=...) still pending, for one)."""
         if options is not None and not isinstance(options, dict):
-            raise TypeError(f"options must be a dict or None, got {options!r:.200} ({type(options).__name__})")
+            raise TypeError(
+                f"options must be a dict or None, got {options!r:.200} ({type(options).__name__})"
+            )
         options = dict(options) if options else None
         mask = options.pop("reset_mask", None) if options else None
         if mask is not None:
@@ -553,11 +596,15 @@ class VectorEnv(gym.vector.VectorEnv):
         if isinstance(seed, (list, tuple)):
             expected = self.num_envs if full_list else ids.size
             if len(seed) != expected:
-                raise ValueError(f"expected {expected} seeds, one per env reset, got {len(seed)}: {seed!r:.200}")
+                raise ValueError(
+                    f"expected {expected} seeds, one per env reset, got {len(seed)}: {seed!r:.200}"
+                )
             chosen = [seed[int(i)] for i in ids] if full_list else list(seed)
             return [None if s is None else check_seed(s, "each seed of a list") for s in chosen]
         if isinstance(seed, (bool, str, bytes)) or not isinstance(seed, (int, np.integer)):
-            raise TypeError(f"seed must be an int >= 0, a list of them (one per env) or None, got {seed!r:.200}")
+            raise TypeError(
+                f"seed must be an int >= 0, a list of them (one per env) or None, got {seed!r:.200}"
+            )
         first = check_seed(seed)
         return [first + int(i) for i in ids]
 
@@ -577,7 +624,9 @@ class VectorEnv(gym.vector.VectorEnv):
             spread[i] = info
         return spread
 
-    def _rows(self, ids: np.ndarray, infos: list[dict]) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+    def _rows(
+        self, ids: np.ndarray, infos: list[dict]
+    ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         batched = InfoBatcher(ids.size).batch(infos)
         batched["env_id"] = ids.copy()
         return (

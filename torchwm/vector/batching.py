@@ -108,16 +108,25 @@ def check_actions(space: gym.Space, actions: Any, count: int, *, check_range: bo
     """
     if isinstance(space, spaces.Dict):
         if not isinstance(actions, dict) or set(actions) != set(space.spaces):
-            raise ValueError(f"expected a dict of batched actions with keys {sorted(space.spaces)}, got {actions!r:.200}")
-        return {key: check_actions(sub, actions[key], count, check_range=check_range) for key, sub in space.spaces.items()}
+            raise ValueError(
+                f"expected a dict of batched actions with keys {sorted(space.spaces)}, got {actions!r:.200}"
+            )
+        return {
+            key: check_actions(sub, actions[key], count, check_range=check_range)
+            for key, sub in space.spaces.items()
+        }
     if isinstance(space, spaces.Tuple):
         if not isinstance(actions, (tuple, list)) or len(actions) != len(space.spaces):
             raise ValueError(f"expected a tuple of {len(space.spaces)} batched actions, got {actions!r:.200}")
-        return tuple(check_actions(sub, a, count, check_range=check_range)
-                     for sub, a in zip(space.spaces, actions, strict=True))
+        return tuple(
+            check_actions(sub, a, count, check_range=check_range)
+            for sub, a in zip(space.spaces, actions, strict=True)
+        )
     if not isinstance(space, ARRAY_SPACES):
         if not hasattr(actions, "__len__"):
-            raise NotABatchError(f"expected a sequence of {count} actions of {space}, one per env, got {actions!r:.200}")
+            raise NotABatchError(
+                f"expected a sequence of {count} actions of {space}, one per env, got {actions!r:.200}"
+            )
         if len(actions) != count:
             raise ValueError(f"expected {count} actions, one per env, got {len(actions)}")
         return actions
@@ -135,7 +144,9 @@ def check_actions(space: gym.Space, actions: Any, count: int, *, check_range: bo
     # batch would reach each env as np.bool_), while MultiDiscrete and MultiBinary take bool arrays.
     kinds = "iu" if isinstance(space, spaces.Discrete) else "biu"
     if array.dtype.kind not in kinds:
-        raise ValueError(f"expected integer actions for {space} (an int dtype such as int64), got dtype {array.dtype}")
+        raise ValueError(
+            f"expected integer actions for {space} (an int dtype such as int64), got dtype {array.dtype}"
+        )
     if not check_range:
         return array
     if isinstance(space, spaces.Discrete):
@@ -145,7 +156,9 @@ def check_actions(space: gym.Space, actions: Any, count: int, *, check_range: bo
     else:
         low, high = 0, 1
     if array.size and (np.any(array < low) or np.any(array > high)):
-        raise ValueError(f"actions out of range for {space}: expected values in [{np.min(low)}, {np.max(high)}], got {array!r:.200}")
+        raise ValueError(
+            f"actions out of range for {space}: expected values in [{np.min(low)}, {np.max(high)}], got {array!r:.200}"
+        )
     return array
 
 

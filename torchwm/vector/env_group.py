@@ -106,7 +106,9 @@ class EnvGroup:
             f"space{where} has shape {expected}; every observation must have its space's shape"
         )
 
-    def reset(self, local_ids: Sequence[int], seeds: Sequence[int | None], options: dict[str, Any] | None) -> list[dict]:
+    def reset(
+        self, local_ids: Sequence[int], seeds: Sequence[int | None], options: dict[str, Any] | None
+    ) -> list[dict]:
         infos = []
         for i, seed in zip(local_ids, seeds, strict=True):
             obs, info = self.envs[i].reset(seed=seed, options=options)

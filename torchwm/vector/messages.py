@@ -102,8 +102,9 @@ def describe_share(envs: list[gym.Env]) -> ShareDescription:
         reference = getattr(first, kind)
         return [reference if space == reference else space for space in (getattr(env, kind) for env in envs)]
 
-    return ShareDescription(spaces_of("observation_space"), spaces_of("action_space"), dict(first.metadata),
-                            first.render_mode)
+    return ShareDescription(
+        spaces_of("observation_space"), spaces_of("action_space"), dict(first.metadata), first.render_mode
+    )
 
 
 def failing_env(exc: BaseException) -> int | None:

@@ -76,13 +76,25 @@ DEFAULT_TIMEOUT = 300.0
 # Every option a pool backend takes and its default (None: decided from the machine or the spec). A
 # transport adds its own (`Transport.OPTIONS`).
 POOL_OPTIONS: dict[str, Any] = {
-    "num_workers": None, "envs_per_worker": None, "batch_size": None, "timeout": DEFAULT_TIMEOUT, "copy": True,
-    "restart_on_crash": False, "env_fn": None, "inline": False, "observation_mode": "same",
+    "num_workers": None,
+    "envs_per_worker": None,
+    "batch_size": None,
+    "timeout": DEFAULT_TIMEOUT,
+    "copy": True,
+    "restart_on_crash": False,
+    "env_fn": None,
+    "inline": False,
+    "observation_mode": "same",
 }
 
 
-def check_pool_options(backend: str, num_envs: int, options: dict[str, Any],
-                       transport_options: Sequence[str] = (), unit: str = "worker") -> PoolSettings:
+def check_pool_options(
+    backend: str,
+    num_envs: int,
+    options: dict[str, Any],
+    transport_options: Sequence[str] = (),
+    unit: str = "worker",
+) -> PoolSettings:
     """Every pool option checked and defaulted, before anything starts; the options named in
     ``transport_options`` are passed on unchecked (the transport's `Transport.configure` checks them).
 
@@ -103,8 +115,9 @@ def check_pool_options(backend: str, num_envs: int, options: dict[str, Any],
         flags["inline"] = False
     for flag in flags:
         if not isinstance(flags[flag], bool):
-            raise TypeError(f"{backend}: {flag} must be True or False (default {POOL_OPTIONS[flag]}), "
-                            f"got {flags[flag]!r}")
+            raise TypeError(
+                f"{backend}: {flag} must be True or False (default {POOL_OPTIONS[flag]}), got {flags[flag]!r}"
+            )
     return PoolSettings(
         worker_slices=split_envs(num_envs, num_workers, envs_per_worker, backend, unit),
         split_given=num_workers is not None or envs_per_worker is not None,
@@ -115,7 +128,6 @@ def check_pool_options(backend: str, num_envs: int, options: dict[str, Any],
         transport_options={key: options[key] for key in transport_options if key in options},
         **flags,
     )
-
 
 
 class _Forks:
@@ -199,26 +211,34 @@ class WorkerPool(VectorEnv):
         self._owner_pid = os.getpid()
         self._owner_forks = _Forks.count
         backend = self.backend_name
-        settings = check_pool_options(backend, spec.num_envs, options, tuple(self.transport.OPTIONS), self.unit)
+        settings = check_pool_options(
+            backend, spec.num_envs, options, tuple(self.transport.OPTIONS), self.unit
+        )
         spec = with_env_fn(spec, settings.env_fn, backend)
         env_fns = spec_env_fns(spec)
-        self.transport_settings = self.transport.configure(backend, spec, env_fns, settings.transport_options,
-                                                           settings)
+        self.transport_settings = self.transport.configure(
+            backend, spec, env_fns, settings.transport_options, settings
+        )
         # How many workers the pool chose from measurements, when the user did not say (None: one per core).
         self.worker_choice: WorkerChoice | None = None
         if not settings.split_given and not settings.inline:
-            self.worker_choice = self.transport.choose_worker_count(spec, env_fns, self.transport_settings,
-                                                                    timeout=settings.timeout)
+            self.worker_choice = self.transport.choose_worker_count(
+                spec, env_fns, self.transport_settings, timeout=settings.timeout
+            )
             if self.worker_choice is not None:
-                settings.worker_slices = split_envs(spec.num_envs, self.worker_choice.workers, None, backend, self.unit)
+                settings.worker_slices = split_envs(
+                    spec.num_envs, self.worker_choice.workers, None, backend, self.unit
+                )
         self.worker_slices = settings.worker_slices
         self.num_workers = len(self.worker_slices)
         self.restart_on_crash = settings.restart_on_crash
         self._worker_of = np.concatenate([np.full(len(r), w) for w, r in enumerate(self.worker_slices)])
         self._worker_ids = [np.arange(r.start, r.stop) for r in self.worker_slices]
         gym_specs = gym_specs_of(spec)
-        self._payloads = [WorkerPayload(w, env_fns[r.start:r.stop], r.start, spec.autoreset, gym_specs)
-                          for w, r in enumerate(self.worker_slices)]
+        self._payloads = [
+            WorkerPayload(w, env_fns[r.start : r.stop], r.start, spec.autoreset, gym_specs)
+            for w, r in enumerate(self.worker_slices)
+        ]
         self._failure: WorkerError | None = None
         # worker -> global ids of its step in flight (None: a step abandoned after Ctrl-C, still running)
         self._busy: dict[int, np.ndarray | None] = {}
@@ -229,7 +249,9 @@ class WorkerPool(VectorEnv):
         self._must_reset = np.zeros(spec.num_envs, dtype=bool)
         self._any_must_reset = False
         self._transports = [
-            LocalWorker(w, envs) if settings.inline and w == 0 else self.transport(w, envs, self.transport_settings)
+            LocalWorker(w, envs)
+            if settings.inline and w == 0
+            else self.transport(w, envs, self.transport_settings)
             for w, envs in enumerate(self.worker_slices)
         ]
         self._batch: Batch | None = None
@@ -238,18 +260,29 @@ class WorkerPool(VectorEnv):
             deadline = Deadline.after(settings.timeout)
             for transport in self._transports:
                 transport.start(self._payloads[transport.index])
-            shares = [self._started(transport, deadline, "starting its envs") for transport in self._transports]
+            shares = [
+                self._started(transport, deadline, "starting its envs") for transport in self._transports
+            ]
             single_observation_space, observation_space, single_action_space = resolve_spaces(
-                type(self).__name__, settings.observation_mode,
+                type(self).__name__,
+                settings.observation_mode,
                 [space for share in shares for space in share.observation_spaces],
-                [space for share in shares for space in share.action_spaces])
-            super().__init__(
-                spec, single_observation_space, single_action_space, metadata=shares[0].metadata,
-                render_mode=shares[0].render_mode, batch_size=settings.batch_size, timeout=settings.timeout,
-                copy=settings.copy, observation_space=observation_space,
+                [space for share in shares for space in share.action_spaces],
             )
-            self._batch = self.transport.create_batch(single_observation_space, single_action_space,
-                                                      self.num_envs, self.num_workers)
+            super().__init__(
+                spec,
+                single_observation_space,
+                single_action_space,
+                metadata=shares[0].metadata,
+                render_mode=shares[0].render_mode,
+                batch_size=settings.batch_size,
+                timeout=settings.timeout,
+                copy=settings.copy,
+                observation_space=observation_space,
+            )
+            self._batch = self.transport.create_batch(
+                single_observation_space, single_action_space, self.num_envs, self.num_workers
+            )
             self._finalizer.detach()
             self._finalizer = weakref.finalize(self, shutdown, self._transports, self._batch, self._owner_pid)
             self._observations = self._batch.observations
@@ -273,7 +306,9 @@ class WorkerPool(VectorEnv):
             raise AlreadyPendingCallError(
                 f"{self.backend_name}: refused {doing}: this vector env is being used from another thread (a "
                 f"step, reset or call is under way there). A vector env, like Gymnasium's, is not thread-safe: "
-                f"use it from one thread at a time, or give each thread its own", "step")
+                f"use it from one thread at a time, or give each thread its own",
+                "step",
+            )
 
     def send(self, actions: Any, env_ids: Any = None) -> None:
         self._enter("sending a step")
@@ -282,7 +317,9 @@ class WorkerPool(VectorEnv):
         finally:
             self._in_use.release()
 
-    def recv(self, timeout: float | None = None) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+    def recv(
+        self, timeout: float | None = None
+    ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         self._enter("receiving a step")
         try:
             return super().recv(timeout)
@@ -323,8 +360,11 @@ class WorkerPool(VectorEnv):
         workers = self._worker_of[ids]
         involved = np.unique(workers).tolist()
         if any(w in busy for w in involved):
-            self._poll_until(lambda: not any(w in busy for w in involved), Deadline.after(self.timeout),
-                             "waiting for busy workers")
+            self._poll_until(
+                lambda: not any(w in busy for w in involved),
+                Deadline.after(self.timeout),
+                "waiting for busy workers",
+            )
         for w in involved:
             transport = self._transports[w]
             positions = np.flatnonzero(workers == w)
@@ -332,15 +372,21 @@ class WorkerPool(VectorEnv):
             transport.send_step((mine - transport.envs.start).tolist(), take_rows(space, actions, positions))
             busy[w] = mine
 
-    def _wait_ready(self, candidates: np.ndarray, count: int, timeout: float | None) -> tuple[np.ndarray, list[dict]]:
+    def _wait_ready(
+        self, candidates: np.ndarray, count: int, timeout: float | None
+    ) -> tuple[np.ndarray, list[dict]]:
         self._check_usable()
         self._overdue = self._overdue_envs(candidates, count)
         try:
             # Every finished worker is taken in first (in _poll_until): envs are then served in the order
             # they finished, and none waits behind envs that finished later. A wait for every env in
             # flight needs every busy worker: only the last one need wake this process.
-            self._poll_until(lambda: self._enough_ready(count), Deadline.after(timeout), "stepping",
-                             need_all=count >= candidates.size)
+            self._poll_until(
+                lambda: self._enough_ready(count),
+                Deadline.after(timeout),
+                "stepping",
+                need_all=count >= candidates.size,
+            )
             return self._collect_ready(count)
         except (WorkerError, EnvTimeoutError):
             raise  # a timeout leaves the envs in flight: recv() again to keep waiting
@@ -348,8 +394,9 @@ class WorkerPool(VectorEnv):
             self._abandon_step(None)
             raise
 
-    def _poll_until(self, satisfied: Callable[[], bool], deadline: Deadline, doing: str,
-                    need_all: bool = False) -> None:
+    def _poll_until(
+        self, satisfied: Callable[[], bool], deadline: Deadline, doing: str, need_all: bool = False
+    ) -> None:
         """Take in finished workers until ``satisfied()``; detects dead workers and the deadline."""
         transports = self._transports
         busy = self._busy
@@ -390,8 +437,12 @@ class WorkerPool(VectorEnv):
         try:
             infos = transport.finish_step(deadline)
         except WorkerGone as gone:
-            self._on_crash(transport if gone.worker is None else self._transports[gone.worker], gone, "stepping",
-                           deadline)
+            self._on_crash(
+                transport if gone.worker is None else self._transports[gone.worker],
+                gone,
+                "stepping",
+                deadline,
+            )
             return
         except StepLost as lost:
             error = self._timeout(transport, deadline, "stepping", lost)
@@ -487,8 +538,10 @@ class WorkerPool(VectorEnv):
         if _Forks.count != self._owner_forks:
             self._refuse_in_forked_copy()
         if self._failure is not None:
-            raise WorkerError(f"{self.backend_name}: this vector env lost a worker earlier ({self._failure.args[0]})",
-                              worker_index=self._failure.worker_index)
+            raise WorkerError(
+                f"{self.backend_name}: this vector env lost a worker earlier ({self._failure.args[0]})",
+                worker_index=self._failure.worker_index,
+            )
 
     def _refuse_in_forked_copy(self) -> NoReturn:
         """This object was copied into a forked process: the workers are its parent's. The copy says it is
@@ -497,18 +550,21 @@ class WorkerPool(VectorEnv):
         raise ClosedEnvironmentError(
             f"{self.backend_name}: this vector env's workers belong to process {self._owner_pid}, and this is a "
             f"forked copy of it in process {os.getpid()}: the copy is closed and cannot step them. Make a new "
-            f"vector env in this process")
+            f"vector env in this process"
+        )
 
     def __copy__(self) -> NoReturn:
         raise TypeError(
             f"{type(self).__name__} cannot be copied: it owns worker processes, which a copy would share "
             f"(closing or dropping either would stop the other's workers). Pass the vector env itself, or "
-            f"make a second one with torchwm.make_vec")
+            f"make a second one with torchwm.make_vec"
+        )
 
     def __deepcopy__(self, memo: dict) -> NoReturn:
         raise TypeError(
             f"{type(self).__name__} cannot be deep-copied: its envs live in worker processes. Make a second "
-            f"vector env with torchwm.make_vec (the same spec, vec.spec, builds the same envs)")
+            f"vector env with torchwm.make_vec (the same spec, vec.spec, builds the same envs)"
+        )
 
     def _fail_for_good(self, failure: WorkerError) -> None:
         """Nothing more can work (a dead worker, a cut channel): every later call raises ``failure``'s
@@ -521,19 +577,30 @@ class WorkerPool(VectorEnv):
     def _gone_error(self, transport: Transport, gone: WorkerGone, doing: str) -> WorkerError:
         """The `WorkerError` for a worker that cannot answer any more."""
         if not gone.restartable:
-            return WorkerError(f"{self.backend_name}: {gone.reason} ({transport.describe()}); close() this vector "
-                               f"env and make a new one", worker_index=transport.index)
+            return WorkerError(
+                f"{self.backend_name}: {gone.reason} ({transport.describe()}); close() this vector "
+                f"env and make a new one",
+                worker_index=transport.index,
+            )
         if gone.hint:
             hint = gone.hint
         elif doing == "starting its envs":
-            hint = "An env's constructor ended the process (a crash, os._exit, exit()); its stderr may show why."
+            hint = (
+                "An env's constructor ended the process (a crash, os._exit, exit()); its stderr may show why."
+            )
         elif self.restart_on_crash:
-            hint = "Its envs are lost (it could not be restarted); close() this vector env and make a new one."
+            hint = (
+                "Its envs are lost (it could not be restarted); close() this vector env and make a new one."
+            )
         else:
-            hint = ("Its envs are lost; close() this vector env and make a new one, or pass "
-                    "backend_kwargs={'restart_on_crash': True} to restart crashed workers.")
-        return WorkerError(f"{self.backend_name}: {transport.describe()} died ({gone.reason}) while {doing}. {hint}",
-                           worker_index=transport.index)
+            hint = (
+                "Its envs are lost; close() this vector env and make a new one, or pass "
+                "backend_kwargs={'restart_on_crash': True} to restart crashed workers."
+            )
+        return WorkerError(
+            f"{self.backend_name}: {transport.describe()} died ({gone.reason}) while {doing}. {hint}",
+            worker_index=transport.index,
+        )
 
     def _remote_error(self, transport: Transport, reply: ErrorReply, doing: str) -> WorkerError:
         """The `WorkerError` for an `ErrorReply`: it names the env and the worker, carries the worker's
@@ -543,26 +610,35 @@ class WorkerPool(VectorEnv):
         except Exception:  # a type the parent cannot import: plain WorkerError, the message names it
             original_type = None
         env_index = None if reply.env is None else transport.envs.start + reply.env
-        where = f"env {env_index} on {transport.describe()}" if env_index is not None else transport.describe()
-        return worker_error(f"{self.backend_name}: {where} raised {reply.summary} while {doing}",
-                            original_type=original_type, env_index=env_index, worker_index=transport.index,
-                            remote_traceback=reply.traceback)
+        where = (
+            f"env {env_index} on {transport.describe()}" if env_index is not None else transport.describe()
+        )
+        return worker_error(
+            f"{self.backend_name}: {where} raised {reply.summary} while {doing}",
+            original_type=original_type,
+            env_index=env_index,
+            worker_index=transport.index,
+            remote_traceback=reply.traceback,
+        )
 
-    def _timeout(self, transport: Transport, deadline: Deadline, doing: str,
-                 lost: StepLost | None = None) -> EnvTimeoutError:
+    def _timeout(
+        self, transport: Transport, deadline: Deadline, doing: str, lost: StepLost | None = None
+    ) -> EnvTimeoutError:
         waited = deadline.waited()
         if lost is not None:
             return EnvTimeoutError(
                 f"{self.backend_name}: {lost.late or transport.describe()} did not answer within {waited} "
                 f"while {doing}, and this step cannot be waited for again, so this vector env is now closed; make a "
-                f"new one (pass a larger timeout= for slow envs{lost.hint})")
+                f"new one (pass a larger timeout= for slow envs{lost.hint})"
+            )
         return EnvTimeoutError(
             f"{self.backend_name}: {transport.describe()} did not answer within {waited} while "
             f"{doing}; pass a larger timeout= (backend_kwargs or recv(timeout=)), or look for an env that hangs"
         )
 
-    def _answer(self, transport: Transport, deadline: Deadline, doing: str,
-                resend: ControlCommand | None = None) -> Any:
+    def _answer(
+        self, transport: Transport, deadline: Deadline, doing: str, resend: ControlCommand | None = None
+    ) -> Any:
         """The answer to the command ``transport`` was sent; torchwm's error for anything else.
 
         A worker that is gone fails the vector env for good, unless ``resend`` is given and
@@ -704,7 +780,8 @@ class WorkerPool(VectorEnv):
         positions = self._by_worker(ids)
         replies = self._broadcast(
             {w: Call(name, args, kwargs, self._local_ids(w, ids, where)) for w, where in positions.items()},
-            f"calling {name!r}")
+            f"calling {name!r}",
+        )
         values: list[Any] = [None] * len(ids)
         for w, where in positions.items():
             for p, value in zip(where, replies[w], strict=True):
@@ -714,7 +791,8 @@ class WorkerPool(VectorEnv):
     def _set_attr(self, name: str, values: list[Any], ids: list[int]) -> None:
         commands: dict[int, ControlCommand] = {
             w: SetAttr(name, [values[p] for p in where], self._local_ids(w, ids, where))
-            for w, where in self._by_worker(ids).items()}
+            for w, where in self._by_worker(ids).items()
+        }
         self._broadcast(commands, f"setting {name!r}")
 
     def _close(self) -> None:

@@ -51,7 +51,10 @@ class ShmemVectorEnv(WorkerPool):
 
 @hookimpl
 def register_backends(register):
-    register("shmem", ShmemVectorEnv,
-             description="worker processes, several envs each; batch in shared memory, no pipe per step",
-             options={**POOL_OPTIONS, **SharedMemoryWorker.OPTIONS},
-             conformance={"variants": CONFORMANCE_VARIANTS})
+    register(
+        "shmem",
+        ShmemVectorEnv,
+        description="worker processes, several envs each; batch in shared memory, no pipe per step",
+        options={**POOL_OPTIONS, **SharedMemoryWorker.OPTIONS},
+        conformance={"variants": CONFORMANCE_VARIANTS},
+    )

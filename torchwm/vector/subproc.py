@@ -35,7 +35,10 @@ class SubprocVectorEnv(WorkerPool):
 
 @hookimpl
 def register_backends(register):
-    register("subproc", SubprocVectorEnv,
-             description="worker processes, several envs each; results over pipes (any space)",
-             options={**POOL_OPTIONS, **PipeWorker.OPTIONS},
-             conformance={"variants": CONFORMANCE_VARIANTS})
+    register(
+        "subproc",
+        SubprocVectorEnv,
+        description="worker processes, several envs each; results over pipes (any space)",
+        options={**POOL_OPTIONS, **PipeWorker.OPTIONS},
+        conformance={"variants": CONFORMANCE_VARIANTS},
+    )

@@ -61,8 +61,11 @@ class SyncVectorEnv(VectorEnv):
                 envs.append(fn())
             check_distinct_envs(envs)
             single_observation_space, observation_space, single_action_space = resolve_spaces(
-                type(self).__name__, observation_mode, [env.observation_space for env in envs],
-                [env.action_space for env in envs])
+                type(self).__name__,
+                observation_mode,
+                [env.observation_space for env in envs],
+                [env.action_space for env in envs],
+            )
         except BaseException:
             # An env that could not be built, or spaces that differ: the envs built so far are closed.
             for env in envs:
@@ -73,8 +76,14 @@ class SyncVectorEnv(VectorEnv):
             raise
         first = envs[0]
         super().__init__(
-            spec, single_observation_space, single_action_space, metadata=dict(first.metadata),
-            render_mode=first.render_mode, batch_size=batch_size, timeout=timeout, copy=copy,
+            spec,
+            single_observation_space,
+            single_action_space,
+            metadata=dict(first.metadata),
+            render_mode=first.render_mode,
+            batch_size=batch_size,
+            timeout=timeout,
+            copy=copy,
             observation_space=observation_space,
         )
         n = spec.num_envs
@@ -82,8 +91,14 @@ class SyncVectorEnv(VectorEnv):
         self._rewards = np.zeros(n, dtype=np.float64)
         self._terminations = np.zeros(n, dtype=np.bool_)
         self._truncations = np.zeros(n, dtype=np.bool_)
-        self._group = EnvGroup(envs, self.autoreset_mode, self._observations, self._rewards,
-                               self._terminations, self._truncations)
+        self._group = EnvGroup(
+            envs,
+            self.autoreset_mode,
+            self._observations,
+            self._rewards,
+            self._terminations,
+            self._truncations,
+        )
         self._ready_infos: dict[int, dict] = {}
 
     @property
@@ -101,7 +116,9 @@ class SyncVectorEnv(VectorEnv):
         infos = self._group.step(ids.tolist(), actions)
         self._ready_infos.update(zip(ids.tolist(), infos))
 
-    def _wait_ready(self, candidates: np.ndarray, count: int, timeout: float | None) -> tuple[np.ndarray, list[dict]]:
+    def _wait_ready(
+        self, candidates: np.ndarray, count: int, timeout: float | None
+    ) -> tuple[np.ndarray, list[dict]]:
         # Every env in flight is ready: serve the ones sent first (FIFO), as the parallel backends serve
         # the finished envs sent longest ago first. The lowest indices first would starve the others
         # when the caller sends again to exactly the envs recv() returned.
@@ -124,7 +141,8 @@ class SyncVectorEnv(VectorEnv):
         # A shallow copy would share the envs, and closing or dropping it would close the original's.
         raise TypeError(
             "SyncVectorEnv cannot be copied with copy.copy: the copy would share its envs (closing or dropping "
-            "either would close the other's). Pass the vector env itself, or copy.deepcopy it for envs of its own")
+            "either would close the other's). Pass the vector env itself, or copy.deepcopy it for envs of its own"
+        )
 
 
 @hookimpl

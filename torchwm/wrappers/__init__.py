@@ -34,11 +34,20 @@ __all__ = [
 
 @hookimpl
 def register_wrappers(register: Register) -> None:
-    register("atari_preprocessing", atari_preprocessing, family="atari", env_kwargs={"frameskip": 1},
-             description="gymnasium AtariPreprocessing: no-op reset, frame skip + max-pool, resize, grayscale")
+    register(
+        "atari_preprocessing",
+        atari_preprocessing,
+        family="atari",
+        env_kwargs={"frameskip": 1},
+        description="gymnasium AtariPreprocessing: no-op reset, frame skip + max-pool, resize, grayscale",
+    )
     register("frame_stack", frame_stack, description="gymnasium FrameStackObservation")
-    register("episodic_life", episodic_life, family="atari",
-             description="a lost life ends the episode; the game restarts only at game over (DeepMind)")
+    register(
+        "episodic_life",
+        episodic_life,
+        family="atari",
+        description="a lost life ends the episode; the game restarts only at game over (DeepMind)",
+    )
     register("fire_reset", fire_reset, family="atari", description="press FIRE once after each reset")
     register("clip_reward", clip_reward, description="gymnasium ClipReward")
     register(
@@ -47,7 +56,15 @@ def register_wrappers(register: Register) -> None:
         description="gymnasium RecordEpisodeStatistics on the env the source makes: whole games, raw rewards",
     )
     register("resize", resize, description="gymnasium ResizeObservation")
-    register("record_video", record_video, env_kwargs={"render_mode": "rgb_array"},
-             description="MP4 videos of chosen envs (env 0 by default), gymnasium RecordVideo; needs [video]")
-    register("pixels", pixels, env_kwargs={"render_mode": "rgb_array"},
-             description="observations are the rendered RGB frames (gymnasium AddRenderObservation)")
+    register(
+        "record_video",
+        record_video,
+        env_kwargs={"render_mode": "rgb_array"},
+        description="MP4 videos of chosen envs (env 0 by default), gymnasium RecordVideo; needs [video]",
+    )
+    register(
+        "pixels",
+        pixels,
+        env_kwargs={"render_mode": "rgb_array"},
+        description="observations are the rendered RGB frames (gymnasium AddRenderObservation)",
+    )

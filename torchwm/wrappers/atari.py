@@ -51,8 +51,13 @@ def atari_preprocessing(
         (96, 64)
     """
     return AtariPreprocessing(
-        env, noop_max=noop_max, frame_skip=frame_skip, screen_size=screen_size,
-        grayscale_obs=grayscale, terminal_on_life_loss=terminal_on_life_loss, scale_obs=scale_obs,
+        env,
+        noop_max=noop_max,
+        frame_skip=frame_skip,
+        screen_size=screen_size,
+        grayscale_obs=grayscale,
+        terminal_on_life_loss=terminal_on_life_loss,
+        scale_obs=scale_obs,
         grayscale_newaxis=grayscale_newaxis,
     )
 

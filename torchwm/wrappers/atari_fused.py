@@ -64,7 +64,10 @@ def _fusable_stack(spec: VecSpec) -> AtariStack:
         raise UnsupportedStackError(f"env options {unknown} are not AtariEnv's")
     kwargs = _atari_kwargs(spec)
     checks = {
-        "frameskip": 1, "obs_type": "rgb", "continuous": False, "sound_obs": False,
+        "frameskip": 1,
+        "obs_type": "rgb",
+        "continuous": False,
+        "sound_obs": False,
     }
     for key, wanted in checks.items():
         value = kwargs.get(key, wanted)
@@ -239,8 +242,9 @@ class AtariPreprocessingCore(gym.Env):
             assert self._kernel is not None  # _read_last_indices runs only with the kernel
             # Gray, max-pool and resize at once; the max stays in raw as below. A colour not seen yet:
             # ALE still shows that screen (only read-only calls came since), so it is learned here.
-            folded = self._kernel.palette_max_area_resize(self._last_indices, self._gray_table, raw, other,
-                                                          self._resized)
+            folded = self._kernel.palette_max_area_resize(
+                self._last_indices, self._gray_table, raw, other, self._resized
+            )
             if not folded:
                 self._learn(self._last_indices, raw)
         if not folded and self._kernel is not None:  # both steps below in one call, the max kept in raw
@@ -369,8 +373,10 @@ class RingFrameStack(gym.Wrapper):
 
 
 def _core_attribute(name: str) -> property:
-    return property(lambda self: getattr(self._core, name),
-                    doc=f"AtariPreprocessing's ``{name}``, with the value Gymnasium's wrapper has.")
+    return property(
+        lambda self: getattr(self._core, name),
+        doc=f"AtariPreprocessing's ``{name}``, with the value Gymnasium's wrapper has.",
+    )
 
 
 class FusedAtariEnv(gym.Env):
@@ -396,8 +402,9 @@ class FusedAtariEnv(gym.Env):
 
     def __init__(self, atari_env: Any, stack: AtariStack) -> None:
         statistics = stack.wrappers[0].kwargs if stack.episode_statistics else {}
-        core = AtariPreprocessingCore(atari_env, **stack.preprocessing,
-                                      record_episodes=stack.episode_statistics, **statistics)
+        core = AtariPreprocessingCore(
+            atari_env, **stack.preprocessing, record_episodes=stack.episode_statistics, **statistics
+        )
         top: gym.Env = core
         for layer in stack.layers:
             if layer.name == "frame_stack":

@@ -64,8 +64,11 @@ else:
             from pydantic_core import core_schema
 
             from_array = core_schema.no_info_after_validator_function(
-                _bounds_tuple, core_schema.is_instance_schema(np.ndarray))
-            return core_schema.union_schema([from_array, core_schema.tuple_variable_schema(core_schema.float_schema())])
+                _bounds_tuple, core_schema.is_instance_schema(np.ndarray)
+            )
+            return core_schema.union_schema(
+                [from_array, core_schema.tuple_variable_schema(core_schema.float_schema())]
+            )
 
 
 def _bound(value: Any) -> Any:
@@ -96,7 +99,11 @@ def check_size(wrapper: str, width: int | None, height: int | None, optional: bo
     if optional and width is None and height is None:
         return
     if width is None or height is None or width <= 0 or height <= 0:
-        wanted = "both width and height (positive ints) or neither" if optional else "width and height as positive ints"
+        wanted = (
+            "both width and height (positive ints) or neither"
+            if optional
+            else "width and height as positive ints"
+        )
         raise ValueError(f"wrapper {wrapper!r} needs {wanted}, got width={width!r}, height={height!r}")
 
 
@@ -152,8 +159,9 @@ def _resize_key(env: gym.Env, key: str, width: int, height: int) -> gym.Env:
     assert isinstance(space, spaces.Dict)
     frame_space = space[key]
     assert frame_space.shape is not None  # AddRenderObservation's Box
-    new_space = spaces.Dict({**space.spaces, key: spaces.Box(0, 255, (height, width, *frame_space.shape[2:]),
-                                                             dtype=np.uint8)})
+    new_space = spaces.Dict(
+        {**space.spaces, key: spaces.Box(0, 255, (height, width, *frame_space.shape[2:]), dtype=np.uint8)}
+    )
 
     def resize_frame(obs: dict[str, Any]) -> dict[str, Any]:
         frame = cv2.resize(obs[key], (width, height), interpolation=cv2.INTER_AREA)

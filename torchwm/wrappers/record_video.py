@@ -53,8 +53,12 @@ class RecordingEnv(gym.wrappers.RecordVideo):
                 f"record_video: render() returned {type(frame).__name__}, not an RGB frame (an array)"
             )
         if self._writer is None:
-            self._writer = mp4_writer(os.path.join(self.video_folder, f"{self._video_name}.mp4"),
-                                      frame.shape[1], frame.shape[0], self.frames_per_sec)
+            self._writer = mp4_writer(
+                os.path.join(self.video_folder, f"{self._video_name}.mp4"),
+                frame.shape[1],
+                frame.shape[0],
+                self.frames_per_sec,
+            )
         self._writer.send(np.ascontiguousarray(frame, dtype=np.uint8))
 
     def stop_recording(self) -> None:
@@ -72,8 +76,9 @@ def mp4_writer(path: str, width: int, height: int, fps: float) -> Any:
 
     # macro_block_size=2: H.264 in yuv420p needs even sides, and imageio-ffmpeg's default of 16
     # would rescale a 600x400 CartPole frame.
-    writer = imageio_ffmpeg.write_frames(path, (width, height), fps=fps, macro_block_size=2,
-                                         ffmpeg_log_level="error")
+    writer = imageio_ffmpeg.write_frames(
+        path, (width, height), fps=fps, macro_block_size=2, ffmpeg_log_level="error"
+    )
     writer.send(None)  # starts ffmpeg
     return writer
 
@@ -137,8 +142,13 @@ def record_video(
     with warnings.catch_warnings():
         # Gymnasium warns when the folder exists: several recorded envs share it on purpose.
         warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
-        return RecordingEnv(env, os.fspath(video_folder), episode_trigger=episode_trigger,
-                                        name_prefix=f"{name_prefix}-env{index}", fps=fps)
+        return RecordingEnv(
+            env,
+            os.fspath(video_folder),
+            episode_trigger=episode_trigger,
+            name_prefix=f"{name_prefix}-env{index}",
+            fps=fps,
+        )
 
 
 def with_video(spec: Any, video_folder: str | os.PathLike[str], **options: Any) -> Any:
@@ -157,8 +167,12 @@ def with_video(spec: Any, video_folder: str | os.PathLike[str], **options: Any) 
         import moviepy  # noqa: F401
     except ImportError as exc:
         raise missing_extra("video", "recording videos (record_video, --video)") from exc
-    recorder = resolve_wrapper({"name": "record_video", "video_folder": os.fspath(video_folder), **options},
-                               family=spec.family, env_id=spec.id)
+    recorder = resolve_wrapper(
+        {"name": "record_video", "video_folder": os.fspath(video_folder), **options},
+        family=spec.family,
+        env_id=spec.id,
+    )
     # A recorder at the end of the stack changes nothing the fused Atari env decides on (spec.fused stays).
-    return spec.replace(wrappers=(*spec.wrappers, recorder),
-                        env_kwargs={**wrapper_env_kwargs((recorder,)), **spec.env_kwargs})
+    return spec.replace(
+        wrappers=(*spec.wrappers, recorder), env_kwargs={**wrapper_env_kwargs((recorder,)), **spec.env_kwargs}
+    )

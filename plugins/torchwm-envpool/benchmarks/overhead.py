@@ -38,14 +38,17 @@ def main() -> None:
     parser.add_argument("--num-threads", type=int, default=0)
     parser.add_argument("--steps", type=int, default=100, help="batched steps per round")
     parser.add_argument("--rounds", type=int, default=31)
-    parser.add_argument("--copy", action="store_true", help="the backend returns copies (its default); else copy=False")
+    parser.add_argument(
+        "--copy", action="store_true", help="the backend returns copies (its default); else copy=False"
+    )
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
 
     backend_kwargs = {"num_threads": args.num_threads, "copy": args.copy}
     plan = translate(resolve_spec(args.env, args.num_envs, backend="envpool", backend_kwargs=backend_kwargs))
-    direct = envpool.make_gymnasium(plan.task_id, num_envs=args.num_envs, seed=0, num_threads=args.num_threads,
-                                    **plan.kwargs)
+    direct = envpool.make_gymnasium(
+        plan.task_id, num_envs=args.num_envs, seed=0, num_threads=args.num_threads, **plan.kwargs
+    )
     envs = torchwm.make_vec(args.env, args.num_envs, backend="envpool", seed=0, backend_kwargs=backend_kwargs)
     rng = np.random.default_rng(0)
     actions = [rng.integers(0, envs.single_action_space.n, size=args.num_envs) for _ in range(args.steps)]

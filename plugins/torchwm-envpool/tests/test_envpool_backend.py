@@ -21,17 +21,23 @@ def test_backend_comes_from_the_plugin_entry_point():
     assert (entry.plugin, entry.distribution) == ("envpool", "torchwm-envpool")
 
 
-@pytest.mark.parametrize("stack", [
-    [PREPROCESS, "frame_stack"],                                   # zero padding, emulated
-    [PREPROCESS, {"name": "frame_stack", "padding": "reset"}],     # EnvPool's own padding
-    [PREPROCESS],                                                  # no stack: EnvPool's stack axis dropped
-    [PREPROCESS, "frame_stack", "clip_reward"],
-], ids=["zero-padding", "reset-padding", "no-frame-stack", "clip-reward"])
+@pytest.mark.parametrize(
+    "stack",
+    [
+        [PREPROCESS, "frame_stack"],  # zero padding, emulated
+        [PREPROCESS, {"name": "frame_stack", "padding": "reset"}],  # EnvPool's own padding
+        [PREPROCESS],  # no stack: EnvPool's stack axis dropped
+        [PREPROCESS, "frame_stack", "clip_reward"],
+    ],
+    ids=["zero-padding", "reset-padding", "no-frame-stack", "clip-reward"],
+)
 def test_pong_matches_sync_frame_for_frame(stack):
     rng = np.random.default_rng(0)
     kwargs = {"wrappers": stack, "seed": 0, **DETERMINISTIC}
-    with torchwm.make_vec("ALE/Pong-v5", 2, backend="envpool", **kwargs) as envs, \
-            torchwm.make_vec("ALE/Pong-v5", 2, backend="sync", **kwargs) as ref:
+    with (
+        torchwm.make_vec("ALE/Pong-v5", 2, backend="envpool", **kwargs) as envs,
+        torchwm.make_vec("ALE/Pong-v5", 2, backend="sync", **kwargs) as ref,
+    ):
         assert envs.single_observation_space == ref.single_observation_space
         assert np.array_equal(envs.reset()[0], ref.reset()[0])
         truncated_at = []
@@ -70,14 +76,20 @@ def test_seeding_some_envs_only_is_refused():
         assert obs.shape == (2, 4) and infos["env_id"].tolist() == [1, 2]
 
 
-@pytest.mark.parametrize(("seed", "message"), [
-    (-1, "seed must be an int >= 0"),  # the check every backend shares (Gymnasium's rule)
-    (2**31 - 1, r"seeds must be ints in \[0, 2147483647\].*for env 1"),  # what EnvPool adds: int32
-    (2**40, r"seeds must be ints in \[0, 2147483647\].*for env 0")])
+@pytest.mark.parametrize(
+    ("seed", "message"),
+    [
+        (-1, "seed must be an int >= 0"),  # the check every backend shares (Gymnasium's rule)
+        (2**31 - 1, r"seeds must be ints in \[0, 2147483647\].*for env 1"),  # what EnvPool adds: int32
+        (2**40, r"seeds must be ints in \[0, 2147483647\].*for env 0"),
+    ],
+)
 def test_seeds_envpool_cannot_take_are_refused_and_change_nothing(seed, message):
     """EnvPool asserts on seeds outside int32 (after the old pool was closed) and takes negative ones."""
-    with torchwm.make_vec("CartPole-v1", 2, backend="envpool", seed=3) as envs, \
-            torchwm.make_vec("CartPole-v1", 2, backend="envpool", seed=3) as fresh:
+    with (
+        torchwm.make_vec("CartPole-v1", 2, backend="envpool", seed=3) as envs,
+        torchwm.make_vec("CartPole-v1", 2, backend="envpool", seed=3) as fresh,
+    ):
         with pytest.raises(ValueError, match=message):
             envs.reset(seed=seed)
         assert np.array_equal(envs.reset()[0], fresh.reset()[0])  # the make_vec seed, on the same pool
@@ -87,12 +99,15 @@ def test_a_make_vec_seed_envpool_cannot_take_is_refused_before_a_pool_is_made(mo
     import envpool
 
     monkeypatch.setattr(envpool, "make_gymnasium", lambda *a, **k: pytest.fail("a pool was made"))
-    with pytest.raises(ValueError, match=r"seeds must be ints in \[0, 2147483647\].*got 2147483648 for env 1"):
+    with pytest.raises(
+        ValueError, match=r"seeds must be ints in \[0, 2147483647\].*got 2147483648 for env 1"
+    ):
         torchwm.make_vec("CartPole-v1", 2, backend="envpool", seed=2**31 - 1)
 
 
-@pytest.mark.parametrize(("timeout", "error"), [(math.nan, ValueError), (-1, ValueError), (0, ValueError),
-                                                 ("a", TypeError)])
+@pytest.mark.parametrize(
+    ("timeout", "error"), [(math.nan, ValueError), (-1, ValueError), (0, ValueError), ("a", TypeError)]
+)
 def test_a_bad_timeout_is_refused_before_a_pool_is_made(monkeypatch, timeout, error):
     import envpool
 
@@ -103,8 +118,13 @@ def test_a_bad_timeout_is_refused_before_a_pool_is_made(monkeypatch, timeout, er
 
 @pytest.mark.parametrize("batch_size", [None, 2])
 def test_recv_checks_its_timeout_as_every_backend_does(batch_size):
-    with torchwm.make_vec("CartPole-v1", 4, backend="envpool", seed=0,
-                          backend_kwargs={"batch_size": batch_size, "timeout": math.inf}) as envs:
+    with torchwm.make_vec(
+        "CartPole-v1",
+        4,
+        backend="envpool",
+        seed=0,
+        backend_kwargs={"batch_size": batch_size, "timeout": math.inf},
+    ) as envs:
         assert envs.timeout is None  # inf: no limit
         envs.reset()
         envs.send(np.zeros(4, dtype=np.int64))
@@ -118,7 +138,9 @@ def test_a_second_send_before_recv_is_gymnasiums_error():
     with torchwm.make_vec("CartPole-v1", 4, backend="envpool", seed=0) as envs:
         envs.reset()
         envs.send(np.zeros(2, dtype=np.int64), env_ids=[0, 1])
-        with pytest.raises(gym.error.AlreadyPendingCallError, match="recv\\(\\) before sending again") as caught:
+        with pytest.raises(
+            gym.error.AlreadyPendingCallError, match="recv\\(\\) before sending again"
+        ) as caught:
             envs.send(np.zeros(2, dtype=np.int64), env_ids=[2, 3])
         assert caught.value.name == "step"
         assert envs.recv()[1].shape == (2,)
@@ -130,7 +152,9 @@ def test_cartpole_keeps_gymnasiums_time_limit():
 
 
 def test_recv_that_could_never_complete_is_refused():
-    with torchwm.make_vec("CartPole-v1", 4, backend="envpool", seed=0, backend_kwargs={"batch_size": 2}) as envs:
+    with torchwm.make_vec(
+        "CartPole-v1", 4, backend="envpool", seed=0, backend_kwargs={"batch_size": 2}
+    ) as envs:
         envs.reset()
         envs.send(np.zeros(1, dtype=np.int64), env_ids=[3])
         with pytest.raises(ValueError, match="exactly batch_size=2 envs per wait and only 1 are in flight"):
@@ -148,8 +172,10 @@ def test_a_stack_envpool_cannot_run_fails_before_a_pool_is_made(monkeypatch):
 def test_the_shortcut_for_full_batches_gives_what_the_base_class_gives():
     """recv() of every env takes a shortcut; torchwm.VectorEnv.recv must give the same results."""
     rng = np.random.default_rng(1)
-    with torchwm.make_vec("ALE/Pong-v5", 3, backend="envpool", seed=2) as fast, \
-            torchwm.make_vec("ALE/Pong-v5", 3, backend="envpool", seed=2) as general:
+    with (
+        torchwm.make_vec("ALE/Pong-v5", 3, backend="envpool", seed=2) as fast,
+        torchwm.make_vec("ALE/Pong-v5", 3, backend="envpool", seed=2) as general,
+    ):
         fast.reset()
         general.reset()
         for t in range(120):

@@ -17,7 +17,9 @@ def test_envpool_passes_conformance_check(check):
 
 
 def test_the_registered_differences_are_the_skipped_checks():
-    skipped = {c.__name__ for c in torchwm.testing.CHECKS} - {c.__name__ for c in torchwm.testing.checks_for("envpool")}
+    skipped = {c.__name__ for c in torchwm.testing.CHECKS} - {
+        c.__name__ for c in torchwm.testing.checks_for("envpool")
+    }
     assert skipped == set(DIFFERENCES) == set(TARGET.skips)
 
 

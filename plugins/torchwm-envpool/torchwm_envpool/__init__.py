@@ -35,10 +35,10 @@ DIFFERENCES = {
     "check_autoreset_same_step": "EnvPool autoresets an ended env on its next step only (autoreset_mode='next_step')",
     "check_autoreset_disabled": "EnvPool autoresets an ended env on its next step only (autoreset_mode='next_step')",
     "check_matches_sync": "EnvPool's C++ envs draw no-ops and sticky actions from their own RNG, so the same "
-                          "seed gives other episodes than Gymnasium's AtariPreprocessing (without randomness, "
-                          "noop_max=1 and no sticky actions, the arrays are equal: see the plugin's tests)",
+    "seed gives other episodes than Gymnasium's AtariPreprocessing (without randomness, "
+    "noop_max=1 and no sticky actions, the arrays are equal: see the plugin's tests)",
     "check_partial_and_async": "it seeds one env alone (reset(env_ids=[2], seed=40)), and EnvPool fixes seeds per "
-                               "pool; env_ids and send/recv themselves are tested by the plugin's tests",
+    "pool; env_ids and send/recv themselves are tested by the plugin's tests",
 }
 
 
@@ -54,11 +54,19 @@ def make_envpool_vector_env(
     """The backend factory; the options are those of `torchwm_envpool.vector_env.EnvPoolVectorEnv`."""
     from torchwm_envpool.vector_env import EnvPoolVectorEnv
 
-    return EnvPoolVectorEnv(spec, num_threads=num_threads, thread_affinity_offset=thread_affinity_offset,
-                            batch_size=batch_size, timeout=timeout, copy=copy)
+    return EnvPoolVectorEnv(
+        spec,
+        num_threads=num_threads,
+        thread_affinity_offset=thread_affinity_offset,
+        batch_size=batch_size,
+        timeout=timeout,
+        copy=copy,
+    )
 
 
-def make_envpool_direct(spec: torchwm.VecSpec, *, num_threads: int = 0, thread_affinity_offset: int = -1) -> object:
+def make_envpool_direct(
+    spec: torchwm.VecSpec, *, num_threads: int = 0, thread_affinity_offset: int = -1
+) -> object:
     """EnvPool called directly with the backend's options (`torchwm_envpool.direct.EnvPoolDirect`)."""
     from torchwm_envpool.direct import EnvPoolDirect
 

@@ -35,9 +35,16 @@ class EnvPoolDirect:
         plan = translate(spec)
         n = spec.num_envs
         seed = spec.seed if spec.seed is not None else 0
-        self.pool = envpool.make_gymnasium(plan.task_id, num_envs=n, batch_size=n, seed=seed,
-                                           env_seed=[seed + i for i in range(n)], num_threads=num_threads,
-                                           thread_affinity_offset=thread_affinity_offset, **plan.kwargs)
+        self.pool = envpool.make_gymnasium(
+            plan.task_id,
+            num_envs=n,
+            batch_size=n,
+            seed=seed,
+            env_seed=[seed + i for i in range(n)],
+            num_threads=num_threads,
+            thread_affinity_offset=thread_affinity_offset,
+            **plan.kwargs,
+        )
         self.action_space = batch_space(self.pool.action_space, n)
 
     def reset(self, seed: int | None = None) -> Any:

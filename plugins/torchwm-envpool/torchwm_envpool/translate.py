@@ -20,8 +20,15 @@ from torchwm.errors import UnsupportedStackError
 from torchwm.plugin_api import VecSpec, parse_for
 
 # The env kwargs of an ALE id that EnvPool can express (the rest of what names.resolve gives).
-ATARI_ENV_KWARGS = {"game", "frameskip", "repeat_action_probability", "full_action_space",
-                    "max_num_frames_per_episode", "mode", "difficulty"}
+ATARI_ENV_KWARGS = {
+    "game",
+    "frameskip",
+    "repeat_action_probability",
+    "full_action_space",
+    "max_num_frames_per_episode",
+    "mode",
+    "difficulty",
+}
 SUGGESTION = "use a Python backend instead (backend='shmem', 'subproc' or 'sync'), which runs any stack"
 
 
@@ -66,13 +73,18 @@ def translate(spec: VecSpec, tasks: set[str] | None = None) -> EnvPoolPlan:
     """
     tasks = envpool_tasks() if tasks is None else tasks
     if spec.autoreset_mode != "next_step":
-        raise _refuse(spec, f"autoreset_mode={spec.autoreset_mode!r} (EnvPool resets an ended env on its next "
-                            f"step only: autoreset_mode='next_step')")
+        raise _refuse(
+            spec,
+            f"autoreset_mode={spec.autoreset_mode!r} (EnvPool resets an ended env on its next "
+            f"step only: autoreset_mode='next_step')",
+        )
     callables = [w.name for w in spec.wrappers if w.fn is not None]
     if callables:
         raise _refuse(spec, f"the wrappers {callables} are Python callables, and EnvPool's pipeline is C++")
     if spec.source not in ("gym", "ale"):
-        raise _refuse(spec, f"source={spec.source!r} (EnvPool makes its own envs, as the 'gym' or 'ale' source would)")
+        raise _refuse(
+            spec, f"source={spec.source!r} (EnvPool makes its own envs, as the 'gym' or 'ale' source would)"
+        )
     if spec.family == "atari":
         return _translate_atari(spec, tasks)
     return _translate_generic(spec, tasks)
@@ -95,7 +107,9 @@ def _translate_atari(spec: VecSpec, tasks: set[str]) -> EnvPoolPlan:
     env_kwargs = dict(spec.env_kwargs)
     unknown = sorted(set(env_kwargs) - ATARI_ENV_KWARGS)
     if unknown:
-        raise _refuse(spec, f"the env options {unknown} (EnvPool takes {sorted(ATARI_ENV_KWARGS - {'game'})})")
+        raise _refuse(
+            spec, f"the env options {unknown} (EnvPool takes {sorted(ATARI_ENV_KWARGS - {'game'})})"
+        )
     game = env_kwargs["game"]
     task_id = "".join(part.capitalize() for part in game.split("_")) + "-v5"
     if task_id not in tasks:
@@ -106,12 +120,17 @@ def _translate_atari(spec: VecSpec, tasks: set[str]) -> EnvPoolPlan:
     except UnsupportedStackError as exc:
         raise _refuse(spec, str(exc)) from None
     if env_kwargs.get("frameskip", 1) != 1:
-        raise _refuse(spec, f"frameskip={env_kwargs['frameskip']} under atari_preprocessing (it skips frames itself)")
+        raise _refuse(
+            spec, f"frameskip={env_kwargs['frameskip']} under atari_preprocessing (it skips frames itself)"
+        )
     options = stack.preprocessing
     width, height = stack.screen  # EnvPool takes any frame size, square or not
     stack_size, padding = stack.frame_stack or (0, "zero")
-    flags = {"episodic_life": stack.has("episodic_life"), "use_fire_reset": stack.has("fire_reset"),
-             "reward_clip": stack.has("clip_reward")}
+    flags = {
+        "episodic_life": stack.has("episodic_life"),
+        "use_fire_reset": stack.has("fire_reset"),
+        "reward_clip": stack.has("clip_reward"),
+    }
 
     frame_skip = options["frame_skip"]
     kwargs: dict[str, Any] = {
@@ -132,5 +151,10 @@ def _translate_atari(spec: VecSpec, tasks: set[str]) -> EnvPoolPlan:
         "zero_discount_on_life_loss": False,
         **flags,
     }
-    return EnvPoolPlan(task_id, kwargs, stack_size=stack_size, zero_padding=padding == "zero" and stack_size > 1,
-                       squeeze_stack=not stack_size)
+    return EnvPoolPlan(
+        task_id,
+        kwargs,
+        stack_size=stack_size,
+        zero_padding=padding == "zero" and stack_size > 1,
+        squeeze_stack=not stack_size,
+    )

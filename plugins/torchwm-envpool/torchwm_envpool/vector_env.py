@@ -34,10 +34,14 @@ def check_seeds(seeds: list[Any], what: str) -> list[int]:
     """Each env's seed as an int, or a `ValueError`/`TypeError` that says the range EnvPool accepts."""
     for env, seed in enumerate(seeds):
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-            raise TypeError(f"{what}: the envpool backend's seeds must be ints in [0, {MAX_SEED}], got {seed!r}")
+            raise TypeError(
+                f"{what}: the envpool backend's seeds must be ints in [0, {MAX_SEED}], got {seed!r}"
+            )
         if not 0 <= seed <= MAX_SEED:
-            raise ValueError(f"{what}: the envpool backend's seeds must be ints in [0, {MAX_SEED}] (EnvPool takes "
-                             f"int32 seeds; env i gets seed + i), got {int(seed)} for env {env}")
+            raise ValueError(
+                f"{what}: the envpool backend's seeds must be ints in [0, {MAX_SEED}] (EnvPool takes "
+                f"int32 seeds; env i gets seed + i), got {int(seed)} for env {env}"
+            )
     return [int(seed) for seed in seeds]
 
 
@@ -83,15 +87,30 @@ class EnvPoolVectorEnv(VectorEnv):
         batch_size = check_batch_size(batch_size, n)
         timeout = check_timeout(timeout)
         self._plan: EnvPoolPlan = translate(spec)
-        self._pool_options = {"num_threads": num_threads, "thread_affinity_offset": thread_affinity_offset,
-                              "batch_size": batch_size or n}
+        self._pool_options = {
+            "num_threads": num_threads,
+            "thread_affinity_offset": thread_affinity_offset,
+            "batch_size": batch_size or n,
+        }
         # EnvPool draws env i's seed from the pool's seed as seed + i, Gymnasium's layout.
-        seed = spec.seed if spec.seed is not None else int(cast(int, np.random.SeedSequence().entropy) % (MAX_SEED - n + 2))
+        seed = (
+            spec.seed
+            if spec.seed is not None
+            else int(cast(int, np.random.SeedSequence().entropy) % (MAX_SEED - n + 2))
+        )
         self._fresh_seeds: list[int] | None = check_seeds([seed + i for i in range(n)], "make_vec(seed=...)")
         self._pool = self._make_pool(self._fresh_seeds)
         single_obs, single_action = self._spaces()
-        super().__init__(spec, single_obs, single_action, metadata={"render_modes": []}, render_mode=None,
-                         batch_size=batch_size, timeout=timeout, copy=copy)
+        super().__init__(
+            spec,
+            single_obs,
+            single_action,
+            metadata={"render_modes": []},
+            render_mode=None,
+            batch_size=batch_size,
+            timeout=timeout,
+            copy=copy,
+        )
         self._batch = Batch(single_obs, n)
         self._observations = self._batch.observations
         self._rewards = self._batch.rewards
@@ -105,8 +124,14 @@ class EnvPoolVectorEnv(VectorEnv):
     def _make_pool(self, seeds: list[int]) -> Any:
         import envpool
 
-        return envpool.make_gymnasium(self._plan.task_id, num_envs=len(seeds), seed=seeds[0], env_seed=list(seeds),
-                                      **self._pool_options, **self._plan.kwargs)
+        return envpool.make_gymnasium(
+            self._plan.task_id,
+            num_envs=len(seeds),
+            seed=seeds[0],
+            env_seed=list(seeds),
+            **self._pool_options,
+            **self._plan.kwargs,
+        )
 
     def _spaces(self) -> tuple[spaces.Space, spaces.Space]:
         obs_space = self._pool.observation_space
@@ -124,7 +149,9 @@ class EnvPoolVectorEnv(VectorEnv):
     def _reset_envs(self, ids: np.ndarray, seeds: list[int | None], options: dict | None) -> list[dict]:
         n = self.num_envs
         if options:
-            raise ValueError(f"the envpool backend takes no reset options but reset_mask, got {sorted(options)}")
+            raise ValueError(
+                f"the envpool backend takes no reset options but reset_mask, got {sorted(options)}"
+            )
         seeded = [s is not None for s in seeds]
         if any(seeded):
             if ids.size != n or not all(seeded):
@@ -162,13 +189,16 @@ class EnvPoolVectorEnv(VectorEnv):
             # In sync mode EnvPool's next wait returns the envs of one send; a second send would be lost.
             raise AlreadyPendingCallError(
                 f"envs {np.flatnonzero(self._in_flight).tolist()} have actions in flight: recv() before sending "
-                f"again, or make the env with batch_size < num_envs to overlap sends", "step"
+                f"again, or make the env with batch_size < num_envs to overlap sends",
+                "step",
             )
         # All envs: no env_id, so EnvPool uses its own cached ids instead of converting ours.
         env_id = None if ids.size == self.num_envs else ids.astype(np.int32)  # every env comes in env order
         self._pool.send(np.asarray(actions), env_id)
 
-    def _wait_ready(self, candidates: np.ndarray, count: int, timeout: float | None) -> tuple[np.ndarray, list[dict]]:
+    def _wait_ready(
+        self, candidates: np.ndarray, count: int, timeout: float | None
+    ) -> tuple[np.ndarray, list[dict]]:
         # Every env of `_ready` is in flight (recv has not returned it), so it is among the candidates.
         waiting = [i for i in candidates.tolist() if i not in self._ready]
         pool_batch = self._pool_options["batch_size"]
@@ -190,7 +220,9 @@ class EnvPoolVectorEnv(VectorEnv):
             values = self._attributes[name]
             unset = [i for i in ids if i not in values]
             if unset:
-                raise AttributeError(f"{name!r} was set with set_attr on envs {sorted(values)}, not on envs {unset}")
+                raise AttributeError(
+                    f"{name!r} was set with set_attr on envs {sorted(values)}, not on envs {unset}"
+                )
             return [values[i] for i in ids]
         if name in ("observation_space", "action_space"):
             space = self.single_observation_space if name == "observation_space" else self.single_action_space
@@ -213,7 +245,9 @@ class EnvPoolVectorEnv(VectorEnv):
 
     # -- helpers ----------------------------------------------------------------------------------
 
-    def recv(self, timeout: float | None = None) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+    def recv(
+        self, timeout: float | None = None
+    ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """`torchwm.VectorEnv.recv`, with a shortcut for the common case: every env in one EnvPool wait.
 
         Then the infos are batched as whole columns rather than env by env, which on Pong is
@@ -234,10 +268,23 @@ class EnvPoolVectorEnv(VectorEnv):
                 column[info["env_id"]] = info[key]
                 batched[key], batched[f"_{key}"] = column, np.ones(self.num_envs, dtype=np.bool_)
         observations = self._observations.copy() if self.copy else self._observations
-        return observations, self._rewards.copy(), self._terminations.copy(), self._truncations.copy(), batched
+        return (
+            observations,
+            self._rewards.copy(),
+            self._terminations.copy(),
+            self._truncations.copy(),
+            batched,
+        )
 
-    def _store(self, obs: np.ndarray, rewards: Any, terminations: Any, truncations: Any,
-               info: dict[str, Any], per_env_infos: bool = True) -> dict[int, dict]:
+    def _store(
+        self,
+        obs: np.ndarray,
+        rewards: Any,
+        terminations: Any,
+        truncations: Any,
+        info: dict[str, Any],
+        per_env_infos: bool = True,
+    ) -> dict[int, dict]:
         """Put EnvPool's rows into the batch (blanking stack padding); return the infos by env id."""
         env_ids = info["env_id"]
         elapsed = info["elapsed_step"]
@@ -259,4 +306,7 @@ class EnvPoolVectorEnv(VectorEnv):
             return {}
         keys = [key for key in INFO_KEYS if key in info]
         columns = [info[key].tolist() for key in keys]
-        return {int(i): dict(zip(keys, values, strict=True)) for i, *values in zip(env_ids.tolist(), *columns, strict=True)}
+        return {
+            int(i): dict(zip(keys, values, strict=True))
+            for i, *values in zip(env_ids.tolist(), *columns, strict=True)
+        }

@@ -37,8 +37,11 @@ from typing import Any
 
 # Ray's GCS declares a node dead after this many failed health checks, one a period. A killed raylet
 # fails each check at once, so the cluster notices a lost node after about threshold * period.
-HEALTH_CHECK = {"health_check_period_ms": 1000, "health_check_failure_threshold": 4,
-                "health_check_timeout_ms": 3000}
+HEALTH_CHECK = {
+    "health_check_period_ms": 1000,
+    "health_check_failure_threshold": 4,
+    "health_check_timeout_ms": 3000,
+}
 START_TIMEOUT = 180.0  # seconds for the cluster, or one node, to start on a loaded machine
 MARK = "TWM-CLUSTER "  # the child's replies on its stdout start with this (Ray may print there too)
 # Ray on Linux takes 127.0.0.1 in an address for "this machine" and replaces it by the address other machines
@@ -69,10 +72,17 @@ def _serve(temp_dir: str, workers: int) -> None:
 
     ray_dir = os.path.join(temp_dir, "ray")  # where Ray's own default would be, under RAY_TMPDIR
     os.makedirs(ray_dir, exist_ok=True)
-    common = {"num_cpus": 1, "node_ip_address": "127.0.0.1", "temp_dir": ray_dir,
-              "object_store_memory": 80 * 1024 * 1024, "include_dashboard": False}
-    cluster = Cluster(initialize_head=True, head_node_args={
-        **common, "resources": {"head": 1}, "_system_config": dict(HEALTH_CHECK)})
+    common = {
+        "num_cpus": 1,
+        "node_ip_address": "127.0.0.1",
+        "temp_dir": ray_dir,
+        "object_store_memory": 80 * 1024 * 1024,
+        "include_dashboard": False,
+    }
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={**common, "resources": {"head": 1}, "_system_config": dict(HEALTH_CHECK)},
+    )
     nodes: dict[int, Any] = {}
 
     def describe(index: int, node: Any, resources: dict[str, float]) -> dict[str, Any]:
@@ -136,7 +146,9 @@ def descendants(pids: set[int], parents: dict[int, int] | None = None) -> set[in
         for entry in os.listdir("/proc"):
             if entry.isdigit():
                 try:
-                    parents[int(entry)] = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+                    parents[int(entry)] = int(
+                        Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1]
+                    )
                 except (OSError, ValueError, IndexError):
                     continue
     found = set(pids)
@@ -203,8 +215,13 @@ class LocalCluster:
         env.pop("RAY_ADDRESS", None)
         try:
             self.child = subprocess.Popen(
-                [sys.executable, __file__, self.temp_dir, str(workers)], env=env, stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE, stderr=log, cwd=self.temp_dir)
+                [sys.executable, __file__, self.temp_dir, str(workers)],
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                cwd=self.temp_dir,
+            )
         finally:
             log.close()
         try:
@@ -222,13 +239,15 @@ class LocalCluster:
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise TimeoutError(f"the test cluster did not answer within {timeout:g} s; see {self.log_tail()}")
+                raise TimeoutError(
+                    f"the test cluster did not answer within {timeout:g} s; see {self.log_tail()}"
+                )
             if select.select([self.child.stdout], [], [], left)[0]:
                 line = self.child.stdout.readline().decode(errors="replace")
                 if not line:
                     raise RuntimeError(f"the test cluster's process ended; its log: {self.log_tail()}")
                 if line.startswith(MARK):
-                    return json.loads(line[len(MARK):])
+                    return json.loads(line[len(MARK) :])
 
     def _send(self, command: dict[str, Any]) -> None:
         assert self.child.stdin is not None
@@ -323,6 +342,7 @@ except ImportError:  # the child process runs without pytest
     pytest = None  # type: ignore[assignment]
 
 if pytest is not None:
+
     @pytest.fixture(scope="module")
     def module_cluster():
         """A head node and two worker nodes for the test module; a node a test killed is replaced after it."""

@@ -24,8 +24,10 @@ def test_pong_standard_stack_matches_sync(local_ray):
     """2 actors x 4 envs of Pong under the default stack give sync's arrays for the same seed."""
     kwargs = {"num_actors": 2, "envs_per_actor": 4}
     rng = np.random.default_rng(0)
-    with torchwm.make_vec("ALE/Pong-v5", 8, backend="ray", seed=3, backend_kwargs=kwargs) as envs, \
-            torchwm.make_vec("ALE/Pong-v5", 8, backend="sync", seed=3) as ref:
+    with (
+        torchwm.make_vec("ALE/Pong-v5", 8, backend="ray", seed=3, backend_kwargs=kwargs) as envs,
+        torchwm.make_vec("ALE/Pong-v5", 8, backend="sync", seed=3) as ref,
+    ):
         assert envs.actor_env_ids == [[0, 1, 2, 3], [4, 5, 6, 7]]
         got, want = envs.reset(), ref.reset()
         assert np.array_equal(got[0], want[0])
@@ -47,23 +49,33 @@ def test_pong_standard_stack_matches_sync(local_ray):
             assert np.array_equal(a, b)
 
 
-@pytest.mark.parametrize(("num_envs", "num_actors", "envs_per_actor", "expected"), [
-    (5, 2, None, [[0, 1, 2], [3, 4]]),
-    (5, None, 2, [[0, 1], [2, 3], [4]]),
-    (4, 4, 1, [[0], [1], [2], [3]]),
-])
+@pytest.mark.parametrize(
+    ("num_envs", "num_actors", "envs_per_actor", "expected"),
+    [
+        (5, 2, None, [[0, 1, 2], [3, 4]]),
+        (5, None, 2, [[0, 1], [2, 3], [4]]),
+        (4, 4, 1, [[0], [1], [2], [3]]),
+    ],
+)
 def test_envs_are_split_over_actors_in_order(num_envs, num_actors, envs_per_actor, expected):
     assert [list(r) for r in split_envs(num_envs, num_actors, envs_per_actor)] == expected
 
 
-@pytest.mark.parametrize(("backend_kwargs", "error", "words"), [
-    ({"num_actors": 3, "envs_per_actor": 3}, ValueError, "num_actors=3 and envs_per_actor=3 do not fit num_envs=4"),
-    ({"envs_per_actor": 0}, ValueError, "envs_per_actor must be an int >= 1"),
-    ({"batch_size": 9}, ValueError, "batch_size must be an int from 1 to num_envs=4"),
-    ({"address": 6379}, TypeError, "address must be a str"),
-    ({"max_restarts": -1}, ValueError, "max_restarts must be an int >= 0"),
-    ({"actors": 2}, TypeError, "actors"),
-])
+@pytest.mark.parametrize(
+    ("backend_kwargs", "error", "words"),
+    [
+        (
+            {"num_actors": 3, "envs_per_actor": 3},
+            ValueError,
+            "num_actors=3 and envs_per_actor=3 do not fit num_envs=4",
+        ),
+        ({"envs_per_actor": 0}, ValueError, "envs_per_actor must be an int >= 1"),
+        ({"batch_size": 9}, ValueError, "batch_size must be an int from 1 to num_envs=4"),
+        ({"address": 6379}, TypeError, "address must be a str"),
+        ({"max_restarts": -1}, ValueError, "max_restarts must be an int >= 0"),
+        ({"actors": 2}, TypeError, "actors"),
+    ],
+)
 def test_bad_options_fail_before_ray_is_touched(monkeypatch, backend_kwargs, error, words):
     def no_ray(*args, **kwargs):
         raise AssertionError("Ray was started or joined before the options were checked")
@@ -74,8 +86,9 @@ def test_bad_options_fail_before_ray_is_touched(monkeypatch, backend_kwargs, err
 
 
 def test_an_env_that_raises_is_named(local_ray):
-    with torchwm.make_vec(torchwm.testing.COUNTDOWN_ID, 4, backend="ray", seed=0,
-                          backend_kwargs={"num_actors": 2}) as envs:
+    with torchwm.make_vec(
+        torchwm.testing.COUNTDOWN_ID, 4, backend="ray", seed=0, backend_kwargs={"num_actors": 2}
+    ) as envs:
         envs.reset()
         # The countdown env compares its step count with `length`: a string makes env 1 raise.
         envs.set_attr("length", [5, "not a number", 5, 5])
@@ -88,14 +101,18 @@ def test_an_env_that_raises_is_named(local_ray):
 def wait_until_gone(pid: int, seconds: float = 30.0) -> None:
     """Until the killed actor's process has ended (ray.kill returns before it has)."""
     deadline = time.monotonic() + seconds
-    while Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1][:3]:
+    while (
+        Path(f"/proc/{pid}").exists()
+        and "Z" not in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1][:3]
+    ):
         assert time.monotonic() < deadline, f"actor process {pid} still running {seconds} s after ray.kill"
         time.sleep(0.05)
 
 
 def test_a_dead_actor_raises_worker_error_naming_its_envs(local_ray):
-    with torchwm.make_vec(torchwm.testing.COUNTDOWN_ID, 4, backend="ray", seed=0,
-                          backend_kwargs={"num_actors": 2}) as envs:
+    with torchwm.make_vec(
+        torchwm.testing.COUNTDOWN_ID, 4, backend="ray", seed=0, backend_kwargs={"num_actors": 2}
+    ) as envs:
         envs.reset()
         pid = ray.get(envs.actors[1].describe.remote())["pid"]
         ray.kill(envs.actors[1], no_restart=True)
@@ -107,8 +124,9 @@ def test_a_dead_actor_raises_worker_error_naming_its_envs(local_ray):
 
 
 def test_an_actor_that_dies_under_the_compiled_graph_is_named(local_ray):
-    with torchwm.make_vec(torchwm.testing.COUNTDOWN_ID, 4, backend="ray", seed=0,
-                          backend_kwargs={"num_actors": 2}) as envs:
+    with torchwm.make_vec(
+        torchwm.testing.COUNTDOWN_ID, 4, backend="ray", seed=0, backend_kwargs={"num_actors": 2}
+    ) as envs:
         envs.reset()
         envs.step(np.zeros(4, dtype=np.int64))
         assert envs.compiled_graph
@@ -121,13 +139,22 @@ def test_an_actor_that_dies_under_the_compiled_graph_is_named(local_ray):
         assert not envs.compiled_graph, "a graph with a dead actor should be torn down"
 
 
-@pytest.mark.parametrize("backend_kwargs", [{"compiled_graph": False}, {"batch_size": 2}, {"restart_on_crash": True}])
+@pytest.mark.parametrize(
+    "backend_kwargs", [{"compiled_graph": False}, {"batch_size": 2}, {"restart_on_crash": True}]
+)
 def test_without_a_compiled_graph_steps_are_ordinary_actor_calls(local_ray, backend_kwargs):
     """Turned off, with async batches (results come as they are ready) or restarts (a graph dies with its
     actor)."""
-    with torchwm.make_vec(torchwm.testing.COUNTDOWN_ID, 4, backend="ray", seed=0,
-                          backend_kwargs={"num_actors": 2, **backend_kwargs}) as envs, \
-            torchwm.make_vec(torchwm.testing.COUNTDOWN_ID, 4, backend="sync", seed=0) as ref:
+    with (
+        torchwm.make_vec(
+            torchwm.testing.COUNTDOWN_ID,
+            4,
+            backend="ray",
+            seed=0,
+            backend_kwargs={"num_actors": 2, **backend_kwargs},
+        ) as envs,
+        torchwm.make_vec(torchwm.testing.COUNTDOWN_ID, 4, backend="sync", seed=0) as ref,
+    ):
         assert np.array_equal(envs.reset()[0], ref.reset()[0])
         for _ in range(3):
             actions = np.ones(4, dtype=np.int64)
@@ -144,8 +171,13 @@ def test_without_a_compiled_graph_steps_are_ordinary_actor_calls(local_ray, back
 
 
 def test_a_crash_between_steps_is_noticed_at_the_next_step(local_ray):
-    with torchwm.make_vec(torchwm.testing.COUNTDOWN_ID, 4, backend="ray", seed=0,
-                          backend_kwargs={"num_actors": 2, "restart_on_crash": True}) as envs:
+    with torchwm.make_vec(
+        torchwm.testing.COUNTDOWN_ID,
+        4,
+        backend="ray",
+        seed=0,
+        backend_kwargs={"num_actors": 2, "restart_on_crash": True},
+    ) as envs:
         envs.reset()
         pid = ray.get(envs.actors[0].describe.remote())["pid"]
         ray.kill(envs.actors[0], no_restart=False)
@@ -164,8 +196,13 @@ def test_a_crash_between_steps_is_noticed_at_the_next_step(local_ray):
 
 
 def test_restart_on_crash_truncates_the_interrupted_episodes(local_ray):
-    with torchwm.make_vec(torchwm.testing.COUNTDOWN_ID, 4, backend="ray", seed=0,
-                          backend_kwargs={"num_actors": 2, "restart_on_crash": True}) as envs:
+    with torchwm.make_vec(
+        torchwm.testing.COUNTDOWN_ID,
+        4,
+        backend="ray",
+        seed=0,
+        backend_kwargs={"num_actors": 2, "restart_on_crash": True},
+    ) as envs:
         envs.reset()
         envs.step(np.ones(4, dtype=np.int64))
         pid = ray.get(envs.actors[1].describe.remote())["pid"]

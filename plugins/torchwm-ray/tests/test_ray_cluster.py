@@ -76,8 +76,9 @@ class Cluster:
                 extra = [f"--temp-dir={self.temp_dir}", "--disable-usage-stats"]
                 if "--head" in words:
                     extra.append("--include-dashboard=false")
-                subprocess.run([RAY_CLI, *words[1:], *extra], env=self.env, check=True, capture_output=True,
-                               timeout=180)
+                subprocess.run(
+                    [RAY_CLI, *words[1:], *extra], env=self.env, check=True, capture_output=True, timeout=180
+                )
 
     def nodes(self) -> dict[str, dict]:
         """Node id -> resources of the live nodes (connected)."""
@@ -151,7 +152,9 @@ def test_address_none_never_joins_a_cluster_through_rays_session_file(cluster, m
             assert not set(envs.actor_node_ids) & set(cluster_nodes_by_gcs(cluster))
             envs.reset(seed=0)
         assert not ray.is_initialized()
-        assert not [p for p in processes_started_under(private) if alive(p)], "the private Ray should be stopped"
+        assert not [p for p in processes_started_under(private) if alive(p)], (
+            "the private Ray should be stopped"
+        )
     finally:
         end(processes_started_under(private))
         shutil.rmtree(private, ignore_errors=True)
@@ -170,14 +173,20 @@ def test_strict_spread_puts_one_actor_on_each_node_and_close_removes_the_group(c
     with torchwm.make_vec("CartPole-v1", 6, backend="ray", backend_kwargs=kwargs) as envs:
         group = envs.placement_group
         assert envs.actor_env_ids == [[0, 1], [2, 3], [4, 5]]
-        assert sorted(envs.actor_node_ids) == sorted(connected.nodes()), "one actor on each of the three nodes"
+        assert sorted(envs.actor_node_ids) == sorted(connected.nodes()), (
+            "one actor on each of the three nodes"
+        )
     assert ray.util.placement_group_table(group)["state"] == "REMOVED"
 
 
 def test_strict_pack_puts_every_actor_on_one_node(connected):
     # The address this process connected with is the same cluster as Ray's name for it (its node's IP).
-    kwargs = {"num_actors": 3, "placement": "STRICT_PACK", "actor_options": {"num_cpus": 0.3},
-              "address": connected.address}
+    kwargs = {
+        "num_actors": 3,
+        "placement": "STRICT_PACK",
+        "actor_options": {"num_cpus": 0.3},
+        "address": connected.address,
+    }
     with torchwm.make_vec("CartPole-v1", 3, backend="ray", backend_kwargs=kwargs) as envs:
         assert len(set(envs.actor_node_ids)) == 1
 
@@ -190,13 +199,17 @@ def test_a_list_of_actor_options_pins_each_actor(connected):
 
 def test_a_placement_the_cluster_cannot_hold_fails_after_the_timeout_naming_the_bundles(connected):
     kwargs = {"num_actors": 4, "placement": "STRICT_SPREAD", "timeout": 3}
-    with pytest.raises(EnvTimeoutError, match=r"placement='STRICT_SPREAD' \(4 bundles: .*'CPU': 1\.0.*within \d+ s"):
+    with pytest.raises(
+        EnvTimeoutError, match=r"placement='STRICT_SPREAD' \(4 bundles: .*'CPU': 1\.0.*within \d+ s"
+    ):
         torchwm.make_vec("CartPole-v1", 4, backend="ray", backend_kwargs=kwargs)
     assert {group["state"] for group in ray.util.placement_group_table().values()} <= {"REMOVED"}
     ray.shutdown()
     # Connected by torchwm for that env alone: the failed env leaves the cluster again.
     with pytest.raises(EnvTimeoutError, match="STRICT_SPREAD needs a node per actor"):
-        torchwm.make_vec("CartPole-v1", 4, backend="ray", backend_kwargs={**kwargs, "address": connected.address})
+        torchwm.make_vec(
+            "CartPole-v1", 4, backend="ray", backend_kwargs={**kwargs, "address": connected.address}
+        )
     assert not ray.is_initialized()
 
 
@@ -221,7 +234,8 @@ def test_runtime_env_py_modules_ships_an_env_package_the_nodes_do_not_have(clust
     project = Path(tempfile.mkdtemp(prefix="twmpkg-"))
     try:
         (project / "shipped_envs").mkdir()
-        (project / "shipped_envs" / "__init__.py").write_text(textwrap.dedent("""
+        (project / "shipped_envs" / "__init__.py").write_text(
+            textwrap.dedent("""
             import gymnasium as gym
 
             class Counter(gym.Env):
@@ -238,7 +252,8 @@ def test_runtime_env_py_modules_ships_an_env_package_the_nodes_do_not_have(clust
                     return self.n, 1.0, self.n > 20, False, {}
 
             gym.register("ShippedEnvs/Counter-v0", entry_point="shipped_envs:Counter")
-        """))
+        """)
+        )
         monkeypatch.syspath_prepend(str(project))  # this process imports it; the nodes' sys.path lacks it
         import shipped_envs
 
@@ -274,7 +289,8 @@ def test_the_docs_steps_run_pong_on_three_nodes_with_the_users_env_package(clust
             commands.append(words)
     assert env["RAY_ADDRESS"] == cluster.address
     assert commands == [["python", "train.py"]]
-    done = subprocess.run([sys.executable, "train.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [sys.executable, "train.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().splitlines()[-1] == "3 nodes (6, 210, 160, 3)"

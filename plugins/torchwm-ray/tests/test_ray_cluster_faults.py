@@ -58,8 +58,13 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 def make(cluster, env_id=COUNTDOWN_ID, **backend_kwargs):
-    return torchwm.make_vec(env_id, 4, backend="ray", seed=0, backend_kwargs={
-        "address": cluster.address, "num_actors": 2, "timeout": TIMEOUT, **backend_kwargs})
+    return torchwm.make_vec(
+        env_id,
+        4,
+        backend="ray",
+        seed=0,
+        backend_kwargs={"address": cluster.address, "num_actors": 2, "timeout": TIMEOUT, **backend_kwargs},
+    )
 
 
 def actor_pids(envs):
@@ -114,7 +119,9 @@ def test_restart_on_crash_survives_actor_kills_one_after_another(ray_cluster):
 def test_restart_on_crash_survives_the_loss_of_a_node(ray_cluster):
     """A worker node lost (a machine gone): Ray restarts its actors on the other one. (No CPU: an actor holds
     the one CPU of its node while it lives.)"""
-    envs = make(ray_cluster, restart_on_crash=True, actor_options={"num_cpus": 0, "resources": {"worker": 0.5}})
+    envs = make(
+        ray_cluster, restart_on_crash=True, actor_options={"num_cpus": 0, "resources": {"worker": 0.5}}
+    )
     try:
         envs.reset(seed=1)
         envs.step(ACTIONS)
@@ -137,7 +144,11 @@ def test_a_lost_node_names_every_lost_actor_and_close_ends_them(ray_cluster, com
     """The raylet of the node both actors run on is killed, the machine running on: the error names both
     actors, comes from Ray's node health checks (not the env's timeout), and after close() none of the
     actors' processes runs, though Ray can no longer reach them (a compiled graph's loop would spin on)."""
-    envs = make(ray_cluster, compiled_graph=compiled_graph, actor_options={"num_cpus": 0, "resources": {"node_1": 0.1}})
+    envs = make(
+        ray_cluster,
+        compiled_graph=compiled_graph,
+        actor_options={"num_cpus": 0, "resources": {"node_1": 0.1}},
+    )
     try:
         envs.reset(seed=1)
         envs.step(ACTIONS)
@@ -174,7 +185,9 @@ def test_ray_shutdown_during_a_step_is_a_worker_error(ray_cluster, compiled_grap
         timer = threading.Timer(0.5, ray.shutdown)
         timer.start()
         try:
-            with pytest.raises(WorkerError, match=r"Ray was shut down \(ray.shutdown\(\)\) or this process lost"):
+            with pytest.raises(
+                WorkerError, match=r"Ray was shut down \(ray.shutdown\(\)\) or this process lost"
+            ):
                 envs.step(ACTIONS)
         finally:
             timer.join()
@@ -190,8 +203,11 @@ def test_ray_shutdown_during_a_step_is_a_worker_error(ray_cluster, compiled_grap
 
 
 def test_an_actor_no_node_can_take_fails_at_once_naming_what_it_asked_for(ray_cluster):
-    with pytest.raises(WorkerError, match=r"Ray cannot place it: it asks for \{'CPU': 1, 'gpu_x': 2\}.*"
-                                          r"no alive node.*'node_1': 1"):
+    with pytest.raises(
+        WorkerError,
+        match=r"Ray cannot place it: it asks for \{'CPU': 1, 'gpu_x': 2\}.*"
+        r"no alive node.*'node_1': 1",
+    ):
         make(ray_cluster, actor_options={"resources": {"gpu_x": 2}})
 
 
@@ -199,19 +215,23 @@ def test_a_start_timeout_states_the_time_it_waited(ray_cluster, monkeypatch):
     """An actor's start gets at least actors.DEFAULT_TIMEOUT (scheduling, imports), more than timeout=2: the
     message says how long it waited, not 2 s."""
     monkeypatch.setattr(actors, "DEFAULT_TIMEOUT", 6.0)
-    with pytest.raises(EnvTimeoutError, match=r"did not answer within [6-9] s \(timeout=2\) while starting its envs"):
+    with pytest.raises(
+        EnvTimeoutError, match=r"did not answer within [6-9] s \(timeout=2\) while starting its envs"
+    ):
         make(ray_cluster, SLOW_START_ID, num_actors=1, timeout=2)
 
 
 def test_an_env_module_a_node_lacks_is_named_in_the_error(ray_cluster, tmp_path, monkeypatch):
     """The env class comes from a module this driver imported and the nodes cannot (here: removed since): the
     error carries the actor's ImportError, not only that it died."""
-    (tmp_path / "twm_driver_only_envs.py").write_text(textwrap.dedent("""
+    (tmp_path / "twm_driver_only_envs.py").write_text(
+        textwrap.dedent("""
         from torchwm.testing import CountdownEnv
 
         class DriverOnlyEnv(CountdownEnv):
             pass
-    """))
+    """)
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     import twm_driver_only_envs
 
@@ -219,8 +239,11 @@ def test_an_env_module_a_node_lacks_is_named_in_the_error(ray_cluster, tmp_path,
     env_id = "torchwm_ray_tests/DriverOnly-v0"
     gym.register(env_id, entry_point=twm_driver_only_envs.DriverOnlyEnv)
     try:
-        with pytest.raises(WorkerError, match=r"Ray actor 0 \(envs \[0, 1\]\) raised ModuleNotFoundError\(\"No "
-                                              r"module named 'twm_driver_only_envs'\"\) while starting its envs"):
+        with pytest.raises(
+            WorkerError,
+            match=r"Ray actor 0 \(envs \[0, 1\]\) raised ModuleNotFoundError\(\"No "
+            r"module named 'twm_driver_only_envs'\"\) while starting its envs",
+        ):
             make(ray_cluster, env_id)
     finally:
         gym.registry.pop(env_id, None)

@@ -53,8 +53,10 @@ def assert_same_run(envs, ref, steps: int = 30) -> None:
 
 def test_make_vec_from_fns_runs_a_test_module_class_on_the_actors(local_ray):
     fns = [make_counting(i) for i in range(4)]
-    with torchwm.make_vec_from_fns(fns, backend="ray", backend_kwargs={"num_actors": 2}) as envs, \
-            torchwm.make_vec_from_fns(fns, backend="sync") as ref:
+    with (
+        torchwm.make_vec_from_fns(fns, backend="ray", backend_kwargs={"num_actors": 2}) as envs,
+        torchwm.make_vec_from_fns(fns, backend="sync") as ref,
+    ):
         assert envs.spec.env_fns == tuple(fns)
         assert_same_run(envs, ref)
         assert envs.reset(seed=0)[0][:, 1].tolist() == [0, 1, 2, 3]
@@ -62,8 +64,10 @@ def test_make_vec_from_fns_runs_a_test_module_class_on_the_actors(local_ray):
 
 def test_env_fn_option_runs_on_the_actors(local_ray):
     kwargs = {"num_actors": 2, "env_fn": CountingEnv, "compiled_graph": False}
-    with torchwm.make_vec("CartPole-v1", 3, backend="ray", backend_kwargs=kwargs) as envs, \
-            torchwm.make_vec_from_fns([CountingEnv] * 3, backend="sync") as ref:
+    with (
+        torchwm.make_vec("CartPole-v1", 3, backend="ray", backend_kwargs=kwargs) as envs,
+        torchwm.make_vec_from_fns([CountingEnv] * 3, backend="sync") as ref,
+    ):
         assert envs.spec.env_fns == (CountingEnv,) * 3
         assert_same_run(envs, ref)
 
@@ -99,7 +103,11 @@ def test_bad_placement_options_fail_before_ray_is_touched(monkeypatch):
     cases = [
         ({"placement": "EVERYWHERE"}, ValueError, "placement must be one of"),
         ({"actor_options": [{}, 3]}, TypeError, "one such dict per actor"),
-        ({"actor_options": [{}, {}, {}], "num_actors": 2}, ValueError, "3 dicts, one per actor, but there are 2"),
+        (
+            {"actor_options": [{}, {}, {}], "num_actors": 2},
+            ValueError,
+            "3 dicts, one per actor, but there are 2",
+        ),
         ({"placement": "PACK", "actor_options": {"scheduling_strategy": "SPREAD"}}, ValueError, "not both"),
         ({"runtime_env": ["py_modules"]}, TypeError, "runtime_env must be a dict"),
         ({"runtime_env": {}, "init_kwargs": {"runtime_env": {}}}, ValueError, "give runtime_env once"),
@@ -120,8 +128,12 @@ def test_a_private_local_ray_is_started_with_address_local_and_never_given_to_a_
 
     monkeypatch.setattr(ray, "init", fake_init)
     monkeypatch.setattr(ray, "is_initialized", lambda: False)  # whether or not this module's Ray runs
-    for address, environ, expected in ((None, None, "local"), ("local", "10.0.0.1:6379", "local"),
-                                       (None, "10.0.0.1:6379", "10.0.0.1:6379"), ("auto", None, "auto")):
+    for address, environ, expected in (
+        (None, None, "local"),
+        ("local", "10.0.0.1:6379", "local"),
+        (None, "10.0.0.1:6379", "10.0.0.1:6379"),
+        ("auto", None, "auto"),
+    ):
         if environ is None:
             monkeypatch.delenv("RAY_ADDRESS", raising=False)
         else:
@@ -134,5 +146,9 @@ def test_a_private_local_ray_is_started_with_address_local_and_never_given_to_a_
 
 def test_runtime_env_once_connected_is_refused(local_ray):
     # Ray takes local code (py_modules) only in ray.init's runtime_env: it cannot apply to this connection.
-    with pytest.raises(ValueError, match=r"runtime_env=\{'py_modules': \['x'\]\} applies when torchwm connects"):
-        torchwm.make_vec("CartPole-v1", 2, backend="ray", backend_kwargs={"runtime_env": {"py_modules": ["x"]}})
+    with pytest.raises(
+        ValueError, match=r"runtime_env=\{'py_modules': \['x'\]\} applies when torchwm connects"
+    ):
+        torchwm.make_vec(
+            "CartPole-v1", 2, backend="ray", backend_kwargs={"runtime_env": {"py_modules": ["x"]}}
+        )

@@ -70,8 +70,13 @@ ACTIONS = np.ones(4, dtype=np.int64)
 
 
 def make(**backend_kwargs):
-    return torchwm.make_vec(FAULT_ID, 4, backend="ray", seed=0,
-                            backend_kwargs={"num_actors": 2, "timeout": TIMEOUT, **backend_kwargs})
+    return torchwm.make_vec(
+        FAULT_ID,
+        4,
+        backend="ray",
+        seed=0,
+        backend_kwargs={"num_actors": 2, "timeout": TIMEOUT, **backend_kwargs},
+    )
 
 
 def inject(envs, env, fault):
@@ -96,7 +101,10 @@ def assert_gone(pids, seconds=60.0):
     """Every process of ``pids`` has ended (ray.kill returns before the process is gone)."""
     deadline = time.monotonic() + seconds
     for pid in pids:
-        while Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1][:3]:
+        while (
+            Path(f"/proc/{pid}").exists()
+            and "Z" not in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1][:3]
+        ):
             assert time.monotonic() < deadline, f"actor process {pid} still runs {seconds} s after close()"
             time.sleep(0.05)
 
@@ -114,7 +122,10 @@ def test_an_env_that_raises_is_named_and_the_env_stays_usable(local_ray, backend
     envs, pids = started(**backend_kwargs)
     try:
         inject(envs, 2, "raise")
-        with pytest.raises(WorkerError, match=r"env 2 on Ray actor 1 \(envs \[2, 3\]\) raised RuntimeError\('injected fault'\)") as caught:
+        with pytest.raises(
+            WorkerError,
+            match=r"env 2 on Ray actor 1 \(envs \[2, 3\]\) raised RuntimeError\('injected fault'\)",
+        ) as caught:
             envs.step(ACTIONS)
         assert (caught.value.env_index, caught.value.worker_index) == (2, 1)
         assert "injected fault" in caught.value.remote_traceback
@@ -131,15 +142,18 @@ def test_an_env_that_raises_is_named_and_the_env_stays_usable(local_ray, backend
     assert_gone(pids)
 
 
-@pytest.mark.parametrize(("env", "actor"), [(1, "Ray actor 0 \\(envs \\[0, 1\\]\\)"),
-                                          (3, "Ray actor 1 \\(envs \\[2, 3\\]\\)")])
+@pytest.mark.parametrize(
+    ("env", "actor"), [(1, "Ray actor 0 \\(envs \\[0, 1\\]\\)"), (3, "Ray actor 1 \\(envs \\[2, 3\\]\\)")]
+)
 def test_a_hang_past_the_timeout_raises_in_time_and_closes_the_env(local_ray, env, actor):
     envs, pids = started(timeout=3)
     try:
         inject(envs, env, "hang")
         started_at = time.monotonic()
         # The actor that hangs is named (a graph's result covers every actor: it is asked which is late).
-        with pytest.raises(EnvTimeoutError, match=rf"{actor} did not answer within 3 s while stepping.*now closed"):
+        with pytest.raises(
+            EnvTimeoutError, match=rf"{actor} did not answer within 3 s while stepping.*now closed"
+        ):
             envs.step(ACTIONS)
         # In time, and closing did not wait for the hung step (an hour) to end.
         assert time.monotonic() - started_at < TIMEOUT
@@ -169,8 +183,11 @@ def test_without_the_graph_a_hang_times_out_each_wait_and_close_ends_it(local_ra
 def test_a_timed_out_call_names_the_real_deadline_and_later_calls_get_their_own_replies(local_ray):
     envs, pids = started(timeout=1)
     try:
-        with pytest.raises(EnvTimeoutError, match=r"Ray actor 0 \(envs \[0, 1\]\) did not answer within 1 s "
-                                                  r"while calling 'pause'"):
+        with pytest.raises(
+            EnvTimeoutError,
+            match=r"Ray actor 0 \(envs \[0, 1\]\) did not answer within 1 s "
+            r"while calling 'pause'",
+        ):
             envs.call("pause", 2)
         envs.timeout = TIMEOUT
         assert envs.get_attr("steps") == (1, 1, 1, 1)  # not the late reply of pause()

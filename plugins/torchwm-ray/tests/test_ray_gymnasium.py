@@ -81,8 +81,11 @@ def assert_same_batch(expected, actual, where):
         assert expected == actual, where
 
 
-@pytest.mark.parametrize("backend_kwargs", [{"num_actors": 2}, ACTOR_CALLS, {"num_actors": 2, "batch_size": 2}],
-                         ids=["graph", "actor_calls", "batch_size"])
+@pytest.mark.parametrize(
+    "backend_kwargs",
+    [{"num_actors": 2}, ACTOR_CALLS, {"num_actors": 2, "batch_size": 2}],
+    ids=["graph", "actor_calls", "batch_size"],
+)
 def test_non_array_spaces_are_batched_as_gymnasium_does(local_ray, backend_kwargs):
     reference = gym.vector.SyncVectorEnv([TextEnv] * 4)
     with torchwm.make_vec(TEXT_ID, 4, backend="ray", backend_kwargs=backend_kwargs) as envs:
@@ -119,7 +122,9 @@ def test_an_env_error_is_its_own_type_too(local_ray):
                 envs.step(np.zeros(4, dtype=np.int64))
             assert isinstance(caught.value, WorkerError) and caught.value.env_index == 2
             # Outside a step too: call() of a method that raises.
-            with pytest.raises(AttributeError, match=r"env 0 on Ray actor 0 .* while calling 'no_such_method'"):
+            with pytest.raises(
+                AttributeError, match=r"env 0 on Ray actor 0 .* while calling 'no_such_method'"
+            ):
                 envs.call("no_such_method")
 
 
@@ -131,7 +136,11 @@ def test_misuse_raises_gymnasiums_error_types(local_ray):
         envs.reset()
         envs.send(np.zeros(4, dtype=np.int64))
         # Each names the call still pending (a step), as Gymnasium's AlreadyPendingCallError does.
-        for misuse in (lambda: envs.send(np.zeros(4, dtype=np.int64)), envs.reset, lambda: envs.get_attr("steps")):
+        for misuse in (
+            lambda: envs.send(np.zeros(4, dtype=np.int64)),
+            envs.reset,
+            lambda: envs.get_attr("steps"),
+        ):
             with pytest.raises(gym.error.AlreadyPendingCallError) as caught:
                 misuse()
             assert isinstance(caught.value, AlreadyPendingCallError) and caught.value.name == "step"
@@ -149,8 +158,10 @@ def test_np_random_seed_is_the_tuple_of_the_envs_seeds(local_ray):
         assert envs.np_random_seed == (7, -1, 9, -1)
 
 
-@pytest.mark.parametrize(("timeout", "error"), [(math.nan, ValueError), (-1, ValueError), (0, ValueError),
-                                                 ("a", TypeError), (True, TypeError)])
+@pytest.mark.parametrize(
+    ("timeout", "error"),
+    [(math.nan, ValueError), (-1, ValueError), (0, ValueError), ("a", TypeError), (True, TypeError)],
+)
 def test_bad_timeouts_are_refused_by_the_shared_check_before_ray_is_touched(monkeypatch, timeout, error):
     def no_ray(*args, **kwargs):
         raise AssertionError("Ray was started or joined before the options were checked")
@@ -161,8 +172,9 @@ def test_bad_timeouts_are_refused_by_the_shared_check_before_ray_is_touched(monk
 
 
 def test_an_infinite_timeout_is_no_limit_and_recv_checks_its_own(local_ray):
-    with torchwm.make_vec(COUNTDOWN_ID, 2, backend="ray", seed=0,
-                          backend_kwargs={"num_actors": 2, "timeout": math.inf}) as envs:
+    with torchwm.make_vec(
+        COUNTDOWN_ID, 2, backend="ray", seed=0, backend_kwargs={"num_actors": 2, "timeout": math.inf}
+    ) as envs:
         assert envs.timeout is None
         envs.reset()
         envs.send(np.zeros(2, dtype=np.int64))

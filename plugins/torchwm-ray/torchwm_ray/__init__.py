@@ -62,10 +62,23 @@ def make_ray_vector_env(
     from torchwm_ray.vector_env import RayVectorEnv
 
     return RayVectorEnv(
-        spec, num_actors=num_actors, envs_per_actor=envs_per_actor, address=address, actor_options=actor_options,
-        placement=placement, runtime_env=runtime_env, restart_on_crash=restart_on_crash, max_restarts=max_restarts,
-        init_kwargs=init_kwargs, stop_ray_on_close=stop_ray_on_close, compiled_graph=compiled_graph,
-        batch_size=batch_size, timeout=timeout, copy=copy, env_fn=env_fn, observation_mode=observation_mode,
+        spec,
+        num_actors=num_actors,
+        envs_per_actor=envs_per_actor,
+        address=address,
+        actor_options=actor_options,
+        placement=placement,
+        runtime_env=runtime_env,
+        restart_on_crash=restart_on_crash,
+        max_restarts=max_restarts,
+        init_kwargs=init_kwargs,
+        stop_ray_on_close=stop_ray_on_close,
+        compiled_graph=compiled_graph,
+        batch_size=batch_size,
+        timeout=timeout,
+        copy=copy,
+        env_fn=env_fn,
+        observation_mode=observation_mode,
     )
 
 

@@ -158,8 +158,11 @@ class EnvActor:
             self.envs, self.failed = [], EnvFailure.of(exc, None).reply
 
     def describe(self) -> dict[str, Any]:
-        return {"share": self.failed or describe_share(self.envs), "pid": os.getpid(),
-                "node_id": ray.get_runtime_context().get_node_id()}
+        return {
+            "share": self.failed or describe_share(self.envs),
+            "pid": os.getpid(),
+            "node_id": ray.get_runtime_context().get_node_id(),
+        }
 
     def attach(self, observation_space: gym.Space) -> int:
         """Batch rows of its own for its envs' results; returns in how many chunks it sends observations."""
@@ -168,8 +171,15 @@ class EnvActor:
         self.rewards = np.zeros(count, dtype=np.float64)
         self.terminations = np.zeros(count, dtype=np.bool_)
         self.truncations = np.zeros(count, dtype=np.bool_)
-        self.group = EnvGroup(self.envs, self.payload.autoreset_mode, self.observations, self.rewards,
-                              self.terminations, self.truncations, first_env=self.payload.first_env)
+        self.group = EnvGroup(
+            self.envs,
+            self.payload.autoreset_mode,
+            self.observations,
+            self.rewards,
+            self.terminations,
+            self.truncations,
+            first_env=self.payload.first_env,
+        )
         self.obs_chunks = obs_chunks(observation_space, count)
         return self.obs_chunks
 
@@ -182,15 +192,26 @@ class EnvActor:
         """
         if len(local_ids) == len(self.envs):
             # Ray copies the return value when the method returns, so the buffers can be reused.
-            obs, rewards, terminations, truncations = self.observations, self.rewards, self.terminations, self.truncations
+            obs, rewards, terminations, truncations = (
+                self.observations,
+                self.rewards,
+                self.terminations,
+                self.truncations,
+            )
         else:
             ids = np.asarray(local_ids)
             obs = take_rows(self.group.observation_space, self.observations, ids)
-            rewards, terminations, truncations = self.rewards[ids], self.terminations[ids], self.truncations[ids]
+            rewards, terminations, truncations = (
+                self.rewards[ids],
+                self.terminations[ids],
+                self.truncations[ids],
+            )
         if not (chunked and self.obs_chunks):
             return obs, rewards, terminations, truncations, infos
-        return ((None, rewards, terminations, truncations, infos),
-                *np.array_split(np.ascontiguousarray(obs).reshape(-1), self.obs_chunks))
+        return (
+            (None, rewards, terminations, truncations, infos),
+            *np.array_split(np.ascontiguousarray(obs).reshape(-1), self.obs_chunks),
+        )
 
     def _each_env(self, local_ids: list[int], run: Any) -> tuple[list[Any], EnvFailure | None]:
         """``run(row, i)`` (a list of one result) for each env in turn; the others go on after a failure.
@@ -205,8 +226,9 @@ class EnvActor:
                 failed = failed or EnvFailure.of(exc, i)
         return results, failed
 
-    def _rows_or_failure(self, local_ids: list[int], infos: list[dict], failed: EnvFailure | None,
-                         chunked: bool = True) -> tuple:
+    def _rows_or_failure(
+        self, local_ids: list[int], infos: list[dict], failed: EnvFailure | None, chunked: bool = True
+    ) -> tuple:
         if failed is not None:  # a new one: an exception travels as its constructor's arguments
             raise EnvFailure(failed.reply, self._result(local_ids, infos, chunked=False))
         return self._result(local_ids, infos, chunked)
@@ -223,7 +245,11 @@ class EnvActor:
         array_actions = isinstance(self.group.action_space, ARRAY_SPACES)
 
         def step_one(row: int, i: int) -> list[dict]:
-            action = actions[row : row + 1] if array_actions else take_rows(self.group.action_space, actions, np.array([row]))
+            action = (
+                actions[row : row + 1]
+                if array_actions
+                else take_rows(self.group.action_space, actions, np.array([row]))
+            )
             return self.group.step([i], action)
 
         infos, failed = self._each_env(local_ids, step_one)
@@ -250,8 +276,12 @@ class EnvActor:
         try:
             return pickle.dumps(outcome, protocol=5)
         except Exception:  # the rows themselves cannot be pickled (an info value): send the error alone
-            return pickle.dumps(EnvFailure(outcome.reply._replace(traceback=outcome.reply.traceback
-                                                                  + traceback.format_exc())), protocol=5)
+            return pickle.dumps(
+                EnvFailure(
+                    outcome.reply._replace(traceback=outcome.reply.traceback + traceback.format_exc())
+                ),
+                protocol=5,
+            )
 
     def in_graph_step(self) -> bool:
         """Whether a step of the compiled graph runs now (an ordinary call, answered beside the graph's
@@ -274,10 +304,13 @@ class EnvActor:
                 cloudpickle.dumps(value)
             except Exception as exc:
                 # A TypeError, as the process backends report a reply they cannot pickle.
-                raise EnvFailure.of(TypeError(
-                    f"{name!r} of this env is a {type(value).__name__}, which cannot be sent from the Ray actor "
-                    f"to the driver ({type(exc).__name__}: {exc}); call a method that returns plain data instead"
-                ), i) from None
+                raise EnvFailure.of(
+                    TypeError(
+                        f"{name!r} of this env is a {type(value).__name__}, which cannot be sent from the Ray actor "
+                        f"to the driver ({type(exc).__name__}: {exc}); call a method that returns plain data instead"
+                    ),
+                    i,
+                ) from None
         raise error
 
     def set_attr(self, name: str, values: list[Any], local_ids: list[int] | None = None) -> None:
@@ -296,7 +329,6 @@ class EnvActor:
         # The envs, not the group: an actor closed before attach has built envs but no group.
         for env in self.envs:
             env.close()
-
 
 
 @dataclass
@@ -327,25 +359,39 @@ def last_line(text: str) -> str:
 
 def json_resources(resources: dict[str, float]) -> str:
     """Ray resources as a short sorted dict text, without the per-node ``node:`` markers."""
-    shown = {name: (int(v) if float(v).is_integer() else v) for name, v in sorted(resources.items())
-             if not name.startswith("node:") and name not in ("object_store_memory",)}
+    shown = {
+        name: (int(v) if float(v).is_integer() else v)
+        for name, v in sorted(resources.items())
+        if not name.startswith("node:") and name not in ("object_store_memory",)
+    }
     return "{" + ", ".join(f"{name!r}: {v}" for name, v in shown.items()) + "}"
 
 
 class RayActorTransport(Transport):
     """The driver's end of one `EnvActor`."""
 
-    OPTIONS = {"address": None, "actor_options": None, "placement": None, "runtime_env": None, "max_restarts": 3,
-               "init_kwargs": None, "stop_ray_on_close": True, "compiled_graph": True}
+    OPTIONS = {
+        "address": None,
+        "actor_options": None,
+        "placement": None,
+        "runtime_env": None,
+        "max_restarts": 3,
+        "init_kwargs": None,
+        "stop_ray_on_close": True,
+        "compiled_graph": True,
+    }
 
     @classmethod
-    def configure(cls, backend: str, spec: VecSpec, env_fns: list[Any], options: dict[str, Any],
-                  pool: PoolSettings) -> RaySettings:
+    def configure(
+        cls, backend: str, spec: VecSpec, env_fns: list[Any], options: dict[str, Any], pool: PoolSettings
+    ) -> RaySettings:
         options = {**cls.OPTIONS, **options}
         address, init_kwargs = options["address"], options["init_kwargs"]
         max_restarts = options["max_restarts"]
         if address is not None and not isinstance(address, str):
-            raise TypeError(f"address must be a str such as 'auto' or 'ray://127.0.0.1:10001', got {address!r}")
+            raise TypeError(
+                f"address must be a str such as 'auto' or 'ray://127.0.0.1:10001', got {address!r}"
+            )
         placement = ActorPlacement.check(options["actor_options"], options["placement"])
         if init_kwargs is not None and not isinstance(init_kwargs, dict):
             raise TypeError(f"init_kwargs must be a dict of ray.init arguments, got {init_kwargs!r}")
@@ -362,22 +408,35 @@ class RayActorTransport(Transport):
             pool.worker_slices = placement.split(len(env_fns), cluster_cpus(), backend)
         # A graph's results come all together, never the first ready (batch_size); a graph does not
         # survive its actor's death (restart_on_crash); Ray Client cannot compile graphs.
-        steps = ("actor calls (compiled_graph=False)" if not options["compiled_graph"]
-                 else "actor calls (restart_on_crash=True)" if pool.restart_on_crash
-                 else "actor calls (batch_size < num_envs)" if pool.batch_size not in (None, len(env_fns))
-                 else "actor calls (Ray Client: no compiled graph)" if client_connected()
-                 else "compiled graph")
+        steps = (
+            "actor calls (compiled_graph=False)"
+            if not options["compiled_graph"]
+            else "actor calls (restart_on_crash=True)"
+            if pool.restart_on_crash
+            else "actor calls (batch_size < num_envs)"
+            if pool.batch_size not in (None, len(env_fns))
+            else "actor calls (Ray Client: no compiled graph)"
+            if client_connected()
+            else "compiled graph"
+        )
         if steps.endswith("(Ray Client: no compiled graph)"):
-            logger.info("ray: connected through Ray Client, which cannot run a Ray Compiled Graph: every step "
-                        "is one actor call per actor")
+            logger.info(
+                "ray: connected through Ray Client, which cannot run a Ray Compiled Graph: every step "
+                "is one actor call per actor"
+            )
         # factories of a test module or a script's helper module: the actors cannot import them
         ship_by_value(env_fns)
         placement.reserve(len(pool.worker_slices), pool.timeout)
         return RaySettings(
-            address=address, steps=steps, placement=placement,
+            address=address,
+            steps=steps,
+            placement=placement,
             max_restarts=max_restarts if pool.restart_on_crash else 0,
-            init_kwargs=init_kwargs, stop_ray_on_close=bool(options["stop_ray_on_close"]),
-            timeout=pool.timeout, graph=CompiledStep(DEFAULT_TIMEOUT) if steps == "compiled graph" else None)
+            init_kwargs=init_kwargs,
+            stop_ray_on_close=bool(options["stop_ray_on_close"]),
+            timeout=pool.timeout,
+            graph=CompiledStep(DEFAULT_TIMEOUT) if steps == "compiled graph" else None,
+        )
 
     def __init__(self, index: int, envs: range, settings: RaySettings) -> None:
         super().__init__(index, envs, settings)
@@ -424,8 +483,7 @@ class RayActorTransport(Transport):
         """
         # Actors may first have to be scheduled and import torchwm: their start gets at least the default
         # (the pool's timeout message says how long it waited).
-        wait = (None if deadline.at is None
-                else max(deadline.remaining(), DEFAULT_TIMEOUT))  # type: ignore[type-var]
+        wait = None if deadline.at is None else max(deadline.remaining(), DEFAULT_TIMEOUT)  # type: ignore[type-var]
         began = time.monotonic()
         until = None if wait is None else began + wait
         while True:
@@ -452,25 +510,37 @@ class RayActorTransport(Transport):
         options = self._options
         strategy = options.get("scheduling_strategy")
         if options.get("placement_group") not in (None, "default") or isinstance(
-                strategy, ray.util.scheduling_strategies.PlacementGroupSchedulingStrategy):
+            strategy, ray.util.scheduling_strategies.PlacementGroupSchedulingStrategy
+        ):
             return  # a placement group's bundles were checked when it was created
         # Ray's actor default
-        demand = {"CPU": float(1 if options.get("num_cpus") is None else options["num_cpus"]),
-                  "GPU": float(options.get("num_gpus") or 0), "memory": float(options.get("memory") or 0),
-                  **{name: float(amount) for name, amount in (options.get("resources") or {}).items()}}
+        demand = {
+            "CPU": float(1 if options.get("num_cpus") is None else options["num_cpus"]),
+            "GPU": float(options.get("num_gpus") or 0),
+            "memory": float(options.get("memory") or 0),
+            **{name: float(amount) for name, amount in (options.get("resources") or {}).items()},
+        }
         demand = {name: amount for name, amount in demand.items() if amount > 0}
         nodes = [node for node in ray.nodes() if node["Alive"]]
         where = ""
-        if isinstance(strategy, ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy) and not strategy.soft:
+        if (
+            isinstance(strategy, ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy)
+            and not strategy.soft
+        ):
             nodes = [node for node in nodes if node["NodeID"] == strategy.node_id]
             where = f" (node affinity: node {strategy.node_id})"
-        if any(all(node["Resources"].get(name, 0.0) >= amount for name, amount in demand.items()) for node in nodes):
+        if any(
+            all(node["Resources"].get(name, 0.0) >= amount for name, amount in demand.items())
+            for node in nodes
+        ):
             return
         have = "; ".join(sorted({json_resources(node["Resources"]) for node in nodes})) or "no alive node"
         raise WorkerGone(
             f"Ray cannot place it: it asks for {json_resources(demand)}{where}, which no alive node of the cluster "
-            f"has (the nodes have: {have})", restartable=False,
-            hint="Pass actor_options that a node can meet, or add a node with those resources.")
+            f"has (the nodes have: {have})",
+            restartable=False,
+            hint="Pass actor_options that a node can meet, or add a node with those resources.",
+        )
 
     def stop(self) -> None:
         graph = self.settings.graph
@@ -575,8 +645,12 @@ class RayActorTransport(Transport):
 
     @classmethod
     def wait(cls, busy: list[Transport], timeout: float | None, need_all: bool) -> bool:
-        refs = [ref for transport in busy if isinstance(transport, cls) and transport._step is not None
-                for ref in transport._step[1]]
+        refs = [
+            ref
+            for transport in busy
+            if isinstance(transport, cls) and transport._step is not None
+            for ref in transport._step[1]
+        ]
         if refs and ray.is_initialized():
             try:
                 ray.wait(refs, num_returns=len(refs) if need_all else 1, timeout=timeout, fetch_local=False)
@@ -595,7 +669,9 @@ class RayActorTransport(Transport):
             try:
                 outcome = self.settings.graph.result(self, deadline)
             except ray.exceptions.RayTaskError as exc:
-                outcome = EnvFailure(ErrorReply(None, str(exc), "an error in the compiled graph's step", None))
+                outcome = EnvFailure(
+                    ErrorReply(None, str(exc), "an error in the compiled graph's step", None)
+                )
             ids = self._all_ids
         elif self._step is not None:
             (ids, refs), self._step = self._step, None
@@ -644,7 +720,13 @@ class RayActorTransport(Transport):
         assert self._batch is not None
         shape = self._batch.observation_space.shape
         assert shape is not None  # an array space: the only kind sent in chunks
-        return np.concatenate(parts[1:]).reshape(len(rewards), *shape), rewards, terminations, truncations, infos
+        return (
+            np.concatenate(parts[1:]).reshape(len(rewards), *shape),
+            rewards,
+            terminations,
+            truncations,
+            infos,
+        )
 
     def _get(self, refs: list[Any], timeout: float | None, waiting: bool = False) -> Any:
         """`ray.get` within ``timeout``: the value (of the one ref) or values, or the call's `EnvFailure`;
@@ -705,8 +787,15 @@ class RayActorTransport(Transport):
                 raise
             except BaseException as other:
                 raise lost_ray(other) from None
-            return EnvFailure(ErrorReply(None, str(exc), "ActorUnavailableError: Ray lost touch with this actor for "
-                                         "a while, so this call may or may not have run", None))
+            return EnvFailure(
+                ErrorReply(
+                    None,
+                    str(exc),
+                    "ActorUnavailableError: Ray lost touch with this actor for "
+                    "a while, so this call may or may not have run",
+                    None,
+                )
+            )
         raise TimeoutError
 
     def lost(self, exc: BaseException, also: Sequence[RayActorTransport] = ()) -> WorkerGone:
@@ -723,16 +812,22 @@ class RayActorTransport(Transport):
             reason = f"its node {self.node_id} was lost"
         elif getattr(exc, "actor_init_failed", False):
             reason += ": " + last_line(str(exc))  # the constructor's error, e.g. the import that failed
-        others = [t for t in self.settings.transports if t is not self and (t.node_id in dead_nodes or t in also)]
+        others = [
+            t for t in self.settings.transports if t is not self and (t.node_id in dead_nodes or t in also)
+        ]
         if others:
             reason += "; lost with it: " + ", ".join(t.describe() for t in others)
         envs = "Their" if others else "Its"
         if self.restarts:
-            hint = (f"Ray did not restart it (max_restarts={self.restarts} used up, or it died while starting): "
-                    f"{envs.lower()} envs are lost; close() this vector env and make a new one.")
+            hint = (
+                f"Ray did not restart it (max_restarts={self.restarts} used up, or it died while starting): "
+                f"{envs.lower()} envs are lost; close() this vector env and make a new one."
+            )
         else:
-            hint = (f"{envs} envs are lost: close() this vector env and make a new one (pass restart_on_crash=True "
-                    f"in backend_kwargs to let Ray restart a crashed actor).")
+            hint = (
+                f"{envs} envs are lost: close() this vector env and make a new one (pass restart_on_crash=True "
+                f"in backend_kwargs to let Ray restart a crashed actor)."
+            )
         return WorkerGone(reason, hint=hint)
 
     def _take(self, ids: np.ndarray, outcome: tuple | EnvFailure) -> list[dict] | ErrorReply:
@@ -745,4 +840,3 @@ class RayActorTransport(Transport):
             where: np.ndarray | slice = slice(first, last + 1) if last - first + 1 == ids.size else ids
             self._batch.store(where, obs, rewards, terminations, truncations)
         return outcome.reply if isinstance(outcome, EnvFailure) else infos
-

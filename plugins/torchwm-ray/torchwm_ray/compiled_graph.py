@@ -61,7 +61,8 @@ class CompiledStep:
                     steps = [m.actor.step_all.bind(actions_of[k]) for k, m in enumerate(self.members)]
                 timeout = self.members[0].timeout
                 self.graph = MultiOutputNode(steps).experimental_compile(
-                    _submit_timeout=-1 if timeout is None else timeout)  # -1: Ray's "no limit"
+                    _submit_timeout=-1 if timeout is None else timeout
+                )  # -1: Ray's "no limit"
                 self.warm = False
             self.sent = time.monotonic()
             self.running = True
@@ -106,8 +107,9 @@ class CompiledStep:
             raise
         except ray.exceptions.RayChannelTimeoutError:
             late = self._late_actors() or self.members
-            raise StepLost(", ".join(m.describe() for m in late),
-                           ", or compiled_graph=False to be able to recv() again") from None
+            raise StepLost(
+                ", ".join(m.describe() for m in late), ", or compiled_graph=False to be able to recv() again"
+            ) from None
         except (ray.exceptions.RayActorError, ray.exceptions.RayChannelError) as exc:
             self._failed(exc)
         except BaseException as exc:  # Ray itself went away (ray.shutdown()): Ray's error is then any error
@@ -215,4 +217,3 @@ class CompiledStep:
             pass  # a graph whose actor died may fail to tear down cleanly; its actors are killed at close()
         finally:
             graph_logger.setLevel(level)
-

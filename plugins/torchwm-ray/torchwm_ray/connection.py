@@ -86,7 +86,8 @@ def check_address(address: str | None) -> None:
     current = connected_address()
     if address == "local":
         started_here = (LocalRay.started and LocalRay.address == "local") or (
-            not client_connected() and getattr(ray._private.worker._global_node, "head", False))
+            not client_connected() and getattr(ray._private.worker._global_node, "head", False)
+        )
         if started_here:
             return
     elif address.startswith(CLIENT_PREFIX) or current.startswith(CLIENT_PREFIX):
@@ -186,14 +187,17 @@ def with_runtime_env(init_kwargs: dict[str, Any], runtime_env: Any) -> dict[str,
     if runtime_env is None:
         return init_kwargs
     if not isinstance(runtime_env, dict):
-        raise TypeError(f"runtime_env must be a dict such as {{'py_modules': [...]}}, got {runtime_env!r:.200}")
+        raise TypeError(
+            f"runtime_env must be a dict such as {{'py_modules': [...]}}, got {runtime_env!r:.200}"
+        )
     if "runtime_env" in init_kwargs:
         raise ValueError("give runtime_env once: as the runtime_env option or in init_kwargs, not both")
     if ray.is_initialized() and not (LocalRay.started and LocalRay.runtime_env == runtime_env):
         raise ValueError(
             f"ray: runtime_env={runtime_env!r:.200} applies when torchwm connects to Ray (it is the job's runtime "
             f"environment, given to ray.init), but this process is already connected with another one; pass it "
-            f"to your own ray.init(runtime_env=...), or close every ray vector env and ray.shutdown() first")
+            f"to your own ray.init(runtime_env=...), or close every ray vector env and ray.shutdown() first"
+        )
     return {**init_kwargs, "runtime_env": runtime_env}
 
 

@@ -43,22 +43,30 @@ class ActorPlacement:
         """The options checked (TypeError / ValueError, as Gymnasium raises for bad arguments)."""
         if isinstance(actor_options, (list, tuple)):
             if not actor_options or not all(isinstance(o, dict) for o in actor_options):
-                raise TypeError(f"actor_options must be a dict of ray.remote options or a list of one such dict per "
-                                f"actor, got {actor_options!r:.200}")
+                raise TypeError(
+                    f"actor_options must be a dict of ray.remote options or a list of one such dict per "
+                    f"actor, got {actor_options!r:.200}"
+                )
             per_actor: list[dict[str, Any]] | None = [dict(o) for o in actor_options]
             every = per_actor or []
         elif actor_options is None or isinstance(actor_options, dict):
             per_actor, every = None, [dict(actor_options or {})]
         else:
-            raise TypeError(f"actor_options must be a dict of ray.remote options or a list of one such dict per "
-                            f"actor, got {actor_options!r:.200}")
+            raise TypeError(
+                f"actor_options must be a dict of ray.remote options or a list of one such dict per "
+                f"actor, got {actor_options!r:.200}"
+            )
         if placement is not None and placement not in STRATEGIES:
-            raise ValueError(f"placement must be one of {list(STRATEGIES)} (a placement group strategy, one bundle "
-                             f"per actor) or None, got {placement!r}")
+            raise ValueError(
+                f"placement must be one of {list(STRATEGIES)} (a placement group strategy, one bundle "
+                f"per actor) or None, got {placement!r}"
+            )
         for options in every:
             if placement is not None and "scheduling_strategy" in options:
-                raise ValueError("give placement or a scheduling_strategy in actor_options, not both: placement "
-                                 f"{placement!r} puts each actor in a placement group of its own making")
+                raise ValueError(
+                    "give placement or a scheduling_strategy in actor_options, not both: placement "
+                    f"{placement!r} puts each actor in a placement group of its own making"
+                )
         common = {} if per_actor is not None else every[0]
         return cls(per_actor, common, placement)
 
@@ -70,8 +78,10 @@ class ActorPlacement:
     def actors(self, count: int) -> int:
         """The number of actors, checked against a list of per-actor options (``count``: the split's)."""
         if self.per_actor is not None and len(self.per_actor) != count:
-            raise ValueError(f"actor_options has {len(self.per_actor)} dicts, one per actor, but there are {count} "
-                             f"actors (num_actors / envs_per_actor); give one dict per actor")
+            raise ValueError(
+                f"actor_options has {len(self.per_actor)} dicts, one per actor, but there are {count} "
+                f"actors (num_actors / envs_per_actor); give one dict per actor"
+            )
         return count
 
     def options(self, index: int) -> dict[str, Any]:
@@ -81,7 +91,8 @@ class ActorPlacement:
             from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
             options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
-                self.group, placement_group_bundle_index=index)
+                self.group, placement_group_bundle_index=index
+            )
             options.setdefault("num_cpus", bundle_of(options)["CPU"])
         else:
             options.setdefault("scheduling_strategy", "SPREAD")
@@ -95,7 +106,9 @@ class ActorPlacement:
             return
         from ray.util.placement_group import placement_group
 
-        bundles = [bundle_of(self.per_actor[i] if self.per_actor is not None else self.common) for i in range(count)]
+        bundles = [
+            bundle_of(self.per_actor[i] if self.per_actor is not None else self.common) for i in range(count)
+        ]
         group = placement_group(bundles, strategy=self.strategy)
         started = time.monotonic()
         ready, _ = ray.wait([group.ready()], timeout=timeout)
@@ -127,4 +140,3 @@ def bundle_of(options: dict[str, Any]) -> dict[str, float]:
         bundle["GPU"] = float(options["num_gpus"])
     bundle.update({key: float(value) for key, value in (options.get("resources") or {}).items()})
     return bundle
-

@@ -111,7 +111,9 @@ class RayVectorEnv(WorkerPool):
     @property
     def actor_node_ids(self) -> list[str | None]:
         """The Ray node id each actor runs on (`ray.get_runtime_context().get_node_id()` there)."""
-        return [transport.node_id for transport in self._transports if isinstance(transport, RayActorTransport)]
+        return [
+            transport.node_id for transport in self._transports if isinstance(transport, RayActorTransport)
+        ]
 
     @property
     def compiled_graph(self) -> bool:

@@ -97,7 +97,9 @@ class Deadline:
     def waited(self) -> str:
         """How long the wait took, for a message: ``seconds``, or the real time when a transport waited longer
         (an actor's start gets a floor of its own)."""
-        elapsed = None if self.at is None or self.seconds is None else time.monotonic() - (self.at - self.seconds)
+        elapsed = (
+            None if self.at is None or self.seconds is None else time.monotonic() - (self.at - self.seconds)
+        )
         if elapsed is None or elapsed < self.seconds + 1.0:  # type: ignore[operator]
             return f"{self.seconds:g} s"
         return f"{elapsed:.0f} s (timeout={self.seconds:g})"
@@ -116,7 +118,9 @@ class WorkerGone(Exception):
             graph fails every actor's wait when one actor dies); None: the transport raising it.
     """
 
-    def __init__(self, reason: str, *, restartable: bool = True, hint: str = "", worker: int | None = None) -> None:
+    def __init__(
+        self, reason: str, *, restartable: bool = True, hint: str = "", worker: int | None = None
+    ) -> None:
         super().__init__(reason)
         self.reason = reason
         self.restartable = restartable
@@ -147,8 +151,13 @@ def default_num_workers() -> int:
         return os.cpu_count() or 1
 
 
-def split_envs(num_envs: int, num_workers: int | None, envs_per_worker: int | None,
-               backend: str = "backend", unit: str = "worker") -> list[range]:
+def split_envs(
+    num_envs: int,
+    num_workers: int | None,
+    envs_per_worker: int | None,
+    backend: str = "backend",
+    unit: str = "worker",
+) -> list[range]:
     """The envs of each worker: contiguous ranges, as even as possible.
 
     ``unit`` is what the backend calls a worker in its option names (``"actor"``: ``num_actors``).
@@ -170,7 +179,10 @@ def split_envs(num_envs: int, num_workers: int | None, envs_per_worker: int | No
                 f"{backend}: num_{unit}s={num_workers} and envs_per_{unit}={envs_per_worker} do not fit "
                 f"num_envs={num_envs} (that needs {workers} {unit}s); give one of them, or matching values"
             )
-        return [range(start, min(start + envs_per_worker, num_envs)) for start in range(0, num_envs, envs_per_worker)]
+        return [
+            range(start, min(start + envs_per_worker, num_envs))
+            for start in range(0, num_envs, envs_per_worker)
+        ]
     workers = min(num_workers if num_workers is not None else default_num_workers(), num_envs)
     bounds = np.linspace(0, num_envs, workers + 1).round().astype(int)
     # Larger groups first, like np.array_split, so the split reads naturally.
@@ -250,7 +262,9 @@ class Batch:
     process's memory. A transport may hold it elsewhere
     (`torchwm.vector.transports.shared_memory.SharedBatch`)."""
 
-    def __init__(self, observation_space: gym.Space, num_envs: int, action_space: gym.Space | None = None) -> None:
+    def __init__(
+        self, observation_space: gym.Space, num_envs: int, action_space: gym.Space | None = None
+    ) -> None:
         self.observation_space = observation_space
         self.action_space = action_space
         self.observations: Any = create_batch(observation_space, num_envs)
@@ -258,8 +272,9 @@ class Batch:
         self.terminations = np.zeros(num_envs, dtype=np.bool_)
         self.truncations = np.zeros(num_envs, dtype=np.bool_)
 
-    def store(self, ids: np.ndarray | slice, observations: Any, rewards: Any, terminations: Any,
-              truncations: Any) -> None:
+    def store(
+        self, ids: np.ndarray | slice, observations: Any, rewards: Any, terminations: Any, truncations: Any
+    ) -> None:
         """Write the rows of envs ``ids`` (``observations`` None: already written in place)."""
         if observations is not None:
             put_rows(self.observation_space, self.observations, ids, observations)
@@ -269,8 +284,12 @@ class Batch:
 
     def rows(self, start: int, stop: int) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
         """Views of one worker's rows: (observations, rewards, terminations, truncations)."""
-        return (slice_rows(self.observation_space, self.observations, start, stop), self.rewards[start:stop],
-                self.terminations[start:stop], self.truncations[start:stop])
+        return (
+            slice_rows(self.observation_space, self.observations, start, stop),
+            self.rewards[start:stop],
+            self.terminations[start:stop],
+            self.truncations[start:stop],
+        )
 
     def release(self) -> None:
         """Free what the batch holds outside this process (nothing here)."""
@@ -293,15 +312,27 @@ class Transport(ABC):
         self.envs = envs
 
     @classmethod
-    def configure(cls, backend: str, spec: VecSpec, env_fns: list[Callable[[], gym.Env]],
-                  options: dict[str, Any], pool: PoolSettings) -> Any:
+    def configure(
+        cls,
+        backend: str,
+        spec: VecSpec,
+        env_fns: list[Callable[[], gym.Env]],
+        options: dict[str, Any],
+        pool: PoolSettings,
+    ) -> Any:
         """Check this transport's options (and anything else that must fail before a worker starts);
         returns the settings every worker gets. ``pool`` holds the pool's own options, checked."""
         return None
 
     @classmethod
-    def choose_worker_count(cls, spec: VecSpec, env_fns: list[Callable[[], gym.Env]], settings: Any, *,
-                            timeout: float | None = None) -> WorkerChoice | None:
+    def choose_worker_count(
+        cls,
+        spec: VecSpec,
+        env_fns: list[Callable[[], gym.Env]],
+        settings: Any,
+        *,
+        timeout: float | None = None,
+    ) -> WorkerChoice | None:
         """When the user left the split to the pool: a `torchwm.vector.transports.worker_count.WorkerChoice`
         (how many workers to start, from measurements), or None for one per core (the default). A measurement
         that builds an env waits for it at most ``timeout`` (the pool's), and gets `gym_specs_of` ``spec``
@@ -309,8 +340,9 @@ class Transport(ABC):
         return None
 
     @classmethod
-    def create_batch(cls, observation_space: gym.Space, action_space: gym.Space, num_envs: int,
-                     num_workers: int) -> Batch:
+    def create_batch(
+        cls, observation_space: gym.Space, action_space: gym.Space, num_envs: int, num_workers: int
+    ) -> Batch:
         """The batch every worker of the pool writes into (or whose rows the pool stores)."""
         return Batch(observation_space, num_envs, action_space)
 

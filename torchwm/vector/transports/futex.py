@@ -35,8 +35,15 @@ def _load_syscall():
     except (OSError, AttributeError):
         return None
     syscall.restype = ctypes.c_long
-    syscall.argtypes = [ctypes.c_long, ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
-                        ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+    syscall.argtypes = [
+        ctypes.c_long,
+        ctypes.c_void_p,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_int,
+    ]
     return syscall
 
 

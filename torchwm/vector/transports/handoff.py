@@ -81,8 +81,10 @@ class WaitPlan:
     measured: str = ""
 
     def __str__(self) -> str:
-        text = (f"the parent polls up to {as_microseconds(self.parent_spin)} for a step, then sleeps; an idle worker polls "
-                f"{as_microseconds(self.worker_spin)}, then sleeps ({self.how}")
+        text = (
+            f"the parent polls up to {as_microseconds(self.parent_spin)} for a step, then sleeps; an idle worker polls "
+            f"{as_microseconds(self.worker_spin)}, then sleeps ({self.how}"
+        )
         return text + (f": {self.measured})" if self.measured else ")")
 
 
@@ -141,8 +143,9 @@ class WaitTuner:
         if self._skip > 0:
             self._skip -= 1
             return
-        self._samples.append(Sample(sent - last[0], sent - last[2], sent - last[1], ended - began, began - sent,
-                                    seen - ended))
+        self._samples.append(
+            Sample(sent - last[0], sent - last[2], sent - last[1], ended - began, began - sent, seen - ended)
+        )
         if len(self._samples) >= WINDOW_STEPS * self.num_workers:
             self._choose()
 
@@ -157,8 +160,11 @@ class WaitTuner:
     def _choose(self) -> None:
         samples = self._samples
         step, idle = _median(samples, "dispatch") + _median(samples, "compute"), _median(samples, "idle")
-        parent_spin = min(max(1.5 * step, SHORT_SPIN_SECONDS), MAX_SPIN_SECONDS) if self.core_to_spare \
+        parent_spin = (
+            min(max(1.5 * step, SHORT_SPIN_SECONDS), MAX_SPIN_SECONDS)
+            if self.core_to_spare
             else SHORT_SPIN_SECONDS
+        )
         worker_spin = MAX_SPIN_SECONDS if idle <= MAX_SPIN_SECONDS / 2 else SLOW_CALLER_WORKER_SPIN_SECONDS
         measured = (
             f"a step of a worker's envs {as_microseconds(_median(samples, 'compute'))}, hand-off there "
@@ -168,11 +174,17 @@ class WaitTuner:
             + ("a core to spare for the parent" if self.core_to_spare else "no core to spare for the parent")
         )
         if _median(samples, "compute") < _median(samples, "dispatch") + _median(samples, "collect"):
-            measured += ("; a worker's step is shorter than its hand-offs: fewer workers (num_workers) or "
-                         "backend='sync' would be faster")
+            measured += (
+                "; a worker's step is shorter than its hand-offs: fewer workers (num_workers) or "
+                "backend='sync' would be faster"
+            )
         previous, self.plan = self.plan, WaitPlan(parent_spin, worker_spin, "measured", measured)
         self.measuring = False
         self._until_recheck = int(RECHECK_SECONDS / max(_median(samples, "cycle"), 1e-6)) * self.num_workers
-        if (previous.how, previous.parent_spin, previous.worker_spin) != ("measured", parent_spin, worker_spin):
+        if (previous.how, previous.parent_spin, previous.worker_spin) != (
+            "measured",
+            parent_spin,
+            worker_spin,
+        ):
             # a change only: the steps are measured every few seconds
             logger.info("shmem waits: %s", self.plan)

@@ -48,8 +48,12 @@ class LocalWorker(Transport):
 
     def attach(self, batch: Batch) -> None:
         assert self._payload is not None
-        self._group = EnvGroup(self._envs, self._payload.autoreset_mode, *batch.rows(self.envs.start, self.envs.stop),
-                               first_env=self.envs.start)
+        self._group = EnvGroup(
+            self._envs,
+            self._payload.autoreset_mode,
+            *batch.rows(self.envs.start, self.envs.stop),
+            first_env=self.envs.start,
+        )
         self._command = None
 
     def send(self, command: ControlCommand) -> None:

@@ -61,8 +61,12 @@ def flag_rows(count: int) -> tuple[memoryview, np.ndarray, np.ndarray, np.ndarra
     """One buffer of ``count`` envs' rewards (float64), terminations and truncations, and a view of each:
     a step sends them as one raw message, where three pickled arrays cost ten times as much."""
     buffer = np.zeros(10 * count, dtype=np.uint8)
-    return (buffer.data, buffer[: 8 * count].view(np.float64), buffer[8 * count: 9 * count].view(np.bool_),
-            buffer[9 * count:].view(np.bool_))
+    return (
+        buffer.data,
+        buffer[: 8 * count].view(np.float64),
+        buffer[8 * count : 9 * count].view(np.bool_),
+        buffer[9 * count :].view(np.bool_),
+    )
 
 
 # -- the worker's end ------------------------------------------------------------------------------
@@ -73,13 +77,24 @@ def serve(conn: Any, envs: list, payload: WorkerPayload, seq: int, setup: Any) -
     first = envs[0]
     count = len(envs)
     flags, rewards, terminations, truncations = flag_rows(count)
-    group = EnvGroup(envs, payload.autoreset_mode, create_batch(first.observation_space, count),
-                     rewards, terminations, truncations, first_env=payload.first_env)
+    group = EnvGroup(
+        envs,
+        payload.autoreset_mode,
+        create_batch(first.observation_space, count),
+        rewards,
+        terminations,
+        truncations,
+        first_env=payload.first_env,
+    )
     all_local = list(range(count))
     readable = Readable(conn)
     # All rows of an array batch go as raw bytes, and the actions of an array action space come so.
-    raw_observations = group.observations.data.cast("B") if isinstance(group.observation_space, ARRAY_SPACES) else None
-    raw_actions = create_batch(group.action_space, count) if isinstance(group.action_space, ARRAY_SPACES) else None
+    raw_observations = (
+        group.observations.data.cast("B") if isinstance(group.observation_space, ARRAY_SPACES) else None
+    )
+    raw_actions = (
+        create_batch(group.action_space, count) if isinstance(group.action_space, ARRAY_SPACES) else None
+    )
     try:
         send_reply(conn, seq, None)  # the answer to Setup
         while True:
@@ -90,18 +105,26 @@ def serve(conn: Any, envs: list, payload: WorkerPayload, seq: int, setup: Any) -
                     assert raw_actions is not None  # the parent sends RawStep for array action spaces only
                     received = conn.recv_bytes_into(raw_actions.data.cast("B"))
                     if received != raw_actions.nbytes:
-                        raise ValueError(f"a step's actions came as {received} bytes, expected {raw_actions.nbytes}")
+                        raise ValueError(
+                            f"a step's actions came as {received} bytes, expected {raw_actions.nbytes}"
+                        )
                     command = Step(None, raw_actions)
                 if isinstance(command, Step):
                     local_ids = all_local if command.local_ids is None else command.local_ids
                     infos = group.step(local_ids, command.actions)
                     if command.local_ids is None and raw_observations is not None:
-                        send_reply(conn, seq, Rows(None, None, None, None, infos), raw=(raw_observations, flags))
+                        send_reply(
+                            conn, seq, Rows(None, None, None, None, infos), raw=(raw_observations, flags)
+                        )
                     else:
                         send_reply(conn, seq, _rows(group, local_ids, infos))
                 elif isinstance(command, Reset):
                     infos = group.answer(command)
-                    send_reply(conn, seq, infos if isinstance(infos, ErrorReply) else _rows(group, command.local_ids, infos))
+                    send_reply(
+                        conn,
+                        seq,
+                        infos if isinstance(infos, ErrorReply) else _rows(group, command.local_ids, infos),
+                    )
                 elif not answer_control(conn, seq, command, group, payload.first_env):
                     return
             except (EOFError, BrokenPipeError):
@@ -118,8 +141,13 @@ def serve(conn: Any, envs: list, payload: WorkerPayload, seq: int, setup: Any) -
 def _rows(group: EnvGroup, local_ids: list[int], infos: list[dict]) -> Rows:
     ids = None if len(local_ids) == len(group.envs) else np.asarray(local_ids)
     pick = slice(None) if ids is None else ids
-    return Rows(take_rows(group.observation_space, group.observations, ids), group.rewards[pick].copy(),
-                group.terminations[pick].copy(), group.truncations[pick].copy(), infos)
+    return Rows(
+        take_rows(group.observation_space, group.observations, ids),
+        group.rewards[pick].copy(),
+        group.terminations[pick].copy(),
+        group.truncations[pick].copy(),
+        infos,
+    )
 
 
 # -- the parent's end ------------------------------------------------------------------------------
@@ -144,7 +172,9 @@ class PipeWorker(ProcessWorker):
     def attach(self, batch: Batch) -> None:
         self._batch = batch
         array_rows = isinstance(batch.observation_space, ARRAY_SPACES)
-        self._raw_rows = [batch.observations[self._rows].data.cast("B"), self._flag_bytes] if array_rows else None
+        self._raw_rows = (
+            [batch.observations[self._rows].data.cast("B"), self._flag_bytes] if array_rows else None
+        )
         action_space = batch.action_space
         self._action_dtype = action_space.dtype if isinstance(action_space, ARRAY_SPACES) else None
         self._step = None
@@ -171,7 +201,10 @@ class PipeWorker(ProcessWorker):
             super().send(RawStep(), raw=np.ascontiguousarray(actions).data.cast("B"))
         else:  # some envs, or actions in another dtype (sent as given, so that every env gets them unchanged)
             super().send(Step(local_ids, actions))
-        self._step = (self.seq, self._all_ids if local_ids is None else np.asarray(local_ids) + self.envs.start)
+        self._step = (
+            self.seq,
+            self._all_ids if local_ids is None else np.asarray(local_ids) + self.envs.start,
+        )
 
     def poll(self) -> bool:
         # A step answered already was read (and dropped) while waiting for a later control answer.
@@ -204,7 +237,9 @@ class PipeWorker(ProcessWorker):
             if any(worker.readable() for worker in workers):
                 return True
             os.sched_yield()
-        wait_connections([worker.conn for worker in workers] + [worker.process.sentinel for worker in workers], timeout)
+        wait_connections(
+            [worker.conn for worker in workers] + [worker.process.sentinel for worker in workers], timeout
+        )
         return False
 
     def restart(self, payload: WorkerPayload) -> None:

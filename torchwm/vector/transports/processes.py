@@ -77,12 +77,19 @@ START_METHODS = ("fork", "forkserver", "spawn")
 DEFAULT_START_METHOD = "forkserver"
 # The conformance suite runs every check under each start method, with envs split over two workers,
 # and with the parent stepping worker 0's share next to one worker process (inline=True).
-CONFORMANCE_VARIANTS = ([{"context": method, "num_workers": 2} for method in START_METHODS]
-                        + [{"context": method, "num_workers": 2, "inline": True} for method in ("fork", "forkserver")])
+CONFORMANCE_VARIANTS = [{"context": method, "num_workers": 2} for method in START_METHODS] + [
+    {"context": method, "num_workers": 2, "inline": True} for method in ("fork", "forkserver")
+]
 # Modules the forkserver imports once and every worker shares; this module too, since a worker unpickles
 # its process object (`ForkServerWorkerProcess`) from it.
-_PRELOAD = ["torchwm.vector.transports.processes", "torchwm.vector.transports.pipe",
-            "torchwm.vector.transports.shared_memory", "gymnasium", "numpy", "cloudpickle"]
+_PRELOAD = [
+    "torchwm.vector.transports.processes",
+    "torchwm.vector.transports.pipe",
+    "torchwm.vector.transports.shared_memory",
+    "gymnasium",
+    "numpy",
+    "cloudpickle",
+]
 # A worker waiting for its next command polls with sched_yield this long before it blocks: longer than
 # the parent's own work between two steps, since waking a sleeping process costs more than that work.
 WORKER_SPIN_SECONDS = 0.001
@@ -204,8 +211,14 @@ class ProcessWorker(Transport):
         self.reached_torchwm = False
 
     @classmethod
-    def configure(cls, backend: str, spec: VecSpec, env_fns: list[Callable[[], gym.Env]],
-                  options: dict[str, Any], pool: PoolSettings) -> ProcessSettings:
+    def configure(
+        cls,
+        backend: str,
+        spec: VecSpec,
+        env_fns: list[Callable[[], gym.Env]],
+        options: dict[str, Any],
+        pool: PoolSettings,
+    ) -> ProcessSettings:
         if getattr(multiprocessing.current_process(), "_inheriting", False):
             # This process is a 'spawn' worker running the parent's main script again (it has no
             # `if __name__ == "__main__":` guard) and would start workers of its own. It ends quietly: the
@@ -215,7 +228,9 @@ class ProcessWorker(Transport):
         if context is None:
             context = DEFAULT_START_METHOD
         if context not in START_METHODS:
-            raise ValueError(f"{backend}: context must be one of {list(START_METHODS)} (a start method), got {context!r}")
+            raise ValueError(
+                f"{backend}: context must be one of {list(START_METHODS)} (a start method), got {context!r}"
+            )
         if context not in multiprocessing.get_all_start_methods():
             raise ValueError(f"{backend}: start method {context!r} is not available on this platform")
         for fn in dict.fromkeys(env_fns):  # each distinct factory once
@@ -238,7 +253,8 @@ class ProcessWorker(Transport):
         self.process = process_class(
             target=worker_main,
             args=(child_conn, inherited, cloudpickle.dumps(payload), self.settings.serve),
-            name=f"torchwm-worker-{self.index}", daemon=True,
+            name=f"torchwm-worker-{self.index}",
+            daemon=True,
         )
         self.process.start()
         _STARTED.add(self.process)
@@ -272,9 +288,11 @@ class ProcessWorker(Transport):
             hint = "Its stderr shows the worker's own traceback."
             main = sys.modules.get("__main__")
             if self.settings.start_method == "spawn" and getattr(main, "__file__", None) is not None:
-                hint = ("Under the 'spawn' start method a worker runs your main script again first: create "
-                        "vector envs under `if __name__ == '__main__':`, or use the default start method, "
-                        "forkserver, which does not.")
+                hint = (
+                    "Under the 'spawn' start method a worker runs your main script again first: create "
+                    "vector envs under `if __name__ == '__main__':`, or use the default start method, "
+                    "forkserver, which does not."
+                )
         return WorkerGone(exit_reason(self.process.exitcode), hint=hint)
 
     def describe(self) -> str:
@@ -328,8 +346,11 @@ class ProcessWorker(Transport):
         return self._receive(deadline, self.seq)
 
     def _cut(self) -> WorkerGone:
-        return WorkerGone("an interrupt (Ctrl-C) came in the middle of a message to or from this worker, and its "
-                          "pipe cannot be read again", restartable=False)
+        return WorkerGone(
+            "an interrupt (Ctrl-C) came in the middle of a message to or from this worker, and its "
+            "pipe cannot be read again",
+            restartable=False,
+        )
 
     def _read(self, seq: int, into: list[memoryview] | None = None) -> tuple[bool, Any]:
         """Read one message (there must be one): (True, reply) if it answers command ``seq``, (False, None)
@@ -366,8 +387,11 @@ class ProcessWorker(Transport):
             if deadline.expired:
                 raise TimeoutError
             # A reply already there is read at once: the wait below costs more than the check.
-            ready = [self.conn] if self.readable() else wait_connections([self.conn, self.process.sentinel],
-                                                                         deadline.remaining())
+            ready = (
+                [self.conn]
+                if self.readable()
+                else wait_connections([self.conn, self.process.sentinel], deadline.remaining())
+            )
             if self.conn in ready:
                 current, reply = self._read(seq, into)
                 if current:
@@ -396,8 +420,11 @@ class _ForkServerPopen(popen_forkserver.Popen):
     """
 
     def _launch(self, process_obj: Any) -> None:
-        prep_data = {key: value for key, value in spawn.get_preparation_data(process_obj._name).items()
-                     if key not in _MAIN_MODULE_KEYS}
+        prep_data = {
+            key: value
+            for key, value in spawn.get_preparation_data(process_obj._name).items()
+            if key not in _MAIN_MODULE_KEYS
+        }
         buf = io.BytesIO()
         mp_context.set_spawning_popen(self)
         try:
@@ -409,8 +436,7 @@ class _ForkServerPopen(popen_forkserver.Popen):
         # As in the standard library: a duplicate of the data pipe's write end is the sentinel of the
         # parent for the child.
         _parent_w = os.dup(w)
-        self.finalizer = util.Finalize(
-            self, util.close_fds, (_parent_w, self.sentinel))  # type: ignore[attr-defined]
+        self.finalizer = util.Finalize(self, util.close_fds, (_parent_w, self.sentinel))  # type: ignore[attr-defined]
         with open(w, "wb", closefd=True) as f:
             f.write(buf.getbuffer())
         self.pid = forkserver.read_signed(self.sentinel)
@@ -494,7 +520,9 @@ def wait_for_message(conn: Any, readable: Readable, idle_since: float) -> None:
 def quiet_ale_banner(payload: WorkerPayload) -> None:
     """No ALE banner from a worker: the emulator prints one each time a process makes its first
     `ALEInterface` (at Info log level), and the parent has shown it already, or will."""
-    if "ale_py" not in sys.modules and not any(str(s.entry_point).startswith("ale_py") for s in payload.gym_specs):
+    if "ale_py" not in sys.modules and not any(
+        str(s.entry_point).startswith("ale_py") for s in payload.gym_specs
+    ):
         return
     try:
         import ale_py

@@ -170,7 +170,9 @@ def plan_layout(
         ("terminations", (), np.dtype(np.bool_), (n,)),
         ("truncations", (), np.dtype(np.bool_), (n,)),
     ]
-    arrays += [("observations", path, dtype, (n, *shape)) for path, dtype, shape in _leaves(observation_space)]
+    arrays += [
+        ("observations", path, dtype, (n, *shape)) for path, dtype, shape in _leaves(observation_space)
+    ]
     arrays += [("actions", path, dtype, (n, *shape)) for path, dtype, shape in _leaves(action_space)]
     entries = []
     offset = 0
@@ -194,8 +196,14 @@ class SharedBatch(Batch):
 
     action_space: gym.Space
 
-    def __init__(self, layout: Layout, mapping: mmap.mmap, observation_space: gym.Space,
-                 action_space: gym.Space, fd: int | None) -> None:
+    def __init__(
+        self,
+        layout: Layout,
+        mapping: mmap.mmap,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        fd: int | None,
+    ) -> None:
         self.layout = layout
         self.observation_space = observation_space
         self.action_space = action_space
@@ -257,8 +265,9 @@ class SharedBatch(Batch):
             futex_wake(self.parent_bell_address)
 
     @classmethod
-    def create(cls, observation_space: gym.Space, action_space: gym.Space, num_envs: int,
-               num_workers: int) -> SharedBatch:
+    def create(
+        cls, observation_space: gym.Space, action_space: gym.Space, num_envs: int, num_workers: int
+    ) -> SharedBatch:
         layout = plan_layout(observation_space, action_space, num_envs, num_workers)
         fd = _anonymous_file(layout.name)
         try:
@@ -275,7 +284,9 @@ class SharedBatch(Batch):
         send_handle(conn, self._fd, pid)
 
     @classmethod
-    def attach(cls, layout: Layout, fd: int, observation_space: gym.Space, action_space: gym.Space) -> SharedBatch:
+    def attach(
+        cls, layout: Layout, fd: int, observation_space: gym.Space, action_space: gym.Space
+    ) -> SharedBatch:
         """Map the block whose descriptor ``fd`` came from `send` (and close ``fd``)."""
         try:
             mapping = mmap.mmap(fd, layout.size)
@@ -328,7 +339,9 @@ def mapped_segments(pid: int | str = "self") -> list[str]:
             lines = maps.read().splitlines()
     except FileNotFoundError:
         return []
-    names = {line.split("/memfd:", 1)[1].split(" ")[0] for line in lines if f"/memfd:{SEGMENT_PREFIX}" in line}
+    names = {
+        line.split("/memfd:", 1)[1].split(" ")[0] for line in lines if f"/memfd:{SEGMENT_PREFIX}" in line
+    }
     return sorted(names)
 
 
@@ -343,7 +356,9 @@ def serve(conn: Any, envs: list, payload: WorkerPayload, seq: int, setup: Setup)
     shared = SharedBatch.attach(setup.layout, recv_handle(conn), first.observation_space, first.action_space)
     count = len(envs)
     rows = slice(payload.first_env, payload.first_env + count)
-    group = EnvGroup(envs, payload.autoreset_mode, *shared.rows(rows.start, rows.stop), first_env=payload.first_env)
+    group = EnvGroup(
+        envs, payload.autoreset_mode, *shared.rows(rows.start, rows.stop), first_env=payload.first_env
+    )
     try:
         send_reply(conn, seq, None)  # the answer to Setup
         _serve_steps(group, conn, shared, worker_index, rows, payload.first_env)
@@ -356,8 +371,9 @@ def serve(conn: Any, envs: list, payload: WorkerPayload, seq: int, setup: Setup)
         shared.release()
 
 
-def _serve_steps(group: EnvGroup, conn: Any, shared: SharedBatch, worker_index: int, rows: slice,
-                 first_env: int) -> None:
+def _serve_steps(
+    group: EnvGroup, conn: Any, shared: SharedBatch, worker_index: int, rows: slice, first_env: int
+) -> None:
     all_local = list(range(len(group.envs)))
     action_space = group.action_space
     actions_view = slice_rows(action_space, shared.actions, rows.start, rows.stop)
@@ -467,25 +483,48 @@ class SharedMemoryWorker(ProcessWorker):
     settings: SharedMemorySettings
 
     @classmethod
-    def configure(cls, backend: str, spec: VecSpec, env_fns: list[Callable[[], gym.Env]],
-                  options: dict[str, Any], pool: PoolSettings) -> SharedMemorySettings:
+    def configure(
+        cls,
+        backend: str,
+        spec: VecSpec,
+        env_fns: list[Callable[[], gym.Env]],
+        options: dict[str, Any],
+        pool: PoolSettings,
+    ) -> SharedMemorySettings:
         spin = options.get("spin_seconds")
         if spin is not None and (isinstance(spin, bool) or not isinstance(spin, (int, float))):
-            raise TypeError(f"{backend}: spin_seconds must be a number of seconds or None (measure it), got {spin!r}")
+            raise TypeError(
+                f"{backend}: spin_seconds must be a number of seconds or None (measure it), got {spin!r}"
+            )
         if spin is not None and not 0 <= spin <= MAX_SPIN_SECONDS:
-            raise ValueError(f"{backend}: spin_seconds must be between 0 and {MAX_SPIN_SECONDS} (seconds both sides "
-                             f"poll before they sleep), got {spin!r}")
+            raise ValueError(
+                f"{backend}: spin_seconds must be between 0 and {MAX_SPIN_SECONDS} (seconds both sides "
+                f"poll before they sleep), got {spin!r}"
+            )
         settings = super().configure(backend, spec, env_fns, options, pool)
         return SharedMemorySettings(settings.context, settings.serve, None if spin is None else float(spin))
 
     @classmethod
-    def choose_worker_count(cls, spec: VecSpec, env_fns: list[Callable[[], gym.Env]],
-                            settings: SharedMemorySettings, *, timeout: float | None = None) -> WorkerChoice | None:
+    def choose_worker_count(
+        cls,
+        spec: VecSpec,
+        env_fns: list[Callable[[], gym.Env]],
+        settings: SharedMemorySettings,
+        *,
+        timeout: float | None = None,
+    ) -> WorkerChoice | None:
         # the user's factories: building one more could have effects (a video file)
         if spec.env_fns is not None:
             return None
-        return measured_worker_choice(spec.num_envs, default_num_workers(), env_key(spec), env_fns[0], settings.context,
-                                      gym_specs=gym_specs_of(spec), timeout=timeout)
+        return measured_worker_choice(
+            spec.num_envs,
+            default_num_workers(),
+            env_key(spec),
+            env_fns[0],
+            settings.context,
+            gym_specs=gym_specs_of(spec),
+            timeout=timeout,
+        )
 
     def __init__(self, index: int, envs: range, settings: Any) -> None:
         super().__init__(index, envs, settings)
@@ -499,8 +538,9 @@ class SharedMemoryWorker(ProcessWorker):
         self._abandoned = False
 
     @classmethod
-    def create_batch(cls, observation_space: gym.Space, action_space: gym.Space, num_envs: int,
-                     num_workers: int) -> Batch:
+    def create_batch(
+        cls, observation_space: gym.Space, action_space: gym.Space, num_envs: int, num_workers: int
+    ) -> Batch:
         return SharedBatch.create(observation_space, action_space, num_envs, num_workers)
 
     def attach(self, batch: Batch) -> None:
@@ -510,11 +550,15 @@ class SharedMemoryWorker(ProcessWorker):
         self._action_space = batch.action_space
         # The dtype of a plain array action space: its actions are checked and written without a walk of the
         # space.
-        self._action_dtype = batch.action_space.dtype if isinstance(batch.action_space, ARRAY_SPACES) else None
+        self._action_dtype = (
+            batch.action_space.dtype if isinstance(batch.action_space, ARRAY_SPACES) else None
+        )
         self._actions = slice_rows(batch.action_space, shared.actions, rows.start, rows.stop)
-        self._mask = shared.step_mask[rows.start:rows.stop]
+        self._mask = shared.step_mask[rows.start : rows.stop]
         if shared.tuner is None:  # the first worker attached: one tuner for the pool
-            shared.tuner = WaitTuner(shared.layout.num_workers, default_num_workers(), self.settings.spin_seconds)
+            shared.tuner = WaitTuner(
+                shared.layout.num_workers, default_num_workers(), self.settings.spin_seconds
+            )
             shared.worker_spin[0] = shared.tuner.worker_spin
         self._tuner = shared.tuner
         super().send(Setup(shared.layout))
@@ -529,7 +573,11 @@ class SharedMemoryWorker(ProcessWorker):
         assert shared is not None
         w = self.index
         dtype = self._action_dtype
-        if (getattr(actions, "dtype", None) == dtype) if dtype is not None else _dtypes_match(self._action_space, actions):
+        if (
+            (getattr(actions, "dtype", None) == dtype)
+            if dtype is not None
+            else _dtypes_match(self._action_space, actions)
+        ):
             if local_ids is None:
                 if dtype is not None:
                     self._actions[:] = actions
@@ -602,8 +650,11 @@ class SharedMemoryWorker(ProcessWorker):
         if not any(done_seq[w] == seq for w, seq in expected):
             # Bounded so that a dead worker is noticed at once (it never rings) and a missed ring costs
             # little.
-            futex_wait(shared.parent_bell_address, bell,
-                       LIVENESS_SECONDS if timeout is None else min(LIVENESS_SECONDS, timeout))
+            futex_wait(
+                shared.parent_bell_address,
+                bell,
+                LIVENESS_SECONDS if timeout is None else min(LIVENESS_SECONDS, timeout),
+            )
         shared.parent_sleeping[0] = 0
         return False
 

@@ -234,8 +234,13 @@ def _receive(conn: Any, expected: str, timeout: float) -> Any:
     return value
 
 
-def measure(context: Any, key: str, env_fn: Callable[[], Any], gym_specs: Sequence[Any] = (),
-            timeout: float | None = None) -> tuple[Handoff | None, float | None]:
+def measure(
+    context: Any,
+    key: str,
+    env_fn: Callable[[], Any],
+    gym_specs: Sequence[Any] = (),
+    timeout: float | None = None,
+) -> tuple[Handoff | None, float | None]:
     """The machine's hand-off (once per process and start method) and the step of an env from ``env_fn``
     (once per ``key``), measured in a helper process of ``context`` that registers ``gym_specs`` first, as the
     workers do; None for what could not be measured (the helper raised, died, or took longer than
@@ -251,9 +256,17 @@ def measure(context: Any, key: str, env_fn: Callable[[], Any], gym_specs: Sequen
     if ping or probe:
         parent_conn, child_conn = context.Pipe()
         process_class = ForkServerWorkerProcess if method == "forkserver" else context.Process
-        helper = process_class(target=_helper, name="torchwm-measure", daemon=True,
-                               args=(child_conn, ping, cloudpickle.dumps(env_fn) if probe else None,
-                                     cloudpickle.dumps(list(gym_specs)) if probe else None))
+        helper = process_class(
+            target=_helper,
+            name="torchwm-measure",
+            daemon=True,
+            args=(
+                child_conn,
+                ping,
+                cloudpickle.dumps(env_fn) if probe else None,
+                cloudpickle.dumps(list(gym_specs)) if probe else None,
+            ),
+        )
         helper.start()
         child_conn.close()
         try:
@@ -281,7 +294,8 @@ def _probe(conn: Any, timeout: float | None) -> float:
             raise EnvTimeoutError(
                 f"shmem: an env was not built within {build_wait:g} s (timeout=) in the helper process that "
                 f"measures its step before the workers start; the workers would not build theirs in time "
-                f"either. Pass a larger timeout=, or look for an env whose constructor hangs") from None
+                f"either. Pass a larger timeout=, or look for an env whose constructor hangs"
+            ) from None
         raise
     return _receive(conn, "step", STEP_DEADLINE_SECONDS)
 
@@ -295,26 +309,41 @@ def _settle(measurement: Callable[[], Any], what: str, key: str) -> Any:
         raise
     except (OSError, EOFError, TimeoutError, RuntimeError) as exc:
         # The helper's own error comes as its text ("RuntimeError: ..."); a helper that died, as EOFError.
-        detail = ("the helper process ended (the env crashed or exited)" if isinstance(exc, EOFError)
-                  else str(exc) or type(exc).__name__)
+        detail = (
+            "the helper process ended (the env crashed or exited)"
+            if isinstance(exc, EOFError)
+            else str(exc) or type(exc).__name__
+        )
         reason = f"{what} could not be measured: {detail}"
         _failures[key] = reason
-        warnings.warn(f"shmem: {reason}; starting one worker per core (pass backend_kwargs={{'num_workers': "
-                      f"...}} to choose)", RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            f"shmem: {reason}; starting one worker per core (pass backend_kwargs={{'num_workers': "
+            f"...}} to choose)",
+            RuntimeWarning,
+            stacklevel=2,
+        )
         return None
 
 
 def measure_failure(method: str, key: str) -> str:
     """Why the hand-off (start method ``method``) or the env step (``key``) could not be measured ("": it
     was)."""
-    return "; ".join(reason for reason in (_failures.get(method, "") if _handoffs.get(method) is None else "",
-                                           _failures.get(key, "") if _env_steps.get(key) is None else "") if reason)
+    return "; ".join(
+        reason
+        for reason in (
+            _failures.get(method, "") if _handoffs.get(method) is None else "",
+            _failures.get(key, "") if _env_steps.get(key) is None else "",
+        )
+        if reason
+    )
 
 
 # -- the choice --------------------------------------------------------------------------------------
 
 
-def predicted_step_seconds(num_envs: int, workers: int, cores: int, env_step: float, handoff: Handoff) -> float:
+def predicted_step_seconds(
+    num_envs: int, workers: int, cores: int, env_step: float, handoff: Handoff
+) -> float:
     """A vector step's time with ``workers`` workers: the largest share of envs stepped, the hand-off there
     (an idle worker polls), the hand-off back (the parent polls only with a core to spare, else it sleeps),
     and the parent's own work for each worker."""
@@ -327,17 +356,28 @@ def choose_worker_count(num_envs: int, cores: int, env_step: float, handoff: Han
     """The count of workers predicted fastest; one per core (at most one per env) unless fewer are predicted
     at least 10% faster."""
     default = min(cores, num_envs)
-    predicted = {w: predicted_step_seconds(num_envs, w, cores, env_step, handoff) for w in range(1, default + 1)}
+    predicted = {
+        w: predicted_step_seconds(num_envs, w, cores, env_step, handoff) for w in range(1, default + 1)
+    }
     fastest = min(predicted, key=predicted.__getitem__)
     workers = fastest if predicted[fastest] < KEEP_DEFAULT_WITHIN * predicted[default] else default
-    measured = (f"an env step {as_microseconds(env_step)}, a hand-off {as_microseconds(handoff.poll)} polling and {as_microseconds(handoff.wake)} "
-                f"asleep; a step predicted {', '.join(f'{as_microseconds(t)} with {w}' for w, t in predicted.items())} "
-                f"worker(s) on {cores} cores")
+    measured = (
+        f"an env step {as_microseconds(env_step)}, a hand-off {as_microseconds(handoff.poll)} polling and {as_microseconds(handoff.wake)} "
+        f"asleep; a step predicted {', '.join(f'{as_microseconds(t)} with {w}' for w, t in predicted.items())} "
+        f"worker(s) on {cores} cores"
+    )
     return WorkerChoice(workers, measured)
 
 
-def measured_worker_choice(num_envs: int, cores: int, key: str, env_fn: Callable[[], Any], context: Any,
-                           gym_specs: Sequence[Any] = (), timeout: float | None = None) -> WorkerChoice | None:
+def measured_worker_choice(
+    num_envs: int,
+    cores: int,
+    key: str,
+    env_fn: Callable[[], Any],
+    context: Any,
+    gym_specs: Sequence[Any] = (),
+    timeout: float | None = None,
+) -> WorkerChoice | None:
     """`choose_worker_count` from the measured hand-off and env step (`measure`), logged; None when there is
     nothing to choose (one core, one env, no futexes); one worker per core, with the reason in
     ``WorkerChoice.fallback``, when either could not be measured."""
@@ -345,8 +385,11 @@ def measured_worker_choice(num_envs: int, cores: int, key: str, env_fn: Callable
         return None
     handoff, env_step = measure(context, key, env_fn, gym_specs, timeout)
     if handoff is None or env_step is None:
-        choice = WorkerChoice(min(cores, num_envs), "", measure_failure(context.get_start_method(), key) or
-                              "the measurement failed")
+        choice = WorkerChoice(
+            min(cores, num_envs),
+            "",
+            measure_failure(context.get_start_method(), key) or "the measurement failed",
+        )
         logger.info("shmem: %d envs on %s", num_envs, choice)
         return choice
     choice = choose_worker_count(num_envs, cores, env_step, handoff)
