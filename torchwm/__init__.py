@@ -60,7 +60,8 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """``to_torch`` and ``ToTorch``, imported on first use, so that ``import torchwm`` does not import torch."""
+    """``to_torch`` and ``ToTorch``, imported on first use, so that ``import torchwm`` does not import
+    torch."""
     if name in ("to_torch", "ToTorch"):
         import torchwm.to_torch as module  # the module is callable as to_torch
 

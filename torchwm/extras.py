@@ -65,7 +65,9 @@ def missing_extra(extra: str, needed_by: str) -> MissingExtraError:
 
     Example:
         >>> from torchwm.extras import missing_extra
-        >>> str(missing_extra("plot", "torchwm bench --plot")).startswith("torchwm bench --plot needs matplotlib")
+        >>> str(missing_extra("plot", "torchwm bench --plot")).startswith(
+        ...     "torchwm bench --plot needs matplotlib"
+        ... )
         True
     """
     return MissingExtraError(

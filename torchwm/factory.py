@@ -122,7 +122,8 @@ def gymnasium_arguments(
     if unknown:
         raise TypeError(
             f"vector_kwargs {unknown} have no torchwm equivalent; torchwm takes backend options in "
-            f"backend_kwargs= (copy, context, max_concurrency and observation_mode map to it; see docs/from-gymnasium.md)"
+            f"backend_kwargs= (copy, context, max_concurrency and observation_mode map to it; see "
+            f"docs/from-gymnasium.md)"
         )
     if vector_kwargs:
         backend_kwargs = {**{VECTOR_KWARGS[k]: v for k, v in vector_kwargs.items()}, **(backend_kwargs or {})}
@@ -211,7 +212,8 @@ def resolve_spec(
         backend_kwargs=dict(backend_kwargs or {}),
         family=resolved.family,
     )
-    # Decided here, not when an env is built, so that the spec (and a config dumped from it) says what is built.
+    # Decided here, not when an env is built, so that the spec (and a config dumped from it) says what is
+    # built.
     return spec.replace(
         fused=fused and spec.family == "atari" and unfusable_reason(_without_recorders(spec)[0]) is None
     )
@@ -343,7 +345,8 @@ def make_env(
     """
     if source is not None and backend is not None and source != backend:
         raise ValueError(
-            f"make_env got source={source!r} and backend={backend!r}; backend is another name for source, give one"
+            f"make_env got source={source!r} and backend={backend!r}; backend is another name for source, "
+            f"give one"
         )
     spec = resolve_spec(
         id,
@@ -439,7 +442,8 @@ def make_vec_from_fns(
     """
     if isinstance(env_fns, (str, bytes)) or not isinstance(env_fns, Sequence) or not env_fns:
         raise TypeError(
-            f"env_fns must be a non-empty list of callables that each return a gymnasium.Env, got {env_fns!r:.200}"
+            f"env_fns must be a non-empty list of callables that each return a gymnasium.Env, "
+            f"got {env_fns!r:.200}"
         )
     if not isinstance(backend, str):
         raise TypeError(f"backend must be a registered backend name (a str), got {backend!r}")
@@ -494,8 +498,8 @@ def check_distinct_envs(envs: Sequence[gym.Env]) -> None:
         first = seen.setdefault(id(env.unwrapped), i)
         if first != i:
             raise ValueError(
-                "You tried to create multiple environments, but the function to create them returned the same "
-                f"instance instead of creating different objects (envs {first} and {i} are one env). Each env "
-                "factory must build a new env every time it is called, e.g. `lambda: gym.make(...)`, not "
-                "`lambda: env`"
+                "You tried to create multiple environments, but the function to create them returned the "
+                f"same instance instead of creating different objects (envs {first} and {i} are one env). "
+                "Each env factory must build a new env every time it is called, e.g. "
+                "`lambda: gym.make(...)`, not `lambda: env`"
             )

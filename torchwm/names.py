@@ -92,9 +92,15 @@ def _unknown(name: str) -> UnknownNameError:
     namespace = name.split("/", 1)[0] if "/" in name else None
     hint = ""
     if namespace in NAMESPACE_PACKAGES and not any(k.startswith(namespace + "/") for k in gym.registry):
-        hint = f"Ids in the {namespace!r} namespace come from the package {NAMESPACE_PACKAGES[namespace]!r}: pip install {NAMESPACE_PACKAGES[namespace]}."
+        hint = (
+            f"Ids in the {namespace!r} namespace come from the package {NAMESPACE_PACKAGES[namespace]!r}: "
+            f"pip install {NAMESPACE_PACKAGES[namespace]}."
+        )
     elif namespace and not any(k.startswith(namespace + "/") for k in gym.registry):
-        hint = f"No package has registered the namespace {namespace!r} with Gymnasium; install the package that provides it."
+        hint = (
+            f"No package has registered the namespace {namespace!r} with Gymnasium; install the package "
+            f"that provides it."
+        )
     known = list(gym.registry) + list(_atari_short_names())
     return UnknownNameError(
         "env id", name, known, hint=hint or "Gymnasium's registry and ALE's games were searched."

@@ -103,7 +103,8 @@ class PluginManager(pluggy.PluginManager):
                 if ep.group != group or self.is_blocked(ep.name) or ep.name in self.failed:
                     continue
                 if self.has_plugin(ep.name):
-                    # Another copy of the same distribution is skipped, as pluggy does; another one's is an error.
+                    # Another copy of the same distribution is skipped, as pluggy does; another one's is an
+                    # error.
                     owner = self._distribution_of(ep.name)
                     if owner != dist.metadata["name"]:
                         self._fail(ep.name, dist, f"the plugin name {ep.name!r} is taken by {owner}")

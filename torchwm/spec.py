@@ -88,8 +88,9 @@ class VecSpec:
     backend: str = "sync"
     backend_kwargs: dict[str, Any] = field(default_factory=dict)
     family: str = "generic"  # "atari" for ALE envs; decides the default stack and the fused path
-    # Python backends build the fused Atari env, equal to the stack, instead of the wrapper chain. resolve_spec
-    # sets it where the fused env can run the stack exactly (and ``make_vec(fused=False)`` did not forbid it).
+    # Python backends build the fused Atari env, equal to the stack, instead of the wrapper chain.
+    # resolve_spec sets it where the fused env can run the stack exactly (and ``make_vec(fused=False)`` did
+    # not forbid it).
     fused: bool = False
     # One no-argument env factory per env (`torchwm.make_vec_from_fns`), built instead of ``id``; callables,
     # so a spec that has them cannot be written as data (`to_dict` refuses it, as for callable wrappers).
@@ -107,7 +108,8 @@ class VecSpec:
         if self.env_fns is not None:
             raise ValueError(
                 "this spec builds its envs with callables (env_fns, from make_vec_from_fns) and cannot be "
-                "written as data; register the env (gymnasium.register, or a source plugin) and name it instead"
+                "written as data; register the env (gymnasium.register, or a source plugin) and name it "
+                "instead"
             )
         callables = [w.name for w in self.wrappers if w.fn is not None]
         if callables:
@@ -214,7 +216,8 @@ def check_timeout(value: Any, name: str = "timeout") -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(
-            f"{name} must be a number of seconds > 0, or None for no limit, got {value!r} ({type(value).__name__})"
+            f"{name} must be a number of seconds > 0, or None for no limit, got {value!r} "
+            f"({type(value).__name__})"
         )
     if math.isnan(value) or value <= 0:
         raise ValueError(f"{name} must be a number of seconds > 0, or None for no limit, got {value!r}")
@@ -305,7 +308,8 @@ def _check_option(wrapper: str, key: str, value: Any, annotation: Any) -> Any:
         error = exc.errors()[0]
         expected = _type_name(annotation)
         raise WrapperOptionError(
-            f"wrapper {wrapper!r}: option {key!r} expected {expected}, got {value!r} ({error['msg'].lower()})",
+            f"wrapper {wrapper!r}: option {key!r} expected {expected}, got {value!r} "
+            f"({error['msg'].lower()})",
             key,
             f"{expected_text(error)}, got {show_value(value)}",
         ) from None
@@ -352,10 +356,11 @@ def resolve_wrapper(item: Any, *, family: str = "generic", env_id: str = "") -> 
     if unknown:
         listed = f"its options are: {', '.join(options) or '(none)'}"
         raise WrapperOptionError(
-            f"wrapper {name!r} has no option {', '.join(map(repr, unknown))}{did_you_mean(unknown[0], list(options))}; "
-            f"{listed}",
+            f"wrapper {name!r} has no option {', '.join(map(repr, unknown))}"
+            f"{did_you_mean(unknown[0], list(options))}; {listed}",
             unknown[0],
-            f"wrapper {name!r} has no option {unknown[0]!r}{did_you_mean(unknown[0], list(options))}; {listed}",
+            f"wrapper {name!r} has no option {unknown[0]!r}{did_you_mean(unknown[0], list(options))}; "
+            f"{listed}",
         )
     try:
         hints = typing.get_type_hints(
@@ -397,7 +402,8 @@ def resolve_wrappers(
 
 
 def wrapper_env_kwargs(wrappers: Sequence[WrapperSpec]) -> dict[str, Any]:
-    """Env keyword defaults the stack needs (``render_mode`` for pixels, ``frameskip=1`` under preprocessing)."""
+    """Env keyword defaults the stack needs (``render_mode`` for pixels, ``frameskip=1`` under
+    preprocessing)."""
     needed: dict[str, Any] = {}
     for w in wrappers:
         if w.fn is None:

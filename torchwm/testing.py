@@ -216,7 +216,8 @@ def _atari_autoreset(target: BackendUnderTest, mode: str) -> None:
             if ended_at is not None:
                 if mode == "next_step":
                     assert rewards[0] == 0 and not done[0], (
-                        f"next_step: the step after an episode end must be a reset step (reward 0, no flags), got reward {rewards[0]}, flags {done[0]}"
+                        f"next_step: the step after an episode end must be a reset step (reward 0, no "
+                        f"flags), got reward {rewards[0]}, flags {done[0]}"
                     )
                 return
             if done[0]:
@@ -250,13 +251,15 @@ def check_spaces_and_dtypes(target: BackendUnderTest) -> None:
     with target.make(n, seed=1) as envs:
         assert envs.num_envs == n, f"num_envs: expected {n}, got {envs.num_envs}"
         assert envs.observation_space == gym.vector.utils.batch_space(envs.single_observation_space, n), (
-            f"observation_space {envs.observation_space} is not {envs.single_observation_space} batched {n} times"
+            f"observation_space {envs.observation_space} is not {envs.single_observation_space} batched "
+            f"{n} times"
         )
         assert envs.action_space == gym.vector.utils.batch_space(envs.single_action_space, n), (
             f"action_space {envs.action_space} is not {envs.single_action_space} batched {n} times"
         )
         assert envs.metadata.get("autoreset_mode") is gym.vector.AutoresetMode.NEXT_STEP, (
-            f"metadata['autoreset_mode']: expected AutoresetMode.NEXT_STEP, got {envs.metadata.get('autoreset_mode')!r}"
+            f"metadata['autoreset_mode']: expected AutoresetMode.NEXT_STEP, "
+            f"got {envs.metadata.get('autoreset_mode')!r}"
         )
         obs, infos = envs.reset()
         assert isinstance(infos, dict), f"reset infos: expected a dict, got {type(infos).__name__}"
@@ -461,7 +464,8 @@ def check_batch_size(target: BackendUnderTest) -> None:
 
 
 def check_close(target: BackendUnderTest) -> None:
-    """close() twice is fine; any use after close raises ClosedEnvironmentError; also works as a context manager."""
+    """close() twice is fine; any use after close raises ClosedEnvironmentError; also works as a context
+    manager."""
     envs = target.make(2, seed=0)
     envs.reset()
     envs.close()

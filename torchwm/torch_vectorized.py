@@ -35,7 +35,8 @@ class TorchVectorizedEnv:
         envs_per_worker: envs each worker steps; ``total_envs = num_workers * envs_per_worker``.
         backend: ``"shmem"`` (default), ``"subproc"`` or ``"sync"`` (all envs in this process).
         seed: the seed of the first reset (env ``i`` gets ``seed + i``).
-        autoreset_mode: ``"same_step"`` (default, see the module docstring), ``"next_step"`` or ``"disabled"``.
+        autoreset_mode: ``"same_step"`` (default, see the module docstring), ``"next_step"`` or
+            ``"disabled"``.
         **backend_kwargs: more backend options (``context``, ``timeout``, ``batch_size``, ``copy``,
             ``restart_on_crash``).
 

@@ -1,4 +1,5 @@
-"""The shmem backend's waits: measured while it runs (torchwm/vector/transports/handoff.py), or fixed by spin_seconds."""
+"""The shmem backend's waits: measured while it runs (torchwm/vector/transports/handoff.py), or fixed by
+spin_seconds."""
 
 from __future__ import annotations
 

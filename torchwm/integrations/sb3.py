@@ -76,8 +76,8 @@ class SB3VecEnv(VecEnv):
         mode = vec.metadata.get("autoreset_mode")
         if mode is not gym.vector.AutoresetMode.SAME_STEP:
             raise ValueError(
-                f"SB3VecEnv needs a vector env that resets ended envs in the same step, as SB3's own do: make it "
-                f"with autoreset_mode='same_step', got {getattr(mode, 'value', mode)!r}"
+                f"SB3VecEnv needs a vector env that resets ended envs in the same step, as SB3's own do: "
+                f"make it with autoreset_mode='same_step', got {getattr(mode, 'value', mode)!r}"
             )
         self.vec = vec
         self._first_reset = True
@@ -98,8 +98,9 @@ class SB3VecEnv(VecEnv):
             )
             self.reset_infos = infos_to_list(infos, self.num_envs)
         else:
-            # DummyVecEnv resets each env with its own options; a torchwm reset gives one options dict to the envs
-            # it resets, so the envs are reset in groups of equal options (env_ids), and their rows put together.
+            # DummyVecEnv resets each env with its own options; a torchwm reset gives one options dict to the
+            # envs it resets, so the envs are reset in groups of equal options (env_ids), and their rows put
+            # together.
             space = self.vec.single_observation_space
             rows: list[Any] = [None] * self.num_envs
             self.reset_infos = [{} for _ in range(self.num_envs)]
@@ -139,8 +140,8 @@ class SB3VecEnv(VecEnv):
         # (a wrapped one too) has step.
         space = self.vec.single_action_space
         if isinstance(space, (gym.spaces.Dict, gym.spaces.Tuple)) and not isinstance(actions, dict):
-            # SB3 gives one action per env (actions[i], as DummyVecEnv reads them); a Gymnasium vector env takes
-            # one dict/tuple of batched arrays.
+            # SB3 gives one action per env (actions[i], as DummyVecEnv reads them); a Gymnasium vector env
+            # takes one dict/tuple of batched arrays.
             if len(actions) != self.num_envs:
                 raise ValueError(
                     f"SB3VecEnv.step_async expected {self.num_envs} actions, one per env, got "

@@ -139,7 +139,12 @@ def ale_vector_kwargs(
     Example:
         >>> from torchwm.factory import resolve_spec
         >>> kwargs = ale_vector_kwargs(resolve_spec("ALE/Pong-v5", 8, backend="ale-native"))
-        >>> kwargs["game"], kwargs["stack_num"], kwargs["reward_clipping"], kwargs["repeat_action_probability"]
+        >>> (
+        ...     kwargs["game"],
+        ...     kwargs["stack_num"],
+        ...     kwargs["reward_clipping"],
+        ...     kwargs["repeat_action_probability"],
+        ... )
         ('pong', 4, False, 0.25)
     """
     n = spec.num_envs
@@ -437,16 +442,16 @@ def make_ale_native(spec: VecSpec, **backend_kwargs: Any) -> AleNativeVectorEnv:
 
 # The conformance checks ALE's engine cannot meet, and why (docs/atari.md says the same).
 CONFORMANCE_SKIPS = {
-    "check_matches_sync": "ALE draws no-ops with its own C++ RNG (0..noop_max-1) and seeds sticky actions with "
-    "the raw seed, where Gymnasium's AtariEnv derives both from a SeedSequence (no-ops "
+    "check_matches_sync": "ALE draws no-ops with its own C++ RNG (0..noop_max-1) and seeds sticky actions "
+    "with the raw seed, where Gymnasium's AtariEnv derives both from a SeedSequence (no-ops "
     "1..noop_max): same seed, other streams. Equal arrays hold with noop_max=0 and no "
     "sticky actions (tests/test_ale_native.py)",
     "check_partial_and_async": "AtariVectorEnv steps all envs (or the batch of its last result) together: "
     "step(actions, env_ids=<a subset>) is refused with NotImplementedError",
-    "check_batch_size": "batch_size=k is ALE's EnvPool-style asynchronous mode: reset() and recv() return k envs "
-    "and send() takes k actions for those envs; it does not promise that every env comes back",
-    "check_attributes": "the envs are C++ objects: set_attr is refused with NotImplementedError (get_attr answers "
-    "the spaces, render_mode and get_action_meanings)",
+    "check_batch_size": "batch_size=k is ALE's EnvPool-style asynchronous mode: reset() and recv() return "
+    "k envs and send() takes k actions for those envs; it does not promise that every env comes back",
+    "check_attributes": "the envs are C++ objects: set_attr is refused with NotImplementedError (get_attr "
+    "answers the spaces, render_mode and get_action_meanings)",
 }
 
 

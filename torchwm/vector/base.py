@@ -75,8 +75,8 @@ def check_observation_mode(observation_mode: Any) -> ObservationMode:
     if isinstance(observation_mode, str) and observation_mode in ("same", "different"):
         return observation_mode
     raise ValueError(
-        f"Invalid `observation_mode`, expected: 'same' or 'different' or tuple of single and batch observation "
-        f"space, actual got {observation_mode!s:.200}"
+        f"Invalid `observation_mode`, expected: 'same' or 'different' or tuple of single and batch "
+        f"observation space, actual got {observation_mode!s:.200}"
     )
 
 
@@ -105,9 +105,9 @@ def resolve_spaces(
     for i, space in enumerate(observation_spaces):
         if same and space != single:
             raise RuntimeError(
-                f"{owner}(..., observation_mode='same') however the sub-environments observation spaces are not "
-                f"equivalent. (env {i} has observation space {space}, unlike env 0's {single}.) If this is "
-                f"intentional, use `observation_mode='different'` instead."
+                f"{owner}(..., observation_mode='same') however the sub-environments observation spaces are "
+                f"not equivalent. (env {i} has observation space {space}, unlike env 0's {single}.) If "
+                f"this is intentional, use `observation_mode='different'` instead."
             )
         if not same and not is_space_dtype_shape_equiv(space, single):
             raise RuntimeError(
@@ -118,8 +118,9 @@ def resolve_spaces(
     for i, space in enumerate(action_spaces):
         if space != action_spaces[0]:
             raise RuntimeError(
-                f"Sub-environment action space doesn't make the `single_action_space`: env {i} has action space "
-                f"{space}, unlike env 0's {action_spaces[0]}; every env of a vector env must have the same one"
+                f"Sub-environment action space doesn't make the `single_action_space`: env {i} has action "
+                f"space {space}, unlike env 0's {action_spaces[0]}; every env of a vector env must have the "
+                f"same one"
             )
     if batched is None:
         n = len(observation_spaces)
@@ -281,7 +282,8 @@ class VectorEnv(gym.vector.VectorEnv):
         timeout = self.timeout if timeout is None else check_timeout(timeout, "reset_wait(timeout=)")
         if self._pending_reset is None:
             raise NoAsyncCallError(
-                "Calling `reset_wait` without any prior call to `reset_async`. (Or call reset(), which does both.)",
+                "Calling `reset_wait` without any prior call to `reset_async`. (Or call reset(), which does "
+                "both.)",
                 "reset",
             )
         (seed, options), self._pending_reset = self._pending_reset, None
@@ -461,7 +463,10 @@ class VectorEnv(gym.vector.VectorEnv):
             pass
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self._vec_spec.id}, num_envs={self.num_envs}, backend={self._vec_spec.backend!r})"
+        return (
+            f"{type(self).__name__}({self._vec_spec.id}, num_envs={self.num_envs}, "
+            f"backend={self._vec_spec.backend!r})"
+        )
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -499,8 +504,8 @@ class VectorEnv(gym.vector.VectorEnv):
         candidates = np.flatnonzero(self._in_flight)
         if not candidates.size:
             raise NoAsyncCallError(
-                "Calling `step_wait` without any prior call to `step_async`. (recv() with no action in flight; "
-                "call send() first.)",
+                "Calling `step_wait` without any prior call to `step_async`. (recv() with no action in "
+                "flight; call send() first.)",
                 "step",
             )
         return candidates
@@ -551,7 +556,8 @@ class VectorEnv(gym.vector.VectorEnv):
         expected = f"expected a NumPy bool array with one entry per env, shape ({n},)"
         if not isinstance(mask, np.ndarray):
             raise TypeError(
-                f"`options['reset_mask']` must be a numpy array, got {type(mask)}: {expected}, got {mask!r:.200}"
+                f"`options['reset_mask']` must be a numpy array, got {type(mask)}: {expected}, "
+                f"got {mask!r:.200}"
             )
         if mask.shape != (n,):
             raise ValueError(
@@ -563,7 +569,8 @@ class VectorEnv(gym.vector.VectorEnv):
             )
         if not mask.any():
             raise ValueError(
-                f"`options['reset_mask']` must contain a boolean array with at least one True value, got reset_mask={mask}"
+                f"`options['reset_mask']` must contain a boolean array with at least one True value, "
+                f"got reset_mask={mask}"
             )
         return np.flatnonzero(mask)
 

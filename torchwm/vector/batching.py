@@ -157,7 +157,8 @@ def check_actions(space: gym.Space, actions: Any, count: int, *, check_range: bo
         low, high = 0, 1
     if array.size and (np.any(array < low) or np.any(array > high)):
         raise ValueError(
-            f"actions out of range for {space}: expected values in [{np.min(low)}, {np.max(high)}], got {array!r:.200}"
+            f"actions out of range for {space}: expected values in [{np.min(low)}, {np.max(high)}], "
+            f"got {array!r:.200}"
         )
     return array
 

@@ -304,9 +304,9 @@ class WorkerPool(VectorEnv):
         talking to the same workers at once would cut each other's messages."""
         if not self._in_use.acquire(blocking=False):
             raise AlreadyPendingCallError(
-                f"{self.backend_name}: refused {doing}: this vector env is being used from another thread (a "
-                f"step, reset or call is under way there). A vector env, like Gymnasium's, is not thread-safe: "
-                f"use it from one thread at a time, or give each thread its own",
+                f"{self.backend_name}: refused {doing}: this vector env is being used from another thread "
+                f"(a step, reset or call is under way there). A vector env, like Gymnasium's, is not "
+                f"thread-safe: use it from one thread at a time, or give each thread its own",
                 "step",
             )
 
@@ -332,9 +332,9 @@ class WorkerPool(VectorEnv):
         self._check_usable()
         if self._any_must_reset and self._must_reset[ids].any():
             raise gym.error.ResetNeeded(
-                f"{self.backend_name}: envs {ids[self._must_reset[ids]].tolist()} must be reset before they step "
-                f"again (reset(), or reset(env_ids=[...])): their last step raised or was interrupted (Ctrl-C), so "
-                f"their state is not what the last results said"
+                f"{self.backend_name}: envs {ids[self._must_reset[ids]].tolist()} must be reset before "
+                f"they step again (reset(), or reset(env_ids=[...])): their last step raised or was "
+                f"interrupted (Ctrl-C), so their state is not what the last results said"
             )
         try:
             self._start_step(ids, actions)
@@ -422,8 +422,9 @@ class WorkerPool(VectorEnv):
             if deadline.expired:
                 waiting = sorted(int(i) for ids in busy.values() if ids is not None for i in ids)
                 raise EnvTimeoutError(
-                    f"{self.backend_name}: envs {waiting} did not finish their step within {deadline.seconds:g} s; "
-                    f"recv(timeout=...) again to keep waiting, or close() to stop the workers"
+                    f"{self.backend_name}: envs {waiting} did not finish their step within "
+                    f"{deadline.seconds:g} s; recv(timeout=...) again to keep waiting, or close() to stop "
+                    f"the workers"
                 )
             waiting_on = [transports[w] for w in busy]
             if not waiting_on:
@@ -548,9 +549,9 @@ class WorkerPool(VectorEnv):
         closed (and is: closing it or dropping it touches nothing of the parent's)."""
         self.closed = True
         raise ClosedEnvironmentError(
-            f"{self.backend_name}: this vector env's workers belong to process {self._owner_pid}, and this is a "
-            f"forked copy of it in process {os.getpid()}: the copy is closed and cannot step them. Make a new "
-            f"vector env in this process"
+            f"{self.backend_name}: this vector env's workers belong to process {self._owner_pid}, and this "
+            f"is a forked copy of it in process {os.getpid()}: the copy is closed and cannot step them. Make "
+            f"a new vector env in this process"
         )
 
     def __copy__(self) -> NoReturn:
@@ -628,12 +629,13 @@ class WorkerPool(VectorEnv):
         if lost is not None:
             return EnvTimeoutError(
                 f"{self.backend_name}: {lost.late or transport.describe()} did not answer within {waited} "
-                f"while {doing}, and this step cannot be waited for again, so this vector env is now closed; make a "
-                f"new one (pass a larger timeout= for slow envs{lost.hint})"
+                f"while {doing}, and this step cannot be waited for again, so this vector env is now closed; "
+                f"make a new one (pass a larger timeout= for slow envs{lost.hint})"
             )
         return EnvTimeoutError(
             f"{self.backend_name}: {transport.describe()} did not answer within {waited} while "
-            f"{doing}; pass a larger timeout= (backend_kwargs or recv(timeout=)), or look for an env that hangs"
+            f"{doing}; pass a larger timeout= (backend_kwargs or recv(timeout=)), or look for an env that "
+            f"hangs"
         )
 
     def _answer(
@@ -810,4 +812,7 @@ class WorkerPool(VectorEnv):
 
     def __repr__(self) -> str:
         settings = "" if self.transport_settings is None else f", {self.transport_settings!r}"
-        return f"{type(self).__name__}({self.spec.id}, num_envs={self.num_envs}, num_workers={self.num_workers}{settings})"
+        return (
+            f"{type(self).__name__}({self.spec.id}, num_envs={self.num_envs}, "
+            f"num_workers={self.num_workers}{settings})"
+        )

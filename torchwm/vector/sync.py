@@ -140,8 +140,9 @@ class SyncVectorEnv(VectorEnv):
     def __copy__(self) -> SyncVectorEnv:
         # A shallow copy would share the envs, and closing or dropping it would close the original's.
         raise TypeError(
-            "SyncVectorEnv cannot be copied with copy.copy: the copy would share its envs (closing or dropping "
-            "either would close the other's). Pass the vector env itself, or copy.deepcopy it for envs of its own"
+            "SyncVectorEnv cannot be copied with copy.copy: the copy would share its envs (closing or "
+            "dropping either would close the other's). Pass the vector env itself, or copy.deepcopy it for "
+            "envs of its own"
         )
 
 

@@ -45,8 +45,11 @@ def atari_preprocessing(
         >>> env = torchwm.make_env("ALE/Pong-v5", wrappers=["atari_preprocessing"], fused=False)
         >>> env.observation_space.shape
         (84, 84)
-        >>> env = torchwm.make_env("ALE/Pong-v5", wrappers=[{"name": "atari_preprocessing", "screen_size": (64, 96)}],
-        ...                        fused=False)
+        >>> env = torchwm.make_env(
+        ...     "ALE/Pong-v5",
+        ...     wrappers=[{"name": "atari_preprocessing", "screen_size": (64, 96)}],
+        ...     fused=False,
+        ... )
         >>> env.observation_space.shape
         (96, 64)
     """
@@ -75,7 +78,8 @@ def ale_of(env: gym.Env, wrapper: str) -> Any:
     ale = getattr(env.unwrapped, "ale", None)
     if ale is None:
         raise ValueError(
-            f"wrapper {wrapper!r} needs an ALE env (one with .unwrapped.ale), got {type(env.unwrapped).__name__}"
+            f"wrapper {wrapper!r} needs an ALE env (one with .unwrapped.ale), "
+            f"got {type(env.unwrapped).__name__}"
         )
     return ale
 

@@ -112,7 +112,9 @@ def resize(env: gym.Env, width: int, height: int) -> gym.Env:
 
     Example:
         >>> import torchwm
-        >>> env = torchwm.make_env("CartPole-v1", size=(64, 64), wrappers=[{"name": "resize", "width": 32, "height": 16}])
+        >>> env = torchwm.make_env(
+        ...     "CartPole-v1", size=(64, 64), wrappers=[{"name": "resize", "width": 32, "height": 16}]
+        ... )
         >>> env.observation_space.shape
         (16, 32, 3)
     """

@@ -32,13 +32,15 @@ import torchwm
 __version__ = "0.1.0"
 
 DIFFERENCES = {
-    "check_autoreset_same_step": "EnvPool autoresets an ended env on its next step only (autoreset_mode='next_step')",
-    "check_autoreset_disabled": "EnvPool autoresets an ended env on its next step only (autoreset_mode='next_step')",
+    "check_autoreset_same_step": "EnvPool autoresets an ended env on its next step only "
+    "(autoreset_mode='next_step')",
+    "check_autoreset_disabled": "EnvPool autoresets an ended env on its next step only "
+    "(autoreset_mode='next_step')",
     "check_matches_sync": "EnvPool's C++ envs draw no-ops and sticky actions from their own RNG, so the same "
     "seed gives other episodes than Gymnasium's AtariPreprocessing (without randomness, "
     "noop_max=1 and no sticky actions, the arrays are equal: see the plugin's tests)",
-    "check_partial_and_async": "it seeds one env alone (reset(env_ids=[2], seed=40)), and EnvPool fixes seeds per "
-    "pool; env_ids and send/recv themselves are tested by the plugin's tests",
+    "check_partial_and_async": "it seeds one env alone (reset(env_ids=[2], seed=40)), and EnvPool fixes "
+    "seeds per pool; env_ids and send/recv themselves are tested by the plugin's tests",
 }
 
 
@@ -78,7 +80,9 @@ def register_backends(register):
     register(
         "envpool",
         make_envpool_vector_env,
-        description="EnvPool's C++ thread pool: Atari under the standard stack, classic control (torchwm-envpool)",
+        description=(
+            "EnvPool's C++ thread pool: Atari under the standard stack, classic control (torchwm-envpool)"
+        ),
         # The conformance kit checks this backend on Pong: EnvPool cannot run its Python check env.
         family="atari",
         conformance={"skip": DIFFERENCES},

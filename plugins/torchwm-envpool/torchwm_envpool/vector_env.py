@@ -169,8 +169,9 @@ class EnvPoolVectorEnv(VectorEnv):
         pool_batch = self._pool_options["batch_size"]
         if self._is_async and ids.size < pool_batch:
             raise ValueError(
-                f"EnvPool returns exactly batch_size={pool_batch} envs per wait, so the envpool backend cannot "
-                f"reset {ids.size} envs alone; reset at least {pool_batch} (or make the env with a smaller batch_size)"
+                f"EnvPool returns exactly batch_size={pool_batch} envs per wait, so the envpool backend "
+                f"cannot reset {ids.size} envs alone; reset at least {pool_batch} (or make the env with a "
+                f"smaller batch_size)"
             )
         self._pool._reset(ids.astype(np.int32))
         infos: dict[int, dict] = {}
@@ -188,8 +189,8 @@ class EnvPoolVectorEnv(VectorEnv):
         if not self._is_async and self._in_flight.any():
             # In sync mode EnvPool's next wait returns the envs of one send; a second send would be lost.
             raise AlreadyPendingCallError(
-                f"envs {np.flatnonzero(self._in_flight).tolist()} have actions in flight: recv() before sending "
-                f"again, or make the env with batch_size < num_envs to overlap sends",
+                f"envs {np.flatnonzero(self._in_flight).tolist()} have actions in flight: recv() before "
+                f"sending again, or make the env with batch_size < num_envs to overlap sends",
                 "step",
             )
         # All envs: no env_id, so EnvPool uses its own cached ids instead of converting ours.
@@ -204,8 +205,9 @@ class EnvPoolVectorEnv(VectorEnv):
         pool_batch = self._pool_options["batch_size"]
         if self._is_async and waiting and len(waiting) < pool_batch:
             raise ValueError(
-                f"EnvPool returns exactly batch_size={pool_batch} envs per wait and only {len(waiting)} are in "
-                f"flight ({sorted(waiting)}): send actions for at least {pool_batch} envs before recv()"
+                f"EnvPool returns exactly batch_size={pool_batch} envs per wait and only {len(waiting)} "
+                f"are in flight ({sorted(waiting)}): send actions for at least {pool_batch} envs before "
+                f"recv()"
             )
         start = time.monotonic()
         while len(self._ready) < count:
@@ -230,8 +232,8 @@ class EnvPoolVectorEnv(VectorEnv):
         value = getattr(self._pool, name, None)
         if value is None or callable(value):
             raise AttributeError(
-                f"the envpool backend has no per-env Python objects to call or read {name!r} on; EnvPool's own "
-                f"object is vec.envpool"
+                f"the envpool backend has no per-env Python objects to call or read {name!r} on; "
+                f"EnvPool's own object is vec.envpool"
             )
         return [value] * len(ids)
 

@@ -306,8 +306,9 @@ class EnvActor:
                 # A TypeError, as the process backends report a reply they cannot pickle.
                 raise EnvFailure.of(
                     TypeError(
-                        f"{name!r} of this env is a {type(value).__name__}, which cannot be sent from the Ray actor "
-                        f"to the driver ({type(exc).__name__}: {exc}); call a method that returns plain data instead"
+                        f"{name!r} of this env is a {type(value).__name__}, which cannot be sent from the "
+                        f"Ray actor to the driver ({type(exc).__name__}: {exc}); call a method that "
+                        f"returns plain data instead"
                     ),
                     i,
                 ) from None
@@ -536,8 +537,8 @@ class RayActorTransport(Transport):
             return
         have = "; ".join(sorted({json_resources(node["Resources"]) for node in nodes})) or "no alive node"
         raise WorkerGone(
-            f"Ray cannot place it: it asks for {json_resources(demand)}{where}, which no alive node of the cluster "
-            f"has (the nodes have: {have})",
+            f"Ray cannot place it: it asks for {json_resources(demand)}{where}, which no alive node of the "
+            f"cluster has (the nodes have: {have})",
             restartable=False,
             hint="Pass actor_options that a node can meet, or add a node with those resources.",
         )
@@ -825,8 +826,8 @@ class RayActorTransport(Transport):
             )
         else:
             hint = (
-                f"{envs} envs are lost: close() this vector env and make a new one (pass restart_on_crash=True "
-                f"in backend_kwargs to let Ray restart a crashed actor)."
+                f"{envs} envs are lost: close() this vector env and make a new one (pass "
+                f"restart_on_crash=True in backend_kwargs to let Ray restart a crashed actor)."
             )
         return WorkerGone(reason, hint=hint)
 

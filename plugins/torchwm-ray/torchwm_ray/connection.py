@@ -96,9 +96,10 @@ def check_address(address: str | None) -> None:
     elif address == current or _canonical(address) in (current, _canonical(current)):
         return
     raise ValueError(
-        f"ray: address={address!r} asks for another Ray than the one this process is connected to ({current}); "
-        f"a process connects to one Ray at a time. Close every ray vector env (and call ray.shutdown() if "
-        f"you connected yourself) before using another address, or pass address=None to use the current one."
+        f"ray: address={address!r} asks for another Ray than the one this process is connected to "
+        f"({current}); a process connects to one Ray at a time. Close every ray vector env (and call "
+        f"ray.shutdown() if you connected yourself) before using another address, or pass address=None "
+        f"to use the current one."
     )
 
 
@@ -194,9 +195,10 @@ def with_runtime_env(init_kwargs: dict[str, Any], runtime_env: Any) -> dict[str,
         raise ValueError("give runtime_env once: as the runtime_env option or in init_kwargs, not both")
     if ray.is_initialized() and not (LocalRay.started and LocalRay.runtime_env == runtime_env):
         raise ValueError(
-            f"ray: runtime_env={runtime_env!r:.200} applies when torchwm connects to Ray (it is the job's runtime "
-            f"environment, given to ray.init), but this process is already connected with another one; pass it "
-            f"to your own ray.init(runtime_env=...), or close every ray vector env and ray.shutdown() first"
+            f"ray: runtime_env={runtime_env!r:.200} applies when torchwm connects to Ray (it is the job's "
+            f"runtime environment, given to ray.init), but this process is already connected with another "
+            f"one; pass it to your own ray.init(runtime_env=...), or close every ray vector env and "
+            f"ray.shutdown() first"
         )
     return {**init_kwargs, "runtime_env": runtime_env}
 

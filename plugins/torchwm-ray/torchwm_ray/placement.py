@@ -116,8 +116,9 @@ class ActorPlacement:
             ray.util.remove_placement_group(group)
             nodes = [node["Resources"] for node in ray.nodes() if node.get("Alive")]
             raise EnvTimeoutError(
-                f"ray: the placement group for placement={self.strategy!r} ({count} bundles: {bundles}) could not be "
-                f"placed within {time.monotonic() - started:.0f} s; the cluster's live nodes have {nodes}. "
+                f"ray: the placement group for placement={self.strategy!r} ({count} bundles: {bundles}) "
+                f"could not be placed within {time.monotonic() - started:.0f} s; the cluster's live nodes "
+                f"have {nodes}. "
                 f"{'STRICT_SPREAD needs a node per actor; ' if self.strategy == 'STRICT_SPREAD' else ''}"
                 f"use fewer actors, smaller bundles (actor_options num_cpus) or another strategy"
             )

@@ -82,8 +82,8 @@ class WaitPlan:
 
     def __str__(self) -> str:
         text = (
-            f"the parent polls up to {as_microseconds(self.parent_spin)} for a step, then sleeps; an idle worker polls "
-            f"{as_microseconds(self.worker_spin)}, then sleeps ({self.how}"
+            f"the parent polls up to {as_microseconds(self.parent_spin)} for a step, then sleeps; an idle "
+            f"worker polls {as_microseconds(self.worker_spin)}, then sleeps ({self.how}"
         )
         return text + (f": {self.measured})" if self.measured else ")")
 
@@ -168,8 +168,10 @@ class WaitTuner:
         worker_spin = MAX_SPIN_SECONDS if idle <= MAX_SPIN_SECONDS / 2 else SLOW_CALLER_WORKER_SPIN_SECONDS
         measured = (
             f"a step of a worker's envs {as_microseconds(_median(samples, 'compute'))}, hand-off there "
-            f"{as_microseconds(_median(samples, 'dispatch'))} and back {as_microseconds(_median(samples, 'collect'))}, the caller's time "
-            f"between steps {as_microseconds(_median(samples, 'turnaround'))}, a worker's wait {as_microseconds(idle)}, a step every "
+            f"{as_microseconds(_median(samples, 'dispatch'))} and back "
+            f"{as_microseconds(_median(samples, 'collect'))}, the caller's time "
+            f"between steps {as_microseconds(_median(samples, 'turnaround'))}, a worker's wait "
+            f"{as_microseconds(idle)}, a step every "
             f"{as_microseconds(_median(samples, 'cycle'))}; "
             + ("a core to spare for the parent" if self.core_to_spare else "no core to spare for the parent")
         )

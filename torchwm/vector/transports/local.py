@@ -95,7 +95,10 @@ class LocalWorker(Transport):
         return True
 
     def describe(self) -> str:
-        return f"worker {self.index} (envs {self.envs.start}-{self.envs.stop - 1}, in the parent process, pid {os.getpid()})"
+        return (
+            f"worker {self.index} (envs {self.envs.start}-{self.envs.stop - 1}, in the parent process, "
+            f"pid {os.getpid()})"
+        )
 
     def close(self, deadline: Deadline) -> None:
         envs, self._envs, self._group = self._envs, [], None  # the group's rows are views of the batch

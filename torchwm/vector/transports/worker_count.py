@@ -362,8 +362,9 @@ def choose_worker_count(num_envs: int, cores: int, env_step: float, handoff: Han
     fastest = min(predicted, key=predicted.__getitem__)
     workers = fastest if predicted[fastest] < KEEP_DEFAULT_WITHIN * predicted[default] else default
     measured = (
-        f"an env step {as_microseconds(env_step)}, a hand-off {as_microseconds(handoff.poll)} polling and {as_microseconds(handoff.wake)} "
-        f"asleep; a step predicted {', '.join(f'{as_microseconds(t)} with {w}' for w, t in predicted.items())} "
+        f"an env step {as_microseconds(env_step)}, a hand-off {as_microseconds(handoff.poll)} polling and "
+        f"{as_microseconds(handoff.wake)} asleep; a step predicted "
+        f"{', '.join(f'{as_microseconds(t)} with {w}' for w, t in predicted.items())} "
         f"worker(s) on {cores} cores"
     )
     return WorkerChoice(workers, measured)
