@@ -20,9 +20,11 @@ import numpy as np
 import pytest
 
 import torchwm
+import torchwm.vector
 
 ROOT = Path(__file__).resolve().parents[1]
-VECTOR = ROOT / "torchwm" / "vector"
+# The torchwm that runs (the installed one under `python -P`), not necessarily the checkout's.
+VECTOR = Path(torchwm.vector.__file__).resolve().parent
 NUMBERS = {"seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12}
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])

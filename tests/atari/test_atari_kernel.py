@@ -556,11 +556,15 @@ def test_the_fused_env_asks_ale_for_gray_screens_only_for_new_colours(lookup_pat
 def _native_in_subprocess(code: str, **environment: str):
     import subprocess
     import sys
+    import tempfile
 
     env = {key: value for key, value in os.environ.items() if key != "TORCHWM_ATARI_KERNEL"}
     env.update(environment)
+    # Run outside the checkout: `python -c` puts the working directory first on sys.path, and the
+    # checkout's torchwm has no compiled kernel where the tests run an installed torchwm.
     return subprocess.run(
         [sys.executable, "-c", f"import torchwm.native as n; {code}"],
+        cwd=tempfile.gettempdir(),
         env=env,
         capture_output=True,
         text=True,
