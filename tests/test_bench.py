@@ -353,3 +353,19 @@ def test_bench_prints_and_records_what_ran(tmp_path, capsys):
     shmem = pools["shmem"]
     assert sum(shmem["envs_per_worker"]) == 2 and len(shmem["envs_per_worker"]) == shmem["workers"]
     assert shmem["inline"] is False and shmem["choice"].startswith(f"{shmem['workers']} worker")
+
+
+def test_a_measuring_child_that_stops_answering_is_killed_at_its_deadline():
+    from torchwm.bench.child import BenchChildError, Child
+
+    job = {"env_id": SYNTHETIC_ID, "backend": "sync", "num_envs": 1, "kwargs": {}, "spec": None}
+    child = Child(job)
+    try:
+        child.wait_ready()
+        child.answer_seconds = 2
+        # 200000 steps of 400 us of CPU: minutes, far beyond the 2 s the child has to answer.
+        with pytest.raises(BenchChildError, match="said nothing for 2 s and was killed"):
+            child.ask("run 200000")
+        assert child.process.poll() is not None  # killed, not left running
+    finally:
+        child.close()

@@ -737,6 +737,14 @@ static int get_bytes(PyObject *obj, Py_buffer *view, const char *what, int writa
     return 0;
 }
 
+/* Releases the buffers of views that were acquired (a view not acquired has no obj). */
+static void release_views(Py_buffer **views, int count)
+{
+    for (int k = 0; k < count; k++)
+        if (views[k]->obj)
+            PyBuffer_Release(views[k]);
+}
+
 PyDoc_STRVAR(palette_lookup_doc,
 "palette_lookup(indices, table, out, other=None, path=None) -> bool\n\n"
 "out[...] = table[0][indices]: ALE's palette indices (ale.getScreen) to gray values; with other,\n"
@@ -780,9 +788,7 @@ static PyObject *palette_lookup(PyObject *self, PyObject *args, PyObject *kwargs
     Py_END_ALLOW_THREADS
     ok = 1;
 done:
-    for (int k = 0; k < 4; k++)
-        if (views[k]->obj)
-            PyBuffer_Release(views[k]);
+    release_views(views, 4);
     if (!ok)
         return NULL;
     return PyBool_FromLong(all_known);
@@ -842,9 +848,7 @@ static PyObject *palette_max_area_resize(PyObject *self, PyObject *args)
     }
     ok = 1;
 done:
-    for (int k = 0; k < 5; k++)
-        if (views[k]->obj)
-            PyBuffer_Release(views[k]);
+    release_views(views, 5);
     if (!ok)
         return NULL;
     return PyBool_FromLong(all_known);

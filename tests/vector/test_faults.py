@@ -336,7 +336,9 @@ try:
 except Exception as error:
     report["usable"] = f"{type(error).__name__}: {error}"
 envs.close()
-time.sleep(0.5)
+deadline = time.monotonic() + 30  # Ray ends its actors' processes after close() returns
+while any(tfi.running(pid) for pid in pids) and time.monotonic() < deadline:
+    time.sleep(0.05)
 report["left"] = [pid for pid in pids if tfi.running(pid)]
 print(json.dumps(report))
 """

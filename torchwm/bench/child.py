@@ -8,14 +8,19 @@ The parent's side is `Child`, which starts ``python -m torchwm.bench --serve JOB
 from __future__ import annotations
 
 import json
+import queue
 import subprocess
 import sys
+import threading
 from typing import Any
 
 from torchwm.bench.measure import Runner, process_tree_pss_mb
 
 # How long a child that stopped answering may take to exit before it is killed.
 EXIT_SECONDS = 60
+# How long the child may go without a line on its stdout (building, or one repeat of ``run``) before
+# it is taken as stuck and killed: a bench never hangs.
+ANSWER_SECONDS = 900.0
 
 
 class BenchChildError(RuntimeError):
@@ -47,8 +52,9 @@ class BenchChildError(RuntimeError):
 class Child:
     """A child process serving one `Runner` (``python -m torchwm.bench --serve JOB``), line by line."""
 
-    def __init__(self, job: dict[str, Any]) -> None:
+    def __init__(self, job: dict[str, Any], answer_seconds: float = ANSWER_SECONDS) -> None:
         self.job = job
+        self.answer_seconds = answer_seconds
         self.process = subprocess.Popen(
             [sys.executable, "-m", "torchwm.bench", "--serve", json.dumps(job)],
             stdin=subprocess.PIPE,
@@ -62,14 +68,45 @@ class Child:
             and self.process.stdout is not None
             and self.process.stderr is not None
         )
-        self.stdin, self.stdout, self.stderr = self.process.stdin, self.process.stdout, self.process.stderr
+        self.stdin = self.process.stdin
+        # Both pipes are read by threads: a wait on stdout can then have a deadline, and a child that
+        # writes much to stderr never blocks on a full pipe.
+        self._lines: queue.Queue[str] = queue.Queue()
+        self._stderr: list[str] = []
+        threading.Thread(target=self._read_lines, args=(self.process.stdout,), daemon=True).start()
+        self._stderr_reader = threading.Thread(
+            target=self._stderr.extend, args=(self.process.stderr,), daemon=True
+        )
+        self._stderr_reader.start()
+
+    def _read_lines(self, stdout: Any) -> None:
+        for line in stdout:
+            self._lines.put(line)
+        self._lines.put("")  # the end of the child's output
 
     def _line(self, building: bool = False) -> str:
-        line = self.stdout.readline()
+        try:
+            line = self._lines.get(timeout=self.answer_seconds)
+        except queue.Empty:
+            self.process.kill()
+            self.process.wait(timeout=EXIT_SECONDS)
+            raise BenchChildError(
+                self.job,
+                self._stderr_text()
+                + f"\nTimeoutError: the measuring child said nothing for {self.answer_seconds:g} s and was "
+                f"killed",
+                building,
+            ) from None
         if not line:
             self.process.wait(timeout=EXIT_SECONDS)
-            raise BenchChildError(self.job, self.stderr.read(), building)
+            raise BenchChildError(self.job, self._stderr_text(), building)
         return line.strip()
+
+    def _stderr_text(self) -> str:
+        """What the child wrote to stderr (once it has exited: all of it, unless a process it started
+        still holds the pipe)."""
+        self._stderr_reader.join(timeout=5)
+        return "".join(self._stderr)
 
     def wait_ready(self) -> None:
         while self._line(building=True) != "ready":
