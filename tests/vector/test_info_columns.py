@@ -6,6 +6,9 @@ key set changes mid-run, when infos stop being plain numbers, and with ``batch_s
 
 from __future__ import annotations
 
+import os
+import signal
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -75,6 +78,20 @@ def assert_same(ours, reference, where=""):
         return
     assert np.asarray(ours).dtype == np.asarray(reference).dtype, (where, ours, reference)
     np.testing.assert_array_equal(ours, reference, err_msg=where)
+
+
+def gymnasium_batch(infos):
+    """The reference: Gymnasium's own loop, env by env."""
+    batched: dict = {}
+    for position, info in enumerate(infos):
+        if info:
+            batched = gym.vector.VectorEnv._add_info(InfoBatcher(len(infos)), batched, info, position)
+    return batched
+
+
+def plain(base, steps, **more):
+    """A `CountingEnv`'s infos."""
+    return {"count": base + steps, "ratio": steps / 3, "even": steps % 2 == 0, **more}
 
 
 def column_steps(envs) -> int:
@@ -250,19 +267,39 @@ def test_info_rows_read_as_dicts_and_batch_as_gymnasium():
     rows = info_rows(schema, block[:3].copy()) + info_rows(schema, block[3:].copy())
     assert [row.as_dict() for row in rows] == infos and rows == infos and rows[2]["ratio"] == 2 / 7
     assert [type(value) for value in rows[1].values()] == [int, float, bool]
-
-    def gymnasium(infos):
-        batched: dict = {}
-        for position, info in enumerate(infos):
-            if info:
-                batched = gym.vector.VectorEnv._add_info(InfoBatcher(len(infos)), batched, info, position)
-        return batched
-
-    assert_same(InfoBatcher(5).batch(rows), gymnasium(infos))
-    assert_same(InfoBatcher(5).batch(rows[::-1]), gymnasium(infos[::-1]))
+    assert_same(InfoBatcher(5).batch(rows), gymnasium_batch(infos))
+    assert_same(InfoBatcher(5).batch(rows[::-1]), gymnasium_batch(infos[::-1]))
     mixed = [rows[0], {"lives": 9}, rows[2], {}, rows[4]]
-    expected = gymnasium([row.as_dict() if isinstance(row, InfoRow) else row for row in mixed])
+    expected = gymnasium_batch([row.as_dict() if isinstance(row, InfoRow) else row for row in mixed])
     assert_same(InfoBatcher(5).batch(mixed), expected)
     # Rows of two schemas: batched as dicts.
     other = info_rows((("lives", int), ("ratio", float)), block[:2, :2].copy())
-    assert_same(InfoBatcher(3).batch([*other, rows[2]]), gymnasium([*[r.as_dict() for r in other], infos[2]]))
+    assert_same(
+        InfoBatcher(3).batch([*other, rows[2]]), gymnasium_batch([*[r.as_dict() for r in other], infos[2]])
+    )
+
+
+def test_a_restarted_worker_writes_its_columns_again():
+    """After a crash (restart_on_crash) the restarted envs' reset infos (dicts, with ``worker_restarted``)
+    batch with the other worker's rows as Gymnasium batches them; the new worker's columns are read with
+    its own schema."""
+    fns = [lambda i=i: CountingEnv(length=1000, base=1000 * i) for i in range(4)]
+    options = {**SHMEM, "restart_on_crash": True, "timeout": 30}
+    with torchwm.make_vec_from_fns(fns, backend="shmem", backend_kwargs=options) as envs:
+        envs.reset(seed=0)
+        for _ in range(3):
+            envs.step(np.zeros(4, dtype=np.int64))
+        os.kill(envs.worker_pids[0], signal.SIGKILL)
+        infos = envs.step(np.zeros(4, dtype=np.int64))[4]
+        expected = [
+            plain(0, 0, worker_restarted=True),
+            plain(1000, 0, worker_restarted=True),
+            plain(2000, 4),
+            plain(3000, 4),
+        ]
+        assert_same(infos, gymnasium_batch(expected))
+        before = envs._transports[0].column_steps
+        envs.step(np.zeros(4, dtype=np.int64))  # next_step: the restarted envs' reset step
+        infos = envs.step(np.zeros(4, dtype=np.int64))[4]
+        assert_same(infos, gymnasium_batch([plain(0, 1), plain(1000, 1), plain(2000, 6), plain(3000, 6)]))
+        assert envs._transports[0].column_steps == before + 2
