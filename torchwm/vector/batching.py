@@ -9,11 +9,17 @@ helpers work on any space, with a fast path for the plain array spaces that
 nearly every env uses. A batch of a space without fixed shape is held as a
 NumPy object array (one slot per env, so that a worker's rows are a view of
 it like any array's) and returned as Gymnasium's tuple.
+
+Infos are batched as Gymnasium batches them (`InfoBatcher`). Plain numbers
+that a ``shmem`` worker wrote as columns of the shared block come as `InfoRow`
+objects (a row of a copied block of columns, read as a mapping), batched a
+column at a time without one dict per env.
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -23,6 +29,10 @@ from gymnasium import spaces
 from torchwm.errors import NotABatchError
 
 ARRAY_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
+# The plain scalar types an info batched column by column may hold (Gymnasium gives each its own dtype).
+INFO_KINDS = (int, float, bool)
+# (key, type) of each info column, in the order of the first env's keys.
+InfoSchema = tuple[tuple[Any, type], ...]
 
 
 def create_batch(space: gym.Space, n: int) -> Any:
@@ -163,6 +173,67 @@ def check_actions(space: gym.Space, actions: Any, count: int, *, check_range: bo
     return array
 
 
+def uniform_columns(infos: Sequence[Mapping[Any, Any]]) -> list[tuple[Any, type, list[Any]]] | None:
+    """(key, type, values) of each key when every info has the same keys and each key holds plain ``int``,
+    ``float`` or ``bool`` values of one type (the infos that batch column by column); else None."""
+    if not infos or not infos[0]:
+        return None
+    keys = infos[0].keys()
+    if any(info.keys() != keys for info in infos):
+        return None
+    columns = []
+    for key in keys:
+        values = [info[key] for info in infos]
+        kind = type(values[0])
+        if kind not in INFO_KINDS or any(type(value) is not kind for value in values):
+            return None
+        columns.append((key, kind, values))
+    return columns
+
+
+class InfoRow(Mapping[Any, Any]):
+    """One env's infos, held as row ``index`` of ``block``: a 2-D int64 array with one column per key of
+    ``schema`` (float values stored as the bits of a float64, bools as 0 or 1).
+
+    Read as a mapping it gives the values as the env gave them (Python ``int``, ``float``, ``bool``);
+    `InfoBatcher` batches a list of them without building one dict per env.
+    """
+
+    __slots__ = ("block", "index", "schema")
+
+    def __init__(self, schema: InfoSchema, block: np.ndarray, index: int) -> None:
+        self.schema = schema
+        self.block = block
+        self.index = index
+
+    def _value(self, column: int, kind: type) -> Any:
+        cell = self.block[self.index, column]
+        return float(cell.view(np.float64)) if kind is float else kind(cell)
+
+    def __getitem__(self, key: Any) -> Any:
+        for column, (name, kind) in enumerate(self.schema):
+            if name == key:
+                return self._value(column, kind)
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[Any]:
+        return (name for name, _ in self.schema)
+
+    def __len__(self) -> int:
+        return len(self.schema)
+
+    def as_dict(self) -> dict[Any, Any]:
+        return {name: self._value(column, kind) for column, (name, kind) in enumerate(self.schema)}
+
+    def __repr__(self) -> str:
+        return f"InfoRow({self.as_dict()!r})"
+
+
+def info_rows(schema: InfoSchema, block: np.ndarray) -> list[InfoRow]:
+    """An `InfoRow` for each row of ``block`` (which the rows keep: pass a copy of shared memory)."""
+    return [InfoRow(schema, block, index) for index in range(len(block))]
+
+
 class InfoBatcher:
     """Gymnasium's own info batching (`VectorEnv._add_info`) for a batch of any length.
 
@@ -171,7 +242,10 @@ class InfoBatcher:
     One case is batched column by column instead, with the same result: every
     env has the same keys, each holding plain ``int``, ``float`` or ``bool`` values
     of one type (Atari's ``lives`` and frame counters, on every step), where
-    Gymnasium's env-by-env loop is a large share of a cheap env's step.
+    Gymnasium's env-by-env loop is a large share of a cheap env's step; and
+    a list of `InfoRow` of one schema, each key's array taken from the rows'
+    blocks with one index. A list that mixes `InfoRow` with other infos is
+    batched as dicts (`InfoRow.as_dict`).
     """
 
     _add_info = gym.vector.VectorEnv._add_info  # type: ignore[assignment]  # only reads self.num_envs
@@ -179,30 +253,62 @@ class InfoBatcher:
     def __init__(self, num_envs: int) -> None:
         self.num_envs = num_envs
 
-    def batch(self, infos: list[dict[str, Any]]) -> dict[str, Any]:
+    def batch(self, infos: Sequence[Mapping[Any, Any]]) -> dict[str, Any]:
+        if infos and type(infos[0]) is InfoRow:
+            columns = self._batch_rows(infos)
+            if columns is not None:
+                return columns
+        if any(type(info) is InfoRow for info in infos):
+            infos = [info.as_dict() if isinstance(info, InfoRow) else info for info in infos]
         uniform = self._batch_uniform(infos)
         if uniform is not None:
             return uniform
         batched: dict[str, Any] = {}
         for position, info in enumerate(infos):
             if info:
-                batched = self._add_info(batched, info, position)  # type: ignore[misc]
+                batched = self._add_info(batched, info, position)  # type: ignore[misc, arg-type]
         return batched
 
-    def _batch_uniform(self, infos: list[dict[str, Any]]) -> dict[str, Any] | None:
+    def _batch_uniform(self, infos: Sequence[Mapping[Any, Any]]) -> dict[str, Any] | None:
         """`_add_info`'s result for infos with one key set and one plain scalar type per key, else None."""
-        if len(infos) != self.num_envs or not infos[0]:
+        if len(infos) != self.num_envs:
             return None
-        keys = infos[0].keys()
-        if any(info.keys() != keys for info in infos):
+        columns = uniform_columns(infos)
+        if columns is None:
             return None
         batched: dict[str, Any] = {}
-        for key in keys:
-            values = [info[key] for info in infos]
-            kind = type(values[0])
-            if kind not in (int, float, bool) or any(type(value) is not kind for value in values):
-                return None
+        for key, kind, values in columns:
             # Gymnasium: np.zeros(num_envs, dtype=type(first value)), filled env by env, and a mask.
             batched[key] = np.array(values, dtype=kind)
+            batched[f"_{key}"] = np.ones(self.num_envs, dtype=np.bool_)
+        return batched
+
+    def _batch_rows(self, infos: Sequence[Mapping[Any, Any]]) -> dict[str, Any] | None:
+        """`_add_info`'s result for a list of `InfoRow` of one schema (rows of any blocks), else None."""
+        if len(infos) != self.num_envs:
+            return None
+        schema = infos[0].schema  # type: ignore[attr-defined]  # an InfoRow: the caller checked
+        starts: dict[int, int] = {}  # id of a block -> where its rows begin in the blocks put together
+        blocks: list[np.ndarray] = []
+        total = 0
+        index = []
+        for row in infos:
+            if type(row) is not InfoRow or (row.schema is not schema and row.schema != schema):
+                return None
+            start = starts.get(id(row.block))
+            if start is None:
+                start = starts[id(row.block)] = total
+                blocks.append(row.block)
+                total += len(row.block)
+            index.append(start + row.index)
+        table = blocks[0] if len(blocks) == 1 else np.concatenate(blocks)
+        rows = np.asarray(index)
+        batched: dict[str, Any] = {}
+        for column, (key, kind) in enumerate(schema):
+            values = table[rows, column]
+            if kind is float:
+                batched[key] = values.view(np.float64)
+            else:
+                batched[key] = values.astype(kind, copy=False)
             batched[f"_{key}"] = np.ones(self.num_envs, dtype=np.bool_)
         return batched

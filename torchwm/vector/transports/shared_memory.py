@@ -15,7 +15,10 @@ waiting, both sides poll their counter with ``os.sched_yield()`` for a while,
 then sleep on a futex (a word of the block) until the other side rings, so
 that no waiting process holds a core a worker needs (`futex_wait`). How long
 each side polls is measured on the first steps (`torchwm.vector.transports.handoff`):
-the workers write when they began and ended each step in the block. The
+the workers write when they began and ended each step in the block. Step
+infos travel in the block too: plain numbers with the same keys for every
+env (Atari's lives and frame counters) as columns of numbers, one row per env,
+their keys only when they change; other infos pickled. The
 pipe carries control commands, errors and large infos (the worker process and
 its pipe are `torchwm.vector.transports.processes`).
 
@@ -41,7 +44,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.reduction import recv_handle, send_handle
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import gymnasium as gym
 import numpy as np
@@ -49,7 +52,15 @@ from gymnasium import spaces
 
 from torchwm.errors import DynamicShapeError, UnsupportedStackError
 from torchwm.spec import VecSpec
-from torchwm.vector.batching import ARRAY_SPACES, put_rows, slice_rows, take_rows
+from torchwm.vector.batching import (
+    ARRAY_SPACES,
+    InfoSchema,
+    info_rows,
+    put_rows,
+    slice_rows,
+    take_rows,
+    uniform_columns,
+)
 from torchwm.vector.env_group import EnvGroup
 from torchwm.vector.messages import ErrorReply, Step, error_reply
 from torchwm.vector.transports.contract import (
@@ -86,6 +97,9 @@ class StepStatus(enum.IntEnum):
     INFOS_IN_PIPE = 1  # non-empty infos wait in the pipe
     ERROR = 2  # an `ErrorReply` waits in the pipe
     INFOS_IN_BLOCK = 3  # non-empty infos, pickled in info_bytes[w][:info_length[w]]
+    # Plain numbers, in the rows of info_columns of the envs stepped (in step order, from the worker's first
+    # row); their keys and types are the schema last written in info_schema[w] (info_schema_seq[w] counts).
+    INFOS_IN_COLUMNS = 4
 
 
 # -- the block ------------------------------------------------------------------------------------
@@ -95,6 +109,11 @@ _ALIGN = 64  # a cache line: workers write neighbouring arrays without false sha
 # Bytes each worker has for its step's pickled infos (Atari's lives and frame counters take ~150 a
 # env); larger infos go through the pipe instead.
 INFO_BYTES_PER_WORKER = 32768
+# Columns of plain numbers each env has for its step's infos (8 bytes a cell), when every env the worker
+# stepped gave the same keys with plain int, float or bool values (Atari's lives and frame counters).
+MAX_INFO_COLUMNS = 8
+# Bytes each worker has for the keys and types of its info columns, pickled (rewritten when they change).
+INFO_SCHEMA_BYTES_PER_WORKER = 4096
 
 
 def _leaves(space: gym.Space, path: tuple = ()) -> list[tuple[tuple, np.dtype, tuple[int, ...]]]:
@@ -166,6 +185,12 @@ def plan_layout(
         # A worker's step infos, pickled, when they fit: no pipe message, no wake-up on either side.
         ("info_length", (), np.dtype(np.int64), (w,)),
         ("info_bytes", (), np.dtype(np.uint8), (w, INFO_BYTES_PER_WORKER)),
+        # Or, for plain numbers, a row of columns per env (int64, float64 as its bits, bool as 0 or 1) and
+        # the columns' keys and types, pickled, with a count of each worker's changes of them.
+        ("info_columns", (), np.dtype(np.int64), (n, MAX_INFO_COLUMNS)),
+        ("info_schema_seq", (), np.dtype(np.int64), (w,)),
+        ("info_schema_length", (), np.dtype(np.int64), (w,)),
+        ("info_schema", (), np.dtype(np.uint8), (w, INFO_SCHEMA_BYTES_PER_WORKER)),
         ("rewards", (), np.dtype(np.float64), (n,)),
         ("terminations", (), np.dtype(np.bool_), (n,)),
         ("truncations", (), np.dtype(np.bool_), (n,)),
@@ -187,7 +212,8 @@ def plan_layout(
 class SharedBatch(Batch):
     """Numpy views of a shared block: ``observations``, ``actions`` (batches of their spaces), ``rewards``,
     ``terminations``, ``truncations``, ``step_mask`` (one row per env), ``command_seq``, ``done_seq``,
-    ``status``, ``doorbell``, ``info_length``, ``info_bytes`` (one per worker) and ``parent_bell``.
+    ``status``, ``doorbell``, ``info_length``, ``info_bytes``, ``info_schema_seq``, ``info_schema_length``,
+    ``info_schema`` (one per worker), ``info_columns`` (one row per env) and ``parent_bell``.
 
     Use `SharedBatch.create` in the parent, `SharedBatch.send` to hand it to a worker, and
     `SharedBatch.attach` in the worker. A `torchwm.vector.transports.contract.Batch` whose arrays are views of
@@ -229,6 +255,10 @@ class SharedBatch(Batch):
         self.step_mask = fields["step_mask"][()]
         self.info_length = fields["info_length"][()]
         self.info_bytes = fields["info_bytes"][()]
+        self.info_columns = fields["info_columns"][()]
+        self.info_schema_seq = fields["info_schema_seq"][()]
+        self.info_schema_length = fields["info_schema_length"][()]
+        self.info_schema = fields["info_schema"][()]
         self.rewards = fields["rewards"][()]
         self.terminations = fields["terminations"][()]
         self.truncations = fields["truncations"][()]
@@ -384,6 +414,7 @@ def _serve_steps(
     action_via_pipe = shared.action_via_pipe
     info_bytes, info_length = shared.info_bytes[worker_index], shared.info_length
     info_capacity = info_bytes.size
+    write_columns = _column_writer(shared, worker_index, rows)
     doorbell = shared.doorbell
     sleeping = shared.worker_sleeping
     doorbell_address = shared.doorbell_address(worker_index)
@@ -416,14 +447,17 @@ def _serve_steps(
                 infos = group.step(local_ids, actions)
                 status[worker_index] = StepStatus.OK
                 if any(infos):
-                    pickled = pickle.dumps(infos, protocol=pickle.HIGHEST_PROTOCOL)
-                    if len(pickled) <= info_capacity:
-                        info_bytes[: len(pickled)] = np.frombuffer(pickled, dtype=np.uint8)
-                        info_length[worker_index] = len(pickled)
-                        status[worker_index] = StepStatus.INFOS_IN_BLOCK
+                    if write_columns(infos):
+                        status[worker_index] = StepStatus.INFOS_IN_COLUMNS
                     else:
-                        message = infos
-                        status[worker_index] = StepStatus.INFOS_IN_PIPE
+                        pickled = pickle.dumps(infos, protocol=pickle.HIGHEST_PROTOCOL)
+                        if len(pickled) <= info_capacity:
+                            info_bytes[: len(pickled)] = np.frombuffer(pickled, dtype=np.uint8)
+                            info_length[worker_index] = len(pickled)
+                            status[worker_index] = StepStatus.INFOS_IN_BLOCK
+                        else:
+                            message = infos
+                            status[worker_index] = StepStatus.INFOS_IN_PIPE
             except (EOFError, BrokenPipeError):
                 raise
             except Exception as exc:
@@ -459,6 +493,44 @@ def _serve_steps(
             if int(command_seq[worker_index]) == last_seq and not readable():
                 futex_wait(doorbell_address, bell, IDLE_WAIT_SECONDS)
             sleeping[worker_index] = 0
+
+
+def _column_writer(shared: SharedBatch, worker_index: int, rows: slice) -> Callable[[list[dict]], bool]:
+    """A function that writes a step's infos into the worker's rows of ``info_columns`` (and their schema
+    into ``info_schema`` when it changed) and says whether it could: plain numbers of one key set only."""
+    as_ints = shared.info_columns[rows]
+    as_floats = as_ints.view(np.float64)
+    schema_bytes, schema_length, schema_seq = (
+        shared.info_schema[worker_index],
+        shared.info_schema_length,
+        shared.info_schema_seq,
+    )
+    last_schema: InfoSchema | None = None
+
+    def write(infos: list[dict]) -> bool:
+        nonlocal last_schema
+        columns = uniform_columns(infos)
+        if columns is None or len(columns) > MAX_INFO_COLUMNS:
+            return False
+        count = len(infos)
+        try:
+            for column, (_, kind, values) in enumerate(columns):
+                (as_floats if kind is float else as_ints)[:count, column] = values
+        except OverflowError:  # an int beyond int64: pickled, so that the parent fails as Gymnasium does
+            return False
+        schema = tuple((key, kind) for key, kind, _ in columns)
+        if schema != last_schema:
+            pickled = pickle.dumps(schema, protocol=pickle.HIGHEST_PROTOCOL)
+            if len(pickled) > schema_bytes.size:
+                return False
+            schema_bytes[: len(pickled)] = np.frombuffer(pickled, dtype=np.uint8)
+            schema_length[worker_index] = len(pickled)
+            # Counted on from the block's value, so that a restarted worker's first schema is read too.
+            schema_seq[worker_index] += 1
+            last_schema = schema
+        return True
+
+    return write
 
 
 # -- the parent's end ------------------------------------------------------------------------------
@@ -536,6 +608,10 @@ class SharedMemoryWorker(ProcessWorker):
         self._sent_at = 0.0  # when it was sent (time.perf_counter), for the pool's `WaitTuner`
         self._tuner = WaitTuner(1, 1)  # the pool's, once attached
         self._abandoned = False
+        # The schema of this worker's info columns last read, and the info_schema_seq it was read at.
+        self._schema: InfoSchema = ()
+        self._schema_seq = -1
+        self.column_steps = 0  # steps whose infos came as columns (tests check that the path is taken)
 
     @classmethod
     def create_batch(
@@ -620,11 +696,27 @@ class SharedMemoryWorker(ProcessWorker):
             tuner.count_step()
         # An int first: numpy's comparison with an IntEnum member looks up a dozen array hooks on the enum.
         status = int(shared.status[self.index])
+        if status == StepStatus.INFOS_IN_COLUMNS:
+            return self._info_rows(shared)
         if status == StepStatus.INFOS_IN_BLOCK:
             return pickle.loads(shared.info_bytes[self.index, : shared.info_length[self.index]].data)
         if status == StepStatus.OK:
             return [{}] * self._step_count
         return self._receive(deadline, self._step_seq)  # the infos, or the ErrorReply
+
+    def _info_rows(self, shared: SharedBatch) -> list[dict]:
+        """The step's infos from the worker's rows of ``info_columns``: `InfoRow` objects over a copy (the
+        next step overwrites the block while the pool may still hold these)."""
+        w = self.index
+        seq = int(shared.info_schema_seq[w])
+        if seq != self._schema_seq:
+            self._schema = pickle.loads(shared.info_schema[w, : shared.info_schema_length[w]].data)
+            self._schema_seq = seq
+        self.column_steps += 1
+        start = self.envs.start
+        block = shared.info_columns[start : start + self._step_count, : len(self._schema)].copy()
+        # InfoRows are read-only mappings: the pool keeps them and `InfoBatcher` batches them.
+        return cast(list[dict], info_rows(self._schema, block))
 
     def abandon_step(self) -> None:
         self._abandoned = True
