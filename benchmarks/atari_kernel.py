@@ -61,6 +61,7 @@ def with_lookup(path: str, fn: Callable[[], object]) -> Callable[[], object]:
     def run() -> object:
         kernel._set_lookup(path)
         return fn()
+
     return run
 
 
@@ -69,6 +70,7 @@ def with_resize(path: str, fn: Callable[[], object]) -> Callable[[], object]:
         if "AVX-512" in resize_paths:
             kernel._set_avx512(path == "AVX-512")
         return fn()
+
     return run
 
 
@@ -91,15 +93,18 @@ cases: dict[str, Callable[[], object]] = {
 }
 for path in paths:
     cases[f"palette_lookup {path}"] = lambda p=path: kernel.palette_lookup(a, table, frame, path=p)
-    cases[f"palette_lookup {path} + max"] = lambda p=path: kernel.palette_lookup(a, table, frame, other,
-                                                                                 path=p)
+    cases[f"palette_lookup {path} + max"] = lambda p=path: kernel.palette_lookup(
+        a, table, frame, other, path=p
+    )
 for resize in resize_paths:
-    cases[f"max_area_resize {resize}"] = with_resize(resize,
-                                                     lambda: kernel.max_area_resize(frame, other, out))
+    cases[f"max_area_resize {resize}"] = with_resize(
+        resize, lambda: kernel.max_area_resize(frame, other, out)
+    )
     cases[f"step: 2 x getScreenGrayscale + resize {resize}"] = with_resize(resize, ale_step)
     for path in paths:
-        cases[f"step: {path} lookup, folded, resize {resize}"] = with_resize(resize,
-                                                                             with_lookup(path, folded_step))
+        cases[f"step: {path} lookup, folded, resize {resize}"] = with_resize(
+            resize, with_lookup(path, folded_step)
+        )
 
 samples: dict[str, list[float]] = {name: [] for name in cases}
 calls = 200

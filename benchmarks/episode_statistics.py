@@ -14,12 +14,16 @@ import numpy as np
 
 import torchwm
 
-env_id, num_envs, steps, repeats, backend = (sys.argv[1:] + ["ALE/Pong-v5", "8", "400", "5", "shmem"][len(sys.argv) - 1:])[:5]
+env_id, num_envs, steps, repeats, backend = (
+    sys.argv[1:] + ["ALE/Pong-v5", "8", "400", "5", "shmem"][len(sys.argv) - 1 :]
+)[:5]
 num_envs, steps, repeats = int(num_envs), int(steps), int(repeats)
 STACK = ["atari_preprocessing", "frame_stack"]
 envs = {
     "without": torchwm.make_vec(env_id, num_envs, backend=backend, wrappers=STACK),
-    "with episode_statistics": torchwm.make_vec(env_id, num_envs, backend=backend, wrappers=[*STACK, "episode_statistics"]),
+    "with episode_statistics": torchwm.make_vec(
+        env_id, num_envs, backend=backend, wrappers=[*STACK, "episode_statistics"]
+    ),
 }
 assert all(vec.spec.fused for vec in envs.values())
 rng = np.random.default_rng(0)

@@ -216,7 +216,13 @@ def test_a_placement_the_cluster_cannot_hold_fails_after_the_timeout_naming_the_
 def test_ray_client_steps_by_actor_calls_and_says_so(cluster, caplog):
     kwargs = {"address": cluster.client_address, "num_actors": 2}
     with caplog.at_level(logging.INFO, logger="torchwm_ray"):
-        envs = torchwm.make_vec("CartPole-v1", 4, backend="ray", backend_kwargs=kwargs)
+        try:
+            envs = torchwm.make_vec("CartPole-v1", 4, backend="ray", backend_kwargs=kwargs)
+        except ConnectionAbortedError as error:
+            # Ray's client server can fail to start on a loaded machine (its process exits while starting);
+            # the connection failed cleanly, so a second try is a fresh one.
+            assert "Starting Ray client server failed" in str(error), error
+            envs = torchwm.make_vec("CartPole-v1", 4, backend="ray", backend_kwargs=kwargs)
     try:
         assert "steps='actor calls (Ray Client: no compiled graph)'" in repr(envs)
         assert any("Ray Client" in record.getMessage() for record in caplog.records)

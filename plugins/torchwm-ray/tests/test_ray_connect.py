@@ -152,3 +152,55 @@ def test_runtime_env_once_connected_is_refused(local_ray):
         torchwm.make_vec(
             "CartPole-v1", 2, backend="ray", backend_kwargs={"runtime_env": {"py_modules": ["x"]}}
         )
+
+
+FAILED_CLIENT_SCRIPT = """
+import socket, sys
+import torchwm
+
+with socket.socket() as s:  # a port nothing listens on
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+try:
+    torchwm.make_vec("CartPole-v1", 2, backend="ray", backend_kwargs={"address": f"ray://127.0.0.1:{port}"})
+    sys.exit("connected to a port nothing listens on")
+except ConnectionError as error:
+    print("refused:", type(error).__name__)
+# The failed Ray Client connection left no client mode behind: a local Ray starts.
+with torchwm.make_vec("CartPole-v1", 2, backend="ray", backend_kwargs={"address": "local"}) as envs:
+    envs.reset(seed=0)
+    print("local steps:", envs.step(envs.action_space.sample())[0].shape)
+"""
+
+
+def test_a_failed_ray_client_connection_leaves_the_process_able_to_start_ray(tmp_path):
+    """Ray leaves a process whose Ray Client connection failed in client mode (every later ray.init fails
+    with a bare AssertionError); torchwm undoes it."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+
+    ray_dir = tempfile.mkdtemp(prefix="twm", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
+    env = {
+        **os.environ,
+        # Ray Client's connection attempts, shortened: the port is closed, waiting longer shows nothing.
+        "RAY_CLIENT_INITIAL_CONNECTION_TIMEOUT_S": "1",
+        "RAY_CLIENT_MAX_CONNECTION_TIMEOUT_S": "1",
+        "RAY_TMPDIR": ray_dir,
+    }
+    env.pop("RAY_ADDRESS", None)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", FAILED_CLIENT_SCRIPT],
+            capture_output=True,
+            text=True,
+            timeout=240,
+            env=env,
+            cwd=tmp_path,
+        )
+    finally:
+        shutil.rmtree(ray_dir, ignore_errors=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "refused: ConnectionError" in done.stdout and "local steps: (2, 4)" in done.stdout, done.stdout

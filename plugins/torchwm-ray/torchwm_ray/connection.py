@@ -140,7 +140,13 @@ class LocalRay:
                 # cluster is an error in ray.init.
                 kwargs["num_cpus"] = default_num_cpus()
             kwargs.update(init_kwargs)
-            ray.init(**kwargs)
+            try:
+                ray.init(**kwargs)
+            except BaseException:
+                # A Ray Client connection that failed leaves this process in client mode, where every
+                # later ray.init fails with a bare AssertionError: undo it, so that the user can retry.
+                ray.shutdown()
+                raise
             cls.started, cls.address, cls.runtime_env = True, target, kwargs.get("runtime_env")
             atexit.unregister(cls.stop)  # once, however often torchwm connects
             atexit.register(cls.stop)
