@@ -54,7 +54,7 @@ FAULT_ID = "TorchwmTest/FaultInjection-v0"
 NUM_ENVS = 4
 FAULTY_ENV = 2  # on the last worker (or actor) of the default split on two cores or more
 TIMEOUT = 1.5  # the backends' timeout: short, so that a hang is noticed quickly
-DEADLINE = 20.0  # seconds within which any fault must be reported: generous for a loaded machine
+DEADLINE = 30.0  # seconds within which any fault must be reported: generous for a loaded machine
 # The action that injects each fault, in both test envs (FaultEnv, FaultyEnv).
 OK, RAISE, HANG, SIGKILL, SIGSEGV, EXIT, SLEEP = range(7)
 

@@ -75,6 +75,9 @@ from torchwm_ray.connection import (
 from torchwm_ray.placement import ActorPlacement
 from torchwm_ray.shipping import ship_by_value
 
+# The longest a single ray.wait of a step may block (see RayActorTransport.wait).
+WAIT_SLICE_SECONDS = 0.5
+
 logger = logging.getLogger(__name__)
 DEFAULT_TIMEOUT = 120.0  # seconds; actors may first have to be scheduled and import torchwm
 # An actor still pending after this many seconds has its request checked against the alive nodes.
@@ -652,16 +655,25 @@ class RayActorTransport(Transport):
             if isinstance(transport, cls) and transport._step is not None
             for ref in transport._step[1]
         ]
-        if refs and ray.is_initialized():
+        if not refs:
+            return False
+        gone: WorkerGone | None = None
+        if not ray.is_initialized():  # ray.shutdown() from another thread between two waits
+            gone = WorkerGone(RAY_GONE, restartable=False)
+        else:
+            # In short slices: a wait that is under way when another thread shuts Ray down may never
+            # return, and the pool waits again (checking Ray first) until its own deadline.
+            timeout = WAIT_SLICE_SECONDS if timeout is None else min(timeout, WAIT_SLICE_SECONDS)
             try:
                 ray.wait(refs, num_returns=len(refs) if need_all else 1, timeout=timeout, fetch_local=False)
             except BaseException as exc:
-                gone = lost_ray(exc)  # Ray went away (else raised again): each finish_step raises it
-                for transport in busy:
-                    if isinstance(transport, cls):
-                        transport._lost = gone
-                return True
-        return False
+                gone = lost_ray(exc)  # Ray went away (else raised again)
+        if gone is None:
+            return False
+        for transport in busy:  # each finish_step raises it
+            if isinstance(transport, cls):
+                transport._lost = gone
+        return True
 
     def finish_step(self, deadline: Deadline) -> list[dict] | ErrorReply:
         if self._in_graph:
