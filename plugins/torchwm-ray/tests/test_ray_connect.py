@@ -126,8 +126,11 @@ def test_a_private_local_ray_is_started_with_address_local_and_never_given_to_a_
         calls.append(kwargs)
         raise RuntimeError("stop here")
 
+    shutdowns = []
     monkeypatch.setattr(ray, "init", fake_init)
     monkeypatch.setattr(ray, "is_initialized", lambda: False)  # whether or not this module's Ray runs
+    # A failed ray.init is undone with ray.shutdown(); the real one would stop this module's Ray.
+    monkeypatch.setattr(ray, "shutdown", lambda: shutdowns.append(True))
     for address, environ, expected in (
         (None, None, "local"),
         ("local", "10.0.0.1:6379", "local"),
@@ -142,6 +145,7 @@ def test_a_private_local_ray_is_started_with_address_local_and_never_given_to_a_
             connection.LocalRay.connect(address, {})
         assert calls[-1]["address"] == expected
         assert ("num_cpus" in calls[-1]) == (expected == "local"), calls[-1]
+        assert len(shutdowns) == len(calls)
 
 
 def test_runtime_env_once_connected_is_refused(local_ray):
