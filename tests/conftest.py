@@ -4,10 +4,10 @@ tests/conformance also runs installed plugin backends (Ray's among them): the Ra
 asks for no auth token and sends no usage stats, as the ray plugin's own tests (which run in
 the same pytest process) expect. Set before Ray is imported.
 
-Under pytest-xdist (``-n``), every test that runs on the ``ray`` backend is in the xdist group
-``ray``, as the ray plugin's own tests are: with ``--dist loadgroup`` they share one worker, so one
-local Ray runs at a time (each worker process would otherwise start its own, and a module's Ray
-fixture in every worker), and a test module never finds another module's Ray connected.
+Under pytest-xdist (``-n``), the tests of one module that run on the ``ray`` backend are in one
+xdist group (``ray:<module>``), as each of the ray plugin's test modules is: with ``--dist
+loadgroup`` a module's Ray tests run in one worker process, one after another, so that the local Ray
+the module's first test starts serves the rest. Modules run in parallel, each worker with its own Ray.
 """
 
 import os
@@ -38,4 +38,4 @@ def pytest_collection_modifyitems(items):
         # The test id's parameters name the backend ("[ray]", "[ray:check_...]", "[ray-0-...]").
         params = item.name.partition("[")[2]
         if item.path.is_relative_to(TESTS) and re.search(r"\bray\b", params):
-            item.add_marker(pytest.mark.xdist_group("ray"))
+            item.add_marker(pytest.mark.xdist_group(f"ray:{item.path.stem}"))

@@ -116,7 +116,9 @@ def ray_instance():
     import ray.cloudpickle
 
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Ray pickles with its own copy
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.init(
+        address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False
+    )
     yield ray.get_runtime_context().gcs_address
     ray.shutdown()
 

@@ -7,8 +7,8 @@ Ray's token authentication is turned off for the whole test run, before anything
 the two-node test's ``ray start`` nodes and every local Ray must agree on it, and a Ray
 process reads the setting once. Every node these tests start listens on loopback only.
 
-Under pytest-xdist (``-n``, ``--dist loadgroup``) every test here is in the xdist group ``ray``, with
-torchwm's own tests on the ``ray`` backend: one worker runs them all, one Ray at a time.
+Under pytest-xdist (``-n``, ``--dist loadgroup``) each test module here is an xdist group of its own
+(``ray:<module>``): one worker runs the module, with its one Ray; modules run in parallel.
 """
 
 import os
@@ -24,7 +24,10 @@ import ray  # noqa: E402
 @pytest.fixture(scope="module")
 def local_ray():
     assert not ray.is_initialized(), "a previous test module left Ray connected"
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    # address="local": a Ray of this module's own, never one another program (or test worker) started.
+    ray.init(
+        address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False
+    )
     yield
     ray.shutdown()
 
@@ -33,4 +36,4 @@ def pytest_collection_modifyitems(items):
     here = Path(__file__).parent
     for item in items:
         if item.path.is_relative_to(here):
-            item.add_marker(pytest.mark.xdist_group("ray"))
+            item.add_marker(pytest.mark.xdist_group(f"ray:{item.path.stem}"))

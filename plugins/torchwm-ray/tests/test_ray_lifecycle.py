@@ -17,7 +17,9 @@ def test_a_ray_started_by_the_env_stops_when_it_closes():
 
 
 def test_a_ray_the_env_found_running_is_left_running():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.init(
+        address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False
+    )
     try:
         with torchwm.make_vec(
             "CartPole-v1", 2, backend="ray", seed=0, backend_kwargs={"num_actors": 2}
