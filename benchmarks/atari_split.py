@@ -1,10 +1,11 @@
-"""Where one Atari env step's time goes, in one process: the emulator's frames alone, then the fused
-env's whole step (frames, screen reads, gray lookup, max, resize, frame stack, infos) with each C
-kernel path this CPU has.
+"""Where one Atari env step's time goes, in one process: the emulator's frames alone, ALE's own C++
+vector env with one env on one thread, then the fused env's whole step (frames, screen reads, gray
+lookup, max, resize, frame stack, infos) with each C kernel path this CPU has.
 
 The ratio ``emulator / fused`` bounds what any backend that runs the fused env can reach against
 ``torchwm bench``'s ``ale-emulator`` peer (the cores times the emulator alone): even with free
-hand-offs and a parent that costs nothing, each core runs whole steps, not bare frames.
+hand-offs and a parent that costs nothing, each core runs whole steps, not bare frames. Likewise
+``ale-direct / fused`` bounds ``shmem`` against ``ale-direct`` when both keep every core busy.
 
     python benchmarks/atari_split.py --env ALE/Pong-v5 --steps 3000 --repeats 5
 
@@ -27,15 +28,29 @@ import time
 def measure(env_id: str, steps: int, repeats: int) -> dict[str, object]:
     """Medians of µs a step: the emulator's frames alone and the fused env's step (this process's path)."""
     import numpy as np
+    from ale_py.vector_env import AtariVectorEnv
 
     import torchwm
     from torchwm import native
     from torchwm.bench.measure import AleEmulator
+    from torchwm.factory import resolve_spec
+    from torchwm.vector.ale_native import ale_vector_kwargs
 
     emulator = AleEmulator(env_id)
     env = torchwm.make_env(env_id)
     env.reset(seed=0)
     actions = np.random.default_rng(0).integers(env.action_space.n, size=steps).tolist()
+    # ALE's C++ vector env, one env on one thread, with the arguments torchwm bench's ale-direct passes.
+    spec = resolve_spec(env_id, 1, backend="ale-native")
+    ale_direct = AtariVectorEnv(**{**ale_vector_kwargs(spec), "num_threads": 1})
+    ale_direct.reset(seed=0)
+    ale_actions = [np.array([action]) for action in actions]
+
+    def time_ale_direct() -> float:
+        started = time.perf_counter()
+        for action in ale_actions:
+            ale_direct.step(action)  # it resets ended episodes itself
+        return (time.perf_counter() - started) / steps * 1e6
 
     def time_emulator() -> float:
         started = time.perf_counter()
@@ -51,18 +66,17 @@ def measure(env_id: str, steps: int, repeats: int) -> dict[str, object]:
                 env.reset()
         return (time.perf_counter() - started) / steps * 1e6
 
-    time_emulator(), time_fused()  # warm-up
-    emulator_us, fused_us = [], []
+    timers = {"emulator_us": time_emulator, "ale_direct_us": time_ale_direct, "fused_us": time_fused}
+    times: dict[str, list[float]] = {name: [] for name in timers}
+    for timer in timers.values():
+        timer()  # warm-up
     for _ in range(repeats):
-        emulator_us.append(time_emulator())
-        fused_us.append(time_fused())
+        for name, timer in timers.items():
+            times[name].append(timer())
     emulator.close()
+    ale_direct.close()
     env.close()
-    return {
-        "path": native.kernel_path(),
-        "emulator_us": statistics.median(emulator_us),
-        "fused_us": statistics.median(fused_us),
-    }
+    return {"path": native.kernel_path(), **{name: statistics.median(t) for name, t in times.items()}}
 
 
 def main() -> None:
@@ -79,7 +93,10 @@ def main() -> None:
     from torchwm.bench.machine import describe_cpu, machine_info
 
     print(describe_cpu(machine_info()))
-    print(f"{'path':>6} {'emulator us':>12} {'fused us':>10} {'emulator/fused':>15}")
+    print(
+        f"{'path':>6} {'emulator us':>12} {'ale-direct us':>14} {'fused us':>10} {'emulator/fused':>15} "
+        f"{'ale-direct/fused':>17}"
+    )
     for path in args.paths.split(","):
         done = subprocess.run(
             [sys.executable, __file__, "--child", "--env", args.env, "--steps", str(args.steps)]
@@ -92,8 +109,11 @@ def main() -> None:
             print(f"{path:>6} left out: {done.stderr.strip().splitlines()[-1]}")
             continue
         result = json.loads(done.stdout.splitlines()[-1])
-        ratio = result["emulator_us"] / result["fused_us"]
-        print(f"{result['path']:>6} {result['emulator_us']:12.1f} {result['fused_us']:10.1f} {ratio:15.2f}")
+        emulator, ale_direct, fused = result["emulator_us"], result["ale_direct_us"], result["fused_us"]
+        print(
+            f"{result['path']:>6} {emulator:12.1f} {ale_direct:14.1f} {fused:10.1f} {emulator / fused:15.2f} "
+            f"{ale_direct / fused:17.2f}"
+        )
 
 
 if __name__ == "__main__":
