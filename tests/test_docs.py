@@ -15,6 +15,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = sorted(ROOT.glob("docs/**/*.md"))
+# Pages whose every block another test runs as written, and checks more of than that it runs.
+RUN_BY_OTHER_TESTS = {
+    ROOT / "docs" / "training.md": "tests/test_training_recipes.py",
+}
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
 NAMED_FILE = re.compile(r"^```(?:yaml|toml)\n# ([\w.-]+)\n(.*?)^```", re.DOTALL | re.MULTILINE)
 
@@ -30,7 +34,9 @@ def python_blocks(page: Path) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "page", [p for p in PAGES if python_blocks(p)], ids=lambda p: str(p.relative_to(ROOT))
+    "page",
+    [p for p in PAGES if python_blocks(p) and p not in RUN_BY_OTHER_TESTS],
+    ids=lambda p: str(p.relative_to(ROOT)),
 )
 def test_docs_examples_run(page, tmp_path):
     script = "\n\n".join(python_blocks(page))
@@ -57,3 +63,9 @@ def test_every_docs_page_is_linked_from_the_index():
         if relative == "index.md" or (relative.startswith("plugins/") and relative != "plugins/index.md"):
             continue
         assert f"({relative})" in index, f"docs/index.md does not link {relative}"
+
+
+def test_the_pages_left_out_above_are_read_by_the_tests_that_run_them():
+    # tests/test_training_recipes.py pairs each block of its page with a recipe it runs (zip, strict).
+    for page, test in RUN_BY_OTHER_TESTS.items():
+        assert f'"{page.name}"' in (ROOT / test).read_text(), f"{test} does not read {page.name}"

@@ -192,17 +192,18 @@ def _fused_pair(env_id: str, options: dict):
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize(
-    "options, steps",
+    "options, steps, every",
     [
-        ({}, 150),  # the default: grayscale 84 x 84
-        ({"grayscale": False}, 50),  # RGB costs three times the bytes: fewer steps
-        ({"screen_size": 64}, 50),
+        ({}, 150, 1),  # the default, grayscale 84 x 84, on every ROM: the gray lookup depends on the palette
+        # RGB frames and other sizes take no lookup: every fourth ROM's screens cover their resize.
+        ({"grayscale": False}, 100, 4),
+        ({"screen_size": 64}, 100, 4),
     ],
 )
-def test_every_rom_gives_the_same_arrays_with_the_kernel_and_with_opencv(options, steps):
+def test_the_roms_give_the_same_arrays_with_the_kernel_and_with_opencv(options, steps, every):
     ids = _v5_ids()
     assert len(ids) > 90
-    for env_id in ids:
+    for env_id in ids[::every]:
         pair = _fused_pair(env_id, options)
         if pair is None:
             continue
