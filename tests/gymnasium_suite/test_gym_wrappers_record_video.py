@@ -24,7 +24,7 @@
 # Ported from Gymnasium 1.4.0 tests/wrappers/vector/test_record_video.py (commit 95a790e19, "Update to
 # v1.4.0"). Adapted: gymnasium.make_vec(...) is the suite's `make_vec` fixture, torchwm.make_vec on every
 # backend (vectorization_mode is replaced by the backend; see adapter.py); the module is skipped without
-# moviepy; each test runs in a temporary folder.
+# moviepy; each test runs in a temporary folder; the module runs on `sync` and `shmem`, not `subproc`.
 
 """Test suite for RecordVideo wrapper."""
 
@@ -39,6 +39,11 @@ import gymnasium as gym
 pytest.importorskip("moviepy", reason="RecordVideo needs moviepy (gymnasium[other]), an optional dependency")
 from gymnasium.vector import AutoresetMode  # noqa: E402
 from gymnasium.wrappers.vector import RecordVideo  # noqa: E402
+
+# RecordVideo reaches the envs through render() and the step's arrays: subproc's render() takes the
+# same worker pool and pipe as shmem's, and the rest of the suite runs subproc. Encoding the videos
+# costs most of this module's time, so a third backend would add time and no case.
+pytestmark = pytest.mark.parametrize("backend", ["sync", "shmem"])
 
 
 @pytest.fixture(autouse=True)
