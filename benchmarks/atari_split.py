@@ -5,7 +5,8 @@ lookup, max, resize, frame stack, infos) with each C kernel path this CPU has.
 The ratio ``emulator / fused`` bounds what any backend that runs the fused env can reach against
 ``torchwm bench``'s ``ale-emulator`` peer (the cores times the emulator alone): even with free
 hand-offs and a parent that costs nothing, each core runs whole steps, not bare frames. Likewise
-``ale-direct / fused`` bounds ``shmem`` against ``ale-direct`` when both keep every core busy.
+``ale-direct / fused`` roughly bounds ``shmem`` against ``ale-direct`` when both keep every core busy
+(from above: ALE's one-env step includes a hand-off to its thread, which several envs a thread share).
 
     python benchmarks/atari_split.py --env ALE/Pong-v5 --steps 3000 --repeats 5
 
@@ -26,7 +27,8 @@ import time
 
 
 def measure(env_id: str, steps: int, repeats: int) -> dict[str, object]:
-    """Medians of µs a step: the emulator's frames alone and the fused env's step (this process's path)."""
+    """Medians of µs a step: the emulator's frames alone, ALE's vector env of one env, and the fused
+    env's step (this process's kernel path)."""
     import numpy as np
     from ale_py.vector_env import AtariVectorEnv
 
