@@ -24,6 +24,8 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 
 def measure(env_id: str, steps: int, repeats: int) -> dict[str, object]:
@@ -46,35 +48,32 @@ def measure(env_id: str, steps: int, repeats: int) -> dict[str, object]:
     spec = resolve_spec(env_id, 1, backend="ale-native")
     ale_direct = AtariVectorEnv(**{**ale_vector_kwargs(spec), "num_threads": 1})
     ale_direct.reset(seed=0)
-    ale_actions = [np.array([action]) for action in actions]
 
-    def time_ale_direct() -> float:
+    def step_fused(action: int) -> None:
+        _, _, terminated, truncated, _ = env.step(action)
+        if terminated or truncated:
+            env.reset()
+
+    # The same actions for each (ALE's vector env takes them as arrays, made here, not in the timed loop;
+    # it resets ended episodes itself).
+    steppers: dict[str, tuple[Callable[[Any], object], list]] = {
+        "emulator_us": (emulator.step, actions),
+        "ale_direct_us": (ale_direct.step, [np.array([action]) for action in actions]),
+        "fused_us": (step_fused, actions),
+    }
+
+    def time_us(step: Callable[[Any], object], step_actions: list) -> float:
         started = time.perf_counter()
-        for action in ale_actions:
-            ale_direct.step(action)  # it resets ended episodes itself
+        for action in step_actions:
+            step(action)
         return (time.perf_counter() - started) / steps * 1e6
 
-    def time_emulator() -> float:
-        started = time.perf_counter()
-        for action in actions:
-            emulator.step(action)
-        return (time.perf_counter() - started) / steps * 1e6
-
-    def time_fused() -> float:
-        started = time.perf_counter()
-        for action in actions:
-            _, _, terminated, truncated, _ = env.step(action)
-            if terminated or truncated:
-                env.reset()
-        return (time.perf_counter() - started) / steps * 1e6
-
-    timers = {"emulator_us": time_emulator, "ale_direct_us": time_ale_direct, "fused_us": time_fused}
-    times: dict[str, list[float]] = {name: [] for name in timers}
-    for timer in timers.values():
-        timer()  # warm-up
+    times: dict[str, list[float]] = {name: [] for name in steppers}
+    for stepper in steppers.values():
+        time_us(*stepper)  # warm-up
     for _ in range(repeats):
-        for name, timer in timers.items():
-            times[name].append(timer())
+        for name, stepper in steppers.items():
+            times[name].append(time_us(*stepper))
     emulator.close()
     ale_direct.close()
     env.close()

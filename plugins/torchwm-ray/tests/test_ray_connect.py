@@ -4,6 +4,12 @@ The tests that need a real cluster (``RAY_ADDRESS``, Ray's session file, Ray Cli
 are in test_ray_cluster.py.
 """
 
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -180,12 +186,6 @@ with torchwm.make_vec("CartPole-v1", 2, backend="ray", backend_kwargs={"address"
 def test_a_failed_ray_client_connection_leaves_the_process_able_to_start_ray(tmp_path):
     """Ray leaves a process whose Ray Client connection failed in client mode (every later ray.init fails
     with a bare AssertionError); torchwm undoes it."""
-    import os
-    import shutil
-    import subprocess
-    import sys
-    import tempfile
-
     ray_dir = tempfile.mkdtemp(prefix="twm", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
     env = {
         **os.environ,
