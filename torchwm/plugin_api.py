@@ -19,6 +19,9 @@ What is here, by job:
   ``torchwm.vector.transports.contract``), `POOL_OPTIONS`, `PoolSettings`, `split_envs`,
   `default_num_workers`, `WorkerPayload`, `Batch`, `Deadline`, `WorkerGone`, `StepLost`,
   `gym_specs_of` / `register_gym_specs` (an env id registered at run time, in a worker).
+- A worker process the plugin starts itself (a Ray actor on the parent's node): `SharedMemoryWorker`,
+  the parent's end of the ``shmem`` transport, and `serve_shared_memory(conn)`, its worker's end over a
+  connection to the parent.
 - A worker: `EnvGroup`, the envs one worker steps, and the typed messages between the pool and a
   worker (`Step`, `Reset`, `Call`, `SetAttr`, `NeedsReset`, `Close`, `ControlCommand`,
   `ErrorReply`, `error_reply`, `ShareDescription`, `describe_share`).
@@ -69,6 +72,7 @@ from torchwm.vector.transports.contract import (
     register_gym_specs,
     split_envs,
 )
+from torchwm.vector.transports.shared_memory import SharedMemoryWorker, serve_shared_memory
 
 __all__ = [
     "ARRAY_SPACES",
@@ -84,6 +88,7 @@ __all__ = [
     "PoolSettings",
     "Reset",
     "SetAttr",
+    "SharedMemoryWorker",
     "ShareDescription",
     "Step",
     "StepLost",
@@ -113,6 +118,7 @@ __all__ = [
     "register_gym_specs",
     "resolve_spaces",
     "resolve_spec",
+    "serve_shared_memory",
     "slice_rows",
     "spec_env_fns",
     "split_envs",

@@ -27,7 +27,7 @@ import os
 import threading
 import weakref
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import cloudpickle
 import gymnasium as gym
@@ -198,7 +198,7 @@ class WorkerPool(VectorEnv):
     """
 
     backend_name = "pool"
-    transport: ClassVar[type[Transport]]
+    transport: type[Transport]  # the subclass's; `Transport.chosen` may replace it for one vector env
     unit = "worker"  # what the backend calls a worker in its option names (num_workers, envs_per_worker)
 
     def __init__(self, spec: VecSpec, **options: Any) -> None:
@@ -230,6 +230,9 @@ class WorkerPool(VectorEnv):
                     spec.num_envs, self.worker_choice.workers, None, backend, self.unit
                 )
         self.worker_slices = settings.worker_slices
+        # The class whose workers these settings start (the ray backend's actors on the driver's node step
+        # through shared memory); the split is the configured transport's.
+        self.transport = self.transport.chosen(self.transport_settings)
         self.num_workers = len(self.worker_slices)
         self.restart_on_crash = settings.restart_on_crash
         self._worker_of = np.concatenate([np.full(len(r), w) for w, r in enumerate(self.worker_slices)])

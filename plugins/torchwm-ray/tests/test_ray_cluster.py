@@ -192,6 +192,13 @@ def test_strict_pack_puts_every_actor_on_one_node(connected):
         assert len(set(envs.actor_node_ids)) == 1
 
 
+def test_shared_memory_is_refused_on_a_ray_of_several_nodes(connected):
+    with pytest.raises(
+        ValueError, match=r"shared_memory=True needs every actor on the driver's machine.* 3 alive"
+    ):
+        torchwm.make_vec("CartPole-v1", 2, backend="ray", backend_kwargs={"shared_memory": True})
+
+
 def test_a_list_of_actor_options_pins_each_actor(connected):
     kwargs = {"actor_options": [{"resources": {"node_c": 0.01}}, {"resources": {"head": 0.01}}]}
     with torchwm.make_vec("CartPole-v1", 4, backend="ray", backend_kwargs=kwargs) as envs:

@@ -1,9 +1,10 @@
 """Faults on the ``ray`` backend that are Ray's own, and what follows them.
 
-tests/vector/test_faults.py holds every backend, Ray's default configuration among them, to the
-faults contract (an env that raises, a hang, an actor process killed, segfaulted or exited, a reply
-that cannot be pickled, Ctrl-C mid-step). Here: the same faults with actor calls instead of the
-compiled graph, which actor a hang names, and the real deadline of a timed-out call. After each, the
+tests/vector/test_faults.py holds every backend, Ray's default configuration on one node among them
+(steps through a shared block), to the faults contract (an env that raises, a hang, an actor process
+killed, segfaulted or exited, a reply that cannot be pickled, Ctrl-C mid-step). Here: faults on Ray's
+own channels (``shared_memory=False``), with the compiled graph and with actor calls, which actor a
+hang names, and the real deadline of a timed-out call. After each, the
 vector env must raise a clear error before its deadline, then either work (a reset and steps give
 the arrays of a fresh ``sync`` env with the same seed) or say that it is closed; and leave no actor
 process behind after ``close()``.
@@ -63,7 +64,7 @@ def make(**backend_kwargs):
         4,
         backend="ray",
         seed=0,
-        backend_kwargs={"num_actors": 2, "timeout": TIMEOUT, **backend_kwargs},
+        backend_kwargs={"num_actors": 2, "timeout": TIMEOUT, "shared_memory": False, **backend_kwargs},
     )
 
 

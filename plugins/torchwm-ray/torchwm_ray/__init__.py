@@ -20,8 +20,10 @@ Then::
 
 Each Ray actor hosts several envs and steps them with torchwm's own worker loop
 (`torchwm.plugin_api.EnvGroup`) over envs built by `torchwm.plugin_api.build_env`, so it
-gives the same arrays as the ``sync`` backend for the same seed. A step of all envs goes through
-a Ray Compiled Graph (``compiled_graph=True``, the default); everything else is an actor call. The plugin is
+gives the same arrays as the ``sync`` backend for the same seed. On a Ray of one node (this machine's),
+steps, resets and calls go through a shared block and a socket as on ``shmem`` (``shared_memory``);
+across nodes a step of all envs goes through a Ray Compiled Graph (``compiled_graph=True``, the
+default) and everything else is an actor call. The plugin is
 this module's one hook below; importing Ray waits until a ``ray`` env is actually made, so installing the
 plugin costs other backends nothing.
 """
@@ -49,6 +51,7 @@ def make_ray_vector_env(
     init_kwargs: dict[str, Any] | None = None,
     stop_ray_on_close: bool = True,
     compiled_graph: bool = True,
+    shared_memory: bool | None = None,
     batch_size: int | None = None,
     timeout: float | None = 120.0,
     copy: bool = True,
@@ -74,6 +77,7 @@ def make_ray_vector_env(
         init_kwargs=init_kwargs,
         stop_ray_on_close=stop_ray_on_close,
         compiled_graph=compiled_graph,
+        shared_memory=shared_memory,
         batch_size=batch_size,
         timeout=timeout,
         copy=copy,
@@ -90,5 +94,8 @@ def register_backends(register):
         description="Ray actors, several envs each, on this machine or a Ray cluster (torchwm-ray)",
         # The conformance suite makes many small envs one after another: keep the local Ray
         # instance between them rather than paying its start (seconds) for every env.
-        conformance={"variants": [{"stop_ray_on_close": False}]},
+        # Both wires: the shared block of a one-node Ray (the default here) and Ray's own channels.
+        conformance={
+            "variants": [{"stop_ray_on_close": False}, {"stop_ray_on_close": False, "shared_memory": False}]
+        },
     )

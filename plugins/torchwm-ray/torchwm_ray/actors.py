@@ -26,7 +26,6 @@ import logging
 import math
 import os
 import pickle
-import threading
 import time
 import traceback
 from collections.abc import Sequence
@@ -69,22 +68,24 @@ from torchwm_ray.connection import (
     check_address,
     client_connected,
     cluster_cpus,
+    exit_with_raylet,
     lost_ray,
+    one_node_ray,
     with_runtime_env,
 )
-from torchwm_ray.placement import ActorPlacement
+from torchwm_ray.placement import DEFAULT_TIMEOUT, SCHEDULING_GRACE, ActorPlacement, check_schedulable
+from torchwm_ray.same_node import SameNodeWorker
 from torchwm_ray.shipping import ship_by_value
 
 # The longest a single ray.wait of a step may block (see RayActorTransport.wait).
 WAIT_SLICE_SECONDS = 0.5
 
 logger = logging.getLogger(__name__)
-DEFAULT_TIMEOUT = 120.0  # seconds; actors may first have to be scheduled and import torchwm
-# An actor still pending after this many seconds has its request checked against the alive nodes.
-SCHEDULING_GRACE = 2.0
 # Ray sends a return value inline with the reply when it is under 100 KiB (its default
 # max_direct_call_object_size) and through the object store otherwise, which is slower.
 INLINE_BYTES = 90_000
+# How steps travel when every actor is on the driver's node (`torchwm_ray.same_node`).
+SHARED_MEMORY_STEPS = "shared memory (every actor on this node)"
 
 
 def obs_chunks(space: gym.Space, rows: int) -> int:
@@ -119,23 +120,6 @@ class EnvFailure(Exception):
 
 class ActorRestarted(Exception):
     """Raised by a restarted actor asked to step envs it has not reset since it came back."""
-
-
-def exit_with_raylet(period: float = 1.0) -> None:
-    """End this actor's process when the raylet that started it is gone (its parent changes).
-
-    Ray's worker notices a dead raylet when it next talks to it, but an actor in a compiled graph's
-    loop only reads its channels: after its raylet was killed (a node lost while the machine runs on)
-    it would spin on, a busy core that nothing can reach any more, since Ray counts it dead.
-    """
-    parent = os.getppid()
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(period)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="torchwm-raylet-watch", daemon=True).start()
 
 
 class EnvActor:
@@ -347,6 +331,7 @@ class RaySettings:
     stop_ray_on_close: bool
     timeout: float | None
     graph: CompiledStep | None = field(default=None, repr=False)
+    spin_seconds: float | None = field(default=None, repr=False)  # on the shared-memory path: measured
     # every actor's, to name the lost
     transports: list[RayActorTransport] = field(default_factory=list, repr=False)
 
@@ -361,16 +346,6 @@ def last_line(text: str) -> str:
     return lines[-1] if lines else text
 
 
-def json_resources(resources: dict[str, float]) -> str:
-    """Ray resources as a short sorted dict text, without the per-node ``node:`` markers."""
-    shown = {
-        name: (int(v) if float(v).is_integer() else v)
-        for name, v in sorted(resources.items())
-        if not name.startswith("node:") and name not in ("object_store_memory",)
-    }
-    return "{" + ", ".join(f"{name!r}: {v}" for name, v in shown.items()) + "}"
-
-
 class RayActorTransport(Transport):
     """The driver's end of one `EnvActor`."""
 
@@ -383,6 +358,7 @@ class RayActorTransport(Transport):
         "init_kwargs": None,
         "stop_ray_on_close": True,
         "compiled_graph": True,
+        "shared_memory": None,
     }
 
     @classmethod
@@ -402,6 +378,11 @@ class RayActorTransport(Transport):
         init_kwargs = with_runtime_env(dict(init_kwargs or {}), options["runtime_env"])
         if isinstance(max_restarts, bool) or not isinstance(max_restarts, int) or max_restarts < 0:
             raise ValueError(f"max_restarts must be an int >= 0, got {max_restarts!r}")
+        shared_memory = options["shared_memory"]
+        if shared_memory is not None and not isinstance(shared_memory, bool):
+            raise TypeError(
+                f"shared_memory must be None (where it can), True or False; got {shared_memory!r}"
+            )
         if not (pool.split_given or pool.inline) and placement.per_actor is not None:
             pool.worker_slices = placement.split(len(env_fns), len(placement.per_actor), backend)
         placement.actors(len(pool.worker_slices))
@@ -412,8 +393,18 @@ class RayActorTransport(Transport):
             pool.worker_slices = placement.split(len(env_fns), cluster_cpus(), backend)
         # A graph's results come all together, never the first ready (batch_size); a graph does not
         # survive its actor's death (restart_on_crash); Ray Client cannot compile graphs.
+        if shared_memory is None:
+            shared_memory = bool(options["compiled_graph"]) and one_node_ray()
+        elif shared_memory and not one_node_ray():
+            raise ValueError(
+                "ray: shared_memory=True needs every actor on the driver's machine: a Ray of one node, this "
+                "process's (not through Ray Client), on Linux; this Ray has "
+                f"{sum(node['Alive'] for node in ray.nodes())} alive nodes"
+            )
         steps = (
-            "actor calls (compiled_graph=False)"
+            SHARED_MEMORY_STEPS
+            if shared_memory
+            else "actor calls (compiled_graph=False)"
             if not options["compiled_graph"]
             else "actor calls (restart_on_crash=True)"
             if pool.restart_on_crash
@@ -441,6 +432,10 @@ class RayActorTransport(Transport):
             timeout=pool.timeout,
             graph=CompiledStep(DEFAULT_TIMEOUT) if steps == "compiled graph" else None,
         )
+
+    @classmethod
+    def chosen(cls, settings: RaySettings) -> type[Transport]:
+        return SameNodeWorker if settings.steps == SHARED_MEMORY_STEPS else cls
 
     def __init__(self, index: int, envs: range, settings: RaySettings) -> None:
         super().__init__(index, envs, settings)
@@ -500,7 +495,7 @@ class RayActorTransport(Transport):
             except TimeoutError:
                 # Pending: Ray places an actor within moments when a node can take it.
                 if time.monotonic() - began > SCHEDULING_GRACE:
-                    self._check_schedulable()
+                    check_schedulable(self._options)
             except ray.exceptions.ActorUnavailableError:
                 time.sleep(0.2)  # Ray is restarting it: ask again when it may be back
                 self._starting = self._call("describe")
@@ -508,43 +503,6 @@ class RayActorTransport(Transport):
             return described.reply
         self._pid, self.node_id = described["pid"], described["node_id"]
         return described["share"]
-
-    def _check_schedulable(self) -> None:
-        """Raise `WorkerGone` if no alive node has every resource the actor asks for."""
-        options = self._options
-        strategy = options.get("scheduling_strategy")
-        if options.get("placement_group") not in (None, "default") or isinstance(
-            strategy, ray.util.scheduling_strategies.PlacementGroupSchedulingStrategy
-        ):
-            return  # a placement group's bundles were checked when it was created
-        # Ray's actor default
-        demand = {
-            "CPU": float(1 if options.get("num_cpus") is None else options["num_cpus"]),
-            "GPU": float(options.get("num_gpus") or 0),
-            "memory": float(options.get("memory") or 0),
-            **{name: float(amount) for name, amount in (options.get("resources") or {}).items()},
-        }
-        demand = {name: amount for name, amount in demand.items() if amount > 0}
-        nodes = [node for node in ray.nodes() if node["Alive"]]
-        where = ""
-        if (
-            isinstance(strategy, ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy)
-            and not strategy.soft
-        ):
-            nodes = [node for node in nodes if node["NodeID"] == strategy.node_id]
-            where = f" (node affinity: node {strategy.node_id})"
-        if any(
-            all(node["Resources"].get(name, 0.0) >= amount for name, amount in demand.items())
-            for node in nodes
-        ):
-            return
-        have = "; ".join(sorted({json_resources(node["Resources"]) for node in nodes})) or "no alive node"
-        raise WorkerGone(
-            f"Ray cannot place it: it asks for {json_resources(demand)}{where}, which no alive node of the "
-            f"cluster has (the nodes have: {have})",
-            restartable=False,
-            hint="Pass actor_options that a node can meet, or add a node with those resources.",
-        )
 
     def stop(self) -> None:
         graph = self.settings.graph

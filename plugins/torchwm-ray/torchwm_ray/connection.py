@@ -232,3 +232,29 @@ def lost_ray(exc: BaseException) -> WorkerGone:
     if ray.is_initialized():
         raise exc
     return WorkerGone(RAY_GONE, restartable=False)
+
+
+def exit_with_raylet(period: float = 1.0) -> None:
+    """End this actor's process when the raylet that started it is gone (its parent changes).
+
+    Ray's worker notices a dead raylet when it next talks to it, but an actor in a compiled graph's
+    loop only reads its channels: after its raylet was killed (a node lost while the machine runs on)
+    it would spin on, a busy core that nothing can reach any more, since Ray counts it dead.
+    """
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(period)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="torchwm-raylet-watch", daemon=True).start()
+
+
+def one_node_ray() -> bool:
+    """Whether every actor Ray places runs on this process's machine: Ray has one alive node, this driver's
+    (not through Ray Client, whose driver runs on no node), and Linux gives a pidfd to watch it by."""
+    if not hasattr(os, "pidfd_open") or client_connected():
+        return False
+    nodes = [node["NodeID"] for node in ray.nodes() if node["Alive"]]
+    return nodes == [ray.get_runtime_context().get_node_id()]

@@ -12,7 +12,8 @@ Two options decide it, as a Ray user would write them:
   of its own, which ``"SPREAD"`` alone does not promise.
 
 `ActorPlacement` holds both, checked before Ray is touched; `ActorPlacement.reserve` creates the
-placement group (connected), waiting for it within the env's deadline.
+placement group (connected), waiting for it within the env's deadline; `check_schedulable` fails an
+actor that no alive node can take, which Ray would keep pending for ever.
 """
 
 from __future__ import annotations
@@ -22,11 +23,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import ray
+import ray.util.scheduling_strategies
 
 from torchwm.errors import EnvTimeoutError
-from torchwm.plugin_api import split_envs
+from torchwm.plugin_api import WorkerGone, split_envs
 
 STRATEGIES = ("STRICT_SPREAD", "SPREAD", "STRICT_PACK", "PACK")
+DEFAULT_TIMEOUT = 120.0  # seconds; actors may first have to be scheduled and import torchwm
+# An actor still pending after this many seconds has its request checked against the alive nodes
+# (`check_schedulable`).
+SCHEDULING_GRACE = 2.0
 
 
 @dataclass
@@ -141,3 +147,50 @@ def bundle_of(options: dict[str, Any]) -> dict[str, float]:
         bundle["GPU"] = float(options["num_gpus"])
     bundle.update({key: float(value) for key, value in (options.get("resources") or {}).items()})
     return bundle
+
+
+def json_resources(resources: dict[str, float]) -> str:
+    """Ray resources as a short sorted dict text, without the per-node ``node:`` markers."""
+    shown = {
+        name: (int(v) if float(v).is_integer() else v)
+        for name, v in sorted(resources.items())
+        if not name.startswith("node:") and name not in ("object_store_memory",)
+    }
+    return "{" + ", ".join(f"{name!r}: {v}" for name, v in shown.items()) + "}"
+
+
+def check_schedulable(options: dict[str, Any]) -> None:
+    """Raise `WorkerGone` if no alive node has every resource an actor of ``options`` (its `ray.remote`
+    options) asks for: Ray would keep it pending for ever."""
+    strategy = options.get("scheduling_strategy")
+    if options.get("placement_group") not in (None, "default") or isinstance(
+        strategy, ray.util.scheduling_strategies.PlacementGroupSchedulingStrategy
+    ):
+        return  # a placement group's bundles were checked when it was created
+    # Ray's actor default
+    demand = {
+        "CPU": float(1 if options.get("num_cpus") is None else options["num_cpus"]),
+        "GPU": float(options.get("num_gpus") or 0),
+        "memory": float(options.get("memory") or 0),
+        **{name: float(amount) for name, amount in (options.get("resources") or {}).items()},
+    }
+    demand = {name: amount for name, amount in demand.items() if amount > 0}
+    nodes = [node for node in ray.nodes() if node["Alive"]]
+    where = ""
+    if (
+        isinstance(strategy, ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy)
+        and not strategy.soft
+    ):
+        nodes = [node for node in nodes if node["NodeID"] == strategy.node_id]
+        where = f" (node affinity: node {strategy.node_id})"
+    if any(
+        all(node["Resources"].get(name, 0.0) >= amount for name, amount in demand.items()) for node in nodes
+    ):
+        return
+    have = "; ".join(sorted({json_resources(node["Resources"]) for node in nodes})) or "no alive node"
+    raise WorkerGone(
+        f"Ray cannot place it: it asks for {json_resources(demand)}{where}, which no alive node of the "
+        f"cluster has (the nodes have: {have})",
+        restartable=False,
+        hint="Pass actor_options that a node can meet, or add a node with those resources.",
+    )

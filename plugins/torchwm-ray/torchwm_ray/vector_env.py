@@ -6,6 +6,8 @@ deadlines, restarts and errors are the pool's, as on ``subproc`` and ``shmem``. 
 plugin's modules, each one job:
 
 - `actors`: the transport, both ends (`EnvActor` in the actor, `RayActorTransport` in the driver);
+- `same_node`: `SameNodeWorker`, the transport where every actor is on the driver's node (steps through
+  a shared block, as on ``shmem``);
 - `compiled_graph`: `CompiledStep`, the Ray Compiled Graph that steps every actor at once;
 - `connection`: `LocalRay`, the Ray torchwm connects to (which address), shared by the envs of a process;
 - `placement`: `ActorPlacement`, each actor's options and the placement group the env reserves;
@@ -17,9 +19,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from torchwm.errors import UnsupportedStackError
 from torchwm.plugin_api import VecSpec, WorkerPool
-from torchwm_ray.actors import DEFAULT_TIMEOUT, RayActorTransport, RaySettings
+from torchwm_ray.actors import RayActorTransport, RaySettings
 from torchwm_ray.connection import LocalRay
+from torchwm_ray.placement import DEFAULT_TIMEOUT
+from torchwm_ray.same_node import SameNodeWorker
 
 
 class RayVectorEnv(WorkerPool):
@@ -56,6 +61,10 @@ class RayVectorEnv(WorkerPool):
             ``restart_on_crash`` or ``batch_size < num_envs``. While the graph lives, each actor polls
             its input channel and shows as a busy core even when idle (it yields to other work). Through
             Ray Client there is no compiled graph: ``repr(envs)`` says how steps travel (``steps=``).
+        shared_memory: where every actor runs on this process's machine (a one-node Ray, the driver's),
+            steps go through a shared block as on ``shmem`` (`torchwm_ray.same_node`). ``None`` (default):
+            where it can, with ``compiled_graph`` and spaces a block holds (not Text, Graph or Sequence);
+            ``True``: required (ValueError on a Ray of more nodes); ``False``: never.
         batch_size, timeout, copy, env_fn, observation_mode: the pool's options
             (`torchwm.plugin_api.WorkerPool`); ``timeout`` defaults to 120 s here. The factories
             (``env_fn``, `torchwm.make_vec_from_fns`) are cloudpickled to the actors: those of a module the
@@ -74,8 +83,17 @@ class RayVectorEnv(WorkerPool):
     unit = "actor"
 
     def __init__(self, spec: VecSpec, **options: Any) -> None:
+        options = {"timeout": DEFAULT_TIMEOUT, **options}
         try:
-            super().__init__(spec, **{"timeout": DEFAULT_TIMEOUT, **options})
+            try:
+                super().__init__(spec, **options)
+            except UnsupportedStackError:
+                # Spaces a shared block cannot hold (Text, Graph, Sequence) show once the actors have built
+                # their envs: then, unless the user asked for shared memory, Ray's channels carry the steps.
+                if self.transport is not SameNodeWorker or options.get("shared_memory") is not None:
+                    raise
+                del self.transport  # back to the class's, RayActorTransport
+                super().__init__(spec, **{**options, "shared_memory": False})
         except BaseException:
             self._release_placement()
             if options.get("stop_ray_on_close", True):
@@ -101,7 +119,11 @@ class RayVectorEnv(WorkerPool):
     @property
     def actors(self) -> list[Any]:
         """The Ray actor handles, one per actor."""
-        return [transport.actor for transport in self._transports if isinstance(transport, RayActorTransport)]
+        return [
+            transport.actor
+            for transport in self._transports
+            if isinstance(transport, (RayActorTransport, SameNodeWorker))
+        ]
 
     @property
     def actor_env_ids(self) -> list[list[int]]:
@@ -112,7 +134,9 @@ class RayVectorEnv(WorkerPool):
     def actor_node_ids(self) -> list[str | None]:
         """The Ray node id each actor runs on (`ray.get_runtime_context().get_node_id()` there)."""
         return [
-            transport.node_id for transport in self._transports if isinstance(transport, RayActorTransport)
+            transport.node_id
+            for transport in self._transports
+            if isinstance(transport, (RayActorTransport, SameNodeWorker))
         ]
 
     @property

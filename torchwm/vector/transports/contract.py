@@ -27,10 +27,12 @@ a ``range``):
 - ``alive``, ``pid``, ``describe()``, ``restart(payload)``, ``stop()`` (ask to exit, at once)
   and ``close(deadline)`` (end within it, free everything).
 
-Optional, per transport class: ``OPTIONS`` (backend options of its own) and
+Optional, per transport class: ``OPTIONS`` (backend options of its own);
 ``configure(backend, spec, env_fns, options, pool)``, which checks them against the pool's
 checked `PoolSettings` before anything starts and returns the settings every transport of
-the vector env shares.
+the vector env shares; and ``chosen(settings)``, the transport class whose workers those
+settings start (another one where configure found a better wire: the ray backend's actors
+on the driver's node step through shared memory).
 
 Waits raise the built-in ``TimeoutError`` at their deadline (`StepLost` when that step can
 never be waited for again: the pool then closes itself), and `WorkerGone` when the worker
@@ -323,6 +325,11 @@ class Transport(ABC):
         """Check this transport's options (and anything else that must fail before a worker starts);
         returns the settings every worker gets. ``pool`` holds the pool's own options, checked."""
         return None
+
+    @classmethod
+    def chosen(cls, settings: Any) -> type[Transport]:
+        """The transport class whose workers ``settings`` (from `configure`) start: this one by default."""
+        return cls
 
     @classmethod
     def choose_worker_count(

@@ -259,8 +259,12 @@ class ProcessWorker(Transport):
         self.process.start()
         _STARTED.add(self.process)
         child_conn.close()
-        self.conn = parent_conn
-        self.readable = Readable(parent_conn)
+        self.connected(parent_conn)
+
+    def connected(self, conn: Any) -> None:
+        """Talk to the worker through ``conn`` from now on (a new worker: nothing of an old one pends)."""
+        self.conn = conn
+        self.readable = Readable(conn)
         self.torn = False
         self.reached_torchwm = False
         self.answered = self.seq

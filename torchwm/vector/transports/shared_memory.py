@@ -82,6 +82,7 @@ from torchwm.vector.transports.processes import (
     Setup,
     answer_control,
     send_reply,
+    worker_main,
 )
 from torchwm.vector.transports.worker_count import WorkerChoice, env_key, measured_worker_choice
 
@@ -399,6 +400,16 @@ def serve(conn: Any, envs: list, payload: WorkerPayload, seq: int, setup: Setup)
             pass
         del group  # its rows are views of the block
         shared.release()
+
+
+def serve_shared_memory(conn: Any, payload_bytes: bytes) -> None:
+    """The whole worker's end of a `SharedMemoryWorker` in a process its parent did not start (a Ray actor
+    on the parent's node): build the envs of the cloudpickled `WorkerPayload`, then serve until `Close`.
+
+    ``conn`` is a `multiprocessing.connection.Connection` over a Unix socket to the parent, which sends the
+    block's descriptor over it as over a worker's pipe.
+    """
+    worker_main(conn, None, payload_bytes, serve)
 
 
 def _serve_steps(

@@ -1,0 +1,111 @@
+"""The ``ray`` backend on a one-node Ray: its actors step through a shared block, as ``shmem``'s workers.
+
+The pool's contract on this path (errors, hangs, Ctrl-C, restarts) is tests/conformance's and
+tests/vector/test_faults.py's, which run Ray's default configuration; here is what is particular to
+actors that Ray starts and torchwm steps: that the steps really take the shared block, that they give
+``sync``'s arrays, and how a dead actor, an actor Ray cannot place and ``close()`` end.
+"""
+
+import glob
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import ray
+
+import torchwm
+import torchwm.testing
+from torchwm.errors import WorkerError
+
+SHARED_MEMORY = "steps='shared memory (every actor on this node)'"
+
+
+def process_ended(pid: int) -> bool:
+    stat = Path(f"/proc/{pid}/stat")
+    return not stat.exists() or "Z" in stat.read_text().rsplit(")", 1)[-1][:3]
+
+
+def wait_until_ended(pid: int, seconds: float = 30.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not process_ended(pid):
+        assert time.monotonic() < deadline, f"process {pid} still runs {seconds} s later"
+        time.sleep(0.05)
+
+
+def test_pong_steps_through_a_shared_block_in_ray_actors_and_matches_sync(local_ray):
+    kwargs = {"num_actors": 2}
+    rng = np.random.default_rng(0)
+    with (
+        torchwm.make_vec("ALE/Pong-v5", 8, backend="ray", seed=3, backend_kwargs=kwargs) as envs,
+        torchwm.make_vec("ALE/Pong-v5", 8, backend="sync", seed=3) as ref,
+    ):
+        assert SHARED_MEMORY in repr(envs)
+        assert envs.actor_node_ids == [ray.get_runtime_context().get_node_id()] * 2
+        for pid in envs.worker_pids:
+            # Ray's actor processes (Ray titles them with the actor's class), each mapping torchwm's block.
+            assert "SharedMemoryActor" in Path(f"/proc/{pid}/cmdline").read_text()
+            assert "/memfd:torchwm_" in Path(f"/proc/{pid}/maps").read_text()
+        got, want = envs.reset(), ref.reset()
+        assert np.array_equal(got[0], want[0])
+        for _ in range(30):
+            actions = rng.integers(0, envs.single_action_space.n, size=8)
+            got, want = envs.step(actions), ref.step(actions)
+            for a, b in zip(got[:4], want[:4]):
+                assert np.array_equal(a, b)
+            assert got[4].keys() == want[4].keys()
+            for key in want[4]:
+                assert np.array_equal(got[4][key], want[4][key]), key
+        got, want = envs.step([1, 2, 3], env_ids=[1, 4, 6]), ref.step([1, 2, 3], env_ids=[1, 4, 6])
+        for a, b in zip(got[:4], want[:4]):
+            assert np.array_equal(a, b)
+        assert envs.reset(env_ids=[0, 5], seed=9)[0].tolist() == ref.reset(env_ids=[0, 5], seed=9)[0].tolist()
+
+
+def test_restart_on_crash_starts_a_new_actor_until_max_restarts_is_used_up(local_ray):
+    kwargs = {"num_actors": 2, "restart_on_crash": True, "max_restarts": 1}
+    with torchwm.make_vec(
+        torchwm.testing.COUNTDOWN_ID, 4, backend="ray", seed=0, backend_kwargs=kwargs
+    ) as envs:
+        envs.reset()
+        envs.step(np.ones(4, dtype=np.int64))
+        first = envs.worker_pids[1]
+        ray.kill(envs.actors[1], no_restart=True)
+        wait_until_ended(first)
+        _, rewards, terminations, truncations, infos = envs.step(np.ones(4, dtype=np.int64))
+        assert infos["worker_restarted"].tolist() == [False, False, True, True]
+        assert truncations.tolist() == [False, False, True, True] and rewards[2:].tolist() == [0.0, 0.0]
+        second = envs.worker_pids[1]
+        assert second != first and not process_ended(second)
+        envs.step(np.ones(4, dtype=np.int64))  # the new actor steps
+        ray.kill(envs.actors[1], no_restart=True)
+        wait_until_ended(second)
+        with pytest.raises(
+            WorkerError, match=r"after 1 restarts \(max_restarts=1\).*Ray actor 1 \(envs \[2, 3\]\)"
+        ):
+            envs.step(np.ones(4, dtype=np.int64))
+
+
+def test_close_ends_every_actor_process_and_no_socket_directory_outlives_the_start(local_ray):
+    # The driver's directories for the actors' sockets, named after this process.
+    directories = f"{tempfile.gettempdir()}/torchwm-actor-{os.getpid()}-*"
+    envs = torchwm.make_vec("CartPole-v1", 4, backend="ray", seed=0, backend_kwargs={"num_actors": 2})
+    assert glob.glob(directories) == []  # removed once the actors connected
+    envs.reset()
+    envs.step(np.zeros(4, dtype=np.int64))
+    pids = envs.worker_pids
+    assert SHARED_MEMORY in repr(envs) and all(not process_ended(pid) for pid in pids)
+    envs.close()
+    for pid in pids:
+        wait_until_ended(pid)
+    assert glob.glob(directories) == []
+
+
+def test_an_actor_ray_cannot_place_fails_at_once_naming_what_it_asked_for(local_ray):
+    kwargs = {"num_actors": 1, "actor_options": {"resources": {"no_such_thing": 1}}, "timeout": 60}
+    began = time.monotonic()
+    with pytest.raises(WorkerError, match=r"asks for \{'CPU': 1, 'no_such_thing': 1\}"):
+        torchwm.make_vec("CartPole-v1", 2, backend="ray", backend_kwargs=kwargs)
+    assert time.monotonic() - began < 30
