@@ -38,6 +38,10 @@ import pytest
 from gymnasium.wrappers.vector import HumanRendering
 
 
+# HumanRendering act on the vector env's results and render(), not on how they travel: subproc's pipe is
+# the rest of the suite's, and its pool is shmem's (CI time).
+pytestmark = pytest.mark.parametrize("backend", ["sync", "shmem"])
+
 @pytest.fixture(autouse=True)
 def _headless_display(monkeypatch):
     """Ported: no display in CI; the SDL dummy video driver lets pygame open its window off-screen."""

@@ -42,8 +42,13 @@ from gymnasium.wrappers.vector import RecordVideo  # noqa: E402
 
 # RecordVideo reaches the envs through render() and the step's arrays: subproc's render() takes the
 # same worker pool and pipe as shmem's, and the rest of the suite runs subproc. Encoding the videos
-# costs most of this module's time, so a third backend would add time and no case.
-pytestmark = pytest.mark.parametrize("backend", ["sync", "shmem"])
+# costs most of this module's time, so each autoreset mode runs once, on sync or shmem (each backend's
+# autoreset modes are the conformance suite's).
+MODES_AND_BACKENDS = [
+    (AutoresetMode.NEXT_STEP, "shmem"),
+    (AutoresetMode.SAME_STEP, "sync"),
+    (AutoresetMode.DISABLED, "shmem"),
+]
 
 
 @pytest.fixture(autouse=True)
@@ -52,7 +57,7 @@ def _in_tmp_path(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
 
 
-@pytest.mark.parametrize("autoreset_mode", list(gym.vector.AutoresetMode.__iter__()))
+@pytest.mark.parametrize(("autoreset_mode", "backend"), MODES_AND_BACKENDS)
 def test_video_folder_and_filenames(
     make_vec,
     autoreset_mode: gym.vector.AutoresetMode,
@@ -99,7 +104,7 @@ def test_video_folder_and_filenames(
     }
 
 
-@pytest.mark.parametrize("autoreset_mode", list(gym.vector.AutoresetMode.__iter__()))
+@pytest.mark.parametrize(("autoreset_mode", "backend"), MODES_AND_BACKENDS)
 @pytest.mark.parametrize("episodic_trigger", [None, lambda x: x in [0, 3, 5, 10, 12]])
 def test_episodic_trigger(make_vec, autoreset_mode, episodic_trigger, n_envs=10):
     """Test RecordVideo using the default episode trigger."""
@@ -139,7 +144,7 @@ def test_episodic_trigger(make_vec, autoreset_mode, episodic_trigger, n_envs=10)
     )
 
 
-@pytest.mark.parametrize("autoreset_mode", list(gym.vector.AutoresetMode.__iter__()))
+@pytest.mark.parametrize(("autoreset_mode", "backend"), MODES_AND_BACKENDS)
 def test_step_trigger(make_vec, autoreset_mode, n_envs=10):
     """Test RecordVideo defining step trigger function."""
     envs = make_vec(
@@ -172,7 +177,7 @@ def test_step_trigger(make_vec, autoreset_mode, n_envs=10):
     assert len(mp4_files) == 2
 
 
-@pytest.mark.parametrize("autoreset_mode", list(gym.vector.AutoresetMode.__iter__()))
+@pytest.mark.parametrize(("autoreset_mode", "backend"), MODES_AND_BACKENDS)
 def test_both_episodic_and_step_trigger(make_vec, autoreset_mode, n_envs=10):
     """Test RecordVideo defining both step and episode trigger functions."""
     envs = make_vec(
@@ -207,7 +212,7 @@ def test_both_episodic_and_step_trigger(make_vec, autoreset_mode, n_envs=10):
     assert len(mp4_files) == 3
 
 
-@pytest.mark.parametrize("autoreset_mode", list(gym.vector.AutoresetMode.__iter__()))
+@pytest.mark.parametrize(("autoreset_mode", "backend"), MODES_AND_BACKENDS)
 def test_video_length(make_vec, autoreset_mode, video_length: int = 10, n_envs=10):
     """Test if argument video_length of RecordVideo works properly."""
     envs = make_vec(

@@ -52,6 +52,10 @@ from gymnasium.vector.vector_env import AutoresetMode
 from gymnasium_suite.testing_env import GenericTestEnv
 
 
+# The vector wrappers act on the vector env's results and render(), not on how they travel: subproc's pipe is
+# the rest of the suite's, and its pool is shmem's (CI time).
+pytestmark = pytest.mark.parametrize("backend", ["sync", "shmem"])
+
 @pytest.fixture
 def custom_environments():
     gym.register(
