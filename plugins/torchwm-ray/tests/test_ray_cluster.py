@@ -5,7 +5,8 @@ two worker nodes, one CPU and one custom resource each), with what a shared mach
 top: free ports instead of 6379 and 10001, a temporary directory of their own, no dashboard.
 Afterwards it ends exactly the processes it started: every process whose command line names
 that directory, and their children. ``ray stop`` is not used, because it would stop every Ray
-on the machine, not only these nodes. Each test connects to the cluster and leaves it.
+on the machine, not only these nodes. Each test connects to the cluster and leaves it, but for the
+last ones, which share one connection (`connected`).
 """
 
 import logging
@@ -108,9 +109,10 @@ def cluster():
         assert not left, f"Ray processes of the test cluster still running: {left}"
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def connected(cluster):
-    """This test connected to the cluster itself (so it can look at it after the env closes)."""
+    """The driver connected to the cluster itself (so that a test can look at it after the env closes), once
+    for the module's last tests: a connection costs seconds, and the tests before connect their own way."""
     ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
     try:
         yield cluster
@@ -167,58 +169,6 @@ def cluster_nodes_by_gcs(cluster) -> list[str]:
 
     client = GcsClient(address=cluster.address)
     return [node.node_id.hex() for node in client.get_all_node_info(timeout=30).values()]
-
-
-def test_strict_spread_puts_one_actor_on_each_node_and_close_removes_the_group(connected):
-    kwargs = {"placement": "STRICT_SPREAD"}
-    with torchwm.make_vec("CartPole-v1", 6, backend="ray", backend_kwargs=kwargs) as envs:
-        group = envs.placement_group
-        assert envs.actor_env_ids == [[0, 1], [2, 3], [4, 5]]
-        assert sorted(envs.actor_node_ids) == sorted(connected.nodes()), (
-            "one actor on each of the three nodes"
-        )
-    assert ray.util.placement_group_table(group)["state"] == "REMOVED"
-
-
-def test_strict_pack_puts_every_actor_on_one_node(connected):
-    # The address this process connected with is the same cluster as Ray's name for it (its node's IP).
-    kwargs = {
-        "num_actors": 3,
-        "placement": "STRICT_PACK",
-        "actor_options": {"num_cpus": 0.3},
-        "address": connected.address,
-    }
-    with torchwm.make_vec("CartPole-v1", 3, backend="ray", backend_kwargs=kwargs) as envs:
-        assert len(set(envs.actor_node_ids)) == 1
-
-
-def test_shared_memory_is_refused_on_a_ray_of_several_nodes(connected):
-    with pytest.raises(
-        ValueError, match=r"shared_memory=True needs every actor on the driver's machine.* 3 alive"
-    ):
-        torchwm.make_vec("CartPole-v1", 2, backend="ray", backend_kwargs={"shared_memory": True})
-
-
-def test_a_list_of_actor_options_pins_each_actor(connected):
-    kwargs = {"actor_options": [{"resources": {"node_c": 0.01}}, {"resources": {"head": 0.01}}]}
-    with torchwm.make_vec("CartPole-v1", 4, backend="ray", backend_kwargs=kwargs) as envs:
-        assert envs.actor_node_ids == [connected.node_with("node_c"), connected.node_with("head")]
-
-
-def test_a_placement_the_cluster_cannot_hold_fails_after_the_timeout_naming_the_bundles(connected):
-    kwargs = {"num_actors": 4, "placement": "STRICT_SPREAD", "timeout": 3}
-    with pytest.raises(
-        EnvTimeoutError, match=r"placement='STRICT_SPREAD' \(4 bundles: .*'CPU': 1\.0.*within \d+ s"
-    ):
-        torchwm.make_vec("CartPole-v1", 4, backend="ray", backend_kwargs=kwargs)
-    assert {group["state"] for group in ray.util.placement_group_table().values()} <= {"REMOVED"}
-    ray.shutdown()
-    # Connected by torchwm for that env alone: the failed env leaves the cluster again.
-    with pytest.raises(EnvTimeoutError, match="STRICT_SPREAD needs a node per actor"):
-        torchwm.make_vec(
-            "CartPole-v1", 4, backend="ray", backend_kwargs={**kwargs, "address": connected.address}
-        )
-    assert not ray.is_initialized()
 
 
 def test_ray_client_steps_by_actor_calls_and_says_so(cluster, caplog):
@@ -310,3 +260,58 @@ def test_the_docs_steps_run_pong_on_three_nodes_with_the_users_env_package(clust
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().splitlines()[-1] == "3 nodes (6, 210, 160, 3)"
+
+
+# The tests of a connected driver come last: `connected` stays connected until the module ends.
+
+
+def test_strict_spread_puts_one_actor_on_each_node_and_close_removes_the_group(connected):
+    kwargs = {"placement": "STRICT_SPREAD"}
+    with torchwm.make_vec("CartPole-v1", 6, backend="ray", backend_kwargs=kwargs) as envs:
+        group = envs.placement_group
+        assert envs.actor_env_ids == [[0, 1], [2, 3], [4, 5]]
+        assert sorted(envs.actor_node_ids) == sorted(connected.nodes()), (
+            "one actor on each of the three nodes"
+        )
+    assert ray.util.placement_group_table(group)["state"] == "REMOVED"
+
+
+def test_strict_pack_puts_every_actor_on_one_node(connected):
+    # The address this process connected with is the same cluster as Ray's name for it (its node's IP).
+    kwargs = {
+        "num_actors": 3,
+        "placement": "STRICT_PACK",
+        "actor_options": {"num_cpus": 0.3},
+        "address": connected.address,
+    }
+    with torchwm.make_vec("CartPole-v1", 3, backend="ray", backend_kwargs=kwargs) as envs:
+        assert len(set(envs.actor_node_ids)) == 1
+
+
+def test_shared_memory_is_refused_on_a_ray_of_several_nodes(connected):
+    with pytest.raises(
+        ValueError, match=r"shared_memory=True needs every actor on the driver's machine.* 3 alive"
+    ):
+        torchwm.make_vec("CartPole-v1", 2, backend="ray", backend_kwargs={"shared_memory": True})
+
+
+def test_a_list_of_actor_options_pins_each_actor(connected):
+    kwargs = {"actor_options": [{"resources": {"node_c": 0.01}}, {"resources": {"head": 0.01}}]}
+    with torchwm.make_vec("CartPole-v1", 4, backend="ray", backend_kwargs=kwargs) as envs:
+        assert envs.actor_node_ids == [connected.node_with("node_c"), connected.node_with("head")]
+
+
+def test_a_placement_the_cluster_cannot_hold_fails_after_the_timeout_naming_the_bundles(connected):
+    kwargs = {"num_actors": 4, "placement": "STRICT_SPREAD", "timeout": 3}
+    with pytest.raises(
+        EnvTimeoutError, match=r"placement='STRICT_SPREAD' \(4 bundles: .*'CPU': 1\.0.*within \d+ s"
+    ):
+        torchwm.make_vec("CartPole-v1", 4, backend="ray", backend_kwargs=kwargs)
+    assert {group["state"] for group in ray.util.placement_group_table().values()} <= {"REMOVED"}
+    ray.shutdown()
+    # Connected by torchwm for that env alone: the failed env leaves the cluster again.
+    with pytest.raises(EnvTimeoutError, match="STRICT_SPREAD needs a node per actor"):
+        torchwm.make_vec(
+            "CartPole-v1", 4, backend="ray", backend_kwargs={**kwargs, "address": connected.address}
+        )
+    assert not ray.is_initialized()

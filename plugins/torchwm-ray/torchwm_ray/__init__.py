@@ -94,8 +94,6 @@ def register_backends(register):
         description="Ray actors, several envs each, on this machine or a Ray cluster (torchwm-ray)",
         # The conformance suite makes many small envs one after another: keep the local Ray
         # instance between them rather than paying its start (seconds) for every env.
-        # Both wires: the shared block of a one-node Ray (the default here) and Ray's own channels.
-        conformance={
-            "variants": [{"stop_ray_on_close": False}, {"stop_ray_on_close": False, "shared_memory": False}]
-        },
+        # The default wire of a one-node Ray (a shared block); Ray's own channels have the cluster tests.
+        conformance={"variants": [{"stop_ray_on_close": False}]},
     )

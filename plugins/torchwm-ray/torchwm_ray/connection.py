@@ -19,6 +19,7 @@ one this process is connected to is refused (`check_address`) before anything st
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import threading
 import time
@@ -29,7 +30,9 @@ import ray.exceptions
 
 from torchwm.plugin_api import WorkerGone
 
+logger = logging.getLogger(__name__)
 ENV_VAR = "RAY_ADDRESS"
+STARTUP_TIMED_OUT = "timed out during startup"  # Ray's words when a local node's raylet did not register
 CLIENT_PREFIX = "ray://"
 
 
@@ -140,13 +143,19 @@ class LocalRay:
                 # cluster is an error in ray.init.
                 kwargs["num_cpus"] = default_num_cpus()
             kwargs.update(init_kwargs)
-            try:
-                ray.init(**kwargs)
-            except BaseException:
-                # A Ray Client connection that failed leaves this process in client mode, where every
-                # later ray.init fails with a bare AssertionError: undo it, so that the user can retry.
-                ray.shutdown()
-                raise
+            for attempt in (1, 2):
+                try:
+                    ray.init(**kwargs)
+                    break
+                except BaseException as exc:
+                    # A Ray Client connection that failed leaves this process in client mode, where every
+                    # later ray.init fails with a bare AssertionError: undo it, so that the user can retry.
+                    ray.shutdown()
+                    # Ray gives a local node's raylet a fixed 30 s to register, which a machine busy with
+                    # other work can miss: a new local Ray gets a second start.
+                    if attempt == 2 or target != "local" or STARTUP_TIMED_OUT not in str(exc):
+                        raise
+                    logger.warning("ray: the local Ray did not start in time (%s); starting it again", exc)
             cls.started, cls.address, cls.runtime_env = True, target, kwargs.get("runtime_env")
             atexit.unregister(cls.stop)  # once, however often torchwm connects
             atexit.register(cls.stop)
