@@ -4,10 +4,10 @@ tests/conformance also runs installed plugin backends (Ray's among them): the Ra
 asks for no auth token and sends no usage stats, as the ray plugin's own tests (which run in
 the same pytest process) expect. Set before Ray is imported.
 
-Under pytest-xdist (``-n``), the tests of one module that run on the ``ray`` backend are in one
-xdist group (``ray:<module>``), as each of the ray plugin's test modules is: with ``--dist
-loadgroup`` a module's Ray tests run in one worker process, one after another, so that the local Ray
-the module's first test starts serves the rest. Modules run in parallel, each worker with its own Ray.
+Under pytest-xdist (``-n``), the tests of one module that run on the ``ray`` backend, and each of the
+ray plugin's test modules, are one unit of work (``ray:<module>``, `xdist_scope`): one worker runs
+them one after another, so that the module's Ray (or 3-node cluster) starts once. Every other test
+is a unit of its own. Units run in parallel, each worker with its own Ray.
 """
 
 import os
@@ -30,12 +30,25 @@ def fresh_plugins(monkeypatch):
     plugins.reset()
 
 
-TESTS = Path(__file__).parent
+def xdist_scope(nodeid: str) -> str:
+    """The unit of work pytest-xdist gives one worker for the test ``nodeid``."""
+    path, _, name = nodeid.partition("::")
+    # The test id's parameters name the backend ("[ray]", "[ray:check_...]", "[ray-0-...]").
+    if "torchwm-ray/tests/" in path or re.search(r"\bray\b", name.partition("[")[2]):
+        return f"ray:{Path(path).stem}"
+    return nodeid
 
 
-def pytest_collection_modifyitems(items):
-    for item in items:
-        # The test id's parameters name the backend ("[ray]", "[ray:check_...]", "[ray-0-...]").
-        params = item.name.partition("[")[2]
-        if item.path.is_relative_to(TESTS) and re.search(r"\bray\b", params):
-            item.add_marker(pytest.mark.xdist_group(f"ray:{item.path.stem}"))
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup``, grouping by `xdist_scope`: pytest-xdist's own grouping (``xdist_group`` marks)
+    renames items' node ids, which pytest 9 no longer reads, so that every test ran alone (and each
+    Ray-using module started its Ray or cluster again on every worker)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class RayModules(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_scope(nodeid)
+
+    return RayModules(config, log)

@@ -7,12 +7,12 @@ Ray's token authentication is turned off for the whole test run, before anything
 the two-node test's ``ray start`` nodes and every local Ray must agree on it, and a Ray
 process reads the setting once. Every node these tests start listens on loopback only.
 
-Under pytest-xdist (``-n``, ``--dist loadgroup``) each test module here is an xdist group of its own
-(``ray:<module>``): one worker runs the module, with its one Ray; modules run in parallel.
+Under pytest-xdist (``-n``, ``--dist loadgroup``) with the whole suite, each test module here is one
+unit of work (tests/conftest.py's ``xdist_scope``): one worker runs the module, with its one Ray;
+modules run in parallel.
 """
 
 import os
-from pathlib import Path
 
 os.environ["RAY_AUTH_MODE"] = "disabled"
 os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
@@ -30,10 +30,3 @@ def local_ray():
     )
     yield
     ray.shutdown()
-
-
-def pytest_collection_modifyitems(items):
-    here = Path(__file__).parent
-    for item in items:
-        if item.path.is_relative_to(here):
-            item.add_marker(pytest.mark.xdist_group(f"ray:{item.path.stem}"))

@@ -25,14 +25,27 @@ def test_backend_comes_from_the_plugin_entry_point():
     assert (entry.plugin, entry.distribution) == ("ray", "torchwm-ray")
 
 
-def test_pong_standard_stack_matches_sync(local_ray):
-    """2 actors x 4 envs of Pong under the default stack give sync's arrays for the same seed."""
-    kwargs = {"num_actors": 2, "envs_per_actor": 4, "shared_memory": False}
+def assert_steps_through_the_shared_block(envs) -> None:
+    """The envs' actors are Ray's actor processes on this node, each mapping torchwm's shared block."""
+    assert "steps='shared memory (every actor on this node)'" in repr(envs)
+    assert envs.actor_node_ids == [ray.get_runtime_context().get_node_id()] * envs.num_workers
+    for pid in envs.worker_pids:
+        assert "SharedMemoryActor" in Path(f"/proc/{pid}/cmdline").read_text()  # Ray titles it so
+        assert "/memfd:torchwm_" in Path(f"/proc/{pid}/maps").read_text()
+
+
+@pytest.mark.parametrize("shared_memory", [None, False], ids=["shared_block", "compiled_graph"])
+def test_pong_standard_stack_matches_sync(local_ray, shared_memory):
+    """2 actors x 4 envs of Pong under the default stack give sync's arrays and infos for the same seed, on
+    a one-node Ray's shared block (the default) and through Ray's compiled graph."""
+    kwargs = {"num_actors": 2, "envs_per_actor": 4, "shared_memory": shared_memory}
     rng = np.random.default_rng(0)
     with (
         torchwm.make_vec("ALE/Pong-v5", 8, backend="ray", seed=3, backend_kwargs=kwargs) as envs,
         torchwm.make_vec("ALE/Pong-v5", 8, backend="sync", seed=3) as ref,
     ):
+        if shared_memory is None:
+            assert_steps_through_the_shared_block(envs)
         assert envs.actor_env_ids == [[0, 1, 2, 3], [4, 5, 6, 7]]
         got, want = envs.reset(), ref.reset()
         assert np.array_equal(got[0], want[0])
@@ -41,14 +54,17 @@ def test_pong_standard_stack_matches_sync(local_ray):
             got, want = envs.step(actions), ref.step(actions)
             for a, b in zip(got[:4], want[:4]):
                 assert np.array_equal(a, b)
-        # Rows of some envs only, across both actors (their observations travel in chunks).
+            assert got[4].keys() == want[4].keys()
+            for key in want[4]:
+                assert np.array_equal(got[4][key], want[4][key]), key
+        # Rows of some envs only, across both actors (through the graph, their observations travel in chunks).
         got, want = envs.step([1, 2, 3], env_ids=[1, 4, 6]), ref.step([1, 2, 3], env_ids=[1, 4, 6])
         for a, b in zip(got[:4], want[:4]):
             assert np.array_equal(a, b)
         assert envs.reset(env_ids=[0, 5], seed=9)[0].tolist() == ref.reset(env_ids=[0, 5], seed=9)[0].tolist()
-        # Steps of all envs went through the compiled graph; partial steps and resets beside it did not
-        # disturb it, and it goes on after them.
-        assert envs.compiled_graph
+        # Steps of all envs went through the compiled graph where it is used; partial steps and resets
+        # beside it did not disturb it, and it goes on after them.
+        assert envs.compiled_graph == (shared_memory is False)
         actions = rng.integers(0, envs.single_action_space.n, size=8)
         for a, b in zip(envs.step(actions)[:4], ref.step(actions)[:4]):
             assert np.array_equal(a, b)
