@@ -20,8 +20,8 @@ What is here, by job:
   `default_num_workers`, `WorkerPayload`, `Batch`, `Deadline`, `WorkerGone`, `StepLost`,
   `gym_specs_of` / `register_gym_specs` (an env id registered at run time, in a worker).
 - A worker process the plugin starts itself (a Ray actor on the parent's node): `SharedMemoryWorker`,
-  the parent's end of the ``shmem`` transport, and `serve_shared_memory(conn)`, its worker's end over a
-  connection to the parent.
+  the parent's end of the ``shmem`` transport, and `serve_shared_memory(conn, payload_bytes)`, its
+  worker's end over a connection to the parent.
 - A worker: `EnvGroup`, the envs one worker steps, and the typed messages between the pool and a
   worker (`Step`, `Reset`, `Call`, `SetAttr`, `NeedsReset`, `Close`, `ControlCommand`,
   `ErrorReply`, `error_reply`, `ShareDescription`, `describe_share`).

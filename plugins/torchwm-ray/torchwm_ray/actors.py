@@ -391,8 +391,8 @@ class RayActorTransport(Transport):
         if not (pool.split_given or pool.inline) and placement.per_actor is None:
             # One actor per CPU of the cluster (not of this machine), at most one per env.
             pool.worker_slices = placement.split(len(env_fns), cluster_cpus(), backend)
-        # A graph's results come all together, never the first ready (batch_size); a graph does not
-        # survive its actor's death (restart_on_crash); Ray Client cannot compile graphs.
+        # Every actor on this machine: the shared block of `torchwm_ray.same_node` (a user who turned the
+        # graph off asked for actor calls).
         if shared_memory is None:
             shared_memory = bool(options["compiled_graph"]) and one_node_ray()
         elif shared_memory and not one_node_ray():
@@ -401,6 +401,8 @@ class RayActorTransport(Transport):
                 "process's (not through Ray Client), on Linux; this Ray has "
                 f"{sum(node['Alive'] for node in ray.nodes())} alive nodes"
             )
+        # A graph's results come all together, never the first ready (batch_size); a graph does not
+        # survive its actor's death (restart_on_crash); Ray Client cannot compile graphs.
         steps = (
             SHARED_MEMORY_STEPS
             if shared_memory
