@@ -17,9 +17,15 @@ from pathlib import Path
 import pytest
 
 from torchwm import plugins
+from torchwm.vector.transports import processes
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+# The suite's env factories live in test modules, which import pytest: every worker process would
+# import it again (about 0.3 s of CPU each, most of the process backends' test time). The forkserver,
+# started by the first process-backend env of each pytest process, imports it once instead.
+processes.FORKSERVER_PRELOAD.append("pytest")
 
 
 @pytest.fixture
@@ -39,6 +45,7 @@ def xdist_scope(nodeid: str) -> str:
     return nodeid
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's: pytest without it (-p no:xdist) runs too
 def pytest_xdist_make_scheduler(config, log):
     """``--dist loadgroup``, grouping by `xdist_scope`: pytest-xdist's own grouping (``xdist_group`` marks)
     renames items' node ids, which pytest 9 no longer reads, so that every test ran alone (and each

@@ -69,6 +69,7 @@ from torchwm_ray.connection import (
     client_connected,
     cluster_cpus,
     exit_with_raylet,
+    last_line,
     lost_ray,
     one_node_ray,
     with_runtime_env,
@@ -338,12 +339,6 @@ class RaySettings:
     def actor_options(self, index: int) -> dict[str, Any]:
         """The `ray.remote` options of actor ``index``."""
         return {**self.placement.options(index), "max_restarts": self.max_restarts}
-
-
-def last_line(text: str) -> str:
-    """The last non-empty line of ``text`` (a traceback's: the exception)."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else text
 
 
 class RayActorTransport(Transport):

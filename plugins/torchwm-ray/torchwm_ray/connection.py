@@ -223,6 +223,12 @@ def cluster_cpus() -> int:
     return max(int(ray.cluster_resources().get("CPU", 1)), 1)
 
 
+def last_line(text: str) -> str:
+    """The last non-empty line of ``text`` (a traceback's: the exception)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else text
+
+
 RAY_GONE = "Ray was shut down (ray.shutdown()) or this process lost its connection to the cluster"
 
 

@@ -42,7 +42,7 @@ from torchwm.plugin_api import (
     WorkerPayload,
     serve_shared_memory,
 )
-from torchwm_ray.connection import RAY_GONE, LocalRay, exit_with_raylet
+from torchwm_ray.connection import RAY_GONE, LocalRay, exit_with_raylet, last_line
 from torchwm_ray.placement import DEFAULT_TIMEOUT, SCHEDULING_GRACE, check_schedulable
 
 if TYPE_CHECKING:
@@ -107,9 +107,10 @@ class ActorProcess:
 class SameNodeWorker(SharedMemoryWorker):
     """The driver's end of one `SharedMemoryActor`: ``shmem``'s transport, its process a Ray actor."""
 
+    settings: RaySettings  # type: ignore[assignment]  # it carries what shmem's worker reads (spin_seconds)
+
     def __init__(self, index: int, envs: range, settings: RaySettings) -> None:
         super().__init__(index, envs, settings)
-        self.ray_settings = settings
         self.actor: Any = None
         self.node_id: str | None = None
         self.restarts_done = 0
@@ -123,7 +124,7 @@ class SameNodeWorker(SharedMemoryWorker):
     # -- lifecycle -------------------------------------------------------------------------------
 
     def start(self, payload: WorkerPayload) -> None:
-        settings = self.ray_settings
+        settings = self.settings
         self._start_deadline = None
         if not self._owns_ray:
             self._owns_ray = LocalRay.acquire(settings.address, settings.init_kwargs)
@@ -171,7 +172,7 @@ class SameNodeWorker(SharedMemoryWorker):
             ray.get(self._serving, timeout=0)
             cause = "it ended before it connected"
         except Exception as exc:  # what Ray says of the actor: its constructor's error, a lost node
-            cause = f"{type(exc).__name__}: " + str(exc).strip().splitlines()[-1]
+            cause = f"{type(exc).__name__}: " + last_line(str(exc))
         return WorkerGone(cause, restartable=False)
 
     def _stop_listening(self) -> None:
@@ -186,7 +187,7 @@ class SameNodeWorker(SharedMemoryWorker):
         if not ray.is_initialized():
             return WorkerGone(RAY_GONE, restartable=False)
         reason = f"its process (pid {self.pid}) ended"
-        most = self.ray_settings.max_restarts
+        most = self.settings.max_restarts
         if self.restarts_done >= max(most, 1):
             return WorkerGone(
                 f"{reason} after {self.restarts_done} restarts (max_restarts={most})", restartable=False
@@ -210,4 +211,4 @@ class SameNodeWorker(SharedMemoryWorker):
             self.actor = None
             if self._owns_ray:
                 self._owns_ray = False
-                LocalRay.release(stop=self.ray_settings.stop_ray_on_close)
+                LocalRay.release(stop=self.settings.stop_ray_on_close)

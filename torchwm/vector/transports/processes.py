@@ -81,14 +81,16 @@ CONFORMANCE_VARIANTS = [{"context": method, "num_workers": 2} for method in STAR
     {"context": method, "num_workers": 2, "inline": True} for method in ("fork", "forkserver")
 ]
 # Modules the forkserver imports once and every worker shares; this module too, since a worker unpickles
-# its process object (`ForkServerWorkerProcess`) from it.
-_PRELOAD = [
+# its process object (`ForkServerWorkerProcess`) from it. A program whose env factories import a heavy
+# module may add it before its first env starts (the test suite adds pytest).
+FORKSERVER_PRELOAD = [
     "torchwm.vector.transports.processes",
     "torchwm.vector.transports.pipe",
     "torchwm.vector.transports.shared_memory",
     "gymnasium",
     "numpy",
     "cloudpickle",
+    "torchwm.vector.transports.forkserver_preload",  # the plugin registries, loaded once
 ]
 # A worker waiting for its next command polls with sched_yield this long before it blocks: longer than
 # the parent's own work between two steps, since waking a sleeping process costs more than that work.
@@ -238,7 +240,7 @@ class ProcessWorker(Transport):
         ctx = multiprocessing.get_context(context)
         if context == "forkserver":
             # Takes effect when the server starts, at the first forkserver backend of this process.
-            ctx.set_forkserver_preload(_PRELOAD + (["ale_py"] if spec.family == "atari" else []))
+            ctx.set_forkserver_preload(FORKSERVER_PRELOAD + (["ale_py"] if spec.family == "atari" else []))
         return ProcessSettings(ctx, cls.serve)
 
     # -- lifecycle -------------------------------------------------------------------------------
