@@ -23,8 +23,8 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 # The suite's env factories live in test modules, which import pytest: every worker process would
-# import it again (about 0.3 s of CPU each, most of the process backends' test time). The forkserver,
-# started by the first process-backend env of each pytest process, imports it once instead.
+# import it again, most of the process backends' test time. The forkserver, started by the first
+# process-backend env of each pytest process, imports it once instead.
 processes.FORKSERVER_PRELOAD.append("pytest")
 
 

@@ -17,7 +17,7 @@ from torchwm.names import is_atari, register_ale
 
 
 def make_gym(env_id: str, **env_kwargs: Any) -> gym.Env:
-    if env_id not in gym.registry:  # importing ale-py costs a worker ~0.1 s: only for an id it may hold
+    if env_id not in gym.registry:  # ale-py's import is a large share of a worker's start: only if needed
         register_ale()
     return gym.make(env_id, **env_kwargs)
 
