@@ -3,8 +3,7 @@
 A worker builds its envs through the registries (the env source and the wrappers are plugins). Loading
 them reads every installed distribution's entry points and imports the plugins, a large share of a
 worker's start: done here, every worker the forkserver forks inherits them instead of loading them
-again. The
-forkserver imports this module after the others of `processes.FORKSERVER_PRELOAD`.
+again. The forkserver imports this module after the others of `processes.FORKSERVER_PRELOAD`.
 """
 
 from torchwm.plugins import registry
