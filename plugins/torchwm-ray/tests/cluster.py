@@ -194,12 +194,18 @@ def wait_gone(pids: set[int] | list[int], seconds: float) -> list[int]:
         time.sleep(0.1)
 
 
-def keep_loopback() -> None:
-    """Make this process (the driver) reach the cluster on 127.0.0.1 (see `LOOPBACK_ENV`)."""
+def keep_loopback(on: bool = True) -> None:
+    """Make this process (the driver) reach the cluster on 127.0.0.1 (see `LOOPBACK_ENV`), or stop: the
+    setting must not outlive the cluster, as a later ``ray start`` of the same test process would refuse
+    to join a head ("Multi-node Ray clusters are not supported on Windows and OSX")."""
     from ray._private import ray_constants
 
-    os.environ.update(LOOPBACK_ENV)
-    ray_constants.ENABLE_RAY_CLUSTER = False  # read when an address is resolved; the variable only at import
+    if on:
+        os.environ.update(LOOPBACK_ENV)
+    else:
+        for name in LOOPBACK_ENV:
+            os.environ.pop(name, None)
+    ray_constants.ENABLE_RAY_CLUSTER = not on  # read when an address is resolved; the variable only at import
 
 
 class LocalCluster:
@@ -320,6 +326,7 @@ class LocalCluster:
             self.child.wait(timeout=10)
             left = [p for p in processes_started_under(self.temp_dir) if alive(p)]
             shutil.rmtree(self.temp_dir, ignore_errors=True)
+            keep_loopback(False)
             assert not left, f"processes of the test cluster still running: {left}"
 
     def __enter__(self) -> LocalCluster:

@@ -78,9 +78,10 @@ class Cluster:
                 extra = [f"--temp-dir={self.temp_dir}", "--disable-usage-stats"]
                 if "--head" in words:
                     extra.append("--include-dashboard=false")
-                subprocess.run(
-                    [RAY_CLI, *words[1:], *extra], env=self.env, check=True, capture_output=True, timeout=180
+                done = subprocess.run(
+                    [RAY_CLI, *words[1:], *extra], env=self.env, capture_output=True, text=True, timeout=180
                 )
+                assert done.returncode == 0, f"{line!r} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
 
     def nodes(self) -> dict[str, dict]:
         """Node id -> resources of the live nodes (connected)."""

@@ -29,6 +29,7 @@ import pickle
 import time
 import traceback
 from collections.abc import Sequence
+from concurrent import futures
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,7 +79,7 @@ from torchwm_ray.placement import DEFAULT_TIMEOUT, SCHEDULING_GRACE, ActorPlacem
 from torchwm_ray.same_node import SameNodeWorker
 from torchwm_ray.shipping import ship_by_value
 
-# The longest a single ray.wait of a step may block (see RayActorTransport.wait).
+# The longest a single wait for a step may block (see RayActorTransport.wait).
 WAIT_SLICE_SECONDS = 0.5
 
 logger = logging.getLogger(__name__)
@@ -616,11 +617,17 @@ class RayActorTransport(Transport):
         if not ray.is_initialized():  # ray.shutdown() from another thread between two waits
             gone = WorkerGone(RAY_GONE, restartable=False)
         else:
-            # In short slices: a wait that is under way when another thread shuts Ray down may never
-            # return, and the pool waits again (checking Ray first) until its own deadline.
+            # On the refs' futures, not in ray.wait: a ray.wait under way when another thread shuts Ray
+            # down can spin inside Ray for ever, whatever its timeout (seen on a 3-node cluster). Ray
+            # only calls the futures back; the wait is Python's, in short slices, and the pool waits
+            # again (checking Ray first) until its own deadline.
             timeout = WAIT_SLICE_SECONDS if timeout is None else min(timeout, WAIT_SLICE_SECONDS)
             try:
-                ray.wait(refs, num_returns=len(refs) if need_all else 1, timeout=timeout, fetch_local=False)
+                futures.wait(
+                    [ref.future() for ref in refs],
+                    timeout=timeout,
+                    return_when=futures.ALL_COMPLETED if need_all else futures.FIRST_COMPLETED,
+                )
             except BaseException as exc:
                 gone = lost_ray(exc)  # Ray went away (else raised again)
         if gone is None:
