@@ -52,7 +52,6 @@ from gymnasium.vector.vector_env import AutoresetMode
 from gymnasium_suite.testing_env import GenericTestEnv
 
 
-
 @pytest.fixture
 def custom_environments():
     gym.register(

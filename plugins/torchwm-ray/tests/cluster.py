@@ -318,6 +318,7 @@ class LocalCluster:
                 except (OSError, RuntimeError, TimeoutError):
                     pass
         finally:
+            keep_loopback(False)
             try:
                 self.child.wait(timeout=10)
             except subprocess.TimeoutExpired:
@@ -326,7 +327,6 @@ class LocalCluster:
             self.child.wait(timeout=10)
             left = [p for p in processes_started_under(self.temp_dir) if alive(p)]
             shutil.rmtree(self.temp_dir, ignore_errors=True)
-            keep_loopback(False)
             assert not left, f"processes of the test cluster still running: {left}"
 
     def __enter__(self) -> LocalCluster:
