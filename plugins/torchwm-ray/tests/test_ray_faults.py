@@ -4,7 +4,8 @@ tests/vector/test_faults.py holds every backend, Ray's default configuration on 
 (steps through a shared block), to the faults contract (an env that raises, a hang, an actor process
 killed, segfaulted or exited, a reply that cannot be pickled, Ctrl-C mid-step). Here: faults on Ray's
 own channels (``shared_memory=False``), with the compiled graph and with actor calls, which actor a
-hang names, and the real deadline of a timed-out call. After each, the
+hang names, the real deadline of a timed-out call, and a step over actor calls waiting outside Ray
+(where ``ray.shutdown()`` from another thread cannot leave it spinning). After each, the
 vector env must raise a clear error before its deadline, then either work (a reset and steps give
 the arrays of a fresh ``sync`` env with the same seed) or say that it is closed; and leave no actor
 process behind after ``close()``.
@@ -48,6 +49,8 @@ class FaultEnv(CountdownEnv):
             raise RuntimeError("injected fault")
         if fault == "hang":
             time.sleep(3600)
+        if fault == "slow":
+            time.sleep(0.5)
         return super().step(action)
 
 
@@ -180,6 +183,32 @@ def test_a_timed_out_call_names_the_real_deadline_and_later_calls_get_their_own_
             envs.call("pause", 2)
         envs.timeout = TIMEOUT
         assert envs.get_attr("steps") == (1, 1, 1, 1)  # not the late reply of pause()
+        assert_works_like_a_fresh_sync_env(envs)
+    finally:
+        envs.close()
+    assert_gone(pids)
+
+
+def test_a_step_over_actor_calls_waits_outside_ray(local_ray, monkeypatch):
+    """A step that Ray's actor calls carry never blocks inside ``ray.wait``: one under way when another
+    thread calls ``ray.shutdown()`` can spin inside Ray for ever, whatever its timeout. The env waits on
+    the results' futures instead, and its steps still give ``sync``'s arrays."""
+    envs, pids = started(compiled_graph=False)
+    try:
+        timeouts = []
+        real_wait = ray.wait
+
+        def recording_wait(*args, **kwargs):
+            timeouts.append(kwargs.get("timeout"))
+            return real_wait(*args, **kwargs)
+
+        monkeypatch.setattr(ray, "wait", recording_wait)
+        inject(envs, 3, "slow")  # the step waits for env 3 for half a second
+        started_at = time.monotonic()
+        envs.step(ACTIONS)
+        assert time.monotonic() - started_at >= 0.5
+        assert timeouts and set(timeouts) == {0}, timeouts  # polls only
+        monkeypatch.undo()
         assert_works_like_a_fresh_sync_env(envs)
     finally:
         envs.close()
