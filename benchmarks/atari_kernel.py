@@ -5,10 +5,10 @@
 Records screens of a game (ALE's palette indices and its grayscale screens), learns the gray table as
 the fused env does, then times, in alternating rounds so that the machine's load weighs on every path
 alike: ``ale.getScreenGrayscale``; each lookup path this CPU has (`palette_lookup`, alone and with the
-max-pool folded in); each resize path (`max_area_resize`); and the after-the-emulator work of one fused
-step per lookup path (two screens read, looked up, pooled and resized: `palette_max_area_resize`),
-against ALE's two grayscale screens and the resize. Prints the medians in microseconds per call, and
-checks on the way that every path gives ALE's bytes.
+max-pool folded in); each resize path this CPU has (`max_area_resize`); and the after-the-emulator work
+of one fused step per lookup and resize path (two screens read, looked up, pooled and resized:
+`palette_max_area_resize`), against ALE's two grayscale screens and the resize. Prints the medians in
+microseconds per call, and checks on the way that every path gives ALE's bytes.
 """
 
 from __future__ import annotations
@@ -53,8 +53,19 @@ for path in paths:  # every path gives ALE's bytes on every recorded screen
     for idx, gray in zip(indices, grays, strict=True):
         assert kernel.palette_lookup(idx, table, frame, path=path) and np.array_equal(frame, gray), path
 
-resize_paths = ["AVX-512", "SSE2"] if kernel.resize_path() == "AVX-512" else [kernel.resize_path()]
-initial_lookup, initial_avx512 = kernel.lookup_path()[0], kernel.resize_path() == "AVX-512"
+initial_lookup, initial_resize = kernel.lookup_path()[0], kernel.resize_path()
+
+
+def has_resize(path: str) -> bool:
+    try:
+        kernel._set_resize(path)
+    except ValueError:  # not on this CPU or build
+        return False
+    return True
+
+
+resize_paths = [path for path in ("AVX-512", "AVX2", "SSE2", "plain C") if has_resize(path)]
+kernel._set_resize(initial_resize)
 
 
 def with_lookup(path: str, fn: Callable[[], object]) -> Callable[[], object]:
@@ -67,8 +78,7 @@ def with_lookup(path: str, fn: Callable[[], object]) -> Callable[[], object]:
 
 def with_resize(path: str, fn: Callable[[], object]) -> Callable[[], object]:
     def run() -> object:
-        if "AVX-512" in resize_paths:
-            kernel._set_avx512(path == "AVX-512")
+        kernel._set_resize(path)
         return fn()
 
     return run
@@ -116,8 +126,7 @@ for _ in range(rounds):
             fn()
         samples[name].append((time.perf_counter() - start) / calls * 1e6)
 kernel._set_lookup(initial_lookup)
-if "AVX-512" in resize_paths:
-    kernel._set_avx512(initial_avx512)
+kernel._set_resize(initial_resize)
 env.close()
 
 print(f"{env_id}, {rounds} rounds of {calls} calls; {native.kernel_status()}")

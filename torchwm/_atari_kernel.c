@@ -9,11 +9,15 @@
  * rounding half to even at the end). It only handles what the fused env
  * needs and that path covers: shrinking uint8 images with 1 or 3 channels
  * where the scale is not a whole number on both axes (whole-number scales go
- * through OpenCV's integer "fast" path; the caller uses cv2 for those). Gray
- * images take 16 lanes at a time where the CPU has AVX-512 (checked at
- * import): the horizontal pass one destination column a lane, its source
- * pixels picked by a permute, the vertical pass 16 columns at once; SSE2
- * elsewhere. Every lane does the scalar arithmetic in the scalar order.
+ * through OpenCV's integer "fast" path; the caller uses cv2 for those). The
+ * resize has three paths, the best the CPU has picked at import (`_set_resize`
+ * forces one; torchwm/native.py reads the switch): AVX-512, where gray images
+ * take 16 lanes at a time (the horizontal pass one destination column a lane,
+ * its source pixels picked by a permute) and the vertical pass 16 columns;
+ * AVX2, where gray images take 8 rows at a time in the horizontal pass (one
+ * row a lane) and the vertical pass 8 columns; and SSE2, 4 gray rows at a time
+ * (plain C on builds without SSE2). Every lane does the scalar arithmetic in
+ * the scalar order.
  *
  * `palette_lookup` turns ALE's screen of palette indices into gray values
  * through a table the caller learns from ALE's own grayscale screens: what
@@ -181,9 +185,14 @@ static void max_into(uint8_t *a, const uint8_t *b, size_t n)
         a[i] = a[i] > b[i] ? a[i] : b[i];
 }
 
-#if defined(HAVE_AVX512_PATHS)
-static int have_avx512; /* set at import: the CPU has AVX-512 F, BW and VL */
+/* The resize paths, best first, named as resize_path() and _set_resize name them. `resize_available` is set
+ * at import from the CPU's flags; SSE2 is there on every x86-64, plain C on builds without SSE2. */
+enum { RESIZE_AVX512, RESIZE_AVX2, RESIZE_SSE2, RESIZE_PLAIN, N_RESIZE_PATHS };
+static const char *const resize_names[N_RESIZE_PATHS] = {"AVX-512", "AVX2", "SSE2", "plain C"};
+static int resize_available[N_RESIZE_PATHS];
+static int resize_current; /* set at import: the best available */
 
+#if defined(HAVE_AVX512_PATHS)
 static int cpu_has_avx512(void)
 {
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")
@@ -321,6 +330,168 @@ static int rows_pass16(const uint8_t *a, int sh, int sw, const Tap *xtab, const 
     free(groups), free(index), free(weight), free(row);
     return 1;
 }
+
+/* Transposes 8 x 8 floats in place: m[i] lane j becomes m[j] lane i. Moves values only. */
+__attribute__((target("avx2")))
+static inline void transpose8(__m256 m[8])
+{
+    __m256 t[8], u[8];
+    for (int i = 0; i < 4; i++) { /* pairs of rows interleaved, then groups of four */
+        t[2 * i] = _mm256_unpacklo_ps(m[2 * i], m[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(m[2 * i], m[2 * i + 1]);
+    }
+    for (int i = 0; i < 2; i++) {
+        u[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+        u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+        u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+    }
+    for (int i = 0; i < 4; i++) { /* the 128-bit halves: lanes 0-3 from u[i], lanes 4-7 from u[i + 4] */
+        m[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+        m[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+    }
+}
+
+/* row_pass4 widened to eight gray rows with AVX2: each 32-bit lane is one row and does exactly the scalar
+ * arithmetic (from 0, per tap in OpenCV's order a multiply then an add), so the eight results are the same
+ * bytes. `lanes` holds sw x 8 floats. Eight columns run side by side on the taps rows_pass8 lays out, then
+ * are transposed into the rows of h (the last block's columns past dw are not stored). */
+__attribute__((target("avx2")))
+static void row_pass8(const uint8_t *const s[8], int sw, int slots, const int32_t *offset,
+                      const float *weight, int dw, float *lanes, float *const h[8])
+{
+    int x = 0;
+    for (; x + 16 <= sw; x += 16) { /* 16 pixels of each row, as floats, interleaved row by row */
+        __m128i r[8], b[8];
+        for (int i = 0; i < 8; i++)
+            r[i] = _mm_loadu_si128((const __m128i *)(s[i] + x));
+        /* an 8x16 byte transpose: pairs of rows, then fours (c: pixels 4j..4j+3 of rows 0-3 and of 4-7),
+         * then eights (d: pixels 4j, 4j + 1 and 4j + 2, 4j + 3, each in 8 bytes, one byte a row) */
+        for (int i = 0; i < 4; i++) {
+            b[2 * i] = _mm_unpacklo_epi8(r[2 * i], r[2 * i + 1]);
+            b[2 * i + 1] = _mm_unpackhi_epi8(r[2 * i], r[2 * i + 1]);
+        }
+        __m128i c[8] = {_mm_unpacklo_epi16(b[0], b[2]), _mm_unpackhi_epi16(b[0], b[2]),
+                        _mm_unpacklo_epi16(b[1], b[3]), _mm_unpackhi_epi16(b[1], b[3]),
+                        _mm_unpacklo_epi16(b[4], b[6]), _mm_unpackhi_epi16(b[4], b[6]),
+                        _mm_unpacklo_epi16(b[5], b[7]), _mm_unpackhi_epi16(b[5], b[7])};
+        for (int j = 0; j < 4; j++) {
+            __m128i d[2] = {_mm_unpacklo_epi32(c[j], c[j + 4]), _mm_unpackhi_epi32(c[j], c[j + 4])};
+            for (int t = 0; t < 2; t++) {
+                float *o = lanes + 8 * (x + 4 * j + 2 * t);
+                _mm256_storeu_ps(o, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(d[t])));
+                __m128i next = _mm_unpackhi_epi64(d[t], d[t]); /* the second pixel's 8 bytes */
+                _mm256_storeu_ps(o + 8, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(next)));
+            }
+        }
+    }
+    for (; x < sw; x++)
+        for (int i = 0; i < 8; i++)
+            lanes[8 * x + i] = (float)s[i][x];
+    for (int dx = 0; dx < dw; dx += 8) {
+        const int32_t *o = offset + (size_t)(dx / 8) * slots * 8;
+        const float *w = weight + (size_t)(dx / 8) * slots * 8;
+        __m256 m[8];
+        for (int j = 0; j < 8; j++)
+            m[j] = _mm256_setzero_ps();
+        for (int t = 0; t < slots; t++, o += 8, w += 8)
+            for (int j = 0; j < 8; j++) /* column dx + j, its tap t */
+                m[j] = _mm256_add_ps(m[j],
+                                     _mm256_mul_ps(_mm256_loadu_ps(lanes + o[j]), _mm256_set1_ps(w[j])));
+        transpose8(m);
+        for (int i = 0; i < 8; i++) {
+            if (dw - dx >= 8) {
+                _mm256_storeu_ps(h[i] + dx, m[i]);
+            } else {
+                float v[8];
+                _mm256_storeu_ps(v, m[i]);
+                for (int j = 0; j < dw - dx; j++)
+                    h[i][dx + j] = v[j];
+            }
+        }
+    }
+}
+
+/* The horizontal pass of a gray image in blocks of eight rows with row_pass8 (the last block, when sh % 8 is
+ * not 0, overlaps the one before: those rows are computed twice, to the same floats); returns how many rows
+ * it did, sh or 0 when the image has fewer than 8 (the caller does those), or -1 when memory ran out. The
+ * taps are laid out for row_pass8: block b's tap t of column 8b + j at [(b * slots + t) * 8 + j], `slots`
+ * the most taps a column has, as the offset into `lanes` of its pixel and its weight. A column with fewer
+ * taps, and the columns past dw that fill the last block, are padded at the end with weight 0 (offset 0):
+ * acc + x * 0 is acc, as the pixels are finite and the sums never -0, so every column runs the same loop
+ * and gives the same floats. */
+static int rows_pass8(const uint8_t *a, int sh, int sw, const Tap *xtab, const int *first, int dw,
+                      float *lanes, float *h)
+{
+    int slots = 0, blocks = (dw + 7) / 8;
+    for (int dx = 0; dx < dw; dx++)
+        slots = first[dx + 1] - first[dx] > slots ? first[dx + 1] - first[dx] : slots;
+    int32_t *offset = calloc((size_t)blocks * slots * 8, sizeof(int32_t));
+    float *weight = calloc((size_t)blocks * slots * 8, sizeof(float));
+    if (!offset || !weight) {
+        free(offset), free(weight);
+        return -1;
+    }
+    for (int dx = 0; dx < dw; dx++)
+        for (int k = first[dx]; k < first[dx + 1]; k++) {
+            size_t at = ((size_t)(dx / 8) * slots + (size_t)(k - first[dx])) * 8 + (size_t)(dx % 8);
+            offset[at] = 8 * xtab[k].si, weight[at] = xtab[k].alpha;
+        }
+    int done = sh >= 8 ? sh : 0;
+    for (int sy = 0; sy < done; sy += 8) {
+        int y = sy + 8 <= sh ? sy : sh - 8;
+        const uint8_t *rows[8];
+        float *hs[8];
+        for (int i = 0; i < 8; i++)
+            rows[i] = a + (size_t)(y + i) * sw, hs[i] = h + (size_t)(y + i) * dw;
+        row_pass8(rows, sw, slots, offset, weight, dw, lanes, hs);
+    }
+    free(offset), free(weight);
+    return done;
+}
+
+/* Rounds the eight sums as store_row does (round half to even, then packing saturates to 0..255) and stores
+ * the first `count` of them. */
+__attribute__((target("avx2")))
+static inline void store8(__m256 sum, int count, uint8_t *d)
+{
+    __m256i r = _mm256_cvtps_epi32(sum);
+    __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+    __m128i bytes = _mm_packus_epi16(w, w);
+    if (count == 8) {
+        _mm_storel_epi64((__m128i *)d, bytes);
+    } else {
+        uint8_t v[16];
+        _mm_storeu_si128((__m128i *)v, bytes);
+        for (int i = 0; i < count; i++)
+            d[i] = v[i];
+    }
+}
+
+/* vertical_pass16 with AVX2, one destination row at a time (for colour images too, as vertical_pass16): per
+ * 8 columns (the last out_len % 8 by masked loads) the sum over the row's taps in a register, beta * h for
+ * the first tap, then sum + beta * h, in OpenCV's order: the same products and sums per column as the
+ * scalar pass, and the same rounding. */
+__attribute__((target("avx2")))
+static void vertical_pass8(const float *h, const Tap *ytab, int ytab_size, int out_len, uint8_t *out)
+{
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (int j = 0, end = 0; j < ytab_size; j = end) {
+        while (end < ytab_size && ytab[end].di == ytab[j].di) /* the taps of destination row ytab[j].di */
+            end++;
+        for (int x = 0; x < out_len; x += 8) {
+            int count = out_len - x < 8 ? out_len - x : 8;
+            __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(count), lane);
+            __m256 sum = _mm256_mul_ps(_mm256_set1_ps(ytab[j].alpha),
+                                       _mm256_maskload_ps(h + (size_t)ytab[j].si * out_len + x, mask));
+            for (int k = j + 1; k < end; k++) {
+                __m256 v = _mm256_maskload_ps(h + (size_t)ytab[k].si * out_len + x, mask);
+                sum = _mm256_add_ps(sum, _mm256_mul_ps(_mm256_set1_ps(ytab[k].alpha), v));
+            }
+            store8(sum, count, out + (size_t)ytab[j].di * out_len + x);
+        }
+    }
+}
 #endif
 
 /* The resize proper: `a` (sh x sw x cn) into `out` (dh x dw x cn). First the horizontal pass of every
@@ -332,7 +503,7 @@ static int resize_area(const uint8_t *a, int sh, int sw, int cn, uint8_t *out, i
     int row_len = sw * cn, out_len = dw * cn, failed = -1;
     Tap *xtab = malloc(sizeof(Tap) * ((size_t)sw * 2 + (size_t)sh * 2));
     int *first = malloc(sizeof(int) * ((size_t)dw + 1));
-    float *h = malloc(sizeof(float) * ((size_t)sh * out_len + (size_t)out_len + (size_t)sw * 4));
+    float *h = malloc(sizeof(float) * ((size_t)sh * out_len + (size_t)out_len + (size_t)sw * 8));
     if (!xtab || !first || !h)
         goto done;
     Tap *ytab = xtab + (size_t)sw * 2;
@@ -344,13 +515,18 @@ static int resize_area(const uint8_t *a, int sh, int sw, int cn, uint8_t *out, i
         first[xtab[k].di] = k;
     first[dw] = xtab_size;
 
-    int sy = 0;
+    int sy = 0, path = resize_current;
 #if defined(HAVE_AVX512_PATHS)
-    if (cn == 1 && have_avx512) {
+    if (cn == 1 && path == RESIZE_AVX512) {
         int done = rows_pass16(a, sh, sw, xtab, first, dw, h);
         if (done < 0)
             goto done;
         sy = done ? sh : 0;
+    }
+    if (cn == 1 && path == RESIZE_AVX2) {
+        sy = rows_pass8(a, sh, sw, xtab, first, dw, lanes, h);
+        if (sy < 0)
+            goto done;
     }
 #endif
 #if defined(__SSE2__)
@@ -366,8 +542,11 @@ static int resize_area(const uint8_t *a, int sh, int sw, int cn, uint8_t *out, i
         row_pass(a + (size_t)sy * row_len, xtab, first, dw, cn, h + (size_t)sy * out_len);
 
 #if defined(HAVE_AVX512_PATHS)
-    if (have_avx512) {
-        vertical_pass16(h, ytab, ytab_size, out_len, out);
+    if (path == RESIZE_AVX512 || path == RESIZE_AVX2) {
+        if (path == RESIZE_AVX512)
+            vertical_pass16(h, ytab, ytab_size, out_len, out);
+        else
+            vertical_pass8(h, ytab, ytab_size, out_len, out);
         failed = 0;
         goto done;
     }
@@ -886,39 +1065,38 @@ static PyObject *set_lookup(PyObject *self, PyObject *arg)
     return PyUnicode_FromString(previous->name);
 }
 
-static PyObject *set_avx512(PyObject *self, PyObject *arg)
+static PyObject *set_resize(PyObject *self, PyObject *arg)
 {
-    int enable = PyObject_IsTrue(arg);
-    if (enable < 0)
-        return NULL;
-#if defined(HAVE_AVX512_PATHS)
-    int previous = have_avx512;
-    if (enable && !cpu_has_avx512()) {
-        PyErr_SetString(PyExc_ValueError, "this CPU has no AVX-512 (F, BW and VL)");
-        return NULL;
-    }
-    have_avx512 = enable;
-    return PyBool_FromLong(previous);
-#else
-    if (enable) {
-        PyErr_SetString(PyExc_ValueError, "this build has no AVX-512 path");
+    const char *wanted = PyUnicode_Check(arg) ? PyUnicode_AsUTF8(arg) : NULL;
+    int k = 0;
+    if (wanted == NULL)
+        PyErr_Clear();
+    while (wanted != NULL && k < N_RESIZE_PATHS && strcmp(resize_names[k], wanted) != 0)
+        k++;
+    if (wanted == NULL || k == N_RESIZE_PATHS) {
+        PyErr_Format(PyExc_ValueError, "expected one of 'AVX-512', 'AVX2', 'SSE2', 'plain C', got %R", arg);
         return NULL;
     }
-    Py_RETURN_FALSE;
-#endif
+    if (!resize_available[k]) {
+        char have[64] = "";
+        for (int m = 0; m < N_RESIZE_PATHS; m++) {
+            if (!resize_available[m])
+                continue;
+            strncat(have, *have ? ", " : "", sizeof(have) - strlen(have) - 1);
+            strncat(have, resize_names[m], sizeof(have) - strlen(have) - 1);
+        }
+        PyErr_Format(PyExc_ValueError, "the resize path '%s' is not available on this CPU or build "
+                     "(available: %s)", wanted, have);
+        return NULL;
+    }
+    int previous = resize_current;
+    resize_current = k;
+    return PyUnicode_FromString(resize_names[previous]);
 }
 
 static PyObject *get_resize_path(PyObject *self, PyObject *unused)
 {
-#if defined(HAVE_AVX512_PATHS)
-    if (have_avx512)
-        return PyUnicode_FromString("AVX-512");
-#endif
-#if defined(__SSE2__)
-    return PyUnicode_FromString("SSE2");
-#else
-    return PyUnicode_FromString("plain C");
-#endif
+    return PyUnicode_FromString(resize_names[resize_current]);
 }
 
 static PyMethodDef methods[] = {
@@ -930,13 +1108,14 @@ static PyMethodDef methods[] = {
      "lookup_path() -> (name, label): the gray lookup path in use, e.g. ('avx2', 'AVX2')."},
     {"lookup_paths", get_lookup_paths, METH_NOARGS,
      "lookup_paths() -> tuple: the gray lookup paths this CPU and build have, best first."},
-    {"resize_path", get_resize_path, METH_NOARGS, "resize_path() -> str: 'AVX-512', 'SSE2' or 'plain C'."},
+    {"resize_path", get_resize_path, METH_NOARGS,
+     "resize_path() -> str: the resize path in use: 'AVX-512', 'AVX2', 'SSE2' or 'plain C'."},
     {"_set_lookup", set_lookup, METH_O,
      "_set_lookup(name) -> str: use the gray lookup path `name` from now on; returns the previous one's "
      "name."},
-    {"_set_avx512", set_avx512, METH_O,
-     "_set_avx512(enabled) -> bool: use the AVX-512 resize or not (tests: both paths give the same bytes); "
-     "returns the previous setting."},
+    {"_set_resize", set_resize, METH_O,
+     "_set_resize(name) -> str: use the resize path `name` ('AVX-512', 'AVX2', 'SSE2', or 'plain C' on "
+     "builds without SSE2; one this CPU has) from now on; returns the previous one's name."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -951,12 +1130,21 @@ PyMODINIT_FUNC PyInit__atari_kernel(void)
 {
 #if defined(HAVE_AVX512_PATHS)
     __builtin_cpu_init();
-    have_avx512 = cpu_has_avx512();
+    resize_available[RESIZE_AVX512] = cpu_has_avx512();
+    resize_available[RESIZE_AVX2] = __builtin_cpu_supports("avx2");
     lookup_paths[0].available = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bw");
     lookup_paths[1].available = __builtin_cpu_supports("avx2");
 #endif
     for (int k = N_LOOKUP_PATHS - 1; k >= 0; k--)
         if (lookup_paths[k].available)
             lookup_current = &lookup_paths[k];
+#if defined(__SSE2__)
+    resize_available[RESIZE_SSE2] = 1;
+#else
+    resize_available[RESIZE_PLAIN] = 1;
+#endif
+    for (int k = N_RESIZE_PATHS - 1; k >= 0; k--)
+        if (resize_available[k])
+            resize_current = k;
     return PyModule_Create(&module);
 }

@@ -5,13 +5,13 @@ values (the bytes of ``ale.getScreenGrayscale``, from a table learned from ALE's
 grayscale screens), pools the last two screens and does the ``INTER_AREA`` resize, byte
 for byte what ``np.maximum`` then ``cv2.resize`` give. The gray lookup has three paths,
 picked at import from the CPU's flags: AVX-512 VBMI, AVX2, and a plain C loop; the resize
-has an AVX-512 and an SSE2 pass. ``TORCHWM_ATARI_KERNEL=vbmi|avx2|plain`` (read at import)
-forces a lookup path and the resize a CPU of that kind has (AVX-512 with ``vbmi``, SSE2
-otherwise), so that each path can be tested and measured on one machine; a path this CPU
-lacks is a ValueError at import. The kernel is built at install time where a C compiler
-works and is optional: without it (or with ``TORCHWM_NATIVE=0``, read at import) the fused
-env uses ALE's grayscale screens, NumPy and OpenCV, with the same arrays. `kernel_status`
-says which path runs; ``torchwm list`` prints it.
+has three paths too: AVX-512, AVX2 and SSE2. ``TORCHWM_ATARI_KERNEL=vbmi|avx2|plain`` (read
+at import) forces a lookup path and the resize a CPU of that kind has (AVX-512 with ``vbmi``,
+AVX2 with ``avx2``, SSE2 with ``plain``), so that each path can be tested and measured on one
+machine; a path this CPU lacks is a ValueError at import. The kernel is built at install
+time where a C compiler works and is optional: without it (or with ``TORCHWM_NATIVE=0``,
+read at import) the fused env uses ALE's grayscale screens, NumPy and OpenCV, with the same
+arrays. `kernel_status` says which path runs; ``torchwm list`` prints it.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from types import ModuleType
 
 SWITCH = "TORCHWM_ATARI_KERNEL"
 PATHS = ("vbmi", "avx2", "plain")
+# The resize a CPU of each lookup path's kind has (those with AVX-512 have VBMI too), which the switch forces.
+RESIZE_OF_PATH = {"vbmi": "AVX-512", "avx2": "AVX2", "plain": "SSE2"}
 
 
 def _load() -> tuple[ModuleType | None, str]:
@@ -50,8 +52,8 @@ def _force(kernel: ModuleType | None, wanted: str) -> str:
             f"unset {SWITCH} to take the best one"
         )
     kernel._set_lookup(wanted)
-    if wanted != "vbmi":
-        kernel._set_avx512(False)  # what a CPU without AVX-512 VBMI runs (those with AVX-512 have VBMI too)
+    if kernel.resize_path() != "plain C":  # a build without SSE2 (not x86-64) has that resize only
+        kernel._set_resize(RESIZE_OF_PATH[wanted])
     return wanted
 
 

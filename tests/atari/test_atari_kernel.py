@@ -4,12 +4,12 @@ and its palette lookup exactly ALE's grayscale screens, on every path the CPU ha
 The kernel is optional at install (no C compiler: NumPy and OpenCV run instead), so these
 tests skip without it, except under ``TORCHWM_REQUIRE_KERNEL=1``, which CI sets: there a
 missing kernel is a failure. Each gray lookup path (AVX-512 VBMI, AVX2, plain C) and each
-resize path (AVX-512, SSE2) is forced in turn by the kernel's test hooks; a path this CPU
-lacks skips with the reason. Every path's bytes are compared with ALE's grayscale screens and
-cv2.resize on recorded screens of every ROM; the fused env with the kernel is compared with the
-same env on ALE's grayscale screens and the OpenCV path on every ROM; tests/test_fused_atari.py
-compares the fused env (kernel included, the plain lookup forced on every ROM) with Gymnasium's
-own chain.
+resize path (AVX-512, AVX2, SSE2) is forced in turn by the kernel's test hooks; a path this
+CPU lacks skips with the reason. Every path's bytes are compared with ALE's grayscale screens
+and cv2.resize on recorded screens of every ROM; the fused env with the kernel is compared
+with the same env on ALE's grayscale screens and the OpenCV path on every ROM;
+tests/test_fused_atari.py compares the fused env (kernel included, the plain lookup forced on
+every ROM) with Gymnasium's own chain.
 """
 
 from __future__ import annotations
@@ -32,15 +32,15 @@ if native.KERNEL is None:
 KERNEL = native.KERNEL
 
 
-@pytest.fixture(params=["AVX-512", "SSE2"])
+@pytest.fixture(params=["AVX-512", "AVX2", "SSE2"])
 def resize_path(request):
-    """Each of the kernel's resize paths in turn (AVX-512 only where the CPU has it), then the one it had."""
+    """Each of the kernel's resize paths in turn (those the CPU lacks skip), then the one it had."""
     try:
-        previous = KERNEL._set_avx512(request.param == "AVX-512")
-    except ValueError as error:  # "this CPU has no AVX-512 (F, BW and VL)"
+        previous = KERNEL._set_resize(request.param)
+    except ValueError as error:  # "the resize path 'AVX-512' is not available on this CPU or build ..."
         pytest.skip(str(error))
     yield request.param
-    KERNEL._set_avx512(previous)
+    KERNEL._set_resize(previous)
 
 
 @pytest.fixture(params=native.PATHS)
@@ -108,6 +108,26 @@ SHAPES_AND_SIZES = [
 def test_equals_opencv_on_atari_sized_frames_and_one_pixel_targets(resize_path, shape, size):
     rng = np.random.default_rng(sum(shape) * 1000 + sum(size))
     frame, other = rng.integers(0, 256, shape, dtype=np.uint8), rng.integers(0, 256, shape, dtype=np.uint8)
+    np.testing.assert_array_equal(kernel(frame, other, size), reference(frame, other, size))
+
+
+# The AVX2 pass takes 8 rows at a time: fewer than 8 rows, and row counts that are not a multiple of 8
+# (the last block overlaps the one before), with column counts that are not one either.
+@pytest.mark.parametrize(
+    "shape, size",
+    [
+        ((7, 160), (3, 84)),
+        ((9, 160), (4, 84)),
+        ((9, 160), (9, 84)),
+        ((15, 37), (6, 10)),
+        ((1, 160), (1, 84)),
+        ((17, 160, 3), (5, 84)),
+    ],
+)
+def test_equals_opencv_on_few_rows_and_rows_not_a_multiple_of_eight(resize_path, shape, size):
+    rng = np.random.default_rng(sum(shape) * 1000 + sum(size))
+    frame, other = rng.integers(0, 256, shape, dtype=np.uint8), rng.integers(0, 256, shape, dtype=np.uint8)
+    assert native.kernel_handles(shape, size)
     np.testing.assert_array_equal(kernel(frame, other, size), reference(frame, other, size))
 
 
@@ -347,6 +367,35 @@ def test_an_unknown_lookup_path_is_refused(path, words):
         KERNEL._set_lookup(path)
 
 
+@pytest.mark.parametrize("name", ["AVX512", "sse2", "avx2", 3, None])
+def test_an_unknown_resize_path_is_refused(name):
+    with pytest.raises(
+        ValueError, match=f"expected one of 'AVX-512', 'AVX2', 'SSE2', 'plain C', got {name!r}"
+    ):
+        KERNEL._set_resize(name)
+
+
+def test_set_resize_returns_the_previous_path_and_refuses_one_the_cpu_lacks_with_the_paths_it_has():
+    previous = KERNEL.resize_path()
+    have, missing = [], []
+    try:
+        for name in ["AVX-512", "AVX2", "SSE2"]:
+            try:
+                assert KERNEL._set_resize(name) == (have[-1] if have else previous)
+            except ValueError as error:
+                missing.append((name, str(error)))
+                continue
+            assert KERNEL.resize_path() == name
+            have.append(name)
+    finally:
+        KERNEL._set_resize(previous)
+    assert previous in have
+    for name, error in missing:
+        assert error == (
+            f"the resize path '{name}' is not available on this CPU or build (available: {', '.join(have)})"
+        )
+
+
 def test_a_lookup_path_the_cpu_lacks_is_refused_with_the_paths_it_has():
     missing = [path for path in native.PATHS if path not in KERNEL.lookup_paths()]
     if not missing:
@@ -481,7 +530,7 @@ def test_every_lookup_path_gives_ale_grayscale_screens_and_cv2_frames_on_every_r
     CPU of its kind runs, as TORCHWM_ATARI_KERNEL forces it): ALE's grayscale screens, and the max-pool
     and INTER_AREA resize of them as cv2 gives them, byte for byte."""
     paths = KERNEL.lookup_paths()
-    previous_lookup, previous_avx512 = KERNEL.lookup_path()[0], KERNEL.resize_path() == "AVX-512"
+    previous_lookup, previous_resize = KERNEL.lookup_path()[0], KERNEL.resize_path()
     ids = _v5_ids()
     assert len(ids) > 90
     checked = dict.fromkeys(paths, 0)
@@ -494,7 +543,7 @@ def test_every_lookup_path_gives_ale_grayscale_screens_and_cv2_frames_on_every_r
                     table[0, indices], table[1, indices] = gray, 255
             for path in paths:
                 KERNEL._set_lookup(path)
-                KERNEL._set_avx512(path == "vbmi" and previous_avx512)
+                KERNEL._set_resize({"vbmi": "AVX-512", "avx2": "AVX2", "plain": "SSE2"}[path])
                 for (_, gray1), (indices0, gray0) in pairs:
                     out = np.empty_like(gray0)
                     assert KERNEL.palette_lookup(indices0, table, out), env_id
@@ -507,7 +556,7 @@ def test_every_lookup_path_gives_ale_grayscale_screens_and_cv2_frames_on_every_r
                     checked[path] += 1
     finally:
         KERNEL._set_lookup(previous_lookup)
-        KERNEL._set_avx512(previous_avx512)
+        KERNEL._set_resize(previous_resize)
     assert min(checked.values()) >= SCREENS_PER_ROM * 90, checked
 
 
@@ -599,8 +648,8 @@ def test_the_switch_forces_each_lookup_path_the_cpu_has(path):
     assert result.returncode == 0, result.stderr
     name, resize, status = result.stdout.split(" ", 2)
     assert name == path
-    # The resize a CPU of that kind runs: AVX-512 only alongside VBMI.
-    assert resize == ("AVX-512" if path == "vbmi" else "SSE2")
+    # The resize a CPU of that kind runs: AVX-512 alongside VBMI, AVX2 with the AVX2 lookup, else SSE2.
+    assert resize == {"vbmi": "AVX-512", "avx2": "AVX2", "plain": "SSE2"}[path]
     label = {"vbmi": "AVX-512 VBMI", "avx2": "AVX2", "plain": "plain C"}[path]
     assert f"{label} gray lookup, {resize} max-pool" in status
     assert f"forced by TORCHWM_ATARI_KERNEL={path}" in status
