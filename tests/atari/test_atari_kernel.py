@@ -543,7 +543,7 @@ def test_every_lookup_path_gives_ale_grayscale_screens_and_cv2_frames_on_every_r
                     table[0, indices], table[1, indices] = gray, 255
             for path in paths:
                 KERNEL._set_lookup(path)
-                KERNEL._set_resize({"vbmi": "AVX-512", "avx2": "AVX2", "plain": "SSE2"}[path])
+                KERNEL._set_resize(native.RESIZE_OF_PATH[path])
                 for (_, gray1), (indices0, gray0) in pairs:
                     out = np.empty_like(gray0)
                     assert KERNEL.palette_lookup(indices0, table, out), env_id
