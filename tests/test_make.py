@@ -219,3 +219,63 @@ def test_spawn_without_a_main_guard_prints_the_helpful_line_only(backend, tmp_pa
     assert out.stderr.count("Traceback") == 1 and "RuntimeError" not in out.stderr and len(lines) < 25, (
         out.stderr
     )
+
+
+# -- a backend that returns no vector env (issue 37, item 8) ------------------------------------------
+
+
+class _Closable:
+    """Not a vector env, but something that holds resources."""
+
+    def __init__(self):
+        self.closed = False
+
+    def close(self):
+        self.closed = True
+
+    def __repr__(self):
+        return "<Closable>"
+
+
+class _ClosableEnv(gym.Wrapper):
+    """One env, where a vector env was expected."""
+
+    closed = False
+
+    def close(self):
+        self.closed = True
+        super().close()
+
+
+@pytest.mark.parametrize(
+    ("returned", "described"),
+    [
+        (lambda: None, "got None"),
+        (lambda: _ClosableEnv(gym.make("CartPole-v1")), "got a test_make._ClosableEnv (<_ClosableEnv"),
+        (lambda: _Closable(), "got a test_make._Closable (<Closable>)"),
+        (lambda: [1, 2], "got a builtins.list ([1, 2])"),
+    ],
+    ids=["None", "gym.Env", "closable", "list"],
+)
+def test_a_backend_that_returns_no_vector_env_is_a_type_error_naming_it(fresh_plugins, returned, described):
+    made = []
+
+    class Plugin:
+        @torchwm.hookimpl
+        def register_backends(self, register):
+            def broken(spec, **backend_kwargs):
+                made.append(returned())
+                return made[-1]
+
+            register("broken", broken)
+
+    torchwm.plugins.register_plugin(Plugin(), name="broken-backends")
+    with pytest.raises(TypeError) as caught:
+        torchwm.make_vec("CartPole-v1", 2, backend="broken")
+    message = str(caught.value)
+    assert message.startswith(
+        "backend 'broken' (registered by plugin 'broken-backends') must return a gymnasium.vector.VectorEnv"
+    )
+    assert described in message
+    # What came is closed (the env, the closable): nothing it holds outlives the error.
+    assert getattr(made[0], "closed", True) is True

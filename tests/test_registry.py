@@ -217,7 +217,7 @@ def test_broken_plugins_are_reported_once_and_everything_else_works(tmp_path):
         "torchwm.vector.sync",
     ]
     lines = out.stderr.strip().splitlines()
-    # one line each, in the parent only (the shmem workers load the plugins again and stay quiet)
+    # one line each, in the parent only (the shmem workers load no plugin)
     assert len(lines) == len(BROKEN_PLUGINS), out.stderr
     for name in BROKEN_PLUGINS:
         line = next(
@@ -320,3 +320,149 @@ def test_a_builtin_plugin_with_a_misspelt_hook_fails_loudly_at_load(fresh_plugin
     fresh_plugins.setattr(plugins, "DEFAULT_PLUGINS", (*plugins.DEFAULT_PLUGINS, "torchwm_builtin_typo"))
     with pytest.raises(pluggy.PluginValidationError, match="unknown hook 'register_backend'"):
         plugins.plugin_manager()
+
+
+# -- plugins that exit, hang or are slow; plugins load once (issue 37, item 7) ---------------------------
+
+EXITING_PLUGINS = {
+    "exits-at-import": "import sys\nsys.exit()\n",
+    "exits-3-at-import": "import sys\nsys.exit(3)\n",
+    "base-exception-at-import": "class Stop(BaseException):\n    pass\n\nraise Stop('not an Exception')\n",
+    "exits-in-hook": (
+        "import sys, torchwm\n\n@torchwm.hookimpl\ndef register_backends(register):\n    sys.exit('bye')\n"
+    ),
+}
+
+
+def test_a_plugin_that_exits_or_raises_a_base_exception_is_left_out(tmp_path):
+    install_fake_distribution(tmp_path, "torchwm-exits", EXITING_PLUGINS)
+    out = run_python(
+        """
+        import numpy as np, torchwm, torchwm.cli
+        with torchwm.make_vec("CartPole-v1", 2, backend="sync", seed=0) as envs:
+            envs.reset()
+            print(envs.step(np.zeros(2, dtype=np.int64))[1].tolist())
+        print(sorted(f.name for f in torchwm.plugins.failed_plugins()))
+        print("list exits with", torchwm.cli.main(["list", "plugins"]))
+    """,
+        tmp_path,
+    )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[:2] == ["[1.0, 1.0]", str(sorted(EXITING_PLUGINS))]
+    assert lines[-1] == "list exits with 0"
+    assert sum("NOT LOADED" in line for line in lines) == len(EXITING_PLUGINS)
+    assert "failed: SystemExit: 3" in out.stderr and "Stop: not an Exception" in out.stderr
+    assert "'exits-in-hook' (from torchwm-exits 0.1) is not loaded: SystemExit: bye" in out.stderr
+
+
+@pytest.fixture
+def fake_entry_points(fresh_plugins, tmp_path):
+    """``install(entry_points)``: a distribution of those {name: module text}, found by the next load."""
+
+    def install(entry_points):
+        install_fake_distribution(tmp_path, "torchwm-fake", entry_points)
+        fresh_plugins.syspath_prepend(str(tmp_path))
+        for i in range(len(entry_points)):
+            fresh_plugins.delitem(sys.modules, f"torchwm_fake_{i}", raising=False)
+
+    return install
+
+
+def test_keyboard_interrupt_in_a_plugin_import_propagates(fake_entry_points):
+    """Ctrl-C while plugins load stops the program, as it would anywhere else."""
+    fake_entry_points({"interrupted": "raise KeyboardInterrupt\n"})
+    with pytest.raises(KeyboardInterrupt):
+        plugins.registry("backend")
+    assert plugins._manager is None  # nothing half-loaded is kept: the next use loads again
+
+
+def test_a_plugin_import_past_the_deadline_is_left_out_and_named(fake_entry_points, tmp_path, capsys):
+    release = tmp_path / "release"
+    fake_entry_points(
+        {
+            "hangs": f"import os, time\nwhile not os.path.exists({str(release)!r}):\n    time.sleep(0.02)\n",
+            "fine": THIRD_PARTY_PLUGIN,
+        }
+    )
+    os_environ = __import__("os").environ
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setitem(os_environ, plugins.IMPORT_TIMEOUT_ENV, "0.5")
+            failed = {f.name: f for f in plugins.failed_plugins()}
+    finally:
+        release.touch()  # the import thread ends
+    assert list(failed) == ["hangs"]
+    assert failed["hangs"].error == (
+        "importing 'torchwm_fake_0' did not finish within 0.5 s (set TORCHWM_PLUGIN_IMPORT_TIMEOUT to wait "
+        "longer)"
+    )
+    assert "counting" in plugins.registry("backend")  # the other plugin is loaded
+    assert "torchwm: plugin 'hangs' (from torchwm-fake 0.1) is not loaded" in capsys.readouterr().err
+
+
+def test_a_slow_plugin_import_is_named_in_a_warning(fake_entry_points):
+    fake_entry_points({"slow": "import time\ntime.sleep(0.3)\n" + THIRD_PARTY_PLUGIN})
+    plugins_module = plugins
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(plugins_module, "SLOW_IMPORT_SECONDS", 0.1)
+        with pytest.warns(
+            RuntimeWarning, match=r"importing plugin 'slow' \(from torchwm-fake 0.1\) took 0\.\d s"
+        ):
+            backends = plugins.registry("backend")
+    assert backends.get("counting").plugin == "slow"  # slow, not broken: it is loaded
+
+
+@pytest.mark.parametrize("raw", ["abc", "0", "-1", "nan"])
+def test_a_bad_import_timeout_is_refused_naming_the_variable(fresh_plugins, raw):
+    fresh_plugins.setenv(plugins.IMPORT_TIMEOUT_ENV, raw)
+    with pytest.raises(ValueError, match=f"TORCHWM_PLUGIN_IMPORT_TIMEOUT must be a positive number.*{raw!r}"):
+        plugins.import_timeout()
+
+
+def test_the_import_timeout_is_read_from_the_environment(monkeypatch):
+    monkeypatch.delenv(plugins.IMPORT_TIMEOUT_ENV, raising=False)
+    assert plugins.import_timeout() == plugins.DEFAULT_IMPORT_TIMEOUT
+    monkeypatch.setenv(plugins.IMPORT_TIMEOUT_ENV, "2.5")
+    assert plugins.import_timeout() == 2.5
+    monkeypatch.setenv(plugins.IMPORT_TIMEOUT_ENV, "inf")
+    assert plugins.import_timeout() is None
+
+
+# Writes the pid of each process that imports it.
+PID_PLUGIN = (
+    "import os\nwith open(os.environ['PLUGIN_IMPORTED_BY'], 'a') as f:\n    f.write(f'{os.getpid()}\\n')\n"
+    + THIRD_PARTY_PLUGIN
+)
+
+
+@pytest.mark.parametrize("context", ["forkserver", "spawn"])
+def test_workers_build_their_envs_without_loading_plugins(tmp_path, context):
+    """A plugin's import is paid once, by the process that calls make_vec: its workers build their envs from
+    the entries the spec uses, carried in their payload, and load no plugin."""
+    install_fake_distribution(tmp_path, "torchwm-pid", {"pid": PID_PLUGIN})
+    imported_by = tmp_path / "imported_by"
+    out = run_python(
+        f"""
+        import os, numpy as np, torchwm
+
+        def rewards(wrappers):
+            options = {{"num_workers": 2, "context": {context!r}}}
+            with torchwm.make_vec("CartPole-v1", 2, backend="shmem", seed=0, wrappers=wrappers,
+                                  backend_kwargs=options) as envs:
+                envs.reset()
+                return envs.step(np.zeros(2, dtype=np.int64))[1].tolist()
+
+        if __name__ == "__main__":
+            print(os.getpid(), rewards([]), open({str(imported_by)!r}).read().split())
+            # the plugin's own wrapper, a function its hook defines: carried by value, it needs no import
+            print(rewards(["negate_reward"]), len(open({str(imported_by)!r}).read().split()))
+    """,
+        tmp_path,
+        PLUGIN_IMPORTED_BY=str(imported_by),
+    )
+    assert out.returncode == 0, out.stderr
+    first, second = out.stdout.splitlines()[-2:]
+    pid, *rest = first.split(maxsplit=1)
+    assert rest == [f"[1.0, 1.0] ['{pid}']"]  # imported by the parent only
+    assert second == "[-1.0, -1.0] 1"

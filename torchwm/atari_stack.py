@@ -27,7 +27,7 @@ import numpy as np
 from torchwm.errors import UnsupportedStackError
 from torchwm.plugins import registry
 from torchwm.spec import EPISODE_STATISTICS, VecSpec, WrapperSpec
-from torchwm.wrappers.atari import atari_preprocessing, screen_dims
+from torchwm.wrappers.atari import atari_preprocessing, check_preprocessing_options, screen_dims
 from torchwm.wrappers.episode_statistics import episode_statistics
 from torchwm.wrappers.episodic_life import episodic_life
 from torchwm.wrappers.fire_reset import fire_reset
@@ -163,17 +163,9 @@ def parse_atari_stack(spec: VecSpec) -> AtariStack:
             )
     stack = AtariStack(spec.wrappers)
     pre = stack.preprocessing
-    # Each option Gymnasium's AtariPreprocessing refuses (with a ValueError, which the chain then raises).
-    for option, low in (("noop_max", 0), ("frame_skip", 1)):
-        if pre[option] < low:
-            raise UnsupportedStackError(
-                f"atari_preprocessing({option}={pre[option]!r}): {option} must be >= {low}"
-            )
-    if min(stack.screen) < 1:
-        raise UnsupportedStackError(
-            f"atari_preprocessing(screen_size={pre['screen_size']!r}): screen_size must be "
-            f"a positive int or (width, height) of positive ints"
-        )
+    # What Gymnasium's AtariPreprocessing refuses is bad input on every path, not a stack this path cannot
+    # run: its ValueError, not UnsupportedStackError (which would send the user to another backend).
+    check_preprocessing_options(pre)
     return stack
 
 

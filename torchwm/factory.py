@@ -21,12 +21,13 @@ from gymnasium.envs.registration import EnvSpec
 
 from torchwm import names
 from torchwm.errors import UnsupportedStackError
-from torchwm.plugins import backend_options, registry
+from torchwm.plugins import RegistrySnapshot, backend_options, registry, using_snapshot
 from torchwm.spec import (
     EPISODE_STATISTICS,
     VecSpec,
     check_count,
     check_seed,
+    check_spec_options,
     env_fns_of,
     parse_autoreset_mode,
     resolve_wrapper,
@@ -212,6 +213,7 @@ def resolve_spec(
         backend_kwargs=dict(backend_kwargs or {}),
         family=resolved.family,
     )
+    check_spec_options(spec)
     # Decided here, not when an env is built, so that the spec (and a config dumped from it) says what is
     # built.
     return spec.replace(
@@ -275,27 +277,40 @@ def _check_wrapper_options_given_to_env(env_id: str, env_kwargs: dict[str, Any])
             )
 
 
-def build_env(spec: VecSpec, index: int | None = None) -> gym.Env:
+def build_env(spec: VecSpec, index: int | None = None, snapshot: RegistrySnapshot | None = None) -> gym.Env:
     """One env of ``spec`` (env ``index`` of its vector env): the fused Atari env if ``spec.fused``, else
-    source then wrappers."""
+    source then wrappers. ``snapshot`` (`registry_snapshot`) holds the source and wrappers already looked up,
+    so that a worker process builds the env without loading plugins."""
     token = _env_index.set(index)
     try:
-        if spec.fused:
-            core, recorders = _without_recorders(spec)
-            fused = build_fused_atari(core)
-            if fused is None:
-                raise UnsupportedStackError(
-                    f"the spec says fused=True, but the fused env cannot run it: {unfusable_reason(core)}"
-                )
-            for wrapper in recorders:
-                fused = wrapper.apply(fused)
-            return fused
-        env = registry("source").get(spec.source).factory(spec.id, **spec.env_kwargs)
-        for wrapper in spec.wrappers:
-            env = wrapper.apply(env)
-        return env
+        with using_snapshot(snapshot):
+            return _build_env(spec)
     finally:
         _env_index.reset(token)
+
+
+def registry_snapshot(spec: VecSpec) -> RegistrySnapshot:
+    """The source and wrapper entries building an env of ``spec`` looks up, for `build_env`."""
+    return RegistrySnapshot.of(
+        {"source": [spec.source], "wrapper": [w.name for w in spec.wrappers if w.fn is None]}
+    )
+
+
+def _build_env(spec: VecSpec) -> gym.Env:
+    if spec.fused:
+        core, recorders = _without_recorders(spec)
+        fused = build_fused_atari(core)
+        if fused is None:
+            raise UnsupportedStackError(
+                f"the spec says fused=True, but the fused env cannot run it: {unfusable_reason(core)}"
+            )
+        for wrapper in recorders:
+            fused = wrapper.apply(fused)
+        return fused
+    env = registry("source").get(spec.source).factory(spec.id, **spec.env_kwargs)
+    for wrapper in spec.wrappers:
+        env = wrapper.apply(env)
+    return env
 
 
 class _SeedFirstReset(gym.Wrapper):
@@ -474,8 +489,40 @@ def make_vec_from_fns(
 
 
 def make_vec_from_spec(spec: VecSpec) -> gym.vector.VectorEnv:
-    """Build the vector env a `VecSpec` describes, on its backend."""
-    return registry("backend").get(spec.backend).factory(spec, **spec.backend_kwargs)
+    """Build the vector env a `VecSpec` describes, on its backend.
+
+    Raises:
+        TypeError: the backend returned something that is not a ``gymnasium.vector.VectorEnv`` (closed
+            first, if it can be); the message names the backend and the plugin that registered it.
+    """
+    check_spec_options(spec)
+    entry = registry("backend").get(spec.backend)
+    vec = entry.factory(spec, **spec.backend_kwargs)
+    if not isinstance(vec, gym.vector.VectorEnv):
+        # Else the user meets an AttributeError at the first reset, far from the plugin at fault.
+        close = getattr(vec, "close", None)
+        if callable(close):
+            try:
+                close()
+            except Exception:  # noqa: BLE001 - the TypeError below is the error to report
+                pass
+        origin = f"plugin {entry.plugin!r}" + (f" ({entry.distribution})" if entry.distribution else "")
+        raise TypeError(
+            f"backend {spec.backend!r} (registered by {origin}) must return a gymnasium.vector.VectorEnv, "
+            f"got {_describe(vec)}"
+        )
+    return vec
+
+
+def _describe(value: Any) -> str:
+    """``None``, or the type and a short repr of ``value``, for an error message."""
+    if value is None:
+        return "None"
+    kind = type(value)
+    text = repr(value)
+    if len(text) > 120:
+        text = text[:117] + "..."
+    return f"a {kind.__module__}.{kind.__qualname__} ({text})"
 
 
 def env_fn(spec: VecSpec) -> functools.partial:
@@ -487,7 +534,8 @@ def spec_env_fns(spec: VecSpec) -> list[Callable[[], gym.Env]]:
     """One no-argument factory per env of ``spec``: its ``env_fns``, or `build_env` of it."""
     if spec.env_fns is not None:
         return list(spec.env_fns)
-    return [functools.partial(build_env, spec, index=i) for i in range(spec.num_envs)]
+    snapshot = registry_snapshot(spec)
+    return [functools.partial(build_env, spec, index=i, snapshot=snapshot) for i in range(spec.num_envs)]
 
 
 def check_distinct_envs(envs: Sequence[gym.Env]) -> None:

@@ -16,23 +16,38 @@ and how to disable it, and ``torchwm list`` shows it with its error
 and stay quiet. A plugin registered at run time (`register_plugin`) raises
 instead (pluggy's ``PluginValidationError`` for a misspelt hook): the caller is
 right there to fix it.
+
+"Cannot be used" includes a plugin that calls ``sys.exit()`` or raises another
+``BaseException`` while it loads; only ``KeyboardInterrupt`` propagates (the user
+pressed Ctrl-C). Each entry point is imported in a daemon thread with a deadline
+(``TORCHWM_PLUGIN_IMPORT_TIMEOUT`` seconds): a plugin whose import does not
+return in time is left out too, and a slow one is named in a warning. Plugins
+load in the process that calls `make_vec`: a worker process builds its envs
+from the entries its spec uses (`RegistrySnapshot`, carried in its payload)
+and loads no plugin.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import importlib
 import importlib.metadata
+import math
 import os
 import sys
 import threading
+import time
+import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pluggy
 
 from torchwm import hookspecs
-from torchwm.registry import Registry, options_of
+from torchwm.registry import Entry, Registry, options_of
 
 DEFAULT_PLUGINS = (
     "torchwm.sources",
@@ -53,6 +68,57 @@ HOOK_KINDS = {
 # Set once the broken plugins were reported, so that worker processes (which inherit the environment
 # and load the plugins again) do not report them again.
 REPORTED_ENV = "TORCHWM_PLUGIN_ERRORS_REPORTED"
+
+# Seconds one entry point's import may take before its plugin is left out (``inf``: no deadline). Generous:
+# a plugin that imports a large framework (torch, Ray) on a cold disk is slow, not broken.
+IMPORT_TIMEOUT_ENV = "TORCHWM_PLUGIN_IMPORT_TIMEOUT"
+DEFAULT_IMPORT_TIMEOUT = 60.0
+# An import slower than this is named in a warning: every program that makes an env pays it.
+SLOW_IMPORT_SECONDS = 5.0
+
+
+def import_timeout() -> float | None:
+    """The deadline of one plugin's import, from ``TORCHWM_PLUGIN_IMPORT_TIMEOUT`` (None: no deadline).
+
+    Raises:
+        ValueError: the variable is set to something other than a positive number of seconds.
+    """
+    raw = os.environ.get(IMPORT_TIMEOUT_ENV, "").strip()
+    if not raw:
+        return DEFAULT_IMPORT_TIMEOUT
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = math.nan
+    if not seconds > 0:
+        raise ValueError(
+            f"{IMPORT_TIMEOUT_ENV} must be a positive number of seconds (or inf for no deadline), got {raw!r}"
+        )
+    return None if math.isinf(seconds) else seconds
+
+
+class _EntryPointImport(threading.Thread):
+    """Imports one entry point, so that the loading thread can stop waiting for it.
+
+    A daemon thread: one whose import never returns does not keep the program alive. `register_plugin`
+    calls its import makes are kept here and registered once the import is done in time.
+    """
+
+    def __init__(self, ep: importlib.metadata.EntryPoint) -> None:
+        super().__init__(name=f"torchwm-plugin-import-{ep.name}", daemon=True)
+        self.ep = ep
+        self.plugin: Any = None
+        self.error: BaseException | None = None
+        self.registered: list[tuple[Any, str | None]] = []
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        try:
+            self.plugin = self.ep.load()
+        except BaseException as exc:  # noqa: BLE001 - SystemExit too: the loading thread decides
+            self.error = exc
+        finally:
+            self.done.set()
 
 
 @dataclass(frozen=True)
@@ -90,7 +156,6 @@ class PluginManager(pluggy.PluginManager):
         # with the distribution being loaded; they are registered after the entry points, unless the
         # object already is (its entry point registered it).
         self.deferred: list[tuple[Any, str | None, importlib.metadata.Distribution]] = []
-        self.loading: importlib.metadata.Distribution | None = None
 
     def list_plugin_distinfo(self) -> list[tuple[Any, Any]]:  # type: ignore[override]
         """(plugin, distribution) for every plugin loaded from an entry point."""
@@ -98,6 +163,7 @@ class PluginManager(pluggy.PluginManager):
 
     def load_entry_points(self, group: str) -> None:
         """Load every entry point of ``group``; one that fails is recorded in `failed` and left out."""
+        timeout = import_timeout()
         for dist in list(importlib.metadata.distributions()):
             for ep in dist.entry_points:
                 if ep.group != group or self.is_blocked(ep.name) or ep.name in self.failed:
@@ -109,7 +175,7 @@ class PluginManager(pluggy.PluginManager):
                     if owner != dist.metadata["name"]:
                         self._fail(ep.name, dist, f"the plugin name {ep.name!r} is taken by {owner}")
                     continue
-                self._load_entry_point(ep, dist)
+                self._load_entry_point(ep, dist, timeout)
         for plugin, name, dist in self.deferred:
             if plugin not in (p for _, p in self.list_name_plugin()):
                 self._register_checked(plugin, name or self.get_canonical_name(plugin), dist)
@@ -125,22 +191,43 @@ class PluginManager(pluggy.PluginManager):
         )
 
     def _load_entry_point(
-        self, ep: importlib.metadata.EntryPoint, dist: importlib.metadata.Distribution
+        self, ep: importlib.metadata.EntryPoint, dist: importlib.metadata.Distribution, timeout: float | None
     ) -> None:
-        self.loading = dist
-        try:
-            plugin = ep.load()
-        except Exception as exc:  # noqa: BLE001 - any import error of a plugin is the plugin's
-            self._fail(ep.name, dist, f"importing {ep.value!r} failed: {_one_line(exc)}")
+        started = time.monotonic()
+        loader = _EntryPointImport(ep)
+        loader.start()
+        if not loader.done.wait(timeout):
+            # The thread goes on importing (a thread cannot be stopped); its plugin is never registered.
+            self._fail(
+                ep.name,
+                dist,
+                f"importing {ep.value!r} did not finish within {timeout:g} s (set {IMPORT_TIMEOUT_ENV} "
+                f"to wait longer)",
+            )
             return
-        finally:
-            self.loading = None
-        self._register_checked(plugin, ep.name, dist)
+        elapsed = time.monotonic() - started
+        if isinstance(loader.error, KeyboardInterrupt):
+            raise loader.error  # Ctrl-C while a plugin loaded: the user wants to stop, not to go on
+        if loader.error is not None:
+            self._fail(ep.name, dist, f"importing {ep.value!r} failed: {_one_line(loader.error)}")
+            return
+        if elapsed >= SLOW_IMPORT_SECONDS:
+            warnings.warn(
+                f"torchwm: importing plugin {ep.name!r} (from {dist.metadata['name']} {dist.version}) "
+                f"took {elapsed:.1f} s, which every program that makes an env pays; if you do not use it, "
+                f"set TORCHWM_DISABLE_PLUGINS={ep.name}",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        self.deferred.extend((plugin, name, dist) for plugin, name in loader.registered)
+        self._register_checked(loader.plugin, ep.name, dist)
 
     def _register_checked(self, plugin: Any, name: str, dist: importlib.metadata.Distribution) -> None:
         try:
             self.register(plugin, name=name)  # pluggy's ValueError (a taken name), PluginValidationError
-        except Exception as exc:  # noqa: BLE001 - whatever pluggy refuses is the plugin's problem
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - whatever pluggy refuses is the plugin's problem
             self._fail(name, dist, _one_line(exc))
             return
         try:
@@ -174,9 +261,6 @@ def _one_line(exc: BaseException) -> str:
 
 _lock = threading.RLock()
 _manager: PluginManager | None = None
-_loading: PluginManager | None = (
-    None  # the manager being built, for register_plugin calls made by its plugins
-)
 _registries: dict[str, Registry] | None = None
 
 
@@ -194,7 +278,7 @@ def _torchwm_version() -> str | None:
 
 def plugin_manager() -> PluginManager:
     """The plugin manager, loaded on first use."""
-    global _manager, _loading
+    global _manager
     with _lock:
         if _manager is None:
             manager = PluginManager(hookspecs.PROJECT_NAME)
@@ -208,11 +292,7 @@ def plugin_manager() -> PluginManager:
             # torchwm's own hooks are checked first, so that a later check_pending() failure is the
             # entry-point plugin's being loaded, never blamed on it for a built-in's.
             manager.check_pending()
-            _loading = manager
-            try:
-                manager.load_entry_points(hookspecs.PROJECT_NAME)
-            finally:
-                _loading = None
+            manager.load_entry_points(hookspecs.PROJECT_NAME)
             _manager = manager
         return _manager
 
@@ -221,7 +301,7 @@ def failed_plugins() -> list[FailedPlugin]:
     """The plugins left out because they could not be used (loads the plugins and registries first)."""
     with _lock:
         for kind in HOOK_KINDS.values():
-            registry(kind)
+            _loaded_registry(kind)
         return sorted(plugin_manager().failed.values(), key=lambda f: f.name)
 
 
@@ -259,7 +339,7 @@ def _collect(manager: PluginManager) -> dict[str, Registry]:
 class _PluginHookError(Exception):
     """The hook of an entry-point plugin failed."""
 
-    def __init__(self, plugin: str, error: Exception) -> None:
+    def __init__(self, plugin: str, error: BaseException) -> None:
         super().__init__(plugin, error)
         self.plugin, self.error = plugin, error
 
@@ -279,7 +359,9 @@ def _collect_once(manager: PluginManager) -> dict[str, Registry]:
             )
             try:
                 impl.function(register=register)
-            except Exception as exc:
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:  # sys.exit() in a hook leaves its plugin out, as an exception does
                 if impl.plugin_name in from_entry_points:
                     raise _PluginHookError(impl.plugin_name, exc) from exc
                 raise
@@ -287,7 +369,17 @@ def _collect_once(manager: PluginManager) -> dict[str, Registry]:
 
 
 def registry(kind: str) -> Registry:
-    """The registry of ``kind`` (``"backend"``, ``"wrapper"`` or ``"source"``), built once."""
+    """The registry of ``kind`` (``"backend"``, ``"wrapper"`` or ``"source"``), built once.
+
+    Inside `using_snapshot`, the snapshot's entries first: names it does not hold load the plugins.
+    """
+    snapshot = _snapshot.get()
+    if snapshot is not None:
+        return snapshot.registry(kind)
+    return _loaded_registry(kind)
+
+
+def _loaded_registry(kind: str) -> Registry:
     global _registries
     with _lock:
         if _registries is None:
@@ -295,6 +387,90 @@ def registry(kind: str) -> Registry:
             _registries = _collect(manager)
             _report(sorted(manager.failed.values(), key=lambda f: f.name))
         return _registries[kind]
+
+
+class _SnapshotRegistry(Registry):
+    """A registry of a snapshot's entries; any other name, and a listing, is the loaded registry's."""
+
+    def get(self, name: str) -> Entry:
+        entry = self._entries.get(name)
+        return entry if entry is not None else _loaded_registry(self.kind).get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries or name in _loaded_registry(self.kind)
+
+    def __iter__(self) -> Iterator[Entry]:
+        return iter(_loaded_registry(self.kind))
+
+    def names(self) -> list[str]:
+        return _loaded_registry(self.kind).names()
+
+
+class RegistrySnapshot:
+    """The registry entries that building one spec's envs looks up, resolved in the process that loaded
+    the plugins.
+
+    A process backend's worker gets it in its payload (cloudpickle carries each factory, by reference to
+    its module when it can be imported): under `using_snapshot` the worker builds its envs without
+    loading plugins, so a plugin's import (and its failure, or its slowness) is paid once, in the process
+    that calls `make_vec`, and a plugin whose factory the spec does not use is never imported there.
+    An entry that cannot be pickled is left out of the pickled snapshot: the worker looks its name up by
+    loading the plugins, as it would without a snapshot.
+    """
+
+    def __init__(self, entries: dict[str, list[Entry]]) -> None:
+        self.entries = {kind: list(found) for kind, found in entries.items()}
+
+    @classmethod
+    def of(cls, names: dict[str, list[str]]) -> RegistrySnapshot:
+        """The entries of ``names`` ({kind: [name, ...]}) from the loaded registries.
+
+        Raises:
+            UnknownNameError: a name nothing registered.
+        """
+        return cls(
+            {
+                kind: [registry(kind).get(name) for name in dict.fromkeys(found)]
+                for kind, found in names.items()
+            }
+        )
+
+    def registry(self, kind: str) -> Registry:
+        view = _SnapshotRegistry(kind)
+        for entry in self.entries.get(kind, ()):
+            view._entries[entry.name] = entry
+        return view
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        import cloudpickle
+
+        portable: dict[str, list[Entry]] = {}
+        for kind, found in self.entries.items():
+            for entry in found:
+                try:
+                    cloudpickle.dumps(entry)
+                except Exception:  # noqa: BLE001 - a factory pickle cannot carry: the worker loads it
+                    continue
+                portable.setdefault(kind, []).append(entry)
+        return (RegistrySnapshot, (portable,))
+
+
+_snapshot: contextvars.ContextVar[RegistrySnapshot | None] = contextvars.ContextVar(
+    "torchwm_registry_snapshot", default=None
+)
+
+
+@contextlib.contextmanager
+def using_snapshot(snapshot: RegistrySnapshot | None) -> Iterator[None]:
+    """`registry` answers from ``snapshot`` first inside this block (None: no change)."""
+    if snapshot is None:
+        yield
+        return
+    token = _snapshot.set(snapshot)
+    try:
+        yield
+    finally:
+        _snapshot.reset(token)
 
 
 def backend_options(name: str) -> list[str] | None:
@@ -318,10 +494,13 @@ def register_plugin(plugin: Any, name: str | None = None) -> None:
     imported by hand and installed.
     """
     global _registries
+    loader = threading.current_thread()
+    if isinstance(loader, _EntryPointImport):
+        # Called by a plugin's import, in the thread that imports it while the loading thread holds the
+        # lock: registered after the import, if it finishes in time.
+        loader.registered.append((plugin, name))
+        return
     with _lock:
-        if _loading is not None and _loading.loading is not None:
-            _loading.deferred.append((plugin, name, _loading.loading))
-            return
         manager = plugin_manager()
         if name is not None and manager.get_plugin(name) is plugin:
             return

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import pydantic
 from gymnasium.vector import AutoresetMode
 
-from torchwm.errors import InvalidSeedError, WrapperOptionError
+from torchwm.errors import InvalidOptionError, InvalidOptionTypeError, InvalidSeedError, WrapperOptionError
 from torchwm.plugins import registry
 
 if TYPE_CHECKING:
@@ -409,6 +409,59 @@ def wrapper_env_kwargs(wrappers: Sequence[WrapperSpec]) -> dict[str, Any]:
         if w.fn is None:
             needed.update(registry("wrapper").get(w.name).metadata.get("env_kwargs", {}))
     return needed
+
+
+def check_ale_frameskip(value: Any, name: str = "frameskip") -> None:
+    """ALE's check of an ``AtariEnv``'s ``frameskip`` (an int >= 1, or ``(low, high)`` ints with
+    ``0 < low < high`` for a frameskip drawn each step), made before any env is built.
+
+    Raises:
+        InvalidOptionTypeError: neither an int nor a tuple.
+        InvalidOptionError: out of range. Both are ``gymnasium.error.Error``, what ALE raises.
+    """
+    given = f"env {name}={value!r}"
+    if type(value) is int:
+        if value <= 0:
+            raise InvalidOptionError(f"{given}: {name} must be an int >= 1 (emulator frames per step)", name)
+        return
+    if type(value) is not tuple:
+        raise InvalidOptionTypeError(
+            f"{given}: {name} must be an int >= 1, or a tuple (low, high) for a stochastic frameskip, "
+            f"not a {type(value).__name__}",
+            name,
+        )
+    if len(value) != 2 or any(type(v) is not int for v in value):
+        raise InvalidOptionError(
+            f"{given}: a stochastic {name} must be a tuple of two ints (low, high)", name
+        )
+    low, high = value
+    if not 0 < low < high:
+        raise InvalidOptionError(
+            f"{given}: a stochastic {name} (low, high) needs 0 < low < high (each step skips low to "
+            f"high - 1 frames)",
+            name,
+        )
+
+
+def check_spec_options(spec: VecSpec) -> None:
+    """Refuse the options that the env or a wrapper would refuse only once built, in a worker.
+
+    Checked again when a backend gets a spec (`torchwm.make_vec_from_spec`), since a spec may be built or
+    changed by hand: the wrapper options against their registered factory (`resolve_wrapper`), an ALE env's
+    ``frameskip`` as ALE checks it.
+    """
+    if spec.env_fns is not None:
+        return
+    if spec.family == "atari" and "frameskip" in spec.env_kwargs:
+        check_ale_frameskip(spec.env_kwargs["frameskip"])
+    # Not at the top: the wrappers package imports every built-in wrapper, which a spec alone does not need.
+    from torchwm.wrappers.atari import atari_preprocessing, check_preprocessing_options
+
+    for wrapper in spec.wrappers:
+        if wrapper.fn is None:
+            resolved = resolve_wrapper(wrapper, family=spec.family, env_id=spec.id)
+            if registry("wrapper").get(wrapper.name).factory is atari_preprocessing:
+                check_preprocessing_options(resolved.kwargs)
 
 
 def env_fns_of(env_fn: Any, num_envs: int, backend: str) -> tuple[Callable[[], gym.Env], ...]:

@@ -14,6 +14,8 @@ from typing import Any
 import gymnasium as gym
 from gymnasium.wrappers import AtariPreprocessing
 
+from torchwm.errors import InvalidOptionError
+
 
 def atari_preprocessing(
     env: gym.Env,
@@ -63,6 +65,29 @@ def atari_preprocessing(
         scale_obs=scale_obs,
         grayscale_newaxis=grayscale_newaxis,
     )
+
+
+def check_preprocessing_options(options: dict[str, Any]) -> None:
+    """Refuse the `atari_preprocessing` options Gymnasium's `AtariPreprocessing` refuses once it is built
+    (``frame_skip`` < 1, ``noop_max`` < 0, a ``screen_size`` that is not positive), before any env is.
+
+    Raises:
+        InvalidOptionError: the ``ValueError`` Gymnasium raises (also ``gymnasium.error.Error``), naming
+            the option.
+    """
+    for option, low in (("noop_max", 0), ("frame_skip", 1)):
+        value = options.get(option, low)
+        if value < low:
+            raise InvalidOptionError(
+                f"atari_preprocessing({option}={value!r}): {option} must be >= {low}", option
+            )
+    screen_size = options.get("screen_size", 84)
+    if min(screen_dims(screen_size)) < 1:
+        raise InvalidOptionError(
+            f"atari_preprocessing(screen_size={screen_size!r}): screen_size must be a positive int or "
+            f"(width, height) of positive ints",
+            "screen_size",
+        )
 
 
 def screen_dims(screen_size: int | tuple[int, int]) -> tuple[int, int]:

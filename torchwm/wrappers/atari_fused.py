@@ -37,7 +37,7 @@ from torchwm import native
 from torchwm.atari_stack import AtariStack, parse_for
 from torchwm.errors import UnsupportedStackError
 from torchwm.spec import VecSpec
-from torchwm.wrappers.atari import screen_dims
+from torchwm.wrappers.atari import check_preprocessing_options, screen_dims
 from torchwm.wrappers.episodic_life import EpisodicLifeEnv
 from torchwm.wrappers.fire_reset import FireResetEnv
 from torchwm.wrappers.generic import clip_reward
@@ -137,6 +137,10 @@ class AtariPreprocessingCore(gym.Env):
         record_episodes: bool = False,
         buffer_length: int = 100,
     ) -> None:
+        # AtariPreprocessing's own range checks, for a core built without a checked spec.
+        check_preprocessing_options(
+            {"noop_max": noop_max, "frame_skip": frame_skip, "screen_size": screen_size}
+        )
         if noop_max > 0 and atari_env.get_action_meanings()[0] != "NOOP":
             # AtariPreprocessing's own check and message (Backgammon, for one).
             raise ValueError("When noop_max > 0, the first action meaning must be 'NOOP'")
