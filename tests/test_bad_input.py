@@ -2,10 +2,14 @@
 
 Seeds as Gymnasium's seeding takes them, timeouts checked before any worker starts,
 the env that returned a bad value named, bool actions for a Discrete space refused
-alike on every backend, and clear messages for ``options``/``recv(timeout=)`` mistakes.
+alike on every backend, clear messages for ``options``/``recv(timeout=)`` mistakes, and Atari frame
+skips (ALE's ``frameskip``, ``atari_preprocessing``'s ``frame_skip``) refused with the reference's
+exception type on every backend before any env is built.
 """
 
 from __future__ import annotations
+
+import re
 
 import gymnasium as gym
 import numpy as np
@@ -192,3 +196,143 @@ def test_bool_actions_stay_valid_where_gymnasium_takes_them():
 
     assert check_actions(multi_binary, np.array([[True, False, True]]), 1).dtype == np.bool_
     assert check_actions(spaces.MultiDiscrete([2, 2]), np.array([[True, False]]), 1).dtype == np.bool_
+
+
+# -- float actions for discrete spaces ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_whole_float_actions_for_a_discrete_space_step_as_their_integers(backend):
+    # Tianshou's policies and test envs send float arrays of whole numbers; Gymnasium's vector envs pass
+    # them on, and torchwm casts them exactly.
+    with make(backend) as envs, make("sync") as reference:
+        envs.reset(seed=0)
+        reference.reset(seed=0)
+        got = envs.step(np.array([1.0, 0.0, 1.0]))
+        want = reference.step(np.array([1, 0, 1]))
+        for a, b in zip(got[:4], want[:4], strict=True):
+            np.testing.assert_array_equal(a, b)
+        with pytest.raises(ValueError, match=r"whole numbers.*1\.5.*env 2"):
+            envs.step(np.array([0.0, 1.5]), env_ids=[0, 2])
+        actions = np.array([1, 0, 1])  # the refused step sent nothing
+        np.testing.assert_array_equal(envs.step(actions)[0], reference.step(actions)[0])
+
+
+def test_float_actions_are_cast_exactly_or_refused():
+    from torchwm.vector.batching import check_actions
+
+    multi = spaces.MultiDiscrete([3, 4])
+    cast = check_actions(multi, np.array([[2.0, 3.0]]), 1)
+    assert cast.dtype == multi.dtype and cast.tolist() == [[2, 3]]
+    for bad in (np.nan, np.inf, -0.5):
+        with pytest.raises(ValueError, match="whole numbers"):
+            check_actions(spaces.Discrete(3), np.array([bad]), 1)
+
+
+# -- Atari frame skips ----------------------------------------------------------------------------
+
+ALL_BACKENDS = [*BACKENDS, "ale-native"]
+# ALE's AtariEnv refuses each of these with gymnasium.error.Error when it is built.
+BAD_FRAMESKIPS = [0, -1, 4.0, (3, 2), (0, 3), (2,), (2, 3, 4), [2, 5]]
+
+
+@pytest.fixture
+def no_process_starts(monkeypatch):
+    """Fails the test if a worker process starts: bad input is refused before."""
+    started = []
+    monkeypatch.setattr(processes.ProcessWorker, "start", lambda *args, **kwargs: started.append(args))
+    yield
+    assert started == [], "a worker process was started"
+
+
+@pytest.mark.parametrize("frameskip", BAD_FRAMESKIPS, ids=repr)
+def test_a_bad_ale_frameskip_is_ales_error_before_any_env_is_built(frameskip, no_process_starts):
+    torchwm.names.register_ale()
+    with pytest.raises(gym.error.Error, match="frameskip"):  # the reference: ALE's own check
+        gym.make("ALE/Pong-v5", frameskip=frameskip)
+    built = []
+    for call in (
+        lambda: torchwm.make_env("ALE/Pong-v5", frameskip=frameskip, wrappers=[]),
+        lambda: torchwm.make_env("ALE/Pong-v5", frameskip=frameskip),  # under the default stack
+        *(
+            lambda backend=backend: make(backend, "ALE/Pong-v5", 2, frameskip=frameskip, wrappers=[])
+            for backend in ALL_BACKENDS
+        ),
+    ):
+        with pytest.raises(gym.error.Error, match=re.escape(f"env frameskip={frameskip!r}")) as caught:
+            built.append(call())
+        assert caught.value.option == "frameskip"
+    assert built == []
+
+
+@pytest.mark.parametrize("frameskip", [0, -1, (2, 5)], ids=repr)
+def test_make_atari_vector_env_refuses_a_bad_frameskip_as_ale_does(frameskip):
+    from ale_py.vector_env import AtariVectorEnv
+
+    with pytest.raises(gym.error.Error, match="frameskip"):  # the reference: ALE's vector env
+        AtariVectorEnv("pong", 1, frameskip=frameskip)
+    with pytest.raises(gym.error.Error, match="frameskip"):
+        torchwm.make_atari_vector_env("pong", 2, frameskip=frameskip)
+
+
+def test_a_good_stochastic_frameskip_still_runs():
+    with torchwm.make_vec("ALE/Pong-v5", 2, frameskip=(2, 5), wrappers=[], seed=0) as envs:
+        assert envs.reset()[0].shape == (2, 210, 160, 3)
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("frame_skip", 0), ("frame_skip", -1), ("noop_max", -1), ("screen_size", 0), ("screen_size", (84, 0))],
+)
+@pytest.mark.parametrize("fused", [True, False])
+def test_a_bad_preprocessing_option_is_gymnasiums_value_error_before_any_worker_starts(
+    option, value, fused, no_process_starts
+):
+    from gymnasium.wrappers import AtariPreprocessing
+
+    torchwm.names.register_ale()
+    with pytest.raises(ValueError):  # the reference: Gymnasium's own check, once the env is built
+        AtariPreprocessing(gym.make("ALE/Pong-v5", frameskip=1), **{option: value})
+    wrappers = [{"name": "atari_preprocessing", option: value}, "frame_stack"]
+    with pytest.raises(ValueError, match=rf"atari_preprocessing\({option}=") as caught:
+        torchwm.make_env("ALE/Pong-v5", wrappers=wrappers, fused=fused)
+    assert caught.value.option == option
+    for backend in ALL_BACKENDS:
+        with pytest.raises(ValueError, match=rf"{option} must be"):
+            make(backend, "ALE/Pong-v5", 2, wrappers=wrappers, fused=fused)
+
+
+def test_a_spec_changed_by_hand_is_checked_again_before_the_backend_gets_it(no_process_starts):
+    spec = torchwm.factory.resolve_spec("ALE/Pong-v5", 2, backend="shmem")
+    bad_stack = tuple(
+        w.__class__(w.name, {**w.kwargs, "frame_skip": 0}) if w.name == "atari_preprocessing" else w
+        for w in spec.wrappers
+    )
+    with pytest.raises(ValueError, match=r"atari_preprocessing\(frame_skip=0\)"):
+        torchwm.make_vec_from_spec(spec.replace(wrappers=bad_stack, fused=False))
+    with pytest.raises(gym.error.Error, match="env frameskip=0"):
+        torchwm.make_vec_from_spec(spec.replace(env_kwargs={**spec.env_kwargs, "frameskip": 0}))
+
+
+def test_the_fused_core_refuses_a_bad_frame_skip_as_atari_preprocessing_does():
+    from ale_py.env import AtariEnv
+
+    from torchwm.wrappers.atari_fused import AtariPreprocessingCore
+
+    options = dict(noop_max=30, screen_size=84, grayscale=True, terminal_on_life_loss=False, scale_obs=False)
+    ale_env = AtariEnv("pong", frameskip=1)
+    try:
+        with pytest.raises(ValueError, match="frame_skip must be >= 1"):
+            AtariPreprocessingCore(ale_env, frame_skip=0, grayscale_newaxis=False, **options)
+    finally:
+        ale_env.close()
+
+
+@pytest.mark.parametrize("backend", ["sync", "shmem", "ale-native"])
+def test_an_env_frameskip_under_the_preprocessing_frame_skip_is_refused_before_any_worker(backend):
+    # Gymnasium's AtariPreprocessing refuses an env that skips frames itself, with a ValueError, once built.
+    with pytest.raises(ValueError, match=r"env frameskip=4 with atari_preprocessing frame_skip=4"):
+        torchwm.make_vec("ALE/Pong-v5", 2, backend=backend, frameskip=4)
+    if backend != "ale-native":  # which runs the standard stack only
+        with torchwm.make_vec("ALE/Pong-v5", 2, backend=backend, frameskip=4, wrappers=[]) as envs:
+            assert envs.reset(seed=0)[0].shape[0] == 2  # ALE's own frameskip without the stack is fine

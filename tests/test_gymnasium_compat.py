@@ -139,8 +139,8 @@ def test_non_array_spaces_in_partial_and_batch_size_results(backend, kind):
             gym_rows(space, [singles[2].reset(seed=20)[0], singles[0].reset(seed=22)[0]]), obs, "reset rows"
         )
         obs, _, _, _, infos = envs.step(np.array([1, 0]), env_ids=[3, 1])
-        expected = gym_rows(space, [singles[1].step(0)[0], singles[3].step(1)[0]])
-        assert infos["env_id"].tolist() == [1, 3]
+        expected = gym_rows(space, [singles[3].step(1)[0], singles[1].step(0)[0]])
+        assert infos["env_id"].tolist() == [3, 1]  # the order of env_ids
         assert_same(expected, obs, "step rows")
         envs.send(np.array([1, 1, 1, 1]))
         obs, _, _, _, infos = envs.recv()  # batch_size=2: the first two ready

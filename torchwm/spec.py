@@ -462,6 +462,15 @@ def check_spec_options(spec: VecSpec) -> None:
             resolved = resolve_wrapper(wrapper, family=spec.family, env_id=spec.id)
             if registry("wrapper").get(wrapper.name).factory is atari_preprocessing:
                 check_preprocessing_options(resolved.kwargs)
+                skip = resolved.kwargs.get("frame_skip", 1)
+                if skip > 1 and spec.env_kwargs.get("frameskip", 1) != 1:
+                    # Gymnasium's AtariPreprocessing refuses this pair in its constructor (a ValueError).
+                    raise ValueError(
+                        f"env frameskip={spec.env_kwargs['frameskip']!r} with atari_preprocessing "
+                        f"frame_skip={skip}: frames would be skipped twice. Expected the env's frameskip=1 "
+                        f"(the default) when atari_preprocessing skips frames; pass atari_preprocessing's "
+                        f"frame_skip instead, or wrappers=[] for ALE's own frameskip"
+                    )
 
 
 def env_fns_of(env_fn: Any, num_envs: int, backend: str) -> tuple[Callable[[], gym.Env], ...]:

@@ -198,7 +198,6 @@ def no_ale_start(monkeypatch):
             "appears 2 times",
         ),
         ("ALE/Pong-v5", {"mode": 1}, "env option mode=1"),
-        ("ALE/Pong-v5", {"frameskip": 4}, "env frameskip=4"),
         ("CartPole-v1", {}, "it is not an Atari (ALE) env"),
     ],
 )
@@ -569,7 +568,7 @@ def test_actions_are_checked_before_they_reach_ale(breakout):
     for bad, message in [
         (np.zeros(2, dtype=np.int64), r"shape \(3,\)"),
         (np.array([0, 1, 4]), "out of range"),
-        (np.zeros(3, dtype=np.float32), "integer actions"),
+        (np.full(3, 0.5, dtype=np.float32), "integer actions.*whole numbers"),
     ]:
         with pytest.raises(ValueError, match=message):
             breakout.step(bad)
@@ -618,7 +617,7 @@ def test_env_ids_in_another_order_follow_their_actions():
             for _ in range(10):
                 obs = envs.step(np.array(actions), env_ids=env_ids)[0]
             results.append(obs)
-    assert np.array_equal(results[0], results[1])
+    assert np.array_equal(results[0][[2, 0, 1]], results[1])  # rows in the order of env_ids
 
 
 def test_partial_step_is_refused_and_partial_reset_returns_its_rows(breakout):

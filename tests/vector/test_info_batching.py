@@ -89,3 +89,21 @@ def test_mixed_types_of_one_key_take_gymnasiums_path():
     infos = [{"x": 1}, {"x": 2.5}]  # Gymnasium: an int array, 2.5 cast to 2
     assert InfoBatcher(2)._batch_uniform(infos) is None
     assert InfoBatcher(2).batch(infos)["x"].tolist() == [1, 2]
+
+
+@pytest.mark.parametrize(
+    "infos",
+    [
+        [{"x": 1, "_x": 5}, {"x": 2, "_x": 6}],
+        [{"_x": 5, "x": 1}, {"_x": 6, "x": 2}],
+        [{"final_obs": 1}, {"final_obs": 2}],
+        [{1: 5}, {True: 6}],  # one dict key for Gymnasium, but two masks: "_1" and "_True"
+        [{1.0: 5}, {1.0: 6}],
+        [{1: 5, "1": 6}, {1: 7, "1": 8}],  # two keys, one mask name
+    ],
+    ids=["x-then-_x", "_x-then-x", "final_obs", "1-then-True", "float-key", "1-and-'1'"],
+)
+def test_keys_that_collide_with_the_batchs_names_batch_like_gymnasium(infos):
+    # Every env has the same keys of one plain type: the column path's case, but for names that Gymnasium's
+    # loop treats in its own way.
+    assert_same(InfoBatcher(len(infos)).batch(infos), gymnasium_batch(infos))

@@ -303,3 +303,39 @@ def test_a_restarted_worker_writes_its_columns_again():
         infos = envs.step(np.zeros(4, dtype=np.int64))[4]
         assert_same(infos, gymnasium_batch([plain(0, 1), plain(1000, 1), plain(2000, 6), plain(3000, 6)]))
         assert envs._transports[0].column_steps == before + 2
+
+
+class KeyedInfoEnv(gym.Env):
+    """Infos whose keys collide with the batch's own names or change type between equal values: ``keys``
+    cycles, one key set per step."""
+
+    KEYS = [("x", "_x"), ("_x", "x"), ("final_obs",), (1,), (True,), (1.0,), ("1", 1)]
+
+    def __init__(self) -> None:
+        self.observation_space = spaces.Box(-1e6, 1e6, (1,), np.float64)
+        self.action_space = spaces.Discrete(3)
+        self.steps = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(1), {}
+
+    def step(self, action):
+        self.steps += 1
+        keys = self.KEYS[self.steps % len(self.KEYS)]
+        return (
+            np.array([float(self.steps)]),
+            0.0,
+            False,
+            False,
+            {k: self.steps + j for j, k in enumerate(keys)},
+        )
+
+
+def test_keys_that_collide_or_change_type_equal_gymnasium():
+    # A worker of two envs: each step's infos come through the worker's column path when it can take them.
+    fns = [KeyedInfoEnv for _ in range(4)]
+    with torchwm.make_vec_from_fns(fns, backend="shmem", backend_kwargs=SHMEM) as ours:
+        reference = gym_sync(fns, "next_step")
+        run_both(ours, reference, 3 * len(KeyedInfoEnv.KEYS), "next_step", 4)
+        reference.close()

@@ -193,6 +193,7 @@ class AleNativeVectorEnv(VectorEnv):
 
     # An out-of-range action stops ALE's C++ worker with no answer: action values are checked in send.
     check_action_values = True
+    resets_while_stepping = False  # ALE's vector env steps and resets its batch as a whole
 
     def __init__(
         self,
@@ -261,6 +262,7 @@ class AleNativeVectorEnv(VectorEnv):
         self._paddle_strength = np.ones(self.batch_size, dtype=np.float32)
         self._info_masks = {f"_{key}": np.ones(self.batch_size, dtype=np.bool_) for key in INFO_KEYS}
         self._last_ids = np.arange(self.batch_size)
+        self._row_order: np.ndarray | None = None  # the env_ids order of the batch in flight, if not ALE's
         # Whether each env's episode ended, for autoreset_mode 'disabled' (`_check_not_ended`); ALE's
         # own results are returned as they come, never copied into rows.
         self._terminations = np.zeros(self.num_envs, dtype=np.bool_)
@@ -288,7 +290,7 @@ class AleNativeVectorEnv(VectorEnv):
         `numpy.random.SeedSequence`, so the same seed gives other no-op counts than ``sync``.
         """
         self._check_open()
-        self._check_nothing_pending("reset_async")
+        self._check_nothing_pending("reset")
         ids, seeds, options = self._reset_request(seed, options, env_ids)
         if options:
             raise ValueError(f"ale-native reset takes no options but 'reset_mask', got {sorted(options)}")
@@ -332,7 +334,11 @@ class AleNativeVectorEnv(VectorEnv):
                     f"cannot step env_ids={ids.tolist()}. Use backend='shmem' for arbitrary env_ids"
                 )
         actions = check_actions(
-            self.single_action_space, actions, self.batch_size, check_range=self.check_action_values
+            self.single_action_space,
+            actions,
+            self.batch_size,
+            check_range=self.check_action_values,
+            env_ids=self._last_ids if env_ids is None else ids,
         )
         actions = actions.astype(np.float32 if self._continuous else np.int64, copy=False)
         if env_ids is not None and not np.array_equal(ids, self._last_ids):
@@ -343,11 +349,16 @@ class AleNativeVectorEnv(VectorEnv):
         else:
             self._ale.send(actions, self._paddle_strength)
         self._in_flight[self._last_ids] = True
+        # recv returns the rows in the order env_ids gave them, as every backend does; in ALE's
+        # asynchronous mode it returns whichever envs are ready first, in ALE's order.
+        same_order = env_ids is None or self._async or np.array_equal(ids, self._last_ids)
+        self._row_order = None if same_order else ids
 
     def recv(
-        self, timeout: float | None = None
+        self, timeout: float | None = None, *, min_ready: int | None = None
     ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """The results of the batch in flight (ALE's C++ threads cannot time out: ``timeout`` is ignored)."""
+        """The results of the batch in flight (ALE's C++ threads cannot time out: ``timeout`` and
+        ``min_ready`` change nothing)."""
         self._check_open()
         self._envs_in_flight()  # NoAsyncCallError if nothing was sent
         obs, rewards, terminations, truncations, infos = self._ale.recv()
@@ -361,7 +372,18 @@ class AleNativeVectorEnv(VectorEnv):
         infos = self._with_masks(infos)
         if "final_obs" in infos:
             infos = self._final_obs_info(infos, terminations | truncations)
-        return self._shaped(obs), rewards.astype(np.float64), terminations, truncations, infos
+        obs, rewards = self._shaped(obs), rewards.astype(np.float64)
+        if self._row_order is not None:
+            row_of = {env: row for row, env in enumerate(ids.tolist())}
+            rows = np.array([row_of[env] for env in self._row_order.tolist()])
+            obs, rewards, terminations, truncations = (
+                obs[rows],
+                rewards[rows],
+                terminations[rows],
+                truncations[rows],
+            )
+            infos = {key: value[rows] for key, value in infos.items()}
+        return obs, rewards, terminations, truncations, infos
 
     # -- helpers ---------------------------------------------------------------------------------
 

@@ -148,6 +148,10 @@ class VectorEnv(gym.vector.VectorEnv):
     # True for a backend whose envs an out-of-range discrete action would crash (C++ engines such as
     # EnvPool's): `send` then checks action values too. Python envs get any value, as in Gymnasium.
     check_action_values: bool = False
+    # Whether `reset(env_ids=...)` may reset envs while other envs have a step in flight (each env lives
+    # its own cycle, as Tianshou's asynchronous collector wants). False for engines that step a batch as
+    # a whole (ALE's vector env, EnvPool): they reset only with nothing in flight.
+    resets_while_stepping: bool = True
 
     _observations: Any
     _rewards: np.ndarray
@@ -201,6 +205,12 @@ class VectorEnv(gym.vector.VectorEnv):
         # With batch_size < num_envs: the recv() count when each env was last sent (`_collect_ready`).
         self._recvs = 0
         self._sent_at = np.zeros(n, dtype=np.int64)
+        # The order recv returns rows in: each env's place in the sequence of envs sent (the order of
+        # env_ids within a send, earlier sends first). Not kept for a send of every env in env order
+        # while batch_size is num_envs: its recv returns the whole batch, in env order.
+        self._send_rank = np.zeros(n, dtype=np.int64)
+        self._sends = 0
+        self._in_env_order = True  # the envs in flight were sent by one send of every env, in env order
         self._pending_reset: tuple[Any, Any] | None = None  # (seed, options) of reset_async, for reset_wait
         self._all_ids = np.arange(n)
         self._all_ids.flags.writeable = False  # shared by every full-batch call
@@ -214,7 +224,7 @@ class VectorEnv(gym.vector.VectorEnv):
         raise NotImplementedError
 
     def _wait_ready(
-        self, candidates: np.ndarray, count: int, timeout: float | None
+        self, candidates: np.ndarray, count: int, timeout: float | None, *, min_ready: int | None = None
     ) -> tuple[np.ndarray, list[dict]]:
         raise NotImplementedError
 
@@ -247,8 +257,8 @@ class VectorEnv(gym.vector.VectorEnv):
         The first reset uses ``make_vec(seed=...)`` when no seed is given.
         """
         self._check_open()
-        self._check_nothing_pending("reset_async")
         ids, seeds, options = self._reset_request(seed, options, env_ids)
+        self._check_can_reset(ids)
         self._first_reset_seed = None
         infos = self._reset_envs(ids, seeds, options)
         self._mark_reset(ids, seeds)
@@ -327,32 +337,53 @@ class VectorEnv(gym.vector.VectorEnv):
         # Values are the env's business, as in Gymnasium (only count, shape and dtype are checked),
         # unless the backend's engine cannot take any value.
         actions = check_actions(
-            self.single_action_space, actions, len(ids), check_range=self.check_action_values
+            self.single_action_space, actions, len(ids), check_range=self.check_action_values, env_ids=ids
         )
-        if ids.size == self.num_envs and ids is not self._all_ids:
+        self._check_not_ended(ids)
+        natural = ids is self._all_ids
+        if natural and self.batch_size == self.num_envs:
+            ranked = None  # recv returns this whole batch in env order: no rank is read
+        else:
+            ranked = ids
+        if ids.size == self.num_envs and not natural:
             # Every env, in another order: backends take a whole batch in env order.
             order = np.argsort(ids)
             actions, ids = take_rows(self.single_action_space, actions, order), self._all_ids
-        self._check_not_ended(ids)
         self._send_step(ids, actions)
         self._in_flight[ids] = True
+        self._in_env_order = natural
+        if ranked is not None:
+            self._send_rank[ranked] = np.arange(self._sends, self._sends + ranked.size)
+            self._sends += ranked.size
         if self.batch_size < self.num_envs:  # only batches of fewer envs choose (see _collect_ready)
             self._sent_at[ids] = self._recvs
 
     def recv(
-        self, timeout: float | None = None
+        self, timeout: float | None = None, *, min_ready: int | None = None
     ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Results of envs in flight: all of them, or the first ``batch_size`` ready.
 
-        A result for fewer than ``num_envs`` envs has their rows only and ``infos["env_id"]``.
+        ``timeout``: seconds to wait (default: the backend's ``timeout``), then `EnvTimeoutError`. With
+        ``min_ready=m`` the timeout is a deadline instead, as Tianshou's ``timeout`` is: at it, recv
+        returns the envs ready by then if at least ``m`` are, else it goes on waiting until ``m`` are
+        (within the backend's own ``timeout``, counted from the start of the call).
+
+        Every env sent by one ``send`` without ``env_ids`` comes back as Gymnasium's batch, in env order.
+        Any other result has the rows of its envs in the order they were sent (the order of
+        ``env_ids`` within a send, earlier sends first), and ``infos["env_id"]`` says which env each
+        row is, as `reset` and `call` keep the order of their ``env_ids``.
         """
         self._check_open()
         timeout = self.timeout if timeout is None else check_timeout(timeout, "recv(timeout=)")
         candidates = self._envs_in_flight()
-        self._recvs += 1
         count = min(self.batch_size, candidates.size)
-        ids, infos = self._wait_ready(candidates, count, timeout)
-        if len(ids) == self.num_envs:
+        # Passed only when given, so that a backend written before min_ready existed still receives.
+        deadline_wait = (
+            {} if min_ready is None else {"min_ready": min(check_count("min_ready", min_ready), count)}
+        )
+        self._recvs += 1
+        ids, infos = self._wait_ready(candidates, count, timeout, **deadline_wait)
+        if len(ids) == self.num_envs and self._in_env_order:
             self._in_flight[:] = False
             if any(infos):  # else their order does not matter
                 by_env = dict(zip(np.asarray(ids).tolist(), infos, strict=True))
@@ -364,8 +395,9 @@ class VectorEnv(gym.vector.VectorEnv):
                 self._truncations.copy(),
                 InfoBatcher(self.num_envs).batch(infos),
             )
-        order = np.argsort(ids, kind="stable")
-        ids = np.asarray(ids, dtype=np.int64)[order]
+        ids = np.asarray(ids, dtype=np.int64)
+        order = np.argsort(self._send_rank[ids], kind="stable")
+        ids = ids[order]
         infos = [infos[k] for k in order]
         self._in_flight[ids] = False
         return self._rows(ids, infos)
@@ -498,6 +530,21 @@ class VectorEnv(gym.vector.VectorEnv):
             f"Calling `{calling}` while waiting for a pending call to `{pending}` to complete ({detail}).",
             pending,
         )
+
+    def _check_can_reset(self, ids: np.ndarray) -> None:
+        """AlreadyPendingCallError if a reset of envs ``ids`` cannot run now: a `reset_async` is pending, or
+        one of them has a step in flight (or any env has, on a backend that steps a batch as a whole)."""
+        if self._pending_reset is not None or not self.resets_while_stepping:
+            self._check_nothing_pending("reset")
+        elif self._in_flight.any():
+            busy = ids[self._in_flight[ids]]
+            if busy.size:
+                raise AlreadyPendingCallError(
+                    f"Calling `reset` while waiting for a pending call to `step` to complete: envs "
+                    f"{busy.tolist()} have an action in flight; recv() them first (envs not in flight can "
+                    f"be reset meanwhile)",
+                    "step",
+                )
 
     def _envs_in_flight(self) -> np.ndarray:
         """The envs with an action in flight, or NoAsyncCallError (Gymnasium's words) if none has."""

@@ -107,14 +107,23 @@ def slice_rows(space: gym.Space, batch: Any, start: int, stop: int) -> Any:
     return batch[start:stop]
 
 
-def check_actions(space: gym.Space, actions: Any, count: int, *, check_range: bool = True) -> Any:
+def check_actions(
+    space: gym.Space,
+    actions: Any,
+    count: int,
+    *,
+    check_range: bool = True,
+    env_ids: Sequence[int] | np.ndarray | None = None,
+) -> Any:
     """Actions for ``count`` envs of single action space ``space``, as a batch; ValueError if they do not fit.
 
     Checked: the leading dimension, the shape of a row and the dtype kind (a scalar where a batch is
     expected raises `NotABatchError`, also a ``TypeError`` as in Gymnasium). With ``check_range``, the
     values of a discrete space too: the vector envs leave them to the env, as Gymnasium does (it checks
     no action values, and an env may take values outside its space), while ``ale-native`` checks them
-    because an out-of-range action stops ALE's C++ worker. Box bounds are never checked.
+    because an out-of-range action stops ALE's C++ worker. Box bounds are never checked. Float actions
+    for a `Discrete` or `MultiDiscrete` space are cast to its integers when they are whole numbers.
+    ``env_ids``: the env of each row, for messages.
     """
     if isinstance(space, spaces.Dict):
         if not isinstance(actions, dict) or set(actions) != set(space.spaces):
@@ -122,14 +131,14 @@ def check_actions(space: gym.Space, actions: Any, count: int, *, check_range: bo
                 f"expected a dict of batched actions with keys {sorted(space.spaces)}, got {actions!r:.200}"
             )
         return {
-            key: check_actions(sub, actions[key], count, check_range=check_range)
+            key: check_actions(sub, actions[key], count, check_range=check_range, env_ids=env_ids)
             for key, sub in space.spaces.items()
         }
     if isinstance(space, spaces.Tuple):
         if not isinstance(actions, (tuple, list)) or len(actions) != len(space.spaces):
             raise ValueError(f"expected a tuple of {len(space.spaces)} batched actions, got {actions!r:.200}")
         return tuple(
-            check_actions(sub, a, count, check_range=check_range)
+            check_actions(sub, a, count, check_range=check_range, env_ids=env_ids)
             for sub, a in zip(space.spaces, actions, strict=True)
         )
     if not isinstance(space, ARRAY_SPACES):
@@ -153,7 +162,9 @@ def check_actions(space: gym.Space, actions: Any, count: int, *, check_range: bo
     # As Gymnasium's `contains`: a Discrete space holds integers only (NumPy bools are not; a bool
     # batch would reach each env as np.bool_), while MultiDiscrete and MultiBinary take bool arrays.
     kinds = "iu" if isinstance(space, spaces.Discrete) else "biu"
-    if array.dtype.kind not in kinds:
+    if array.dtype.kind == "f" and not isinstance(space, spaces.MultiBinary):
+        array = _whole_numbers(space, array, env_ids)
+    elif array.dtype.kind not in kinds:
         raise ValueError(
             f"expected integer actions for {space} (an int dtype such as int64), got dtype {array.dtype}"
         )
@@ -173,12 +184,40 @@ def check_actions(space: gym.Space, actions: Any, count: int, *, check_range: bo
     return array
 
 
+def _whole_numbers(
+    space: spaces.Discrete | spaces.MultiDiscrete,
+    array: np.ndarray,
+    env_ids: Sequence[int] | np.ndarray | None,
+) -> np.ndarray:
+    """Float actions for a discrete space (what Tianshou's and many policies' float outputs give) as the
+    space's integers, cast exactly; a value that is not a whole number is a ValueError naming its row,
+    never rounded."""
+    whole = np.isfinite(array) & (np.floor(array) == array)
+    if not whole.all():
+        row = int(np.argwhere(~whole)[0][0])
+        env = f"row {row}" if env_ids is None else f"env {int(env_ids[row])}"
+        raise ValueError(
+            f"expected integer actions for {space}: float actions must be whole numbers (they are cast to "
+            f"{space.dtype} exactly), got {array[row]!r} for {env} (dtype {array.dtype})"
+        )
+    return array.astype(space.dtype)
+
+
 def uniform_columns(infos: Sequence[Mapping[Any, Any]]) -> list[tuple[Any, type, list[Any]]] | None:
     """(key, type, values) of each key when every info has the same keys and each key holds plain ``int``,
-    ``float`` or ``bool`` values of one type (the infos that batch column by column); else None."""
+    ``float`` or ``bool`` values of one type (the infos that batch column by column); else None.
+
+    Only string keys that no other key's ``_key`` mask collides with: for the others Gymnasium's
+    `_add_info` gives results that depend on the order of keys and envs (a mask written over by a
+    value, ``1`` and ``True`` one dict key but two masks, ``final_obs`` its own kind of array), which
+    only its own loop reproduces.
+    """
     if not infos or not infos[0]:
         return None
     keys = infos[0].keys()
+    for key in keys:
+        if type(key) is not str or key == "final_obs" or (key[:1] == "_" and key[1:] in keys):
+            return None
     if any(info.keys() != keys for info in infos):
         return None
     columns = []

@@ -321,11 +321,11 @@ class WorkerPool(VectorEnv):
             self._in_use.release()
 
     def recv(
-        self, timeout: float | None = None
+        self, timeout: float | None = None, *, min_ready: int | None = None
     ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         self._enter("receiving a step")
         try:
-            return super().recv(timeout)
+            return super().recv(timeout, min_ready=min_ready)
         finally:
             self._in_use.release()
 
@@ -371,12 +371,16 @@ class WorkerPool(VectorEnv):
         for w in involved:
             transport = self._transports[w]
             positions = np.flatnonzero(workers == w)
+            # Each worker's envs in ascending order, whatever the caller's: a transport answers with one
+            # info per env in that order (the shared block's step mask knows no other), and recv puts the
+            # rows back in the caller's order.
+            positions = positions[np.argsort(ids[positions])]
             mine = ids[positions]
             transport.send_step((mine - transport.envs.start).tolist(), take_rows(space, actions, positions))
             busy[w] = mine
 
     def _wait_ready(
-        self, candidates: np.ndarray, count: int, timeout: float | None
+        self, candidates: np.ndarray, count: int, timeout: float | None, *, min_ready: int | None = None
     ) -> tuple[np.ndarray, list[dict]]:
         self._check_usable()
         self._overdue = self._overdue_envs(candidates, count)
@@ -384,13 +388,26 @@ class WorkerPool(VectorEnv):
             # Every finished worker is taken in first (in _poll_until): envs are then served in the order
             # they finished, and none waits behind envs that finished later. A wait for every env in
             # flight needs every busy worker: only the last one need wake this process.
-            self._poll_until(
-                lambda: self._enough_ready(count),
-                Deadline.after(timeout),
-                "stepping",
-                need_all=count >= candidates.size,
-            )
-            return self._collect_ready(count)
+            if min_ready is None:
+                self._poll_until(
+                    lambda: self._enough_ready(count),
+                    Deadline.after(timeout),
+                    "stepping",
+                    need_all=count >= candidates.size,
+                )
+                return self._collect_ready(count)
+            fault_deadline = Deadline.after(self.timeout)
+            try:
+                self._poll_until(
+                    lambda: self._enough_ready(count),
+                    Deadline.after(timeout),
+                    "stepping",
+                    reply_deadline=fault_deadline,
+                )
+            except EnvTimeoutError:
+                # The caller's deadline: whatever is ready, once at least min_ready are.
+                self._poll_until(lambda: len(self._ready) >= min_ready, fault_deadline, "stepping")
+            return self._collect_ready(min(count, len(self._ready)))
         except (WorkerError, EnvTimeoutError):
             raise  # a timeout leaves the envs in flight: recv() again to keep waiting
         except BaseException:
@@ -398,9 +415,19 @@ class WorkerPool(VectorEnv):
             raise
 
     def _poll_until(
-        self, satisfied: Callable[[], bool], deadline: Deadline, doing: str, need_all: bool = False
+        self,
+        satisfied: Callable[[], bool],
+        deadline: Deadline,
+        doing: str,
+        need_all: bool = False,
+        reply_deadline: Deadline | None = None,
     ) -> None:
-        """Take in finished workers until ``satisfied()``; detects dead workers and the deadline."""
+        """Take in finished workers until ``satisfied()``; detects dead workers and the deadline.
+
+        ``reply_deadline``: for reading the result of a worker that finished, when ``deadline`` is a
+        caller's short deadline (`recv`'s ``min_ready``) rather than the fault timeout: a finished
+        worker's result is taken in whole, never cut off (and lost) by it."""
+        finish_deadline = reply_deadline or deadline
         transports = self._transports
         busy = self._busy
         slept = False
@@ -408,7 +435,7 @@ class WorkerPool(VectorEnv):
             progressed = False
             for w in list(busy):
                 if transports[w].poll():
-                    self._finish(w, deadline)
+                    self._finish(w, finish_deadline)
                     progressed = True
             if satisfied():
                 return
@@ -419,7 +446,7 @@ class WorkerPool(VectorEnv):
                 for w in list(busy):
                     if not transports[w].alive:
                         busy.pop(w)
-                        self._on_crash(transports[w], transports[w].gone(), doing, deadline)
+                        self._on_crash(transports[w], transports[w].gone(), doing, finish_deadline)
                 if satisfied():
                     return
             if deadline.expired:
@@ -730,6 +757,11 @@ class WorkerPool(VectorEnv):
         self._enter(doing)
         try:
             deadline = Deadline.after(self.timeout)
+            # A worker still stepping other envs (a reset of some envs while others are in flight) runs
+            # one thing at a time: its step is taken in first, and waits in _ready for recv.
+            stepping = [w for w in commands if self._busy.get(w) is not None]
+            if stepping:
+                self._poll_until(lambda: all(self._busy.get(w) is None for w in stepping), deadline, doing)
             for w, command in commands.items():
                 self._transports[w].send(command)
             replies: dict[int, Any] = {}

@@ -117,11 +117,11 @@ class SyncVectorEnv(VectorEnv):
         self._ready_infos.update(zip(ids.tolist(), infos))
 
     def _wait_ready(
-        self, candidates: np.ndarray, count: int, timeout: float | None
+        self, candidates: np.ndarray, count: int, timeout: float | None, *, min_ready: int | None = None
     ) -> tuple[np.ndarray, list[dict]]:
-        # Every env in flight is ready: serve the ones sent first (FIFO), as the parallel backends serve
-        # the finished envs sent longest ago first. The lowest indices first would starve the others
-        # when the caller sends again to exactly the envs recv() returned.
+        # Every env in flight is ready (so ``min_ready`` changes nothing): serve the ones sent first (FIFO),
+        # as the parallel backends serve the finished envs sent longest ago first. The lowest indices
+        # first would starve the others when the caller sends again to exactly the envs recv() returned.
         chosen = list(self._ready_infos)[:count]
         return np.asarray(chosen, dtype=np.int64), [self._ready_infos.pop(i) for i in chosen]
 

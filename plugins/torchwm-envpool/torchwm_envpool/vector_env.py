@@ -68,6 +68,7 @@ class EnvPoolVectorEnv(VectorEnv):
     # EnvPool's C++ envs index their action set with the action: an out-of-range one crashes the process
     # (Atari: SIGSEGV), so action values are checked before they are sent.
     check_action_values = True
+    resets_while_stepping = False  # EnvPool's wait returns other envs' results
 
     def __init__(
         self,
@@ -198,8 +199,9 @@ class EnvPoolVectorEnv(VectorEnv):
         self._pool.send(np.asarray(actions), env_id)
 
     def _wait_ready(
-        self, candidates: np.ndarray, count: int, timeout: float | None
+        self, candidates: np.ndarray, count: int, timeout: float | None, *, min_ready: int | None = None
     ) -> tuple[np.ndarray, list[dict]]:
+        # EnvPool's own wait returns its batch and cannot be cut short: ``min_ready`` changes nothing.
         # Every env of `_ready` is in flight (recv has not returned it), so it is among the candidates.
         waiting = [i for i in candidates.tolist() if i not in self._ready]
         pool_batch = self._pool_options["batch_size"]
@@ -248,15 +250,21 @@ class EnvPoolVectorEnv(VectorEnv):
     # -- helpers ----------------------------------------------------------------------------------
 
     def recv(
-        self, timeout: float | None = None
+        self, timeout: float | None = None, *, min_ready: int | None = None
     ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """`torchwm.VectorEnv.recv`, with a shortcut for the common case: every env in one EnvPool wait.
 
         Then the infos are batched as whole columns rather than env by env, which on Pong is
         half of what the backend adds to EnvPool's own step. The result is the same.
         """
-        if self.closed or self._is_async or self._ready or not self._in_flight.all():
-            return super().recv(timeout)
+        if (
+            self.closed
+            or self._is_async
+            or self._ready
+            or not self._in_flight.all()
+            or not self._in_env_order
+        ):
+            return super().recv(timeout, min_ready=min_ready)
         if timeout is not None:
             # as the base class would: the shortcut waits without one
             check_timeout(timeout, "recv(timeout=)")

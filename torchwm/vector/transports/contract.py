@@ -19,8 +19,9 @@ a ``range``):
   `SetAttr`, `NeedsReset`; `torchwm.vector.messages`) and its answer, or an `ErrorReply`.
   A `Reset` answer's rows are in the batch when ``reply`` returns. ``send`` returns at once, so
   the pool sends every worker its command before it waits for the first answer.
-- ``send_step(local_ids, actions)`` (None: all of its envs), then ``poll() -> bool`` (finished?)
-  and ``finish_step(deadline) -> infos | ErrorReply``; ``abandon_step()`` forgets a step in
+- ``send_step(local_ids, actions)`` (None: all of its envs; else in ascending order, one action row
+  each), then ``poll() -> bool`` (finished?) and ``finish_step(deadline) -> infos | ErrorReply``
+  (one info per env, in the order of ``local_ids``); ``abandon_step()`` forgets a step in
   flight (its results are dropped when it finishes). One step at a time per worker.
 - ``wait(busy, timeout, need_all) -> bool`` (a classmethod): block until one of ``busy`` may
   have finished, at most ``timeout``; True if it returned without sleeping.
