@@ -115,7 +115,7 @@ def test_the_readme_test_command_installs_every_extra_the_tests_use():
     readme = (ROOT / "README.md").read_text()
     command = readme.split("<!-- test command -->", 1)[1].split("```bash\n", 1)[1].splitlines()[0]
     extras = re.search(r'"\.\[([a-z,]+)\]"', command).group(1).split(",")
-    assert {"test", "torch", "plot", "render", "video"} <= set(extras)
+    assert {"test", "torch", "plot", "render", "video", "tianshou", "torchrl"} <= set(extras)
     assert "./plugins/torchwm-ray" in command and "./plugins/torchwm-envpool" in command
 
 

@@ -22,6 +22,8 @@ EXTRAS = {
     "render": "pygame",
     "torch": "torch",
     "sb3": "stable-baselines3",
+    "tianshou": "tianshou",
+    "torchrl": "torchrl",
     "video": "moviepy",
 }
 
