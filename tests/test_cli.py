@@ -890,3 +890,148 @@ def test_documented_command_runs(tmp_path, command):
         assert "steps/s" in result.stdout
     if "--video" in words:
         assert (tmp_path / words[words.index("--video") + 1]).is_dir()
+
+
+# ---------------------------------------------------------------------------- check finds what run refuses
+
+# Each config is valid to the loader, and run refuses it when it builds the env: check finds the same error.
+REFUSED_WHEN_BUILT = {
+    "timeout -1": (
+        "backend: shmem\nbackend_kwargs: {timeout: -1}",
+        "backend_kwargs.timeout",
+        "timeout must be",
+    ),
+    "timeout NaN": ("backend: shmem\nbackend_kwargs: {timeout: .nan}", "backend_kwargs.timeout", "got nan"),
+    "context thread": (
+        "backend: subproc\nbackends: {subproc: {context: thread}}",
+        "backends.subproc.context",
+        "context must be one of",
+    ),
+    "spin_seconds 5": (
+        "backend: shmem\nbackend_kwargs: {spin_seconds: 5}",
+        "backend_kwargs.spin_seconds",
+        "spin_seconds must be between",
+    ),
+    "env_fn a string": (
+        "backend: shmem\nbackend_kwargs: {env_fn: 'gymnasium:make'}",
+        "backend_kwargs.env_fn",
+        "env_fn must be a callable",
+    ),
+    "stack_size -4": ("wrappers: [{name: frame_stack, stack_size: -4}]", "wrappers[0]", "stack_size"),
+    "resize width 0": ("wrappers: [{name: resize, width: 0, height: 4}]", "wrappers[0]", "width=0"),
+    "pixels width only": ("wrappers: [{name: pixels, width: 64}]", "wrappers[0]", "both width and height"),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSED_WHEN_BUILT))
+def test_check_finds_what_run_refuses_when_it_builds(tmp_path, capsys, case):
+    text, key, message = REFUSED_WHEN_BUILT[case]
+    (tmp_path / "c.yaml").write_text(f"id: CartPole-v1\nnum_envs: 2\n{text}\n")
+    assert main(["check", str(tmp_path / "c.yaml")]) == 2
+    errors = capsys.readouterr().err.strip().splitlines()
+    assert len(errors) == 1 and errors[0].startswith(f"torchwm check: error: {tmp_path / 'c.yaml'}: {key}: ")
+    assert message in errors[0]
+    assert main(["run", str(tmp_path / "c.yaml"), "--steps", "2", "--no-progress"]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_check_reports_every_build_error_on_its_line(tmp_path):
+    (tmp_path / "c.yaml").write_text(
+        "id: CartPole-v1\nnum_envs: 2\nbackend: shmem\nbackend_kwargs: {timeout: -1, context: thread}\n"
+        "wrappers:\n  - {name: frame_stack, stack_size: -4}\n  - {name: pixels, width: 64}\n"
+        "  - {name: clip_reward}\n  - {name: resize, width: 0, height: 3}\n"
+    )
+    result = torchwm_cli("check", "c.yaml", cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    keys = [
+        line.removeprefix("torchwm check: error: c.yaml: ").split(":")[0]
+        for line in result.stderr.strip().splitlines()
+    ]
+    assert sorted(keys) == [
+        "backend_kwargs.context",
+        "backend_kwargs.timeout",
+        "wrappers[0]",
+        "wrappers[1]",
+        "wrappers[3]",
+    ]
+    assert result.stdout == ""
+
+
+def test_check_starts_no_process(tmp_path, capsys, monkeypatch):
+    import multiprocessing.process
+
+    def refuse(self):
+        raise AssertionError(f"check started a process: {self}")
+
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", refuse)
+    (tmp_path / "c.yaml").write_text("id: CartPole-v1\nnum_envs: 4\nbackend: shmem\n")
+    assert main(["check", str(tmp_path / "c.yaml")]) == 0, capsys.readouterr().err
+
+
+def _refuses_huge_allocations():
+    try:
+        return Path("/proc/sys/vm/overcommit_memory").read_text().strip() in ("0", "2")
+    except OSError:
+        return False
+
+
+# A side of 10**6 pixels: numpy is asked for 931 GiB at once, which a kernel that does not overcommit refuses
+# at once (where it overcommits, the test would fill the memory instead).
+HUGE_SCREEN = 'wrappers=[{name="atari_preprocessing", screen_size=1000000}]'
+
+
+@pytest.mark.skipif(not _refuses_huge_allocations(), reason="this kernel overcommits memory")
+@pytest.mark.parametrize("backend", ["sync", "shmem"])
+def test_an_option_asking_for_too_much_memory_is_one_line_naming_it(backend):
+    result = torchwm_cli(
+        "run", "ALE/Pong-v5", "--backend", backend, "--set", HUGE_SCREEN, "--steps", "2", "--no-progress"
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    error = result.stderr.strip().splitlines()[-1]
+    assert error.startswith(
+        "torchwm run: error: wrapper 'atari_preprocessing' option screen_size=1000000 asks for more memory"
+    )
+    assert "Unable to allocate" in error
+
+
+@pytest.mark.skipif(not _refuses_huge_allocations(), reason="this kernel overcommits memory")
+def test_check_names_the_option_asking_for_too_much_memory(tmp_path, capsys):
+    (tmp_path / "c.toml").write_text(
+        'id = "ALE/Pong-v5"\n[[wrappers]]\nname = "atari_preprocessing"\nscreen_size = 1000000\n'
+    )
+    assert main(["check", str(tmp_path / "c.toml")]) == 2
+    errors = capsys.readouterr().err.strip().splitlines()
+    assert (
+        len(errors) == 1
+        and "wrappers[0]: wrapper 'atari_preprocessing' option screen_size=1000000" in errors[0]
+    )
+
+
+# ---------------------------------------------------------------------------- bench output files
+
+
+@pytest.mark.parametrize(
+    "flag, path, message",
+    [
+        ("--json", "missing/out.json", "the folder 'missing' does not exist"),
+        ("--json", ".", "is a folder"),
+        ("--plot", "missing/out.png", "the folder 'missing' does not exist"),
+        ("--plot", "afile/out.png", "'afile' is a file, not a folder"),
+        ("--plot", "out.nope", "matplotlib writes no 'nope' files"),
+    ],
+)
+def test_bench_refuses_an_output_file_it_cannot_write_before_measuring(
+    tmp_path, monkeypatch, capsys, flag, path, message
+):
+    from torchwm.bench import command
+
+    def measured(*args, **kwargs):
+        raise AssertionError("measured before checking where the results go")
+
+    monkeypatch.setattr(command, "run_bench", measured)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("")
+    assert main(["bench", "--backends", "sync", "--num-envs", "2", flag, path]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and error[0].startswith(f"torchwm bench: error: {flag} {path}: ")
+    assert message in error[0]

@@ -115,7 +115,7 @@ def test_the_readme_test_command_installs_every_extra_the_tests_use():
     readme = (ROOT / "README.md").read_text()
     command = readme.split("<!-- test command -->", 1)[1].split("```bash\n", 1)[1].splitlines()[0]
     extras = re.search(r'"\.\[([a-z,]+)\]"', command).group(1).split(",")
-    assert {"test", "torch", "plot", "render", "video", "tianshou", "torchrl"} <= set(extras)
+    assert {"test", "torch", "plot", "render", "video", "tianshou", "torchrl", "rllib"} <= set(extras)
     assert "./plugins/torchwm-ray" in command and "./plugins/torchwm-envpool" in command
 
 
@@ -196,3 +196,13 @@ def test_the_wheel_holds_the_configs_the_typing_marker_and_the_license(tmp_path)
 def test_the_readme_extras_table_lists_every_extra():
     table = re.findall(r"^\| `([a-z0-9]+)` \|", (ROOT / "README.md").read_text(), re.MULTILINE)
     assert set(table) == set(PYPROJECT["project"]["optional-dependencies"]), table
+
+
+def test_the_version_is_the_installed_one_as_torchwm_version_prints_it():
+    import torchwm
+
+    assert torchwm.__version__ == importlib.metadata.version("torchwm") == PYPROJECT["project"]["version"]
+    printed = subprocess.run(
+        [sys.executable, "-m", "torchwm", "--version"], capture_output=True, text=True, check=True
+    ).stdout
+    assert printed.strip() == f"torchwm {torchwm.__version__}"

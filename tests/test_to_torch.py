@@ -100,3 +100,18 @@ def test_the_device_argument_is_passed_through(monkeypatch):
             torchwm.to_torch(envs, device="gpu0")
     finally:
         envs.close()
+
+
+@pytest.mark.parametrize("device", ["cuda", "cuda:7", "mps"])
+def test_a_device_torch_cannot_use_is_refused_at_construction(device):
+    # Not at the first reset, with torch's raw "Torch not compiled with CUDA enabled".
+    usable = {
+        "cuda": torch.cuda.is_available(),
+        "cuda:7": torch.cuda.device_count() > 7,
+        "mps": torch.backends.mps.is_available(),
+    }
+    if usable[device]:
+        pytest.skip(f"this machine has {device}")
+    with torchwm.make_vec("CartPole-v1", 2, seed=0) as envs:
+        with pytest.raises(ValueError, match=rf"device '{device}' is not available to this torch"):
+            torchwm.to_torch(envs, device=device, pin_memory=False)

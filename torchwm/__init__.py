@@ -6,6 +6,8 @@
 ``torchwm.to_torch`` and ``torchwm.ToTorch`` (torch tensors out) import torch on first use only.
 """
 
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _version
 from typing import Any
 
 from torchwm import envs as _envs  # noqa: F401  (registers torchwm/Synthetic-v0 with Gymnasium)
@@ -29,7 +31,13 @@ from torchwm.spec import VecSpec, WrapperSpec
 from torchwm.torch_vectorized import TorchVectorizedEnv
 from torchwm.vector.base import VectorEnv
 
+try:
+    __version__ = _version("torchwm")
+except PackageNotFoundError:  # a source tree that was never installed
+    __version__ = "0+unknown"
+
 __all__ = [
+    "__version__",
     "AlreadyPendingCallError",
     "ClosedEnvironmentError",
     "ConfigError",

@@ -10,8 +10,9 @@ a config (every error with its key path) or runs `torchwm.testing` on a
 backend. Every user error on every command (a bad option, a missing file, an
 unknown key or name with the closest one suggested, a missing extra) prints
 one line on stderr and exits with status 2, without a traceback
-(``--traceback`` shows it); a failed conformance check or measurement exits 1
-and Ctrl-C during ``run`` exits 130 after printing the figures so far.
+(``--traceback`` shows it); a failed conformance check or measurement, or a
+video ``run --video`` could not finish, exits 1 and Ctrl-C during ``run``
+exits 130 after printing the figures so far.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import argparse
 import dataclasses
 import importlib
 import importlib.metadata
+import importlib.util
 import os
 import re
 import sys
@@ -49,12 +51,21 @@ from torchwm.config import (
     shipped_configs,
     validate_config,
 )
-from torchwm.errors import ConfigError, DuplicateNameError, UnknownNameError, UnsupportedStackError
+from torchwm.errors import (
+    ConfigError,
+    DuplicateNameError,
+    UnknownNameError,
+    UnsupportedStackError,
+    WorkerError,
+)
 from torchwm.extras import MissingExtraError, missing_extra
-from torchwm.factory import make_vec_from_spec
+from torchwm.factory import RECORDERS, build_env, make_vec_from_spec, spec_env_fns
 from torchwm.native import kernel_status
-from torchwm.plugins import DEFAULT_PLUGINS, failed_plugins, plugin_manager, registry
-from torchwm.spec import EPISODE_STATISTICS
+from torchwm.plugins import DEFAULT_PLUGINS, backend_options, failed_plugins, plugin_manager, registry
+from torchwm.spec import EPISODE_STATISTICS, resolve_wrapper, with_env_fn
+from torchwm.vector.pool import WorkerPool, check_pool_options
+from torchwm.vector.transports.processes import ProcessWorker
+from torchwm.wrappers.record_video import VideoWriteError, check_recording
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 KINDS = ("backends", "wrappers", "sources", "plugins", "configs")
@@ -124,6 +135,8 @@ def _status_of(exc: BaseException) -> int | None:
     if isinstance(exc, bench.BenchChildError):
         # The child's own error is the first line; --traceback shows its stderr.
         return EXIT_USAGE if exc.input_error else EXIT_FAILED
+    if isinstance(exc, VideoWriteError):
+        return EXIT_FAILED  # the input was fine; the video could not be written (a full disk)
     return None
 
 
@@ -387,10 +400,16 @@ clock: Callable[[], float] = time.perf_counter
 
 def cmd_run(args: argparse.Namespace) -> int:
     spec, run_options = _load_run(args)
-    if args.video is not None:
-        from torchwm.wrappers.record_video import with_video
+    try:
+        if args.video is not None:
+            from torchwm.wrappers.record_video import with_video
 
-        spec = with_video(spec, args.video)
+            spec = with_video(spec, args.video)
+        check_recording(spec)  # record_video from a config too: refused here, not in a worker
+    except (OSError, ValueError) as exc:
+        if isinstance(exc, INPUT_ERRORS):
+            raise
+        raise UsageError(str(exc)) from exc
     if args.print_config:
         sys.stdout.write(dump_config(spec, config_format(args.target)))
         return EXIT_OK
@@ -404,6 +423,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     policy_name = args.policy or run_options.policy
     policy = load_policy(policy_name) if policy_name else None
 
+    videos_before = video_files(spec) if recorders_of(spec) else None
+    video_error: VideoWriteError | None = None
     began = clock()
     try:
         envs = _build(spec)
@@ -435,9 +456,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     finally:
         report.ended = clock()
         progress.close()
-        envs.close()
+        try:
+            envs.close()
+        except VideoWriteError as exc:
+            video_error = exc  # said after the figures, which are good
     report.startup = (report.started if report.started is not None else report.ended) - began
     print_summary(report, interrupted)
+    if videos_before is not None:
+        unplayable = report_videos(spec, videos_before)
+        video_error = video_error or unplayable
+    if video_error is not None:
+        raise video_error
     return EXIT_INTERRUPTED if interrupted else EXIT_OK
 
 
@@ -464,12 +493,89 @@ def _load_run(args: argparse.Namespace) -> tuple[Any, Any]:
 def _build(spec: Any) -> Any:
     try:
         return make_vec_from_spec(spec)
+    except (MemoryError, WorkerError) as exc:
+        if not is_memory_error(exc):
+            raise
+        raise UsageError(memory_message(spec, exc)) from exc
     except (TypeError, ValueError) as exc:
         # An option value the backend or the env refuses (a bad backend_kwargs or env_kwargs value) is bad
         # input.
         if isinstance(exc, INPUT_ERRORS):
             raise
         raise UsageError(f"building {spec.id} x {spec.num_envs} on {spec.backend!r} failed: {exc}") from exc
+
+
+def is_memory_error(exc: BaseException) -> bool:
+    """A `MemoryError`, here or in a worker (whose `WorkerError` names it)."""
+    if isinstance(exc, MemoryError):
+        return True
+    return isinstance(exc, WorkerError) and re.search(r"\braised \w*MemoryError\(", str(exc)) is not None
+
+
+# numpy's MemoryError: "Unable to allocate 931. GiB for an array with shape (1000000, 1000000) and data type
+# uint8"
+_ALLOCATION = re.compile(r"Unable to allocate .*? for an array with shape \(([\d, ]*)\)[^\n]*")
+
+
+def memory_message(spec: Any, exc: BaseException) -> str:
+    """One line for a `MemoryError` met building ``spec``: the option that asked for too much when the
+    size numpy could not allocate shows which (its value is a side of the array), else numpy's message."""
+    text = str(exc) + "\n" + getattr(exc, "remote_traceback", "")
+    allocation = _ALLOCATION.search(text)
+    said = allocation.group(0) if allocation else (_first_line(text) if text.strip() else "MemoryError")
+    sides = {int(n) for n in re.findall(r"\d+", allocation.group(1))} if allocation else set()
+    candidates = [
+        (value, f"wrapper {wrapper.name!r} option {key}={value}")
+        for wrapper in spec.wrappers
+        if wrapper.fn is None
+        for key, value in wrapper.kwargs.items()
+        if type(value) is int and value > 1 and value in sides
+    ] + [
+        (value, f"env kwarg {key}={value}")
+        for key, value in spec.env_kwargs.items()
+        if type(value) is int and value > 1 and value in sides
+    ]
+    if candidates:
+        _, option = max(candidates, key=lambda c: c[0])
+        return f"{option} asks for more memory than this machine has ({said})"
+    return f"building {spec.id} x {spec.num_envs} on {spec.backend!r} ran out of memory: {said}"
+
+
+def recorders_of(spec: Any) -> list[Any]:
+    return [w for w in spec.wrappers if w.fn is None and w.name in RECORDERS]
+
+
+def video_files(spec: Any) -> dict[Path, int]:
+    """The MP4 files in the folders of the spec's ``record_video`` wrappers, with their modification
+    times: what a run finds there before it starts."""
+    found: dict[Path, int] = {}
+    for recorder in recorders_of(spec):
+        folder = Path(recorder.kwargs.get("video_folder", "videos"))
+        if folder.is_dir():
+            found.update({path: path.stat().st_mtime_ns for path in folder.glob("*.mp4")})
+    return found
+
+
+def report_videos(spec: Any, before: dict[Path, int]) -> VideoWriteError | None:
+    """Say which videos the run wrote, folder by folder; the error of the first one left unplayable (a worker
+    process closes its envs where no error reaches this one), or None."""
+    from torchwm.wrappers.record_video import unfinished_video
+
+    written = {path: mtime for path, mtime in video_files(spec).items() if before.get(path) != mtime}
+    folders = dict.fromkeys(Path(r.kwargs.get("video_folder", "videos")) for r in recorders_of(spec))
+    for folder in folders:
+        names = sorted(path.name for path in written if path.parent == folder)
+        print(
+            f"videos written to {folder}{os.sep}: {', '.join(names)}"
+            if names
+            else f"no video written to {folder}{os.sep} (no recorded episode started)"
+        )
+    sys.stdout.flush()
+    for path in sorted(written):
+        why = unfinished_video(path)
+        if why is not None:
+            return VideoWriteError(f"record_video: {path} is unplayable: {why}")
+    return None
 
 
 def _progress(total: int, disable: bool) -> Any:
@@ -711,7 +817,11 @@ def config_errors(target: str, overrides: Sequence[str] = ()) -> tuple[Any, list
     are those of the file, whatever was set aside before).
     """
     try:
-        return load_run_config(target, overrides)[0], []
+        spec = load_run_config(target, overrides)[0]
+        problem = preflight_problem(spec)
+        if problem is None:
+            return spec, []
+        first = f"{target}: {problem[1]}"
     except ConfigError as exc:
         first = str(exc)
     try:
@@ -729,10 +839,14 @@ def config_errors(target: str, overrides: Sequence[str] = ()) -> tuple[Any, list
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # a version note is no error, and the loader gave it once
-                validate_config(data)
-            break
+                spec = validate_config(data)[0]
         except ConfigError as exc:
             message = str(exc)
+        else:
+            problem = preflight_problem(spec)
+            if problem is None:
+                break
+            message = _keyed(problem, spec, data)
         key = _ERROR_KEY.match(message)
         parts = _key_parts(key.group(1)) if key else []
         if (
@@ -748,6 +862,107 @@ def config_errors(target: str, overrides: Sequence[str] = ()) -> tuple[Any, list
         if not parts or parts[0] in _FATAL_KEYS or not _set_aside(data, parts, positions):
             break
     return None, errors or [first]
+
+
+# What building a vector env refuses as bad input (`_build`), and a MemoryError (an option asking for too
+# much).
+_BUILD_ERRORS = (TypeError, ValueError, MemoryError, gymnasium.error.Error, *INPUT_ERRORS)
+
+
+def preflight_problem(spec: Any) -> tuple[str | int | None, str] | None:
+    """What building ``spec``'s vector env would refuse, found without starting a process: ``(where,
+    message)``, ``where`` the backend option (a str) or the index in ``spec.wrappers`` (an int) at fault,
+    or None.
+
+    The same checks, not copies: the ``record_video`` checks ``torchwm run`` makes (`check_recording`);
+    a worker pool's option checks (`check_pool_options`) and a process transport's (its ``configure``, which
+    checks and starts nothing; Ray's connects to Ray, so a plugin transport's is left to the build); and
+    one env of the spec built and closed here, as a worker would build it (the wrappers check their
+    options when they wrap an env).
+    """
+    try:
+        check_recording(spec)
+    except (OSError, ValueError) as exc:
+        return next(i for i, w in enumerate(spec.wrappers) if w.name in RECORDERS), str(exc)
+    factory = registry("backend").get(spec.backend).factory
+    options = dict(spec.backend_kwargs)
+    if isinstance(factory, type) and issubclass(factory, WorkerPool):
+        try:
+            settings = check_pool_options(
+                spec.backend, spec.num_envs, options, tuple(factory.transport.OPTIONS), factory.unit
+            )
+            if issubclass(factory.transport, ProcessWorker):
+                pooled = with_env_fn(spec, settings.env_fn, spec.backend)
+                factory.transport.configure(
+                    spec.backend, pooled, spec_env_fns(pooled), settings.transport_options, settings
+                )
+        except (TypeError, ValueError) as exc:
+            # The pool's messages start with "<backend>: <option> ...".
+            named = re.match(rf"{re.escape(spec.backend)}: (\w+)", str(exc))
+            return (named.group(1) if named and named.group(1) in options else None), str(exc)
+    accepted = backend_options(spec.backend)
+    if spec.env_fns is not None or (accepted is not None and "env_fn" not in accepted):
+        return None  # the user's factories (built in the workers only), or a backend that builds from the id
+    return _one_env_problem(spec)
+
+
+def _one_env_problem(spec: Any) -> tuple[int | None, str] | None:
+    """Build one env of ``spec`` here (its recorders left out: `check_recording` checked them, and a recorder
+    would make its folder) and close it; what went wrong, with the wrapper at fault."""
+    core = spec.replace(num_envs=1, wrappers=tuple(w for w in spec.wrappers if w.name not in RECORDERS))
+    if spec.family == "atari" and importlib.util.find_spec("ale_py") is not None:
+        import ale_py
+
+        # Check's stderr holds its errors, one a line: not the banner ALE prints for its first emulator.
+        ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
+    error = _build_error(core)
+    if error is None:
+        return None
+    # The first stack prefix that fails shows the wrapper at fault (0: the env itself).
+    prefix = core.replace(fused=False)
+    for end in range(len(core.wrappers) + 1):
+        if _build_error(prefix.replace(wrappers=core.wrappers[:end])) is not None:
+            if end == 0:
+                return None, f"building the env {spec.id} failed: {error}"
+            at_fault = core.wrappers[end - 1]
+            named = error if repr(at_fault.name) in error else f"wrapper {at_fault.name!r}: {error}"
+            return spec.wrappers.index(at_fault), named
+    return None, f"building one env of {spec.id} with its stack failed: {error}"
+
+
+def _build_error(spec: Any) -> str | None:
+    try:
+        env = build_env(spec, index=0)
+    except _BUILD_ERRORS as exc:
+        return memory_message(spec, exc) if isinstance(exc, MemoryError) else _first_line(_explain(exc))
+    env.close()
+    return None
+
+
+def _keyed(problem: tuple[str | int | None, str], spec: Any, data: dict[str, Any]) -> str:
+    """A `preflight_problem` as a config error: ``key.path: message``, the key as the file writes it."""
+    where, message = problem
+    key: str | None = None
+    if isinstance(where, str):
+        flat = data.get("backend_kwargs")
+        key = (
+            f"backend_kwargs.{where}"
+            if isinstance(flat, dict) and where in flat
+            else f"backends.{spec.backend}.{where}"
+        )
+    elif isinstance(where, int):
+        at_fault = spec.wrappers[where]
+        items = data.get("wrappers")
+        for index, item in enumerate(items if isinstance(items, list) else []):
+            try:
+                if resolve_wrapper(item, family=spec.family, env_id=spec.id) == at_fault:
+                    key = f"wrappers[{index}]"
+                    break
+            except Exception:  # noqa: BLE001 - an item that does not resolve is not the one at fault
+                continue
+        else:
+            key = "size" if at_fault.name == "pixels" and data.get("size") is not None else "wrappers"
+    return f"{key}: {message}" if key else message
 
 
 def _key_parts(key: str) -> list[str | int]:

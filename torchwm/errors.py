@@ -178,6 +178,15 @@ def worker_error(
 ) -> WorkerError:
     """A `WorkerError` (``details``: ``env_index``, ``worker_index``, ``remote_traceback``) that is also an
     instance of ``original_type`` where `worker_error_class` allows it."""
+    if isinstance(original_type, type) and issubclass(original_type, gymnasium.error.UnregisteredEnv):
+        # Gymnasium's own words ("Have you installed the proper package?") mislead here: the package is
+        # installed, but the worker never ran the script that registered the id.
+        message += (
+            ". A worker started with 'forkserver' (the default) or 'spawn' runs none of your script's top "
+            "level, so an id registered there (gym.register(...), gym.register_envs(ale_py)) is unknown "
+            "to it: register it inside the env factory or in the module that defines the env, or pass "
+            "backend_kwargs={'context': 'fork'}"
+        )
     return worker_error_class(original_type)(message, **details)
 
 

@@ -20,6 +20,7 @@ from torchwm.errors import TorchwmError
 EXTRAS = {
     "plot": "matplotlib",
     "render": "pygame",
+    "rllib": "Ray RLlib's packages",
     "torch": "torch",
     "sb3": "stable-baselines3",
     "tianshou": "tianshou",

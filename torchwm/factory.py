@@ -496,6 +496,10 @@ def make_vec_from_spec(spec: VecSpec) -> gym.vector.VectorEnv:
             first, if it can be); the message names the backend and the plugin that registered it.
     """
     check_spec_options(spec)
+    # Not at the top: the wrappers package imports every built-in wrapper.
+    from torchwm.wrappers.record_video import check_recording
+
+    check_recording(spec)
     entry = registry("backend").get(spec.backend)
     vec = entry.factory(spec, **spec.backend_kwargs)
     if not isinstance(vec, gym.vector.VectorEnv):

@@ -17,7 +17,7 @@ What is here, by job:
   `check_actions`, `check_pool_options`; `parse_for`, the Atari stack a backend can run natively.
 - A pool backend: `WorkerPool` over a `Transport` (the contract, in
   ``torchwm.vector.transports.contract``), `POOL_OPTIONS`, `PoolSettings`, `split_envs`,
-  `default_num_workers`, `WorkerPayload`, `Batch`, `Deadline`, `WorkerGone`, `StepLost`,
+  `default_num_workers`, `WorkerPayload`, `WorkerChoice`, `Batch`, `Deadline`, `WorkerGone`, `StepLost`,
   `gym_specs_of` / `register_gym_specs` (an env id registered at run time, in a worker).
 - A worker process the plugin starts itself (a Ray actor on the parent's node): `SharedMemoryWorker`,
   the parent's end of the ``shmem`` transport, and `serve_shared_memory(conn, payload_bytes)`, its
@@ -65,6 +65,7 @@ from torchwm.vector.transports.contract import (
     PoolSettings,
     StepLost,
     Transport,
+    WorkerChoice,
     WorkerGone,
     WorkerPayload,
     default_num_workers,
@@ -95,6 +96,7 @@ __all__ = [
     "Transport",
     "VecSpec",
     "VectorEnv",
+    "WorkerChoice",
     "WorkerGone",
     "WorkerPayload",
     "WorkerPool",

@@ -76,6 +76,14 @@ class ToTorch(VectorWrapper):
             raise ValueError(
                 f"device must be a torch device such as 'cpu' or 'cuda:0', got {device!r}"
             ) from exc
+        try:
+            # Checked here, not at the first reset: torch says a device is missing only when used.
+            torch.empty(0, device=device)
+        except (RuntimeError, AssertionError) as exc:
+            raise ValueError(
+                f"device {str(device)!r} is not available to this torch ({torch.__version__}): {exc}. Use "
+                f"device='cpu', or install a torch build for that device (docs/torch.md)"
+            ) from exc
         if pin_memory is None:
             pin_memory = device.type == "cuda"
         if pin_memory and not torch.cuda.is_available():

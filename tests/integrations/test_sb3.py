@@ -10,6 +10,9 @@ learns the same network on 4 envs on ``shmem`` as on `DummyVecEnv`.
 
 import copy
 import functools
+import os
+import signal
+import time
 
 import gymnasium as gym
 import numpy as np
@@ -18,8 +21,10 @@ import pytest
 pytest.importorskip("stable_baselines3")  # an optional extra; the [test] extra installs it
 import torch  # noqa: E402  (installed with stable_baselines3)
 from gymnasium import spaces  # noqa: E402
+from gymnasium.envs.classic_control import CartPoleEnv  # noqa: E402
 from gymnasium.wrappers import RecordEpisodeStatistics, TimeLimit  # noqa: E402
 from stable_baselines3 import DQN, PPO, HerReplayBuffer  # noqa: E402
+from stable_baselines3.common.callbacks import BaseCallback  # noqa: E402
 from stable_baselines3.common.envs import BitFlippingEnv  # noqa: E402
 from stable_baselines3.common.monitor import Monitor  # noqa: E402
 from stable_baselines3.common.vec_env import DummyVecEnv  # noqa: E402
@@ -333,3 +338,232 @@ def test_per_env_options_keep_the_make_vec_seed_of_the_first_reset():
     obs = venv.reset()
     venv.close()
     assert np.array_equal(obs[1:], expected[1:]) and not obs[0].any()
+
+
+# -- infos with keys of any kind, indices empty or repeated (DummyVecEnv's answers) ------------------------
+
+
+class CountingEnv(EchoEnv):
+    """EchoEnv with a method and a property setter that count their calls."""
+
+    def __init__(self, space: gym.Space) -> None:
+        super().__init__(space)
+        self.calls = 0
+        self.knob_sets: list = []
+
+    def count(self, step=1):
+        self.calls += step
+        return self.calls
+
+    @property
+    def knob(self):
+        return self.knob_sets[-1] if self.knob_sets else None
+
+    @knob.setter
+    def knob(self, value):
+        self.knob_sets.append(value)
+
+
+class KeyedInfoEnv(EchoEnv):
+    """EchoEnv whose infos have a key that is no string and one that starts with ``_`` (DummyVecEnv passes
+    both through)."""
+
+    def reset(self, *, seed=None, options=None):
+        obs, info = super().reset(seed=seed, options=options)
+        return obs, {**info, 1: -1, "_private": -0.5}
+
+    def step(self, action):
+        obs, reward, terminated, truncated, _ = super().step(action)
+        return obs, reward, terminated, truncated, {1: self.current_step, "_private": 0.5 * self.current_step}
+
+
+def dummy_and_sb3_vec_envs(env_class, backend):
+    make = functools.partial(env_class, spaces.Box(low=np.zeros(2, np.float32), high=np.ones(2, np.float32)))
+    return (
+        DummyVecEnv([make] * N),
+        SB3VecEnv(torchwm.make_vec_from_fns([make] * N, backend=backend, autoreset_mode="same_step")),
+    )
+
+
+@pytest.mark.parametrize("backend", ["sync", "shmem"])
+def test_info_keys_that_are_not_strings_pass_through_as_in_dummy_vec_env(backend):
+    reference, venv = dummy_and_sb3_vec_envs(KeyedInfoEnv, backend)
+    for venv_ in (reference, venv):
+        venv_.seed(2)
+    assert_obs_equal(venv.reset(), reference.reset())
+    for got_info, expected_info in zip(venv.reset_infos, reference.reset_infos, strict=True):
+        assert_info_equal(got_info, expected_info)
+    assert reference.reset_infos[0][1] == -1 and reference.reset_infos[0]["_private"] == -0.5
+    ended = 0
+    for t in range(6):
+        actions = np.full((N, 2), 0.25 * (t % 3), np.float32)
+        got, expected = venv.step(actions), reference.step(actions)
+        assert_obs_equal(got[0], expected[0])
+        for got_info, expected_info in zip(got[3], expected[3], strict=True):
+            assert_info_equal(got_info, expected_info)
+            ended += "terminal_observation" in expected_info
+        for got_info, expected_info in zip(venv.reset_infos, reference.reset_infos, strict=True):
+            assert_info_equal(got_info, expected_info)
+    assert ended == N  # the ended step's infos (final_info in torchwm) were compared too
+    reference.close()
+    venv.close()
+
+
+@pytest.mark.parametrize("backend", ["sync", "shmem"])
+def test_empty_and_repeated_indices_answer_as_dummy_vec_env(backend):
+    results = []
+    for venv in dummy_and_sb3_vec_envs(CountingEnv, backend):
+        venv.reset()
+        answers = {
+            "get_attr []": venv.get_attr("current_step", indices=[]),
+            "env_method []": venv.env_method("count", indices=[]),
+            "env_is_wrapped []": venv.env_is_wrapped(Monitor, indices=[]),
+        }
+        venv.set_attr("knob", "none", indices=[])
+        # Copies: DummyVecEnv answers with the envs' own lists, which the calls below change.
+        answers["knob_sets after []"] = copy.deepcopy(venv.get_attr("knob_sets"))
+        # Env 0 three times (-3 is env 0): each call reaches it, in order.
+        answers["env_method [0, 0, 2, -3]"] = venv.env_method("count", 2, indices=[0, 0, 2, -3])
+        answers["get_attr [1, 1]"] = venv.get_attr("current_step", indices=[1, 1])
+        answers["env_is_wrapped [2, 2]"] = venv.env_is_wrapped(Monitor, indices=[2, 2])
+        venv.set_attr("knob", "twice", indices=[1, -2])
+        venv.set_attr("knob", "once", indices=[2])
+        answers["knob_sets"] = venv.get_attr("knob_sets")
+        answers["calls"] = venv.get_attr("calls", indices=[0, 0, 1])
+        venv.close()
+        results.append(answers)
+    got, expected = results[1], results[0]
+    assert got == expected
+    assert expected["env_method [0, 0, 2, -3]"] == [2, 4, 2, 6]
+    assert expected["knob_sets"] == [[], ["twice", "twice"], ["once"]]
+
+
+class SubMonitor(Monitor):
+    """A subclass of SB3's Monitor: ``isinstance`` says it is one, its class name does not."""
+
+
+def make_sub_monitored():
+    return SubMonitor(gym.make("CartPole-v1"))
+
+
+@pytest.mark.parametrize("backend", ["sync", "shmem"])
+def test_env_is_wrapped_has_isinstance_answers_as_dummy_vec_env(backend):
+    make = make_sub_monitored
+    results = []
+    for venv in (
+        DummyVecEnv([make] * 2),
+        SB3VecEnv(torchwm.make_vec_from_fns([make] * 2, backend=backend, autoreset_mode="same_step")),
+    ):
+        classes = [Monitor, SubMonitor, gym.Wrapper, TimeLimit, CartPoleEnv]  # the last: the env itself
+        results.append([venv.env_is_wrapped(cls) for cls in classes])
+        venv.close()
+    got, expected = results[1], results[0]
+    assert expected == [[True, True], [True, True], [True, True], [True, True], [False, False]]
+    assert got == expected
+
+
+# -- a worker that dies under learning (restart_on_crash) ---------------------------------------------------
+
+
+class DropFinalObs(gym.vector.VectorWrapper):
+    """A vector wrapper that drops what same_step adds for ended envs (final_obs, final_info)."""
+
+    def step(self, actions):
+        obs, rewards, terminations, truncations, infos = self.env.step(actions)
+        infos = {
+            k: v
+            for k, v in infos.items()
+            if k not in ("final_obs", "_final_obs", "final_info", "_final_info")
+        }
+        return obs, rewards, terminations, truncations, infos
+
+
+@pytest.mark.parametrize("backend", ["sync", "shmem"])
+def test_an_ended_env_without_final_obs_gets_its_current_observation(backend):
+    reference = DummyVecEnv([short_cartpole] * N)
+    vec = torchwm.make_vec_from_fns([short_cartpole] * N, backend=backend, autoreset_mode="same_step")
+    venv = SB3VecEnv(DropFinalObs(vec))
+    for venv_ in (reference, venv):
+        venv_.seed(4)
+    assert np.array_equal(venv.reset(), reference.reset())
+    ended = 0
+    for _ in range(40):
+        actions = np.ones(N, dtype=np.int64)  # the pole falls within a few steps
+        (obs, _, dones, infos), expected = venv.step(actions), reference.step(actions)
+        assert np.array_equal(obs, expected[0]) and np.array_equal(dones, expected[2])
+        for i in np.flatnonzero(dones):
+            ended += 1
+            assert np.array_equal(infos[i]["terminal_observation"], obs[i])
+            assert infos[i]["TimeLimit.truncated"] == expected[3][i]["TimeLimit.truncated"]
+    assert ended >= N
+    venv.close()
+    reference.close()
+
+
+def wait_until_gone(pid, seconds=30.0):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().split(")")[-1].split()[0] == "Z":
+                    return
+        except FileNotFoundError:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"worker {pid} still runs {seconds} s after SIGKILL")
+
+
+class KillWorkerZero(BaseCallback):
+    """Kills worker 0 after step ``at`` (so that the next step finds it dead), and records the infos of
+    the step after: what SB3's learner read for the restarted envs, and the observations it had before."""
+
+    def __init__(self, vec, at):
+        super().__init__()
+        self.vec, self.at, self.seen = vec, at, []
+        self.killed = self.killed_at_call = None
+
+    def _on_step(self):
+        if self.killed is not None and not self.seen:
+            self.seen = [
+                (info, self.model._last_obs[i], done)
+                for i, (info, done) in enumerate(zip(self.locals["infos"], self.locals["dones"], strict=True))
+            ]
+        if self.n_calls == self.at:
+            self.killed = self.vec.worker_pids[0]
+            os.kill(self.killed, signal.SIGKILL)
+            wait_until_gone(self.killed)
+        return True
+
+
+@pytest.mark.parametrize("backend", ["subproc", "shmem"])
+def test_ppo_learns_on_when_a_worker_is_killed_with_restart_on_crash(backend):
+    vec = torchwm.make_vec(
+        "CartPole-v1",
+        4,
+        backend=backend,
+        autoreset_mode="same_step",
+        backend_kwargs={"num_workers": 2, "restart_on_crash": True, "timeout": 60},
+    )
+    venv = SB3VecEnv(vec)
+    model = PPO(
+        "MlpPolicy",
+        venv,
+        n_steps=32,
+        batch_size=64,
+        n_epochs=1,
+        seed=0,
+        device="cpu",
+        policy_kwargs={"net_arch": [16]},
+    )
+    callback = KillWorkerZero(vec, at=20)
+    model.learn(total_timesteps=300, callback=callback)
+    assert model.num_timesteps >= 300
+    assert vec.worker_pids[0] != callback.killed
+    # Worker 0 held envs 0 and 1: their episodes ended truncated, flagged, with the observation SB3 had
+    # (the terminal_observation that bootstraps a truncated episode); envs 2 and 3 carried on.
+    restarted = [info.get("worker_restarted", False) for info, _, _ in callback.seen]
+    assert restarted == [True, True, False, False]
+    for info, last_obs, done in callback.seen[:2]:
+        assert done and info["TimeLimit.truncated"] is True
+        assert np.array_equal(info["terminal_observation"], last_obs)
+    venv.close()

@@ -38,6 +38,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import cloudpickle
@@ -1173,3 +1174,385 @@ def test_a_wait_while_another_thread_waits_is_refused_and_says_so(backend, tmp_p
     assert envs.get_attr("t") == (1,) * NUM_ENVS  # the waiting thread took the step in; nothing needs a reset
     assert_usable(envs)
     assert_cleaned_up(envs, pids, block)
+
+
+# -- an env's own broken pipe, close() from another thread, Ctrl-C while workers start (issue 37) -----------
+
+
+class OwnPipeEnv(gym.Env):
+    """Raises the BrokenPipeError or EOFError of a pipe of its own (a simulator process that died) where
+    asked: step action 1 or 2, ``reset(options={"fail": kind})``, ``call("fail", kind)``,
+    ``set_attr("pipe", kind)``."""
+
+    observation_space = spaces.Box(0, 1000, (1,), np.float32)
+    action_space = spaces.Discrete(3)
+    errors = {"BrokenPipeError": BrokenPipeError, "EOFError": EOFError}
+
+    def __init__(self) -> None:
+        self.t = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        if options and "fail" in options:
+            self.fail(options["fail"])
+        self.t = 0
+        return np.array([self.t], np.float32), {}
+
+    def step(self, action):
+        if action:
+            self.fail(["BrokenPipeError", "EOFError"][action - 1])
+        self.t += 1
+        return np.array([self.t], np.float32), 1.0, False, False, {}
+
+    def fail(self, kind):
+        raise self.errors[kind](f"the simulator's pipe ({kind}) broke on purpose")
+
+    @property
+    def pipe(self):
+        return None
+
+    @pipe.setter
+    def pipe(self, kind):
+        self.fail(kind)
+
+
+@pytest.mark.parametrize("backend", PROCESS_BACKENDS)
+def test_an_envs_own_broken_pipe_is_its_error_not_a_lost_worker(backend):
+    vec = torchwm.make_vec_from_fns(
+        [OwnPipeEnv] * 4, backend=backend, backend_kwargs={"num_workers": 2, "context": "fork", "timeout": 30}
+    )
+    pids = vec.worker_pids
+    vec.reset(seed=0)
+    for kind, exc_type in OwnPipeEnv.errors.items():
+        action = 1 + list(OwnPipeEnv.errors).index(kind)
+        failing = [
+            (vec.step, (np.array([0, 0, action, 0]),), {}),
+            (vec.reset, (), {"env_ids": [2], "options": {"fail": kind}}),
+            (vec.call, ("fail", kind), {"env_ids": [2]}),
+            (vec.set_attr, ("pipe", kind), {"env_ids": [2]}),
+        ]
+        for call, args, kwargs in failing:
+            with pytest.raises(WorkerError) as caught:
+                call(*args, **kwargs)
+            error = caught.value
+            # The env's own error, as any other exception type gives it: its type, the env, the worker, and
+            # its traceback.
+            assert isinstance(error, exc_type), repr(error)
+            assert error.env_index == 2 and error.worker_index == 1, repr(error)
+            assert "env 2" in str(error) and "broke on purpose" in error.remote_traceback, str(error)
+            assert vec.worker_pids == pids and not any(gone(pid) for pid in pids)
+            vec.reset(seed=0)
+            obs, rewards, *_ = vec.step(np.zeros(4, dtype=np.int64))
+            assert obs[:, 0].tolist() == [1, 1, 1, 1] and rewards.tolist() == [1, 1, 1, 1]
+    assert_workers_gone(vec, pids)
+
+
+def test_the_parent_closing_its_pipe_still_ends_a_worker():
+    vec = torchwm.make_vec_from_fns(
+        [OwnPipeEnv] * 2, backend="subproc", backend_kwargs={"num_workers": 1, "context": "fork"}
+    )
+    (pid,) = vec.worker_pids
+    vec.reset(seed=0)
+    vec._transports[0].conn.close()  # as when the parent dies: the worker's reads end with EOF
+    deadline = time.monotonic() + DEADLINE
+    while not gone(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert gone(pid) and vec._transports[0].process.exitcode == 0  # quietly, as nobody is left to answer
+    vec.close()
+
+
+@pytest.mark.parametrize("trial", range(6))
+def test_close_from_another_thread_mid_step_gives_closed_environment_error(backend, trial):
+    """The stepping thread gets ClosedEnvironmentError (or its results, if the call ended before the
+    close), never the raw error of whatever the close freed under it, and nothing hangs. Each trial closes
+    at another moment of the loop of steps and calls."""
+    if backend == "ray" and trial >= 2:
+        pytest.skip("two moments on Ray, whose actors take seconds to start (more: test_ray_faults.py)")
+    envs = make(backend) if backend == "ray" else make_faulty(backend, num_workers=2, timeout=30)
+    pids, block = processes_of(envs)
+    count = envs.num_envs
+    envs.reset(seed=0)
+    errors: list[BaseException] = []
+    calls = [0]
+    started = threading.Event()
+
+    def use():
+        try:
+            while True:
+                envs.step(np.zeros(count, dtype=np.int64))
+                if calls[0] % 3 == 2:
+                    envs.get_attr("t")
+                calls[0] += 1
+                started.set()
+        except BaseException as error:  # noqa: BLE001 - checked below
+            errors.append(error)
+            started.set()
+
+    user = threading.Thread(target=use, daemon=True)
+    user.start()
+    assert started.wait(DEADLINE)
+    time.sleep(0.003 * trial)
+    began = time.monotonic()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Gymnasium's warning about the step pending in the other thread
+        envs.close()
+    closing = time.monotonic() - began
+    user.join(DEADLINE)
+    assert not user.is_alive(), "the stepping thread hangs after close()"
+    assert closing < DEADLINE
+    assert len(errors) == 1 and isinstance(errors[0], ClosedEnvironmentError), repr(errors)
+    assert calls[0] > 0
+    assert_cleaned_up(envs, pids, block)
+
+
+START_INTERRUPT_SCRIPT = r"""
+import contextlib, gc, io, json, os, signal, sys, threading, time, traceback
+import torchwm
+import torchwm.cli
+
+BACKEND = sys.argv[1]
+# Delays (seconds after make_vec begins) of the SIGINT for each start method: from the first moments (a
+# pipe made, a process half-started; under forkserver, the wait for the server) to the wait for the envs.
+DELAYS = {"fork": [0.0, 0.03, 0.06], "forkserver": [0.03, 0.0, 0.06], "spawn": [0.05]}
+
+
+def state(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return fields[0], int(fields[1]), f.read().decode(errors="replace")
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
+def workers():
+    # This process's children and the forkserver's (its workers), but not the forkserver and the resource
+    # tracker themselves; a zombie is gone.
+    found = {int(p): state(int(p)) for p in os.listdir("/proc") if p.isdigit()}
+    found = {pid: s for pid, s in found.items() if s is not None and s[0] != "Z"}
+    servers = {pid for pid, s in found.items() if s[1] == os.getpid() and "forkserver" in s[2]}
+    return sorted(
+        pid for pid, s in found.items()
+        if (s[1] == os.getpid() and pid not in servers and "resource_tracker" not in s[2]) or s[1] in servers
+    )
+
+
+class Interrupt:
+    # arm(): SIGINT to this process DELAY seconds later.
+    def __init__(self, delay):
+        self.timer = threading.Timer(delay, os.kill, (os.getpid(), signal.SIGINT))
+
+    def arm(self):
+        self.timer.start()
+
+
+def interrupted(run, delay):
+    # What came out of run() when SIGINT came ``delay`` seconds into its make_vec, and the workers left.
+    interrupt = Interrupt(delay)
+    outcome = "returned"
+    try:
+        outcome = f"returned {run(interrupt.arm)}"
+        interrupt.timer.join()
+        time.sleep(0.5)  # the SIGINT lands here if make_vec ended first
+    except KeyboardInterrupt:
+        traceback.print_exc()
+        outcome = "KeyboardInterrupt" if outcome == "returned" else "KeyboardInterrupt after " + outcome
+    except Exception as error:
+        traceback.print_exc()
+        outcome = f"{type(error).__name__}: {error}"
+    interrupt.timer.join()
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while workers() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return outcome, workers()
+
+
+def make_and_close(arm):
+    arm()
+    envs = torchwm.make_vec("CartPole-v1", 4, backend=BACKEND,
+                            backend_kwargs={"num_workers": 2, "context": METHOD})
+    envs.close()
+    return "built"
+
+
+def run_command(arm):
+    build = torchwm.cli.make_vec_from_spec
+
+    def armed_build(spec):
+        arm()
+        return build(spec)
+
+    torchwm.cli.make_vec_from_spec = armed_build
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            status = torchwm.cli.main([
+                "run", "CartPole-v1", "--num-envs", "4", "--backend", BACKEND, "--steps", "1",
+                "--no-progress", "--set", "backend_kwargs.num_workers=2",
+                "--set", f"backend_kwargs.context={METHOD}",
+            ])
+    finally:
+        torchwm.cli.make_vec_from_spec = build
+    return f"{status} {err.getvalue().strip()!r}"
+
+
+if __name__ == "__main__":
+    # The plugins and ids loaded first: a SIGINT in the middle of importing a C extension (ale_py) can
+    # leave it half-made, which no vector env can help.
+    torchwm.load_config({"id": "CartPole-v1", "num_envs": 4, "backend": BACKEND})
+    report = []
+    for METHOD, delays in DELAYS.items():
+        for delay in delays:
+            report.append([METHOD, delay, "make_vec", *interrupted(make_and_close, delay)])
+    METHOD = "forkserver"  # the default; under fork, Python may drop a SIGINT that comes in os.fork (below)
+    report.append([METHOD, 0.02, "torchwm run", *interrupted(run_command, 0.02)])
+    print(json.dumps(report))
+"""
+
+
+@pytest.mark.parametrize("backend", PROCESS_BACKENDS)
+def test_ctrl_c_while_workers_start_is_a_keyboard_interrupt_and_leaves_nothing(backend, tmp_path):
+    done = run_script(tmp_path, START_INTERRUPT_SCRIPT, backend)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.splitlines()[-1])
+    for method, delay, what, outcome, left in report:
+        assert left == [], (method, delay, what, outcome, left)
+        if what == "make_vec":
+            # Interrupted while starting (or, for a late SIGINT, after): KeyboardInterrupt itself. A SIGINT
+            # that comes while os.fork runs Python's own fork hooks is dropped by Python ("Exception ignored
+            # in ..."), and make_vec then ends as if none came.
+            assert outcome.startswith("KeyboardInterrupt") or outcome == "returned built", (method, delay)
+        else:
+            # Ctrl-C while `torchwm run` builds the env: its one line and status 130.
+            assert outcome == "returned 130 'torchwm run: interrupted while building the env'", outcome
+    # make_vec itself was interrupted under every start method, not only the code after it.
+    for method in ("fork", "forkserver", "spawn"):
+        assert any(m == method and o == "KeyboardInterrupt" for m, _, w, o, _ in report if w == "make_vec")
+    assert "AttributeError" not in done.stderr and "KeyboardInterrupt" in done.stderr
+    assert not [name for name in os.listdir("/dev/shm") if name.startswith("torchwm_")]
+
+
+def assert_batched_infos_equal(got, expected):
+    assert set(got) == set(expected)
+    for key, value in expected.items():
+        if isinstance(value, dict):
+            assert_batched_infos_equal(got[key], value)
+        elif value.dtype == object:  # final_obs: one observation (or None) per env
+            assert len(got[key]) == len(value), key
+            for a, b in zip(got[key], value, strict=True):
+                assert (a is None and b is None) or np.array_equal(a, b), key
+        else:
+            assert got[key].dtype == value.dtype and np.array_equal(got[key], value), key
+
+
+@pytest.mark.parametrize("backend", PROCESS_BACKENDS)
+@pytest.mark.parametrize("mode", ["same_step", "next_step"])
+def test_restarted_envs_report_what_ended_envs_report_in_their_autoreset_mode(backend, mode):
+    from torchwm.vector.batching import InfoBatcher
+
+    options = {"num_workers": 2, "context": "fork", "timeout": 30, "restart_on_crash": True}
+    vec = torchwm.make_vec(
+        "TorchwmTest/Faulty-v0", 4, backend=backend, seed=0, autoreset_mode=mode, backend_kwargs=options
+    )
+    vec.reset()
+    zeros = np.zeros(4, dtype=np.int64)
+    vec.step(zeros)
+    vec.step(zeros)
+    vec.step(zeros[:1], env_ids=[0])  # env 0 one step ahead, so that each row is its own
+    before, *_ = vec.step(zeros)
+    assert before[:, 0].tolist() == [4, 3, 3, 3]
+    pids = vec.worker_pids
+    os.kill(pids[0], signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while not gone(pids[0]) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    obs, rewards, terminations, truncations, infos = vec.step(zeros)
+    assert truncations.tolist() == [True, True, False, False]
+    assert obs[:, 0].tolist() == [0, 0, 4, 4]
+    if mode == "same_step":
+        # As every env that ends under same_step: its last observation (the row the user saw before the
+        # crash) in final_obs, and its final step's infos in final_info, batched as Gymnasium batches them.
+        restarted = {"worker_restarted": True}
+        expected = InfoBatcher(4).batch(
+            [
+                {"final_obs": before[0], "final_info": restarted, **restarted},
+                {"final_obs": before[1], "final_info": restarted, **restarted},
+                {},
+                {},
+            ]
+        )
+        assert_batched_infos_equal(infos, expected)
+        assert infos["final_obs"][0].tolist() == [4] and infos["final_obs"][1].tolist() == [3]
+    else:
+        # next_step: the next step of the restarted envs is their reset step, which needs no final_obs.
+        assert_batched_infos_equal(infos, InfoBatcher(4).batch([{"worker_restarted": True}] * 2 + [{}] * 2))
+        obs, rewards, *_ = vec.step(zeros)
+        assert obs[:, 0].tolist() == [0, 0, 5, 5] and rewards.tolist() == [0, 0, 1, 1]
+    assert_workers_gone(vec, pids + vec.worker_pids)
+
+
+def test_an_id_registered_only_by_the_scripts_top_level_says_why_workers_miss_it(tmp_path):
+    # The migration from AsyncVectorEnv(fns): the factory makes an id the script registered at its top
+    # level, which forkserver and spawn workers never run. Gymnasium's message alone blames the install.
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import gymnasium as gym\n"
+        "import torchwm\n"
+        "gym.register('MyNS/Thing-v0', entry_point='gymnasium.envs.classic_control:CartPoleEnv')\n"
+        "if __name__ == '__main__':\n"
+        "    try:\n"
+        "        torchwm.make_vec_from_fns([lambda: gym.make('MyNS/Thing-v0')] * 2, backend='shmem',\n"
+        "                                  backend_kwargs={'context': 'forkserver', 'num_workers': 1})\n"
+        "    except torchwm.WorkerError as error:\n"
+        "        assert isinstance(error, gym.error.NamespaceNotFound)\n"
+        "        print(error)\n"
+    )
+    printed = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120
+    ).stdout
+    assert "Namespace MyNS not found" in printed
+    assert "runs none of your script's top level" in printed and "'context': 'fork'" in printed
+
+
+class NoSpacesEnv(gym.Env):
+    """An env that defines no spaces (Gymnasium's Env has none by default)."""
+
+    def reset(self, *, seed=None, options=None):
+        return 0, {}
+
+    def step(self, action):
+        return 0, 0.0, False, False, {}
+
+
+@pytest.mark.parametrize("backend", ["sync", "subproc", "shmem"])
+def test_an_env_without_spaces_gets_its_own_attribute_error_on_every_backend(backend):
+    # Not "worker 0 died (exit code 1) ... An env's constructor ended the process".
+    options = None if backend == "sync" else {"context": "fork", "num_workers": 1}
+    with pytest.raises(AttributeError, match="observation_space"):
+        torchwm.make_vec_from_fns([NoSpacesEnv] * 2, backend=backend, backend_kwargs=options)
+
+
+def test_a_worker_slow_to_import_a_package_is_named_once(tmp_path, monkeypatch):
+    # A factory whose module imports something heavy (torch, for one) makes each forkserver worker import
+    # it anew: torchwm says which package, and what avoids it.
+    from torchwm.vector.transports import processes
+
+    (tmp_path / "slow_to_import.py").write_text(
+        "import time\ntime.sleep(0.6)\nimport gymnasium as gym\n\n"
+        "def make():\n    return gym.make('CartPole-v1')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(processes, "SLOW_START_SECONDS", 0.5)
+    monkeypatch.setattr(processes, "_slow_start_noted", False)
+    import slow_to_import
+
+    with pytest.warns(RuntimeWarning, match=r"importing slow_to_import.*'context': 'fork'") as noted:
+        with torchwm.make_vec_from_fns(
+            [slow_to_import.make] * 2,
+            backend="shmem",
+            backend_kwargs={"context": "forkserver", "num_workers": 2},
+        ):
+            pass
+    assert sum("slow_to_import" in str(w.message) for w in noted) == 1  # once, not once per worker

@@ -5,8 +5,11 @@ A video's frames are read back with the ffmpeg of imageio-ffmpeg (the [video] ex
 a frame "equals" a render when it is much closer to it than to the env's other frames.
 """
 
+import importlib
+import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import gymnasium as gym
@@ -187,3 +190,201 @@ def test_without_moviepy_the_video_extra_is_named(tmp_path):
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert out.returncode != 0
     assert "needs moviepy, which is in torchwm's [video] extra" in out.stderr.strip().splitlines()[-1]
+
+
+# ---------------------------------------------------------------------------- refusals, errors, overwrites
+
+
+class NoRenderEnv(gym.Env):
+    """An env without render modes, whose constructor takes no render_mode."""
+
+    metadata = {"render_modes": []}
+    observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        return np.zeros(2, np.float32), 0.0, True, False, {}
+
+
+@pytest.fixture
+def no_render_id():
+    gym.register("torchwm-test/NoRender-v0", entry_point=NoRenderEnv)
+    yield "torchwm-test/NoRender-v0"
+    gym.registry.pop("torchwm-test/NoRender-v0", None)
+
+
+def test_recording_an_env_without_rgb_array_names_record_video(no_render_id, tmp_path):
+    from torchwm.wrappers.record_video import with_video
+
+    spec = torchwm.load_config({"id": no_render_id})
+    with pytest.raises(ValueError, match=r"record_video .*has no render mode 'rgb_array'.*\[\]"):
+        with_video(spec, tmp_path / "videos")
+    assert not (tmp_path / "videos").exists()
+
+
+def test_the_wrapper_refuses_an_env_whose_render_modes_lack_rgb_array(tmp_path):
+    from torchwm.wrappers.record_video import record_video
+
+    class Renders(NoRenderEnv):
+        metadata = {"render_modes": ["ansi"]}
+
+        def __init__(self, render_mode=None):
+            self.render_mode = render_mode
+
+    with pytest.raises(ValueError, match="record_video .*has no render mode 'rgb_array'.*'ansi'"):
+        record_video(Renders(render_mode="rgb_array"), str(tmp_path))
+
+
+@pytest.mark.parametrize(
+    "make_path, error, message",
+    [
+        (lambda tmp: tmp / "file", FileExistsError, "is a file, expected a folder"),
+        (lambda tmp: tmp / "file" / "videos", NotADirectoryError, "cannot be made: .*file' is a file"),
+    ],
+)
+def test_a_video_folder_that_cannot_be_made_is_refused_before_anything_starts(
+    tmp_path, make_path, error, message
+):
+    from torchwm.wrappers.record_video import with_video
+
+    (tmp_path / "file").write_text("")
+    spec = torchwm.load_config({"id": "CartPole-v1", "backend": "shmem"})
+    with pytest.raises(error, match=f"record_video: video_folder .*{message}"):
+        with_video(spec, make_path(tmp_path))
+
+
+@pytest.mark.parametrize("where", ["file", "file/videos"])
+def test_torchwm_run_video_into_a_file_is_one_line_status_2(tmp_path, where):
+    (tmp_path / "file").write_text("")
+    out = subprocess.run(
+        [sys.executable, "-m", "torchwm", "run", "CartPole-v1", "--backend", "shmem", "--steps", "5"]
+        + ["--no-progress", "--video", str(tmp_path / where)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 2, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("torchwm run: error: record_video: video_folder"), lines
+    assert "torchwm run: CartPole-v1" not in out.stderr  # refused before the env was built
+
+
+def full_disk_writer(monkeypatch, tmp_path):
+    """Every video goes to a file that is /dev/full, where each write fails with ENOSPC, as on a full disk."""
+    record_video = importlib.import_module("torchwm.wrappers.record_video")
+
+    if not Path("/dev/full").exists():
+        pytest.skip("needs /dev/full")
+    full = tmp_path / "full.mp4"
+    full.symlink_to("/dev/full")
+    real = record_video.Mp4Writer
+    monkeypatch.setattr(record_video, "mp4_writer", lambda path, *size: real(str(full), *size))
+
+
+def test_a_video_that_cannot_be_finished_raises_on_close(tmp_path, monkeypatch):
+    full_disk_writer(monkeypatch, tmp_path)
+    envs = torchwm.make_vec(
+        "CartPole-v1", seed=0, wrappers=[{"name": "record_video", "video_folder": str(tmp_path / "v")}]
+    )
+    envs.reset()
+    for _ in range(3):
+        envs.step(np.zeros(1, dtype=np.int64))
+    with pytest.raises(OSError, match="record_video: could not finish .*No space left on device"):
+        envs.close()
+
+
+def test_torchwm_run_reports_a_video_it_could_not_finish(tmp_path, monkeypatch, capsys):
+    from torchwm.cli import main
+
+    full_disk_writer(monkeypatch, tmp_path)
+    status = main(["run", "CartPole-v1", "--steps", "5", "--no-progress", "--video", str(tmp_path / "v")])
+    captured = capsys.readouterr()
+    assert status == 1
+    assert "ran 5 steps" in captured.out  # the figures are still printed
+    errors = [line for line in captured.err.splitlines() if "error" in line]
+    assert len(errors) == 1 and "No space left on device" in errors[0], captured.err
+
+
+def test_torchwm_run_finds_an_unplayable_video_a_worker_left(tmp_path, monkeypatch, capsys):
+    """A worker closes its envs where no error reaches the parent: run reads back what was written."""
+    from torchwm.cli import main
+
+    record_video = importlib.import_module("torchwm.wrappers.record_video")
+
+    def close_without_finishing(self):  # imageio-ffmpeg's writer did so silently when ffmpeg failed
+        self._process.kill()
+        self._process.wait()
+
+    monkeypatch.setattr(record_video.Mp4Writer, "close", close_without_finishing)
+    folder = tmp_path / "v"
+    status = main(
+        ["run", "CartPole-v1", "--backend", "shmem", "--steps", "5", "--no-progress", "--video", str(folder)]
+        + ["--set", "backend_kwargs.num_workers=1", "--set", 'backend_kwargs.context="fork"']
+    )
+    captured = capsys.readouterr()
+    assert status == 1
+    assert f"videos written to {folder}{os.sep}: rl-video-env0-episode-0.mp4" in captured.out
+    assert f"torchwm run: error: record_video: {folder / 'rl-video-env0-episode-0.mp4'} is unplayable" in (
+        captured.err
+    )
+
+
+def test_run_says_where_the_videos_went(tmp_path, capsys):
+    from torchwm.cli import main
+
+    folder = tmp_path / "v"
+    assert (
+        main(["run", "CartPole-v1", "--seed", "0", "--steps", "40", "--no-progress", "--video", str(folder)])
+        == 0
+    )
+    names = sorted(p.name for p in folder.iterdir())
+    assert names == ["rl-video-env0-episode-0.mp4", "rl-video-env0-episode-1.mp4"]
+    assert f"videos written to {folder}{os.sep}: {', '.join(names)}\n" in capsys.readouterr().out
+
+
+def test_recording_again_into_a_folder_warns_about_the_videos_it_replaces(tmp_path):
+    stack = [{"name": "record_video", "video_folder": str(tmp_path), "env_ids": [0, 1]}]
+    with torchwm.make_vec("CartPole-v1", 2, seed=0, wrappers=stack) as envs:
+        run_first_episode(envs, action=1)
+    first = {p.name: p.stat().st_mtime_ns for p in tmp_path.iterdir()}
+    assert set(first) == {"rl-video-env0-episode-0.mp4", "rl-video-env1-episode-0.mp4"}
+    with pytest.warns(
+        UserWarning, match=r"already holds 1 video\(s\) of env 0 .*rl-video-env0-episode-0.mp4"
+    ):
+        torchwm.make_vec("CartPole-v1", 2, seed=0, wrappers=stack).close()
+    # another name_prefix collides with nothing: no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        torchwm.make_vec("CartPole-v1", 2, wrappers=[{**stack[0], "name_prefix": "second"}]).close()
+
+
+@pytest.mark.parametrize("backend", ["sync", "shmem"])
+def test_record_video_on_an_env_without_rgb_frames_is_refused_by_make_vec(backend, tmp_path):
+    # From Python as from `torchwm run`: the error names record_video, before any worker starts.
+    with pytest.raises(ValueError, match="record_video"):
+        torchwm.make_vec(
+            "torchwm/NoRender-v0" if "torchwm/NoRender-v0" in gym.registry else _register_no_render(),
+            1,
+            backend=backend,
+            wrappers=[{"name": "record_video", "video_folder": str(tmp_path)}],
+        )
+
+
+class _NoRenderEnv(gym.Env):
+    observation_space = gym.spaces.Discrete(2)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        return 0, {}
+
+    def step(self, action):
+        return 0, 0.0, False, False, {}
+
+
+def _register_no_render() -> str:
+    gym.register("torchwm/NoRender-v0", entry_point=_NoRenderEnv)
+    return "torchwm/NoRender-v0"

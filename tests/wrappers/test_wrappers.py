@@ -455,3 +455,28 @@ def test_wrapped_envs_pass_gymnasium_check_env(env_id, wrappers, fused):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # check_env warns about wrapped envs and float bounds; errors fail
         check_env(env, skip_render_check=True)
+
+
+@pytest.mark.parametrize("padding", ["zero", "reset"])
+def test_the_atari_stack_with_either_padding_is_the_gymnasium_chain_a_user_migrates_from(padding):
+    # docs/from-gymnasium.md: Gymnasium's FrameStackObservation repeats the reset frame by default
+    # (padding_type="reset"); torchwm's frame_stack pads with zeros unless padding="reset" is given.
+    env = torchwm.make_env(
+        "ALE/Pong-v5",
+        wrappers=["atari_preprocessing", {"name": "frame_stack", "stack_size": 4, "padding": padding}],
+    )
+    chain = gym.wrappers.AtariPreprocessing(gym.make("ALE/Pong-v5", frameskip=1))
+    reference = gym.wrappers.FrameStackObservation(
+        chain, 4, **({} if padding == "reset" else {"padding_type": "zero"})
+    )
+    assert_same_rollout(env, reference, steps=12)
+    differs = not np.array_equal(
+        rollout(env, 2)[0][0],
+        rollout(
+            gym.wrappers.FrameStackObservation(
+                gym.wrappers.AtariPreprocessing(gym.make("ALE/Pong-v5", frameskip=1)), 4
+            ),
+            2,
+        )[0][0],
+    )
+    assert differs == (padding == "zero")  # the zero default differs from Gymnasium's after a reset

@@ -7,8 +7,10 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import sys
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any, NoReturn
 
 from torchwm.bench.machine import bench_info, describe_machine
@@ -159,6 +161,12 @@ def run_command(args: argparse.Namespace) -> int:
     backend_kwargs = apply_overrides(backend_kwargs, args.overrides)
     if args.plot and importlib.util.find_spec("matplotlib") is None:
         raise missing_extra("plot", "torchwm bench --plot")  # before minutes of measuring, not after
+    # Where the results go is checked before minutes of measuring too, not when writing them.
+    if args.plot:
+        check_output_path("--plot", args.plot)
+        check_plot_format(args.plot)
+    if args.json:
+        check_output_path("--json", args.json)
     sizes = args.num_envs or (DEFAULT_SIZES if config is None else [setup.num_envs])
     specs = config_specs(config, backends) if config is not None else None
     settings: dict[str, Any] = {
@@ -218,6 +226,38 @@ def run_command(args: argparse.Namespace) -> int:
             f.write("\n")
         print(f"results written to {args.json}")
     return 0
+
+
+def check_output_path(flag: str, path: str) -> None:
+    """Refuse a file ``torchwm bench`` could not write (`ConfigError`: one line, status 2): a folder, a path
+    whose folder does not exist or is a file, a place without write permission. Creates nothing."""
+    target = Path(path)
+    folder = target.parent
+    if target.is_dir():
+        raise ConfigError(f"{flag} {path}: is a folder; expected the path of a file to write")
+    if not folder.exists():
+        raise ConfigError(f"{flag} {path}: the folder {str(folder)!r} does not exist; create it first")
+    if not folder.is_dir():
+        raise ConfigError(f"{flag} {path}: {str(folder)!r} is a file, not a folder")
+    if not os.access(target if target.exists() else folder, os.W_OK):
+        where = "the file" if target.exists() else f"the folder {str(folder)!r}"
+        raise ConfigError(f"{flag} {path}: no permission to write {where}")
+
+
+def check_plot_format(path: str) -> None:
+    """Refuse a ``--plot`` file whose suffix names no format matplotlib writes (else said only when
+    saving)."""
+    suffix = Path(path).suffix.lower().lstrip(".")
+    if not suffix:
+        return  # matplotlib writes its default format, PNG
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if suffix not in formats:
+        raise ConfigError(
+            f"--plot {path}: matplotlib writes no {suffix!r} files; expected a name ending in one of "
+            f"{', '.join('.' + name for name in sorted(formats))}"
+        )
 
 
 def _nothing_measured(backend: str, why: Any) -> NoReturn:

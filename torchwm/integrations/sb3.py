@@ -13,7 +13,8 @@ to `set_options` (one dict for all, or one per env) are used by the next `reset`
 SB3. SB3 passes Dict and Tuple actions as one action per env: they are stacked into the
 batched dict/tuple a Gymnasium vector env takes. ``indices`` of `env_method`,
 `get_attr` and `set_attr` (an int, a list, negative ones too, as SB3 allows) become the
-``env_ids`` of torchwm's `call`, `get_attr` and `set_attr`, which reach those envs only.
+``env_ids`` of torchwm's `call`, `get_attr` and `set_attr`, which reach those envs only; as
+`DummyVecEnv`, an empty list reaches none and an env named twice is reached twice.
 
 Example:
     >>> import torchwm
@@ -28,7 +29,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -36,8 +37,10 @@ import numpy as np
 from gymnasium.vector.utils import concatenate, create_empty_array, iterate
 
 from torchwm.vector.base import VectorEnv
+from torchwm.vector.batching import get_row
 
 try:
+    from stable_baselines3.common.env_util import is_wrapped
     from stable_baselines3.common.vec_env import VecEnv
     from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices, VecEnvObs, VecEnvStepReturn
 except ImportError as exc:
@@ -46,11 +49,17 @@ except ImportError as exc:
     raise missing_extra("sb3", "torchwm.integrations.sb3") from exc
 
 
-def infos_to_list(infos: dict[str, Any], num_envs: int) -> list[dict[str, Any]]:
-    """Gymnasium's batched infos (each key's values with a ``_key`` mask) as one dict per env."""
-    per_env: list[dict[str, Any]] = [{} for _ in range(num_envs)]
+def infos_to_list(infos: dict[Any, Any], num_envs: int) -> list[dict[Any, Any]]:
+    """Gymnasium's batched infos (each key's values with a ``_key`` mask) as one dict per env.
+
+    Keys need not be strings (`DummyVecEnv` passes an env's info dict through whatever its keys): a
+    key's mask is the string ``f"_{key}"``, so ``1``'s is ``"_1"``. A key that starts with ``_`` and
+    masks no other key (an env's own ``"_private"``) is a value like any other.
+    """
+    masks = {f"_{key}" for key in infos}
+    per_env: list[dict[Any, Any]] = [{} for _ in range(num_envs)]
     for key, value in infos.items():
-        if key.startswith("_"):
+        if key in masks:
             continue
         mask = infos.get(f"_{key}")
         rows = infos_to_list(value, num_envs) if isinstance(value, dict) else value
@@ -155,14 +164,21 @@ class SB3VecEnv(VecEnv):
         obs, rewards, terminations, truncations, infos = self.vec.step(self._actions)
         dones = terminations | truncations
         final_infos = infos_to_list(infos.get("final_info", {}), self.num_envs)
-        current = infos_to_list(
-            {k: v for k, v in infos.items() if not k.startswith(("final_", "_final_"))}, self.num_envs
-        )
+        final_obs, has_final_obs = infos.get("final_obs"), infos.get("_final_obs")
+        current = infos_to_list({k: v for k, v in infos.items() if k not in _SAME_STEP_KEYS}, self.num_envs)
         step_infos = []
         for i in range(self.num_envs):
             if dones[i]:
+                if final_obs is not None and (has_final_obs is None or has_final_obs[i]):
+                    terminal = final_obs[i]
+                else:
+                    # An env that ended without a final observation (a vector wrapper that drops it): SB3's
+                    # learners read terminal_observation of every ended env (to bootstrap a truncated
+                    # episode), so it gets the only observation there is, the new episode's, rather than
+                    # stopping the run with a KeyError.
+                    terminal = get_row(self.vec.single_observation_space, obs, i)
                 # DummyVecEnv's order: the ended step's infos, its observation, and the reset's infos aside.
-                info = {**final_infos[i], "terminal_observation": infos["final_obs"][i]}
+                info = {**final_infos[i], "terminal_observation": terminal}
                 self.reset_infos[i] = current[i]
             else:
                 info = current[i]
@@ -178,35 +194,63 @@ class SB3VecEnv(VecEnv):
         return list(self.vec.render() or ())
 
     def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
-        return list(self.vec.get_attr(attr_name, **self._env_ids(indices)))
+        return self._on_envs(indices, lambda env_ids: self.vec.get_attr(attr_name, **env_ids))
 
     def set_attr(self, attr_name: str, value: Any, indices: VecEnvIndices = None) -> None:
-        # One value per env, so that a list or tuple value is set whole, as SB3 sets it.
-        count = self.num_envs if indices is None else len(list(self._get_indices(indices)))
-        self.vec.set_attr(attr_name, [value] * count, **self._env_ids(indices))
+        def set_on(env_ids: dict[str, list[int]]) -> list[None]:
+            count = len(env_ids.get("env_ids", range(self.num_envs)))
+            # One value per env, so that a list or tuple value is set whole, as SB3 sets it.
+            self.vec.set_attr(attr_name, [value] * count, **env_ids)
+            return [None] * count
+
+        self._on_envs(indices, set_on)
 
     def env_method(
         self, method_name: str, *method_args: Any, indices: VecEnvIndices = None, **method_kwargs: Any
     ) -> list[Any]:
-        return list(self.vec.call(method_name, *method_args, **self._env_ids(indices), **method_kwargs))
+        return self._on_envs(
+            indices, lambda env_ids: self.vec.call(method_name, *method_args, **env_ids, **method_kwargs)
+        )
 
     def env_is_wrapped(self, wrapper_class: type[gym.Wrapper], indices: VecEnvIndices = None) -> list[bool]:
-        # The envs may live in other processes: each reports its wrapper chain as Gymnasium prints it
-        # (``<TimeLimit<OrderEnforcing<...>>>``), which names every wrapper class.
-        chains = self.vec.call("__str__", **self._env_ids(indices))
-        return [f"<{wrapper_class.__name__}<" in chain for chain in chains]
+        # SB3's own test (isinstance along the wrapper chain), run where each env lives: torchwm's call
+        # takes a function as well as a method name.
+        return self._on_envs(indices, lambda env_ids: self.vec.call(is_wrapped, wrapper_class, **env_ids))
 
-    def _env_ids(self, indices: VecEnvIndices) -> dict[str, list[int]]:
-        """SB3's ``indices`` as torchwm's ``env_ids`` keyword (none for every env, so that a Gymnasium vector
-        wrapper's ``get_attr(name)`` takes it too); negative indices count from the end, as in SB3."""
+    def _on_envs(
+        self, indices: VecEnvIndices, run: Callable[[dict[str, list[int]]], Sequence[Any]]
+    ) -> list[Any]:
+        """``run(env_ids)``'s answers for SB3's ``indices``, one per index, as `DummyVecEnv` gives them.
+
+        ``run`` gets torchwm's ``env_ids`` keyword (none for every env, so that a Gymnasium vector
+        wrapper's ``get_attr(name)`` takes it too). Negative indices count from the end, as in SB3. torchwm
+        refuses an empty ``env_ids`` and repeated ids, which `DummyVecEnv` takes (it loops over its
+        envs): empty ``indices`` call nothing, and an env named k times is reached k times, in rounds of
+        distinct envs, so that each env sees its calls in the order of ``indices``.
+        """
         if indices is None:
-            return {}
-        return {
-            "env_ids": [
-                i + self.num_envs if -self.num_envs <= i < 0 else i
-                for i in map(int, self._get_indices(indices))
-            ]
-        }
+            return list(run({}))
+        ids = [
+            i + self.num_envs if -self.num_envs <= i < 0 else i for i in map(int, self._get_indices(indices))
+        ]
+        rounds: list[list[int]] = []  # positions in ids, each round naming an env once
+        times: dict[int, int] = {}
+        for position, env in enumerate(ids):
+            k = times[env] = times.get(env, -1) + 1
+            if k == len(rounds):
+                rounds.append([])
+            rounds[k].append(position)
+        answers: list[Any] = [None] * len(ids)
+        for positions in rounds:
+            for position, answer in zip(
+                positions, run({"env_ids": [ids[p] for p in positions]}), strict=True
+            ):
+                answers[position] = answer
+        return answers
+
+
+# The keys a same_step step adds for the envs that ended (their final step's): not the new episode's infos.
+_SAME_STEP_KEYS = frozenset({"final_obs", "_final_obs", "final_info", "_final_info"})
 
 
 def _equal(a: dict, b: dict) -> bool:

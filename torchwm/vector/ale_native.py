@@ -19,6 +19,7 @@ closing are the base class's public methods over this backend's primitives.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -413,7 +414,7 @@ class AleNativeVectorEnv(VectorEnv):
 
     # -- attributes: the base class's call/get_attr/set_attr/render over these primitives ------------
 
-    def _call(self, name: str, args: tuple, kwargs: dict, ids: list[int]) -> list[Any]:
+    def _call(self, name: str | Callable, args: tuple, kwargs: dict, ids: list[int]) -> list[Any]:
         """Only ``get_action_meanings`` and the spaces: ALE's C++ envs have no Python attributes."""
         if name == "render":
             raise NotImplementedError(

@@ -10,7 +10,10 @@ batch buffers (``_observations``, ``_rewards``, ``_terminations``,
 - ``_reset_envs(ids, seeds, options) -> infos``: reset those envs, fill their rows, block.
 - ``_send_step(ids, actions)``: start stepping those envs (``actions`` has one row per id).
 - ``_wait_ready(candidates, count, timeout) -> (ids, infos)``: wait until ``count`` of the
-  candidate envs have finished, return those ids (first ready) and their infos.
+  candidate envs have finished, return those ids (first ready) and their infos; `EnvTimeoutError`
+  after ``timeout`` seconds, with the envs still in flight. A backend may also take a keyword
+  ``min_ready`` (`recv`'s: at the timeout, return every env ready if at least ``min_ready`` are);
+  for one that does not, the base class waits again for ``min_ready`` envs after the timeout.
 - ``_call(name, args, kwargs, ids) -> list`` and ``_set_attr(name, values, ids)``: on envs ``ids`` (a
   list of env indices, in the caller's order; every env by default), one value each.
 - ``_close()``: release everything; must not raise on a half-built env.
@@ -28,6 +31,9 @@ envs themselves.
 
 from __future__ import annotations
 
+import inspect
+import time
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -36,7 +42,7 @@ from gymnasium.spaces.utils import is_space_dtype_shape_equiv
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_differing_spaces, batch_space
 
-from torchwm.errors import AlreadyPendingCallError, ClosedEnvironmentError, NoAsyncCallError
+from torchwm.errors import AlreadyPendingCallError, ClosedEnvironmentError, EnvTimeoutError, NoAsyncCallError
 from torchwm.spec import VecSpec, check_count, check_seed, check_timeout
 from torchwm.vector.batching import InfoBatcher, check_actions, take_rows, view_rows
 
@@ -228,7 +234,7 @@ class VectorEnv(gym.vector.VectorEnv):
     ) -> tuple[np.ndarray, list[dict]]:
         raise NotImplementedError
 
-    def _call(self, name: str, args: tuple, kwargs: dict, ids: list[int]) -> list[Any]:
+    def _call(self, name: str | Callable, args: tuple, kwargs: dict, ids: list[int]) -> list[Any]:
         raise NotImplementedError
 
     def _set_attr(self, name: str, values: list[Any], ids: list[int]) -> None:
@@ -377,12 +383,13 @@ class VectorEnv(gym.vector.VectorEnv):
         timeout = self.timeout if timeout is None else check_timeout(timeout, "recv(timeout=)")
         candidates = self._envs_in_flight()
         count = min(self.batch_size, candidates.size)
-        # Passed only when given, so that a backend written before min_ready existed still receives.
-        deadline_wait = (
-            {} if min_ready is None else {"min_ready": min(check_count("min_ready", min_ready), count)}
-        )
         self._recvs += 1
-        ids, infos = self._wait_ready(candidates, count, timeout, **deadline_wait)
+        if min_ready is None:
+            ids, infos = self._wait_ready(candidates, count, timeout)
+        else:
+            ids, infos = self._wait_with_deadline(
+                candidates, count, timeout, min(check_count("min_ready", min_ready), count)
+            )
         if len(ids) == self.num_envs and self._in_env_order:
             self._in_flight[:] = False
             if any(infos):  # else their order does not matter
@@ -431,9 +438,13 @@ class VectorEnv(gym.vector.VectorEnv):
         """Each env's ``np_random`` (copies, on a process backend), as Gymnasium's vector envs give it."""
         return self.get_attr("np_random")
 
-    def call(self, name: str, *args: Any, env_ids: Any = None, **kwargs: Any) -> tuple[Any, ...]:
+    def call(self, name: str | Callable, *args: Any, env_ids: Any = None, **kwargs: Any) -> tuple[Any, ...]:
         """Call method ``name`` of every env, or of the envs ``env_ids`` (in that order), or read it if it is
-        not callable: one value per env. ``env_ids`` is taken by torchwm, not passed to the method."""
+        not callable: one value per env. ``env_ids`` is taken by torchwm, not passed to the method.
+
+        ``name`` may also be a function, called as ``name(env, *args, **kwargs)`` where each env lives (in
+        its worker; it travels pickled, so define it at a module's top level): SB3's
+        ``env_is_wrapped`` runs its ``isinstance`` test this way."""
         self._check_open()
         self._check_nothing_pending("call_async")
         return tuple(self._call(name, args, kwargs, self._env_ids(env_ids).tolist()))
@@ -530,6 +541,21 @@ class VectorEnv(gym.vector.VectorEnv):
             f"Calling `{calling}` while waiting for a pending call to `{pending}` to complete ({detail}).",
             pending,
         )
+
+    def _wait_with_deadline(
+        self, candidates: np.ndarray, count: int, timeout: float | None, min_ready: int
+    ) -> tuple[np.ndarray, list[dict]]:
+        """`_wait_ready` with `recv`'s ``min_ready``: the backend's own, or for a backend whose
+        `_wait_ready` does not take it, a wait to the deadline and then for ``min_ready`` envs (within
+        the backend's ``timeout``, from the start)."""
+        if "min_ready" in inspect.signature(self._wait_ready).parameters:
+            return self._wait_ready(candidates, count, timeout, min_ready=min_ready)
+        started = time.monotonic()
+        try:
+            return self._wait_ready(candidates, count, timeout)
+        except EnvTimeoutError:
+            rest = None if self.timeout is None else max(self.timeout - (time.monotonic() - started), 0.0)
+            return self._wait_ready(candidates, min_ready, rest)
 
     def _check_can_reset(self, ids: np.ndarray) -> None:
         """AlreadyPendingCallError if a reset of envs ``ids`` cannot run now: a `reset_async` is pending, or

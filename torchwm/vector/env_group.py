@@ -13,7 +13,7 @@ the batch rows the group was given (plain arrays, or shared memory for
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
@@ -169,9 +169,12 @@ class EnvGroup:
             return False
         return True
 
-    def call(self, local_ids: Sequence[int], name: str, args: tuple, kwargs: dict) -> list[Any]:
+    def call(self, local_ids: Sequence[int], name: str | Callable, args: tuple, kwargs: dict) -> list[Any]:
         results = []
         for i in local_ids:
+            if callable(name):  # a function of the env, run where the env lives
+                results.append(name(self.envs[i], *args, **kwargs))
+                continue
             attr = self.envs[i].get_wrapper_attr(name)
             results.append(attr(*args, **kwargs) if callable(attr) else attr)
         return results

@@ -10,6 +10,7 @@ a command whose env raised with an `ErrorReply` (`error_reply`), which the pool 
 from __future__ import annotations
 
 import traceback
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import cloudpickle
@@ -36,10 +37,10 @@ class Reset(NamedTuple):
 
 
 class Call(NamedTuple):
-    """Call method ``name`` of envs ``local_ids`` of the worker (None: all, in order), or read it; answered
-    with one value per env."""
+    """Call method ``name`` of envs ``local_ids`` of the worker (None: all, in order), or read it, or call
+    ``name(env, *args, **kwargs)`` when it is a function; answered with one value per env."""
 
-    name: str
+    name: str | Callable
     args: tuple
     kwargs: dict
     local_ids: list[int] | None = None

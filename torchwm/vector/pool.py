@@ -27,7 +27,7 @@ import os
 import threading
 import weakref
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
 import cloudpickle
 import gymnasium as gym
@@ -61,6 +61,7 @@ from torchwm.vector.transports.contract import (
     PoolSettings,
     StepLost,
     Transport,
+    WorkerChoice,
     WorkerGone,
     WorkerPayload,
     gym_specs_of,
@@ -68,9 +69,6 @@ from torchwm.vector.transports.contract import (
 )
 from torchwm.vector.transports.contract import default_num_workers as default_num_workers
 from torchwm.vector.transports.local import LocalWorker
-
-if TYPE_CHECKING:
-    from torchwm.vector.transports.worker_count import WorkerChoice
 
 DEFAULT_TIMEOUT = 300.0
 # Every option a pool backend takes and its default (None: decided from the machine or the spec). A
@@ -207,6 +205,10 @@ class WorkerPool(VectorEnv):
         # Held by the call that talks to the workers (send, recv, reset, call, set_attr): one thread at a
         # time.
         self._in_use = threading.Lock()
+        self._user: int | None = None  # the thread whose call holds `_in_use`
+        # The thread that closes this env (None: not closing): a call under way in another thread then raises
+        # ClosedEnvironmentError, whatever the close cut short in it.
+        self._closer: int | None = None
         # Who owns the workers: recorded once, here. A forked copy of this object is no owner.
         self._owner_pid = os.getpid()
         self._owner_forks = _Forks.count
@@ -303,22 +305,49 @@ class WorkerPool(VectorEnv):
     # -- one thread at a time ---------------------------------------------------------------------
 
     def _enter(self, doing: str) -> None:
-        """Take the vector env for this call, or refuse it: another thread is using it. Two threads
-        talking to the same workers at once would cut each other's messages."""
+        """Take the vector env for this call, or refuse it: another thread is using it, or closing it. Two
+        threads talking to the same workers at once would cut each other's messages."""
         if not self._in_use.acquire(blocking=False):
+            closed = self._closed_meanwhile(doing)
+            if closed is not None:
+                raise closed
             raise AlreadyPendingCallError(
                 f"{self.backend_name}: refused {doing}: this vector env is being used from another thread "
                 f"(a step, reset or call is under way there). A vector env, like Gymnasium's, is not "
                 f"thread-safe: use it from one thread at a time, or give each thread its own",
                 "step",
             )
+        closed = self._closed_meanwhile(doing)
+        if closed is not None and not self.closed:  # another thread is closing it (closed: the call says so)
+            self._in_use.release()
+            raise closed
+        self._user = threading.get_ident()
+
+    def _leave(self) -> None:
+        self._user = None
+        self._in_use.release()
+
+    def _closed_meanwhile(self, doing: str) -> ClosedEnvironmentError | None:
+        """The error for a call of this thread that another thread's close() cut short (None: no such
+        close). Whatever the call met then (a worker gone, a freed buffer) is the close, not a fault."""
+        closer = self._closer
+        if closer is None or closer == threading.get_ident():
+            return None
+        return ClosedEnvironmentError(
+            f"{self.backend_name}: another thread closed this vector env while {doing}; make a new one"
+        )
 
     def send(self, actions: Any, env_ids: Any = None) -> None:
         self._enter("sending a step")
         try:
             super().send(actions, env_ids)
+        except Exception as exc:
+            closed = self._closed_meanwhile("sending a step")
+            if closed is not None:
+                raise closed from exc
+            raise
         finally:
-            self._in_use.release()
+            self._leave()
 
     def recv(
         self, timeout: float | None = None, *, min_ready: int | None = None
@@ -326,8 +355,13 @@ class WorkerPool(VectorEnv):
         self._enter("receiving a step")
         try:
             return super().recv(timeout, min_ready=min_ready)
+        except Exception as exc:
+            closed = self._closed_meanwhile("receiving a step")
+            if closed is not None:
+                raise closed from exc
+            raise
         finally:
-            self._in_use.release()
+            self._leave()
 
     # -- stepping: what the base class calls -----------------------------------------------------
 
@@ -388,15 +422,16 @@ class WorkerPool(VectorEnv):
             # Every finished worker is taken in first (in _poll_until): envs are then served in the order
             # they finished, and none waits behind envs that finished later. A wait for every env in
             # flight needs every busy worker: only the last one need wake this process.
+            fault_deadline = Deadline.after(self.timeout)
             if min_ready is None:
                 self._poll_until(
                     lambda: self._enough_ready(count),
-                    Deadline.after(timeout),
+                    fault_deadline if timeout == self.timeout else Deadline.after(timeout),
                     "stepping",
                     need_all=count >= candidates.size,
+                    reply_deadline=fault_deadline,
                 )
                 return self._collect_ready(count)
-            fault_deadline = Deadline.after(self.timeout)
             try:
                 self._poll_until(
                     lambda: self._enough_ready(count),
@@ -425,8 +460,8 @@ class WorkerPool(VectorEnv):
         """Take in finished workers until ``satisfied()``; detects dead workers and the deadline.
 
         ``reply_deadline``: for reading the result of a worker that finished, when ``deadline`` is a
-        caller's short deadline (`recv`'s ``min_ready``) rather than the fault timeout: a finished
-        worker's result is taken in whole, never cut off (and lost) by it."""
+        caller's own (``recv(timeout=)``) rather than the fault timeout: a finished worker's result is
+        taken in whole, never cut off (and lost) by a deadline that passed while it was read."""
         finish_deadline = reply_deadline or deadline
         transports = self._transports
         busy = self._busy
@@ -725,8 +760,20 @@ class WorkerPool(VectorEnv):
                 self._ready[env] = info
 
     def _restart(self, transport: Transport, deadline: Deadline) -> list[dict]:
-        """A new worker for a dead one's envs, reset; returns their reset infos."""
+        """A new worker for a dead one's envs, reset; returns their reset infos, flagged
+        ``worker_restarted``. Under ``same_step`` each also has what every ended env reports in that mode:
+        ``final_obs`` (the env's row of the batch before the restart) and ``final_info``."""
+        from torchwm.vector.batching import get_row
+
         doing = "restarting after a crash"
+        ids = self._worker_ids[transport.index]
+        final_obs: list[Any] | None = None
+        if self.autoreset_mode is AutoresetMode.SAME_STEP:
+            # Copied now: the reset below writes the new episodes' observations over these rows, and an
+            # ended episode's last observation is what same_step promises (SB3's terminal_observation).
+            space = self.single_observation_space
+            rows = take_rows(space, self._observations, ids)
+            final_obs = [get_row(space, rows, k) for k in range(len(ids))]
         self._busy.pop(transport.index, None)
         transport.restart(self._payloads[transport.index])
         self._started(transport, deadline, doing)
@@ -738,11 +785,18 @@ class WorkerPool(VectorEnv):
         if self.autoreset_mode is AutoresetMode.NEXT_STEP:
             transport.send(NeedsReset())
             self._answer(transport, deadline, doing)
-        ids = self._worker_ids[transport.index]
         self._rewards[ids] = 0.0
         self._terminations[ids] = False
         self._truncations[ids] = True
-        return [{**info, "worker_restarted": True} for info in infos]
+        if final_obs is None:
+            # next_step: the next step of these envs resets them (NeedsReset), and disabled leaves that to
+            # the user: neither reports a final observation.
+            return [{**info, "worker_restarted": True} for info in infos]
+        # The keys in EnvGroup.step's order for an ended env: final_obs, final_info, then the reset's infos.
+        return [
+            {"final_obs": obs, "final_info": {"worker_restarted": True}, **info, "worker_restarted": True}
+            for obs, info in zip(final_obs, infos, strict=True)
+        ]
 
     # -- control commands (reset, call, set_attr) ------------------------------------------------
 
@@ -753,9 +807,9 @@ class WorkerPool(VectorEnv):
         that died fails the vector env, unless ``restart_on_crash`` restarts it and the command is sent
         again.
         """
-        self._check_usable()
         self._enter(doing)
         try:
+            self._check_usable()
             deadline = Deadline.after(self.timeout)
             # A worker still stepping other envs (a reset of some envs while others are in flight) runs
             # one thing at a time: its step is taken in first, and waits in _ready for recv.
@@ -773,8 +827,16 @@ class WorkerPool(VectorEnv):
                 except WorkerError as error:
                     if first_error is None:
                         first_error = error
+            closed = self._closed_meanwhile(doing)
+            if closed is not None:
+                raise closed from first_error
+        except Exception as exc:
+            closed = self._closed_meanwhile(doing)
+            if closed is not None and not isinstance(exc, ClosedEnvironmentError):
+                raise closed from exc
+            raise
         finally:
-            self._in_use.release()
+            self._leave()
         if first_error is not None:
             raise first_error
         return replies
@@ -813,7 +875,7 @@ class WorkerPool(VectorEnv):
         local = [ids[p] - start for p in where]
         return None if local == list(range(len(self.worker_slices[w]))) else local
 
-    def _call(self, name: str, args: tuple, kwargs: dict, ids: list[int]) -> list[Any]:
+    def _call(self, name: str | Callable, args: tuple, kwargs: dict, ids: list[int]) -> list[Any]:
         positions = self._by_worker(ids)
         replies = self._broadcast(
             {w: Call(name, args, kwargs, self._local_ids(w, ids, where)) for w, where in positions.items()},
@@ -833,12 +895,26 @@ class WorkerPool(VectorEnv):
         self._broadcast(commands, f"setting {name!r}")
 
     def _close(self) -> None:
-        # The batch arrays may be views of memory the transport frees: dropped first, so that close()
-        # frees it at once (views handed out with copy=False keep it until they go).
-        for name in ("_observations", "_rewards", "_terminations", "_truncations"):
-            self.__dict__.pop(name, None)
-        if self._finalizer is not None:
-            self._finalizer()
+        me = threading.get_ident()
+        self._closer = me
+        self.restart_on_crash = False  # a worker this close ends is not to be replaced
+        held = self._in_use.acquire(blocking=False)
+        if not held and self._user not in (None, me) and os.getpid() == self._owner_pid:
+            # Another thread's call is under way. Its workers are ended first, which ends its waits (it then
+            # raises ClosedEnvironmentError), and the buffers it reads are freed once it has left, or after
+            # a bounded wait (an env it steps itself, inline, may keep it longer).
+            shutdown(self._transports, None, self._owner_pid)
+            held = self._in_use.acquire(timeout=CLOSE_GRACE_SECONDS)
+        try:
+            # The batch arrays may be views of memory the transport frees: dropped first, so that close()
+            # frees it at once (views handed out with copy=False keep it until they go).
+            for name in ("_observations", "_rewards", "_terminations", "_truncations"):
+                self.__dict__.pop(name, None)
+            if self._finalizer is not None:
+                self._finalizer()
+        finally:
+            if held:
+                self._in_use.release()
 
     @property
     def worker_pids(self) -> list[int | None]:

@@ -125,7 +125,7 @@ class SyncVectorEnv(VectorEnv):
         chosen = list(self._ready_infos)[:count]
         return np.asarray(chosen, dtype=np.int64), [self._ready_infos.pop(i) for i in chosen]
 
-    def _call(self, name: str, args: tuple, kwargs: dict, ids: list[int]) -> list[Any]:
+    def _call(self, name: str | Callable, args: tuple, kwargs: dict, ids: list[int]) -> list[Any]:
         assert self._group is not None
         return self._group.call(ids, name, args, kwargs)
 

@@ -22,8 +22,13 @@ its ffmpeg is inside the wheel, so nothing is downloaded at run time.
 from __future__ import annotations
 
 import os
+import re
+import subprocess
+import tempfile
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from fractions import Fraction
+from pathlib import Path
 from typing import Annotated, Any
 
 import gymnasium as gym
@@ -34,15 +39,23 @@ from torchwm.extras import missing_extra
 from torchwm.wrappers.env_index import current_env_index
 
 
+class VideoWriteError(OSError):
+    """A video could not be written to its end (ffmpeg failed: a full disk, a folder gone): the file is
+    unplayable. An `OSError`, as the error moviepy raises in Gymnasium's `RecordVideo` for the same
+    failure."""
+
+
 class RecordingEnv(gym.wrappers.RecordVideo):
     """Gymnasium's `RecordVideo`, each frame sent to ffmpeg as it is captured (see the module docstring).
 
     Streaming keeps no frames in memory (`RecordVideo` keeps a whole episode: a long Atari game is
     gigabytes) and leaves little to do when the env closes, which a worker process does within the
-    vector env's close deadline.
+    vector env's close deadline. A video ffmpeg could not finish raises `VideoWriteError` when its
+    recording stops (at the episode's end, or in ``close``), where `RecordVideo` raises when it
+    writes the file.
     """
 
-    _writer: Any = None
+    _writer: Mp4Writer | None = None
 
     def _capture_frame(self) -> None:
         assert self.recording, "Cannot capture a frame, recording wasn't started."
@@ -67,20 +80,132 @@ class RecordingEnv(gym.wrappers.RecordVideo):
         self.recording = False
         self._video_name = None
         if writer is not None:
-            writer.close()  # ffmpeg writes the rest and ends
+            writer.close()  # ffmpeg writes the rest and ends; VideoWriteError if it could not
 
 
-def mp4_writer(path: str, width: int, height: int, fps: float) -> Any:
-    """A started imageio-ffmpeg writer of an H.264 MP4: ``send`` H x W x 3 uint8 frames, then ``close``."""
+# How long closing a video may wait for ffmpeg to write what it holds and end.
+FFMPEG_CLOSE_SECONDS = 60.0
+
+
+class Mp4Writer:
+    """An H.264 MP4 written by the ffmpeg of the imageio-ffmpeg wheel, fed H x W x 3 uint8 frames.
+
+    imageio-ffmpeg's own ``write_frames`` (whose command line this is) does not look at how ffmpeg
+    ended, so a video ffmpeg could not finish ("Error writing trailer: No space left on device")
+    went unnoticed. Here `close` waits for ffmpeg (at most `FFMPEG_CLOSE_SECONDS`) and raises
+    `VideoWriteError` with ffmpeg's message unless it ended well. A frame ffmpeg no longer takes
+    (it stopped on an error) is dropped: the error is raised once, by `close`.
+    """
+
+    def __init__(self, path: str, width: int, height: int, fps: float) -> None:
+        import imageio_ffmpeg
+
+        self.path = path
+        self.failed: str | None = None
+        command = [
+            imageio_ffmpeg.get_ffmpeg_exe(),
+            "-y",
+            "-f",
+            "rawvideo",
+            "-vcodec",
+            "rawvideo",
+            "-s",
+            f"{width}x{height}",
+            "-pix_fmt",
+            "rgb24",
+            "-r",
+            str(Fraction(fps).limit_denominator()),
+            "-i",
+            "-",
+            "-an",
+            "-vcodec",
+            "libx264",
+            "-pix_fmt",
+            "yuv420p",
+            "-crf",
+            "25",  # imageio-ffmpeg's default quality (5 of 10)
+        ]
+        if width % 2 or height % 2:
+            # H.264 in yuv420p needs even sides: the odd one grows by a pixel (imageio-ffmpeg's
+            # macro_block_size=2); a side that is even is kept as it is (a 600x400 CartPole frame).
+            command += ["-vf", f"scale={width + width % 2}:{height + height % 2}"]
+        command += ["-v", "error", path]
+        # ffmpeg's messages go to a file, read when it ends: a pipe nobody reads could fill and stop it.
+        self._log = tempfile.TemporaryFile()
+        self._process = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=self._log,
+            # Its own session: Ctrl-C in the terminal stops the program, and ffmpeg still finishes the video.
+            start_new_session=True,
+        )
+
+    def send(self, frame: np.ndarray) -> None:
+        if self.failed is not None:
+            return
+        assert self._process.stdin is not None
+        try:
+            self._process.stdin.write(frame.data)  # contiguous (`_capture_frame`): no copy
+        except OSError as exc:  # ffmpeg ended (BrokenPipeError): it says why, read in close
+            self.failed = f"ffmpeg stopped taking frames ({exc.strerror or exc})"
+
+    def close(self) -> None:
+        process = self._process
+        try:
+            if process.stdin is not None:
+                try:
+                    process.stdin.close()
+                except OSError:
+                    pass  # ffmpeg has gone already: its exit status says how it ended
+            try:
+                status = process.wait(timeout=FFMPEG_CLOSE_SECONDS)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+                raise VideoWriteError(
+                    f"record_video: {self.path} is unfinished: ffmpeg did not end within "
+                    f"{FFMPEG_CLOSE_SECONDS:.0f} s of the episode's end and was stopped"
+                ) from None
+            if status != 0 or self.failed is not None:
+                self._log.seek(0)
+                said = ffmpeg_lines(self._log.read().decode(errors="replace"))
+                # ffmpeg's first error is the cause ("Error writing trailer: No space left on device"); the
+                # lines after it are what it did about it.
+                why = (said[0] if said else None) or self.failed or f"ffmpeg exited with status {status}"
+                raise VideoWriteError(
+                    f"record_video: could not finish {self.path}, which is left unplayable: {why}"
+                )
+        finally:
+            self._log.close()
+
+
+def unfinished_video(path: str | os.PathLike[str], timeout: float = FFMPEG_CLOSE_SECONDS) -> str | None:
+    """Why the MP4 at ``path`` cannot be played (ffmpeg cannot read it to its end), or None if it can."""
     import imageio_ffmpeg
 
-    # macro_block_size=2: H.264 in yuv420p needs even sides, and imageio-ffmpeg's default of 16
-    # would rescale a 600x400 CartPole frame.
-    writer = imageio_ffmpeg.write_frames(
-        path, (width, height), fps=fps, macro_block_size=2, ffmpeg_log_level="error"
-    )
-    writer.send(None)  # starts ffmpeg
-    return writer
+    # Copies the video stream to nothing: reads every packet and the index, decodes none.
+    command = [imageio_ffmpeg.get_ffmpeg_exe(), "-v", "error", "-i", os.fspath(path)]
+    command += ["-map", "0:v:0", "-c", "copy", "-f", "null", "-"]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, errors="replace", timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return f"ffmpeg could not read it within {timeout:.0f} s"
+    said = ffmpeg_lines(done.stderr)
+    if done.returncode != 0 or said:
+        return f"ffmpeg cannot read it ({said[0] if said else f'status {done.returncode}'})"
+    return None
+
+
+def ffmpeg_lines(text: str) -> list[str]:
+    """ffmpeg's messages, without the ``[mp4 @ 0x55d0...]`` each starts with."""
+    lines = (re.sub(r"^(\[[^\]]*\]\s*)+", "", line.strip()) for line in text.splitlines())
+    return [line for line in lines if line]
+
+
+def mp4_writer(path: str, width: int, height: int, fps: float) -> Mp4Writer:
+    """A started `Mp4Writer` of an H.264 MP4: ``send`` H x W x 3 uint8 frames, then ``close``."""
+    return Mp4Writer(path, width, height, fps)
 
 
 class EveryNEpisodes:
@@ -127,10 +252,11 @@ def record_video(
         raise ValueError("record_video: give every_n_episodes or episode_trigger, not both")
     if every_n_episodes is not None:
         episode_trigger = EveryNEpisodes(every_n_episodes)
+    check_render_modes(env.metadata.get("render_modes"), _env_label(env))
     if env.render_mode != "rgb_array":
         raise ValueError(
             f"record_video needs an env that renders RGB frames (render_mode='rgb_array'), and "
-            f"{env.spec.id if env.spec else env!r} has render_mode={env.render_mode!r}; "
+            f"{_env_label(env)} has render_mode={env.render_mode!r}; "
             f"torchwm sets render_mode='rgb_array' itself unless the env kwargs set another"
         )
     try:
@@ -138,17 +264,119 @@ def record_video(
         import moviepy  # noqa: F401
     except ImportError as exc:
         raise missing_extra("video", "the wrapper record_video") from exc
+    check_video_folder(video_folder)
+    prefix = f"{name_prefix}-env{index}"
+    earlier = existing_videos(video_folder, [prefix])
+    if earlier:
+        listed = ", ".join(earlier[:3]) + (", ..." if len(earlier) > 3 else "")
+        warnings.warn(
+            f"record_video: {os.fspath(video_folder)} already holds {len(earlier)} video(s) of env {index} "
+            f"named {prefix}-episode-<n>.mp4 ({listed}), "
+            f"from before this env: the episodes recorded now replace those of the same number. Give "
+            f"another video_folder or name_prefix to keep them",
+            UserWarning,
+            stacklevel=2,
+        )
     os.makedirs(video_folder, exist_ok=True)
     with warnings.catch_warnings():
-        # Gymnasium warns when the folder exists: several recorded envs share it on purpose.
+        # Gymnasium warns whenever the folder exists, which it does on purpose when several recorded envs
+        # share it; the warning above names the videos that would really be replaced.
         warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
         return RecordingEnv(
             env,
             os.fspath(video_folder),
             episode_trigger=episode_trigger,
-            name_prefix=f"{name_prefix}-env{index}",
+            name_prefix=prefix,
             fps=fps,
         )
+
+
+def _env_label(env: gym.Env) -> str:
+    return repr(env.spec.id) if env.spec else repr(env)
+
+
+def check_render_modes(render_modes: Any, label: str) -> None:
+    """`ValueError` (what Gymnasium's `RecordVideo` raises for an env that cannot render RGB frames) when
+    ``render_modes`` (an env's ``metadata["render_modes"]``; None: not said) lacks ``"rgb_array"``."""
+    if render_modes is None or "rgb_array" in render_modes:
+        return
+    raise ValueError(
+        f"record_video records the frames an env renders in render_mode 'rgb_array', and the env {label} "
+        f"has no render mode 'rgb_array' (its metadata['render_modes']: {list(render_modes)!r})"
+    )
+
+
+def check_video_folder(video_folder: str | os.PathLike[str]) -> None:
+    """Refuse a ``video_folder`` that cannot hold videos, before anything is built: a file is in its place
+    (`FileExistsError`) or in the place of a folder above it (`NotADirectoryError`), the errors
+    ``os.makedirs`` raises there, or it cannot be written (`PermissionError`). Creates nothing."""
+    path = Path(os.fspath(video_folder))
+    if path.exists() and not path.is_dir():
+        raise FileExistsError(
+            f"record_video: video_folder {os.fspath(video_folder)!r} is a file, expected a folder (or a "
+            f"path where one can be made)"
+        )
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if existing.exists() and not existing.is_dir():
+        raise NotADirectoryError(
+            f"record_video: video_folder {os.fspath(video_folder)!r} cannot be made: {str(existing)!r} is "
+            f"a file, not a folder"
+        )
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise PermissionError(
+            f"record_video: video_folder {os.fspath(video_folder)!r} cannot be "
+            f"{'written' if existing == path else 'made'}: no permission to write in {str(existing)!r}"
+        )
+
+
+def existing_videos(video_folder: str | os.PathLike[str], prefixes: Iterable[str]) -> list[str]:
+    """The names of the videos in ``video_folder`` that a recorder of each of ``prefixes`` (its
+    ``<name_prefix>-env<i>``) would write again: ``<prefix>-episode-<n>.mp4``."""
+    folder = Path(os.fspath(video_folder))
+    if not folder.is_dir():
+        return []
+    found = []
+    for prefix in prefixes:
+        found += [p.name for p in folder.glob(f"{glob_escape(prefix)}-episode-*.mp4")]
+    return sorted(found)
+
+
+def glob_escape(text: str) -> str:
+    return "".join(f"[{c}]" if c in "*?[" else c for c in text)
+
+
+def check_recording(spec: Any) -> None:
+    """What the ``record_video`` wrappers of ``spec`` (a `torchwm.VecSpec`) would refuse once built,
+    checked in this process before any worker starts: a folder that cannot hold videos
+    (`check_video_folder`), an env kwarg ``render_mode`` other than ``"rgb_array"``, an env that has no
+    ``rgb_array`` render mode (`check_render_modes`, from the env class's metadata). Builds nothing."""
+    recorders = [w for w in spec.wrappers if w.fn is None and w.name == "record_video"]
+    if not recorders:
+        return
+    for recorder in recorders:
+        check_video_folder(recorder.kwargs.get("video_folder", "videos"))
+    render_mode = spec.env_kwargs.get("render_mode", "rgb_array")
+    if render_mode != "rgb_array":
+        raise ValueError(
+            f"record_video needs an env that renders RGB frames (render_mode='rgb_array'), and the env "
+            f"kwargs set render_mode={render_mode!r}"
+        )
+    gym_spec = gym.registry.get(spec.id) if spec.env_fns is None else None
+    if gym_spec is None:
+        return
+    try:
+        creator = (
+            gym.envs.registration.load_env_creator(gym_spec.entry_point)
+            if isinstance(gym_spec.entry_point, str)
+            else gym_spec.entry_point
+        )
+    except (ImportError, AttributeError, ValueError):
+        return  # building the env says what is wrong with its entry point
+    metadata = getattr(creator, "metadata", None)
+    if isinstance(metadata, dict):
+        check_render_modes(metadata.get("render_modes"), repr(spec.id))
 
 
 def with_video(spec: Any, video_folder: str | os.PathLike[str], **options: Any) -> Any:
@@ -157,8 +385,11 @@ def with_video(spec: Any, video_folder: str | os.PathLike[str], **options: Any) 
     builds. ``options`` are record_video's (``every_n_episodes``, ``env_ids``, ...).
 
     Raises:
-        MissingExtraError: moviepy or imageio-ffmpeg is not installed (checked here, before any worker
-        starts).
+        MissingExtraError: moviepy or imageio-ffmpeg is not installed.
+        OSError, ValueError: what `check_recording` refuses (a folder that cannot hold videos, an env
+            that cannot render RGB frames).
+
+    All checked here, before any worker starts.
     """
     from torchwm.spec import resolve_wrapper, wrapper_env_kwargs
 
@@ -173,6 +404,8 @@ def with_video(spec: Any, video_folder: str | os.PathLike[str], **options: Any) 
         env_id=spec.id,
     )
     # A recorder at the end of the stack changes nothing the fused Atari env decides on (spec.fused stays).
-    return spec.replace(
+    spec = spec.replace(
         wrappers=(*spec.wrappers, recorder), env_kwargs={**wrapper_env_kwargs((recorder,)), **spec.env_kwargs}
     )
+    check_recording(spec)
+    return spec

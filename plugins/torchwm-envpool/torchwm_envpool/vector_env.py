@@ -14,6 +14,7 @@ seeds) or refuses the call with a clear error.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any, cast
 
 import numpy as np
@@ -219,7 +220,7 @@ class EnvPoolVectorEnv(VectorEnv):
                 raise EnvTimeoutError(f"EnvPool took more than {timeout} s to return {count} envs")
         return self._collect_ready(count)
 
-    def _call(self, name: str, args: tuple, kwargs: dict, ids: list[int]) -> list[Any]:
+    def _call(self, name: str | Callable, args: tuple, kwargs: dict, ids: list[int]) -> list[Any]:
         if name in self._attributes:
             values = self._attributes[name]
             unset = [i for i in ids if i not in values]
@@ -231,7 +232,7 @@ class EnvPoolVectorEnv(VectorEnv):
         if name in ("observation_space", "action_space"):
             space = self.single_observation_space if name == "observation_space" else self.single_action_space
             return [space] * len(ids)
-        value = getattr(self._pool, name, None)
+        value = None if callable(name) else getattr(self._pool, name, None)
         if value is None or callable(value):
             raise AttributeError(
                 f"the envpool backend has no per-env Python objects to call or read {name!r} on; "

@@ -234,3 +234,19 @@ def test_a_failed_ray_client_connection_leaves_the_process_able_to_start_ray(tmp
         shutil.rmtree(ray_dir, ignore_errors=True)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "refused: ConnectionError" in done.stdout and "local steps: (2, 4)" in done.stdout, done.stdout
+
+
+def test_the_plugin_installs_what_ray_client_needs():
+    # docs/cluster.md's first command starts Ray Client's server (`ray start --ray-client-server-port`),
+    # which Ray refuses without its [client] extra; the plugin depends on ray[client], so its install
+    # brings it. Ray's own check of that extra:
+    import importlib.metadata
+
+    from packaging.requirements import Requirement
+    from ray._private.utils import get_ray_client_dependency_error
+
+    (ray_requirement,) = [
+        r for r in map(Requirement, importlib.metadata.requires("torchwm-ray")) if r.name == "ray"
+    ]
+    assert "client" in ray_requirement.extras
+    assert get_ray_client_dependency_error() is None

@@ -15,7 +15,9 @@ actor processes cannot import this test module.
 """
 
 import sys
+import threading
 import time
+import warnings
 from pathlib import Path
 
 import gymnasium as gym
@@ -210,6 +212,39 @@ def test_a_step_over_actor_calls_waits_outside_ray(local_ray, monkeypatch):
         assert timeouts and set(timeouts) == {0}, timeouts  # polls only
         monkeypatch.undo()
         assert_works_like_a_fresh_sync_env(envs)
+    finally:
+        envs.close()
+    assert_gone(pids)
+
+
+@pytest.mark.parametrize("backend_kwargs", [{}, {"compiled_graph": False}], ids=["graph", "actor_calls"])
+def test_close_from_another_thread_mid_step_gives_closed_environment_error(local_ray, backend_kwargs):
+    """close() while another thread's step waits for a slow env: that thread gets ClosedEnvironmentError,
+    not the raw error of a killed actor or a freed buffer, and neither thread hangs."""
+    envs, pids = started(**backend_kwargs)
+    try:
+        inject(envs, 3, "slow")
+        outcome: list[BaseException | str] = []
+
+        def step():
+            try:
+                envs.step(ACTIONS)
+                outcome.append("stepped")
+            except BaseException as error:  # noqa: BLE001 - checked below
+                outcome.append(error)
+
+        stepping = threading.Thread(target=step, daemon=True)
+        stepping.start()
+        time.sleep(0.2)  # the step waits for env 3's half second
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # Gymnasium's warning about the pending step
+            envs.close()
+        stepping.join(TIMEOUT)
+        assert not stepping.is_alive(), "the stepping thread hangs after close()"
+        assert len(outcome) == 1 and isinstance(outcome[0], ClosedEnvironmentError), outcome
+        assert "another thread closed" in str(outcome[0])
+        with pytest.raises(ClosedEnvironmentError):
+            envs.step(ACTIONS)
     finally:
         envs.close()
     assert_gone(pids)

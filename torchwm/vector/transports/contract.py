@@ -48,7 +48,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -59,8 +59,22 @@ from torchwm.spec import VecSpec
 from torchwm.vector.batching import create_batch, put_rows, slice_rows
 from torchwm.vector.messages import ControlCommand, ErrorReply, ShareDescription
 
-if TYPE_CHECKING:
-    from torchwm.vector.transports.worker_count import WorkerChoice
+
+@dataclass(frozen=True)
+class WorkerChoice:
+    """How many workers a pool started, and the figures measured that chose it; or, when the measurement
+    failed, one worker per core and why (``fallback``). What `Transport.choose_worker_count` returns."""
+
+    workers: int
+    measured: str
+    fallback: str = ""  # why nothing could be measured ("" when measured)
+
+    def __str__(self) -> str:
+        workers = f"{self.workers} worker{'s' if self.workers != 1 else ''}"
+        if self.fallback:
+            return f"{workers} (one per core: not measured, {self.fallback})"
+        return f"{workers} (measured: {self.measured})"
+
 
 CLOSE_GRACE_SECONDS = 1.0  # how long close() waits for workers to exit before ending them
 # The longest wait the system calls take (select.poll counts milliseconds in a C int): a deadline further
@@ -341,7 +355,7 @@ class Transport(ABC):
         *,
         timeout: float | None = None,
     ) -> WorkerChoice | None:
-        """When the user left the split to the pool: a `torchwm.vector.transports.worker_count.WorkerChoice`
+        """When the user left the split to the pool: a `WorkerChoice`
         (how many workers to start, from measurements), or None for one per core (the default). A measurement
         that builds an env waits for it at most ``timeout`` (the pool's), and gets `gym_specs_of` ``spec``
         as the workers do."""

@@ -127,9 +127,9 @@ def serve(conn: Any, envs: list, payload: WorkerPayload, seq: int, setup: Any) -
                     )
                 elif not answer_control(conn, seq, command, group, payload.first_env):
                     return
-            except (EOFError, BrokenPipeError):
-                raise
             except Exception as exc:
+                # Whatever the env raised, its own BrokenPipeError or EOFError too: a failure of the pipe to
+                # the parent is `ParentGone`, which this does not catch.
                 send_reply(conn, seq, error_reply(exc))
     finally:
         try:

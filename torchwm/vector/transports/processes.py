@@ -12,6 +12,10 @@ Worker side, `worker_main`: it builds the envs from a cloudpickled
 `torchwm.vector.transports.contract.WorkerPayload` (so lambdas, closures and envs registered
 at run time work under fork, forkserver and spawn), reports them, then hands
 over to its transport's serve loop, which answers commands until `Close`.
+The serve loop reads and writes its pipe through `ParentPipe`, whose failures
+raise `ParentGone`: only that ends a worker early. Whatever an env raises, a
+``BrokenPipeError`` or ``EOFError`` of its own pipes included, is answered as
+that env's error.
 
 Every pipe message is numbered. The parent sends ``(seq, command)``; the
 worker answers ``(seq, reply, raw_count)`` with the number of the command it
@@ -42,6 +46,7 @@ import select
 import signal
 import sys
 import time
+import warnings
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -129,9 +134,39 @@ class Started(NamedTuple):
 
 
 class Ready(NamedTuple):
-    """Sent unasked once the envs are built."""
+    """Sent unasked once the envs are built: how long that took, and the top-level packages it imported
+    (for the note on slow starts, `note_slow_start`)."""
 
     share: ShareDescription
+    build_seconds: float = 0.0
+    imported: tuple[str, ...] = ()
+
+
+# A worker whose envs took longer than this to build (payload and imports included) is named once per
+# process, with the packages it imported: under forkserver or spawn each worker imports them anew.
+SLOW_START_SECONDS = 2.0
+_slow_start_noted = False
+
+
+def note_slow_start(ready: Ready, start_method: str) -> None:
+    """Warn once per process when a worker built its envs slowly because it imported packages that this
+    process has already imported (a `fork` worker would have them), and say what avoids it."""
+    global _slow_start_noted
+    if _slow_start_noted or ready.build_seconds < SLOW_START_SECONDS or start_method == "fork":
+        return
+    shared = [name for name in ready.imported if name in sys.modules]
+    if not shared:
+        return
+    _slow_start_noted = True
+    warnings.warn(
+        f"torchwm: a worker took {ready.build_seconds:.1f} s to build its envs, most of it importing "
+        f"{', '.join(shared[:5])}: under the {start_method!r} start method each worker imports them "
+        f"anew. Pass backend_kwargs={{'context': 'fork'}} to start workers as copies of this process, "
+        f"or add the module to torchwm.vector.transports.processes.FORKSERVER_PRELOAD before the first "
+        f"vector env starts (forkserver imports it once for every worker)",
+        RuntimeWarning,
+        stacklevel=2,
+    )
 
 
 class Setup(NamedTuple):
@@ -252,16 +287,28 @@ class ProcessWorker(Transport):
         # The parent's end goes along only under fork, where the child holds a copy it must close.
         inherited = parent_conn if method == "fork" else None
         process_class = ForkServerWorkerProcess if method == "forkserver" else ctx.Process
-        self.process = process_class(
+        process = process_class(
             target=worker_main,
             args=(child_conn, inherited, cloudpickle.dumps(payload), self.settings.serve),
             name=f"torchwm-worker-{self.index}",
             daemon=True,
         )
-        self.process.start()
-        _STARTED.add(self.process)
-        child_conn.close()
+        try:
+            process.start()
+        except BaseException:
+            # Interrupted (Ctrl-C) while starting: a child may exist that this process never learnt of (a
+            # forkserver start waits for the server to fork it). With both ends of its pipe closed here, it
+            # ends by itself at its first message (`ParentGone`), without a word.
+            parent_conn.close()
+            child_conn.close()
+            if getattr(process, "_popen", None) is not None:  # it did start: `close` ends it
+                self.process = process
+                _STARTED.add(process)
+            raise
+        self.process = process
         self.connected(parent_conn)
+        _STARTED.add(process)
+        child_conn.close()
 
     def connected(self, conn: Any) -> None:
         """Talk to the worker through ``conn`` from now on (a new worker: nothing of an old one pends)."""
@@ -277,7 +324,10 @@ class ProcessWorker(Transport):
             return started
         self.reached_torchwm = True
         ready = self._receive(deadline, 0)
-        return ready if isinstance(ready, ErrorReply) else ready.share
+        if isinstance(ready, ErrorReply):
+            return ready
+        note_slow_start(ready, self.settings.start_method)
+        return ready.share
 
     @property
     def alive(self) -> bool:
@@ -305,7 +355,8 @@ class ProcessWorker(Transport):
         return f"worker {self.index} (envs {self.envs.start}-{self.envs.stop - 1}, pid {self.pid})"
 
     def stop(self) -> None:
-        if self.alive and not self.torn:
+        # No pipe: its start was interrupted (`close` ends the process, if there is one).
+        if self.alive and not self.torn and self.conn is not None:
             try:
                 self.seq += 1
                 self.conn.send((self.seq, Close()))
@@ -497,6 +548,66 @@ def _unpicklable(reply: Any, exc: Exception, first_env: int) -> tuple[TypeError,
     return error, env
 
 
+class ParentGone(BaseException):
+    """The worker's own pipe to its parent failed (the parent closed it, or died): the worker ends.
+
+    Raised only by `ParentPipe`, so that it says where the failure came from: an env's own
+    ``BrokenPipeError`` or ``EOFError`` (a simulator process that died, an ffmpeg pipe) is an env's error
+    like any other, answered with an `ErrorReply`. A BaseException, as ``SystemExit`` is, so that no
+    ``except Exception`` that answers an env's error can take it for one.
+    """
+
+
+class ParentPipe:
+    """The worker's end of its pipe to the parent, as `worker_main` hands it to a serve loop: a
+    `multiprocessing.connection.Connection` whose failures to read or write raise `ParentGone`.
+
+    Messages are (un)pickled outside the guarded part: an exception raised while unpickling a command's
+    payload (a user's object in ``call`` arguments) is not the pipe's.
+    """
+
+    __slots__ = ("connection",)
+
+    def __init__(self, connection: Any) -> None:
+        self.connection = connection
+
+    def fileno(self) -> int:
+        return self.connection.fileno()
+
+    def poll(self, timeout: float | None = 0.0) -> bool:
+        try:
+            return self.connection.poll(timeout)
+        except (EOFError, OSError) as exc:
+            raise ParentGone from exc
+
+    def recv_bytes(self) -> bytes:
+        try:
+            return self.connection.recv_bytes()
+        except (EOFError, OSError) as exc:
+            raise ParentGone from exc
+
+    def recv_bytes_into(self, buffer: Any) -> int:
+        try:
+            return self.connection.recv_bytes_into(buffer)
+        except (EOFError, OSError) as exc:
+            raise ParentGone from exc
+
+    def recv(self) -> Any:
+        return ForkingPickler.loads(self.recv_bytes())
+
+    def send_bytes(self, data: Any) -> None:
+        try:
+            self.connection.send_bytes(data)
+        except (EOFError, OSError) as exc:
+            raise ParentGone from exc
+
+    def send(self, obj: Any) -> None:
+        self.send_bytes(ForkingPickler.dumps(obj))
+
+    def close(self) -> None:
+        self.connection.close()
+
+
 class Readable:
     """``readable()``: whether pipe end ``conn`` has a message (or its other end closed), without waiting.
 
@@ -546,16 +657,21 @@ def worker_main(conn: Any, parent_conn: Any, payload_bytes: bytes, serve: Callab
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if parent_conn is not None:
         parent_conn.close()  # else the pipe never reports the parent's death (fork keeps both ends)
+    conn = ParentPipe(conn)
     try:
         send_reply(conn, 0, Started(os.getpid()))
+        began, modules_before = time.perf_counter(), set(sys.modules)
         try:
             payload: WorkerPayload = cloudpickle.loads(payload_bytes)
             quiet_ale_banner(payload)
             envs = payload.build_envs()
+            # Inside the try: an env without spaces fails here, and that is its error, not a lost worker.
+            share = describe_share(envs)
         except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent
             send_reply(conn, 0, error_reply(exc))
             return
-        send_reply(conn, 0, Ready(describe_share(envs)))
+        imported = sorted(name for name in set(sys.modules) - modules_before if "." not in name)
+        send_reply(conn, 0, Ready(share, time.perf_counter() - began, tuple(imported)))
         seq, setup = conn.recv()
         if isinstance(setup, Close):
             # The vector env failed to start (another worker's env raised, the spaces differ): its envs
@@ -564,8 +680,8 @@ def worker_main(conn: Any, parent_conn: Any, payload_bytes: bytes, serve: Callab
             send_reply(conn, seq, None)
             return
         serve(conn, envs, payload, seq, setup)
-    except (EOFError, BrokenPipeError, ConnectionResetError):
-        pass  # the parent is gone: nobody to answer
+    except ParentGone:
+        pass  # nobody to answer
 
 
 def close_envs(envs: list[gym.Env]) -> None:

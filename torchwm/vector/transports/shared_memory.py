@@ -69,6 +69,7 @@ from torchwm.vector.transports.contract import (
     Deadline,
     PoolSettings,
     Transport,
+    WorkerChoice,
     WorkerPayload,
     default_num_workers,
     gym_specs_of,
@@ -84,7 +85,7 @@ from torchwm.vector.transports.processes import (
     send_reply,
     worker_main,
 )
-from torchwm.vector.transports.worker_count import WorkerChoice, env_key, measured_worker_choice
+from torchwm.vector.transports.worker_count import env_key, measured_worker_choice
 
 LIVENESS_SECONDS = 0.005  # longest sleep of the parent between checks that the busy workers are alive
 # longest sleep of a worker: bounds a missed ring and the check that the parent lives
@@ -469,9 +470,9 @@ def _serve_steps(
                         else:
                             message = infos
                             status[worker_index] = StepStatus.INFOS_IN_PIPE
-            except (EOFError, BrokenPipeError):
-                raise
             except Exception as exc:
+                # Whatever the env raised, its own BrokenPipeError or EOFError too: a failure of the pipe
+                # to the parent is `torchwm.vector.transports.processes.ParentGone`, not caught here.
                 message = error_reply(exc)
                 status[worker_index] = StepStatus.ERROR
             step_times[1] = time.perf_counter()

@@ -44,7 +44,6 @@ import statistics
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from multiprocessing.reduction import recv_handle, send_handle
 from typing import Any
 
@@ -52,7 +51,7 @@ import cloudpickle
 import numpy as np
 
 from torchwm.errors import EnvTimeoutError
-from torchwm.vector.transports.contract import register_gym_specs
+from torchwm.vector.transports.contract import WorkerChoice, register_gym_specs
 from torchwm.vector.transports.futex import FUTEX_AVAILABLE, futex_wait, futex_wake
 from torchwm.vector.transports.handoff import Handoff, as_microseconds
 from torchwm.vector.transports.processes import ForkServerWorkerProcess, exit_reason
@@ -74,22 +73,6 @@ SLEEP_ROUNDS = 40  # pings while both sides sleep between them
 PAUSE_BETWEEN_SLEEP_ROUNDS = 0.0002  # long enough for the other side to fall asleep
 HANDOFF_DEADLINE_SECONDS = 5.0  # the whole hand-off measurement, the helper's start included
 _PING, _PONG, _SLEEPING = 0, 1, 2  # the int32 words of the helper's block
-
-
-@dataclass(frozen=True)
-class WorkerChoice:
-    """How many workers a pool started, and the figures measured that chose it; or, when the measurement
-    failed, one worker per core and why (``fallback``)."""
-
-    workers: int
-    measured: str
-    fallback: str = ""  # why nothing could be measured ("" when measured)
-
-    def __str__(self) -> str:
-        workers = f"{self.workers} worker{'s' if self.workers != 1 else ''}"
-        if self.fallback:
-            return f"{workers} (one per core: not measured, {self.fallback})"
-        return f"{workers} (measured: {self.measured})"
 
 
 # -- the measurements, in a helper process ----------------------------------------------------------
