@@ -1,0 +1,335 @@
+"""`TianshouVectorEnv`: torchwm's backends as a Tianshou `BaseVectorEnv`.
+
+Tianshou's `Collector`, `AsyncCollector`, `VectorEnvNormObs` and trainers take a vector env of
+their own kind: ``reset(env_id)`` and ``step(action, id)`` on some envs, one info dict per row
+(each step's with ``"env_id"``), the ended envs reset by the collector (so the torchwm env under it
+runs with ``autoreset_mode="disabled"``), and Tianshou's asynchronous mode, where ``wait_num`` and
+``timeout`` let `step` return the envs that finished first. The adapter is built as Tianshou's
+``SubprocVectorEnv(env_fns, wait_num, timeout)`` is, with the torchwm backend as one more argument:
+``wait_num`` becomes the backend's ``batch_size`` and ``timeout`` a deadline,
+``recv(timeout=..., min_ready=1)`` (whatever is ready by then, at least one env). Each env is
+wrapped in a thin `TianshouEnvShim`, as Tianshou's Ray worker wraps it, so that
+`get_env_attr`/`set_env_attr` reach the env's ``unwrapped`` as Tianshou's workers do, and a seeded
+reset seeds the env's action space too.
+
+Example:
+    >>> import gymnasium as gym
+    >>> from torchwm.integrations.tianshou import TianshouVectorEnv
+    >>> venv = TianshouVectorEnv([lambda: gym.make("CartPole-v1")] * 2, backend="sync")
+    >>> _ = venv.seed(0)
+    >>> obs, info = venv.reset()
+    >>> obs.shape, len(info)
+    ((2, 4), 2)
+    >>> venv.step([0, 1])[4][1]["env_id"]
+    1
+    >>> venv.close()
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+import torchwm
+from torchwm.errors import ClosedEnvironmentError
+from torchwm.vector.base import VectorEnv
+from torchwm.vector.batching import get_row
+
+try:
+    import torch
+    from tianshou.env.venvs import GYM_RESERVED_KEYS, BaseVectorEnv
+except ImportError as exc:
+    from torchwm.extras import missing_extra
+
+    raise missing_extra("tianshou", "torchwm.integrations.tianshou") from exc
+
+__all__ = ["TianshouEnvShim", "TianshouVectorEnv", "infos_to_rows"]
+
+# Spaces whose batch is one array with a leading env dimension: already what Tianshou's np.stack gives.
+_ARRAY_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
+
+
+# The built-in backends that take Gymnasium's observation_mode option.
+_DIFFERING_SPACES_BACKENDS = ("sync", "subproc", "shmem")
+
+
+class TianshouArgumentError(ValueError, AssertionError):
+    """A bad ``wait_num``, ``timeout`` or action count: Tianshou asserts (AssertionError), torchwm refuses
+    with ValueError; this is both."""
+
+
+class TianshouClosedError(ClosedEnvironmentError, AssertionError):
+    """Used after `close`: Tianshou's AssertionError, and torchwm's `ClosedEnvironmentError`."""
+
+
+def infos_to_rows(infos: dict[Any, Any], num_rows: int) -> list[dict[Any, Any]]:
+    """Gymnasium's batched infos (each key's values with a ``_key`` mask) as one dict per row.
+
+    The inverse of Gymnasium's ``VectorEnv._add_info``: a row gets a key where the key's mask is
+    True (nested dicts likewise, with their own masks), with the value at that row (NumPy scalars
+    for numbers, as the batch holds them). A key's mask is the string ``f"_{key}"``; a key that
+    starts with ``_`` and masks no other key is a value like any other.
+    """
+    masks = {f"_{key}" for key in infos}
+    rows: list[dict[Any, Any]] = [{} for _ in range(num_rows)]
+    for key, value in infos.items():
+        if key in masks:
+            continue
+        mask = infos.get(f"_{key}")
+        values = infos_to_rows(value, num_rows) if isinstance(value, dict) else value
+        for i in range(num_rows):
+            if mask is None or mask[i]:
+                rows[i][key] = values[i]
+    return rows
+
+
+class TianshouEnvShim(gym.Wrapper):
+    """What Tianshou's env workers do around an env, inside the env's worker.
+
+    `get_env_attr` and `set_env_attr` are those of Tianshou's workers: attributes are set on the env's
+    ``unwrapped``; they are read from ``unwrapped`` too (as `DummyEnvWorker` reads them), except
+    Gymnasium's own attributes (spaces, ``metadata``, ``spec``, ...), read from the env as made, whose
+    observations and actions the vector env carries. A reset with a seed seeds the action space too,
+    as Tianshou's workers do.
+    """
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
+        if seed is not None:
+            self.env.action_space.seed(seed)
+        return self.env.reset(seed=seed, options=options)
+
+    def tianshou_get_env_attr(self, key: str) -> Any:
+        return getattr(self.env if key in GYM_RESERVED_KEYS else self.env.unwrapped, key)
+
+    def tianshou_set_env_attr(self, key: str, value: Any) -> None:
+        setattr(self.env.unwrapped, key, value)
+
+
+def _shimmed(env_fn: Callable[[], gym.Env]) -> TianshouEnvShim:
+    return TianshouEnvShim(env_fn())
+
+
+def _stack(rows: list[Any]) -> np.ndarray:
+    """Tianshou's batching of observations: stacked, or an object array when they do not stack."""
+    try:
+        return np.stack(rows)
+    except ValueError:  # different len(obs)
+        return np.array(rows, dtype=object)
+
+
+class TianshouVectorEnv(BaseVectorEnv):
+    """Tianshou's ``SubprocVectorEnv(env_fns, wait_num, timeout)`` on any torchwm backend.
+
+    Args:
+        env_fns: ``env_fns[i]()`` makes env ``i`` (a ``gymnasium.Env``), as in Tianshou.
+        backend: the torchwm backend: ``"sync"``, ``"subproc"``, ``"shmem"``, or a plugin's.
+        wait_num: Tianshou's: in asynchronous simulation `step` returns as soon as ``wait_num`` envs
+            have finished (the backend's ``batch_size``). ``None`` (or 0): every env stepped.
+        timeout: Tianshou's: `step` returns the envs ready ``timeout`` seconds after it began, at
+            least one (the backend's own ``timeout`` still bounds how long an env may take).
+        backend_kwargs: the backend's options (``num_workers``, ``context``, ``timeout``, ...). For
+            asynchronous simulation give each env its own worker (``num_workers=len(env_fns)``, as
+            ``SubprocVectorEnv`` runs one process per env): envs on one worker step one after another.
+            On ``sync``, ``subproc`` and ``shmem``, ``observation_mode`` defaults to ``"different"``:
+            as in Tianshou, the envs' observation spaces may differ in their bounds.
+
+    Raises:
+        ValueError: ``wait_num`` not in ``[1, len(env_fns)]`` or ``timeout <= 0`` (also an
+            ``AssertionError``, Tianshou's type), or ``batch_size`` in ``backend_kwargs`` (pass
+            ``wait_num``); raised before any worker starts.
+    """
+
+    def __init__(
+        self,
+        env_fns: Sequence[Callable[[], gym.Env]],
+        backend: str = "sync",
+        wait_num: int | None = None,
+        timeout: float | None = None,
+        backend_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        # BaseVectorEnv.__init__ is not called: it makes one Tianshou EnvWorker per env, where the
+        # torchwm backend is the workers. The attributes it sets are set here, with its checks.
+        n = len(env_fns)
+        self._env_fns = env_fns
+        self.env_num = n
+        self.wait_num = wait_num or n
+        if not 1 <= self.wait_num <= n:
+            raise TianshouArgumentError(f"wait_num should be in [1, {n}], but got {wait_num}")
+        if timeout is not None and not timeout > 0:
+            raise TianshouArgumentError(f"timeout is {timeout}, it should be positive if provided!")
+        self.timeout = timeout
+        self.is_async = self.wait_num != n or timeout is not None
+        if backend_kwargs is not None and not isinstance(backend_kwargs, dict):
+            raise TypeError(f"backend_kwargs must be a dict, got {backend_kwargs!r}")
+        options = dict(backend_kwargs or {})
+        if "batch_size" in options:
+            raise ValueError(
+                f"give Tianshou's wait_num, not backend_kwargs['batch_size'] "
+                f"(got batch_size={options['batch_size']!r}): it is the backend's batch_size"
+            )
+        if self.wait_num != n:
+            options["batch_size"] = self.wait_num
+        if backend in _DIFFERING_SPACES_BACKENDS:
+            # Tianshou does not compare the envs' spaces; its own test envs differ in their bounds.
+            options.setdefault("observation_mode", "different")
+        # Envs step in the order Tianshou sends them; which of them are stepping (waiting_id) and which
+        # may be stepped or reset (ready_id), as in BaseVectorEnv.
+        self.waiting_id: list[int] = []
+        self.ready_id = list(range(n))
+        self.is_closed = False
+        self.vec: VectorEnv = torchwm.make_vec_from_fns(  # type: ignore[assignment]
+            [functools.partial(_shimmed, fn) for fn in env_fns],
+            backend=backend,
+            autoreset_mode="disabled",  # Tianshou's collectors reset the ended envs themselves
+            backend_kwargs=options,
+        )
+
+    def _assert_is_not_closed(self) -> None:
+        if self.is_closed:
+            raise TianshouClosedError(f"Methods of {type(self).__name__} cannot be called after close.")
+
+    def get_env_attr(self, key: str, id: int | list[int] | np.ndarray | None = None) -> list[Any]:
+        """Attribute ``key`` of the envs ``id`` (all by default), one value each, in the order of ``id``."""
+        self._assert_is_not_closed()
+        ids = self._wrap_id(id)
+        if self.is_async:
+            self._assert_id(ids)
+        return list(self.vec.call("tianshou_get_env_attr", key, env_ids=ids))
+
+    def set_env_attr(self, key: str, value: Any, id: int | list[int] | np.ndarray | None = None) -> None:
+        """Set attribute ``key`` of the envs ``id`` (all by default) to ``value``, on their ``unwrapped``."""
+        self._assert_is_not_closed()
+        ids = self._wrap_id(id)
+        if self.is_async:
+            self._assert_id(ids)
+        self.vec.call("tianshou_set_env_attr", key, value, env_ids=ids)
+
+    def reset(
+        self, env_id: int | list[int] | np.ndarray | None = None, **kwargs: Any
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Reset the envs ``env_id`` (all by default): their observations and an array of their info dicts.
+
+        ``kwargs`` go to each env's ``reset``, as in Tianshou: ``seed=s`` seeds every env reset with
+        ``s`` (and its action space); ``options``.
+        """
+        self._assert_is_not_closed()
+        ids = self._wrap_id(env_id)
+        if self.is_async:
+            self._assert_id(ids)
+        unknown = set(kwargs) - {"seed", "options"}
+        if unknown:
+            raise TypeError(
+                f"reset() got unexpected keyword arguments {sorted(unknown)}: "
+                "Gymnasium envs take seed and options"
+            )
+        if isinstance(self.vec.single_observation_space, spaces.Tuple):
+            raise TypeError(
+                "Tuple observation space is not supported. ",
+                "Please change it to array or dict space",
+            )
+        seed = kwargs.get("seed")
+        seeds = None if seed is None else [seed] * len(ids)
+        obs, infos = self.vec.reset(seed=seeds, options=kwargs.get("options"), env_ids=ids)
+        infos = {k: v for k, v in infos.items() if k not in ("env_id", "_env_id")}
+        return self._observations(obs, len(ids)), _object_array(infos_to_rows(infos, len(ids)))
+
+    def step(
+        self,
+        action: np.ndarray | torch.Tensor | None,
+        id: int | list[int] | np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Step the envs ``id`` (all by default) with ``action`` (one row each), as Tianshou's `step`.
+
+        In asynchronous simulation the result has the envs that finished (``info[i]["env_id"]`` says
+        which), and ``action=None`` collects the envs still stepping without sending any.
+        """
+        self._assert_is_not_closed()
+        ids = self._wrap_id(id)
+        if not self.is_async:
+            if action is None:
+                raise ValueError("action must be not-None for non-async")
+            result = self.vec.step(self._actions(action, ids), env_ids=ids)
+        else:
+            if action is not None:
+                self._assert_id(ids)
+                self.vec.send(self._actions(action, ids), env_ids=ids)
+                sent = [int(i) for i in ids]
+                self.waiting_id.extend(sent)
+                self.ready_id = [x for x in self.ready_id if x not in sent]
+            if self.timeout is None:
+                result = self.vec.recv()
+            else:
+                result = self.vec.recv(timeout=self.timeout, min_ready=1)
+        obs, rewards, terminations, truncations, infos = result
+        done_ids = [int(i) for i in infos.get("env_id", ids)]
+        if self.is_async:
+            for i in done_ids:
+                self.waiting_id.remove(i)
+            self.ready_id.extend(done_ids)
+        infos = {k: v for k, v in infos.items() if k not in ("env_id", "_env_id")}
+        rows = infos_to_rows(infos, len(done_ids))
+        for row, i in zip(rows, done_ids, strict=True):
+            row["env_id"] = i
+        return self._observations(obs, len(done_ids)), rewards, terminations, truncations, _object_array(rows)
+
+    def seed(self, seed: int | list[int] | None = None) -> list[list[int] | None]:
+        """Seed every env and its action space: ``seed=s`` gives env ``i`` the seed ``s + i``, a list one
+        each.
+
+        As Tianshou's workers seed a Gymnasium env, this resets the envs with those seeds.
+        """
+        self._assert_is_not_closed()
+        if seed is None:
+            seeds: list[int | None] = [None] * self.env_num
+        elif isinstance(seed, (int, np.integer)):
+            seeds = [int(seed) + i for i in range(self.env_num)]
+        else:
+            seeds = list(seed)
+        self.vec.reset(seed=seeds)
+        return [[s] for s in seeds]  # type: ignore[list-item]  # DummyEnvWorker's answer: [seed] (or [None])
+
+    def render(self, **kwargs: Any) -> list[Any]:
+        """Every env's ``render(**kwargs)``."""
+        self._assert_is_not_closed()
+        if self.is_async and len(self.waiting_id) > 0:
+            raise RuntimeError(
+                f"Environments {self.waiting_id} are still stepping, cannot render them now.",
+            )
+        return list(self.vec.call("render", **kwargs))
+
+    def close(self) -> None:
+        """Close every env and the backend's workers; a second call does nothing."""
+        if self.is_closed:
+            return
+        self.vec.close()
+        self.is_closed = True
+
+    def _actions(self, action: Any, ids: Any) -> Any:
+        if isinstance(action, torch.Tensor):
+            action = action.detach().cpu().numpy()
+        elif not isinstance(action, (np.ndarray, dict, tuple)):
+            action = np.asarray(action)
+        if len(action) != len(ids):
+            raise TianshouArgumentError(
+                f"expected {len(ids)} actions, one per env of id={list(ids)}, got {len(action)}"
+            )
+        return action
+
+    def _observations(self, obs: Any, num_rows: int) -> np.ndarray:
+        """torchwm's batch of observations as Tianshou batches them: `np.stack` of the envs' observations
+        (an array of dicts for a ``Dict`` space, an object array for values that do not stack)."""
+        space = self.vec.single_observation_space
+        if isinstance(space, _ARRAY_SPACES) and isinstance(obs, np.ndarray):
+            return obs
+        return _stack([get_row(space, obs, i) for i in range(num_rows)])
+
+
+def _object_array(rows: list[dict[Any, Any]]) -> np.ndarray:
+    array = np.empty(len(rows), dtype=object)
+    array[:] = rows
+    return array
