@@ -1556,3 +1556,78 @@ def test_a_worker_slow_to_import_a_package_is_named_once(tmp_path, monkeypatch):
         ):
             pass
     assert sum("slow_to_import" in str(w.message) for w in noted) == 1  # once, not once per worker
+
+
+# -- the fault contract while envs live their own cycles (some reset while others are in flight) --------
+
+
+def countdown_pool(backend, **options):
+    from torchwm.testing import COUNTDOWN_ID
+
+    options = {"num_workers": 2, "context": "fork", "batch_size": 2, **options}
+    return torchwm.make_vec(COUNTDOWN_ID, 4, backend=backend, seed=0, backend_kwargs=options)
+
+
+def received_and_in_flight(envs):
+    """Send every env, receive the first two; the other worker's envs stay in flight."""
+    envs.set_attr("delay", [0.0, 0.0, 1.0, 1.0])  # worker 1's envs are slow
+    envs.send(np.zeros(4, dtype=np.int64))
+    ready = envs.recv()[4]["env_id"].tolist()
+    assert sorted(ready) == [0, 1]
+    envs.reset(env_ids=ready)  # while envs 2 and 3 are still stepping
+    return ready
+
+
+@pytest.mark.parametrize("backend", PROCESS_BACKENDS)
+def test_a_timeout_while_others_were_reset_leaves_them_in_flight(backend):
+    with countdown_pool(backend) as envs:
+        envs.reset()
+        received_and_in_flight(envs)
+        with pytest.raises(EnvTimeoutError):
+            envs.recv(timeout=0.05)
+        *_, infos = envs.recv()  # still in flight: the next recv gets them, with their own rows
+        assert sorted(infos["env_id"].tolist()) == [2, 3]
+
+
+@pytest.mark.parametrize("backend", PROCESS_BACKENDS)
+def test_a_worker_death_while_others_were_reset_restarts_or_says_so(backend):
+    for restart in (False, True):
+        with countdown_pool(backend, restart_on_crash=restart) as envs:
+            envs.reset()
+            received_and_in_flight(envs)
+            os.kill(envs.worker_pids[1], signal.SIGKILL)
+            if not restart:
+                with pytest.raises(WorkerError, match="died"):
+                    envs.recv()
+                with pytest.raises(WorkerError):  # every later call says so, never stale data
+                    envs.reset(env_ids=[0])
+                continue
+            _, _, _, truncations, infos = envs.recv()
+            assert sorted(infos["env_id"].tolist()) == [2, 3] and truncations.all()
+            assert infos["worker_restarted"].all()
+            envs.send(np.zeros(4, dtype=np.int64))  # every env steps on
+            assert len(envs.recv()[1]) == 2
+
+
+@pytest.mark.parametrize("backend", PROCESS_BACKENDS)
+def test_ctrl_c_in_a_reset_beside_steps_in_flight_leaves_every_env_correct(backend):
+    from torchwm.testing import COUNTDOWN_ID
+
+    with countdown_pool(backend) as envs:
+        envs.reset()
+        envs.set_attr("delay", [0.0, 1.5, 0.0, 0.0])  # env 1 keeps worker 0 busy
+        envs.step(np.zeros(1, dtype=np.int64), env_ids=[0])
+        envs.send(np.zeros(1, dtype=np.int64), env_ids=[1])
+        timer = threading.Timer(0.3, signal.raise_signal, (signal.SIGINT,))
+        timer.start()
+        # env 0 shares worker 0 with env 1, whose step the reset waits for: Ctrl-C lands in that wait.
+        with pytest.raises(KeyboardInterrupt):
+            envs.reset(env_ids=[0])
+        timer.join()
+        # The interrupted reset sent nothing: env 1's step is still in flight and comes back whole, and
+        # env 0 (never reset) resets now.
+        *_, infos = envs.recv()
+        assert infos["env_id"].tolist() == [1] and infos["steps"].tolist() == [1]
+        obs, _ = envs.reset(env_ids=[0], seed=5)
+        with torchwm.make_vec(COUNTDOWN_ID, 1, seed=5) as reference:
+            np.testing.assert_array_equal(obs, reference.reset()[0])
