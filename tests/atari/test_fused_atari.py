@@ -216,7 +216,8 @@ def test_step_before_reset_raises_as_the_chain_does():
         (["frame_stack"], {}, "does not start with atari_preprocessing"),
         ([], {}, "does not start with atari_preprocessing"),
         (None, {"obs_type": "grayscale"}, "obs_type"),
-        (None, {"frameskip": 2}, "frameskip"),
+        # (ALE's frameskip under atari_preprocessing's own frame_skip is refused by resolve_spec.)
+        ([{"name": "atari_preprocessing", "frame_skip": 1}, "frame_stack"], {"frameskip": 2}, "frameskip"),
         (None, {"render_mode": "human"}, "render_mode"),
     ],
 )

@@ -326,7 +326,10 @@ class ProcessWorker(Transport):
         ready = self._receive(deadline, 0)
         if isinstance(ready, ErrorReply):
             return ready
-        note_slow_start(ready, self.settings.start_method)
+        # A process this transport did not start (a Ray actor on this node) has no start method to advise.
+        start_method = getattr(self.settings, "start_method", None)
+        if start_method is not None:
+            note_slow_start(ready, start_method)
         return ready.share
 
     @property
