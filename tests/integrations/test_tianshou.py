@@ -77,7 +77,8 @@ from tianshou.utils import RunningMeanStd  # noqa: E402
 from tianshou_env import MoveToRightEnv, NXEnv  # noqa: E402
 
 from torchwm.errors import NoAsyncCallError  # noqa: E402
-from torchwm.integrations.tianshou import TianshouVectorEnv, infos_to_rows  # noqa: E402
+from torchwm.integrations.tianshou import TianshouVectorEnv  # noqa: E402
+from torchwm.vector.batching import infos_to_rows  # noqa: E402
 
 BACKENDS = ["sync", "subproc", "shmem"]
 # Tianshou runs its timing tests of asynchronous simulation on its process vector envs only.

@@ -37,7 +37,7 @@ import numpy as np
 from gymnasium.vector.utils import concatenate, create_empty_array, iterate
 
 from torchwm.vector.base import VectorEnv
-from torchwm.vector.batching import get_row
+from torchwm.vector.batching import get_row, infos_to_rows
 
 try:
     from stable_baselines3.common.env_util import is_wrapped
@@ -47,26 +47,6 @@ except ImportError as exc:
     from torchwm.extras import missing_extra
 
     raise missing_extra("sb3", "torchwm.integrations.sb3") from exc
-
-
-def infos_to_list(infos: dict[Any, Any], num_envs: int) -> list[dict[Any, Any]]:
-    """Gymnasium's batched infos (each key's values with a ``_key`` mask) as one dict per env.
-
-    Keys need not be strings (`DummyVecEnv` passes an env's info dict through whatever its keys): a
-    key's mask is the string ``f"_{key}"``, so ``1``'s is ``"_1"``. A key that starts with ``_`` and
-    masks no other key (an env's own ``"_private"``) is a value like any other.
-    """
-    masks = {f"_{key}" for key in infos}
-    per_env: list[dict[Any, Any]] = [{} for _ in range(num_envs)]
-    for key, value in infos.items():
-        if key in masks:
-            continue
-        mask = infos.get(f"_{key}")
-        rows = infos_to_list(value, num_envs) if isinstance(value, dict) else value
-        for i in range(num_envs):
-            if mask is None or mask[i]:
-                per_env[i][key] = rows[i]
-    return per_env
 
 
 class SB3VecEnv(VecEnv):
@@ -105,7 +85,7 @@ class SB3VecEnv(VecEnv):
             obs, infos = self.vec.reset(
                 seed=None if all(s is None for s in given) else given, options=options or None
             )
-            self.reset_infos = infos_to_list(infos, self.num_envs)
+            self.reset_infos = infos_to_rows(infos, self.num_envs)
         else:
             # DummyVecEnv resets each env with its own options; a torchwm reset gives one options dict to the
             # envs it resets, so the envs are reset in groups of equal options (env_ids), and their rows put
@@ -122,7 +102,7 @@ class SB3VecEnv(VecEnv):
                 )
                 infos.pop("env_id", None)
                 for i, row, info in zip(
-                    ids, iterate(space, group_obs), infos_to_list(infos, len(ids)), strict=True
+                    ids, iterate(space, group_obs), infos_to_rows(infos, len(ids)), strict=True
                 ):
                     rows[i], self.reset_infos[i] = row, info
             batch: Any = create_empty_array(space, self.num_envs)
@@ -163,9 +143,9 @@ class SB3VecEnv(VecEnv):
     def step_wait(self) -> VecEnvStepReturn:
         obs, rewards, terminations, truncations, infos = self.vec.step(self._actions)
         dones = terminations | truncations
-        final_infos = infos_to_list(infos.get("final_info", {}), self.num_envs)
+        final_infos = infos_to_rows(infos.get("final_info", {}), self.num_envs)
         final_obs, has_final_obs = infos.get("final_obs"), infos.get("_final_obs")
-        current = infos_to_list({k: v for k, v in infos.items() if k not in _SAME_STEP_KEYS}, self.num_envs)
+        current = infos_to_rows({k: v for k, v in infos.items() if k not in _SAME_STEP_KEYS}, self.num_envs)
         step_infos = []
         for i in range(self.num_envs):
             if dones[i]:

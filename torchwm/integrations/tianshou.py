@@ -38,7 +38,7 @@ from gymnasium import spaces
 import torchwm
 from torchwm.errors import ClosedEnvironmentError
 from torchwm.vector.base import VectorEnv
-from torchwm.vector.batching import get_row
+from torchwm.vector.batching import get_row, infos_to_rows
 
 try:
     import torch
@@ -48,7 +48,7 @@ except ImportError as exc:
 
     raise missing_extra("tianshou", "torchwm.integrations.tianshou") from exc
 
-__all__ = ["TianshouEnvShim", "TianshouVectorEnv", "infos_to_rows"]
+__all__ = ["TianshouEnvShim", "TianshouVectorEnv"]
 
 # Spaces whose batch is one array with a leading env dimension: already what Tianshou's np.stack gives.
 _ARRAY_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
@@ -65,27 +65,6 @@ class TianshouArgumentError(ValueError, AssertionError):
 
 class TianshouClosedError(ClosedEnvironmentError, AssertionError):
     """Used after `close`: Tianshou's AssertionError, and torchwm's `ClosedEnvironmentError`."""
-
-
-def infos_to_rows(infos: dict[Any, Any], num_rows: int) -> list[dict[Any, Any]]:
-    """Gymnasium's batched infos (each key's values with a ``_key`` mask) as one dict per row.
-
-    The inverse of Gymnasium's ``VectorEnv._add_info``: a row gets a key where the key's mask is
-    True (nested dicts likewise, with their own masks), with the value at that row (NumPy scalars
-    for numbers, as the batch holds them). A key's mask is the string ``f"_{key}"``; a key that
-    starts with ``_`` and masks no other key is a value like any other.
-    """
-    masks = {f"_{key}" for key in infos}
-    rows: list[dict[Any, Any]] = [{} for _ in range(num_rows)]
-    for key, value in infos.items():
-        if key in masks:
-            continue
-        mask = infos.get(f"_{key}")
-        values = infos_to_rows(value, num_rows) if isinstance(value, dict) else value
-        for i in range(num_rows):
-            if mask is None or mask[i]:
-                rows[i][key] = values[i]
-    return rows
 
 
 class TianshouEnvShim(gym.Wrapper):

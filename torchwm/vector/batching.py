@@ -230,6 +230,28 @@ def uniform_columns(infos: Sequence[Mapping[Any, Any]]) -> list[tuple[Any, type,
     return columns
 
 
+def infos_to_rows(infos: dict[Any, Any], num_rows: int) -> list[dict[Any, Any]]:
+    """Gymnasium's batched infos (each key's values with a ``_key`` mask) as one dict per row, as SB3's
+    and Tianshou's vector envs give infos.
+
+    The inverse of Gymnasium's ``VectorEnv._add_info``: a row gets a key where the key's mask is True
+    (nested dicts likewise, with their own masks), with the value at that row. Keys need not be
+    strings: a key's mask is the string ``f"_{key}"``, so ``1``'s is ``"_1"``; a key that starts with
+    ``_`` and masks no other key (an env's own ``"_private"``) is a value like any other.
+    """
+    masks = {f"_{key}" for key in infos}
+    rows: list[dict[Any, Any]] = [{} for _ in range(num_rows)]
+    for key, value in infos.items():
+        if key in masks:
+            continue
+        mask = infos.get(f"_{key}")
+        values = infos_to_rows(value, num_rows) if isinstance(value, dict) else value
+        for i in range(num_rows):
+            if mask is None or mask[i]:
+                rows[i][key] = values[i]
+    return rows
+
+
 class InfoRow(Mapping[Any, Any]):
     """One env's infos, held as row ``index`` of ``block``: a 2-D int64 array with one column per key of
     ``schema`` (float values stored as the bits of a float64, bools as 0 or 1).
