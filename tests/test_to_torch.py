@@ -102,16 +102,54 @@ def test_the_device_argument_is_passed_through(monkeypatch):
         envs.close()
 
 
-@pytest.mark.parametrize("device", ["cuda", "cuda:7", "mps"])
-def test_a_device_torch_cannot_use_is_refused_at_construction(device):
-    # Not at the first reset, with torch's raw "Torch not compiled with CUDA enabled".
-    usable = {
-        "cuda": torch.cuda.is_available(),
-        "cuda:7": torch.cuda.device_count() > 7,
-        "mps": torch.backends.mps.is_available(),
-    }
-    if usable[device]:
-        pytest.skip(f"this machine has {device}")
+def refusal(device, pin_memory=False):
+    """The message of to_torch's refusal of ``device``, raised when called (before any reset)."""
     with torchwm.make_vec("CartPole-v1", 2, seed=0) as envs:
-        with pytest.raises(ValueError, match=rf"device '{device}' is not available to this torch"):
-            torchwm.to_torch(envs, device=device, pin_memory=False)
+        with pytest.raises(ValueError, match=rf"device '{device}' is not available to this torch") as refused:
+            torchwm.to_torch(envs, device=device, pin_memory=pin_memory)
+    return str(refused.value)
+
+
+@pytest.mark.skipif(torch.backends.cuda.is_built(), reason="this torch has CUDA")
+@pytest.mark.parametrize(("device", "pin_memory"), [("cuda", None), ("cuda", False), ("cuda:7", False)])
+def test_cuda_on_a_torch_without_cuda_is_refused_when_called_saying_what_to_do(device, pin_memory):
+    # Not "pin_memory=True needs CUDA ... use pin_memory=False", then torch's raw
+    # "AssertionError: Torch not compiled with CUDA enabled" at the first reset.
+    message = refusal(device, pin_memory)
+    assert "a CPU-only build" in message and "Install a CUDA build of torch" in message
+    assert "use device='cpu'" in message and "pin_memory" not in message
+
+
+def test_a_cuda_device_beyond_the_machines_gpus_is_refused_naming_those_it_has(monkeypatch):
+    monkeypatch.setattr(torch.backends.cuda, "is_built", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    message = refusal("cuda:7")
+    assert message.endswith(
+        "this machine has 2 CUDA devices (cuda:0 to cuda:1); use one of them, or device='cuda' for the "
+        "current one"
+    )
+
+
+def test_a_cuda_build_without_a_gpu_is_refused_saying_so(monkeypatch):
+    monkeypatch.setattr(torch.backends.cuda, "is_built", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    message = refusal("cuda")
+    assert message.endswith(
+        "torch.cuda.is_available() is False (no GPU or no working driver found); use device='cpu'"
+    )
+
+
+@pytest.mark.skipif(torch.backends.mps.is_available(), reason="this machine has MPS")
+def test_mps_without_mps_is_refused_in_one_sentence():
+    message = refusal("mps")
+    assert "torch.backends.mps.is_available() is False" in message and "use device='cpu'" in message
+    assert "\n" not in message  # not torch's table of every dispatch key
+
+
+@pytest.mark.skipif(torch.xpu.is_available(), reason="this machine has XPU")
+def test_another_device_torch_lacks_is_refused_with_the_first_line_of_torchs_reason():
+    message = refusal("xpu")
+    assert message.endswith(
+        "Torch not compiled with XPU enabled. Use device='cpu', or install a torch build for that device"
+    )

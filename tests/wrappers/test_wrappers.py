@@ -480,3 +480,49 @@ def test_the_atari_stack_with_either_padding_is_the_gymnasium_chain_a_user_migra
         )[0][0],
     )
     assert differs == (padding == "zero")  # the zero default differs from Gymnasium's after a reset
+
+
+def gymnasium_atari_chain(**frame_stack_options):
+    """The chain of Gymnasium's Atari docs, AtariPreprocessing then FrameStackObservation(env, 4)."""
+    register_ale()  # what a Gymnasium script's gym.register_envs(ale_py) does
+    env = gym.wrappers.AtariPreprocessing(gym.make("ALE/Pong-v5", frameskip=1))
+    return gym.wrappers.FrameStackObservation(env, 4, **frame_stack_options)
+
+
+def vector_rollout(envs, steps=8):
+    """The observations of a seeded reset then ``steps`` steps of fixed random actions."""
+    observations = [envs.reset(seed=0)[0]]
+    for actions in np.random.default_rng(0).integers(0, 6, (steps, envs.num_envs)):
+        observations.append(envs.step(actions)[0])
+    return observations
+
+
+def torchwm_and_chain_rollouts(wrappers, backend="sync", **frame_stack_options):
+    chain = gym.vector.SyncVectorEnv([lambda: gymnasium_atari_chain(**frame_stack_options)] * 2)
+    try:
+        with torchwm.make_vec("ALE/Pong-v5", 2, backend=backend, wrappers=wrappers, seed=0) as envs:
+            got = vector_rollout(envs)
+        return got, vector_rollout(chain)
+    finally:
+        chain.close()
+
+
+@pytest.mark.parametrize("backend", ["sync", "shmem"])
+@pytest.mark.parametrize("padding", ["zero", "reset"])
+def test_the_vector_atari_stack_with_either_padding_is_gymnasiums_vector_chain(padding, backend):
+    # The migration of docs/from-gymnasium.md: a SyncVectorEnv of the chain, with either padding_type.
+    stack = ["atari_preprocessing", {"name": "frame_stack", "stack_size": 4, "padding": padding}]
+    got, expected = torchwm_and_chain_rollouts(stack, backend, padding_type=padding)
+    for step, (obs, reference) in enumerate(zip(got, expected, strict=True)):
+        assert np.array_equal(obs, reference), f"step {step}"
+    # What each padding puts before the reset frame: copies of it, or zeros.
+    assert np.array_equal(got[0][:, 0], got[0][:, 3]) == (padding == "reset")
+    assert (got[0][:, :3] == 0).all() == (padding == "zero")
+
+
+def test_the_default_stack_differs_from_gymnasiums_default_chain_in_three_observations_an_episode():
+    # docs/from-gymnasium.md: FrameStackObservation's default is padding_type="reset", torchwm's zeros;
+    # from the fourth observation on, the stack holds real frames only.
+    got, expected = torchwm_and_chain_rollouts(None)
+    same = [np.array_equal(obs, reference) for obs, reference in zip(got, expected, strict=True)]
+    assert same == [False] * 3 + [True] * 6
