@@ -76,14 +76,12 @@ class ToTorch(VectorWrapper):
             raise ValueError(
                 f"device must be a torch device such as 'cpu' or 'cuda:0', got {device!r}"
             ) from exc
-        try:
-            # Checked here, not at the first reset: torch says a device is missing only when used.
-            torch.empty(0, device=device)
-        except (RuntimeError, AssertionError) as exc:
+        # Checked here, not at the first reset: torch says a device is missing only when it is used.
+        problem = _device_problem(device)
+        if problem is not None:
             raise ValueError(
-                f"device {str(device)!r} is not available to this torch ({torch.__version__}): {exc}. Use "
-                f"device='cpu', or install a torch build for that device (docs/torch.md)"
-            ) from exc
+                f"device {str(device)!r} is not available to this torch ({torch.__version__}): {problem}"
+            )
         if pin_memory is None:
             pin_memory = device.type == "cuda"
         if pin_memory and not torch.cuda.is_available():
@@ -139,6 +137,36 @@ class ToTorch(VectorWrapper):
         if self.device.type == "cpu":
             return tensor
         return tensor.to(self.device)
+
+
+def _device_problem(device: torch.device) -> str | None:
+    """Why torch cannot put tensors on ``device`` in this process, and what to do; None if it can."""
+    if device.type == "cuda":
+        if not torch.backends.cuda.is_built():
+            return (
+                "this build of torch has no CUDA (a CPU-only build). Install a CUDA build of torch "
+                "(https://pytorch.org/get-started/locally/), or use device='cpu'"
+            )
+        if not torch.cuda.is_available():
+            return "torch.cuda.is_available() is False (no GPU or no working driver found); use device='cpu'"
+        count = torch.cuda.device_count()
+        if device.index is not None and device.index >= count:
+            return (
+                f"this machine has {count} CUDA device{'s' if count != 1 else ''} "
+                f"(cuda:0 to cuda:{count - 1}); use one of them, or device='cuda' for the current one"
+            )
+    elif device.type == "mps" and not torch.backends.mps.is_available():
+        return (
+            "torch.backends.mps.is_available() is False: MPS needs a Mac with Apple silicon and a torch "
+            "built with MPS; use device='cpu'"
+        )
+    try:
+        torch.empty(0, device=device)
+    except (RuntimeError, AssertionError) as exc:
+        # Only the first line: a backend torch was built without answers with its whole dispatch table.
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return f"{reason}. Use device='cpu', or install a torch build for that device"
+    return None
 
 
 def to_torch(env: Any, device: str | torch.device = "cpu", pin_memory: bool | None = None) -> ToTorch:
