@@ -231,5 +231,7 @@ def test_a_source_tree_never_installed_has_its_pyproject_version(monkeypatch):
         raise importlib.metadata.PackageNotFoundError(name)
 
     monkeypatch.setattr(importlib.metadata, "version", not_installed)
+    # As if imported from this checkout (CI installs torchwm into site-packages, beside no pyproject.toml).
+    monkeypatch.setattr(torchwm, "__file__", str(ROOT / "torchwm" / "__init__.py"))
     monkeypatch.delitem(vars(torchwm), "__version__", raising=False)  # read again, without the install
     assert torchwm.__version__ == PYPROJECT["project"]["version"]
