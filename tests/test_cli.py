@@ -556,7 +556,7 @@ def test_run_frames_are_the_frames_of_the_game():
 
 
 def test_run_steps_per_second_exclude_the_start_up(monkeypatch, capsys):
-    from torchwm import cli
+    from torchwm.cli import run as cli
 
     now = [0.0]
 

@@ -283,10 +283,11 @@ class SlowEnv(gym.Env):
 @pytest.mark.parametrize("backend", ["subproc", "shmem"])
 def test_a_timeout_is_a_multiprocessing_timeout_error(backend):
     envs = torchwm.make_vec_from_fns(
-        [SlowEnv] * 2, backend=backend, backend_kwargs={**PROCESS_OPTIONS, "inline": False, "timeout": 0.5}
+        [SlowEnv] * 2, backend=backend, backend_kwargs={**PROCESS_OPTIONS, "inline": False}
     )
     try:
         envs.reset(seed=0)
+        envs.timeout = 0.5  # after start-up and reset, which may take longer than that on a loaded machine
         envs.send(np.array([1, 1]))
         with pytest.raises(multiprocessing.TimeoutError) as caught:
             envs.recv()

@@ -1,14 +1,34 @@
-"""torchwm's modules import one another without circles.
+"""torchwm's modules import one another without circles, and only their own layer or lower ones.
 
-The graph is read from the source with `ast`: every import of a torchwm module, at the top of a module or
-inside a function (a lazy import that hides a circle is still a circle), except those under
-`if TYPE_CHECKING:`, which never run. `from torchwm import X` is an edge to the submodule `torchwm.X` when X
-is one, else to the package `torchwm`. A circle is a strongly connected set of two or more modules.
+The graph is read from the source with `ast`: every import of a torchwm module, at the top of a module, inside
+a function (a lazy import that hides a circle is still a circle) or under ``if TYPE_CHECKING:`` (a type-only
+circle is still one, and tools that evaluate annotations follow it). `from torchwm import X` is an edge to
+the submodule `torchwm.X` when X is one, else to the package `torchwm`. A circle is a strongly connected set
+of two or more modules.
+
+The layers of torchwm, lowest first (`LAYERS`); a module may import its own layer or lower ones only:
+
+- ``core``: what every other layer, and every worker, stands on: the errors, the spec (plain data and the
+  input checks), the plugin registry a spec's names are looked up in (a worker's `RegistrySnapshot` falls
+  back to loading plugins), the hook markers, the messages, the batching, the env group.
+- ``building``: building one env from a spec (`torchwm.building`) and what that imports: the sources, the
+  wrappers, the fused Atari env and its stack parser, ALE's names and vector env, the C kernel.
+- ``vector``: the vector envs: the base class, the pool, the backends, the transports.
+- ``top``: what turns a user's words into a vector env and what sits on it: ``make_vec`` (`torchwm.factory`),
+  config files, the listing, the command line, the benchmark, the plugin API, the conformance kit, the
+  torch glue and the integrations, and the package itself.
+
+Every module must be in exactly one layer: a new module fails `test_every_module_has_one_layer` until it is
+placed.
 """
 
 from __future__ import annotations
 
 import ast
+import fnmatch
+import functools
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -27,25 +47,14 @@ def module_name(package_dir: Path, path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _type_checking_nodes(tree: ast.AST) -> set[int]:
-    skipped: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            for child in node.body:
-                skipped.update(id(inner) for inner in ast.walk(child))
-    return skipped
-
-
+@functools.cache
 def import_graph(package_dir: Path) -> dict[str, set[str]]:
     modules = {module_name(package_dir, path): path for path in package_dir.rglob("*.py")}
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, path in modules.items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        skipped = _type_checking_nodes(tree)
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         for node in ast.walk(tree):
-            if id(node) in skipped:
-                continue
             targets: list[str] = []
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
@@ -62,6 +71,82 @@ def import_graph(package_dir: Path) -> dict[str, set[str]]:
                 if target in modules and target != name:
                     graph[name].add(target)
     return graph
+
+
+# Layer -> the module names in it (fnmatch patterns), lowest layer first.
+LAYERS: dict[str, list[str]] = {
+    "core": [
+        "torchwm.errors",
+        "torchwm.spec",
+        "torchwm.registry",
+        "torchwm.plugins",
+        "torchwm.hookspecs",
+        "torchwm.extras",
+        "torchwm.vector.messages",
+        "torchwm.vector.batching",
+        "torchwm.vector.env_group",
+    ],
+    "building": [
+        "torchwm.building",
+        "torchwm.sources",
+        "torchwm.envs",
+        "torchwm.names",
+        "torchwm.native",
+        "torchwm.atari_stack",
+        "torchwm.ale_vector",
+        "torchwm.wrappers",
+        "torchwm.wrappers.*",
+    ],
+    "vector": [
+        "torchwm.vector",
+        "torchwm.vector.base",
+        "torchwm.vector.step_state",
+        "torchwm.vector.pool",
+        "torchwm.vector.sync",
+        "torchwm.vector.subproc",
+        "torchwm.vector.shmem",
+        "torchwm.vector.ale_native",
+        "torchwm.vector.transports",
+        "torchwm.vector.transports.*",
+    ],
+    "top": [
+        "torchwm",
+        "torchwm.__main__",
+        "torchwm.factory",
+        "torchwm.config",
+        "torchwm.listing",
+        "torchwm.cli",
+        "torchwm.cli.*",
+        "torchwm.bench",
+        "torchwm.bench.*",
+        "torchwm.plugin_api",
+        "torchwm.testing",
+        "torchwm.to_torch",
+        "torchwm.torch_vectorized",
+        "torchwm.integrations",
+        "torchwm.integrations.*",
+    ],
+}
+
+
+def layers_of(module: str, layers: dict[str, list[str]]) -> list[str]:
+    """The layers whose patterns match ``module`` (exactly one, in a well-placed tree)."""
+    return [
+        layer for layer, patterns in layers.items() if any(fnmatch.fnmatchcase(module, p) for p in patterns)
+    ]
+
+
+def upward_imports(graph: dict[str, set[str]], layers: dict[str, list[str]]) -> list[str]:
+    """Every import of a module of a higher layer than the importer's, as ``"a (layer) -> b (layer)"``."""
+    rank = {layer: i for i, layer in enumerate(layers)}
+    found = []
+    for module in sorted(graph):
+        (own,) = layers_of(module, layers)
+        for target in sorted(graph[module]):
+            (theirs,) = layers_of(target, layers)
+            if rank[theirs] > rank[own]:
+                found.append(f"{module} ({own}) -> {target} ({theirs})")
+    return found
 
 
 def circles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -102,7 +187,13 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_the_graph_sees_top_level_and_lazy_imports():
     graph = import_graph(PACKAGE_DIRS[0])
     assert "torchwm.errors" in graph["torchwm.vector.base"]  # at the top of the module
-    assert "torchwm.wrappers.record_video" in graph["torchwm.cli"]  # inside a function
+    # inside a function; the command line is a package, one module a command
+    assert any(
+        "torchwm.wrappers.record_video" in targets
+        for module, targets in graph.items()
+        if module.startswith("torchwm.cli")
+    )
+    assert "torchwm.vector.base" in graph["torchwm"]  # under `if TYPE_CHECKING:`
 
 
 def test_circles_are_found():
@@ -114,7 +205,57 @@ def test_no_import_circles(package_dir):
     assert circles(import_graph(package_dir)) == []
 
 
+def test_every_module_has_one_layer():
+    misplaced = {
+        module: layers_of(module, LAYERS)
+        for module in import_graph(PACKAGE_DIRS[0])
+        if len(layers_of(module, LAYERS)) != 1
+    }
+    assert misplaced == {}, "give each of these modules one layer in LAYERS"
+
+
+def test_an_upward_import_is_found():
+    layers = {"low": ["pkg.low", "pkg.low.*"], "high": ["pkg.high"]}
+    graph = {"pkg.low": {"pkg.low.util"}, "pkg.low.util": {"pkg.high"}, "pkg.high": {"pkg.low"}}
+    assert upward_imports(graph, layers) == ["pkg.low.util (low) -> pkg.high (high)"]
+    assert layers_of("pkg.other", layers) == []  # what test_every_module_has_one_layer reports
+
+
+def test_no_upward_imports():
+    assert upward_imports(import_graph(PACKAGE_DIRS[0]), LAYERS) == []
+
+
+def test_importing_a_transport_imports_no_upper_layer():
+    """Importing a transport (what every worker the forkserver starts does) runs ``torchwm/__init__`` first:
+    nothing of make_vec's checks, config files (pydantic), OpenCV or torch comes with it."""
+    heavy = ["torchwm.config", "torchwm.factory", "torchwm.listing", "pydantic", "cv2", "torch"]
+    code = (
+        "import sys, torchwm.vector.transports.shared_memory; "
+        f"print([name for name in {heavy!r} if name in sys.modules])"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.strip() == "[]"
+
+
+def test_every_public_name_is_importable_and_listed():
+    import torchwm
+
+    namespace: dict[str, object] = {}
+    exec(f"from torchwm import {', '.join(torchwm.__all__)}", namespace)
+    assert [name for name in torchwm.__all__ if name not in dir(torchwm)] == []
+    assert namespace["make_vec"].__module__ == "torchwm.factory"
+    assert namespace["VecSpec"].__module__ == "torchwm.spec"
+    assert namespace["to_torch"] is sys.modules["torchwm.to_torch"]
+    assert torchwm.factory is sys.modules["torchwm.factory"]  # a submodule is an attribute, as it was
+    with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
+        torchwm.no_such_name  # noqa: B018
+
+
 if __name__ == "__main__":
     for package_dir in PACKAGE_DIRS:
         for component in circles(import_graph(package_dir)):
             print(" <-> ".join(component))
+    for line in upward_imports(import_graph(PACKAGE_DIRS[0]), LAYERS):
+        print(line)

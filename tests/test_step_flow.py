@@ -101,3 +101,47 @@ def test_a_shmem_step_runs_in_the_files_the_page_lists(tmp_path):
     # The four files that carry the step are opened on every step (the helpers depend on who sleeps).
     assert {"base.py", "pool.py", "transports/shared_memory.py"} <= parent
     assert {"env_group.py", "transports/shared_memory.py"} <= worker
+
+
+# The layers a step crosses in the parent, top first; other files under torchwm/vector are helpers a
+# layer calls and that return to it (state, batching, deadlines).
+CARRIERS = {"base.py": 0, "pool.py": 1}
+
+
+def _carrier(path: Path) -> int | None:
+    if VECTOR not in path.parents:
+        return None
+    name = path.relative_to(VECTOR).as_posix()
+    if name in CARRIERS:
+        return CARRIERS[name]
+    # the transports' own modules (the parent's end and what it runs on), not their shared contract
+    return 2 if name.startswith("transports/") and name != "transports/contract.py" else None
+
+
+def test_a_shmem_step_goes_base_pool_transport_once_each_way():
+    """No call from a lower layer back up into a higher one during a steady step (before, pool's send and
+    recv called up into base, and base's recv down into pool's wait, which called back up to collect)."""
+    upward: list[tuple[str, str, str]] = []
+
+    def profile(frame, event, arg):
+        if event != "call" or frame.f_back is None:
+            return
+        callee = _carrier(Path(frame.f_code.co_filename))
+        caller = _carrier(Path(frame.f_back.f_code.co_filename))
+        if callee is not None and caller is not None and callee < caller:
+            upward.append((frame.f_back.f_code.co_name, "->", frame.f_code.co_name))
+
+    actions = np.ones(2, dtype=np.int64)
+    with torchwm.make_vec(
+        "CartPole-v1", 2, backend="shmem", seed=0, backend_kwargs={"num_workers": 1}
+    ) as envs:
+        envs.reset(seed=0)
+        for step in range(10):
+            if step == 5:
+                sys.setprofile(profile)
+            envs.step(actions)
+            envs.send(actions)
+            envs.recv()
+            if step == 5:
+                sys.setprofile(None)
+    assert upward == []

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import torchwm
-from torchwm.vector.transports.shared_memory import leaked_segments
+from torchwm.testing import leaked_segments
 
 
 def cartpole():

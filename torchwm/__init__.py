@@ -3,14 +3,18 @@
     >>> import torchwm
     >>> envs = torchwm.make_vec("ALE/Pong-v5", num_envs=4, backend="sync", seed=0)  # doctest: +SKIP
 
-``torchwm.to_torch`` and ``torchwm.ToTorch`` (torch tensors out) import torch on first use only.
+Most public names are imported on first use (`_LAZY`): importing a transport, or any other torchwm
+module, does not import ``make_vec``'s checks, config files, the listing, ALE's vector env or torch
+(``torchwm.to_torch``, ``torchwm.ToTorch``).
 """
 
-from typing import Any
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from typing import TYPE_CHECKING, Any
 
 from torchwm import envs as _envs  # noqa: F401  (registers torchwm/Synthetic-v0 with Gymnasium)
-from torchwm.ale_vector import make_atari_vector_env
-from torchwm.config import load_config, make_vec_from_config
 from torchwm.errors import (
     AlreadyPendingCallError,
     ClosedEnvironmentError,
@@ -22,12 +26,38 @@ from torchwm.errors import (
     UnsupportedStackError,
     WorkerError,
 )
-from torchwm.factory import make_env, make_vec, make_vec_from_fns, make_vec_from_spec
 from torchwm.hookspecs import hookimpl
-from torchwm.listing import list_backends, list_sources, list_wrappers
-from torchwm.spec import VecSpec, WrapperSpec
-from torchwm.torch_vectorized import TorchVectorizedEnv
-from torchwm.vector.base import VectorEnv
+
+if TYPE_CHECKING:
+    from torchwm.ale_vector import make_atari_vector_env
+    from torchwm.config import load_config, make_vec_from_config
+    from torchwm.factory import make_env, make_vec, make_vec_from_fns, make_vec_from_spec
+    from torchwm.listing import list_backends, list_sources, list_wrappers
+    from torchwm.spec import VecSpec, WrapperSpec
+    from torchwm.to_torch import ToTorch
+    from torchwm.torch_vectorized import TorchVectorizedEnv
+    from torchwm.vector.base import VectorEnv
+
+# Public names imported on first use, and the module each comes from: importing any torchwm module runs
+# this file first, so that a transport, and every worker the forkserver starts, would otherwise import
+# make_vec's checks, config files (pydantic), the listing, OpenCV and torch.
+_LAZY = {
+    "make_atari_vector_env": "torchwm.ale_vector",
+    "load_config": "torchwm.config",
+    "make_vec_from_config": "torchwm.config",
+    "make_env": "torchwm.factory",
+    "make_vec": "torchwm.factory",
+    "make_vec_from_fns": "torchwm.factory",
+    "make_vec_from_spec": "torchwm.factory",
+    "list_backends": "torchwm.listing",
+    "list_sources": "torchwm.listing",
+    "list_wrappers": "torchwm.listing",
+    "VecSpec": "torchwm.spec",
+    "WrapperSpec": "torchwm.spec",
+    "ToTorch": "torchwm.to_torch",
+    "TorchVectorizedEnv": "torchwm.torch_vectorized",
+    "VectorEnv": "torchwm.vector.base",
+}
 
 __all__ = [
     "__version__",
@@ -61,16 +91,25 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """``to_torch`` and ``ToTorch``, imported on first use, so that ``import torchwm`` does not import
-    torch; ``__version__``, read on first use."""
-    if name in ("to_torch", "ToTorch"):
-        import torchwm.to_torch as module  # the module is callable as to_torch
+    """The names of `_LAZY`, imported on first use; ``to_torch`` (the module, which is callable);
+    ``__version__``, read on first use; and a submodule not imported yet (``torchwm.factory``), as an
+    attribute, as it was when this file imported them all."""
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+    elif name == "to_torch":
+        value = importlib.import_module("torchwm.to_torch")
+    elif name == "__version__":
+        value = _version()
+    elif not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        return importlib.import_module(f"{__name__}.{name}")  # the import binds it here
+    else:
+        raise AttributeError(f"module 'torchwm' has no attribute {name!r}")
+    globals()[name] = value  # later reads find it without this hook
+    return value
 
-        return module if name == "to_torch" else module.ToTorch
-    if name == "__version__":
-        version = globals()["__version__"] = _version()  # later reads find it without this hook
-        return version
-    raise AttributeError(f"module 'torchwm' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
 
 
 def _version() -> str:

@@ -1,33 +1,39 @@
 """`make_env` and `make_vec`: a name, a backend and a wrapper stack become an env.
 
 Both go through `resolve_spec`, which checks every argument and fills in
-every default before anything is built, giving a `VecSpec`. `build_env` makes
-one env from a spec; every Python backend calls it, in whichever process its
-envs live, so one spec means one env everywhere. `make_vec` also takes what a
+every default before anything is built, giving a `VecSpec`; `check_spec_options`
+refuses, before any worker starts, what the env or a wrapper would refuse once
+built. `build_env` (from `torchwm.building`, importable here too) makes one env
+from a spec. `make_vec` also takes what a
 Gymnasium user already types for ``gymnasium.make_vec``: an ``EnvSpec`` as the
 id, ``vectorization_mode`` and ``vector_kwargs`` (`gymnasium_arguments`).
 """
 
 from __future__ import annotations
 
-import functools
 import inspect
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
 from gymnasium.envs.registration import EnvSpec
 
 from torchwm import names
-from torchwm.errors import UnsupportedStackError
-from torchwm.plugins import RegistrySnapshot, backend_options, registry, using_snapshot
+from torchwm.building import RECORDERS as RECORDERS
+from torchwm.building import build_env as build_env
+from torchwm.building import check_distinct_envs as check_distinct_envs
+from torchwm.building import env_fn as env_fn
+from torchwm.building import registry_snapshot as registry_snapshot
+from torchwm.building import spec_env_fns as spec_env_fns
+from torchwm.building import without_recorders
+from torchwm.errors import InvalidOptionError, InvalidOptionTypeError, UnsupportedStackError
+from torchwm.plugins import backend_options, registry
 from torchwm.spec import (
     EPISODE_STATISTICS,
     VecSpec,
     check_count,
     check_seed,
-    check_spec_options,
     env_fns_of,
     parse_autoreset_mode,
     resolve_wrapper,
@@ -35,8 +41,8 @@ from torchwm.spec import (
     wrapper_env_kwargs,
     wrapper_options,
 )
-from torchwm.wrappers.atari_fused import build_fused_atari, unfusable_reason
-from torchwm.wrappers.env_index import env_index_var as _env_index
+from torchwm.wrappers.atari import atari_preprocessing, check_preprocessing_options
+from torchwm.wrappers.atari_fused import unfusable_reason
 
 # gymnasium.make_vec's vectorization_mode -> torchwm's backend. "async" is AsyncVectorEnv, whose
 # default is shared_memory=True: shmem is the same design (vector_kwargs={"shared_memory": False}
@@ -217,22 +223,8 @@ def resolve_spec(
     # Decided here, not when an env is built, so that the spec (and a config dumped from it) says what is
     # built.
     return spec.replace(
-        fused=fused and spec.family == "atari" and unfusable_reason(_without_recorders(spec)[0]) is None
+        fused=fused and spec.family == "atari" and unfusable_reason(without_recorders(spec)[0]) is None
     )
-
-
-# Wrappers that only watch the env (they change no observation, reward or flag): at the end of a stack they
-# wrap the fused Atari env as they would the wrapper chain, so they do not turn the fused env off.
-RECORDERS = ("record_video",)
-
-
-def _without_recorders(spec: VecSpec) -> tuple[VecSpec, tuple[Any, ...]]:
-    """``spec`` without the recorders that end its stack, and those recorders."""
-    wrappers = list(spec.wrappers)
-    recorders: list[Any] = []
-    while wrappers and wrappers[-1].name in RECORDERS:
-        recorders.insert(0, wrappers.pop())
-    return spec.replace(wrappers=tuple(wrappers)), tuple(recorders)
 
 
 def env_keyword_arguments(env_id: str) -> list[str] | None:
@@ -277,40 +269,63 @@ def _check_wrapper_options_given_to_env(env_id: str, env_kwargs: dict[str, Any])
             )
 
 
-def build_env(spec: VecSpec, index: int | None = None, snapshot: RegistrySnapshot | None = None) -> gym.Env:
-    """One env of ``spec`` (env ``index`` of its vector env): the fused Atari env if ``spec.fused``, else
-    source then wrappers. ``snapshot`` (`registry_snapshot`) holds the source and wrappers already looked up,
-    so that a worker process builds the env without loading plugins."""
-    token = _env_index.set(index)
-    try:
-        with using_snapshot(snapshot):
-            return _build_env(spec)
-    finally:
-        _env_index.reset(token)
+def check_ale_frameskip(value: Any, name: str = "frameskip") -> None:
+    """ALE's check of an ``AtariEnv``'s ``frameskip`` (an int >= 1, or ``(low, high)`` ints with
+    ``0 < low < high`` for a frameskip drawn each step), made before any env is built.
+
+    Raises:
+        InvalidOptionTypeError: neither an int nor a tuple.
+        InvalidOptionError: out of range. Both are ``gymnasium.error.Error``, what ALE raises.
+    """
+    given = f"env {name}={value!r}"
+    if type(value) is int:
+        if value <= 0:
+            raise InvalidOptionError(f"{given}: {name} must be an int >= 1 (emulator frames per step)", name)
+        return
+    if type(value) is not tuple:
+        raise InvalidOptionTypeError(
+            f"{given}: {name} must be an int >= 1, or a tuple (low, high) for a stochastic frameskip, "
+            f"not a {type(value).__name__}",
+            name,
+        )
+    if len(value) != 2 or any(type(v) is not int for v in value):
+        raise InvalidOptionError(
+            f"{given}: a stochastic {name} must be a tuple of two ints (low, high)", name
+        )
+    low, high = value
+    if not 0 < low < high:
+        raise InvalidOptionError(
+            f"{given}: a stochastic {name} (low, high) needs 0 < low < high (each step skips low to "
+            f"high - 1 frames)",
+            name,
+        )
 
 
-def registry_snapshot(spec: VecSpec) -> RegistrySnapshot:
-    """The source and wrapper entries building an env of ``spec`` looks up, for `build_env`."""
-    return RegistrySnapshot.of(
-        {"source": [spec.source], "wrapper": [w.name for w in spec.wrappers if w.fn is None]}
-    )
+def check_spec_options(spec: VecSpec) -> None:
+    """Refuse the options that the env or a wrapper would refuse only once built, in a worker.
 
-
-def _build_env(spec: VecSpec) -> gym.Env:
-    if spec.fused:
-        core, recorders = _without_recorders(spec)
-        fused = build_fused_atari(core)
-        if fused is None:
-            raise UnsupportedStackError(
-                f"the spec says fused=True, but the fused env cannot run it: {unfusable_reason(core)}"
-            )
-        for wrapper in recorders:
-            fused = wrapper.apply(fused)
-        return fused
-    env = registry("source").get(spec.source).factory(spec.id, **spec.env_kwargs)
+    Checked again when a backend gets a spec (`torchwm.make_vec_from_spec`), since a spec may be built or
+    changed by hand: the wrapper options against their registered factory (`resolve_wrapper`), an ALE env's
+    ``frameskip`` as ALE checks it.
+    """
+    if spec.env_fns is not None:
+        return
+    if spec.family == "atari" and "frameskip" in spec.env_kwargs:
+        check_ale_frameskip(spec.env_kwargs["frameskip"])
     for wrapper in spec.wrappers:
-        env = wrapper.apply(env)
-    return env
+        if wrapper.fn is None:
+            resolved = resolve_wrapper(wrapper, family=spec.family, env_id=spec.id)
+            if registry("wrapper").get(wrapper.name).factory is atari_preprocessing:
+                check_preprocessing_options(resolved.kwargs)
+                skip = resolved.kwargs.get("frame_skip", 1)
+                if skip > 1 and spec.env_kwargs.get("frameskip", 1) != 1:
+                    # Gymnasium's AtariPreprocessing refuses this pair in its constructor (a ValueError).
+                    raise ValueError(
+                        f"env frameskip={spec.env_kwargs['frameskip']!r} with atari_preprocessing "
+                        f"frame_skip={skip}: frames would be skipped twice. Expected the env's frameskip=1 "
+                        f"(the default) when atari_preprocessing skips frames; pass atari_preprocessing's "
+                        f"frame_skip instead, or wrappers=[] for ALE's own frameskip"
+                    )
 
 
 class _SeedFirstReset(gym.Wrapper):
@@ -527,31 +542,3 @@ def _describe(value: Any) -> str:
     if len(text) > 120:
         text = text[:117] + "..."
     return f"a {kind.__module__}.{kind.__qualname__} ({text})"
-
-
-def env_fn(spec: VecSpec) -> functools.partial:
-    """A picklable no-argument function that builds one env of ``spec``."""
-    return functools.partial(build_env, spec)
-
-
-def spec_env_fns(spec: VecSpec) -> list[Callable[[], gym.Env]]:
-    """One no-argument factory per env of ``spec``: its ``env_fns``, or `build_env` of it."""
-    if spec.env_fns is not None:
-        return list(spec.env_fns)
-    snapshot = registry_snapshot(spec)
-    return [functools.partial(build_env, spec, index=i, snapshot=snapshot) for i in range(spec.num_envs)]
-
-
-def check_distinct_envs(envs: Sequence[gym.Env]) -> None:
-    """ValueError (SB3's DummyVecEnv's type and first sentence) if two of ``envs`` are one env: a factory that
-    returns the same instance every time. Only envs built in one process can be compared."""
-    seen: dict[int, int] = {}
-    for i, env in enumerate(envs):
-        first = seen.setdefault(id(env.unwrapped), i)
-        if first != i:
-            raise ValueError(
-                "You tried to create multiple environments, but the function to create them returned the "
-                f"same instance instead of creating different objects (envs {first} and {i} are one env). "
-                "Each env factory must build a new env every time it is called, e.g. "
-                "`lambda: gym.make(...)`, not `lambda: env`"
-            )

@@ -12,6 +12,9 @@ the registered factory's signature before anything is built. `check_count`,
 `check_seed` and `check_timeout` check the plain arguments that several entry
 points share (`make_vec`, a vector env's `reset` and `recv`, the process
 backends' options), so that each is refused alike everywhere.
+
+Workers and transports import this module: the plugin registry and pydantic, which only resolving a
+wrapper needs, are imported inside the functions that use them.
 """
 
 from __future__ import annotations
@@ -29,11 +32,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import pydantic
 from gymnasium.vector import AutoresetMode
 
-from torchwm.errors import InvalidOptionError, InvalidOptionTypeError, InvalidSeedError, WrapperOptionError
-from torchwm.plugins import registry
+from torchwm.errors import InvalidSeedError, WrapperOptionError
 
 if TYPE_CHECKING:
     import gymnasium as gym
@@ -65,6 +66,8 @@ class WrapperSpec:
     def apply(self, env: Any) -> Any:
         if self.fn is not None:
             return self.fn(env)
+        from torchwm.plugins import registry
+
         return registry("wrapper").get(self.name).factory(env, **self.kwargs)
 
     def __repr__(self) -> str:
@@ -302,6 +305,8 @@ def _type_name(annotation: Any) -> str:
 def _check_option(wrapper: str, key: str, value: Any, annotation: Any) -> Any:
     if annotation is inspect.Parameter.empty:
         return value
+    import pydantic  # a wrapper option's check only: a spec, a worker and a transport do without it
+
     try:
         return pydantic.TypeAdapter(annotation).validate_python(value, strict=not isinstance(value, list))
     except pydantic.ValidationError as exc:
@@ -346,6 +351,8 @@ def resolve_wrapper(item: Any, *, family: str = "generic", env_id: str = "") -> 
             f"a wrapper must be a name, a mapping with 'name' and options, or a callable env -> env; "
             f"got {item!r} ({type(item).__name__})"
         )
+
+    from torchwm.plugins import registry
 
     entry = registry("wrapper").get(name)
     needs_family = entry.metadata.get("family")
@@ -404,73 +411,13 @@ def resolve_wrappers(
 def wrapper_env_kwargs(wrappers: Sequence[WrapperSpec]) -> dict[str, Any]:
     """Env keyword defaults the stack needs (``render_mode`` for pixels, ``frameskip=1`` under
     preprocessing)."""
+    from torchwm.plugins import registry
+
     needed: dict[str, Any] = {}
     for w in wrappers:
         if w.fn is None:
             needed.update(registry("wrapper").get(w.name).metadata.get("env_kwargs", {}))
     return needed
-
-
-def check_ale_frameskip(value: Any, name: str = "frameskip") -> None:
-    """ALE's check of an ``AtariEnv``'s ``frameskip`` (an int >= 1, or ``(low, high)`` ints with
-    ``0 < low < high`` for a frameskip drawn each step), made before any env is built.
-
-    Raises:
-        InvalidOptionTypeError: neither an int nor a tuple.
-        InvalidOptionError: out of range. Both are ``gymnasium.error.Error``, what ALE raises.
-    """
-    given = f"env {name}={value!r}"
-    if type(value) is int:
-        if value <= 0:
-            raise InvalidOptionError(f"{given}: {name} must be an int >= 1 (emulator frames per step)", name)
-        return
-    if type(value) is not tuple:
-        raise InvalidOptionTypeError(
-            f"{given}: {name} must be an int >= 1, or a tuple (low, high) for a stochastic frameskip, "
-            f"not a {type(value).__name__}",
-            name,
-        )
-    if len(value) != 2 or any(type(v) is not int for v in value):
-        raise InvalidOptionError(
-            f"{given}: a stochastic {name} must be a tuple of two ints (low, high)", name
-        )
-    low, high = value
-    if not 0 < low < high:
-        raise InvalidOptionError(
-            f"{given}: a stochastic {name} (low, high) needs 0 < low < high (each step skips low to "
-            f"high - 1 frames)",
-            name,
-        )
-
-
-def check_spec_options(spec: VecSpec) -> None:
-    """Refuse the options that the env or a wrapper would refuse only once built, in a worker.
-
-    Checked again when a backend gets a spec (`torchwm.make_vec_from_spec`), since a spec may be built or
-    changed by hand: the wrapper options against their registered factory (`resolve_wrapper`), an ALE env's
-    ``frameskip`` as ALE checks it.
-    """
-    if spec.env_fns is not None:
-        return
-    if spec.family == "atari" and "frameskip" in spec.env_kwargs:
-        check_ale_frameskip(spec.env_kwargs["frameskip"])
-    # Not at the top: the wrappers package imports every built-in wrapper, which a spec alone does not need.
-    from torchwm.wrappers.atari import atari_preprocessing, check_preprocessing_options
-
-    for wrapper in spec.wrappers:
-        if wrapper.fn is None:
-            resolved = resolve_wrapper(wrapper, family=spec.family, env_id=spec.id)
-            if registry("wrapper").get(wrapper.name).factory is atari_preprocessing:
-                check_preprocessing_options(resolved.kwargs)
-                skip = resolved.kwargs.get("frame_skip", 1)
-                if skip > 1 and spec.env_kwargs.get("frameskip", 1) != 1:
-                    # Gymnasium's AtariPreprocessing refuses this pair in its constructor (a ValueError).
-                    raise ValueError(
-                        f"env frameskip={spec.env_kwargs['frameskip']!r} with atari_preprocessing "
-                        f"frame_skip={skip}: frames would be skipped twice. Expected the env's frameskip=1 "
-                        f"(the default) when atari_preprocessing skips frames; pass atari_preprocessing's "
-                        f"frame_skip instead, or wrappers=[] for ALE's own frameskip"
-                    )
 
 
 def env_fns_of(env_fn: Any, num_envs: int, backend: str) -> tuple[Callable[[], gym.Env], ...]:

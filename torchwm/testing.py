@@ -24,11 +24,15 @@ frame limit. A backend that cannot meet a check registers
 ``conformance={"skip": {"check_name": "why"}}``, and ``conformance={"variants":
 [{...backend_kwargs...}, ...]}`` runs every check once per variant (start
 methods, for example).
+
+`leaked_segments` and `mapped_segments` show torchwm shared blocks (``shmem``'s, and a plugin's that uses
+them) that a test left behind, from outside the backend: in ``/dev/shm`` and in a process's mappings.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 import traceback
 from collections.abc import Callable
@@ -41,6 +45,7 @@ from gymnasium import spaces
 import torchwm
 from torchwm.errors import AlreadyPendingCallError, ClosedEnvironmentError, UnsupportedStackError
 from torchwm.plugins import registry
+from torchwm.vector.transports.shared_block import SEGMENT_PREFIX
 
 COUNTDOWN_ID = "torchwm/Countdown-v0"
 ATARI_ID = "ALE/Pong-v5"
@@ -775,3 +780,27 @@ def run_checks(backend: str, backend_kwargs: dict[str, Any] | None = None) -> li
         else:
             results.append(CheckResult(check.__name__, True))
     return results
+
+
+def leaked_segments() -> list[str]:
+    """Names of torchwm shared blocks in ``/dev/shm`` created by this process (torchwm itself leaves none
+    there, even while running: its blocks have no path)."""
+    prefix = f"{SEGMENT_PREFIX}{os.getpid()}_"
+    try:
+        return sorted(name for name in os.listdir("/dev/shm") if name.startswith(prefix))
+    except FileNotFoundError:
+        return []
+
+
+def mapped_segments(pid: int | str = "self") -> list[str]:
+    """Names of the torchwm shared blocks that process ``pid`` maps (Linux: ``/proc/<pid>/maps``; empty
+    elsewhere), to see a block's memory freed once every process that mapped it let it go."""
+    try:
+        with open(f"/proc/{pid}/maps") as maps:
+            lines = maps.read().splitlines()
+    except FileNotFoundError:
+        return []
+    names = {
+        line.split("/memfd:", 1)[1].split(" ")[0] for line in lines if f"/memfd:{SEGMENT_PREFIX}" in line
+    }
+    return sorted(names)

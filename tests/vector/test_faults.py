@@ -49,7 +49,8 @@ from gymnasium import spaces
 
 import torchwm
 from torchwm.errors import ClosedEnvironmentError, EnvTimeoutError, WorkerError
-from torchwm.vector.transports.shared_memory import SharedBatch, leaked_segments, mapped_segments
+from torchwm.testing import leaked_segments, mapped_segments
+from torchwm.vector.transports.shared_block import SharedBatch
 
 FAULT_ID = "TorchwmTest/FaultInjection-v0"
 NUM_ENVS = 4
@@ -1310,6 +1311,7 @@ START_INTERRUPT_SCRIPT = r"""
 import contextlib, gc, io, json, os, signal, sys, threading, time, traceback
 import torchwm
 import torchwm.cli
+import torchwm.cli.run
 
 BACKEND = sys.argv[1]
 # Delays (seconds after make_vec begins) of the SIGINT for each start method: from the first moments (a
@@ -1379,13 +1381,13 @@ def make_and_close(arm):
 
 
 def run_command(arm):
-    build = torchwm.cli.make_vec_from_spec
+    build = torchwm.cli.run.make_vec_from_spec
 
     def armed_build(spec):
         arm()
         return build(spec)
 
-    torchwm.cli.make_vec_from_spec = armed_build
+    torchwm.cli.run.make_vec_from_spec = armed_build
     err = io.StringIO()
     try:
         with contextlib.redirect_stderr(err):
@@ -1395,7 +1397,7 @@ def run_command(arm):
                 "--set", f"backend_kwargs.context={METHOD}",
             ])
     finally:
-        torchwm.cli.make_vec_from_spec = build
+        torchwm.cli.run.make_vec_from_spec = build
     return f"{status} {err.getvalue().strip()!r}"
 
 
@@ -1632,3 +1634,43 @@ def test_ctrl_c_in_a_reset_beside_steps_in_flight_leaves_every_env_correct(backe
         obs, _ = envs.reset(env_ids=[0], seed=5)
         with torchwm.make_vec(COUNTDOWN_ID, 1, seed=5) as reference:
             np.testing.assert_array_equal(obs, reference.reset()[0])
+
+
+class GatedEnv(gym.Env):
+    """A step that waits for ``gate`` (a threading.Event), so that a test holds a step under way."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+    gate: threading.Event | None = None
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        if self.gate is not None:
+            self.gate.wait(DEADLINE)
+        return np.ones(1, np.float32), 1.0, False, False, {}
+
+
+def test_sync_refuses_a_second_thread_while_a_call_is_under_way():
+    """`sync` holds the vector env for each call as the pool backends do: a second thread's call is refused
+    with AlreadyPendingCallError and changes nothing (before, it ran the envs from two threads at once)."""
+    gate = threading.Event()
+    vec = torchwm.make_vec_from_fns([GatedEnv, GatedEnv], backend="sync")
+    vec.reset(seed=0)
+    for env in vec.envs:
+        env.unwrapped.gate = gate
+    stepping = threading.Thread(target=vec.step, args=(np.zeros(2, dtype=np.int64),))
+    stepping.start()
+    try:
+        for call in (lambda: vec.step(np.zeros(2, dtype=np.int64)), lambda: vec.reset(seed=0), vec.render):
+            with pytest.raises(gym.error.AlreadyPendingCallError, match="being used from another thread"):
+                call()
+    finally:
+        gate.set()
+        stepping.join(DEADLINE)
+    assert not stepping.is_alive()
+    obs, rewards, *_ = vec.step(np.zeros(2, dtype=np.int64))  # usable: nothing was left in flight
+    assert rewards.tolist() == [1.0, 1.0] and obs.tolist() == [[1.0], [1.0]]
+    vec.close()

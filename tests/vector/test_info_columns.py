@@ -16,6 +16,7 @@ from gymnasium import spaces
 
 import torchwm
 from torchwm.vector.batching import InfoBatcher, InfoRow, info_rows
+from torchwm.vector.transports.shared_memory import SharedMemoryWorker
 
 MODES = ["next_step", "same_step", "disabled"]
 SHMEM = {"num_workers": 2, "context": "fork"}
@@ -92,6 +93,20 @@ def gymnasium_batch(infos):
 def plain(base, steps, **more):
     """A `CountingEnv`'s infos."""
     return {"count": base + steps, "ratio": steps / 3, "even": steps % 2 == 0, **more}
+
+
+@pytest.fixture(autouse=True)
+def count_column_steps(monkeypatch):
+    """Each shmem transport's ``column_steps``: the steps whose infos its parent's end read from the block's
+    info columns. The transport counts nothing itself; these tests count around the method that reads them."""
+    read = SharedMemoryWorker._info_rows
+
+    def counted(self, shared):
+        self.column_steps += 1
+        return read(self, shared)
+
+    monkeypatch.setattr(SharedMemoryWorker, "column_steps", 0, raising=False)
+    monkeypatch.setattr(SharedMemoryWorker, "_info_rows", counted)
 
 
 def column_steps(envs) -> int:

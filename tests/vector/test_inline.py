@@ -18,8 +18,8 @@ from gymnasium import spaces
 
 import torchwm
 from torchwm.errors import WorkerError
+from torchwm.testing import leaked_segments
 from torchwm.vector.transports.contract import default_num_workers
-from torchwm.vector.transports.shared_memory import leaked_segments
 
 OK, RAISE = 0, 1
 

@@ -14,8 +14,8 @@ from gymnasium import spaces
 
 import torchwm
 from torchwm.errors import UnsupportedStackError
+from torchwm.testing import leaked_segments, mapped_segments
 from torchwm.vector.transports.contract import split_envs
-from torchwm.vector.transports.shared_memory import leaked_segments, mapped_segments
 
 BACKENDS = ["subproc", "shmem"]
 START_METHODS = ["fork", "forkserver", "spawn"]

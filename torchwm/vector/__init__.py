@@ -17,6 +17,8 @@ What they are built from:
 
 - `base`: `VectorEnv`, the contract every backend keeps (also `check_batch_size`,
   `resolve_spaces`); a backend implements five primitives.
+- `step_state`: `StepState`, where each env is in its step cycle (in flight, ready, must reset)
+  and each worker in its step, with the transitions between them.
 - `pool`: `WorkerPool`, everything a multi-worker backend needs, written once.
 - `env_group`: `EnvGroup`, the envs one worker steps (autoreset, seeding); every backend steps
   its envs with it.
@@ -24,8 +26,8 @@ What they are built from:
   `SetAttr`, `NeedsReset`, `Close`, `ErrorReply`).
 - `batching`: rows of batched spaces (make, write, take, check actions) and Gymnasium's info batching.
 - `transports`: the `Transport` contract (`transports.contract`) and the transports: `local`
-  (the ``inline`` option), `pipe`, `shared_memory`, with what they share (`processes`, `futex`,
-  `handoff`, `worker_count`).
+  (the ``inline`` option), `pipe`, `shared_memory` (its block in `shared_block`), with what they
+  share (`processes`, `futex`, `handoff`, `worker_count`).
 
 How one ``shmem`` step travels, file by file: docs/concepts.md, "One shmem step".
 """

@@ -295,7 +295,7 @@ class AleNativeVectorEnv(VectorEnv):
         ids, seeds, options = self._reset_request(seed, options, env_ids)
         if options:
             raise ValueError(f"ale-native reset takes no options but 'reset_mask', got {sorted(options)}")
-        if ids.size < self.num_envs and (self._async or not self._all_reset):
+        if ids.size < self.num_envs and (self._async or not self._state.all_reset):
             raise NotImplementedError(
                 "ale-native resets some envs only after a full reset() and with batch_size == num_envs "
                 "(ALE's partial reset); reset all envs, or use backend='shmem'"
@@ -325,7 +325,7 @@ class AleNativeVectorEnv(VectorEnv):
         self._check_open()
         # ALE has one batch in flight at a time, whichever envs send() names.
         self._check_nothing_pending("step_async")
-        if not self._all_reset:
+        if not self._state.all_reset:
             raise gym.error.ResetNeeded("call reset() before step() or send()")
         if env_ids is not None:
             ids = self._env_ids(env_ids)
@@ -361,7 +361,7 @@ class AleNativeVectorEnv(VectorEnv):
         """The results of the batch in flight (ALE's C++ threads cannot time out: ``timeout`` and
         ``min_ready`` change nothing)."""
         self._check_open()
-        self._envs_in_flight()  # NoAsyncCallError if nothing was sent
+        self._state.recv_started()  # NoAsyncCallError if nothing was sent
         obs, rewards, terminations, truncations, infos = self._ale.recv()
         self._in_flight[:] = False
         ids = infos["env_id"]

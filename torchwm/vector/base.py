@@ -18,9 +18,15 @@ batch buffers (``_observations``, ``_rewards``, ``_terminations``,
   list of env indices, in the caller's order; every env by default), one value each.
 - ``_close()``: release everything; must not raise on a half-built env.
 
-A backend whose waits bring more envs than `recv` asked for keeps the extra ones in ``_ready``
-(env id -> infos, their rows already in the batch) and answers ``_wait_ready`` with
-``_collect_ready(count)``, which serves the envs sent longest ago first.
+Which envs are in flight, ready, or must be reset lives in one `torchwm.vector.step_state.StepState`,
+``_state``; its ``in_flight`` array and ``ready`` dict are also ``_in_flight`` and ``_ready``. A backend
+whose waits bring more envs than `recv` asked for keeps the extra ones in ``_ready`` (env id -> infos,
+their rows already in the batch) and answers ``_wait_ready`` with ``_collect_ready(count)``, which serves
+the envs sent longest ago first.
+
+One thread at a time: `send`, `recv`, `reset`, `call` and `set_attr` hold a lock for their call, and
+refuse (`AlreadyPendingCallError`) a call from a second thread meanwhile; a call that another thread's
+`close` cut short raises `ClosedEnvironmentError`.
 
 Gymnasium's asynchronous names are here too: ``step_async``/``step_wait`` are
 `send`/`recv`, and `reset_async` checks a reset and holds it for `reset_wait`,
@@ -31,9 +37,11 @@ envs themselves.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import gymnasium as gym
@@ -45,6 +53,7 @@ from gymnasium.vector.utils import batch_differing_spaces, batch_space
 from torchwm.errors import AlreadyPendingCallError, ClosedEnvironmentError, EnvTimeoutError, NoAsyncCallError
 from torchwm.spec import VecSpec, check_count, check_seed, check_timeout
 from torchwm.vector.batching import InfoBatcher, check_actions, take_rows, view_rows
+from torchwm.vector.step_state import StepState
 
 ObservationMode = str | tuple[gym.Space, gym.Space]
 
@@ -158,6 +167,9 @@ class VectorEnv(gym.vector.VectorEnv):
     # its own cycle, as Tianshou's asynchronous collector wants). False for engines that step a batch as
     # a whole (ALE's vector env, EnvPool): they reset only with nothing in flight.
     resets_while_stepping: bool = True
+    # Closed until __init__ has built it: a backend that fails halfway (before calling this class's
+    # __init__) is then neither closed again nor asked about pending calls.
+    closed: bool = True
 
     _observations: Any
     _rewards: np.ndarray
@@ -198,28 +210,23 @@ class VectorEnv(gym.vector.VectorEnv):
         self.batch_size = batch_size or n
         self.timeout = timeout
         self.copy = copy
-        self.closed = False
         self._first_reset_seed = spec.seed
         # the last seed each env was reset with; -1: none (seeds may exceed int64)
         self._given_seeds = [-1] * n
-        self._ever_reset = np.zeros(n, dtype=bool)
-        self._all_reset = False  # every env was reset at least once (then it stays so)
-        self._in_flight = np.zeros(n, dtype=bool)
-        # Results that came in before recv asked for them (backends whose waits return more envs than
-        # recv wants): env id -> infos, its rows already in the batch, in the order they came.
-        self._ready: dict[int, dict] = {}
-        # With batch_size < num_envs: the recv() count when each env was last sent (`_collect_ready`).
-        self._recvs = 0
-        self._sent_at = np.zeros(n, dtype=np.int64)
-        # The order recv returns rows in: each env's place in the sequence of envs sent (the order of
-        # env_ids within a send, earlier sends first). Not kept for a send of every env in env order
-        # while batch_size is num_envs: its recv returns the whole batch, in env order.
-        self._send_rank = np.zeros(n, dtype=np.int64)
-        self._sends = 0
-        self._in_env_order = True  # the envs in flight were sent by one send of every env, in env order
+        self._state = StepState(n, self.batch_size)
+        # The state's own array and dict, under the names backends use to read and fill them.
+        self._in_flight = self._state.in_flight
+        self._ready = self._state.ready
         self._pending_reset: tuple[Any, Any] | None = None  # (seed, options) of reset_async, for reset_wait
+        # Held by the call that talks to the envs: one thread at a time (`_enter`).
+        self._in_use = threading.Lock()
+        self._user: int | None = None  # the thread whose call holds `_in_use`
+        # The thread that closes this env (None: not closing): a call under way in another thread then
+        # raises ClosedEnvironmentError, whatever the close cut short in it.
+        self._closer: int | None = None
         self._all_ids = np.arange(n)
         self._all_ids.flags.writeable = False  # shared by every full-batch call
+        self.closed = False
 
     # -- what a backend implements ---------------------------------------------------------------
 
@@ -262,16 +269,16 @@ class VectorEnv(gym.vector.VectorEnv):
         ``seed=s`` seeds env ``i`` with ``s + i``, as Gymnasium does; a list gives one seed per env reset.
         The first reset uses ``make_vec(seed=...)`` when no seed is given.
         """
-        self._check_open()
-        ids, seeds, options = self._reset_request(seed, options, env_ids)
-        self._check_can_reset(ids)
-        self._first_reset_seed = None
-        infos = self._reset_envs(ids, seeds, options)
-        self._mark_reset(ids, seeds)
-        if env_ids is not None:
-            obs, _, _, _, batched = self._rows(ids, infos)
-            return obs, batched
-        return self._all_rows(), InfoBatcher(self.num_envs).batch(self._spread(ids, infos))
+        with self._held("resetting"):
+            ids, seeds, options = self._reset_request(seed, options, env_ids)
+            self._check_can_reset(ids)
+            self._first_reset_seed = None
+            infos = self._reset_envs(ids, seeds, options)
+            self._mark_reset(ids, seeds)
+            if env_ids is not None:
+                obs, _, _, _, batched = self._rows(ids, infos)
+                return obs, batched
+            return self._all_rows(), InfoBatcher(self.num_envs).batch(self._spread(ids, infos))
 
     def reset_async(
         self, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
@@ -321,48 +328,38 @@ class VectorEnv(gym.vector.VectorEnv):
 
     def send(self, actions: Any, env_ids: Any = None) -> None:
         """Start stepping envs ``env_ids`` (all by default); `recv` collects the results."""
-        self._check_open()
-        if self._pending_reset is not None:
-            self._check_nothing_pending("step_async")
-        ids = self._env_ids(env_ids)
-        # Checked on flags first: a whole-batch step, the common case, then costs no fancy indexing.
-        if self._in_flight.any():
-            busy = ids[self._in_flight[ids]]
-            if busy.size:
-                raise AlreadyPendingCallError(
-                    f"Calling `step_async` while waiting for a pending call to `step` to complete: envs "
-                    f"{busy.tolist()} already have an action in flight; recv() them before sending again",
-                    "step",
-                )
-        if not self._all_reset:
-            not_reset = ids[~self._ever_reset[ids]]
-            if not_reset.size:
-                raise gym.error.ResetNeeded(
-                    f"envs {not_reset.tolist()} were never reset; call reset() before step()"
-                )
-        # Values are the env's business, as in Gymnasium (only count, shape and dtype are checked),
-        # unless the backend's engine cannot take any value.
-        actions = check_actions(
-            self.single_action_space, actions, len(ids), check_range=self.check_action_values, env_ids=ids
-        )
-        self._check_not_ended(ids)
-        natural = ids is self._all_ids
-        if natural and self.batch_size == self.num_envs:
-            ranked = None  # recv returns this whole batch in env order: no rank is read
-        else:
-            ranked = ids
-        if ids.size == self.num_envs and not natural:
-            # Every env, in another order: backends take a whole batch in env order.
-            order = np.argsort(ids)
-            actions, ids = take_rows(self.single_action_space, actions, order), self._all_ids
-        self._send_step(ids, actions)
-        self._in_flight[ids] = True
-        self._in_env_order = natural
-        if ranked is not None:
-            self._send_rank[ranked] = np.arange(self._sends, self._sends + ranked.size)
-            self._sends += ranked.size
-        if self.batch_size < self.num_envs:  # only batches of fewer envs choose (see _collect_ready)
-            self._sent_at[ids] = self._recvs
+        if self.closed or self._closer is not None or not self._in_use.acquire(blocking=False):
+            self._enter("sending a step")  # refuses the call, or takes the env after all
+        self._user = threading.get_ident()
+        try:
+            if self._pending_reset is not None:
+                self._check_nothing_pending("step_async")
+            ids = self._all_ids if env_ids is None else self._env_ids(env_ids)
+            self._state.check_can_send(ids)
+            # Values are the env's business, as in Gymnasium (only count, shape and dtype are checked),
+            # unless the backend's engine cannot take any value.
+            actions = check_actions(
+                self.single_action_space, actions, len(ids), check_range=self.check_action_values, env_ids=ids
+            )
+            if self.autoreset_mode is AutoresetMode.DISABLED:
+                self._check_not_ended(ids)
+            natural = ids is self._all_ids
+            # recv returns a whole batch sent in env order as it is: no rank is read
+            ranked = None if natural and self.batch_size == self.num_envs else ids
+            if ids.size == self.num_envs and not natural:
+                # Every env, in another order: backends take a whole batch in env order.
+                order = np.argsort(ids)
+                actions, ids = take_rows(self.single_action_space, actions, order), self._all_ids
+            self._send_step(ids, actions)
+            self._state.sent(ids, ranked, natural)
+        except Exception as exc:
+            closed = self._closed_meanwhile("sending a step")
+            if closed is not None:
+                raise closed from exc
+            raise
+        finally:
+            self._user = None
+            self._in_use.release()
 
     def recv(
         self, timeout: float | None = None, *, min_ready: int | None = None
@@ -379,35 +376,48 @@ class VectorEnv(gym.vector.VectorEnv):
         ``env_ids`` within a send, earlier sends first), and ``infos["env_id"]`` says which env each
         row is, as `reset` and `call` keep the order of their ``env_ids``.
         """
-        self._check_open()
-        timeout = self.timeout if timeout is None else check_timeout(timeout, "recv(timeout=)")
-        candidates = self._envs_in_flight()
-        count = min(self.batch_size, candidates.size)
-        self._recvs += 1
-        if min_ready is None:
-            ids, infos = self._wait_ready(candidates, count, timeout)
-        else:
-            ids, infos = self._wait_with_deadline(
-                candidates, count, timeout, min(check_count("min_ready", min_ready), count)
-            )
-        if len(ids) == self.num_envs and self._in_env_order:
-            self._in_flight[:] = False
-            if any(infos):  # else their order does not matter
-                by_env = dict(zip(np.asarray(ids).tolist(), infos, strict=True))
-                infos = [by_env[i] for i in range(self.num_envs)]
-            return (
-                self._all_rows(),
-                self._rewards.copy(),
-                self._terminations.copy(),
-                self._truncations.copy(),
-                InfoBatcher(self.num_envs).batch(infos),
-            )
-        ids = np.asarray(ids, dtype=np.int64)
-        order = np.argsort(self._send_rank[ids], kind="stable")
-        ids = ids[order]
-        infos = [infos[k] for k in order]
-        self._in_flight[ids] = False
-        return self._rows(ids, infos)
+        if self.closed or self._closer is not None or not self._in_use.acquire(blocking=False):
+            self._enter("receiving a step")  # refuses the call, or takes the env after all
+        self._user = threading.get_ident()
+        try:
+            timeout = self.timeout if timeout is None else check_timeout(timeout, "recv(timeout=)")
+            state = self._state
+            candidates = state.recv_started()
+            count = min(self.batch_size, candidates.size)
+            if min_ready is None:
+                ids, infos = self._wait_ready(candidates, count, timeout)
+            else:
+                ids, infos = self._wait_with_deadline(
+                    candidates, count, timeout, min(check_count("min_ready", min_ready), count)
+                )
+            if len(ids) == self.num_envs and state.in_env_order:
+                state.received(slice(None))
+                if any(infos):  # else their order does not matter
+                    by_env = dict(zip(np.asarray(ids).tolist(), infos, strict=True))
+                    infos = [by_env[i] for i in range(self.num_envs)]
+                return (
+                    take_rows(self.single_observation_space, self._observations, None)
+                    if self.copy
+                    else view_rows(self.single_observation_space, self._observations, None),
+                    self._rewards.copy(),
+                    self._terminations.copy(),
+                    self._truncations.copy(),
+                    InfoBatcher(self.num_envs).batch(infos) if any(infos) else {},
+                )
+            ids = np.asarray(ids, dtype=np.int64)
+            order = np.argsort(state.send_rank[ids], kind="stable")
+            ids = ids[order]
+            infos = [infos[k] for k in order]
+            state.received(ids)
+            return self._rows(ids, infos)
+        except Exception as exc:
+            closed = self._closed_meanwhile("receiving a step")
+            if closed is not None:
+                raise closed from exc
+            raise
+        finally:
+            self._user = None
+            self._in_use.release()
 
     def step_async(self, actions: Any) -> None:
         """Gymnasium's ``AsyncVectorEnv.step_async``: `send` of every env's action."""
@@ -445,9 +455,10 @@ class VectorEnv(gym.vector.VectorEnv):
         ``name`` may also be a function, called as ``name(env, *args, **kwargs)`` where each env lives (in
         its worker; it travels pickled, so define it at a module's top level): SB3's
         ``env_is_wrapped`` runs its ``isinstance`` test this way."""
-        self._check_open()
-        self._check_nothing_pending("call_async")
-        return tuple(self._call(name, args, kwargs, self._env_ids(env_ids).tolist()))
+        doing = f"calling {name!r}" if isinstance(name, str) else f"calling {getattr(name, '__name__', name)}"
+        with self._held(doing):
+            self._check_nothing_pending("call_async")
+            return tuple(self._call(name, args, kwargs, self._env_ids(env_ids).tolist()))
 
     def get_attr(self, name: str, env_ids: Any = None) -> tuple[Any, ...]:
         """Attribute ``name`` of every env, or of the envs ``env_ids`` (in that order)."""
@@ -456,14 +467,16 @@ class VectorEnv(gym.vector.VectorEnv):
     def set_attr(self, name: str, values: Any, env_ids: Any = None) -> None:
         """Set attribute ``name`` on every env, or on the envs ``env_ids``: one value for all, or a list/tuple
         of one per env (in the order of ``env_ids``)."""
-        self._check_open()
-        self._check_nothing_pending("set_attr")
-        ids = self._env_ids(env_ids).tolist()
-        if not isinstance(values, (list, tuple)):
-            values = [values] * len(ids)
-        if len(values) != len(ids):
-            raise ValueError(f"set_attr({name!r}) expected {len(ids)} values, one per env, got {len(values)}")
-        self._set_attr(name, list(values), ids)
+        with self._held(f"setting {name!r}"):
+            self._check_nothing_pending("set_attr")
+            ids = self._env_ids(env_ids).tolist()
+            if not isinstance(values, (list, tuple)):
+                values = [values] * len(ids)
+            if len(values) != len(ids):
+                raise ValueError(
+                    f"set_attr({name!r}) expected {len(ids)} values, one per env, got {len(values)}"
+                )
+            self._set_attr(name, list(values), ids)
 
     def render(self) -> tuple[Any, ...]:
         return self.call("render")
@@ -478,7 +491,7 @@ class VectorEnv(gym.vector.VectorEnv):
         its results are dropped. Gymnasium's keyword arguments (``terminate``, ``timeout``) are taken and
         change nothing: workers are always asked, then made, to stop within a deadline.
         """
-        if getattr(self, "closed", True):
+        if self.closed:
             return
         pending = self._pending_call()
         if pending is not None:
@@ -486,12 +499,21 @@ class VectorEnv(gym.vector.VectorEnv):
         self._close_now()
 
     def _close_now(self) -> None:
-        if getattr(self, "closed", True):
+        if self.closed:
             return
         try:
             self._close()
         finally:
             self.closed = True
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A copy (deepcopy, pickle) has a hold of its own: a lock is neither copied nor pickled.
+        state = self.__dict__.copy()
+        state.update(_in_use=None, _user=None, _closer=None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, _in_use=threading.Lock())
 
     def __enter__(self) -> VectorEnv:
         return self
@@ -519,13 +541,61 @@ class VectorEnv(gym.vector.VectorEnv):
                 f"{type(self).__name__} ({self._vec_spec.id}) is closed; make a new one"
             )
 
+    def _enter(self, doing: str) -> None:
+        """Take this vector env for the calling thread's call, or refuse the call: the env is closed, another
+        thread is using it, or closing it. Two threads talking to the same envs or workers at once would cut
+        each other's messages. The call releases it in its ``finally`` (``_user = None``, then
+        ``_in_use.release()``)."""
+        if self.closed:
+            self._check_open()
+        if not self._in_use.acquire(blocking=False):
+            closed = self._closed_meanwhile(doing)
+            if closed is not None:
+                raise closed
+            raise AlreadyPendingCallError(
+                f"{self._vec_spec.backend}: refused {doing}: this vector env is being used from another "
+                f"thread (a step, reset or call is under way there). A vector env, like Gymnasium's, is not "
+                f"thread-safe: use it from one thread at a time, or give each thread its own",
+                "step",
+            )
+        if self._closer is not None:  # another thread is closing it
+            closed = self._closed_meanwhile(doing)
+            if closed is not None:
+                self._in_use.release()
+                raise closed
+        self._user = threading.get_ident()
+
+    @contextlib.contextmanager
+    def _held(self, doing: str) -> Iterator[None]:
+        """The vector env held for this thread's call (`_enter`), and released after it; an error the call
+        met because another thread closed the env meanwhile is that close's `ClosedEnvironmentError`.
+        (`send` and `recv`, called on every step, spell this out rather than pay for a context manager.)"""
+        self._enter(doing)
+        try:
+            yield
+        except Exception as exc:
+            closed = self._closed_meanwhile(doing)
+            if closed is not None:
+                raise closed from exc
+            raise
+        finally:
+            self._user = None
+            self._in_use.release()
+
+    def _closed_meanwhile(self, doing: str) -> ClosedEnvironmentError | None:
+        """The error for a call of this thread that another thread's close() cut short (None: no such
+        close). Whatever the call met then (a worker gone, a freed buffer) is the close, not a fault."""
+        closer = self._closer
+        if closer is None or closer == threading.get_ident():
+            return None
+        return ClosedEnvironmentError(
+            f"{self._vec_spec.backend}: another thread closed this vector env while {doing}; make a new one"
+        )
+
     def _pending_call(self) -> str | None:
         """The call still pending, by Gymnasium's name for it: ``"reset"`` (`reset_async`), ``"step"`` or
         None."""
-        if getattr(self, "_pending_reset", None) is not None:
-            return "reset"
-        in_flight = getattr(self, "_in_flight", None)
-        return "step" if in_flight is not None and in_flight.any() else None
+        return "reset" if self._pending_reset is not None else self._state.pending()
 
     def _check_nothing_pending(self, calling: str) -> None:
         """AlreadyPendingCallError (Gymnasium's words, then torchwm's detail) if a step or reset is
@@ -562,26 +632,8 @@ class VectorEnv(gym.vector.VectorEnv):
         one of them has a step in flight (or any env has, on a backend that steps a batch as a whole)."""
         if self._pending_reset is not None or not self.resets_while_stepping:
             self._check_nothing_pending("reset")
-        elif self._in_flight.any():
-            busy = ids[self._in_flight[ids]]
-            if busy.size:
-                raise AlreadyPendingCallError(
-                    f"Calling `reset` while waiting for a pending call to `step` to complete: envs "
-                    f"{busy.tolist()} have an action in flight; recv() them first (envs not in flight can "
-                    f"be reset meanwhile)",
-                    "step",
-                )
-
-    def _envs_in_flight(self) -> np.ndarray:
-        """The envs with an action in flight, or NoAsyncCallError (Gymnasium's words) if none has."""
-        candidates = np.flatnonzero(self._in_flight)
-        if not candidates.size:
-            raise NoAsyncCallError(
-                "Calling `step_wait` without any prior call to `step_async`. (recv() with no action in "
-                "flight; call send() first.)",
-                "step",
-            )
-        return candidates
+        else:
+            self._state.check_can_reset(ids, while_stepping=True)
 
     def _check_not_ended(self, ids: np.ndarray) -> None:
         """Under autoreset_mode 'disabled', a ValueError if an env of ``ids`` ended its episode (its
@@ -596,14 +648,8 @@ class VectorEnv(gym.vector.VectorEnv):
 
     def _collect_ready(self, count: int) -> tuple[np.ndarray, list[dict]]:
         """``count`` envs of ``_ready`` and their infos, removed from it: those sent longest ago first
-        (in the order they came among envs sent together), so that with ``batch_size`` every env has
-        its turn and none starves."""
-        if count == len(self._ready):  # all of them: no per-env pops
-            ids, infos = np.fromiter(self._ready, np.int64, count), list(self._ready.values())
-            self._ready.clear()
-            return ids, infos
-        chosen = sorted(self._ready, key=self._sent_at.__getitem__)[:count]  # stable: arrival order kept
-        return np.asarray(chosen, dtype=np.int64), [self._ready.pop(i) for i in chosen]
+        (`StepState.collect`)."""
+        return self._state.collect(count)
 
     def _all_rows(self) -> Any:
         """The observations of every env: a copy, or with ``copy=False`` the batch itself."""
@@ -694,8 +740,7 @@ class VectorEnv(gym.vector.VectorEnv):
         for i, seed in zip(ids.tolist(), seeds, strict=True):
             if seed is not None:
                 self._given_seeds[i] = seed
-        self._ever_reset[ids] = True
-        self._all_reset = bool(self._ever_reset.all())
+        self._state.was_reset(ids)
 
     def _spread(self, ids: np.ndarray, infos: list[dict]) -> list[dict]:
         """Infos of ``ids`` placed at their env positions in a list of ``num_envs``."""

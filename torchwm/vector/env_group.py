@@ -21,7 +21,16 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from torchwm.vector.batching import ARRAY_SPACES, get_row, put_rows
-from torchwm.vector.messages import Call, Close, ControlCommand, NeedsReset, Reset, SetAttr, error_reply
+from torchwm.vector.messages import (
+    Call,
+    Close,
+    ControlCommand,
+    NeedsReset,
+    Reset,
+    SetAttr,
+    blame_env,
+    error_reply,
+)
 
 
 def _wrong_shape(space: gym.Space, value: Any, path: tuple = ()) -> tuple[tuple, tuple, tuple] | None:
@@ -110,14 +119,20 @@ class EnvGroup:
         self, local_ids: Sequence[int], seeds: Sequence[int | None], options: dict[str, Any] | None
     ) -> list[dict]:
         infos = []
-        for i, seed in zip(local_ids, seeds, strict=True):
-            obs, info = self.envs[i].reset(seed=seed, options=options)
-            self._write_obs(i, obs)
-            self.rewards[i] = 0.0
-            self.terminations[i] = False
-            self.truncations[i] = False
-            self.needs_reset[i] = False
-            infos.append(info)
+        i = None
+        # One try around the loop, none per env: free until an env raises (then it names the env).
+        try:
+            for i, seed in zip(local_ids, seeds, strict=True):
+                obs, info = self.envs[i].reset(seed=seed, options=options)
+                self._write_obs(i, obs)
+                self.rewards[i] = 0.0
+                self.terminations[i] = False
+                self.truncations[i] = False
+                self.needs_reset[i] = False
+                infos.append(info)
+        except BaseException as exc:
+            blame_env(exc, i)
+            raise
         return infos
 
     def step(self, local_ids: Sequence[int], actions: Any) -> list[dict]:
@@ -127,36 +142,42 @@ class EnvGroup:
         terminations, truncations = [], []
         next_step = self.autoreset_mode is AutoresetMode.NEXT_STEP
         same_step = self.autoreset_mode is AutoresetMode.SAME_STEP
-        for row, i in enumerate(local_ids):
-            env = self.envs[i]
-            reward: SupportsFloat
-            if next_step and self.needs_reset[i]:
-                obs, info = env.reset()
-                reward, terminated, truncated = 0.0, False, False
-            else:
-                action = actions[row] if self._array_actions else get_row(self.action_space, actions, row)
-                obs, reward, terminated, truncated, info = env.step(action)
-                if same_step and (terminated or truncated):
-                    # A copy: the env may reuse its observation buffer on the reset below.
-                    final = {"final_obs": copy.deepcopy(obs), "final_info": info}
-                    obs, reset_info = env.reset()
-                    info = {**final, **reset_info}
-            self._write_obs(i, obs)
-            rewards.append(reward)
-            terminations.append(terminated)
-            truncations.append(truncated)
-            self.needs_reset[i] = terminated or truncated
-            infos.append(info)
-        # Written once for all envs: three numpy writes per env cost as much as a cheap env's step.
-        rows = slice(None) if local_ids == self._all_local else list(local_ids)
-        if not self._write_flags(rows, rewards, terminations, truncations):
-            # A value that does not fit (a reward that is no number, say): env by env, as Gymnasium
-            # writes them, so that an error comes from the env that returned it, with ``i`` naming it
-            # (`failing_env` reads it).
+        i = None
+        # One try around the loops, none per env: free until an env raises (then it names the env).
+        try:
             for row, i in enumerate(local_ids):
-                self.rewards[i] = rewards[row]
-                self.terminations[i] = terminations[row]
-                self.truncations[i] = truncations[row]
+                env = self.envs[i]
+                reward: SupportsFloat
+                if next_step and self.needs_reset[i]:
+                    obs, info = env.reset()
+                    reward, terminated, truncated = 0.0, False, False
+                else:
+                    action = actions[row] if self._array_actions else get_row(self.action_space, actions, row)
+                    obs, reward, terminated, truncated, info = env.step(action)
+                    if same_step and (terminated or truncated):
+                        # A copy: the env may reuse its observation buffer on the reset below.
+                        final = {"final_obs": copy.deepcopy(obs), "final_info": info}
+                        obs, reset_info = env.reset()
+                        info = {**final, **reset_info}
+                self._write_obs(i, obs)
+                rewards.append(reward)
+                terminations.append(terminated)
+                truncations.append(truncated)
+                self.needs_reset[i] = terminated or truncated
+                infos.append(info)
+            i = None  # no env's own: the write below
+            # Written once for all envs: three numpy writes per env cost as much as a cheap env's step.
+            rows = slice(None) if local_ids == self._all_local else list(local_ids)
+            if not self._write_flags(rows, rewards, terminations, truncations):
+                # A value that does not fit (a reward that is no number, say): env by env, as Gymnasium
+                # writes them, so that an error names the env that returned it.
+                for row, i in enumerate(local_ids):
+                    self.rewards[i] = rewards[row]
+                    self.terminations[i] = terminations[row]
+                    self.truncations[i] = truncations[row]
+        except BaseException as exc:
+            blame_env(exc, i)
+            raise
         return infos
 
     def _write_flags(self, rows: Any, rewards: list, terminations: list, truncations: list) -> bool:
@@ -171,17 +192,27 @@ class EnvGroup:
 
     def call(self, local_ids: Sequence[int], name: str | Callable, args: tuple, kwargs: dict) -> list[Any]:
         results = []
-        for i in local_ids:
-            if callable(name):  # a function of the env, run where the env lives
-                results.append(name(self.envs[i], *args, **kwargs))
-                continue
-            attr = self.envs[i].get_wrapper_attr(name)
-            results.append(attr(*args, **kwargs) if callable(attr) else attr)
+        i = None
+        try:
+            for i in local_ids:
+                if callable(name):  # a function of the env, run where the env lives
+                    results.append(name(self.envs[i], *args, **kwargs))
+                    continue
+                attr = self.envs[i].get_wrapper_attr(name)
+                results.append(attr(*args, **kwargs) if callable(attr) else attr)
+        except BaseException as exc:
+            blame_env(exc, i)
+            raise
         return results
 
     def set_attr(self, local_ids: Sequence[int], name: str, values: Sequence[Any]) -> None:
-        for i, value in zip(local_ids, values, strict=True):
-            self.envs[i].set_wrapper_attr(name, value)
+        i = None
+        try:
+            for i, value in zip(local_ids, values, strict=True):
+                self.envs[i].set_wrapper_attr(name, value)
+        except BaseException as exc:
+            blame_env(exc, i)
+            raise
 
     def answer(self, command: ControlCommand) -> Any:
         """Run a control command: its reply, or the `ErrorReply` of what raised (`Close` closes nothing:

@@ -4,7 +4,8 @@
 (`ControlCommand`) go to a worker; `torchwm.vector.env_group.EnvGroup.answer` runs the control
 commands. A worker reports its built envs with a `ShareDescription` (`describe_share`), and answers
 a command whose env raised with an `ErrorReply` (`error_reply`), which the pool turns into a
-`torchwm.errors.WorkerError` naming the env and the worker.
+`torchwm.errors.WorkerError` naming the env and the worker: the env's group records which env raised on
+the exception itself (`blame_env`), so that whoever catches it can say.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from typing import Any, NamedTuple
 import cloudpickle
 import gymnasium as gym
 
-# The module whose loops over envs keep the env's local index in ``i`` (`failing_env` reads it): named,
-# not imported, since that module imports this one.
-ENV_LOOP_MODULE = "torchwm.vector.env_group"
+# The attribute an `EnvGroup` sets on an exception that one of its envs raised: the env's local index.
+# On the exception, not on the group: it goes wherever the exception goes (a thread's outbox, the code that
+# builds the `ErrorReply`), and an exception from anywhere else never carries a stale index.
+ENV_INDEX_ATTRIBUTE = "_torchwm_env_index"
 
 
 class Step(NamedTuple):
@@ -108,19 +110,19 @@ def describe_share(envs: list[gym.Env]) -> ShareDescription:
     )
 
 
-def failing_env(exc: BaseException) -> int | None:
-    """The local index of the env that raised, read from the `EnvGroup` frame of the traceback.
+def blame_env(exc: BaseException, index: int | None) -> None:
+    """Record on ``exc`` that the env of local index ``index`` raised it (None: no env did); the last group
+    it passes through, the one whose worker answers, has the last word."""
+    try:
+        setattr(exc, ENV_INDEX_ATTRIBUTE, index)
+    except Exception:  # noqa: BLE001 - an exception type that refuses attributes is still reported, unnamed
+        pass
 
-    `EnvGroup` loops over its envs with the index in ``i``; reading it back here
-    costs nothing on the hot path, unlike wrapping every env call in a try.
-    """
-    tb = exc.__traceback__
-    index = None
-    while tb is not None:
-        frame = tb.tb_frame
-        if frame.f_globals.get("__name__") == ENV_LOOP_MODULE and "i" in frame.f_locals:
-            index = frame.f_locals["i"]
-        tb = tb.tb_next
+
+def failing_env(exc: BaseException) -> int | None:
+    """The local index of the env that raised ``exc``, as its `EnvGroup` recorded it (`blame_env`); None
+    when no env did (the worker's own code, building the envs)."""
+    index = getattr(exc, ENV_INDEX_ATTRIBUTE, None)
     return index if isinstance(index, int) else None
 
 

@@ -30,18 +30,16 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 import cloudpickle
-import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
+from torchwm.building import spec_env_fns
 from torchwm.errors import (
-    AlreadyPendingCallError,
     ClosedEnvironmentError,
     EnvTimeoutError,
     WorkerError,
     worker_error,
 )
-from torchwm.factory import spec_env_fns
 from torchwm.spec import VecSpec, check_count, check_timeout, with_env_fn
 from torchwm.vector.base import VectorEnv, check_batch_size, check_observation_mode, resolve_spaces
 from torchwm.vector.batching import slice_rows, take_rows
@@ -202,13 +200,6 @@ class WorkerPool(VectorEnv):
     def __init__(self, spec: VecSpec, **options: Any) -> None:
         self._transports: list[Transport] = []
         self._finalizer: weakref.finalize | None = None
-        # Held by the call that talks to the workers (send, recv, reset, call, set_attr): one thread at a
-        # time.
-        self._in_use = threading.Lock()
-        self._user: int | None = None  # the thread whose call holds `_in_use`
-        # The thread that closes this env (None: not closing): a call under way in another thread then raises
-        # ClosedEnvironmentError, whatever the close cut short in it.
-        self._closer: int | None = None
         # Who owns the workers: recorded once, here. A forked copy of this object is no owner.
         self._owner_pid = os.getpid()
         self._owner_forks = _Forks.count
@@ -245,14 +236,10 @@ class WorkerPool(VectorEnv):
             for w, r in enumerate(self.worker_slices)
         ]
         self._failure: WorkerError | None = None
-        # worker -> global ids of its step in flight (None: a step abandoned after Ctrl-C, still running)
-        self._busy: dict[int, np.ndarray | None] = {}
         # For batch_size < num_envs: the envs in flight that were passed over for too long
-        # (`_overdue_envs`): recv waits for those. (The base class keeps `_ready` and `_sent_at`.)
+        # (`StepState.overdue`): recv waits for those.
         self._overdue: list[int] = []
-        # Envs whose step raised or was interrupted (Ctrl-C): they must be reset before they step again.
-        self._must_reset = np.zeros(spec.num_envs, dtype=bool)
-        self._any_must_reset = False
+        self._wanted = 0  # how many ready envs the recv under way returns
         self._transports = [
             LocalWorker(w, envs)
             if settings.inline and w == 0
@@ -302,98 +289,39 @@ class WorkerPool(VectorEnv):
             self._finalizer()
             raise
 
-    # -- one thread at a time ---------------------------------------------------------------------
-
-    def _enter(self, doing: str) -> None:
-        """Take the vector env for this call, or refuse it: another thread is using it, or closing it. Two
-        threads talking to the same workers at once would cut each other's messages."""
-        if not self._in_use.acquire(blocking=False):
-            closed = self._closed_meanwhile(doing)
-            if closed is not None:
-                raise closed
-            raise AlreadyPendingCallError(
-                f"{self.backend_name}: refused {doing}: this vector env is being used from another thread "
-                f"(a step, reset or call is under way there). A vector env, like Gymnasium's, is not "
-                f"thread-safe: use it from one thread at a time, or give each thread its own",
-                "step",
-            )
-        closed = self._closed_meanwhile(doing)
-        if closed is not None and not self.closed:  # another thread is closing it (closed: the call says so)
-            self._in_use.release()
-            raise closed
-        self._user = threading.get_ident()
-
-    def _leave(self) -> None:
-        self._user = None
-        self._in_use.release()
-
-    def _closed_meanwhile(self, doing: str) -> ClosedEnvironmentError | None:
-        """The error for a call of this thread that another thread's close() cut short (None: no such
-        close). Whatever the call met then (a worker gone, a freed buffer) is the close, not a fault."""
-        closer = self._closer
-        if closer is None or closer == threading.get_ident():
-            return None
-        return ClosedEnvironmentError(
-            f"{self.backend_name}: another thread closed this vector env while {doing}; make a new one"
-        )
-
-    def send(self, actions: Any, env_ids: Any = None) -> None:
-        self._enter("sending a step")
-        try:
-            super().send(actions, env_ids)
-        except Exception as exc:
-            closed = self._closed_meanwhile("sending a step")
-            if closed is not None:
-                raise closed from exc
-            raise
-        finally:
-            self._leave()
-
-    def recv(
-        self, timeout: float | None = None, *, min_ready: int | None = None
-    ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        self._enter("receiving a step")
-        try:
-            return super().recv(timeout, min_ready=min_ready)
-        except Exception as exc:
-            closed = self._closed_meanwhile("receiving a step")
-            if closed is not None:
-                raise closed from exc
-            raise
-        finally:
-            self._leave()
-
     # -- stepping: what the base class calls -----------------------------------------------------
 
     def _send_step(self, ids: np.ndarray, actions: Any) -> None:
-        self._check_usable()
-        if self._any_must_reset and self._must_reset[ids].any():
-            raise gym.error.ResetNeeded(
-                f"{self.backend_name}: envs {ids[self._must_reset[ids]].tolist()} must be reset before "
-                f"they step again (reset(), or reset(env_ids=[...])): their last step raised or was "
-                f"interrupted (Ctrl-C), so their state is not what the last results said"
-            )
+        """Hand each involved worker its rows of ``actions``; a busy one is waited for first (a worker runs
+        one step at a time)."""
+        if _Forks.count != self._owner_forks or self._failure is not None:
+            self._check_usable()
         try:
-            self._start_step(ids, actions)
+            space = self.single_action_space
+            state = self._state
+            busy = state.busy
+            if ids.size == self.num_envs:
+                if busy:
+                    self._poll_until(
+                        lambda: not busy, Deadline.after(self.timeout), "waiting for busy workers"
+                    )
+                for transport, worker_ids in zip(self._transports, self._worker_ids, strict=True):
+                    envs = transport.envs
+                    transport.send_step(None, slice_rows(space, actions, envs.start, envs.stop))
+                    busy[transport.index] = worker_ids  # StepState.worker_sent, without a call per worker
+            else:
+                self._send_some(ids, actions)
         except (WorkerError, EnvTimeoutError):
             raise  # handled where raised: nothing half-done is left
         except BaseException:
             self._abandon_step(ids)
             raise
 
-    def _start_step(self, ids: np.ndarray, actions: Any) -> None:
-        """Hand each involved worker its rows of ``actions``; a busy one is waited for first (a worker runs
-        one step at a time)."""
+    def _send_some(self, ids: np.ndarray, actions: Any) -> None:
+        """`_send_step` of some envs: each involved worker gets its envs' rows."""
         space = self.single_action_space
-        busy = self._busy
-        if ids.size == self.num_envs:
-            if busy:
-                self._poll_until(lambda: not busy, Deadline.after(self.timeout), "waiting for busy workers")
-            for transport, worker_ids in zip(self._transports, self._worker_ids, strict=True):
-                envs = transport.envs
-                transport.send_step(None, slice_rows(space, actions, envs.start, envs.stop))
-                busy[transport.index] = worker_ids
-            return
+        state = self._state
+        busy = state.busy
         workers = self._worker_of[ids]
         involved = np.unique(workers).tolist()
         if any(w in busy for w in involved):
@@ -411,13 +339,16 @@ class WorkerPool(VectorEnv):
             positions = positions[np.argsort(ids[positions])]
             mine = ids[positions]
             transport.send_step((mine - transport.envs.start).tolist(), take_rows(space, actions, positions))
-            busy[w] = mine
+            state.worker_sent(w, mine)
 
     def _wait_ready(
         self, candidates: np.ndarray, count: int, timeout: float | None, *, min_ready: int | None = None
     ) -> tuple[np.ndarray, list[dict]]:
-        self._check_usable()
-        self._overdue = self._overdue_envs(candidates, count)
+        if _Forks.count != self._owner_forks or self._failure is not None:
+            self._check_usable()
+        state = self._state
+        self._wanted = count
+        self._overdue = [] if count >= candidates.size else state.overdue(candidates, count)
         try:
             # Every finished worker is taken in first (in _poll_until): envs are then served in the order
             # they finished, and none waits behind envs that finished later. A wait for every env in
@@ -425,24 +356,24 @@ class WorkerPool(VectorEnv):
             fault_deadline = Deadline.after(self.timeout)
             if min_ready is None:
                 self._poll_until(
-                    lambda: self._enough_ready(count),
+                    self._enough_ready,
                     fault_deadline if timeout == self.timeout else Deadline.after(timeout),
                     "stepping",
                     need_all=count >= candidates.size,
                     reply_deadline=fault_deadline,
                 )
-                return self._collect_ready(count)
+                return state.collect(count)
             try:
                 self._poll_until(
-                    lambda: self._enough_ready(count),
+                    self._enough_ready,
                     Deadline.after(timeout),
                     "stepping",
                     reply_deadline=fault_deadline,
                 )
             except EnvTimeoutError:
                 # The caller's deadline: whatever is ready, once at least min_ready are.
-                self._poll_until(lambda: len(self._ready) >= min_ready, fault_deadline, "stepping")
-            return self._collect_ready(min(count, len(self._ready)))
+                self._poll_until(lambda: len(state.ready) >= min_ready, fault_deadline, "stepping")
+            return state.collect(min(count, len(state.ready)))
         except (WorkerError, EnvTimeoutError):
             raise  # a timeout leaves the envs in flight: recv() again to keep waiting
         except BaseException:
@@ -464,7 +395,7 @@ class WorkerPool(VectorEnv):
         taken in whole, never cut off (and lost) by a deadline that passed while it was read."""
         finish_deadline = reply_deadline or deadline
         transports = self._transports
-        busy = self._busy
+        busy = self._state.busy
         slept = False
         while True:
             progressed = False
@@ -498,7 +429,7 @@ class WorkerPool(VectorEnv):
 
     def _finish(self, w: int, deadline: Deadline) -> None:
         """Worker ``w`` finished its step: its envs are ready (or its error is raised)."""
-        ids = self._busy.pop(w)
+        ids = self._state.worker_finished(w)
         transport = self._transports[w]
         try:
             infos = transport.finish_step(deadline)
@@ -521,54 +452,33 @@ class WorkerPool(VectorEnv):
         if isinstance(infos, ErrorReply):
             # The env that raised has no state its rows show (for the worker's own error: its envs of this
             # step).
-            self._mark_for_reset(ids if infos.env is None else np.array([transport.envs.start + infos.env]))
+            self._state.mark_for_reset(
+                ids if infos.env is None else np.array([transport.envs.start + infos.env])
+            )
             self._fail_step(self._remote_error(transport, infos, "stepping"), deadline)
-        self._ready.update(zip(ids.tolist(), infos))
+        self._state.arrived(ids, infos)
 
-    def _overdue_envs(self, candidates: np.ndarray, count: int) -> list[int]:
-        """The envs in flight that were sent two rounds of ``count`` envs ago or more (empty when
-        every env in flight is waited for anyway).
-
-        With ``batch_size``, recv returns envs that are ready; a worker that the OS runs less than the
-        others (more processes than cores) would then have its envs passed over again and again while
-        the others cycle. Waiting for envs this overdue bounds how long any env waits for its turn.
-        """
-        if count >= candidates.size:
-            return []
-        patience = 2 * -(-self.num_envs // count)
-        return candidates[self._sent_at[candidates] <= self._recvs - patience].tolist()
-
-    def _enough_ready(self, count: int) -> bool:
-        """Whether recv can return: ``count`` envs ready, and every overdue env among them."""
-        return len(self._ready) >= count and all(env in self._ready for env in self._overdue)
+    def _enough_ready(self) -> bool:
+        """Whether recv can return: the envs it wants ready (``_wanted`` of them), and every overdue env
+        among them."""
+        ready = self._state.ready
+        overdue = self._overdue
+        return len(ready) >= self._wanted and (not overdue or all(env in ready for env in overdue))
 
     def _abandon_step(self, sending: np.ndarray | None) -> None:
         """A step was interrupted midway (Ctrl-C, or an unexpected error in the parent): forget it.
 
-        Its envs (those in flight, and ``sending``) are marked to be reset; the workers are not waited
-        for, so Ctrl-C returns at once, and their results are dropped when they come.
+        Its envs (those in flight, and ``sending``) must be reset; the workers are not waited for, so
+        Ctrl-C returns at once, and their results are dropped when they come.
         """
-        envs = self._in_flight.copy()
-        if sending is not None:
-            envs[sending] = True
-        self._mark_for_reset(envs)
-        self._ready.clear()
-        self._in_flight[:] = False
-        self._forget_steps()
-
-    def _mark_for_reset(self, envs: np.ndarray) -> None:
-        """Envs whose state moved on without their rows reaching the user: `_send_step` refuses them until
-        reset."""
-        self._must_reset[envs] = True
-        self._any_must_reset = bool(self._must_reset.any())
+        for w in self._state.abandon(sending):
+            self._transports[w].abandon_step()
 
     def _forget_steps(self) -> None:
         # A worker still stepping is waited for before it is sent a step again, but its results are not
-        # taken: None marks its step as abandoned.
-        for w in self._busy:
-            if self._busy[w] is not None:
-                self._busy[w] = None
-                self._transports[w].abandon_step()
+        # taken (StepState.abandon_workers).
+        for w in self._state.abandon_workers():
+            self._transports[w].abandon_step()
 
     def _fail_step(self, error: WorkerError, deadline: Deadline) -> NoReturn:
         """An env raised during a step: finish the rest of the step, then raise with nothing in flight.
@@ -582,14 +492,13 @@ class WorkerPool(VectorEnv):
         except BaseException:
             self._abandon_step(None)
             raise
-        self._ready.clear()
-        self._in_flight[:] = False
+        self._state.fail()
         raise error
 
     def _drain(self, deadline: Deadline) -> None:
         """Wait (until ``deadline``) for the abandoned steps still running; one not done by then stays busy,
         and the next step sent to its worker waits for it."""
-        for w in list(self._busy):
+        for w in list(self._state.busy):
             transport = self._transports[w]
             while not transport.poll():
                 if not transport.alive or deadline.expired:
@@ -637,8 +546,7 @@ class WorkerPool(VectorEnv):
         message."""
         # A copy without the traceback: its frames hold views of the batch, which close() must free.
         self._failure = WorkerError(failure.args[0], worker_index=failure.worker_index)
-        self._ready.clear()
-        self._in_flight[:] = False
+        self._state.fail()
 
     def _gone_error(self, transport: Transport, gone: WorkerGone, doing: str) -> WorkerError:
         """The `WorkerError` for a worker that cannot answer any more."""
@@ -755,9 +663,9 @@ class WorkerPool(VectorEnv):
             if self._failure is None:
                 self._fail_for_good(WorkerError(str(error), worker_index=transport.index))
             raise
-        for env, info in zip(transport.envs, infos, strict=True):
-            if self._in_flight[env]:
-                self._ready[env] = info
+        in_flight = self._state.in_flight
+        waited_for = [env for env in transport.envs if in_flight[env]]  # the envs a recv still expects
+        self._state.arrived(waited_for, [infos[env - transport.envs.start] for env in waited_for])
 
     def _restart(self, transport: Transport, deadline: Deadline) -> list[dict]:
         """A new worker for a dead one's envs, reset; returns their reset infos, flagged
@@ -774,7 +682,7 @@ class WorkerPool(VectorEnv):
             space = self.single_observation_space
             rows = take_rows(space, self._observations, ids)
             final_obs = [get_row(space, rows, k) for k in range(len(ids))]
-        self._busy.pop(transport.index, None)
+        self._state.busy.pop(transport.index, None)
         transport.restart(self._payloads[transport.index])
         self._started(transport, deadline, doing)
         transport.attach(self._batch)  # type: ignore[arg-type]
@@ -805,38 +713,30 @@ class WorkerPool(VectorEnv):
 
         An error reply (an env raised, or its result cannot be pickled) fails this call only; a worker
         that died fails the vector env, unless ``restart_on_crash`` restarts it and the command is sent
-        again.
+        again. Runs under the calling method's hold of the vector env (`VectorEnv._enter`).
         """
-        self._enter(doing)
-        try:
-            self._check_usable()
-            deadline = Deadline.after(self.timeout)
-            # A worker still stepping other envs (a reset of some envs while others are in flight) runs
-            # one thing at a time: its step is taken in first, and waits in _ready for recv.
-            stepping = [w for w in commands if self._busy.get(w) is not None]
-            if stepping:
-                self._poll_until(lambda: all(self._busy.get(w) is None for w in stepping), deadline, doing)
-            for w, command in commands.items():
-                self._transports[w].send(command)
-            replies: dict[int, Any] = {}
-            first_error: BaseException | None = None
-            for w in commands:
-                transport = self._transports[w]
-                try:
-                    replies[w] = self._answer(transport, deadline, doing, resend=commands[w])
-                except WorkerError as error:
-                    if first_error is None:
-                        first_error = error
-            closed = self._closed_meanwhile(doing)
-            if closed is not None:
-                raise closed from first_error
-        except Exception as exc:
-            closed = self._closed_meanwhile(doing)
-            if closed is not None and not isinstance(exc, ClosedEnvironmentError):
-                raise closed from exc
-            raise
-        finally:
-            self._leave()
+        self._check_usable()
+        deadline = Deadline.after(self.timeout)
+        # A worker still stepping other envs (a reset of some envs while others are in flight) runs
+        # one thing at a time: its step is taken in first, and waits among the ready envs for recv.
+        busy = self._state.busy
+        stepping = [w for w in commands if busy.get(w) is not None]
+        if stepping:
+            self._poll_until(lambda: all(busy.get(w) is None for w in stepping), deadline, doing)
+        for w, command in commands.items():
+            self._transports[w].send(command)
+        replies: dict[int, Any] = {}
+        first_error: BaseException | None = None
+        for w in commands:
+            transport = self._transports[w]
+            try:
+                replies[w] = self._answer(transport, deadline, doing, resend=commands[w])
+            except WorkerError as error:
+                if first_error is None:
+                    first_error = error
+        closed = self._closed_meanwhile(doing)  # whatever came, a close from another thread is the answer
+        if closed is not None:
+            raise closed from first_error
         if first_error is not None:
             raise first_error
         return replies
@@ -854,11 +754,6 @@ class WorkerPool(VectorEnv):
         for w, reply in replies.items():
             for p, info in zip(positions[w], reply, strict=True):
                 infos[p] = info
-        for env in ids.tolist():
-            self._ready.pop(env, None)
-        if self._any_must_reset:
-            self._must_reset[ids] = False
-            self._any_must_reset = bool(self._must_reset.any())
         return infos
 
     def _by_worker(self, ids: list[int]) -> dict[int, list[int]]:

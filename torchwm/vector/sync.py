@@ -13,7 +13,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from torchwm.factory import check_distinct_envs, spec_env_fns
+from torchwm.building import check_distinct_envs, spec_env_fns
 from torchwm.hookspecs import hookimpl
 from torchwm.spec import VecSpec, with_env_fn
 from torchwm.vector.base import VectorEnv, check_observation_mode, resolve_spaces
@@ -99,7 +99,6 @@ class SyncVectorEnv(VectorEnv):
             self._terminations,
             self._truncations,
         )
-        self._ready_infos: dict[int, dict] = {}
 
     @property
     def envs(self) -> list[gym.Env]:
@@ -113,17 +112,15 @@ class SyncVectorEnv(VectorEnv):
 
     def _send_step(self, ids: np.ndarray, actions: Any) -> None:
         assert self._group is not None
-        infos = self._group.step(ids.tolist(), actions)
-        self._ready_infos.update(zip(ids.tolist(), infos))
+        ids_list = ids.tolist()
+        self._state.arrived(ids_list, self._group.step(ids_list, actions))
 
     def _wait_ready(
         self, candidates: np.ndarray, count: int, timeout: float | None, *, min_ready: int | None = None
     ) -> tuple[np.ndarray, list[dict]]:
-        # Every env in flight is ready (so ``min_ready`` changes nothing): serve the ones sent first (FIFO),
-        # as the parallel backends serve the finished envs sent longest ago first. The lowest indices
-        # first would starve the others when the caller sends again to exactly the envs recv() returned.
-        chosen = list(self._ready_infos)[:count]
-        return np.asarray(chosen, dtype=np.int64), [self._ready_infos.pop(i) for i in chosen]
+        # Every env in flight is ready (so ``min_ready`` changes nothing): served as the parallel backends
+        # serve theirs, the envs sent longest ago first.
+        return self._state.collect(count)
 
     def _call(self, name: str | Callable, args: tuple, kwargs: dict, ids: list[int]) -> list[Any]:
         assert self._group is not None

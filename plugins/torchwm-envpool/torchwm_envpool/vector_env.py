@@ -263,7 +263,7 @@ class EnvPoolVectorEnv(VectorEnv):
             or self._is_async
             or self._ready
             or not self._in_flight.all()
-            or not self._in_env_order
+            or not self._state.in_env_order
         ):
             return super().recv(timeout, min_ready=min_ready)
         if timeout is not None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import ray
-from torchwm_ray import actors, connection
+from torchwm_ray import actor, connection
 
 import torchwm
 import torchwm.testing
@@ -254,7 +254,7 @@ def test_large_observations_travel_in_chunks_under_rays_inline_limit():
     from gymnasium import spaces
 
     frames = spaces.Box(0, 255, (4, 84, 84), np.uint8)  # 28,224 bytes an env
-    assert actors.obs_chunks(frames, 3) == 0  # 84,672 bytes: inline as they are
-    chunks = actors.obs_chunks(frames, 4)  # 112,896 bytes
-    assert chunks == 2 and 112_896 / chunks <= actors.INLINE_BYTES
-    assert actors.obs_chunks(spaces.Dict({"a": frames}), 64) == 0  # only plain arrays are split
+    assert actor.obs_chunks(frames, 3) == 0  # 84,672 bytes: inline as they are
+    chunks = actor.obs_chunks(frames, 4)  # 112,896 bytes
+    assert chunks == 2 and 112_896 / chunks <= actor.INLINE_BYTES
+    assert actor.obs_chunks(spaces.Dict({"a": frames}), 64) == 0  # only plain arrays are split

@@ -21,7 +21,7 @@ import pytest
 import ray
 from cluster import module_cluster, ray_cluster, wait_gone  # noqa: F401 - fixtures
 from ray import cloudpickle
-from torchwm_ray import actors
+from torchwm_ray import driver
 
 import torchwm
 from torchwm.errors import AlreadyPendingCallError, EnvTimeoutError, WorkerError
@@ -212,9 +212,9 @@ def test_an_actor_no_node_can_take_fails_at_once_naming_what_it_asked_for(ray_cl
 
 
 def test_a_start_timeout_states_the_time_it_waited(ray_cluster, monkeypatch):
-    """An actor's start gets at least actors.DEFAULT_TIMEOUT (scheduling, imports), more than timeout=2: the
+    """An actor's start gets at least driver.DEFAULT_TIMEOUT (scheduling, imports), more than timeout=2: the
     message says how long it waited, not 2 s."""
-    monkeypatch.setattr(actors, "DEFAULT_TIMEOUT", 6.0)
+    monkeypatch.setattr(driver, "DEFAULT_TIMEOUT", 6.0)
     with pytest.raises(
         EnvTimeoutError, match=r"did not answer within [6-9] s \(timeout=2\) while starting its envs"
     ):

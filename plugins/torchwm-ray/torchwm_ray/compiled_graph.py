@@ -2,8 +2,9 @@
 
 A step of all envs sent as ordinary actor calls costs more per actor than one execution of a
 compiled graph, whose shared-memory channels Ray reads by polling (docs/performance.md compares
-them). `CompiledStep` is shared by the transports of one vector env: each stages its
-actor's actions, the last one sends the step, and each reads its own actor's result once.
+them). `CompiledStep` is part of one vector env's pool state (`torchwm_ray.pool_state`), used by
+its transports: each stages its actor's actions, the last one sends the step, and each reads its own
+actor's result once.
 A graph's result cannot be read twice, so a step past its deadline is lost
 (`torchwm.plugin_api.StepLost`), and a graph does not survive the death of an actor
 (`torchwm.plugin_api.WorkerGone`).
@@ -15,17 +16,14 @@ import collections
 import logging
 import pickle
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import ray
 import ray.exceptions
 from ray.dag import InputNode, MultiOutputNode
 
 from torchwm.plugin_api import Deadline, StepLost, WorkerGone
-from torchwm_ray.connection import RAY_GONE, lost_ray
-
-if TYPE_CHECKING:
-    from torchwm_ray.actors import EnvFailure, RayActorTransport
+from torchwm_ray.failures import RAY_GONE, ActorEnd, EnvFailure, lost_ray
 
 
 class CompiledStep:
@@ -38,7 +36,7 @@ class CompiledStep:
 
     def __init__(self, start_timeout: float) -> None:
         self.start_timeout = start_timeout  # the least time the first step gets (it starts the actors' loops)
-        self.members: list[RayActorTransport] = []  # the graph's actors' transports, in graph order
+        self.members: list[ActorEnd] = []  # the graph's actors' transports, in graph order
         self.graph: Any = None
         self.staged: dict[int, Any] = {}  # transport index -> its actions, until every member has staged
         self.refs: dict[int, Any] = {}  # transport index -> its result of the step in flight, until read
@@ -49,7 +47,7 @@ class CompiledStep:
         self.warm = False  # the first step of a new graph also starts its actors' loops
         self.stale = False
 
-    def stage(self, transport: RayActorTransport, actions: Any) -> None:
+    def stage(self, transport: ActorEnd, actions: Any) -> None:
         self.staged[transport.index] = actions
         if len(self.staged) < len(self.members):
             return
@@ -77,7 +75,7 @@ class CompiledStep:
             refs = [None] * len(self.members)
         self.refs = {member.index: ref for member, ref in zip(self.members, refs, strict=True)}
 
-    def result(self, transport: RayActorTransport, deadline: Deadline) -> tuple | EnvFailure | None:
+    def result(self, transport: ActorEnd, deadline: Deadline) -> tuple | EnvFailure | None:
         """``transport``'s actor's result of the step (None: the step was abandoned). Raises `StepLost` past
         the deadline, `WorkerGone` if an actor died, and Ray's ``RayTaskError`` for an error of the graph
         itself."""
@@ -128,7 +126,7 @@ class CompiledStep:
                 self.latencies.append(time.monotonic() - self.sent)
             self.warm = True
 
-    def _late_actors(self) -> list[RayActorTransport]:
+    def _late_actors(self) -> list[ActorEnd]:
         """The actors still in the graph's step, asked with ordinary calls (a result read from the graph
         covers every actor, so a timeout of it does not say which one is late)."""
         asked = [m.actor.in_graph_step.remote() for m in self.members]

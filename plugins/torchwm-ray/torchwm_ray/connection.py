@@ -26,9 +26,6 @@ import time
 from typing import Any
 
 import ray
-import ray.exceptions
-
-from torchwm.plugin_api import WorkerGone
 
 logger = logging.getLogger(__name__)
 ENV_VAR = "RAY_ADDRESS"
@@ -42,11 +39,6 @@ def target_address(address: str | None) -> str:
     if address is None:
         return os.environ.get(ENV_VAR) or "local"
     return address
-
-
-def is_client_address(address: str | None) -> bool:
-    """Whether ``address`` (as the user gave it, ``None``: from ``RAY_ADDRESS``) goes through Ray Client."""
-    return target_address(address).startswith(CLIENT_PREFIX)
 
 
 def client_connected() -> bool:
@@ -227,26 +219,6 @@ def last_line(text: str) -> str:
     """The last non-empty line of ``text`` (a traceback's: the exception)."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[-1] if lines else text
-
-
-RAY_GONE = "Ray was shut down (ray.shutdown()) or this process lost its connection to the cluster"
-
-
-def lost_ray(exc: BaseException) -> WorkerGone:
-    """The `WorkerGone` for an error of Ray's own while waiting, if Ray went away (``ray.shutdown()`` from
-    another thread, a lost connection): Ray then raises what it happens to meet (``SystemExit``,
-    ``AttributeError``)."""
-    if isinstance(exc, KeyboardInterrupt):
-        raise exc
-    deadline = time.monotonic() + 2.0  # a shutdown in another thread may still be on its way
-    while ray.is_initialized() and time.monotonic() < deadline:
-        if isinstance(exc, (ray.exceptions.RaySystemError, ray.exceptions.RayChannelError, SystemExit)):
-            time.sleep(0.05)
-        else:
-            raise exc
-    if ray.is_initialized():
-        raise exc
-    return WorkerGone(RAY_GONE, restartable=False)
 
 
 def exit_with_raylet(period: float = 1.0) -> None:

@@ -12,14 +12,14 @@ Two options decide it, as a Ray user would write them:
   of its own, which ``"SPREAD"`` alone does not promise.
 
 `ActorPlacement` holds both, checked before Ray is touched; `ActorPlacement.reserve` creates the
-placement group (connected), waiting for it within the env's deadline; `check_schedulable` fails an
-actor that no alive node can take, which Ray would keep pending for ever.
+placement group (connected), waiting for it within the env's deadline, and `remove_group` removes it;
+`check_schedulable` fails an actor that no alive node can take, which Ray would keep pending for ever.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import ray
@@ -35,14 +35,13 @@ DEFAULT_TIMEOUT = 120.0  # seconds; actors may first have to be scheduled and im
 SCHEDULING_GRACE = 2.0
 
 
-@dataclass
+@dataclass(frozen=True)
 class ActorPlacement:
     """Each actor's `ray.remote` options and the placement group they go in (see the module docstring)."""
 
     per_actor: list[dict[str, Any]] | None  # one dict per actor, or None: ``common`` for all
     common: dict[str, Any]
     strategy: str | None
-    group: Any = field(default=None, repr=False)  # the placement group, once reserved
 
     @classmethod
     def check(cls, actor_options: Any, placement: Any) -> ActorPlacement:
@@ -90,26 +89,27 @@ class ActorPlacement:
             )
         return count
 
-    def options(self, index: int) -> dict[str, Any]:
-        """The `ray.remote` options of actor ``index`` (without ``max_restarts``)."""
+    def options(self, index: int, group: Any = None) -> dict[str, Any]:
+        """The `ray.remote` options of actor ``index`` (without ``max_restarts``), in bundle ``index`` of
+        ``group`` (`reserve`'s placement group) if there is one."""
         options = dict(self.per_actor[index] if self.per_actor is not None else self.common)
-        if self.group is not None:
+        if group is not None:
             from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
             options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
-                self.group, placement_group_bundle_index=index
+                group, placement_group_bundle_index=index
             )
             options.setdefault("num_cpus", bundle_of(options)["CPU"])
         else:
             options.setdefault("scheduling_strategy", "SPREAD")
         return options
 
-    def reserve(self, count: int, timeout: float | None) -> None:
-        """Create the placement group (``placement`` given) of ``count`` bundles; wait until it is placed, at
-        most ``timeout`` seconds (None: no limit), else remove it and raise `torchwm.errors.EnvTimeoutError`
-        naming the bundles."""
+    def reserve(self, count: int, timeout: float | None) -> Any:
+        """Create the placement group (``placement`` given; else None) of ``count`` bundles and return it once
+        it is placed, waiting at most ``timeout`` seconds (None: no limit), else remove it and raise
+        `torchwm.errors.EnvTimeoutError` naming the bundles."""
         if self.strategy is None:
-            return
+            return None
         from ray.util.placement_group import placement_group
 
         bundles = [
@@ -128,16 +128,16 @@ class ActorPlacement:
                 f"{'STRICT_SPREAD needs a node per actor; ' if self.strategy == 'STRICT_SPREAD' else ''}"
                 f"use fewer actors, smaller bundles (actor_options num_cpus) or another strategy"
             )
-        self.group = group
+        return group
 
-    def release(self) -> None:
-        """Remove the placement group, if any (its actors end with it)."""
-        group, self.group = self.group, None
-        if group is not None and ray.is_initialized():
-            try:
-                ray.util.remove_placement_group(group)
-            except Exception:
-                pass  # gone with its cluster or job already
+
+def remove_group(group: Any) -> None:
+    """Remove a placement group `ActorPlacement.reserve` made, if any (its actors end with it)."""
+    if group is not None and ray.is_initialized():
+        try:
+            ray.util.remove_placement_group(group)
+        except Exception:
+            pass  # gone with its cluster or job already
 
 
 def bundle_of(options: dict[str, Any]) -> dict[str, float]:

@@ -28,7 +28,7 @@ import struct
 import tempfile
 import time
 from multiprocessing.connection import Connection
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import ray
 from ray import cloudpickle
@@ -42,11 +42,10 @@ from torchwm.plugin_api import (
     WorkerPayload,
     serve_shared_memory,
 )
-from torchwm_ray.connection import RAY_GONE, LocalRay, exit_with_raylet, last_line
+from torchwm_ray.connection import LocalRay, exit_with_raylet, last_line
+from torchwm_ray.failures import RAY_GONE
 from torchwm_ray.placement import DEFAULT_TIMEOUT, SCHEDULING_GRACE, check_schedulable
-
-if TYPE_CHECKING:
-    from torchwm_ray.actors import RaySettings
+from torchwm_ray.settings import RaySettings
 
 
 class SharedMemoryActor:
@@ -135,7 +134,10 @@ class SameNodeWorker(SharedMemoryWorker):
         self._listener.bind(path)
         self._listener.listen(1)
         # torchwm starts a new actor in place of a dead one (`restart`): Ray restarts none.
-        self._options = {**settings.placement.options(self.index), "max_restarts": 0}
+        self._options = {
+            **settings.placement.options(self.index, settings.state.placement_group),
+            "max_restarts": 0,
+        }
         self.actor = ray.remote(SharedMemoryActor).options(**self._options).remote()
         self._serving = self.actor.serve.remote(path, cloudpickle.dumps(payload))
 

@@ -1,11 +1,16 @@
 """The ``ray`` backend: torchwm's worker pool over Ray actors, several envs an actor.
 
 `RayVectorEnv` is a `torchwm.plugin_api.WorkerPool` whose transport is
-`torchwm_ray.actors.RayActorTransport`: the split of envs, routing, async batches,
+`torchwm_ray.driver.RayActorTransport`: the split of envs, routing, async batches,
 deadlines, restarts and errors are the pool's, as on ``subproc`` and ``shmem``. The
 plugin's modules, each one job:
 
-- `actors`: the transport, both ends (`EnvActor` in the actor, `RayActorTransport` in the driver);
+- `settings`: `RaySettings`, the options checked (`configure`), and `StepPath`, how steps travel and why;
+- `pool_state`: `PoolState`, what an env's transports share while it runs (graph, transports, placement
+  group);
+- `actor`: `EnvActor`, the worker, a share of the envs in a Ray actor;
+- `driver`: `RayActorTransport`, the driver's end of one `EnvActor`;
+- `failures`: an env's error (`EnvFailure`), and Ray's errors as the pool's (`WorkerGone`);
 - `same_node`: `SameNodeWorker`, the transport where every actor is on the driver's node (steps through
   a shared block, as on ``shmem``);
 - `compiled_graph`: `CompiledStep`, the Ray Compiled Graph that steps every actor at once;
@@ -21,10 +26,11 @@ from typing import Any
 
 from torchwm.errors import UnsupportedStackError
 from torchwm.plugin_api import VecSpec, WorkerPool
-from torchwm_ray.actors import RayActorTransport, RaySettings
 from torchwm_ray.connection import LocalRay
-from torchwm_ray.placement import DEFAULT_TIMEOUT
+from torchwm_ray.driver import RayActorTransport
+from torchwm_ray.placement import DEFAULT_TIMEOUT, remove_group
 from torchwm_ray.same_node import SameNodeWorker
+from torchwm_ray.settings import RaySettings
 
 
 class RayVectorEnv(WorkerPool):
@@ -109,12 +115,13 @@ class RayVectorEnv(WorkerPool):
     def _release_placement(self) -> None:
         settings = getattr(self, "transport_settings", None)
         if isinstance(settings, RaySettings):
-            settings.placement.release()
+            group, settings.state.placement_group = settings.state.placement_group, None
+            remove_group(group)
 
     @property
     def placement_group(self) -> Any:
         """The placement group this env reserved for its actors (``placement``), or None."""
-        return self.transport_settings.placement.group
+        return self.transport_settings.state.placement_group
 
     @property
     def actors(self) -> list[Any]:
@@ -142,5 +149,5 @@ class RayVectorEnv(WorkerPool):
     @property
     def compiled_graph(self) -> bool:
         """Whether steps of all envs now go through a Ray Compiled Graph (compiled at the first one)."""
-        graph = self.transport_settings.graph
+        graph = self.transport_settings.state.graph
         return graph is not None and graph.graph is not None and not graph.stale

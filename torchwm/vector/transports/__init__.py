@@ -6,7 +6,8 @@
 - `local`: a worker the parent steps itself (the ``inline`` option).
 - `processes`: what both process transports share (the worker process, its start, the handshake).
 - `pipe`: steps and rows over a pipe (the ``subproc`` backend).
-- `shared_memory`: steps and rows in a shared block (the ``shmem`` backend), with `futex` (the
+- `shared_memory`: steps and rows in a shared block (the ``shmem`` backend; the block itself is
+  `shared_block`), with `futex` (the
   sleep both sides wake each other from) and `handoff` (what a hand-off between processes costs,
   and how long each side polls before it sleeps).
 - `worker_count`: how many workers ``shmem`` starts when the user does not say.

@@ -54,7 +54,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from torchwm.factory import check_distinct_envs
+from torchwm.building import check_distinct_envs
 from torchwm.spec import VecSpec
 from torchwm.vector.batching import create_batch, put_rows, slice_rows
 from torchwm.vector.messages import ControlCommand, ErrorReply, ShareDescription

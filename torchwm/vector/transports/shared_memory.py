@@ -1,11 +1,11 @@
 """The shared-memory transport (the ``shmem`` backend): a whole batch in one shared block, steps signalled
 through it.
 
-Both ends of the wire are here. Actions, observations, rewards and flags live
-in one shared-memory block (`SharedBatch`); a step costs no pipe message and
-no pickling: the parent writes the actions and the step's number into the
-block and rings the worker, the worker steps its `EnvGroup` in place and
-sets ``done_seq``. How one step travels, file by file: docs/concepts.md,
+Both ends of the wire are here: the parent's (`SharedMemoryWorker`) and the worker's loop (`serve`), since
+a step runs through both. Actions, observations, rewards and flags live in one shared-memory block
+(`torchwm.vector.transports.shared_block.SharedBatch`); a step costs no pipe message and no pickling: the
+parent writes the actions and the step's number into the block and rings the worker, the worker steps its
+`EnvGroup` in place and sets ``done_seq``. How one step travels, file by file: docs/concepts.md,
 "One shmem step".
 
 Actions of another dtype than the action space's travel through the pipe
@@ -18,39 +18,26 @@ each side polls is measured on the first steps (`torchwm.vector.transports.hando
 the workers write when they began and ended each step in the block. Step
 infos travel in the block too: plain numbers with the same keys for every
 env (Atari's lives and frame counters) as columns of numbers, one row per env,
-their keys only when they change; other infos pickled. The
+their keys only when they change (the info columns, below); other infos pickled. The
 pipe carries control commands, errors and large infos (the worker process and
 its pipe are `torchwm.vector.transports.processes`).
-
-The block has no name in ``/dev/shm``: the parent makes it with
-``memfd_create`` (elsewhere: a file it unlinks at once) and hands each worker
-its file descriptor over the worker's pipe (`send_handle`), also a worker
-restarted later. So nothing is left behind whatever is killed (the parent,
-the workers, the whole process group, and with them multiprocessing's
-resource tracker): the memory goes with the last process that maps it. The
-name ``torchwm_<pid>_<random>`` still labels the mapping (``/memfd:torchwm_...``
-in ``/proc/<pid>/maps``), so that it is easy to find.
 """
 
 from __future__ import annotations
 
 import enum
-import mmap
 import os
 import pickle
-import secrets
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from multiprocessing.reduction import recv_handle, send_handle
+from multiprocessing.reduction import recv_handle
 from typing import Any, ClassVar, cast
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from torchwm.errors import DynamicShapeError, UnsupportedStackError
 from torchwm.spec import VecSpec
 from torchwm.vector.batching import (
     ARRAY_SPACES,
@@ -85,6 +72,7 @@ from torchwm.vector.transports.processes import (
     send_reply,
     worker_main,
 )
+from torchwm.vector.transports.shared_block import MAX_INFO_COLUMNS, SharedBatch
 from torchwm.vector.transports.worker_count import env_key, measured_worker_choice
 
 LIVENESS_SECONDS = 0.005  # longest sleep of the parent between checks that the busy workers are alive
@@ -104,277 +92,32 @@ class StepStatus(enum.IntEnum):
     INFOS_IN_COLUMNS = 4
 
 
-# -- the block ------------------------------------------------------------------------------------
-
-SEGMENT_PREFIX = "torchwm_"
-_ALIGN = 64  # a cache line: workers write neighbouring arrays without false sharing of the flags
-# Bytes each worker has for its step's pickled infos (Atari's lives and frame counters take ~150 a
-# env); larger infos go through the pipe instead.
-INFO_BYTES_PER_WORKER = 32768
-# Columns of plain numbers each env has for its step's infos (8 bytes a cell), when every env the worker
-# stepped gave the same keys with plain int, float or bool values (Atari's lives and frame counters).
-MAX_INFO_COLUMNS = 8
-# Bytes each worker has for the keys and types of its info columns, pickled (rewritten when they change).
-INFO_SCHEMA_BYTES_PER_WORKER = 4096
+# -- the rings -------------------------------------------------------------------------------------
+# Here, not on `SharedBatch`: they run on every step, and a step stays in the files docs/concepts.md lists.
 
 
-def _leaves(space: gym.Space, path: tuple = ()) -> list[tuple[tuple, np.dtype, tuple[int, ...]]]:
-    """(path, dtype, shape of one env's value) of every array a batch of ``space`` holds."""
-    if isinstance(space, spaces.Dict):
-        return [leaf for key, sub in space.spaces.items() for leaf in _leaves(sub, (*path, key))]
-    if isinstance(space, spaces.Tuple):
-        return [leaf for i, sub in enumerate(space.spaces) for leaf in _leaves(sub, (*path, i))]
-    if isinstance(space, ARRAY_SPACES):
-        return [(path, np.dtype(space.dtype), tuple(space.shape or ()))]
-    if isinstance(space, (spaces.Graph, spaces.Sequence)):
-        # Gymnasium's shared memory refuses these two with a TypeError and this phrase, which code
-        # written for AsyncVectorEnv (its own test suite, for one) catches.
-        raise DynamicShapeError(
-            f"As {space} has a dynamic shape so its not possible to make a static shared memory. The shmem "
-            f"backend keeps batches in shared memory and needs fixed-shape spaces; use backend='subproc'."
-        )
-    raise UnsupportedStackError(
-        f"the shmem backend keeps batches in shared memory and needs fixed-shape spaces (Box, Discrete, "
-        f"MultiDiscrete, MultiBinary, Dict or Tuple of them); got {space}. Use backend='subproc'."
-    )
+def ring_worker(shared: SharedBatch, worker: int) -> None:
+    """Wake worker ``worker`` if it sleeps (after a step signal or a pipe command).
 
-
-def _nest(space: gym.Space, arrays: dict[tuple, np.ndarray], path: tuple = ()) -> Any:
-    """The batch structure of ``space`` (dicts and tuples like Gymnasium's) around ``arrays``."""
-    if isinstance(space, spaces.Dict):
-        return {key: _nest(sub, arrays, (*path, key)) for key, sub in space.spaces.items()}
-    if isinstance(space, spaces.Tuple):
-        return tuple(_nest(sub, arrays, (*path, i)) for i, sub in enumerate(space.spaces))
-    return arrays[path]
-
-
-@dataclass(frozen=True)
-class Layout:
-    """Where each array lives in the block: plain data, sent to workers at start-up."""
-
-    name: str
-    size: int
-    num_envs: int
-    num_workers: int
-    entries: tuple[tuple[str, tuple, str, tuple[int, ...], int], ...]  # (field, path, dtype, shape, offset)
-
-
-def plan_layout(
-    observation_space: gym.Space, action_space: gym.Space, num_envs: int, num_workers: int
-) -> Layout:
-    """Lay out the batch of ``num_envs`` envs and the signals of ``num_workers`` workers."""
-    n, w = num_envs, num_workers
-    arrays: list[tuple[str, tuple, np.dtype, tuple[int, ...]]] = [
-        # Signals first, each on its own cache lines.
-        ("command_seq", (), np.dtype(np.int64), (w,)),
-        ("done_seq", (), np.dtype(np.int64), (w,)),
-        ("status", (), np.dtype(np.int64), (w,)),
-        # Futex words (int32): a worker sleeps on its doorbell, the parent on parent_bell.
-        ("doorbell", (), np.dtype(np.int32), (w,)),
-        ("parent_bell", (), np.dtype(np.int32), (1,)),
-        # Set by a side just before it sleeps, so that the other rings (a syscall) only then.
-        ("worker_sleeping", (), np.dtype(np.int32), (w,)),
-        ("parent_sleeping", (), np.dtype(np.int32), (1,)),
-        # How many workers must be done before waking the parent helps (0: any).
-        ("ring_threshold", (), np.dtype(np.int32), (1,)),
-        # How long an idle worker polls before it sleeps (the parent's `WaitTuner` sets it).
-        ("worker_spin", (), np.dtype(np.float64), (1,)),
-        # When each worker began and ended its last step (time.perf_counter), for the `WaitTuner`.
-        ("step_times", (), np.dtype(np.float64), (w, 2)),
-        # 1: this worker's step actions come over its pipe (their dtype is not the action space's).
-        ("action_via_pipe", (), np.dtype(np.int32), (w,)),
-        ("step_mask", (), np.dtype(np.bool_), (n,)),
-        # A worker's step infos, pickled, when they fit: no pipe message, no wake-up on either side.
-        ("info_length", (), np.dtype(np.int64), (w,)),
-        ("info_bytes", (), np.dtype(np.uint8), (w, INFO_BYTES_PER_WORKER)),
-        # Or, for plain numbers, a row of columns per env (int64, float64 as its bits, bool as 0 or 1) and
-        # the columns' keys and types, pickled, with a count of each worker's changes of them.
-        ("info_columns", (), np.dtype(np.int64), (n, MAX_INFO_COLUMNS)),
-        ("info_schema_seq", (), np.dtype(np.int64), (w,)),
-        ("info_schema_length", (), np.dtype(np.int64), (w,)),
-        ("info_schema", (), np.dtype(np.uint8), (w, INFO_SCHEMA_BYTES_PER_WORKER)),
-        ("rewards", (), np.dtype(np.float64), (n,)),
-        ("terminations", (), np.dtype(np.bool_), (n,)),
-        ("truncations", (), np.dtype(np.bool_), (n,)),
-    ]
-    arrays += [
-        ("observations", path, dtype, (n, *shape)) for path, dtype, shape in _leaves(observation_space)
-    ]
-    arrays += [("actions", path, dtype, (n, *shape)) for path, dtype, shape in _leaves(action_space)]
-    entries = []
-    offset = 0
-    for field, path, dtype, shape in arrays:
-        offset = -(-offset // _ALIGN) * _ALIGN
-        entries.append((field, path, dtype.str, shape, offset))
-        offset += int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    name = f"{SEGMENT_PREFIX}{os.getpid()}_{secrets.token_hex(4)}"
-    return Layout(name=name, size=max(offset, 1), num_envs=n, num_workers=w, entries=tuple(entries))
-
-
-class SharedBatch(Batch):
-    """Numpy views of a shared block: ``observations``, ``actions`` (batches of their spaces), ``rewards``,
-    ``terminations``, ``truncations``, ``step_mask`` (one row per env), ``command_seq``, ``done_seq``,
-    ``status``, ``doorbell``, ``info_length``, ``info_bytes``, ``info_schema_seq``, ``info_schema_length``,
-    ``info_schema`` (one per worker), ``info_columns`` (one row per env) and ``parent_bell``.
-
-    Use `SharedBatch.create` in the parent, `SharedBatch.send` to hand it to a worker, and
-    `SharedBatch.attach` in the worker. A `torchwm.vector.transports.contract.Batch` whose arrays are views of
-    the block.
+    The bell always changes, so a worker about to sleep on its old value returns at once; the wake
+    syscall is made only for a worker that said it sleeps.
     """
-
-    action_space: gym.Space
-
-    def __init__(
-        self,
-        layout: Layout,
-        mapping: mmap.mmap,
-        observation_space: gym.Space,
-        action_space: gym.Space,
-        fd: int | None,
-    ) -> None:
-        self.layout = layout
-        self.observation_space = observation_space
-        self.action_space = action_space
-        self._fd = fd  # the parent's: kept open to hand the block to workers started later
-        self._mapping: mmap.mmap | None = mapping
-        fields: dict[str, dict[tuple, np.ndarray]] = {}
-        for field, path, dtype, shape, offset in layout.entries:
-            count = int(np.prod(shape, dtype=np.int64))
-            view = np.frombuffer(mapping, dtype=np.dtype(dtype), count=count, offset=offset).reshape(shape)
-            fields.setdefault(field, {})[path] = view
-        self.command_seq = fields["command_seq"][()]
-        self.done_seq = fields["done_seq"][()]
-        self.status = fields["status"][()]
-        self.doorbell = fields["doorbell"][()]
-        self.parent_bell = fields["parent_bell"][()]
-        self.worker_sleeping = fields["worker_sleeping"][()]
-        self.parent_sleeping = fields["parent_sleeping"][()]
-        self.ring_threshold = fields["ring_threshold"][()]
-        self.worker_spin = fields["worker_spin"][()]
-        self.step_times = fields["step_times"][()]
-        self.tuner: WaitTuner | None = None  # the parent's, set by the first worker attached
-        self.action_via_pipe = fields["action_via_pipe"][()]
-        self.step_mask = fields["step_mask"][()]
-        self.info_length = fields["info_length"][()]
-        self.info_bytes = fields["info_bytes"][()]
-        self.info_columns = fields["info_columns"][()]
-        self.info_schema_seq = fields["info_schema_seq"][()]
-        self.info_schema_length = fields["info_schema_length"][()]
-        self.info_schema = fields["info_schema"][()]
-        self.rewards = fields["rewards"][()]
-        self.terminations = fields["terminations"][()]
-        self.truncations = fields["truncations"][()]
-        self.observations = _nest(observation_space, fields["observations"])
-        self.actions = _nest(action_space, fields["actions"])
-
-    def doorbell_address(self, worker: int) -> int:
-        return self.doorbell.ctypes.data + worker * self.doorbell.itemsize
-
-    @property
-    def parent_bell_address(self) -> int:
-        return self.parent_bell.ctypes.data
-
-    def ring_worker(self, worker: int) -> None:
-        """Wake worker ``worker`` if it sleeps (after a step signal or a pipe command).
-
-        The bell always changes, so a worker about to sleep on its old value returns at once; the wake
-        syscall is made only for a worker that said it sleeps.
-        """
-        self.doorbell[worker] += 1
-        if self.worker_sleeping[worker]:
-            futex_wake(self.doorbell_address(worker))
-
-    def ring_parent(self) -> None:
-        """Wake the parent if it sleeps (a worker finished). Workers may race on the increment:
-        a lost increment still changes the value, which is all a sleeper checks."""
-        self.parent_bell[0] += 1
-        if self.parent_sleeping[0] and (
-            # Waiting for every worker: only the last one to finish wakes the parent. Two finishing at
-            # once could each miss the other; the parent's sleep is bounded, so that costs at most that.
-            not self.ring_threshold[0]
-            or np.count_nonzero(self.done_seq == self.command_seq) >= self.ring_threshold[0]
-        ):
-            futex_wake(self.parent_bell_address)
-
-    @classmethod
-    def create(
-        cls, observation_space: gym.Space, action_space: gym.Space, num_envs: int, num_workers: int
-    ) -> SharedBatch:
-        layout = plan_layout(observation_space, action_space, num_envs, num_workers)
-        fd = _anonymous_file(layout.name)
-        try:
-            os.ftruncate(fd, layout.size)
-            mapping = mmap.mmap(fd, layout.size)
-        except BaseException:
-            os.close(fd)
-            raise
-        return cls(layout, mapping, observation_space, action_space, fd)
-
-    def send(self, conn: Any, pid: int) -> None:
-        """Hand the block to the worker at the other end of ``conn`` (it calls `attach`)."""
-        assert self._fd is not None, "only the process that created the block sends it"
-        send_handle(conn, self._fd, pid)
-
-    @classmethod
-    def attach(
-        cls, layout: Layout, fd: int, observation_space: gym.Space, action_space: gym.Space
-    ) -> SharedBatch:
-        """Map the block whose descriptor ``fd`` came from `send` (and close ``fd``)."""
-        try:
-            mapping = mmap.mmap(fd, layout.size)
-        finally:
-            os.close(fd)
-        return cls(layout, mapping, observation_space, action_space, None)
-
-    def release(self) -> None:
-        """Drop the mapping (and the parent's descriptor). Safe to call twice."""
-        fd, self._fd = self._fd, None
-        if fd is not None:
-            os.close(fd)
-        mapping, self._mapping = self._mapping, None
-        # This object's own views go first: a mapping with views cannot be closed.
-        for name in [name for name in vars(self) if name not in ("layout", "_fd", "_mapping")]:
-            setattr(self, name, None)
-        if mapping is not None:
-            try:
-                mapping.close()
-            except BufferError:
-                # Views handed out with copy=False still use it; the memory goes with them.
-                pass
+    shared.doorbell[worker] += 1
+    if shared.worker_sleeping[worker]:
+        futex_wake(shared.doorbell_addresses[worker])
 
 
-def _anonymous_file(name: str) -> int:
-    """A descriptor of a new, empty shared file that has no path (``name`` labels it where possible)."""
-    if hasattr(os, "memfd_create"):
-        return os.memfd_create(name, os.MFD_CLOEXEC)
-    directory = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
-    path = os.path.join(directory, name)
-    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
-    os.unlink(path)  # at once: the descriptor keeps the file, and nothing can be left behind
-    return fd
-
-
-def leaked_segments() -> list[str]:
-    """Names of torchwm segments in ``/dev/shm`` created by this process (tests use it; torchwm itself
-    leaves none there, even while running)."""
-    prefix = f"{SEGMENT_PREFIX}{os.getpid()}_"
-    try:
-        return sorted(name for name in os.listdir("/dev/shm") if name.startswith(prefix))
-    except FileNotFoundError:
-        return []
-
-
-def mapped_segments(pid: int | str = "self") -> list[str]:
-    """Names of the torchwm blocks that process ``pid`` maps (Linux; tests use it to see memory freed)."""
-    try:
-        with open(f"/proc/{pid}/maps") as maps:
-            lines = maps.read().splitlines()
-    except FileNotFoundError:
-        return []
-    names = {
-        line.split("/memfd:", 1)[1].split(" ")[0] for line in lines if f"/memfd:{SEGMENT_PREFIX}" in line
-    }
-    return sorted(names)
+def ring_parent(shared: SharedBatch) -> None:
+    """Wake the parent if it sleeps (a worker finished). Workers may race on the increment:
+    a lost increment still changes the value, which is all a sleeper checks."""
+    shared.parent_bell[0] += 1
+    if shared.parent_sleeping[0] and (
+        # Waiting for every worker: only the last one to finish wakes the parent. Two finishing at
+        # once could each miss the other; the parent's sleep is bounded, so that costs at most that.
+        not shared.ring_threshold[0]
+        or np.count_nonzero(shared.done_seq == shared.command_seq) >= shared.ring_threshold[0]
+    ):
+        futex_wake(shared.parent_bell_address)
 
 
 # -- the worker's end ------------------------------------------------------------------------------
@@ -429,7 +172,7 @@ def _serve_steps(
     write_columns = _column_writer(shared, worker_index, rows)
     doorbell = shared.doorbell
     sleeping = shared.worker_sleeping
-    doorbell_address = shared.doorbell_address(worker_index)
+    doorbell_address = shared.doorbell_addresses[worker_index]
     step_times, worker_spin = shared.step_times[worker_index], shared.worker_spin
     last_seq = int(command_seq[worker_index])
     piped_step: tuple[int, Step] | None = None  # (number, message) of a step whose actions came over the pipe
@@ -480,7 +223,7 @@ def _serve_steps(
             # before a pipe message: a message larger than the pipe buffer would otherwise block
             # this worker until the parent reads it, while the parent waits for done_seq.
             done_seq[worker_index] = seq
-            shared.ring_parent()
+            ring_parent(shared)
             if message is not None:
                 send_reply(conn, seq, message)
             idle_since = time.perf_counter()
@@ -505,6 +248,11 @@ def _serve_steps(
             if int(command_seq[worker_index]) == last_seq and not readable():
                 futex_wait(doorbell_address, bell, IDLE_WAIT_SECONDS)
             sleeping[worker_index] = 0
+
+
+# -- the info columns ------------------------------------------------------------------------------
+# Both ends, here because each step with infos runs them. The worker writes; the parent reads them in
+# `SharedMemoryWorker._info_rows`.
 
 
 def _column_writer(shared: SharedBatch, worker_index: int, rows: slice) -> Callable[[list[dict]], bool]:
@@ -623,7 +371,6 @@ class SharedMemoryWorker(ProcessWorker):
         # The schema of this worker's info columns last read, and the info_schema_seq it was read at.
         self._schema: InfoSchema = ()
         self._schema_seq = -1
-        self.column_steps = 0  # steps whose infos came as columns (tests check that the path is taken)
 
     @classmethod
     def create_batch(
@@ -654,7 +401,7 @@ class SharedMemoryWorker(ProcessWorker):
 
     def wake(self) -> None:
         if self._shared is not None:
-            self._shared.ring_worker(self.index)
+            ring_worker(self._shared, self.index)
 
     def send_step(self, local_ids: list[int] | None, actions: Any) -> None:
         shared = self._shared
@@ -689,7 +436,7 @@ class SharedMemoryWorker(ProcessWorker):
         # Written last: the worker starts once it sees the new value.
         self._sent_at = time.perf_counter()
         shared.command_seq[w] = self.seq
-        shared.ring_worker(w)
+        ring_worker(shared, w)
 
     def poll(self) -> bool:
         return bool(self._shared.done_seq[self.index] == self._step_seq)  # type: ignore[union-attr]
@@ -724,7 +471,6 @@ class SharedMemoryWorker(ProcessWorker):
         if seq != self._schema_seq:
             self._schema = pickle.loads(shared.info_schema[w, : shared.info_schema_length[w]].data)
             self._schema_seq = seq
-        self.column_steps += 1
         start = self.envs.start
         block = shared.info_columns[start : start + self._step_count, : len(self._schema)].copy()
         # InfoRows are read-only mappings: the pool keeps them and `InfoBatcher` batches them.

@@ -1,0 +1,172 @@
+"""`EnvGroup` names the env that raised: in a step, a reset, a call and a set_attr, the exception that
+leaves the group carries the env's local index (`torchwm.vector.messages.failing_env`), which the
+`ErrorReply` a worker sends reports. The index travels with the exception, not in its traceback's frames:
+it survives a traceback dropped or the exception pickled, and an exception from outside any env names none.
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode
+
+from torchwm.vector.env_group import EnvGroup
+from torchwm.vector.messages import Call, Reset, SetAttr, error_reply, failing_env
+
+
+class EnvFault(RuntimeError):
+    pass
+
+
+class MaybeFaultyEnv(gym.Env):
+    """Raises `EnvFault` in whatever method is named in ``fail_in`` (when ``faulty``); its reward is
+    ``bad_reward`` when set."""
+
+    def __init__(self, faulty: bool = False, fail_in: str = "", bad_reward: object = None) -> None:
+        self.observation_space = spaces.Box(-1.0, 1.0, (2,), np.float32)
+        self.action_space = spaces.Discrete(2)
+        self.faulty, self.fail_in, self.bad_reward = faulty, fail_in, bad_reward
+        self.setting = 0
+
+    def _maybe_fail(self, where: str) -> None:
+        if self.faulty and self.fail_in == where:
+            raise EnvFault(f"{where} failed")
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self._maybe_fail("reset")
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        self._maybe_fail("step")
+        reward = self.bad_reward if self.faulty and self.bad_reward is not None else 1.0
+        return np.zeros(2, np.float32), reward, False, False, {}
+
+    def poke(self) -> int:
+        self._maybe_fail("call")
+        return 7
+
+    def __setattr__(self, name, value):
+        if name == "setting" and hasattr(self, "setting"):  # not the first value, set in __init__
+            self._maybe_fail("set_attr")
+        super().__setattr__(name, value)
+
+
+def group_of(envs: list[gym.Env], first_env: int = 0) -> EnvGroup:
+    n = len(envs)
+    return EnvGroup(
+        envs,
+        AutoresetMode.NEXT_STEP,
+        np.zeros((n, 2), np.float32),
+        np.zeros(n),
+        np.zeros(n, bool),
+        np.zeros(n, bool),
+        first_env=first_env,
+    )
+
+
+def group_failing_at(faulty: int, fail_in: str, n: int = 4, **kwargs) -> EnvGroup:
+    return group_of([MaybeFaultyEnv(k == faulty, fail_in, **kwargs) for k in range(n)], first_env=10)
+
+
+def raised_by(run) -> BaseException:
+    with pytest.raises(EnvFault) as caught:
+        run()
+    return caught.value
+
+
+@pytest.mark.parametrize("faulty", [0, 2, 3])
+def test_a_step_names_the_env_that_raised(faulty):
+    group = group_failing_at(faulty, "step")
+    exc = raised_by(lambda: group.step([0, 1, 2, 3], np.zeros(4, np.int64)))
+    # The local index (the pool adds the worker's first env), in the reply the worker sends.
+    assert failing_env(exc) == faulty and error_reply(exc).env == faulty
+    assert "step failed" in error_reply(exc).traceback
+
+
+def test_a_partial_step_names_the_env_by_its_own_index_not_its_row():
+    group = group_failing_at(1, "step")
+    exc = raised_by(lambda: group.step([3, 1], np.zeros(2, np.int64)))
+    assert failing_env(exc) == 1
+
+
+@pytest.mark.parametrize("faulty", [1, 3])
+def test_a_reset_names_the_env_that_raised(faulty):
+    group = group_failing_at(faulty, "reset")
+    exc = raised_by(lambda: group.reset([0, 1, 2, 3], [0, 1, 2, 3], None))
+    assert failing_env(exc) == faulty
+    reply = group.answer(Reset([0, 1, 2, 3], [None] * 4, None))
+    assert reply.env == faulty and "EnvFault('reset failed')" == reply.summary
+
+
+@pytest.mark.parametrize("faulty", [0, 2])
+def test_a_call_names_the_env_that_raised(faulty):
+    group = group_failing_at(faulty, "call")
+    exc = raised_by(lambda: group.call([0, 1, 2, 3], "poke", (), {}))
+    assert failing_env(exc) == faulty
+    # A function run where the envs live, and the control command the pool sends.
+    exc = raised_by(lambda: group.call([0, 1, 2, 3], lambda env: env.poke(), (), {}))
+    assert failing_env(exc) == faulty
+    assert group.answer(Call("poke", (), {}, None)).env == faulty
+
+
+def test_a_set_attr_names_the_env_that_raised():
+    group = group_failing_at(2, "set_attr")
+    exc = raised_by(lambda: group.set_attr([0, 1, 2, 3], "setting", [1, 2, 3, 4]))
+    assert failing_env(exc) == 2
+    assert group.answer(SetAttr("setting", [1, 2], [3, 2])).env == 2
+
+
+def test_a_reward_that_is_no_number_names_the_env_that_returned_it():
+    group = group_failing_at(2, "", bad_reward="lots")
+    with pytest.raises(ValueError) as caught:
+        group.step([0, 1, 2, 3], np.zeros(4, np.int64))
+    assert failing_env(caught.value) == 2
+
+
+def test_the_index_travels_with_the_exception_not_its_frames():
+    group = group_failing_at(2, "step")
+    exc = raised_by(lambda: group.step([0, 1, 2, 3], np.zeros(4, np.int64)))
+    assert failing_env(exc.with_traceback(None)) == 2
+    # Pickled (to another process, a Ray driver), it still names the env.
+    assert failing_env(pickle.loads(pickle.dumps(exc))) == 2
+
+
+def test_an_exception_from_no_env_names_none():
+    assert failing_env(ValueError("the worker's own")) is None
+    assert error_reply(ValueError("the worker's own")).env is None
+    group = group_failing_at(1, "step")
+    with pytest.raises(EnvFault):
+        group.step([0, 1, 2, 3], np.zeros(4, np.int64))
+    # The group's own refusal, after an env of it raised: no env is named.
+    reply = group.answer(object())  # type: ignore[arg-type]
+    assert reply.env is None and "unknown worker command" in reply.summary
+
+
+def test_the_group_that_answers_names_its_own_env():
+    """An env that steps a group of its own: the outer group's index, the one its worker reports."""
+
+    class Nested(MaybeFaultyEnv):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = group_failing_at(3, "step")
+
+        def step(self, action):
+            self.inner.step([0, 1, 2, 3], np.zeros(4, np.int64))
+            return super().step(action)
+
+    outer = group_of([MaybeFaultyEnv(), Nested()])
+    exc = raised_by(lambda: outer.step([0, 1], np.zeros(2, np.int64)))
+    assert failing_env(exc) == 1
+
+
+def test_a_group_without_errors_steps_as_before():
+    group = group_failing_at(-1, "step")
+    group.reset([0, 1, 2, 3], [0, 1, 2, 3], None)
+    assert group.step([0, 1, 2, 3], np.zeros(4, np.int64)) == [{}] * 4
+    assert group.rewards.tolist() == [1.0] * 4
+    assert group.call([1, 2], "poke", (), {}) == [7, 7]

@@ -1,0 +1,145 @@
+"""The step state's rules, without any env or process: each transition, each refusal, and the fairness of
+`collect` (torchwm.vector.step_state)."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from torchwm.errors import AlreadyPendingCallError, NoAsyncCallError
+from torchwm.vector.step_state import StepState
+
+
+def ids(*envs: int) -> np.ndarray:
+    return np.array(envs, dtype=np.int64)
+
+
+def reset_all(state: StepState) -> StepState:
+    state.was_reset(np.arange(state.num_envs))
+    return state
+
+
+def test_an_env_never_reset_may_not_step():
+    state = StepState(3, 3)
+    state.was_reset(ids(0, 2))
+    with pytest.raises(gym.error.ResetNeeded, match=r"envs \[1\] were never reset"):
+        state.check_can_send(ids(0, 1, 2))
+    state.check_can_send(ids(2, 0))
+    state.was_reset(ids(1))
+    assert state.all_reset
+
+
+def test_an_env_in_flight_may_not_be_sent_again_nor_reset_but_the_others_may():
+    state = reset_all(StepState(4, 4))
+    state.sent(ids(1, 3), ids(1, 3), in_env_order=False)
+    with pytest.raises(AlreadyPendingCallError, match=r"envs \[3\] already have an action in flight"):
+        state.check_can_send(ids(0, 3))
+    with pytest.raises(AlreadyPendingCallError, match=r"envs \[1\] have an action in flight"):
+        state.check_can_reset(ids(0, 1), while_stepping=True)
+    state.check_can_send(ids(0, 2))
+    state.check_can_reset(ids(0, 2), while_stepping=True)
+    # a backend that resets only with nothing in flight names every env in flight
+    with pytest.raises(AlreadyPendingCallError, match=r"envs \[1, 3\].*nothing in flight"):
+        state.check_can_reset(ids(0), while_stepping=False)
+    assert state.pending() == "step"
+
+
+def test_a_recv_with_nothing_in_flight_is_refused_in_gymnasiums_words():
+    state = reset_all(StepState(2, 2))
+    with pytest.raises(NoAsyncCallError, match="without any prior call to `step_async`"):
+        state.recv_started()
+    state.sent(ids(1), ids(1), in_env_order=False)
+    assert state.recv_started().tolist() == [1]
+    assert state.recvs == 1
+
+
+def test_results_go_from_in_flight_to_ready_to_received():
+    state = reset_all(StepState(3, 3))
+    state.sent(np.arange(3), None, in_env_order=True)
+    state.arrived(ids(2, 0), [{"a": 2}, {"a": 0}])
+    assert state.in_flight.tolist() == [True, True, True]  # ready envs are still in flight for the caller
+    state.arrived([1], [{}])
+    got, infos = state.collect(3)
+    assert got.tolist() == [2, 0, 1] and infos == [{"a": 2}, {"a": 0}, {}]
+    assert state.ready == {}
+    state.received(got)
+    assert not state.in_flight.any() and state.pending() is None
+
+
+def test_rows_are_ranked_in_the_order_they_were_sent_across_sends():
+    state = reset_all(StepState(5, 5))
+    state.sent(ids(1, 3), ids(3, 1), in_env_order=False)
+    state.sent(ids(0, 4), ids(4, 0), in_env_order=False)
+    ranks = state.send_rank[[3, 1, 4, 0]]
+    assert ranks.tolist() == sorted(ranks.tolist())
+    assert not state.in_env_order
+
+
+def test_collect_serves_the_envs_sent_longest_ago_first():
+    # batch_size 2 of 4: env 3, sent two recvs before the others, is served first, whatever came first.
+    state = reset_all(StepState(4, 2))
+    state.sent(ids(3), ids(3), in_env_order=False)
+    state.recv_started()
+    state.recv_started()
+    state.sent(ids(0, 1, 2), ids(0, 1, 2), in_env_order=False)
+    state.arrived(ids(1, 0, 3, 2), [{"env": 1}, {"env": 0}, {"env": 3}, {"env": 2}])
+    got, infos = state.collect(2)
+    assert got.tolist() == [3, 1]  # then arrival order among envs sent together
+    assert infos == [{"env": 3}, {"env": 1}]
+    assert sorted(state.ready) == [0, 2]
+
+
+def test_an_env_passed_over_twice_is_overdue():
+    state = reset_all(StepState(4, 1))
+    state.sent(np.arange(4), np.arange(4), in_env_order=False)
+    candidates = np.arange(4)
+    assert state.overdue(candidates, 4) == []  # every env waited for anyway
+    for _ in range(8):  # patience: two rounds of num_envs / count recvs
+        state.recv_started()
+    assert state.overdue(candidates, 1) == [0, 1, 2, 3]
+
+
+def test_an_abandoned_step_marks_its_envs_for_reset_and_its_workers_abandoned():
+    state = reset_all(StepState(4, 4))
+    state.sent(ids(0, 1), ids(0, 1), in_env_order=False)
+    state.worker_sent(0, ids(0, 1))
+    state.arrived(ids(0), [{}])
+    assert state.abandon(sending=ids(3)) == [0]
+    assert state.must_reset.tolist() == [True, True, False, True]
+    assert not state.in_flight.any() and state.ready == {}
+    assert state.busy == {0: None}
+    assert state.worker_finished(0) is None  # its results are dropped
+    assert state.busy == {}
+    with pytest.raises(gym.error.ResetNeeded, match=r"envs \[1, 3\] must be reset"):
+        state.check_can_send(ids(1, 2, 3))
+    state.was_reset(ids(1, 3))
+    assert state.must_reset.tolist() == [True, False, False, False] and state.any_must_reset
+    state.was_reset(ids(0))
+    assert not state.any_must_reset
+    state.check_can_send(np.arange(4))
+
+
+def test_a_worker_finishing_its_step_hands_back_its_envs_once():
+    state = reset_all(StepState(4, 4))
+    state.worker_sent(1, ids(2, 3))
+    assert state.worker_finished(1).tolist() == [2, 3]
+    with pytest.raises(KeyError):
+        state.worker_finished(1)
+
+
+def test_a_reset_drops_a_result_waiting_for_the_env():
+    state = reset_all(StepState(2, 2))
+    state.sent(ids(0, 1), ids(0, 1), in_env_order=False)
+    state.arrived(ids(0, 1), [{"old": 0}, {"old": 1}])
+    state.received(ids(0))  # e.g. a worker restarted: its env 0's result was kept, not returned
+    state.was_reset(ids(0))
+    assert list(state.ready) == [1]
+
+
+def test_fail_leaves_nothing_in_flight_or_ready():
+    state = reset_all(StepState(3, 3))
+    state.sent(np.arange(3), None, in_env_order=True)
+    state.arrived(ids(0), [{}])
+    state.fail()
+    assert not state.in_flight.any() and state.ready == {} and not state.any_must_reset

@@ -1,0 +1,108 @@
+"""Building the envs of a spec: what a worker runs, and what a vector backend asks for.
+
+`build_env` makes one env of a `VecSpec` (the fused Atari env if ``spec.fused``, else the source then
+each wrapper), `spec_env_fns` one picklable factory per env of a spec, `check_distinct_envs` refuses a
+factory that hands out one env twice. Every Python backend builds its envs here, in whichever process
+they live, so that one spec means one env everywhere.
+
+This module sits under `torchwm.vector` (the pool and the transports import it) and above nothing that
+turns a user's words into a spec (`torchwm.factory`, `torchwm.config`): a worker that builds its envs
+imports it, the registry it looks names up in, and the sources and wrappers the spec names, never
+``make_vec``'s checks.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from torchwm.errors import UnsupportedStackError
+from torchwm.plugins import RegistrySnapshot, registry, using_snapshot
+from torchwm.spec import VecSpec
+
+if TYPE_CHECKING:
+    import gymnasium as gym
+
+# Wrappers that only watch the env (they change no observation, reward or flag): at the end of a stack they
+# wrap the fused Atari env as they would the wrapper chain, so they do not turn the fused env off.
+RECORDERS = ("record_video",)
+
+
+def without_recorders(spec: VecSpec) -> tuple[VecSpec, tuple[Any, ...]]:
+    """``spec`` without the recorders that end its stack, and those recorders."""
+    wrappers = list(spec.wrappers)
+    recorders: list[Any] = []
+    while wrappers and wrappers[-1].name in RECORDERS:
+        recorders.insert(0, wrappers.pop())
+    return spec.replace(wrappers=tuple(wrappers)), tuple(recorders)
+
+
+def build_env(spec: VecSpec, index: int | None = None, snapshot: RegistrySnapshot | None = None) -> gym.Env:
+    """One env of ``spec`` (env ``index`` of its vector env): the fused Atari env if ``spec.fused``, else
+    source then wrappers. ``snapshot`` (`registry_snapshot`) holds the source and wrappers already looked up,
+    so that a worker process builds the env without loading plugins."""
+    # Not at the top: the wrappers package imports every built-in wrapper (pydantic, OpenCV), which importing
+    # a transport does not need; building an env does.
+    from torchwm.wrappers.env_index import env_index_var
+
+    token = env_index_var.set(index)
+    try:
+        with using_snapshot(snapshot):
+            return _build_env(spec)
+    finally:
+        env_index_var.reset(token)
+
+
+def _build_env(spec: VecSpec) -> gym.Env:
+    if spec.fused:
+        from torchwm.wrappers.atari_fused import build_fused_atari, unfusable_reason
+
+        core, recorders = without_recorders(spec)
+        fused = build_fused_atari(core)
+        if fused is None:
+            raise UnsupportedStackError(
+                f"the spec says fused=True, but the fused env cannot run it: {unfusable_reason(core)}"
+            )
+        for wrapper in recorders:
+            fused = wrapper.apply(fused)
+        return fused
+    env = registry("source").get(spec.source).factory(spec.id, **spec.env_kwargs)
+    for wrapper in spec.wrappers:
+        env = wrapper.apply(env)
+    return env
+
+
+def registry_snapshot(spec: VecSpec) -> RegistrySnapshot:
+    """The source and wrapper entries building an env of ``spec`` looks up, for `build_env`."""
+    return RegistrySnapshot.of(
+        {"source": [spec.source], "wrapper": [w.name for w in spec.wrappers if w.fn is None]}
+    )
+
+
+def env_fn(spec: VecSpec) -> functools.partial:
+    """A picklable no-argument function that builds one env of ``spec``."""
+    return functools.partial(build_env, spec)
+
+
+def spec_env_fns(spec: VecSpec) -> list[Callable[[], gym.Env]]:
+    """One no-argument factory per env of ``spec``: its ``env_fns``, or `build_env` of it."""
+    if spec.env_fns is not None:
+        return list(spec.env_fns)
+    snapshot = registry_snapshot(spec)
+    return [functools.partial(build_env, spec, index=i, snapshot=snapshot) for i in range(spec.num_envs)]
+
+
+def check_distinct_envs(envs: Sequence[gym.Env]) -> None:
+    """ValueError (SB3's DummyVecEnv's type and first sentence) if two of ``envs`` are one env: a factory that
+    returns the same instance every time. Only envs built in one process can be compared."""
+    seen: dict[int, int] = {}
+    for i, env in enumerate(envs):
+        first = seen.setdefault(id(env.unwrapped), i)
+        if first != i:
+            raise ValueError(
+                "You tried to create multiple environments, but the function to create them returned the "
+                f"same instance instead of creating different objects (envs {first} and {i} are one env). "
+                "Each env factory must build a new env every time it is called, e.g. "
+                "`lambda: gym.make(...)`, not `lambda: env`"
+            )

@@ -1,0 +1,85 @@
+"""The ``torchwm`` command: ``list``, ``run``, ``bench`` and ``check`` (also ``python -m torchwm``).
+
+``run`` builds the env a config file, a shipped config's name (``pong``) or
+an env id describes and steps it with a random (or the user's) policy,
+reporting steps per second (timed from the end of the first reset) and
+episode returns (whole games where ``episode_statistics`` records them);
+``list`` shows every registered name, the plugin behind it and the shipped
+configs; ``bench`` is the front end to `torchwm.bench`; ``check`` validates
+a config (every error with its key path) or runs `torchwm.testing` on a
+backend. Every user error on every command (a bad option, a missing file, an
+unknown key or name with the closest one suggested, a missing extra) prints
+one line on stderr and exits with status 2, without a traceback
+(``--traceback`` shows it); a failed conformance check or measurement, or a
+video ``run --video`` could not finish, exits 1 and Ctrl-C during ``run``
+exits 130 after printing the figures so far.
+
+Each command is a module of this package (`listing_command`, `run`, `check`; ``bench`` lives in
+`torchwm.bench`); what they share is in `common`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from collections.abc import Sequence
+
+from torchwm import bench
+from torchwm.cli import check, listing_command, run
+from torchwm.cli.check import check_target
+from torchwm.cli.common import OneLineParser, explain, first_line, status_of, unknown_arguments, version
+from torchwm.cli.summary import length_unit
+
+__all__ = ["build_parser", "check_target", "length_unit", "main"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command; returns the exit status.
+
+    Example:
+        >>> from torchwm.cli import main
+        >>> main(["run", "CartPole-v1", "--steps", "10", "--no-progress"])  # doctest: +SKIP
+        0
+    """
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        unknown_arguments(getattr(args, "parser", parser), unknown)
+    if args.command is None:
+        parser.error("a command is required: list, run, bench or check (torchwm --help describes them)")
+    try:
+        with warnings.catch_warnings(record=True) as notes:
+            warnings.simplefilter("always", UserWarning)
+            try:
+                return args.handler(args)
+            finally:
+                for note in notes:
+                    print(f"torchwm {args.command}: note: {note.message}", file=sys.stderr)
+    except Exception as exc:
+        status = status_of(exc)
+        if status is None or args.traceback:
+            raise
+        print(f"torchwm {args.command}: error: {first_line(explain(exc))}", file=sys.stderr)
+        return status
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(
+        prog="torchwm", description="Vectorized RL environments from a name, a backend and a wrapper stack."
+    )
+    parser.add_argument("--version", action="version", version=f"torchwm {version('torchwm')}")
+    common = OneLineParser(add_help=False)
+    common.add_argument("--traceback", action="store_true", help="show the full traceback of an error")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
+    listing_command.add_parser(commands, [common])
+    run.add_parser(commands, [common])
+    bench_parser = commands.add_parser(
+        "bench",
+        parents=[common],
+        help="steps per second of backends and their peers side by side (torchwm.bench)",
+    )
+    bench.add_arguments(bench_parser)
+    bench_parser.set_defaults(handler=bench.run_command, parser=bench_parser)
+    check.add_parser(commands, [common])
+    return parser

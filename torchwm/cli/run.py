@@ -1,0 +1,260 @@
+"""``torchwm run``: build the env a config file, a shipped config's name or an env id describes and step it.
+
+The policy is random (seeded ``action_space.sample()``) or the user's ``--policy module:function``; code a
+config names runs only with ``--allow-policy-import``. Steps per second are timed from the end of the
+first reset; ``--video`` records env 0 and the videos written are named after the figures. Ctrl-C prints
+the figures so far and exits 130; a video that could not be finished exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from torchwm.cli.common import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    INPUT_ERRORS,
+    OneLineParser,
+    UsageError,
+    config_format,
+    is_memory_error,
+    memory_message,
+    non_negative_int,
+    positive_int,
+)
+from torchwm.cli.summary import EpisodeTracker, RunReport, print_summary
+from torchwm.config import dump_config, is_config_reference, load_run_config
+from torchwm.errors import WorkerError
+from torchwm.factory import RECORDERS, make_vec_from_spec
+from torchwm.wrappers.record_video import VideoWriteError, check_recording
+
+
+def add_parser(commands: argparse._SubParsersAction[OneLineParser], parents: list[OneLineParser]) -> None:
+    parser = commands.add_parser(
+        "run", parents=parents, help="build an env from a config or an env id and step it"
+    )
+    parser.add_argument(
+        "target",
+        metavar="CONFIG_OR_ENV_ID",
+        help="a config file (.toml, .yaml, .yml, .json), a shipped config by name (torchwm list configs: "
+        "pong, ...), or an env id such as ALE/Pong-v5",
+    )
+    parser.add_argument(
+        "--steps", type=positive_int, help="vector steps to run (default: [run] steps, or 1000)"
+    )
+    parser.add_argument("--num-envs", type=positive_int, help="number of envs (overrides num_envs)")
+    parser.add_argument(
+        "--backend", help="backend name (overrides backend; backend_kwargs it does not take are dropped)"
+    )
+    parser.add_argument(
+        "--seed", type=non_negative_int, help="seed of the first reset and of the random policy"
+    )
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key: num_envs=16, backends.shmem.num_workers=2, wrappers[1].stack_size=2",
+    )
+    parser.add_argument(
+        "--policy",
+        metavar="MODULE:FUNCTION",
+        help="policy(obs, action_space) -> actions (default: seeded action_space.sample())",
+    )
+    parser.add_argument(
+        "--allow-policy-import",
+        action="store_true",
+        help="let the config's run.policy import and run that code (refused without this flag)",
+    )
+    parser.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print the resolved config (every default explicit) in the file's format (TOML, YAML or "
+        "JSON; TOML for an env id) and exit",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--video",
+        metavar="DIR",
+        help="record env 0's episodes to MP4 files in DIR (record_video, "
+        "Gymnasium's episode schedule; needs torchwm's [video] extra)",
+    )
+    parser.set_defaults(handler=cmd_run, parser=parser)
+
+
+# The clock of ``torchwm run``'s figures (a module attribute, so that a test can give a fake one).
+clock: Callable[[], float] = time.perf_counter
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    spec, run_options = _load_run(args)
+    try:
+        if args.video is not None:
+            from torchwm.wrappers.record_video import with_video
+
+            spec = with_video(spec, args.video)
+        check_recording(spec)  # record_video from a config too: refused here, not in a worker
+    except (OSError, ValueError) as exc:
+        if isinstance(exc, INPUT_ERRORS):
+            raise
+        raise UsageError(str(exc)) from exc
+    if args.print_config:
+        sys.stdout.write(dump_config(spec, config_format(args.target)))
+        return EXIT_OK
+    steps = args.steps or run_options.steps
+    if args.policy is None and run_options.policy is not None and not args.allow_policy_import:
+        # A config is data (YAML is read with safe_load); naming code in it runs nothing unless asked.
+        raise UsageError(
+            f"run.policy: the config asks to import and run {run_options.policy!r}; code named in a "
+            f"config is imported only with --allow-policy-import (or pass --policy {run_options.policy})"
+        )
+    policy_name = args.policy or run_options.policy
+    policy = load_policy(policy_name) if policy_name else None
+
+    videos_before = video_files(spec) if recorders_of(spec) else None
+    video_error: VideoWriteError | None = None
+    began = clock()
+    try:
+        envs = _build(spec)
+    except KeyboardInterrupt:
+        print("torchwm run: interrupted while building the env", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    report = RunReport(spec, EpisodeTracker(spec.num_envs, spec.autoreset_mode))
+    interrupted = False
+    print(
+        f"torchwm run: {spec.id} x {spec.num_envs} envs on {spec.backend} "
+        f"(autoreset {spec.autoreset_mode}, seed {spec.seed}), {steps} steps",
+        file=sys.stderr,
+        flush=True,
+    )
+    progress = _progress(steps, disable=args.no_progress)
+    try:
+        obs, _ = envs.reset()
+        # Steps per second count the stepping only: building the env and its first reset are start-up.
+        report.started = clock()
+        for _ in range(steps):
+            actions = policy(obs, envs.action_space) if policy else envs.action_space.sample()
+            obs, rewards, terminations, truncations, infos = envs.step(actions)
+            done = report.update(rewards, terminations, truncations, infos)
+            if spec.autoreset_mode == "disabled" and done.any():
+                obs, _ = envs.reset(options={"reset_mask": done})
+            progress.update(1)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        report.ended = clock()
+        progress.close()
+        try:
+            envs.close()
+        except VideoWriteError as exc:
+            video_error = exc  # said after the figures, which are good
+    report.startup = (report.started if report.started is not None else report.ended) - began
+    print_summary(report, interrupted)
+    if videos_before is not None:
+        unplayable = report_videos(spec, videos_before)
+        video_error = video_error or unplayable
+    if video_error is not None:
+        raise video_error
+    return EXIT_INTERRUPTED if interrupted else EXIT_OK
+
+
+def _load_run(args: argparse.Namespace) -> tuple[Any, Any]:
+    overrides = list(args.overrides)
+    # The options win over the file's keys, as --set does.
+    if args.num_envs is not None:
+        overrides.append(f"num_envs={args.num_envs}")
+    if args.seed is not None:
+        overrides.append(f"seed={args.seed}")
+    target = args.target if is_config_reference(args.target) else {"id": args.target}
+    return load_run_config(target, overrides, backend=args.backend)
+
+
+def _build(spec: Any) -> Any:
+    try:
+        return make_vec_from_spec(spec)
+    except (MemoryError, WorkerError) as exc:
+        if not is_memory_error(exc):
+            raise
+        raise UsageError(memory_message(spec, exc)) from exc
+    except (TypeError, ValueError) as exc:
+        # An option value the backend or the env refuses (a bad backend_kwargs or env_kwargs value) is bad
+        # input.
+        if isinstance(exc, INPUT_ERRORS):
+            raise
+        raise UsageError(f"building {spec.id} x {spec.num_envs} on {spec.backend!r} failed: {exc}") from exc
+
+
+def recorders_of(spec: Any) -> list[Any]:
+    return [w for w in spec.wrappers if w.fn is None and w.name in RECORDERS]
+
+
+def video_files(spec: Any) -> dict[Path, int]:
+    """The MP4 files in the folders of the spec's ``record_video`` wrappers, with their modification
+    times: what a run finds there before it starts."""
+    found: dict[Path, int] = {}
+    for recorder in recorders_of(spec):
+        folder = Path(recorder.kwargs.get("video_folder", "videos"))
+        if folder.is_dir():
+            found.update({path: path.stat().st_mtime_ns for path in folder.glob("*.mp4")})
+    return found
+
+
+def report_videos(spec: Any, before: dict[Path, int]) -> VideoWriteError | None:
+    """Say which videos the run wrote, folder by folder; the error of the first one left unplayable (a worker
+    process closes its envs where no error reaches this one), or None."""
+    from torchwm.wrappers.record_video import unfinished_video
+
+    written = {path: mtime for path, mtime in video_files(spec).items() if before.get(path) != mtime}
+    folders = dict.fromkeys(Path(r.kwargs.get("video_folder", "videos")) for r in recorders_of(spec))
+    for folder in folders:
+        names = sorted(path.name for path in written if path.parent == folder)
+        print(
+            f"videos written to {folder}{os.sep}: {', '.join(names)}"
+            if names
+            else f"no video written to {folder}{os.sep} (no recorded episode started)"
+        )
+    sys.stdout.flush()
+    for path in sorted(written):
+        why = unfinished_video(path)
+        if why is not None:
+            return VideoWriteError(f"record_video: {path} is unplayable: {why}")
+    return None
+
+
+def _progress(total: int, disable: bool) -> Any:
+    return tqdm(
+        total=total, unit="step", file=sys.stderr, disable=disable, mininterval=0.5, dynamic_ncols=True
+    )
+
+
+def load_policy(name: str) -> Callable[[Any, Any], Any]:
+    """``"module:function"`` -> the function; the current directory is importable, as with ``python -m``."""
+    module_name, sep, attribute = name.partition(":")
+    if not sep or not module_name or not attribute:
+        raise UsageError(f"--policy expects module:function, got {name!r}")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise UsageError(f"--policy {name}: cannot import {module_name!r}: {exc}") from exc
+    for part in attribute.split("."):
+        if not hasattr(target, part):
+            raise UsageError(f"--policy {name}: {module_name!r} has no attribute {attribute!r}")
+        target = getattr(target, part)
+    if not callable(target):
+        raise UsageError(f"--policy {name}: {attribute!r} is not callable")
+    return target
+
+
+# ----------------------------------------------------------------------------- check

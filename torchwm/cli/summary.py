@@ -1,0 +1,181 @@
+"""What ``torchwm run`` prints when it ends: steps per second and the episodes.
+
+The learner's episodes (what the vector env returns, across autoresets: `EpisodeTracker`) are counted
+apart from the whole games ``episode_statistics`` records on the env the source makes (on Atari, a game
+across lives on the raw score), and each length is said in its unit (steps, ALE steps or emulator frames).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from typing import Any
+
+import numpy as np
+
+from torchwm.spec import EPISODE_STATISTICS
+
+
+@dataclasses.dataclass
+class EpisodeTracker:
+    """Per-env returns and lengths across autoresets, and the episodes that finished.
+
+    Under ``next_step`` autoreset the step after an episode ends is the reset step of that env:
+    its reward (0) and flags belong to no episode, so that row is skipped once.
+    """
+
+    num_envs: int
+    autoreset_mode: str = "next_step"
+    returns: np.ndarray = dataclasses.field(init=False)
+    lengths: np.ndarray = dataclasses.field(init=False)
+    finished_returns: list[float] = dataclasses.field(default_factory=list)
+    finished_lengths: list[int] = dataclasses.field(default_factory=list)
+    _resetting: np.ndarray = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        self.returns = np.zeros(self.num_envs, dtype=np.float64)
+        self.lengths = np.zeros(self.num_envs, dtype=np.int64)
+        self._resetting = np.zeros(self.num_envs, dtype=np.bool_)
+
+    def update(self, rewards: Any, terminations: Any, truncations: Any) -> np.ndarray:
+        """Add one vector step; returns which envs ended an episode on it."""
+        live = ~self._resetting
+        self.returns[live] += np.asarray(rewards, dtype=np.float64)[live]
+        self.lengths[live] += 1
+        done = (np.asarray(terminations) | np.asarray(truncations)) & live
+        for i in np.flatnonzero(done):
+            self.finished_returns.append(float(self.returns[i]))
+            self.finished_lengths.append(int(self.lengths[i]))
+        self.returns[done] = 0.0
+        self.lengths[done] = 0
+        if self.autoreset_mode == "next_step":
+            self._resetting = done
+        return done
+
+
+@dataclasses.dataclass
+class RunReport:
+    """What ``torchwm run`` measured: the steps, the timing window, the learner's episodes and the recorded
+    ones.
+
+    ``games`` are the (return, length) pairs ``episode_statistics`` recorded in ``infos["episode"]``
+    (``infos["final_info"]["episode"]`` under ``same_step``): on the env the source makes, so on Atari a
+    whole game across lives on the raw score, its length in that env's steps. ``tracker`` sums what the
+    learner sees (a life each under ``episodic_life``, clipped under ``clip_reward``).
+    """
+
+    spec: Any
+    tracker: EpisodeTracker
+    steps: int = 0
+    started: float | None = None  # the clock after the first reset: the timing window starts here
+    ended: float | None = None
+    startup: float = 0.0  # building the env and its first reset
+    games: list[tuple[float, int]] = dataclasses.field(default_factory=list)
+
+    @property
+    def records_games(self) -> bool:
+        return any(w.name == EPISODE_STATISTICS for w in self.spec.wrappers)
+
+    def update(self, rewards: Any, terminations: Any, truncations: Any, infos: Any) -> np.ndarray:
+        self.steps += 1
+        self.games += recorded_episodes(infos)
+        return self.tracker.update(rewards, terminations, truncations)
+
+    @property
+    def elapsed(self) -> float:
+        return (self.ended - self.started) if self.started is not None and self.ended is not None else 0.0
+
+
+def recorded_episodes(infos: Any) -> list[tuple[float, int]]:
+    """(return, length) of each episode ``episode_statistics`` recorded in one vector step's infos."""
+    found: list[tuple[float, int]] = []
+    if not isinstance(infos, dict):
+        return found
+    final = infos.get("final_info")
+    for where in (infos, final if isinstance(final, dict) else {}):
+        episode, mask = where.get("episode"), where.get("_episode")
+        if episode is None or mask is None:
+            continue
+        found += [(float(episode["r"][i]), int(episode["l"][i])) for i in np.flatnonzero(mask)]
+    return found
+
+
+def length_unit(spec: Any) -> str:
+    """What ``episode_statistics``'s length ``l`` counts: steps of the env the source makes.
+
+    On an ALE env those are emulator frames when it skips none (``frameskip=1``, which
+    ``atari_preprocessing`` sets: its frame skip, no-op starts and FIRE resets all count).
+    """
+    if spec.family != "atari":
+        return "steps of the env itself (below the wrappers)"
+    frameskip = spec.env_kwargs.get("frameskip", 1)
+    if frameskip == 1:
+        return "emulator frames"
+    if isinstance(frameskip, int):
+        return f"ALE env steps of {frameskip} frames each"
+    return f"ALE env steps (frameskip {frameskip!r})"
+
+
+def _frames_per_step(spec: Any) -> int | None:
+    """Emulator frames in one env step under ``atari_preprocessing`` (its frame_skip), else None."""
+    pre = next((w.kwargs for w in spec.wrappers if w.name == "atari_preprocessing"), None)
+    if spec.family != "atari" or pre is None or spec.env_kwargs.get("frameskip", 1) != 1:
+        return None
+    return int(pre["frame_skip"])
+
+
+def _learner_notes(spec: Any) -> str:
+    """How the learner's episodes differ from whole games, for the stack in use."""
+    notes = []
+    names = {w.name: w.kwargs for w in spec.wrappers}
+    if "episodic_life" in names or names.get("atari_preprocessing", {}).get("terminal_on_life_loss"):
+        notes.append("one per life lost")
+    if "clip_reward" in names:
+        notes.append("clipped rewards")
+    return f" ({', '.join(notes)})" if notes else ""
+
+
+def print_summary(report: RunReport, interrupted: bool) -> None:
+    spec, tracker, steps = report.spec, report.tracker, report.steps
+    env_steps = steps * spec.num_envs
+    elapsed = report.elapsed
+    rate = env_steps / elapsed if elapsed > 0 else float("nan")
+    print(
+        f"{'interrupted after' if interrupted else 'ran'} {steps} steps x {spec.num_envs} envs "
+        f"= {env_steps} env steps in {elapsed:.2f} s (after a start-up of {report.startup:.2f} s, not timed: "
+        f"building the env and its first reset)"
+    )
+    frames = _frames_per_step(spec)
+    print(
+        f"steps per second: {rate:,.0f} env steps/s ({rate / spec.num_envs:,.0f} vector steps/s"
+        + (f"; {rate * frames:,.0f} emulator frames/s at {frames} frames a step" if frames else "")
+        + ")"
+    )
+    finished = tracker.finished_returns
+    if report.records_games:
+        games = report.games
+        what = "whole games across lives, raw score" if spec.family == "atari" else "on the env itself"
+        print(f"episodes finished: {len(games)} (recorded by episode_statistics: {what})")
+        if games:
+            returns, lengths = [r for r, _ in games], [n for _, n in games]
+            print(
+                f"return: mean {np.mean(returns):.2f}, max {np.max(returns):.2f} "
+                f"(mean length {np.mean(lengths):.1f} {length_unit(spec)})"
+            )
+        print(
+            f"learner episodes (terminated or truncated): {len(finished)}{_learner_notes(spec)}"
+            + (
+                f", return mean {np.mean(finished):.2f}, mean length {np.mean(tracker.finished_lengths):.1f} "
+                "steps"
+                if finished
+                else ""
+            )
+        )
+    else:
+        print(f"episodes finished: {len(finished)}")
+        if finished:
+            print(
+                f"return: mean {np.mean(finished):.2f}, max {np.max(finished):.2f} "
+                f"(mean length {np.mean(tracker.finished_lengths):.1f} steps{_learner_notes(spec)})"
+            )
+    sys.stdout.flush()

@@ -1,0 +1,217 @@
+"""Where each env of a vector env is in its step cycle, and each worker in its step: the rules in one place.
+
+An env is in one of four states:
+
+- *idle*: it may be sent a step (once reset) or be reset;
+- *in flight*: it was sent a step and `recv` has not returned it;
+- *ready*: its result came in (its rows are in the batch, its infos in ``ready``) and waits for a
+  `recv` that asks for it; it still counts as in flight for the caller;
+- *must reset*: its last step raised or was interrupted (Ctrl-C), so its state is not what its rows
+  say; it may not step again until a reset.
+
+A worker (of a backend that spreads its envs over workers) is *idle*, *busy* with a step whose results
+will come back (``busy[w]`` holds its envs), or busy with an *abandoned* step (``busy[w]`` is None: a step
+interrupted or failed, whose results are dropped when they come).
+
+`StepState` holds both and moves them only through its named transitions: `sent`, `worker_sent`,
+`worker_finished`, `collect` (with the fairness rule), `received`, `was_reset`, `mark_for_reset`,
+`abandon` and `fail`; its ``check_...`` methods say, with Gymnasium's exception types, why a call is
+refused. It does no I/O and starts nothing, so it is built before any worker starts and is tested on its
+own (tests/vector/test_step_state.py). `torchwm.vector.base.VectorEnv` owns one; a backend reads and moves
+it through the same methods.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+
+from torchwm.errors import AlreadyPendingCallError, NoAsyncCallError
+
+
+class StepState:
+    """The step state of one vector env's ``num_envs`` envs (and of its workers, for a worker pool).
+
+    Args:
+        num_envs: envs of the vector env.
+        batch_size: how many envs a `recv` returns at the least (``num_envs``: every env in flight). Below
+            ``num_envs``, `collect` serves the envs sent longest ago first and `overdue` names the envs
+            passed over too long, so that none starves.
+    """
+
+    def __init__(self, num_envs: int, batch_size: int) -> None:
+        self.num_envs = num_envs
+        self.batch_size = batch_size
+        self.in_flight = np.zeros(num_envs, dtype=bool)
+        # Ready envs: env id -> infos, their rows already in the batch, in the order they came.
+        self.ready: dict[int, dict] = {}
+        self.must_reset = np.zeros(num_envs, dtype=bool)
+        self.any_must_reset = False  # must_reset.any(), kept so that a step costs no scan
+        self.ever_reset = np.zeros(num_envs, dtype=bool)
+        self.all_reset = False  # every env was reset at least once (then it stays so)
+        # The order recv returns rows in: each env's place in the sequence of envs sent (the order of
+        # env_ids within a send, earlier sends first). Not kept for a send of every env in env order
+        # while batch_size is num_envs: its recv returns the whole batch, in env order.
+        self.send_rank = np.zeros(num_envs, dtype=np.int64)
+        self.sends = 0
+        self.in_env_order = True  # the envs in flight were sent by one send of every env, in env order
+        # With batch_size < num_envs: the number of recvs begun when each env was last sent (fairness).
+        self.recvs = 0
+        self.sent_at = np.zeros(num_envs, dtype=np.int64)
+        # worker -> global ids of its step (None: an abandoned step, still running); idle workers absent.
+        self.busy: dict[int, np.ndarray | None] = {}
+
+    # -- checks: why a call is refused -------------------------------------------------------------
+
+    def pending(self) -> str | None:
+        """``"step"`` if an env is in flight, else None."""
+        return "step" if self.in_flight.any() else None
+
+    def check_can_send(self, ids: np.ndarray) -> None:
+        """AlreadyPendingCallError for envs of ``ids`` in flight; `gymnasium.error.ResetNeeded` for envs
+        never reset, or whose last step raised or was interrupted."""
+        # Checked on flags first: a whole-batch step, the common case, then costs no fancy indexing.
+        if self.in_flight.any():
+            busy = ids[self.in_flight[ids]]
+            if busy.size:
+                raise AlreadyPendingCallError(
+                    f"Calling `step_async` while waiting for a pending call to `step` to complete: envs "
+                    f"{busy.tolist()} already have an action in flight; recv() them before sending again",
+                    "step",
+                )
+        if not self.all_reset:
+            not_reset = ids[~self.ever_reset[ids]]
+            if not_reset.size:
+                raise gym.error.ResetNeeded(
+                    f"envs {not_reset.tolist()} were never reset; call reset() before step()"
+                )
+        if self.any_must_reset and self.must_reset[ids].any():
+            raise gym.error.ResetNeeded(
+                f"envs {ids[self.must_reset[ids]].tolist()} must be reset before they step again (reset(), "
+                f"or reset(env_ids=[...])): their last step raised or was interrupted (Ctrl-C), so their "
+                f"state is not what the last results said"
+            )
+
+    def check_can_reset(self, ids: np.ndarray, while_stepping: bool) -> None:
+        """AlreadyPendingCallError if envs ``ids`` cannot be reset now: one of them is in flight, or any env
+        is and the backend resets only with nothing in flight (``while_stepping`` False)."""
+        if not self.in_flight.any():
+            return
+        busy = ids[self.in_flight[ids]] if while_stepping else np.flatnonzero(self.in_flight)
+        if busy.size:
+            detail = (
+                "recv() them first (envs not in flight can be reset meanwhile)"
+                if while_stepping
+                else ("recv() first: this backend resets only with nothing in flight")
+            )
+            raise AlreadyPendingCallError(
+                f"Calling `reset` while waiting for a pending call to `step` to complete: envs "
+                f"{busy.tolist()} have an action in flight; {detail}",
+                "step",
+            )
+
+    def recv_started(self) -> np.ndarray:
+        """A recv begins: the envs in flight, or NoAsyncCallError (Gymnasium's words) if none is."""
+        candidates = np.flatnonzero(self.in_flight)
+        if not candidates.size:
+            raise NoAsyncCallError(
+                "Calling `step_wait` without any prior call to `step_async`. (recv() with no action in "
+                "flight; call send() first.)",
+                "step",
+            )
+        self.recvs += 1
+        return candidates
+
+    # -- transitions -------------------------------------------------------------------------------
+
+    def sent(self, ids: np.ndarray, ranked: np.ndarray | None, in_env_order: bool) -> None:
+        """Envs ``ids`` were sent a step. ``ranked``: the same envs in the caller's order, whose rows recv
+        returns in that order (None for one send of every env in env order, returned as a batch)."""
+        self.in_flight[ids] = True
+        self.in_env_order = in_env_order
+        if ranked is not None:
+            self.send_rank[ranked] = np.arange(self.sends, self.sends + ranked.size)
+            self.sends += ranked.size
+        if self.batch_size < self.num_envs:  # only batches of fewer envs choose (see collect)
+            self.sent_at[ids] = self.recvs
+
+    def worker_sent(self, worker: int, ids: np.ndarray) -> None:
+        """Worker ``worker`` was sent the step of envs ``ids``: busy."""
+        self.busy[worker] = ids
+
+    def worker_finished(self, worker: int) -> np.ndarray | None:
+        """Worker ``worker``'s step finished: idle again. Returns its envs, whose results the caller hands to
+        `arrived`, or None for an abandoned step (its results are dropped)."""
+        return self.busy.pop(worker)
+
+    def arrived(self, ids: list[int] | np.ndarray, infos: list[dict]) -> None:
+        """The results of envs ``ids`` came in (their rows are in the batch): ready."""
+        self.ready.update(zip(ids.tolist() if isinstance(ids, np.ndarray) else ids, infos))
+
+    def collect(self, count: int) -> tuple[np.ndarray, list[dict]]:
+        """``count`` ready envs and their infos, no longer ready: the envs sent longest ago first (in the
+        order they came among envs sent together), so that with ``batch_size`` every env has its turn."""
+        ready = self.ready
+        if count == len(ready):  # all of them: no per-env pops
+            ids, infos = np.fromiter(ready, np.int64, count), list(ready.values())
+            ready.clear()
+            return ids, infos
+        chosen = sorted(ready, key=self.sent_at.__getitem__)[:count]  # stable: arrival order kept
+        return np.asarray(chosen, dtype=np.int64), [ready.pop(i) for i in chosen]
+
+    def received(self, ids: np.ndarray | slice) -> None:
+        """`recv` returned envs ``ids``: idle."""
+        self.in_flight[ids] = False
+
+    def overdue(self, candidates: np.ndarray, count: int) -> list[int]:
+        """The envs in flight sent two rounds of ``count`` envs ago or more (empty when every env in
+        flight is waited for anyway): a recv waits for those too.
+
+        With ``batch_size``, recv returns envs that are ready; a worker that the OS runs less than the
+        others (more processes than cores) would then have its envs passed over again and again while
+        the others cycle. Waiting for envs this overdue bounds how long any env waits for its turn.
+        """
+        if count >= candidates.size:
+            return []
+        patience = 2 * -(-self.num_envs // count)
+        return candidates[self.sent_at[candidates] <= self.recvs - patience].tolist()
+
+    def was_reset(self, ids: np.ndarray) -> None:
+        """Envs ``ids`` were reset: idle, may step, no result of theirs waiting."""
+        self.ever_reset[ids] = True
+        self.all_reset = self.all_reset or bool(self.ever_reset.all())
+        if self.ready:
+            for env in ids.tolist():
+                self.ready.pop(env, None)
+        if self.any_must_reset:
+            self.must_reset[ids] = False
+            self.any_must_reset = bool(self.must_reset.any())
+
+    def mark_for_reset(self, envs: np.ndarray) -> None:
+        """Envs ``envs`` (ids or a mask) moved on without their rows reaching the user: must reset."""
+        self.must_reset[envs] = True
+        self.any_must_reset = bool(self.must_reset.any())
+
+    def abandon(self, sending: np.ndarray | None = None) -> list[int]:
+        """A step was interrupted midway (Ctrl-C, an unexpected error in the parent): the envs in flight,
+        and ``sending``, must reset; nothing is in flight or ready. Returns the workers whose steps are
+        now abandoned (busy still, their results to be dropped)."""
+        envs = self.in_flight.copy()
+        if sending is not None:
+            envs[sending] = True
+        self.mark_for_reset(envs)
+        self.fail()
+        return self.abandon_workers()
+
+    def abandon_workers(self) -> list[int]:
+        """Every busy worker's step is abandoned; returns the workers that were stepping envs until now."""
+        abandoned = [w for w, ids in self.busy.items() if ids is not None]
+        for w in abandoned:
+            self.busy[w] = None
+        return abandoned
+
+    def fail(self) -> None:
+        """Nothing in flight or ready: results that were to come back will not (a failed step, a lost
+        worker)."""
+        self.ready.clear()
+        self.in_flight[:] = False
