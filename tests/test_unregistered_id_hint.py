@@ -70,13 +70,13 @@ def test_a_shmem_factory_missing_an_id_the_script_registered_says_why_and_each_a
     default, forked, registered_in_module = done.stdout.strip().splitlines()[-3:]
     assert default.startswith("WorkerError[NamespaceNotFound]: shmem: ")
     assert "Namespace MyNS not found" in default  # Gymnasium's sentence first, then why and what to do
+    # The pool knows its workers' start method: the message names that one only.
     assert default.endswith(
-        "If your script registers this id (gym.register(...), gym.register_envs(ale_py)): a worker started "
-        "by the 'forkserver' start method (torchwm's default) runs none of your script's top level, and one "
-        "started by 'spawn' runs it again but not its `if __name__ == '__main__':` block, so the id is "
-        "unknown there. Register it inside the env factory (or at the top of the module that defines the "
-        "factory, if that is not your script), or pass backend_kwargs={'context': 'fork'}: forked workers "
-        "start with every id registered before the vector env was made"
+        "If your script registers this id (gym.register(...), gym.register_envs(ale_py)): this worker was "
+        "started by the 'forkserver' start method (torchwm's default), which runs none of your script's top "
+        "level, so the id is unknown there. Register it inside the env factory (or at the top of the module "
+        "that defines the factory, if that is not your script), or pass backend_kwargs={'context': 'fork'}: "
+        "forked workers start with every id registered before the vector env was made"
     ), default
     assert forked == "built (2, 4)"
     assert registered_in_module == "built (2, 4)"

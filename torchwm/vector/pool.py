@@ -593,6 +593,9 @@ class WorkerPool(VectorEnv):
             env_index=env_index,
             worker_index=transport.index,
             remote_traceback=reply.traceback,
+            # how the worker's process started (None for workers that are no multiprocessing process, as
+            # an inline one or a Ray actor): the message about an id the worker does not know depends on it
+            start_method=getattr(self.transport_settings, "start_method", None) if transport.pid else None,
         )
 
     def _timeout(
