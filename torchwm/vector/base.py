@@ -633,7 +633,7 @@ class VectorEnv(gym.vector.VectorEnv):
         if self._pending_reset is not None or not self.resets_while_stepping:
             self._check_nothing_pending("reset")
         else:
-            self._state.check_can_reset(ids, while_stepping=True)
+            self._state.check_can_reset(ids)
 
     def _check_not_ended(self, ids: np.ndarray) -> None:
         """Under autoreset_mode 'disabled', a ValueError if an env of ``ids`` ended its episode (its

@@ -92,23 +92,18 @@ class StepState:
                 f"state is not what the last results said"
             )
 
-    def check_can_reset(self, ids: np.ndarray, while_stepping: bool) -> None:
-        """AlreadyPendingCallError if envs ``ids`` cannot be reset now: one of them is in flight, or any env
-        is and the backend resets only with nothing in flight (``while_stepping`` False)."""
-        if not self.in_flight.any():
-            return
-        busy = ids[self.in_flight[ids]] if while_stepping else np.flatnonzero(self.in_flight)
-        if busy.size:
-            detail = (
-                "recv() them first (envs not in flight can be reset meanwhile)"
-                if while_stepping
-                else ("recv() first: this backend resets only with nothing in flight")
-            )
-            raise AlreadyPendingCallError(
-                f"Calling `reset` while waiting for a pending call to `step` to complete: envs "
-                f"{busy.tolist()} have an action in flight; {detail}",
-                "step",
-            )
+    def check_can_reset(self, ids: np.ndarray) -> None:
+        """AlreadyPendingCallError if one of envs ``ids`` is in flight (envs not in flight may be reset while
+        others step; a backend that resets only with nothing in flight checks that itself)."""
+        if self.in_flight.any():
+            busy = ids[self.in_flight[ids]]
+            if busy.size:
+                raise AlreadyPendingCallError(
+                    f"Calling `reset` while waiting for a pending call to `step` to complete: envs "
+                    f"{busy.tolist()} have an action in flight; recv() them first (envs not in flight can be "
+                    f"reset meanwhile)",
+                    "step",
+                )
 
     def recv_started(self) -> np.ndarray:
         """A recv begins: the envs in flight, or NoAsyncCallError (Gymnasium's words) if none is."""
