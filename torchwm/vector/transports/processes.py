@@ -39,16 +39,18 @@ Ctrl-C reaches the parent alone, which closes them.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import multiprocessing
 import os
 import select
 import signal
 import sys
+import threading
 import time
 import warnings
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from multiprocessing import context as mp_context
 from multiprocessing import forkserver, popen_forkserver, reduction, spawn, util
@@ -294,20 +296,17 @@ class ProcessWorker(Transport):
             daemon=True,
         )
         try:
-            process.start()
-        except BaseException:
-            # Interrupted (Ctrl-C) while starting: a child may exist that this process never learnt of (a
-            # forkserver start waits for the server to fork it). With both ends of its pipe closed here, it
-            # ends by itself at its first message (`ParentGone`), without a word.
-            parent_conn.close()
-            child_conn.close()
-            if getattr(process, "_popen", None) is not None:  # it did start: `close` ends it
+            with ctrl_c_after():
+                process.start()
                 self.process = process
                 _STARTED.add(process)
+        except BaseException:
+            # The start failed; a Ctrl-C during it lands only after it (`ctrl_c_after`), when `close`
+            # knows the process and ends it.
+            parent_conn.close()
+            child_conn.close()
             raise
-        self.process = process
         self.connected(parent_conn)
-        _STARTED.add(process)
         child_conn.close()
 
     def connected(self, conn: Any) -> None:
@@ -461,6 +460,34 @@ class ProcessWorker(Transport):
 
 
 # -- launching -------------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def ctrl_c_after() -> Iterator[None]:
+    """Hold a Ctrl-C (SIGINT) that comes inside this block until it ends, then deliver it.
+
+    A process start interrupted half-way leaves a child its parent never learns of: under forkserver,
+    a SIGINT between the server's fork and the return of its pid (inside the standard library's
+    ``connect_to_new_process``) leaks the data pipe, and the child waits on it for ever. A start takes
+    milliseconds (the first under forkserver also waits for the server's imports, about a second), so
+    the Ctrl-C waits that long and then reaches the caller as it would have, with the process known
+    and closed by the vector env's cleanup. Signal handlers belong to the main thread;
+    elsewhere no SIGINT can interrupt, and nothing is held.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[Any] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: held.append(frame))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if held:
+            if callable(previous):
+                previous(signal.SIGINT, held[0])
+            elif previous == signal.SIG_DFL:
+                signal.raise_signal(signal.SIGINT)
+
 
 # Keys of multiprocessing's preparation data that make a child run the parent's main module again.
 _MAIN_MODULE_KEYS = ("init_main_from_path", "init_main_from_name")
