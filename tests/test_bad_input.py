@@ -98,7 +98,7 @@ def test_a_bad_backend_timeout_is_refused_before_any_worker_starts(backend, time
     def no_worker(*args, **kwargs):
         raise AssertionError("a worker was started")
 
-    monkeypatch.setattr(processes.ProcessWorker, "start", no_worker)
+    monkeypatch.setattr(processes.ProcessHandle, "start", no_worker)
     with pytest.raises(error, match=f"{backend}: timeout must be a number of seconds > 0"):
         make(backend, backend_kwargs={"timeout": timeout})
 
@@ -240,7 +240,7 @@ BAD_FRAMESKIPS = [0, -1, 4.0, (3, 2), (0, 3), (2,), (2, 3, 4), [2, 5]]
 def no_process_starts(monkeypatch):
     """Fails the test if a worker process starts: bad input is refused before."""
     started = []
-    monkeypatch.setattr(processes.ProcessWorker, "start", lambda *args, **kwargs: started.append(args))
+    monkeypatch.setattr(processes.ProcessHandle, "start", lambda *args, **kwargs: started.append(args))
     yield
     assert started == [], "a worker process was started"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import gymnasium as gym
@@ -36,6 +37,10 @@ def test_run_bench_in_process_measures_each_backend():
         assert r.pss_mb is not None and r.pss_mb > 0
         # shmem says how its processes wait (still measuring after these few steps); gym-sync says nothing
         assert r.note.startswith("waits: the parent polls") if r.backend == "shmem" else r.note == ""
+        if r.backend == "shmem":  # and the parent's own part of a step, within the whole step
+            figures = re.findall(r"([\d,]+) µs", r.note.rsplit("; parent ", 1)[1])
+            own, whole = (float(x.replace(",", "")) for x in figures)
+            assert 0 < own <= whole
 
 
 def test_the_table_ends_with_what_backends_chose():
@@ -369,3 +374,28 @@ def test_a_measuring_child_that_stops_answering_is_killed_at_its_deadline():
         assert child.process.poll() is not None  # killed, not left running
     finally:
         child.close()
+
+
+def test_the_parents_part_is_the_step_less_its_waits_for_workers():
+    from torchwm.bench.measure import ParentTime
+
+    class Group:
+        def wait(self, busy, timeout, need_all):
+            time.sleep(0.01)  # the workers' part
+            return True
+
+    class Envs:
+        _group = Group()
+
+    envs = Envs()
+    parent = ParentTime(envs)
+    waited, began = parent.waited, time.perf_counter()
+    for _ in range(5):
+        spin = time.perf_counter()
+        while time.perf_counter() - spin < 0.002:  # the parent's own part
+            pass
+        envs._group.wait([], None, True)
+    parent.add(time.perf_counter() - began, parent.waited - waited)
+    own, whole = parent.own / 5, parent.elapsed / 5
+    assert 0.002 <= own < 0.006 and whole >= 0.012
+    assert parent.describe(5) == f"parent {own * 1e6:,.0f} µs of {whole * 1e6:,.0f} µs a step"

@@ -80,7 +80,7 @@ def test_the_check_finds_an_internal_import(tmp_path):
     plugin = tmp_path / "plugin.py"
     plugin.write_text(
         '"""A plugin.\n\n>>> from torchwm.vector.pool import WorkerPool\n"""\n\n'
-        "import torchwm\nfrom torchwm.plugin_api import Transport\nfrom torchwm.spec import VecSpec\n"
+        "import torchwm\nfrom torchwm.plugin_api import WorkerHandle\nfrom torchwm.spec import VecSpec\n"
         "from torchwm import factory\n"
     )
     found = torchwm_imports(ast.parse(plugin.read_text()))
@@ -119,7 +119,8 @@ def test_every_declared_name_exists():
 
 def test_the_api_holds_what_a_transport_author_needs():
     needed = {
-        "Transport",
+        "WorkerGroup",
+        "WorkerHandle",
         "Deadline",
         "WorkerGone",
         "StepLost",

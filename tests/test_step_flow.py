@@ -145,3 +145,35 @@ def test_a_shmem_step_goes_base_pool_transport_once_each_way():
             if step == 5:
                 sys.setprofile(None)
     assert upward == []
+
+
+def test_a_steady_shmem_step_makes_no_more_parent_calls_than_the_page_says():
+    """A steady step of 2 CartPole envs on one worker, the worker done before recv: the Python calls into
+    torchwm in the parent (send, then recv) are at most the number docs/concepts.md states."""
+    page = (ROOT / "docs" / "concepts.md").read_text(encoding="utf-8")
+    stated = re.search(r"makes (\d+) Python calls into torchwm in the parent", page)
+    assert stated is not None
+    package = VECTOR.parent
+    counts: list[int] = []
+
+    def profile(frame, event, arg):
+        if event == "call" and package in Path(frame.f_code.co_filename).parents:
+            counts[-1] += 1
+
+    actions = np.ones(2, dtype=np.int64)
+    # spin_seconds=0: the worker sleeps between steps, so that every send also rings it (the most calls).
+    options = {"num_workers": 1, "context": "fork", "spin_seconds": 0.0}
+    with torchwm.make_vec("CartPole-v1", 2, backend="shmem", seed=0, backend_kwargs=options) as envs:
+        envs.reset(seed=0)
+        for _ in range(20):
+            counts.append(0)
+            sys.setprofile(profile)
+            envs.send(actions)
+            sys.setprofile(None)
+            while not envs._handles[0].poll():
+                pass
+            sys.setprofile(profile)
+            envs.recv()
+            sys.setprofile(None)
+    steady = counts[10:]
+    assert max(steady) <= int(stated.group(1)), steady

@@ -15,13 +15,15 @@ What is here, by job:
 - The checks every entry point shares, so that a plugin refuses bad input alike: `check_count`,
   `check_seed`, `check_timeout`, `check_batch_size`, `check_observation_mode`, `resolve_spaces`,
   `check_actions`, `check_pool_options`; `parse_for`, the Atari stack a backend can run natively.
-- A pool backend: `WorkerPool` over a `Transport` (the contract, in
-  ``torchwm.vector.transports.contract``), `POOL_OPTIONS`, `PoolSettings`, `split_envs`,
-  `default_num_workers`, `WorkerPayload`, `WorkerChoice`, `Batch`, `Deadline`, `WorkerGone`, `StepLost`,
-  `gym_specs_of` / `register_gym_specs` (an env id registered at run time, in a worker).
-- A worker process the plugin starts itself (a Ray actor on the parent's node): `SharedMemoryWorker`,
-  the parent's end of the ``shmem`` transport, and `serve_shared_memory(conn, payload_bytes)`, its
-  worker's end over a connection to the parent.
+- A pool backend: `WorkerPool` over the backend contract (in ``torchwm.vector.transports.contract``):
+  a `WorkerGroup` per vector env and a `WorkerHandle` per worker; `POOL_OPTIONS`, `PoolSettings`,
+  `split_envs`, `default_num_workers`, `WorkerPayload`, `WorkerChoice`, `Batch`, `Deadline`,
+  `WorkerGone`, `StepLost`, `gym_specs_of` / `register_gym_specs` (an env id registered at run time,
+  in a worker).
+- A worker process the plugin starts itself (a Ray actor on the parent's node): `SharedBlockGroup`
+  (the shared block, its tuner and its wait) and `SharedMemoryHandle`, the parent's end of the ``shmem``
+  transport, and `serve_shared_memory(conn, payload_bytes)`, its worker's end over a connection to the
+  parent.
 - A worker: `EnvGroup`, the envs one worker steps, and the typed messages between the pool and a
   worker (`Step`, `Reset`, `Call`, `SetAttr`, `NeedsReset`, `Close`, `ControlCommand`,
   `ErrorReply`, `error_reply`, `ShareDescription`, `describe_share`).
@@ -64,16 +66,17 @@ from torchwm.vector.transports.contract import (
     Deadline,
     PoolSettings,
     StepLost,
-    Transport,
     WorkerChoice,
     WorkerGone,
+    WorkerGroup,
+    WorkerHandle,
     WorkerPayload,
     default_num_workers,
     gym_specs_of,
     register_gym_specs,
     split_envs,
 )
-from torchwm.vector.transports.shared_memory import SharedMemoryWorker, serve_shared_memory
+from torchwm.vector.transports.shared_memory import SharedBlockGroup, SharedMemoryHandle, serve_shared_memory
 
 __all__ = [
     "ARRAY_SPACES",
@@ -89,15 +92,17 @@ __all__ = [
     "PoolSettings",
     "Reset",
     "SetAttr",
-    "SharedMemoryWorker",
+    "SharedBlockGroup",
+    "SharedMemoryHandle",
     "ShareDescription",
     "Step",
     "StepLost",
-    "Transport",
     "VecSpec",
     "VectorEnv",
     "WorkerChoice",
     "WorkerGone",
+    "WorkerGroup",
+    "WorkerHandle",
     "WorkerPayload",
     "WorkerPool",
     "build_env",

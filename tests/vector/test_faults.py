@@ -1255,11 +1255,11 @@ def test_the_parent_closing_its_pipe_still_ends_a_worker():
     )
     (pid,) = vec.worker_pids
     vec.reset(seed=0)
-    vec._transports[0].conn.close()  # as when the parent dies: the worker's reads end with EOF
+    vec._handles[0].conn.close()  # as when the parent dies: the worker's reads end with EOF
     deadline = time.monotonic() + DEADLINE
     while not gone(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert gone(pid) and vec._transports[0].process.exitcode == 0  # quietly, as nobody is left to answer
+    assert gone(pid) and vec._handles[0].process.exitcode == 0  # quietly, as nobody is left to answer
     vec.close()
 
 

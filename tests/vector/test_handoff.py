@@ -25,7 +25,7 @@ MEASURED_STEPS = (
 
 
 def feed(tuner: WaitTuner, steps: int, *, compute: float, turnaround: float, handoff: float) -> None:
-    """Two workers stepping in lockstep with these timings, as `SharedMemoryWorker.finish_step` reports
+    """Two workers stepping in lockstep with these timings, as `SharedMemoryHandle.finish_step` reports
     them."""
     clock = 0.0
     for _ in range(steps):

@@ -16,7 +16,7 @@ from gymnasium import spaces
 
 import torchwm
 from torchwm.vector.batching import InfoBatcher, InfoRow, info_rows
-from torchwm.vector.transports.shared_memory import SharedMemoryWorker
+from torchwm.vector.transports.shared_memory import SharedMemoryHandle
 
 MODES = ["next_step", "same_step", "disabled"]
 SHMEM = {"num_workers": 2, "context": "fork"}
@@ -99,18 +99,18 @@ def plain(base, steps, **more):
 def count_column_steps(monkeypatch):
     """Each shmem transport's ``column_steps``: the steps whose infos its parent's end read from the block's
     info columns. The transport counts nothing itself; these tests count around the method that reads them."""
-    read = SharedMemoryWorker._info_rows
+    read = SharedMemoryHandle._info_rows
 
     def counted(self, shared):
         self.column_steps += 1
         return read(self, shared)
 
-    monkeypatch.setattr(SharedMemoryWorker, "column_steps", 0, raising=False)
-    monkeypatch.setattr(SharedMemoryWorker, "_info_rows", counted)
+    monkeypatch.setattr(SharedMemoryHandle, "column_steps", 0, raising=False)
+    monkeypatch.setattr(SharedMemoryHandle, "_info_rows", counted)
 
 
 def column_steps(envs) -> int:
-    return sum(transport.column_steps for transport in envs._transports)
+    return sum(handle.column_steps for handle in envs._handles)
 
 
 def run_both(ours, reference, steps: int, mode: str, num_envs: int, seed: int = 0) -> None:
@@ -257,7 +257,7 @@ def test_the_worker_writes_columns_and_the_keys_once():
     fns = [lambda: CountingEnv(length=1000, grow_after=20, nest_after=40)] * 2
     with torchwm.make_vec_from_fns(fns, backend="shmem", backend_kwargs=SHMEM) as envs:
         envs.reset(seed=0)
-        shared = envs._transports[0]._shared
+        shared = envs._handles[0]._shared
         statuses, schema_counts = [], []
         for _ in range(50):
             envs.step(np.zeros(2, dtype=np.int64))
@@ -268,7 +268,7 @@ def test_the_worker_writes_columns_and_the_keys_once():
         # One schema until step 20, another from then on.
         assert schema_counts[:19] == [schema_counts[0]] * 19
         assert schema_counts[19:] == [schema_counts[0] + 1] * 31
-        assert envs._transports[0].column_steps == 39
+        assert envs._handles[0].column_steps == 39
 
 
 def test_info_rows_read_as_dicts_and_batch_as_gymnasium():
@@ -313,11 +313,11 @@ def test_a_restarted_worker_writes_its_columns_again():
             plain(3000, 4),
         ]
         assert_same(infos, gymnasium_batch(expected))
-        before = envs._transports[0].column_steps
+        before = envs._handles[0].column_steps
         envs.step(np.zeros(4, dtype=np.int64))  # next_step: the restarted envs' reset step
         infos = envs.step(np.zeros(4, dtype=np.int64))[4]
         assert_same(infos, gymnasium_batch([plain(0, 1), plain(1000, 1), plain(2000, 6), plain(3000, 6)]))
-        assert envs._transports[0].column_steps == before + 2
+        assert envs._handles[0].column_steps == before + 2
 
 
 class KeyedInfoEnv(gym.Env):

@@ -11,7 +11,7 @@ import torchwm
 from torchwm.vector.messages import ErrorReply, Step
 from torchwm.vector.transports.contract import Deadline
 from torchwm.vector.transports.pipe import RawStep
-from torchwm.vector.transports.processes import ProcessWorker, Readable
+from torchwm.vector.transports.processes import ProcessHandle, Readable
 
 
 def test_readable_answers_as_connection_poll_does():
@@ -32,13 +32,13 @@ def test_readable_answers_as_connection_poll_does():
 
 def _sent_commands(monkeypatch) -> list:
     sent: list = []
-    send = ProcessWorker.send
+    send = ProcessHandle.send
 
     def recording_send(self, command, raw=None):
         sent.append((type(command).__name__, None if raw is None else bytes(raw)))
         send(self, command, raw)
 
-    monkeypatch.setattr(ProcessWorker, "send", recording_send)
+    monkeypatch.setattr(ProcessHandle, "send", recording_send)
     return sent
 
 
@@ -64,7 +64,7 @@ def test_raw_actions_of_the_wrong_size_are_an_error_of_that_step_only():
         "CartPole-v1", num_envs=4, backend="subproc", backend_kwargs={"num_workers": 2}
     ) as envs:
         envs.reset(seed=0)
-        worker = envs._transports[0]
+        worker = envs._handles[0]
         worker.send(RawStep(), raw=np.array([1], dtype=np.int64).data)  # one action for its two envs
         reply = worker.reply(Deadline.after(10))
         assert isinstance(reply, ErrorReply)

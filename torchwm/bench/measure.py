@@ -180,6 +180,35 @@ class AleEmulator:
         self.env.close()
 
 
+class ParentTime:
+    """The parent's own part of a worker pool's steps: their wall time less the time the pool spent in
+    its group's `WorkerGroup.wait` (asleep, or spinning, until a worker is done). The wait of this one
+    vector env is wrapped for the measurement; nothing else changes."""
+
+    def __init__(self, envs: Any) -> None:
+        self.waited = 0.0  # seconds in the wait, since the env was built
+        self.own = 0.0  # seconds of the parent's own work, in the steps measured
+        self.elapsed = 0.0  # seconds of those steps
+        group = envs._group
+        wait = group.wait
+
+        def timed_wait(busy: Any, timeout: float | None, need_all: bool) -> bool:
+            began = time.perf_counter()
+            try:
+                return wait(busy, timeout, need_all)
+            finally:
+                self.waited += time.perf_counter() - began
+
+        group.wait = timed_wait
+
+    def add(self, elapsed: float, waited: float) -> None:
+        self.elapsed += elapsed
+        self.own += elapsed - waited
+
+    def describe(self, steps: int) -> str:
+        return f"parent {self.own / steps * 1e6:,.0f} µs of {self.elapsed / steps * 1e6:,.0f} µs a step"
+
+
 class Runner:
     """One backend built and warmed up; `sample` times ``steps`` batched steps and returns steps/s.
 
@@ -190,7 +219,7 @@ class Runner:
     def __init__(
         self, env_id: str, backend: str, num_envs: int, kwargs: dict[str, Any], spec: Any = None
     ) -> None:
-        from torchwm.vector.pool import default_num_workers
+        from torchwm.vector.pool import WorkerPool, default_num_workers
 
         self.num_envs = num_envs
         self.obs_shape: list[int] | None = None
@@ -222,18 +251,28 @@ class Runner:
             envs.action_space.seed(seed)
             self._step, self._close, space = envs.step, envs.close, envs.action_space
             self._envs = envs
+        # A worker pool's own part of each step (`ParentTime`).
+        self._parent = ParentTime(self._envs) if isinstance(self._envs, WorkerPool) else None
+        self._steps = 0
         self._actions = np.stack([space.sample() for _ in range(64)])
         _time_steps(self._step, self._actions, WARMUP_STEPS)
 
     def sample(self, steps: int) -> float:
-        return steps * self._envs_per_step / _time_steps(self._step, self._actions, steps)
+        waited = self._parent.waited if self._parent is not None else 0.0
+        elapsed = _time_steps(self._step, self._actions, steps)
+        if self._parent is not None:
+            self._parent.add(elapsed, self._parent.waited - waited)
+        self._steps += steps
+        return steps * self._envs_per_step / elapsed
 
     def note(self) -> str:
-        """What the backend chose from what it measured (`BenchResult.note`)."""
+        """What the backend chose from what it measured, and a pool's own part of a step
+        (`BenchResult.note`)."""
         choice, plan = getattr(self._envs, "worker_choice", None), getattr(self._envs, "wait_plan", None)
-        return "; ".join(
-            [f"split: {choice}"] * (choice is not None) + [f"waits: {plan}"] * (plan is not None)
-        )
+        parts = [f"split: {choice}"] * (choice is not None) + [f"waits: {plan}"] * (plan is not None)
+        if self._parent is not None and self._steps:
+            parts.append(self._parent.describe(self._steps))
+        return "; ".join(parts)
 
     def pool(self) -> dict[str, Any] | None:
         """What a worker pool chose (`pool_choice`), None for any other backend (`BenchResult.pool`)."""

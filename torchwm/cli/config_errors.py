@@ -31,7 +31,7 @@ from torchwm.factory import RECORDERS, build_env, spec_env_fns
 from torchwm.plugins import backend_options, registry
 from torchwm.spec import resolve_wrapper, with_env_fn
 from torchwm.vector.pool import WorkerPool, check_pool_options
-from torchwm.vector.transports.processes import ProcessWorker
+from torchwm.vector.transports.processes import ProcessGroup
 from torchwm.wrappers.record_video import check_recording
 
 # The key path an error message starts with: "wrappers[1].stack_size: expected ...".
@@ -111,8 +111,8 @@ def preflight_problem(spec: Any) -> tuple[str | int | None, str] | None:
     or None.
 
     The same checks, not copies: the ``record_video`` checks ``torchwm run`` makes (`check_recording`);
-    a worker pool's option checks (`check_pool_options`) and a process transport's (its ``configure``, which
-    checks and starts nothing; Ray's connects to Ray, so a plugin transport's is left to the build); and
+    a worker pool's option checks (`check_pool_options`) and a process group's (making a `ProcessGroup`
+    checks and starts nothing; Ray's group connects to Ray, so a plugin's is left to the build); and
     one env of the spec built and closed here, as a worker would build it (the wrappers check their
     options when they wrap an env).
     """
@@ -125,11 +125,11 @@ def preflight_problem(spec: Any) -> tuple[str | int | None, str] | None:
     if isinstance(factory, type) and issubclass(factory, WorkerPool):
         try:
             settings = check_pool_options(
-                spec.backend, spec.num_envs, options, tuple(factory.transport.OPTIONS), factory.unit
+                spec.backend, spec.num_envs, options, tuple(factory.worker_group.OPTIONS), factory.unit
             )
-            if issubclass(factory.transport, ProcessWorker):
+            if issubclass(factory.worker_group, ProcessGroup):
                 pooled = with_env_fn(spec, settings.env_fn, spec.backend)
-                factory.transport.configure(
+                factory.worker_group(
                     spec.backend, pooled, spec_env_fns(pooled), settings.transport_options, settings
                 )
         except (TypeError, ValueError) as exc:

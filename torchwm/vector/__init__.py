@@ -25,7 +25,8 @@ What they are built from:
 - `messages`: the typed messages between a pool and its workers (`Step`, `Reset`, `Call`,
   `SetAttr`, `NeedsReset`, `Close`, `ErrorReply`).
 - `batching`: rows of batched spaces (make, write, take, check actions) and Gymnasium's info batching.
-- `transports`: the `Transport` contract (`transports.contract`) and the transports: `local`
+- `transports`: the backend contract (`transports.contract`: a `WorkerGroup` per pool, a
+  `WorkerHandle` per worker) and the transports: `local`
   (the ``inline`` option), `pipe`, `shared_memory` (its block in `shared_block`), with what they
   share (`processes`, `futex`, `handoff`, `worker_count`).
 

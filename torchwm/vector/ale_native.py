@@ -13,12 +13,15 @@ non-Atari id) is refused with `UnsupportedStackError` before any thread starts.
 class's row buffers: ALE already returns fresh arrays, in batches of its own
 (``batch_size`` envs in its asynchronous mode), so the hot path adds only the
 action check, the reward cast to float64 and Gymnasium's ``_key`` info masks.
-They are built from the base class's checks and bookkeeping; attributes and
-closing are the base class's public methods over this backend's primitives.
+They are built from the base class's checks and bookkeeping, and hold the vector env for their call as
+the base class's do (a second thread's call is refused; `close` from another thread waits for a call under
+way, within a bound); attributes and closing are the base class's public methods over this backend's
+primitives.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -30,7 +33,7 @@ from gymnasium.vector.utils import batch_space
 
 from torchwm.ale_vector import check_ale_seeds, check_ale_vector_kwargs, check_first_seed
 from torchwm.atari_stack import parse_for
-from torchwm.errors import UnsupportedStackError
+from torchwm.errors import ClosedEnvironmentError, UnsupportedStackError
 from torchwm.hookspecs import hookimpl
 from torchwm.spec import VecSpec
 from torchwm.vector.base import VectorEnv, check_batch_size
@@ -56,6 +59,9 @@ BACKEND_OPTIONS = {"batch_size": None, "num_threads": 0, "thread_affinity_offset
 INFO_KEYS = ("lives", "frame_number", "episode_frame_number")
 
 SHMEM_HINT = 'use backend="shmem" (or "sync"), which runs any stack'
+# How long close() from another thread waits for that thread's call to leave before it drops ALE's env
+# anyway (as the pool backends do): ALE's waits cannot be interrupted, and a close must not hang on them.
+CLOSE_WAIT_SECONDS = 1.0
 
 
 def _refuse(spec: VecSpec, what: str) -> UnsupportedStackError:
@@ -290,31 +296,33 @@ class AleNativeVectorEnv(VectorEnv):
         actions) and for its no-op draws, where Gymnasium's AtariEnv derives both from a
         `numpy.random.SeedSequence`, so the same seed gives other no-op counts than ``sync``.
         """
-        self._check_open()
-        self._check_nothing_pending("reset")
-        ids, seeds, options = self._reset_request(seed, options, env_ids)
-        if options:
-            raise ValueError(f"ale-native reset takes no options but 'reset_mask', got {sorted(options)}")
-        if ids.size < self.num_envs and (self._async or not self._state.all_reset):
-            raise NotImplementedError(
-                "ale-native resets some envs only after a full reset() and with batch_size == num_envs "
-                "(ALE's partial reset); reset all envs, or use backend='shmem'"
-            )
-        # Checked before the pending first-reset seed is used up, so that a refused reset changes nothing.
-        seeds = check_ale_seeds(seeds, "ale-native reset")
-        self._first_reset_seed = None
-        # -1: ALE's "no seed"
-        obs, infos = self._ale.reset(ids.tolist(), [-1 if s is None else s for s in seeds])
-        self._mark_reset(ids, seeds)
-        self._terminations[ids] = False
-        self._truncations[ids] = False
-        self._last_ids = infos["env_id"].astype(np.int64)
-        infos = self._with_masks(infos)
-        obs = self._shaped(obs)
-        if env_ids is not None:
-            # ALE answers with every env's row, in env order; env_ids asks for its rows, in its order.
-            return obs[ids], {key: value[ids] for key, value in infos.items()}
-        return obs, infos
+        with self._held("resetting"):
+            self._check_nothing_pending("reset")
+            ids, seeds, options = self._reset_request(seed, options, env_ids)
+            if options:
+                raise ValueError(f"ale-native reset takes no options but 'reset_mask', got {sorted(options)}")
+            if ids.size < self.num_envs and (self._async or not self._state.all_reset):
+                raise NotImplementedError(
+                    "ale-native resets some envs only after a full reset() and with batch_size == num_envs "
+                    "(ALE's partial reset); reset all envs, or use backend='shmem'"
+                )
+            # Checked before the pending first-reset seed is used up, so that a refused reset changes nothing.
+            seeds = check_ale_seeds(seeds, "ale-native reset")
+            self._first_reset_seed = None
+            # -1: ALE's "no seed"
+            obs, infos = self._ale.reset(ids.tolist(), [-1 if s is None else s for s in seeds])
+            if self._ale is None:  # another thread's close() stopped waiting for this call (`_close`)
+                raise ClosedEnvironmentError("ALE's env was dropped during this reset")
+            self._mark_reset(ids, seeds)
+            self._terminations[ids] = False
+            self._truncations[ids] = False
+            self._last_ids = infos["env_id"].astype(np.int64)
+            infos = self._with_masks(infos)
+            obs = self._shaped(obs)
+            if env_ids is not None:
+                # ALE answers with every env's row, in env order; env_ids asks for its rows, in its order.
+                return obs[ids], {key: value[ids] for key, value in infos.items()}
+            return obs, infos
 
     def send(self, actions: Any, env_ids: Any = None) -> None:
         """Start stepping the envs of the last result: all envs, or ``batch_size`` of them.
@@ -322,69 +330,97 @@ class AleNativeVectorEnv(VectorEnv):
         ``env_ids`` may name those same envs in any order (the actions follow that order);
         ALE cannot step any other subset.
         """
-        self._check_open()
-        # ALE has one batch in flight at a time, whichever envs send() names.
-        self._check_nothing_pending("step_async")
-        if not self._state.all_reset:
-            raise gym.error.ResetNeeded("call reset() before step() or send()")
-        if env_ids is not None:
-            ids = self._env_ids(env_ids)
-            if ids.size != self._last_ids.size or not np.array_equal(np.sort(ids), np.sort(self._last_ids)):
-                raise NotImplementedError(
-                    f"ale-native steps exactly the envs of the last result ({self._last_ids.tolist()}); ALE "
-                    f"cannot step env_ids={ids.tolist()}. Use backend='shmem' for arbitrary env_ids"
-                )
-        actions = check_actions(
-            self.single_action_space,
-            actions,
-            self.batch_size,
-            check_range=self.check_action_values,
-            env_ids=self._last_ids if env_ids is None else ids,
-        )
-        actions = actions.astype(np.float32 if self._continuous else np.int64, copy=False)
-        if env_ids is not None and not np.array_equal(ids, self._last_ids):
-            actions = actions[np.argsort(ids)[np.argsort(np.argsort(self._last_ids))]]
-        self._check_not_ended(self._last_ids)
-        if self._continuous:
-            self._ale_env.send(actions)
-        else:
-            self._ale.send(actions, self._paddle_strength)
-        self._in_flight[self._last_ids] = True
-        # recv returns the rows in the order env_ids gave them, as every backend does; in ALE's
-        # asynchronous mode it returns whichever envs are ready first, in ALE's order.
-        same_order = env_ids is None or self._async or np.array_equal(ids, self._last_ids)
-        self._row_order = None if same_order else ids
+        # The base class's hold, spelt out as its send does (no context manager on the hot path).
+        if self.closed or self._closer is not None or not self._in_use.acquire(blocking=False):
+            self._enter("sending a step")  # refuses the call, or takes the env after all
+        self._user = threading.get_ident()
+        try:
+            # ALE has one batch in flight at a time, whichever envs send() names.
+            self._check_nothing_pending("step_async")
+            if not self._state.all_reset:
+                raise gym.error.ResetNeeded("call reset() before step() or send()")
+            if env_ids is not None:
+                ids = self._env_ids(env_ids)
+                if ids.size != self._last_ids.size or not np.array_equal(
+                    np.sort(ids), np.sort(self._last_ids)
+                ):
+                    raise NotImplementedError(
+                        f"ale-native steps exactly the envs of the last result ({self._last_ids.tolist()}); "
+                        f"ALE cannot step env_ids={ids.tolist()}. Use backend='shmem' for arbitrary env_ids"
+                    )
+            actions = check_actions(
+                self.single_action_space,
+                actions,
+                self.batch_size,
+                check_range=self.check_action_values,
+                env_ids=self._last_ids if env_ids is None else ids,
+            )
+            actions = actions.astype(np.float32 if self._continuous else np.int64, copy=False)
+            if env_ids is not None and not np.array_equal(ids, self._last_ids):
+                actions = actions[np.argsort(ids)[np.argsort(np.argsort(self._last_ids))]]
+            self._check_not_ended(self._last_ids)
+            if self._continuous:
+                self._ale_env.send(actions)
+            else:
+                self._ale.send(actions, self._paddle_strength)
+            self._in_flight[self._last_ids] = True
+            # recv returns the rows in the order env_ids gave them, as every backend does; in ALE's
+            # asynchronous mode it returns whichever envs are ready first, in ALE's order.
+            same_order = env_ids is None or self._async or np.array_equal(ids, self._last_ids)
+            self._row_order = None if same_order else ids
+        except Exception as exc:
+            # An error met because another thread's close() dropped ALE's env (None) is that close's.
+            closed = self._closed_meanwhile("sending a step")
+            if closed is not None:
+                raise closed from exc
+            raise
+        finally:
+            self._user = None
+            self._in_use.release()
 
     def recv(
         self, timeout: float | None = None, *, min_ready: int | None = None
     ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """The results of the batch in flight (ALE's C++ threads cannot time out: ``timeout`` and
         ``min_ready`` change nothing)."""
-        self._check_open()
-        self._state.recv_started()  # NoAsyncCallError if nothing was sent
-        obs, rewards, terminations, truncations, infos = self._ale.recv()
-        self._in_flight[:] = False
-        ids = infos["env_id"]
-        if self._async:
-            self._last_ids = ids.astype(np.int64)
-        if self.autoreset_mode is AutoresetMode.DISABLED:  # for _check_not_ended; ALE keeps no rows else
-            self._terminations[ids] = terminations
-            self._truncations[ids] = truncations
-        infos = self._with_masks(infos)
-        if "final_obs" in infos:
-            infos = self._final_obs_info(infos, terminations | truncations)
-        obs, rewards = self._shaped(obs), rewards.astype(np.float64)
-        if self._row_order is not None:
-            row_of = {env: row for row, env in enumerate(ids.tolist())}
-            rows = np.array([row_of[env] for env in self._row_order.tolist()])
-            obs, rewards, terminations, truncations = (
-                obs[rows],
-                rewards[rows],
-                terminations[rows],
-                truncations[rows],
-            )
-            infos = {key: value[rows] for key, value in infos.items()}
-        return obs, rewards, terminations, truncations, infos
+        if self.closed or self._closer is not None or not self._in_use.acquire(blocking=False):
+            self._enter("receiving a step")  # refuses the call, or takes the env after all
+        self._user = threading.get_ident()
+        try:
+            self._state.recv_started()  # NoAsyncCallError if nothing was sent
+            obs, rewards, terminations, truncations, infos = self._ale.recv()
+            if self._ale is None:  # another thread's close() stopped waiting for this step (`_close`)
+                raise ClosedEnvironmentError("ALE's env was dropped during this step")
+            self._in_flight[:] = False
+            ids = infos["env_id"]
+            if self._async:
+                self._last_ids = ids.astype(np.int64)
+            if self.autoreset_mode is AutoresetMode.DISABLED:  # for _check_not_ended; ALE keeps no rows else
+                self._terminations[ids] = terminations
+                self._truncations[ids] = truncations
+            infos = self._with_masks(infos)
+            if "final_obs" in infos:
+                infos = self._final_obs_info(infos, terminations | truncations)
+            obs, rewards = self._shaped(obs), rewards.astype(np.float64)
+            if self._row_order is not None:
+                row_of = {env: row for row, env in enumerate(ids.tolist())}
+                rows = np.array([row_of[env] for env in self._row_order.tolist()])
+                obs, rewards, terminations, truncations = (
+                    obs[rows],
+                    rewards[rows],
+                    terminations[rows],
+                    truncations[rows],
+                )
+                infos = {key: value[rows] for key, value in infos.items()}
+            return obs, rewards, terminations, truncations, infos
+        except Exception as exc:
+            closed = self._closed_meanwhile("receiving a step")
+            if closed is not None:
+                raise closed from exc
+            raise
+        finally:
+            self._user = None
+            self._in_use.release()
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -445,11 +481,24 @@ class AleNativeVectorEnv(VectorEnv):
         )
 
     def _close(self) -> None:
-        if self._ale_env is not None:
-            self._ale_env.close()
-            # Dropping the last reference stops and joins ALE's threads.
-            self._ale_env = None
-            self._ale = None
+        me = threading.get_ident()
+        self._closer = me  # a call of another thread that this close cuts short raises ClosedEnvironmentError
+        held = self._in_use.acquire(blocking=False)
+        if not held and self._user != me:
+            # Another thread's call is under way (or has just taken the env): ALE's env is dropped once it
+            # has left, so that it never meets None halfway, or after a bounded wait (ALE's waits cannot be
+            # interrupted); the call then raises ClosedEnvironmentError rather than return its results.
+            held = self._in_use.acquire(timeout=CLOSE_WAIT_SECONDS)
+        try:
+            if self._ale_env is not None:
+                self._ale_env.close()
+                # Dropping the last reference stops and joins ALE's threads (a call still inside ALE keeps
+                # its own reference until it returns).
+                self._ale_env = None
+                self._ale = None
+        finally:
+            if held:
+                self._in_use.release()
 
 
 def make_ale_native(spec: VecSpec, **backend_kwargs: Any) -> AleNativeVectorEnv:

@@ -52,7 +52,7 @@ from gymnasium.vector.utils import batch_differing_spaces, batch_space
 
 from torchwm.errors import AlreadyPendingCallError, ClosedEnvironmentError, EnvTimeoutError, NoAsyncCallError
 from torchwm.spec import VecSpec, check_count, check_seed, check_timeout
-from torchwm.vector.batching import InfoBatcher, check_actions, take_rows, view_rows
+from torchwm.vector.batching import ARRAY_SPACES, InfoBatcher, check_actions, take_rows, view_rows
 from torchwm.vector.step_state import StepState
 
 ObservationMode = str | tuple[gym.Space, gym.Space]
@@ -195,6 +195,8 @@ class VectorEnv(gym.vector.VectorEnv):
         self._vec_spec = spec
         self.num_envs = n
         self.single_observation_space = single_observation_space
+        # One array per batch (a Box, Discrete, ...): recv copies it without walking the space.
+        self._array_rows = isinstance(single_observation_space, ARRAY_SPACES)
         self.single_action_space = single_action_space
         self.observation_space = (
             batch_space(single_observation_space, n) if observation_space is None else observation_space
@@ -395,10 +397,17 @@ class VectorEnv(gym.vector.VectorEnv):
                 if any(infos):  # else their order does not matter
                     by_env = dict(zip(np.asarray(ids).tolist(), infos, strict=True))
                     infos = [by_env[i] for i in range(self.num_envs)]
+                observations = self._observations
+                if self.copy:
+                    # An array batch is copied here: no call on the hot path.
+                    if self._array_rows:
+                        observations = observations.copy()
+                    else:
+                        observations = take_rows(self.single_observation_space, observations, None)
+                elif not self._array_rows:
+                    observations = view_rows(self.single_observation_space, observations, None)
                 return (
-                    take_rows(self.single_observation_space, self._observations, None)
-                    if self.copy
-                    else view_rows(self.single_observation_space, self._observations, None),
+                    observations,
                     self._rewards.copy(),
                     self._terminations.copy(),
                     self._truncations.copy(),

@@ -58,11 +58,13 @@ from torchwm.vector.transports.contract import (
     Deadline,
     PoolSettings,
     StepLost,
-    Transport,
     WorkerChoice,
     WorkerGone,
+    WorkerGroup,
+    WorkerHandle,
     WorkerPayload,
     gym_specs_of,
+    poll_wait,
     split_envs,
 )
 from torchwm.vector.transports.contract import default_num_workers as default_num_workers
@@ -70,7 +72,7 @@ from torchwm.vector.transports.local import LocalWorker
 
 DEFAULT_TIMEOUT = 300.0
 # Every option a pool backend takes and its default (None: decided from the machine or the spec). A
-# transport adds its own (`Transport.OPTIONS`).
+# backend's group adds its own (`WorkerGroup.OPTIONS`).
 POOL_OPTIONS: dict[str, Any] = {
     "num_workers": None,
     "envs_per_worker": None,
@@ -92,7 +94,7 @@ def check_pool_options(
     unit: str = "worker",
 ) -> PoolSettings:
     """Every pool option checked and defaulted, before anything starts; the options named in
-    ``transport_options`` are passed on unchecked (the transport's `Transport.configure` checks them).
+    ``transport_options`` are passed on unchecked (the backend's `WorkerGroup` checks them).
 
     ``unit`` is what the backend calls a worker in its option names (``"actor"``: ``num_actors``,
     ``envs_per_actor``)."""
@@ -142,8 +144,17 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_Forks.after_in_child)
 
 
-def shutdown(transports: list[Transport], batch: Batch | None, owner: int) -> None:
-    """End every worker within a deadline (ask all, then end each), then free the batch.
+def end_workers(handles: list[WorkerHandle]) -> None:
+    """Ask every worker to end, then end each within one deadline."""
+    for handle in handles:
+        handle.stop()
+    deadline = Deadline.after(CLOSE_GRACE_SECONDS)
+    for handle in handles:
+        handle.close(deadline)
+
+
+def shutdown(group: WorkerGroup, handles: list[WorkerHandle], batch: Batch | None, owner: int) -> None:
+    """End every worker within a deadline (ask all, then end each), then free the batch and the group.
 
     Only in process ``owner``, the one that started the workers: a forked copy of the vector env (a
     data loader's worker, an evaluator) that is closed or collected, or that exits, must not end the
@@ -154,14 +165,13 @@ def shutdown(transports: list[Transport], batch: Batch | None, owner: int) -> No
     if os.getpid() != owner:
         return
     try:
-        for transport in transports:
-            transport.stop()
-        deadline = Deadline.after(CLOSE_GRACE_SECONDS)
-        for transport in transports:
-            transport.close(deadline)
+        end_workers(handles)
     finally:
-        if batch is not None:
-            batch.release()
+        try:
+            if batch is not None:
+                batch.release()
+        finally:
+            group.close()
 
 
 class WorkerPool(VectorEnv):
@@ -194,67 +204,52 @@ class WorkerPool(VectorEnv):
     """
 
     backend_name = "pool"
-    transport: type[Transport]  # the subclass's; `Transport.chosen` may replace it for one vector env
+    worker_group: type[WorkerGroup]  # the backend's (`torchwm.vector.transports.contract`)
     unit = "worker"  # what the backend calls a worker in its option names (num_workers, envs_per_worker)
 
     def __init__(self, spec: VecSpec, **options: Any) -> None:
-        self._transports: list[Transport] = []
+        self._handles: list[WorkerHandle] = []
         self._finalizer: weakref.finalize | None = None
         # Who owns the workers: recorded once, here. A forked copy of this object is no owner.
         self._owner_pid = os.getpid()
         self._owner_forks = _Forks.count
         backend = self.backend_name
         settings = check_pool_options(
-            backend, spec.num_envs, options, tuple(self.transport.OPTIONS), self.unit
+            backend, spec.num_envs, options, tuple(self.worker_group.OPTIONS), self.unit
         )
         spec = with_env_fn(spec, settings.env_fn, backend)
         env_fns = spec_env_fns(spec)
-        self.transport_settings = self.transport.configure(
-            backend, spec, env_fns, settings.transport_options, settings
-        )
-        # How many workers the pool chose from measurements, when the user did not say (None: one per core).
-        self.worker_choice: WorkerChoice | None = None
-        if not settings.split_given and not settings.inline:
-            self.worker_choice = self.transport.choose_worker_count(
-                spec, env_fns, self.transport_settings, timeout=settings.timeout
-            )
-            if self.worker_choice is not None:
-                settings.worker_slices = split_envs(
-                    spec.num_envs, self.worker_choice.workers, None, backend, self.unit
-                )
-        self.worker_slices = settings.worker_slices
-        # The class whose workers these settings start (the ray backend's actors on the driver's node step
-        # through shared memory); the split is the configured transport's.
-        self.transport = self.transport.chosen(self.transport_settings)
-        self.num_workers = len(self.worker_slices)
-        self.restart_on_crash = settings.restart_on_crash
-        self._worker_of = np.concatenate([np.full(len(r), w) for w, r in enumerate(self.worker_slices)])
-        self._worker_ids = [np.arange(r.start, r.stop) for r in self.worker_slices]
-        gym_specs = gym_specs_of(spec)
-        self._payloads = [
-            WorkerPayload(w, env_fns[r.start : r.stop], r.start, spec.autoreset, gym_specs)
-            for w, r in enumerate(self.worker_slices)
-        ]
-        self._failure: WorkerError | None = None
-        # For batch_size < num_envs: the envs in flight that were passed over for too long
-        # (`StepState.overdue`): recv waits for those.
-        self._overdue: list[int] = []
-        self._wanted = 0  # how many ready envs the recv under way returns
-        self._transports = [
-            LocalWorker(w, envs)
-            if settings.inline and w == 0
-            else self.transport(w, envs, self.transport_settings)
-            for w, envs in enumerate(self.worker_slices)
-        ]
-        self._batch: Batch | None = None
-        self._finalizer = weakref.finalize(self, shutdown, self._transports, None, self._owner_pid)
+        group = self._group = self.worker_group(backend, spec, env_fns, settings.transport_options, settings)
+        self._finalizer = weakref.finalize(self, shutdown, group, self._handles, None, self._owner_pid)
         try:
-            deadline = Deadline.after(settings.timeout)
-            for transport in self._transports:
-                transport.start(self._payloads[transport.index])
-            shares = [
-                self._started(transport, deadline, "starting its envs") for transport in self._transports
+            self.worker_slices = group.split(spec, env_fns, settings)
+            # How many workers the group chose from measurements, when the user did not say (None: one per
+            # core, or the user's split).
+            self.worker_choice: WorkerChoice | None = group.worker_choice
+            self.num_workers = len(self.worker_slices)
+            self.restart_on_crash = settings.restart_on_crash
+            self._inline = settings.inline
+            self._worker_of = np.concatenate([np.full(len(r), w) for w, r in enumerate(self.worker_slices)])
+            self._worker_ids = [np.arange(r.start, r.stop) for r in self.worker_slices]
+            gym_specs = gym_specs_of(spec)
+            self._payloads = [
+                WorkerPayload(w, env_fns[r.start : r.stop], r.start, spec.autoreset, gym_specs)
+                for w, r in enumerate(self.worker_slices)
             ]
+            self._failure: WorkerError | None = None
+            # For batch_size < num_envs: the envs in flight that were passed over for too long
+            # (`StepState.overdue`): recv waits for those.
+            self._overdue: list[int] = []
+            self._wanted = 0  # how many ready envs the recv under way returns
+            self._handles[:] = [
+                LocalWorker(w, envs) if settings.inline and w == 0 else group.worker(w, envs)
+                for w, envs in enumerate(self.worker_slices)
+            ]
+            self._batch: Batch | None = None
+            deadline = Deadline.after(settings.timeout)
+            for handle in self._handles:
+                handle.start(self._payloads[handle.index])
+            shares = [self._started(handle, deadline, "starting its envs") for handle in self._handles]
             single_observation_space, observation_space, single_action_space = resolve_spaces(
                 type(self).__name__,
                 settings.observation_mode,
@@ -272,19 +267,21 @@ class WorkerPool(VectorEnv):
                 copy=settings.copy,
                 observation_space=observation_space,
             )
-            self._batch = self.transport.create_batch(
+            self._batch = group.create_batch(
                 single_observation_space, single_action_space, self.num_envs, self.num_workers
             )
             self._finalizer.detach()
-            self._finalizer = weakref.finalize(self, shutdown, self._transports, self._batch, self._owner_pid)
+            self._finalizer = weakref.finalize(
+                self, shutdown, group, self._handles, self._batch, self._owner_pid
+            )
             self._observations = self._batch.observations
             self._rewards = self._batch.rewards
             self._terminations = self._batch.terminations
             self._truncations = self._batch.truncations
-            for transport in self._transports:
-                transport.attach(self._batch)
-            for transport in self._transports:
-                self._answer(transport, deadline, "attaching its buffers")
+            for handle in self._handles:
+                handle.attach(self._batch)
+            for handle in self._handles:
+                self._answer(handle, deadline, "attaching its buffers")
         except BaseException:
             self._finalizer()
             raise
@@ -305,10 +302,10 @@ class WorkerPool(VectorEnv):
                     self._poll_until(
                         lambda: not busy, Deadline.after(self.timeout), "waiting for busy workers"
                     )
-                for transport, worker_ids in zip(self._transports, self._worker_ids, strict=True):
-                    envs = transport.envs
-                    transport.send_step(None, slice_rows(space, actions, envs.start, envs.stop))
-                    busy[transport.index] = worker_ids  # StepState.worker_sent, without a call per worker
+                for handle, worker_ids in zip(self._handles, self._worker_ids, strict=True):
+                    envs = handle.envs
+                    handle.send_step(None, slice_rows(space, actions, envs.start, envs.stop))
+                    busy[handle.index] = worker_ids  # StepState.worker_sent, without a call per worker
             else:
                 self._send_some(ids, actions)
         except (WorkerError, EnvTimeoutError):
@@ -331,14 +328,14 @@ class WorkerPool(VectorEnv):
                 "waiting for busy workers",
             )
         for w in involved:
-            transport = self._transports[w]
+            handle = self._handles[w]
             positions = np.flatnonzero(workers == w)
-            # Each worker's envs in ascending order, whatever the caller's: a transport answers with one
+            # Each worker's envs in ascending order, whatever the caller's: a handle answers with one
             # info per env in that order (the shared block's step mask knows no other), and recv puts the
             # rows back in the caller's order.
             positions = positions[np.argsort(ids[positions])]
             mine = ids[positions]
-            transport.send_step((mine - transport.envs.start).tolist(), take_rows(space, actions, positions))
+            handle.send_step((mine - handle.envs.start).tolist(), take_rows(space, actions, positions))
             state.worker_sent(w, mine)
 
     def _wait_ready(
@@ -394,13 +391,13 @@ class WorkerPool(VectorEnv):
         caller's own (``recv(timeout=)``) rather than the fault timeout: a finished worker's result is
         taken in whole, never cut off (and lost) by a deadline that passed while it was read."""
         finish_deadline = reply_deadline or deadline
-        transports = self._transports
+        handles = self._handles
         busy = self._state.busy
         slept = False
         while True:
             progressed = False
             for w in list(busy):
-                if transports[w].poll():
+                if handles[w].poll():
                     self._finish(w, finish_deadline)
                     progressed = True
             if satisfied():
@@ -410,9 +407,9 @@ class WorkerPool(VectorEnv):
                 continue
             if slept:  # checked after a sleep only: a step that finishes while polled costs no check
                 for w in list(busy):
-                    if not transports[w].alive:
+                    if not handles[w].alive:
                         busy.pop(w)
-                        self._on_crash(transports[w], transports[w].gone(), doing, finish_deadline)
+                        self._on_crash(handles[w], handles[w].gone(), doing, finish_deadline)
                 if satisfied():
                     return
             if deadline.expired:
@@ -422,40 +419,46 @@ class WorkerPool(VectorEnv):
                     f"{deadline.seconds:g} s; recv(timeout=...) again to keep waiting, or close() to stop "
                     f"the workers"
                 )
-            waiting_on = [transports[w] for w in busy]
-            if not waiting_on:
+            if not busy:
                 raise RuntimeError(f"{self.backend_name}: waiting while {doing}, but no worker is busy")
-            slept = not type(waiting_on[0]).wait(waiting_on, deadline.remaining(), need_all)
+            slept = self._sleep(list(busy), deadline.remaining(), need_all)
+
+    def _sleep(self, workers: list[int], timeout: float | None, need_all: bool) -> bool:
+        """Sleep until one of ``workers`` may have finished (`WorkerGroup.wait`); whether it slept."""
+        handles = [self._handles[w] for w in workers]
+        if self._inline and 0 in workers:  # the parent's own share steps when it is polled
+            return poll_wait(handles, timeout)
+        return self._group.wait(handles, timeout, need_all)
 
     def _finish(self, w: int, deadline: Deadline) -> None:
         """Worker ``w`` finished its step: its envs are ready (or its error is raised)."""
-        ids = self._state.worker_finished(w)
-        transport = self._transports[w]
+        ids = self._state.busy.pop(w)  # StepState.worker_finished, without a call on the hot path
+        handle = self._handles[w]
         try:
-            infos = transport.finish_step(deadline)
+            infos = handle.finish_step(deadline)
         except WorkerGone as gone:
             self._on_crash(
-                transport if gone.worker is None else self._transports[gone.worker],
+                handle if gone.worker is None else self._handles[gone.worker],
                 gone,
                 "stepping",
                 deadline,
             )
             return
         except StepLost as lost:
-            error = self._timeout(transport, deadline, "stepping", lost)
+            error = self._timeout(handle, deadline, "stepping", lost)
             self.close()
             raise error from None
         except TimeoutError:
-            raise self._timeout(transport, deadline, "stepping") from None
+            raise self._timeout(handle, deadline, "stepping") from None
         if ids is None:
             return  # an abandoned step (see _abandon_step): its results are dropped
         if isinstance(infos, ErrorReply):
             # The env that raised has no state its rows show (for the worker's own error: its envs of this
             # step).
             self._state.mark_for_reset(
-                ids if infos.env is None else np.array([transport.envs.start + infos.env])
+                ids if infos.env is None else np.array([handle.envs.start + infos.env])
             )
-            self._fail_step(self._remote_error(transport, infos, "stepping"), deadline)
+            self._fail_step(self._remote_error(handle, infos, "stepping"), deadline)
         self._state.arrived(ids, infos)
 
     def _enough_ready(self) -> bool:
@@ -472,13 +475,13 @@ class WorkerPool(VectorEnv):
         Ctrl-C returns at once, and their results are dropped when they come.
         """
         for w in self._state.abandon(sending):
-            self._transports[w].abandon_step()
+            self._handles[w].abandon_step()
 
     def _forget_steps(self) -> None:
         # A worker still stepping is waited for before it is sent a step again, but its results are not
         # taken (StepState.abandon_workers).
         for w in self._state.abandon_workers():
-            self._transports[w].abandon_step()
+            self._handles[w].abandon_step()
 
     def _fail_step(self, error: WorkerError, deadline: Deadline) -> NoReturn:
         """An env raised during a step: finish the rest of the step, then raise with nothing in flight.
@@ -499,11 +502,11 @@ class WorkerPool(VectorEnv):
         """Wait (until ``deadline``) for the abandoned steps still running; one not done by then stays busy,
         and the next step sent to its worker waits for it."""
         for w in list(self._state.busy):
-            transport = self._transports[w]
-            while not transport.poll():
-                if not transport.alive or deadline.expired:
+            handle = self._handles[w]
+            while not handle.poll():
+                if not handle.alive or deadline.expired:
                     break
-                type(transport).wait([transport], deadline.remaining(), False)
+                self._sleep([w], deadline.remaining(), False)
             else:
                 self._finish(w, deadline)
 
@@ -548,13 +551,13 @@ class WorkerPool(VectorEnv):
         self._failure = WorkerError(failure.args[0], worker_index=failure.worker_index)
         self._state.fail()
 
-    def _gone_error(self, transport: Transport, gone: WorkerGone, doing: str) -> WorkerError:
+    def _gone_error(self, handle: WorkerHandle, gone: WorkerGone, doing: str) -> WorkerError:
         """The `WorkerError` for a worker that cannot answer any more."""
         if not gone.restartable:
             return WorkerError(
-                f"{self.backend_name}: {gone.reason} ({transport.describe()}); close() this vector "
+                f"{self.backend_name}: {gone.reason} ({handle.describe()}); close() this vector "
                 f"env and make a new one",
-                worker_index=transport.index,
+                worker_index=handle.index,
             )
         if gone.hint:
             hint = gone.hint
@@ -572,50 +575,48 @@ class WorkerPool(VectorEnv):
                 "backend_kwargs={'restart_on_crash': True} to restart crashed workers."
             )
         return WorkerError(
-            f"{self.backend_name}: {transport.describe()} died ({gone.reason}) while {doing}. {hint}",
-            worker_index=transport.index,
+            f"{self.backend_name}: {handle.describe()} died ({gone.reason}) while {doing}. {hint}",
+            worker_index=handle.index,
         )
 
-    def _remote_error(self, transport: Transport, reply: ErrorReply, doing: str) -> WorkerError:
+    def _remote_error(self, handle: WorkerHandle, reply: ErrorReply, doing: str) -> WorkerError:
         """The `WorkerError` for an `ErrorReply`: it names the env and the worker, carries the worker's
         traceback, and is also an instance of the env's exception type where it can be."""
         try:
             original_type = None if reply.pickled_type is None else cloudpickle.loads(reply.pickled_type)
         except Exception:  # a type the parent cannot import: plain WorkerError, the message names it
             original_type = None
-        env_index = None if reply.env is None else transport.envs.start + reply.env
-        where = (
-            f"env {env_index} on {transport.describe()}" if env_index is not None else transport.describe()
-        )
+        env_index = None if reply.env is None else handle.envs.start + reply.env
+        where = f"env {env_index} on {handle.describe()}" if env_index is not None else handle.describe()
         return worker_error(
             f"{self.backend_name}: {where} raised {reply.summary} while {doing}",
             original_type=original_type,
             env_index=env_index,
-            worker_index=transport.index,
+            worker_index=handle.index,
             remote_traceback=reply.traceback,
             # how the worker's process started (None for workers that are no multiprocessing process, as
             # an inline one or a Ray actor): the message about an id the worker does not know depends on it
-            start_method=getattr(self.transport_settings, "start_method", None) if transport.pid else None,
+            start_method=getattr(self._group, "start_method", None) if handle.pid else None,
         )
 
     def _timeout(
-        self, transport: Transport, deadline: Deadline, doing: str, lost: StepLost | None = None
+        self, handle: WorkerHandle, deadline: Deadline, doing: str, lost: StepLost | None = None
     ) -> EnvTimeoutError:
         waited = deadline.waited()
         if lost is not None:
             return EnvTimeoutError(
-                f"{self.backend_name}: {lost.late or transport.describe()} did not answer within {waited} "
+                f"{self.backend_name}: {lost.late or handle.describe()} did not answer within {waited} "
                 f"while {doing}, and this step cannot be waited for again, so this vector env is now closed; "
                 f"make a new one (pass a larger timeout= for slow envs{lost.hint})"
             )
         return EnvTimeoutError(
-            f"{self.backend_name}: {transport.describe()} did not answer within {waited} while "
+            f"{self.backend_name}: {handle.describe()} did not answer within {waited} while "
             f"{doing}; pass a larger timeout= (backend_kwargs or recv(timeout=)), or look for an env that "
             f"hangs"
         )
 
     def _answer(
-        self, transport: Transport, deadline: Deadline, doing: str, resend: ControlCommand | None = None
+        self, handle: WorkerHandle, deadline: Deadline, doing: str, resend: ControlCommand | None = None
     ) -> Any:
         """The answer to the command ``transport`` was sent; torchwm's error for anything else.
 
@@ -623,61 +624,61 @@ class WorkerPool(VectorEnv):
         ``restart_on_crash`` restarts it: ``resend`` then goes to the new worker.
         """
         try:
-            reply = transport.reply(deadline)
+            reply = handle.reply(deadline)
         except WorkerGone as gone:
             if resend is None:
-                error = self._gone_error(transport, gone, doing)
+                error = self._gone_error(handle, gone, doing)
                 self._fail_for_good(error)
                 raise error from None
-            self._on_crash(transport, gone, doing, deadline)
-            transport.send(resend)
-            return self._answer(transport, deadline, doing)
+            self._on_crash(handle, gone, doing, deadline)
+            handle.send(resend)
+            return self._answer(handle, deadline, doing)
         except TimeoutError:
-            raise self._timeout(transport, deadline, doing) from None
+            raise self._timeout(handle, deadline, doing) from None
         if isinstance(reply, ErrorReply):
-            raise self._remote_error(transport, reply, doing)
+            raise self._remote_error(handle, reply, doing)
         return reply
 
-    def _started(self, transport: Transport, deadline: Deadline, doing: str) -> ShareDescription:
+    def _started(self, handle: WorkerHandle, deadline: Deadline, doing: str) -> ShareDescription:
         try:
-            share = transport.started(deadline)
+            share = handle.started(deadline)
         except WorkerGone as gone:
-            raise self._gone_error(transport, gone, doing) from None
+            raise self._gone_error(handle, gone, doing) from None
         except TimeoutError:
-            raise self._timeout(transport, deadline, doing) from None
+            raise self._timeout(handle, deadline, doing) from None
         if isinstance(share, ErrorReply):
-            raise self._remote_error(transport, share, doing)
+            raise self._remote_error(handle, share, doing)
         return share
 
     # -- restarts --------------------------------------------------------------------------------
 
-    def _on_crash(self, transport: Transport, gone: WorkerGone, doing: str, deadline: Deadline) -> None:
+    def _on_crash(self, handle: WorkerHandle, gone: WorkerGone, doing: str, deadline: Deadline) -> None:
         """Restart ``transport``'s worker (restart_on_crash) and mark its envs in flight ready, or fail for
         good."""
         if not self.restart_on_crash or not gone.restartable or self._failure is not None:
-            error = self._gone_error(transport, gone, doing)
+            error = self._gone_error(handle, gone, doing)
             if self._failure is None:
                 self._fail_for_good(error)
             raise error
         try:
-            infos = self._restart(transport, deadline)
+            infos = self._restart(handle, deadline)
         except (WorkerError, EnvTimeoutError) as error:
             # Nothing in flight can come back now: a later call must say so, not that a step is pending.
             if self._failure is None:
-                self._fail_for_good(WorkerError(str(error), worker_index=transport.index))
+                self._fail_for_good(WorkerError(str(error), worker_index=handle.index))
             raise
         in_flight = self._state.in_flight
-        waited_for = [env for env in transport.envs if in_flight[env]]  # the envs a recv still expects
-        self._state.arrived(waited_for, [infos[env - transport.envs.start] for env in waited_for])
+        waited_for = [env for env in handle.envs if in_flight[env]]  # the envs a recv still expects
+        self._state.arrived(waited_for, [infos[env - handle.envs.start] for env in waited_for])
 
-    def _restart(self, transport: Transport, deadline: Deadline) -> list[dict]:
+    def _restart(self, handle: WorkerHandle, deadline: Deadline) -> list[dict]:
         """A new worker for a dead one's envs, reset; returns their reset infos, flagged
         ``worker_restarted``. Under ``same_step`` each also has what every ended env reports in that mode:
         ``final_obs`` (the env's row of the batch before the restart) and ``final_info``."""
         from torchwm.vector.batching import get_row
 
         doing = "restarting after a crash"
-        ids = self._worker_ids[transport.index]
+        ids = self._worker_ids[handle.index]
         final_obs: list[Any] | None = None
         if self.autoreset_mode is AutoresetMode.SAME_STEP:
             # Copied now: the reset below writes the new episodes' observations over these rows, and an
@@ -685,17 +686,17 @@ class WorkerPool(VectorEnv):
             space = self.single_observation_space
             rows = take_rows(space, self._observations, ids)
             final_obs = [get_row(space, rows, k) for k in range(len(ids))]
-        self._state.busy.pop(transport.index, None)
-        transport.restart(self._payloads[transport.index])
-        self._started(transport, deadline, doing)
-        transport.attach(self._batch)  # type: ignore[arg-type]
-        self._answer(transport, deadline, doing)
-        local_ids = list(range(len(transport.envs)))
-        transport.send(Reset(local_ids, [None] * len(local_ids), None))
-        infos = self._answer(transport, deadline, doing)
+        self._state.busy.pop(handle.index, None)
+        handle.restart(self._payloads[handle.index])
+        self._started(handle, deadline, doing)
+        handle.attach(self._batch)  # type: ignore[arg-type]
+        self._answer(handle, deadline, doing)
+        local_ids = list(range(len(handle.envs)))
+        handle.send(Reset(local_ids, [None] * len(local_ids), None))
+        infos = self._answer(handle, deadline, doing)
         if self.autoreset_mode is AutoresetMode.NEXT_STEP:
-            transport.send(NeedsReset())
-            self._answer(transport, deadline, doing)
+            handle.send(NeedsReset())
+            self._answer(handle, deadline, doing)
         self._rewards[ids] = 0.0
         self._terminations[ids] = False
         self._truncations[ids] = True
@@ -727,13 +728,13 @@ class WorkerPool(VectorEnv):
         if stepping:
             self._poll_until(lambda: all(busy.get(w) is None for w in stepping), deadline, doing)
         for w, command in commands.items():
-            self._transports[w].send(command)
+            self._handles[w].send(command)
         replies: dict[int, Any] = {}
         first_error: BaseException | None = None
         for w in commands:
-            transport = self._transports[w]
+            handle = self._handles[w]
             try:
-                replies[w] = self._answer(transport, deadline, doing, resend=commands[w])
+                replies[w] = self._answer(handle, deadline, doing, resend=commands[w])
             except WorkerError as error:
                 if first_error is None:
                     first_error = error
@@ -801,10 +802,10 @@ class WorkerPool(VectorEnv):
             # Another thread's call is under way. Its workers are ended first, which ends its waits (it then
             # raises ClosedEnvironmentError), and the buffers it reads are freed once it has left, or after
             # a bounded wait (an env it steps itself, inline, may keep it longer).
-            shutdown(self._transports, None, self._owner_pid)
+            end_workers(self._handles)
             held = self._in_use.acquire(timeout=CLOSE_GRACE_SECONDS)
         try:
-            # The batch arrays may be views of memory the transport frees: dropped first, so that close()
+            # The batch arrays may be views of memory the handle frees: dropped first, so that close()
             # frees it at once (views handed out with copy=False keep it until they go).
             for name in ("_observations", "_rewards", "_terminations", "_truncations"):
                 self.__dict__.pop(name, None)
@@ -817,10 +818,10 @@ class WorkerPool(VectorEnv):
     @property
     def worker_pids(self) -> list[int | None]:
         """The process id of each worker (tests and fault injection use it); None for the parent's share."""
-        return [transport.pid for transport in self._transports]
+        return [handle.pid for handle in self._handles]
 
     def __repr__(self) -> str:
-        settings = "" if self.transport_settings is None else f", {self.transport_settings!r}"
+        settings = f", {self._group!r}" if repr(self._group) else ""
         return (
             f"{type(self).__name__}({self.spec.id}, num_envs={self.num_envs}, "
             f"num_workers={self.num_workers}{settings})"

@@ -12,7 +12,7 @@ from torchwm.hookspecs import hookimpl
 from torchwm.vector.pool import POOL_OPTIONS, WorkerPool
 from torchwm.vector.transports.handoff import WaitPlan
 from torchwm.vector.transports.processes import CONFORMANCE_VARIANTS
-from torchwm.vector.transports.shared_memory import SharedMemoryWorker
+from torchwm.vector.transports.shared_memory import SharedMemoryGroup
 
 
 class ShmemVectorEnv(WorkerPool):
@@ -39,13 +39,14 @@ class ShmemVectorEnv(WorkerPool):
     """
 
     backend_name = "shmem"
-    transport = SharedMemoryWorker
+    worker_group = SharedMemoryGroup
+    _group: SharedMemoryGroup
 
     @property
     def wait_plan(self) -> WaitPlan | None:
         """How the parent and the workers wait for each other (`torchwm.vector.transports.handoff`): measured
         on each worker's first steps unless ``spin_seconds`` fixed it; None once closed."""
-        tuner = getattr(self._batch, "tuner", None)
+        tuner = None if self.closed else self._group.tuner
         return None if tuner is None else tuner.plan
 
 
@@ -55,6 +56,6 @@ def register_backends(register):
         "shmem",
         ShmemVectorEnv,
         description="worker processes, several envs each; batch in shared memory, no pipe per step",
-        options={**POOL_OPTIONS, **SharedMemoryWorker.OPTIONS},
+        options={**POOL_OPTIONS, **SharedMemoryGroup.OPTIONS},
         conformance={"variants": CONFORMANCE_VARIANTS},
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from torchwm.hookspecs import hookimpl
 from torchwm.vector.pool import POOL_OPTIONS, WorkerPool
-from torchwm.vector.transports.pipe import PipeWorker
+from torchwm.vector.transports.pipe import PipeGroup
 from torchwm.vector.transports.processes import CONFORMANCE_VARIANTS
 
 
@@ -30,7 +30,7 @@ class SubprocVectorEnv(WorkerPool):
     """
 
     backend_name = "subproc"
-    transport = PipeWorker
+    worker_group = PipeGroup
 
 
 @hookimpl
@@ -39,6 +39,6 @@ def register_backends(register):
         "subproc",
         SubprocVectorEnv,
         description="worker processes, several envs each; results over pipes (any space)",
-        options={**POOL_OPTIONS, **PipeWorker.OPTIONS},
+        options={**POOL_OPTIONS, **PipeGroup.OPTIONS},
         conformance={"variants": CONFORMANCE_VARIANTS},
     )

@@ -184,3 +184,22 @@ def test_an_infinite_timeout_is_no_limit_and_recv_checks_its_own(local_ray):
             with pytest.raises(error, match=r"recv\(timeout=\) must be a number of seconds > 0"):
                 envs.recv(timeout=bad)
         assert envs.recv(timeout=math.inf)[0].shape == (2, 4)
+
+
+def test_a_space_the_shared_block_cannot_hold_leaves_one_placement_group(local_ray):
+    # One node: the first try is the shared block, which a Text space makes fail once the actors have
+    # built their envs; the env then starts again over Ray's channels. The first try's placement group
+    # goes with it, so that the second one can reserve the same CPUs.
+    import ray.util
+
+    def created():
+        return [g for g in ray.util.placement_group_table().values() if g["state"] == "CREATED"]
+
+    before = len(created())
+    options = {"num_actors": 2, "placement": "PACK"}
+    with torchwm.make_vec(TEXT_ID, 4, backend="ray", seed=0, backend_kwargs=options) as envs:
+        assert envs.compiled_graph is False and "steps='compiled graph'" in repr(envs)
+        assert len(created()) == before + 1
+        assert envs.placement_group is not None
+        assert isinstance(envs.reset()[0]["text"], tuple)
+    assert len(created()) == before

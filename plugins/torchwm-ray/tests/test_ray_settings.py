@@ -5,7 +5,6 @@ from types import SimpleNamespace
 
 import pytest
 from torchwm_ray.placement import ActorPlacement
-from torchwm_ray.pool_state import PoolState
 from torchwm_ray.settings import RAY_OPTIONS, RaySettings, StepPath, choose_step_path
 
 
@@ -48,7 +47,7 @@ def test_ray_client_words_are_those_the_docs_quote():
     assert str(path) == "actor calls (Ray Client: no compiled graph)"
 
 
-def test_the_settings_show_how_steps_travel_but_not_the_pools_state():
+def test_the_settings_show_how_steps_travel_and_cannot_change():
     settings = RaySettings(
         address=None,
         steps=StepPath.SHARED_MEMORY,
@@ -57,7 +56,6 @@ def test_the_settings_show_how_steps_travel_but_not_the_pools_state():
         init_kwargs={"num_cpus": 2},
         stop_ray_on_close=True,
         timeout=120.0,
-        state=PoolState(),
     )
     assert repr(settings) == (
         "RaySettings(address=None, steps='shared memory (every actor on this node)', "
@@ -65,4 +63,4 @@ def test_the_settings_show_how_steps_travel_but_not_the_pools_state():
         "stop_ray_on_close=True, timeout=120.0)"
     )
     with pytest.raises(AttributeError):
-        settings.steps = StepPath.COMPILED_GRAPH  # configuration: what changes is in settings.state
+        settings.steps = StepPath.COMPILED_GRAPH  # configuration: what changes is in the env's RayGroup

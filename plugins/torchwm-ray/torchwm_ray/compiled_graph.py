@@ -3,7 +3,7 @@
 A step of all envs sent as ordinary actor calls costs more per actor than one execution of a
 compiled graph, whose shared-memory channels Ray reads by polling (docs/performance.md compares
 them). `CompiledStep` is part of one vector env's pool state (`torchwm_ray.pool_state`), used by
-its transports: each stages its actor's actions, the last one sends the step, and each reads its own
+its handles: each stages its actor's actions, the last one sends the step, and each reads its own
 actor's result once.
 A graph's result cannot be read twice, so a step past its deadline is lost
 (`torchwm.plugin_api.StepLost`), and a graph does not survive the death of an actor
@@ -27,19 +27,19 @@ from torchwm_ray.failures import RAY_GONE, ActorEnd, EnvFailure, lost_ray
 
 
 class CompiledStep:
-    """One Ray Compiled Graph that steps every actor at once, shared by the pool's Ray transports.
+    """One Ray Compiled Graph that steps every actor at once, shared by the pool's Ray handles.
 
-    Each transport `stage`s its actor's actions; the last one sends the step. Each then reads its own
+    Each handle `stage`s its actor's actions; the last one sends the step. Each then reads its own
     actor's result (`result`), once. Compiled at the first step; torn down when an interrupted step
     left its channels out of step with its executions (``stale``), before the next use.
     """
 
     def __init__(self, start_timeout: float) -> None:
         self.start_timeout = start_timeout  # the least time the first step gets (it starts the actors' loops)
-        self.members: list[ActorEnd] = []  # the graph's actors' transports, in graph order
+        self.members: list[ActorEnd] = []  # the graph's actors' handles, in graph order
         self.graph: Any = None
-        self.staged: dict[int, Any] = {}  # transport index -> its actions, until every member has staged
-        self.refs: dict[int, Any] = {}  # transport index -> its result of the step in flight, until read
+        self.staged: dict[int, Any] = {}  # handle index -> its actions, until every member has staged
+        self.refs: dict[int, Any] = {}  # handle index -> its result of the step in flight, until read
         self.failure: BaseException | None = None  # Ray's error on sending the step (an actor died)
         self.running = False  # a step was sent whose results were not all read
         self.sent = 0.0  # when the step in flight was sent (time.monotonic)
@@ -47,8 +47,8 @@ class CompiledStep:
         self.warm = False  # the first step of a new graph also starts its actors' loops
         self.stale = False
 
-    def stage(self, transport: ActorEnd, actions: Any) -> None:
-        self.staged[transport.index] = actions
+    def stage(self, handle: ActorEnd, actions: Any) -> None:
+        self.staged[handle.index] = actions
         if len(self.staged) < len(self.members):
             return
         actions_in_order = [self.staged.pop(member.index) for member in self.members]
@@ -75,13 +75,13 @@ class CompiledStep:
             refs = [None] * len(self.members)
         self.refs = {member.index: ref for member, ref in zip(self.members, refs, strict=True)}
 
-    def result(self, transport: ActorEnd, deadline: Deadline) -> tuple | EnvFailure | None:
-        """``transport``'s actor's result of the step (None: the step was abandoned). Raises `StepLost` past
+    def result(self, handle: ActorEnd, deadline: Deadline) -> tuple | EnvFailure | None:
+        """``handle``'s actor's result of the step (None: the step was abandoned). Raises `StepLost` past
         the deadline, `WorkerGone` if an actor died, and Ray's ``RayTaskError`` for an error of the graph
         itself."""
-        if self.stale or transport.index not in self.refs:
+        if self.stale or handle.index not in self.refs:
             return None
-        ref = self.refs.pop(transport.index)
+        ref = self.refs.pop(handle.index)
         if self.failure is not None:
             self._failed(self.failure)
         # Ray reads a channel by polling shared memory (a sched_yield loop), so a driver that waits at
@@ -202,7 +202,7 @@ class CompiledStep:
         graph, self.graph = self.graph, None
         self.stale = self.running = False
         self.failure = None
-        # With kill_actors the actors were killed first (see RayActorTransport.stop): Ray would log a
+        # With kill_actors the actors were killed first (see RayActorHandle.stop): Ray would log a
         # traceback for each task it can no longer cancel, which says nothing the user does not know.
         graph_logger = logging.getLogger("ray.dag.compiled_dag_node")
         level = graph_logger.level

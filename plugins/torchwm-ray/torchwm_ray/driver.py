@@ -1,5 +1,5 @@
-"""The driver's end of one `torchwm_ray.actor.EnvActor`: the `torchwm.plugin_api.Transport` the ``ray``
-backend's pool drives when steps travel through Ray (`torchwm_ray.settings.StepPath`).
+"""The driver's end of one `torchwm_ray.actor.EnvActor`: the `torchwm.plugin_api.WorkerHandle` the
+``ray`` backend's pool drives when steps travel through Ray (`torchwm_ray.settings.StepPath`).
 
 What Ray adds to the pool's protocol:
 
@@ -9,12 +9,11 @@ What Ray adds to the pool's protocol:
   the graph's loop.
 - ``restart_on_crash`` lets Ray restart a dead actor (``max_restarts``); the pool then resets
   its envs, as it does for a worker process it restarts. While Ray restarts it, the actor may
-  answer ``ActorUnavailableError``: the transport waits through that, within the deadline.
+  answer ``ActorUnavailableError``: the handle waits through that, within the deadline.
 - Cluster faults become the pool's errors (`torchwm_ray.failures`): a lost node names every actor it
-  took (`RayActorTransport.lost`), ``ray.shutdown()`` mid-call is a `WorkerGone` that cannot be
+  took (`RayActorHandle.lost`), ``ray.shutdown()`` mid-call is a `WorkerGone` that cannot be
   restarted, and an actor no alive node can take fails at once.
-- Where every actor is on the driver's node, `RayActorTransport.chosen` gives the pool
-  `torchwm_ray.same_node.SameNodeWorker` instead.
+- `wait_for_actors` is the env's wait for actor calls (`torchwm_ray.group.RayGroup.wait`).
 """
 
 from __future__ import annotations
@@ -36,45 +35,33 @@ from torchwm.plugin_api import (
     Deadline,
     ErrorReply,
     NeedsReset,
-    PoolSettings,
     Reset,
     SetAttr,
     ShareDescription,
-    Transport,
-    VecSpec,
     WorkerGone,
+    WorkerHandle,
     WorkerPayload,
 )
 from torchwm_ray.actor import EnvActor
 from torchwm_ray.connection import LocalRay
 from torchwm_ray.failures import RAY_GONE, ActorEnd, ActorRestarted, EnvFailure, actor_gone, lost_ray
 from torchwm_ray.placement import DEFAULT_TIMEOUT, SCHEDULING_GRACE, check_schedulable
-from torchwm_ray.same_node import SameNodeWorker
-from torchwm_ray.settings import RAY_OPTIONS, RaySettings, StepPath, configure
+from torchwm_ray.pool_state import PoolState
+from torchwm_ray.settings import RaySettings
 
-# The longest a single wait for a step may block (see RayActorTransport.wait).
+# The longest a single wait for a step may block (see wait_for_actors).
 WAIT_SLICE_SECONDS = 0.5
 
 
-class RayActorTransport(Transport):
-    """The driver's end of one `EnvActor`."""
+class RayActorHandle(WorkerHandle):
+    """The driver's end of one `EnvActor`. ``group``: the env's `torchwm_ray.group.RayGroup` (its
+    ``settings`` and its ``state``)."""
 
-    OPTIONS = RAY_OPTIONS
-
-    @classmethod
-    def configure(
-        cls, backend: str, spec: VecSpec, env_fns: list[Any], options: dict[str, Any], pool: PoolSettings
-    ) -> RaySettings:
-        return configure(backend, spec, env_fns, options, pool)
-
-    @classmethod
-    def chosen(cls, settings: RaySettings) -> type[Transport]:
-        return SameNodeWorker if settings.steps is StepPath.SHARED_MEMORY else cls
-
-    def __init__(self, index: int, envs: range, settings: RaySettings) -> None:
-        super().__init__(index, envs, settings)
-        self.settings = settings
-        self.timeout = settings.timeout
+    def __init__(self, index: int, envs: range, group: Any) -> None:
+        super().__init__(index, envs, group)
+        self.settings: RaySettings = group.settings
+        self.state: PoolState = group.state
+        self.timeout = self.settings.timeout
         self.actor: Any = None
         self.node_id: str | None = None
         self._pid: int | None = None
@@ -94,13 +81,13 @@ class RayActorTransport(Transport):
     def start(self, payload: WorkerPayload) -> None:
         if not self._owns_ray:
             self._owns_ray = LocalRay.acquire(self.settings.address, self.settings.init_kwargs)
-        self._options = self.settings.actor_options(self.index)
+        self._options = self.settings.actor_options(self.index, self.state.placement_group)
         # Pickled here, unpickled by the actor's constructor (see EnvActor.__init__).
         self.actor = ray.remote(EnvActor).options(**self._options).remote(cloudpickle.dumps(payload))
         self._starting = self.actor.describe.remote()
-        self.settings.state.transports.append(self)
-        if self.settings.state.graph is not None:
-            self.settings.state.graph.members.append(self)
+        self.state.handles.append(self)
+        if self.state.graph is not None:
+            self.state.graph.members.append(self)
 
     def restart(self, payload: WorkerPayload) -> None:
         # Ray restarts the actor itself (max_restarts); describe() waits for it to be back.
@@ -139,7 +126,7 @@ class RayActorTransport(Transport):
         return described["share"]
 
     def stop(self) -> None:
-        graph = self.settings.state.graph
+        graph = self.state.graph
         if graph is not None and graph.graph is not None:
             step_running = graph.running
             if step_running:  # tearing down the graph would wait for that step to end: its actors go first
@@ -148,8 +135,8 @@ class RayActorTransport(Transport):
             graph.teardown(kill_actors=step_running)
 
     def close(self, deadline: Deadline) -> None:
-        if self in self.settings.state.transports:
-            self.settings.state.transports.remove(self)
+        if self in self.state.handles:
+            self.state.handles.remove(self)
         try:
             if self.actor is not None and ray.is_initialized():
                 if self._step is None and not self._in_graph:  # else it may be stuck in a step
@@ -182,8 +169,8 @@ class RayActorTransport(Transport):
         self._command = (None, [self._call("attach", batch.observation_space)])
 
     def send(self, command: ControlCommand) -> None:
-        if self.settings.state.graph is not None and ray.is_initialized():
-            self.settings.state.graph.settle()
+        if self.state.graph is not None and ray.is_initialized():
+            self.state.graph.settle()
         if isinstance(command, Reset):
             refs = self._remote("reset", command.local_ids, command.seeds, command.options)
         elif isinstance(command, Call):
@@ -219,7 +206,7 @@ class RayActorTransport(Transport):
     # -- steps --------------------------------------------------------------------------------------
 
     def send_step(self, local_ids: list[int] | None, actions: Any) -> None:
-        graph = self.settings.state.graph
+        graph = self.state.graph
         if local_ids is None and graph is not None:
             self._in_graph = True
             graph.stage(self, actions)
@@ -239,46 +226,12 @@ class RayActorTransport(Transport):
             self._lost = lost_ray(exc)  # Ray went away (else raised again); finish_step raises it
             return True
 
-    @classmethod
-    def wait(cls, busy: list[Transport], timeout: float | None, need_all: bool) -> bool:
-        refs = [
-            ref
-            for transport in busy
-            if isinstance(transport, cls) and transport._step is not None
-            for ref in transport._step[1]
-        ]
-        if not refs:
-            return False
-        gone: WorkerGone | None = None
-        if not ray.is_initialized():  # ray.shutdown() from another thread between two waits
-            gone = WorkerGone(RAY_GONE, restartable=False)
-        else:
-            # On the refs' futures, not in ray.wait: a ray.wait under way when another thread shuts Ray
-            # down can spin inside Ray for ever, whatever its timeout (seen on a 3-node cluster). Ray
-            # only calls the futures back; the wait is Python's, in short slices, and the pool waits
-            # again (checking Ray first) until its own deadline.
-            timeout = WAIT_SLICE_SECONDS if timeout is None else min(timeout, WAIT_SLICE_SECONDS)
-            try:
-                futures.wait(
-                    [ref.future() for ref in refs],
-                    timeout=timeout,
-                    return_when=futures.ALL_COMPLETED if need_all else futures.FIRST_COMPLETED,
-                )
-            except BaseException as exc:
-                gone = lost_ray(exc)  # Ray went away (else raised again)
-        if gone is None:
-            return False
-        for transport in busy:  # each finish_step raises it
-            if isinstance(transport, cls):
-                transport._lost = gone
-        return True
-
     def finish_step(self, deadline: Deadline) -> list[dict] | ErrorReply:
         if self._in_graph:
             self._in_graph = False
-            assert self.settings.state.graph is not None
+            assert self.state.graph is not None
             try:
-                outcome = self.settings.state.graph.result(self, deadline)
+                outcome = self.state.graph.result(self, deadline)
             except ray.exceptions.RayTaskError as exc:
                 outcome = EnvFailure(
                     ErrorReply(None, str(exc), "an error in the compiled graph's step", None)
@@ -295,8 +248,8 @@ class RayActorTransport(Transport):
 
     def abandon_step(self) -> None:
         self._step = None
-        if self._in_graph and self.settings.state.graph is not None:
-            self.settings.state.graph.abandon()
+        if self._in_graph and self.state.graph is not None:
+            self.state.graph.abandon()
 
     # -- helpers ----------------------------------------------------------------------------------
 
@@ -418,11 +371,7 @@ class RayActorTransport(Transport):
             dead_nodes = {node["NodeID"] for node in ray.nodes() if not node["Alive"]}
         except Exception:
             dead_nodes = set()
-        others = [
-            t
-            for t in self.settings.state.transports
-            if t is not self and (t.node_id in dead_nodes or t in also)
-        ]
+        others = [t for t in self.state.handles if t is not self and (t.node_id in dead_nodes or t in also)]
         return actor_gone(exc, self, others, dead_nodes, self.restarts)
 
     def _take(self, ids: np.ndarray, outcome: tuple | EnvFailure) -> list[dict] | ErrorReply:
@@ -435,3 +384,39 @@ class RayActorTransport(Transport):
             where: np.ndarray | slice = slice(first, last + 1) if last - first + 1 == ids.size else ids
             self._batch.store(where, obs, rewards, terminations, truncations)
         return outcome.reply if isinstance(outcome, EnvFailure) else infos
+
+
+def wait_for_actors(busy: list[WorkerHandle], timeout: float | None, need_all: bool) -> bool:
+    """Sleep until an actor call of ``busy`` may have finished, at most ``timeout`` (in slices); whether it
+    slept (False: Ray is gone, which each handle's `RayActorHandle.finish_step` raises)."""
+    refs = [
+        ref
+        for handle in busy
+        if isinstance(handle, RayActorHandle) and handle._step is not None
+        for ref in handle._step[1]
+    ]
+    if not refs:
+        return True
+    gone: WorkerGone | None = None
+    if not ray.is_initialized():  # ray.shutdown() from another thread between two waits
+        gone = WorkerGone(RAY_GONE, restartable=False)
+    else:
+        # On the refs' futures, not in ray.wait: a ray.wait under way when another thread shuts Ray
+        # down can spin inside Ray for ever, whatever its timeout (seen on a 3-node cluster). Ray
+        # only calls the futures back; the wait is Python's, in short slices, and the pool waits
+        # again (checking Ray first) until its own deadline.
+        timeout = WAIT_SLICE_SECONDS if timeout is None else min(timeout, WAIT_SLICE_SECONDS)
+        try:
+            futures.wait(
+                [ref.future() for ref in refs],
+                timeout=timeout,
+                return_when=futures.ALL_COMPLETED if need_all else futures.FIRST_COMPLETED,
+            )
+        except BaseException as exc:
+            gone = lost_ray(exc)  # Ray went away (else raised again)
+    if gone is None:
+        return True
+    for handle in busy:  # each finish_step raises it
+        if isinstance(handle, RayActorHandle):
+            handle._lost = gone
+    return False

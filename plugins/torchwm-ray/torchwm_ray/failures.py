@@ -5,7 +5,7 @@ rows of the call's other envs, which went on); a restarted actor refuses to step
 (`ActorRestarted`). Ray's own errors become the pool's `torchwm.plugin_api.WorkerGone`: `lost_ray` when
 Ray itself went away (``ray.shutdown()``, a lost connection), `actor_gone` when one actor died, naming
 those lost with it. `ActorEnd` is what these messages (and the compiled graph) use of the driver's end of
-an actor, so that this module needs none of the transports.
+an actor, so that this module needs none of the handles.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ class ActorRestarted(Exception):
 
 
 class ActorEnd(Protocol):
-    """The driver's end of one actor (`torchwm_ray.driver.RayActorTransport`), as the failures name it
+    """The driver's end of one actor (`torchwm_ray.driver.RayActorHandle`), as the failures name it
     and the compiled graph (`torchwm_ray.compiled_graph`) drives it."""
 
     index: int

@@ -2,8 +2,8 @@
 
 On a one-node Ray (the driver's machine), a step through Ray's compiled graph pays Ray's channel
 hand-offs, about 0.8 ms for two actors (``benchmarks/ray_ceiling.py``), where ``shmem``'s futex
-hand-off costs about 0.1 ms: a quarter of a Pong step. `SameNodeWorker` is therefore ``shmem``'s
-transport (`torchwm.plugin_api.SharedMemoryWorker`) over a Ray actor instead of a child process:
+hand-off costs about 0.1 ms: a quarter of a Pong step. `SameNodeActorHandle` is therefore ``shmem``'s
+handle (`torchwm.plugin_api.SharedMemoryHandle`) over a Ray actor instead of a child process:
 
 - the driver listens on a Unix socket in a private directory; the actor (`SharedMemoryActor`),
   placed by Ray with the env's actor options, connects to it and runs ``shmem``'s worker loop
@@ -37,7 +37,7 @@ from torchwm.plugin_api import (
     Deadline,
     ErrorReply,
     ShareDescription,
-    SharedMemoryWorker,
+    SharedMemoryHandle,
     WorkerGone,
     WorkerPayload,
     serve_shared_memory,
@@ -45,6 +45,7 @@ from torchwm.plugin_api import (
 from torchwm_ray.connection import LocalRay, exit_with_raylet, last_line
 from torchwm_ray.failures import RAY_GONE
 from torchwm_ray.placement import DEFAULT_TIMEOUT, SCHEDULING_GRACE, check_schedulable
+from torchwm_ray.pool_state import PoolState
 from torchwm_ray.settings import RaySettings
 
 
@@ -76,7 +77,7 @@ class ActorProcess:
     @property
     def exitcode(self) -> int | None:
         """None while the process runs, else 0: the code a process that is not this one's child ended
-        with cannot be read (`SameNodeWorker.gone` says what Ray knows instead)."""
+        with cannot be read (`SameNodeActorHandle.gone` says what Ray knows instead)."""
         return None if self.sentinel < 0 or not self.join(0) else 0
 
     def join(self, timeout: float | None) -> bool:
@@ -103,13 +104,14 @@ class ActorProcess:
             self.sentinel = -1
 
 
-class SameNodeWorker(SharedMemoryWorker):
-    """The driver's end of one `SharedMemoryActor`: ``shmem``'s transport, its process a Ray actor."""
+class SameNodeActorHandle(SharedMemoryHandle):
+    """The driver's end of one `SharedMemoryActor`: ``shmem``'s handle, its process a Ray actor. ``group``:
+    the env's `torchwm_ray.group.RayGroup` (a `torchwm.plugin_api.SharedBlockGroup`)."""
 
-    settings: RaySettings  # type: ignore[assignment]  # it carries what shmem's worker reads (spin_seconds)
-
-    def __init__(self, index: int, envs: range, settings: RaySettings) -> None:
-        super().__init__(index, envs, settings)
+    def __init__(self, index: int, envs: range, group: Any) -> None:
+        super().__init__(index, envs, group)
+        self.settings: RaySettings = group.settings
+        self.state: PoolState = group.state
         self.actor: Any = None
         self.node_id: str | None = None
         self.restarts_done = 0
@@ -135,7 +137,7 @@ class SameNodeWorker(SharedMemoryWorker):
         self._listener.listen(1)
         # torchwm starts a new actor in place of a dead one (`restart`): Ray restarts none.
         self._options = {
-            **settings.placement.options(self.index, settings.state.placement_group),
+            **settings.placement.options(self.index, self.state.placement_group),
             "max_restarts": 0,
         }
         self.actor = ray.remote(SharedMemoryActor).options(**self._options).remote()

@@ -3,8 +3,8 @@
 `configure` checks the options (``address``, ``actor_options``, ``placement``, ...) before any actor
 starts, connects to Ray, splits the envs over the actors and chooses a `StepPath`: a shared block
 where every actor is on the driver's node, else a Ray Compiled Graph, else (for a reason the path
-names) one actor call per actor and step. It returns the `RaySettings` every transport of the env
-shares; what changes while the env runs is in their `torchwm_ray.pool_state.PoolState`.
+names) one actor call per actor and step. It returns the `RaySettings` every handle of the env
+shares, and the split; what changes while the env runs is in the env's `torchwm_ray.group.RayGroup`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from typing import Any
 import ray
 
 from torchwm.plugin_api import PoolSettings, VecSpec
-from torchwm_ray.compiled_graph import CompiledStep
 from torchwm_ray.connection import (
     LocalRay,
     check_address,
@@ -26,13 +25,12 @@ from torchwm_ray.connection import (
     one_node_ray,
     with_runtime_env,
 )
-from torchwm_ray.placement import DEFAULT_TIMEOUT, ActorPlacement
-from torchwm_ray.pool_state import PoolState
+from torchwm_ray.placement import ActorPlacement
 from torchwm_ray.shipping import ship_by_value
 
 logger = logging.getLogger(__name__)
 
-# The backend options of the ray transport and their defaults (the pool's own come from the pool).
+# The backend options of the ray backend and their defaults (the pool's own come from the pool).
 RAY_OPTIONS: dict[str, Any] = {
     "address": None,
     "actor_options": None,
@@ -76,8 +74,8 @@ class StepPath(enum.Enum):
 
 @dataclass(frozen=True, repr=False)
 class RaySettings:
-    """The Ray options of one vector env, checked; shared by its transports, which keep what changes while
-    the env runs in ``state``."""
+    """The Ray options of one vector env, checked; shared by its handles (what changes while the env runs
+    is in its `torchwm_ray.group.RayGroup`)."""
 
     address: str | None
     steps: StepPath
@@ -86,13 +84,11 @@ class RaySettings:
     init_kwargs: dict[str, Any]
     stop_ray_on_close: bool
     timeout: float | None
-    state: PoolState
-    spin_seconds: float | None = None  # what shmem's worker reads on the shared-memory path: None, measured
 
-    def actor_options(self, index: int) -> dict[str, Any]:
-        """The `ray.remote` options of actor ``index``."""
+    def actor_options(self, index: int, placement_group: Any) -> dict[str, Any]:
+        """The `ray.remote` options of actor ``index`` (in ``placement_group``, when there is one)."""
         return {
-            **self.placement.options(index, self.state.placement_group),
+            **self.placement.options(index, placement_group),
             "max_restarts": self.max_restarts,
         }
 
@@ -123,10 +119,9 @@ def choose_step_path(
 
 def configure(
     backend: str, spec: VecSpec, env_fns: list[Any], options: dict[str, Any], pool: PoolSettings
-) -> RaySettings:
+) -> tuple[RaySettings, list[range]]:
     """Check the ray options against the pool's checked settings, before any actor starts (TypeError,
-    ValueError); connect to Ray, split the envs over the actors (``pool.worker_slices``) and reserve the
-    placement group."""
+    ValueError); connect to Ray and split the envs over the actors. Returns the settings and the split."""
     options = {**RAY_OPTIONS, **options}
     address, init_kwargs = options["address"], options["init_kwargs"]
     max_restarts = options["max_restarts"]
@@ -141,14 +136,15 @@ def configure(
     shared_memory = options["shared_memory"]
     if shared_memory is not None and not isinstance(shared_memory, bool):
         raise TypeError(f"shared_memory must be None (where it can), True or False; got {shared_memory!r}")
+    worker_slices = pool.worker_slices
     if not (pool.split_given or pool.inline) and placement.per_actor is not None:
-        pool.worker_slices = placement.split(len(env_fns), len(placement.per_actor), backend)
-    placement.actors(len(pool.worker_slices))
+        worker_slices = placement.split(len(env_fns), len(placement.per_actor), backend)
+    placement.actors(len(worker_slices))
     check_address(address)  # a second env asking for another Ray: refused before anything starts
     LocalRay.connect(address, init_kwargs)
     if not (pool.split_given or pool.inline) and placement.per_actor is None:
         # One actor per CPU of the cluster (not of this machine), at most one per env.
-        pool.worker_slices = placement.split(len(env_fns), cluster_cpus(), backend)
+        worker_slices = placement.split(len(env_fns), cluster_cpus(), backend)
     # Every actor on this machine: the shared block of `torchwm_ray.same_node` (a user who turned the
     # graph off asked for actor calls).
     if shared_memory is None:
@@ -167,9 +163,7 @@ def configure(
         )
     # factories of a test module or a script's helper module: the actors cannot import them
     ship_by_value(env_fns)
-    state = PoolState(graph=CompiledStep(DEFAULT_TIMEOUT) if steps is StepPath.COMPILED_GRAPH else None)
-    state.placement_group = placement.reserve(len(pool.worker_slices), pool.timeout)
-    return RaySettings(
+    settings = RaySettings(
         address=address,
         steps=steps,
         placement=placement,
@@ -177,5 +171,5 @@ def configure(
         init_kwargs=init_kwargs,
         stop_ray_on_close=bool(options["stop_ray_on_close"]),
         timeout=pool.timeout,
-        state=state,
     )
+    return settings, worker_slices

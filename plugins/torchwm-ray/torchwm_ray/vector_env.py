@@ -1,17 +1,18 @@
 """The ``ray`` backend: torchwm's worker pool over Ray actors, several envs an actor.
 
-`RayVectorEnv` is a `torchwm.plugin_api.WorkerPool` whose transport is
-`torchwm_ray.driver.RayActorTransport`: the split of envs, routing, async batches,
+`RayVectorEnv` is a `torchwm.plugin_api.WorkerPool` whose worker group is
+`torchwm_ray.group.RayGroup`: the split of envs, routing, async batches,
 deadlines, restarts and errors are the pool's, as on ``subproc`` and ``shmem``. The
 plugin's modules, each one job:
 
 - `settings`: `RaySettings`, the options checked (`configure`), and `StepPath`, how steps travel and why;
-- `pool_state`: `PoolState`, what an env's transports share while it runs (graph, transports, placement
+- `group`: `RayGroup`, the env's actors as a whole (split, handles, batch, wait, placement group);
+- `pool_state`: `PoolState`, what an env's handles share while it runs (graph, handles, placement
   group);
 - `actor`: `EnvActor`, the worker, a share of the envs in a Ray actor;
-- `driver`: `RayActorTransport`, the driver's end of one `EnvActor`;
+- `driver`: `RayActorHandle`, the driver's end of one `EnvActor`;
 - `failures`: an env's error (`EnvFailure`), and Ray's errors as the pool's (`WorkerGone`);
-- `same_node`: `SameNodeWorker`, the transport where every actor is on the driver's node (steps through
+- `same_node`: `SameNodeActorHandle`, the handle where every actor is on the driver's node (steps through
   a shared block, as on ``shmem``);
 - `compiled_graph`: `CompiledStep`, the Ray Compiled Graph that steps every actor at once;
 - `connection`: `LocalRay`, the Ray torchwm connects to (which address), shared by the envs of a process;
@@ -27,10 +28,10 @@ from typing import Any
 from torchwm.errors import UnsupportedStackError
 from torchwm.plugin_api import VecSpec, WorkerPool
 from torchwm_ray.connection import LocalRay
-from torchwm_ray.driver import RayActorTransport
-from torchwm_ray.placement import DEFAULT_TIMEOUT, remove_group
-from torchwm_ray.same_node import SameNodeWorker
-from torchwm_ray.settings import RaySettings
+from torchwm_ray.driver import RayActorHandle
+from torchwm_ray.group import RayGroup
+from torchwm_ray.placement import DEFAULT_TIMEOUT
+from torchwm_ray.same_node import SameNodeActorHandle
 
 
 class RayVectorEnv(WorkerPool):
@@ -85,7 +86,8 @@ class RayVectorEnv(WorkerPool):
     """
 
     backend_name = "ray"
-    transport = RayActorTransport
+    worker_group = RayGroup
+    _group: RayGroup
     unit = "actor"
 
     def __init__(self, spec: VecSpec, **options: Any) -> None:
@@ -96,40 +98,27 @@ class RayVectorEnv(WorkerPool):
             except UnsupportedStackError:
                 # Spaces a shared block cannot hold (Text, Graph, Sequence) show once the actors have built
                 # their envs: then, unless the user asked for shared memory, Ray's channels carry the steps.
-                if self.transport is not SameNodeWorker or options.get("shared_memory") is not None:
+                # (The first try's group closed with it, placement group included.)
+                if not self._group.shared_memory or options.get("shared_memory") is not None:
                     raise
-                del self.transport  # back to the class's, RayActorTransport
                 super().__init__(spec, **{**options, "shared_memory": False})
         except BaseException:
-            self._release_placement()
             if options.get("stop_ray_on_close", True):
                 LocalRay.release_unused()  # connected before an actor started (a placement that failed, ...)
             raise
 
-    def _close(self) -> None:
-        try:
-            super()._close()
-        finally:
-            self._release_placement()
-
-    def _release_placement(self) -> None:
-        settings = getattr(self, "transport_settings", None)
-        if isinstance(settings, RaySettings):
-            group, settings.state.placement_group = settings.state.placement_group, None
-            remove_group(group)
-
     @property
     def placement_group(self) -> Any:
         """The placement group this env reserved for its actors (``placement``), or None."""
-        return self.transport_settings.state.placement_group
+        return self._group.state.placement_group
 
     @property
     def actors(self) -> list[Any]:
         """The Ray actor handles, one per actor."""
         return [
-            transport.actor
-            for transport in self._transports
-            if isinstance(transport, (RayActorTransport, SameNodeWorker))
+            handle.actor
+            for handle in self._handles
+            if isinstance(handle, (RayActorHandle, SameNodeActorHandle))
         ]
 
     @property
@@ -141,13 +130,13 @@ class RayVectorEnv(WorkerPool):
     def actor_node_ids(self) -> list[str | None]:
         """The Ray node id each actor runs on (`ray.get_runtime_context().get_node_id()` there)."""
         return [
-            transport.node_id
-            for transport in self._transports
-            if isinstance(transport, (RayActorTransport, SameNodeWorker))
+            handle.node_id
+            for handle in self._handles
+            if isinstance(handle, (RayActorHandle, SameNodeActorHandle))
         ]
 
     @property
     def compiled_graph(self) -> bool:
         """Whether steps of all envs now go through a Ray Compiled Graph (compiled at the first one)."""
-        graph = self.transport_settings.state.graph
+        graph = self._group.state.graph
         return graph is not None and graph.graph is not None and not graph.stale

@@ -1,8 +1,8 @@
 """The transports: how a `torchwm.vector.pool.WorkerPool` reaches one worker.
 
-- `contract`: the `Transport` interface and what comes with it (`Batch`, `WorkerPayload`,
-  `Deadline`, `WorkerGone`, `StepLost`, `PoolSettings`); every transport imports it, none imports
-  the pool.
+- `contract`: the backend contract, `WorkerGroup` (one per pool) and `WorkerHandle` (the parent's end
+  of one worker), and what comes with it (`Batch`, `WorkerPayload`, `Deadline`, `WorkerGone`,
+  `StepLost`, `PoolSettings`); every transport imports it, none imports the pool.
 - `local`: a worker the parent steps itself (the ``inline`` option).
 - `processes`: what both process transports share (the worker process, its start, the handshake).
 - `pipe`: steps and rows over a pipe (the ``subproc`` backend).

@@ -1,44 +1,20 @@
-"""The transport contract: what a pool needs of one worker, whatever carries the bytes.
+"""The backend contract: what a pool needs of a backend, whatever carries the bytes.
 
-A `torchwm.vector.pool.WorkerPool` reaches each worker through a `Transport`, the parent's end of
-that worker; a transport module holds both ends of its wire (``local``, ``pipe``,
-``shared_memory`` here, the Ray actors in torchwm-ray). This module is all a transport imports of
-the pool's side: the interface, the `Batch` the workers write into, the `WorkerPayload` a worker
-builds its envs from, the checked `PoolSettings`, the `Deadline` every wait takes its time from,
-and the two exceptions a transport raises (`WorkerGone`, `StepLost`). Transports never import
-the pool. Third-party transports get these names from `torchwm.plugin_api`.
+A `torchwm.vector.pool.WorkerPool` reaches its workers through two objects a backend provides:
 
-The transport interface, per worker (``index``, ``envs``: its global env ids,
-a ``range``):
+- one `WorkerGroup` per vector env, made before any worker starts: it checks the backend's options,
+  decides the split of the envs over workers, makes the `Batch` the workers write into and the handle
+  of each worker, sleeps until one of them may have finished (`WorkerGroup.wait`), and holds what is
+  pool-wide until `WorkerGroup.close`;
+- one `WorkerHandle` per worker, the parent's end of it: start and attach, control commands and their
+  replies, ``send_step``/``poll``/``finish_step``/``abandon_step``, and ``alive``/``close``.
 
-- ``start(payload)``: start the worker building its envs (`WorkerPayload`); returns at once.
-  ``started(deadline) -> ShareDescription | ErrorReply``: wait until they are built.
-- ``attach(batch)``: give the worker its rows of the batch (`create_batch` made it); the
-  answer comes through ``reply``.
-- ``send(command)`` then ``reply(deadline)``: one control command (`Reset`, `Call`,
-  `SetAttr`, `NeedsReset`; `torchwm.vector.messages`) and its answer, or an `ErrorReply`.
-  A `Reset` answer's rows are in the batch when ``reply`` returns. ``send`` returns at once, so
-  the pool sends every worker its command before it waits for the first answer.
-- ``send_step(local_ids, actions)`` (None: all of its envs; else in ascending order, one action row
-  each), then ``poll() -> bool`` (finished?) and ``finish_step(deadline) -> infos | ErrorReply``
-  (one info per env, in the order of ``local_ids``); ``abandon_step()`` forgets a step in
-  flight (its results are dropped when it finishes). One step at a time per worker.
-- ``wait(busy, timeout, need_all) -> bool`` (a classmethod): block until one of ``busy`` may
-  have finished, at most ``timeout``; True if it returned without sleeping.
-- ``alive``, ``pid``, ``describe()``, ``restart(payload)``, ``stop()`` (ask to exit, at once)
-  and ``close(deadline)`` (end within it, free everything).
-
-Optional, per transport class: ``OPTIONS`` (backend options of its own);
-``configure(backend, spec, env_fns, options, pool)``, which checks them against the pool's
-checked `PoolSettings` before anything starts and returns the settings every transport of
-the vector env shares; and ``chosen(settings)``, the transport class whose workers those
-settings start (another one where configure found a better wire: the ray backend's actors
-on the driver's node step through shared memory).
-
-Waits raise the built-in ``TimeoutError`` at their deadline (`StepLost` when that step can
-never be waited for again: the pool then closes itself), and `WorkerGone` when the worker
-cannot answer any more (``worker=``: which one, when another's wait found out); the pool
-turns them into torchwm's errors.
+A transport module holds both ends of its wire (``local``, ``pipe``, ``shared_memory`` here, the Ray
+actors in torchwm-ray). This module is all a transport imports of the pool's side: the two classes,
+the `Batch`, the `WorkerPayload` a worker builds its envs from, the checked `PoolSettings`, the
+`Deadline` every wait takes its time from, and the two exceptions a transport raises (`WorkerGone`,
+`StepLost`); the pool turns them into torchwm's errors. Transports never import the pool.
+Third-party backends get these names from `torchwm.plugin_api`.
 """
 
 from __future__ import annotations
@@ -63,7 +39,8 @@ from torchwm.vector.messages import ControlCommand, ErrorReply, ShareDescription
 @dataclass(frozen=True)
 class WorkerChoice:
     """How many workers a pool started, and the figures measured that chose it; or, when the measurement
-    failed, one worker per core and why (``fallback``). What `Transport.choose_worker_count` returns."""
+    failed, one worker per core and why (``fallback``). A group that measures keeps it in
+    `WorkerGroup.worker_choice`."""
 
     workers: int
     measured: str
@@ -99,9 +76,12 @@ class Deadline:
 
     @classmethod
     def after(cls, seconds: float | None) -> Deadline:
-        if seconds is None or seconds > LONGEST_DEADLINE_SECONDS:
-            return cls(seconds, None)
-        return cls(seconds, time.monotonic() + seconds)
+        # Made without __init__: one Python call for each wait of a step, which makes one per recv.
+        deadline = object.__new__(cls)
+        deadline.seconds = seconds
+        no_limit = seconds is None or seconds > LONGEST_DEADLINE_SECONDS
+        deadline.at = None if no_limit else time.monotonic() + seconds  # type: ignore[operator]
+        return deadline
 
     def remaining(self, forever: float | None = None) -> float | None:
         """Seconds left (at least 0), or ``forever`` when there is no deadline."""
@@ -146,11 +126,11 @@ class WorkerGone(Exception):
 
 
 class StepLost(TimeoutError):
-    """Raised by `Transport.finish_step` at its deadline when the step cannot be waited for again (a Ray
+    """Raised by `WorkerHandle.finish_step` at its deadline when the step cannot be waited for again (a Ray
     compiled graph's result is read once): the pool closes itself rather than keep a step it cannot take in.
 
     Args:
-        late: which workers did not answer, for the message (default: the transport's `Transport.describe`).
+        late: which workers did not answer, for the message (default: the handle's `WorkerHandle.describe`).
         hint: what else the user can do, for the message.
     """
 
@@ -312,105 +292,155 @@ class Batch:
         """Free what the batch holds outside this process (nothing here)."""
 
 
-class Transport(ABC):
-    """The parent's end of one worker (see the module docstring for the whole interface).
+def poll_wait(busy: list[WorkerHandle], timeout: float | None) -> bool:
+    """Sleep a little unless one of ``busy`` has finished: the wait of a backend with no better way to
+    sleep. True if it slept."""
+    if any(handle.poll() for handle in busy):
+        return False
+    time.sleep(0.0005 if timeout is None else min(timeout, 0.0005))
+    return True
+
+
+class WorkerGroup:
+    """The pool's side of a backend: one per vector env, made before any worker starts.
+
+    It checks the backend's own options, decides the split of the envs over workers, makes the batch
+    they write into and one `WorkerHandle` per worker, knows how to sleep until one of them may have
+    finished, and holds what is pool-wide (a tuner, a compiled graph, a placement group) until
+    `close`. A backend whose handles need nothing of the kind uses this class as it is, with its own
+    ``handle``.
 
     Args:
-        index: the worker's index in the pool.
-        envs: the global ids of its envs.
-        settings: what `configure` returned, shared by every worker of the pool.
+        backend: the backend's name, for messages.
+        spec: what the vector env builds.
+        env_fns: one factory per env.
+        options: the backend options named in `OPTIONS`, unchecked.
+        pool: the pool's own options, checked (a `PoolSettings`).
+
+    Raises:
+        TypeError, ValueError: a bad option (as Gymnasium raises for a bad argument), before anything starts.
     """
 
-    # The backend options this transport adds to `POOL_OPTIONS`, with their defaults.
+    # The backend options of the group's own, with their defaults (beside the pool's, `POOL_OPTIONS`).
     OPTIONS: ClassVar[dict[str, Any]] = {}
+    # The class of the parent's end of one worker.
+    handle: ClassVar[type[WorkerHandle]]
 
-    def __init__(self, index: int, envs: range, settings: Any = None) -> None:
-        self.index = index
-        self.envs = envs
-
-    @classmethod
-    def configure(
-        cls,
+    def __init__(
+        self,
         backend: str,
         spec: VecSpec,
         env_fns: list[Callable[[], gym.Env]],
         options: dict[str, Any],
         pool: PoolSettings,
-    ) -> Any:
-        """Check this transport's options (and anything else that must fail before a worker starts);
-        returns the settings every worker gets. ``pool`` holds the pool's own options, checked."""
-        return None
+    ) -> None:
+        self.backend = backend
+        # What chose the worker count, when `split` measured it (`shmem`); None: the user or one per core.
+        self.worker_choice: WorkerChoice | None = None
 
-    @classmethod
-    def chosen(cls, settings: Any) -> type[Transport]:
-        """The transport class whose workers ``settings`` (from `configure`) start: this one by default."""
-        return cls
+    def split(self, spec: VecSpec, env_fns: list[Callable[[], gym.Env]], pool: PoolSettings) -> list[range]:
+        """The envs of each worker, decided before any starts. Default: ``pool.worker_slices`` (the user's
+        split, or one worker per core). A group may measure a better one when the user left it unset
+        (``pool.split_given`` and ``pool.inline`` False), waiting at most ``pool.timeout`` for what it
+        builds, and say what it measured in `worker_choice`."""
+        return pool.worker_slices
 
-    @classmethod
-    def choose_worker_count(
-        cls,
-        spec: VecSpec,
-        env_fns: list[Callable[[], gym.Env]],
-        settings: Any,
-        *,
-        timeout: float | None = None,
-    ) -> WorkerChoice | None:
-        """When the user left the split to the pool: a `WorkerChoice`
-        (how many workers to start, from measurements), or None for one per core (the default). A measurement
-        that builds an env waits for it at most ``timeout`` (the pool's), and gets `gym_specs_of` ``spec``
-        as the workers do."""
-        return None
+    def worker(self, index: int, envs: range) -> WorkerHandle:
+        """The parent's end of worker ``index``, whose envs are ``envs`` (global ids); nothing starts yet."""
+        return self.handle(index, envs, self)
 
-    @classmethod
     def create_batch(
-        cls, observation_space: gym.Space, action_space: gym.Space, num_envs: int, num_workers: int
+        self, observation_space: gym.Space, action_space: gym.Space, num_envs: int, num_workers: int
     ) -> Batch:
-        """The batch every worker of the pool writes into (or whose rows the pool stores)."""
+        """The batch every worker writes into (or whose rows the pool stores), made once the envs are
+        built and before any worker is attached."""
         return Batch(observation_space, num_envs, action_space)
 
-    @classmethod
-    def wait(cls, busy: list[Transport], timeout: float | None, need_all: bool) -> bool:
-        """Block until one of ``busy`` may have finished its step, at most ``timeout`` seconds (None: until
-        then); True if it returned without sleeping. May return early. ``need_all``: the caller waits for
-        every one of them (waking it for fewer helps nothing)."""
-        if any(transport.poll() for transport in busy):
-            return True
-        time.sleep(0.0005 if timeout is None else min(timeout, 0.0005))
-        return False
+    def wait(self, busy: list[WorkerHandle], timeout: float | None, need_all: bool) -> bool:
+        """Block until one of ``busy`` may have finished its step, at most ``timeout`` seconds (None: no
+        limit). Returns whether it slept (False: it found a finished worker at once, or spun); it may return
+        early, and the pool then polls and waits again. ``need_all``: the caller waits for every one of
+        them, so waking it for fewer helps nothing. Must not raise `TimeoutError`: the pool watches its own
+        deadline."""
+        return poll_wait(busy, timeout)
+
+    def close(self) -> None:  # noqa: B027 - optional: a group with nothing pool-wide leaves it
+        """Free what is pool-wide, once every worker is closed (also after a failed start)."""
+
+    def __repr__(self) -> str:
+        """The group's options, for the vector env's repr (empty: none worth showing)."""
+        return ""
+
+
+class WorkerHandle(ABC):
+    """The parent's end of one worker: how the pool reaches it, whatever carries the bytes.
+
+    Eleven members are abstract; the rest have defaults. Every wait takes a `Deadline` and raises the
+    built-in `TimeoutError` when it passes (`StepLost` when that step can never be waited for again),
+    and `WorkerGone` when the worker cannot answer any more.
+
+    Args:
+        index: the worker's index in the pool.
+        envs: the global ids of its envs.
+        group: the pool's `WorkerGroup`, shared by every handle of the vector env.
+    """
+
+    def __init__(self, index: int, envs: range, group: Any = None) -> None:
+        self.index = index
+        self.envs = envs
 
     @abstractmethod
-    def start(self, payload: WorkerPayload) -> None: ...
+    def start(self, payload: WorkerPayload) -> None:
+        """Start the worker building its envs (``payload.build_envs()`` there); return at once."""
 
     @abstractmethod
-    def started(self, deadline: Deadline) -> ShareDescription | ErrorReply: ...
+    def started(self, deadline: Deadline) -> ShareDescription | ErrorReply:
+        """Wait until the envs are built: `describe_share` of them, or the `ErrorReply` of what raised."""
 
     @abstractmethod
-    def attach(self, batch: Batch) -> None: ...
+    def attach(self, batch: Batch) -> None:
+        """Give the worker its rows of ``batch`` (``batch.rows(start, stop)``); answered through `reply`."""
 
     @abstractmethod
-    def send(self, command: ControlCommand) -> None: ...
+    def send(self, command: ControlCommand) -> None:
+        """Send one control command (`Reset`, `Call`, `SetAttr`, `NeedsReset`); return at once, so that the
+        pool sends every worker its command before it waits for the first answer."""
 
     @abstractmethod
-    def reply(self, deadline: Deadline) -> Any: ...
+    def reply(self, deadline: Deadline) -> Any:
+        """The answer to the last command (or `attach`), or its `ErrorReply`; a `Reset`'s rows are in the
+        batch when it returns."""
 
     @abstractmethod
-    def send_step(self, local_ids: list[int] | None, actions: Any) -> None: ...
+    def send_step(self, local_ids: list[int] | None, actions: Any) -> None:
+        """Start a step of the worker's envs ``local_ids`` (None: all of them; else ascending, one row of
+        ``actions`` each); return at once. One step at a time per worker."""
 
     @abstractmethod
-    def poll(self) -> bool: ...
+    def poll(self) -> bool:
+        """Whether the step sent has finished (without waiting)."""
 
     @abstractmethod
-    def finish_step(self, deadline: Deadline) -> list[dict] | ErrorReply: ...
+    def finish_step(self, deadline: Deadline) -> list[dict] | ErrorReply:
+        """The finished step's infos, one per env in the order of ``local_ids``, its rows in the batch; or
+        the `ErrorReply` of the env that raised. After `abandon_step`: anything (it is dropped)."""
 
     @abstractmethod
-    def abandon_step(self) -> None: ...
+    def abandon_step(self) -> None:
+        """The step in flight is not wanted any more (Ctrl-C): drop its results when it finishes."""
 
     @property
     @abstractmethod
-    def alive(self) -> bool: ...
+    def alive(self) -> bool:
+        """Whether the worker can still answer."""
+
+    @abstractmethod
+    def close(self, deadline: Deadline) -> None:
+        """End the worker within ``deadline`` (whatever it is doing) and free what the handle holds."""
 
     @property
     def pid(self) -> int | None:
+        """The worker's process id, if it is a process on this machine."""
         return None
 
     def gone(self) -> WorkerGone:
@@ -418,6 +448,7 @@ class Transport(ABC):
         return WorkerGone("it ended")
 
     def describe(self) -> str:
+        """The worker, for messages."""
         return f"worker {self.index} (envs {self.envs.start}-{self.envs.stop - 1})"
 
     def restart(self, payload: WorkerPayload) -> None:
@@ -425,8 +456,6 @@ class Transport(ABC):
         self.close(Deadline.after(CLOSE_GRACE_SECONDS))
         self.start(payload)
 
-    def stop(self) -> None:  # noqa: B027 - optional: a transport with nothing to ask leaves it
-        """Ask the worker to end (returns at once); `close` waits for it."""
-
-    @abstractmethod
-    def close(self, deadline: Deadline) -> None: ...
+    def stop(self) -> None:  # noqa: B027 - optional: a handle with nothing to ask leaves it
+        """Ask the worker to end and return at once; `close` waits for it (the pool asks every worker
+        first, so that they end side by side)."""

@@ -1,6 +1,6 @@
 """The local transport: a pool worker whose envs the parent steps itself (the ``inline`` option).
 
-`LocalWorker` has the interface of every other transport (`torchwm.vector.transports.contract.Transport`),
+`LocalWorker` has the interface of every worker's handle (`torchwm.vector.transports.contract.WorkerHandle`),
 so the pool treats the parent's share like any worker: it sends it the same
 commands and takes its results the same way, and nothing in the pool depends
 on where a worker runs. Work is done when the pool asks for the answer (`reply`,
@@ -20,14 +20,14 @@ import gymnasium as gym
 from torchwm.vector.batching import take_rows
 from torchwm.vector.env_group import EnvGroup
 from torchwm.vector.messages import ControlCommand, ErrorReply, ShareDescription, describe_share, error_reply
-from torchwm.vector.transports.contract import Batch, Deadline, Transport, WorkerPayload
+from torchwm.vector.transports.contract import Batch, Deadline, WorkerHandle, WorkerPayload
 
 
-class LocalWorker(Transport):
+class LocalWorker(WorkerHandle):
     """Worker ``index``'s envs, built and stepped in this process."""
 
-    def __init__(self, index: int, envs: range, settings: Any = None) -> None:
-        super().__init__(index, envs, settings)
+    def __init__(self, index: int, envs: range) -> None:
+        super().__init__(index, envs)
         self._payload: WorkerPayload | None = None
         self._envs: list[gym.Env] = []
         self._group: EnvGroup | None = None

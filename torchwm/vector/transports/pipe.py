@@ -1,6 +1,6 @@
 """The pipe transport (the ``subproc`` backend): commands and results over each worker's pipe.
 
-Both ends of the wire are here. The parent's end, `PipeWorker`, sends a step
+Both ends of the wire are here. The parent's end, `PipeHandle`, sends a step
 as a `Step` message and reads the worker's rows back into the pool's batch;
 the worker's end, `serve`, steps its `EnvGroup` (the same loop as ``sync``)
 into rows of its own and sends them, pickled, with the infos. A step of a
@@ -26,9 +26,10 @@ import numpy as np
 from torchwm.vector.batching import ARRAY_SPACES, create_batch, take_rows
 from torchwm.vector.env_group import EnvGroup
 from torchwm.vector.messages import ErrorReply, Reset, Step, error_reply
-from torchwm.vector.transports.contract import Batch, Deadline, Transport, WorkerPayload
+from torchwm.vector.transports.contract import Batch, Deadline, WorkerHandle, WorkerPayload
 from torchwm.vector.transports.processes import (
-    ProcessWorker,
+    ProcessGroup,
+    ProcessHandle,
     Readable,
     Setup,
     answer_control,
@@ -153,13 +154,13 @@ def _rows(group: EnvGroup, local_ids: list[int], infos: list[dict]) -> Rows:
 # -- the parent's end ------------------------------------------------------------------------------
 
 
-class PipeWorker(ProcessWorker):
+class PipeHandle(ProcessHandle):
     """The parent's end of a ``subproc`` worker: steps and their rows over the pipe."""
 
     serve = staticmethod(serve)
 
-    def __init__(self, index: int, envs: range, settings: Any) -> None:
-        super().__init__(index, envs, settings)
+    def __init__(self, index: int, envs: range, group: ProcessGroup) -> None:
+        super().__init__(index, envs, group)
         self._batch: Batch | None = None
         self._rows = slice(envs.start, envs.stop)  # its rows of the batch
         self._raw_rows: list[memoryview] | None = None  # a whole share's observations, then flags
@@ -229,19 +230,24 @@ class PipeWorker(ProcessWorker):
         if self._step is not None:
             self._step = (self._step[0], None)
 
-    @classmethod
-    def wait(cls, busy: list[Transport], timeout: float | None, need_all: bool) -> bool:
-        workers: list[PipeWorker] = busy  # type: ignore[assignment]
+    def restart(self, payload: WorkerPayload) -> None:
+        self._step = None
+        super().restart(payload)
+
+
+class PipeGroup(ProcessGroup):
+    """The workers of a ``subproc`` pool; it waits on their pipes and process sentinels."""
+
+    handle = PipeHandle
+
+    def wait(self, busy: list[WorkerHandle], timeout: float | None, need_all: bool) -> bool:
+        workers: list[PipeHandle] = busy  # type: ignore[assignment]
         started = time.perf_counter()
         while time.perf_counter() - started < REPLY_SPIN_SECONDS:
             if any(worker.readable() for worker in workers):
-                return True
+                return False
             os.sched_yield()
         wait_connections(
             [worker.conn for worker in workers] + [worker.process.sentinel for worker in workers], timeout
         )
-        return False
-
-    def restart(self, payload: WorkerPayload) -> None:
-        self._step = None
-        super().restart(payload)
+        return True

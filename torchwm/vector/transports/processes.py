@@ -1,12 +1,12 @@
 """What both process transports (`torchwm.vector.transports.pipe`, `torchwm.vector.transports.shared_memory`)
 share: a worker process and its pipe.
 
-Parent side, `ProcessWorker` (a `torchwm.vector.transports.contract.Transport` that the two
-transports extend with their way of stepping): it checks the ``context``
-option and that the env factories pickle, before anything starts
-(`ProcessWorker.configure`); starts the process (`worker_main`); numbers
-every message it sends; reads replies; detects a dead worker through its
-process sentinel; and ends the process within a deadline.
+Parent side, a `ProcessGroup` (the pool's `torchwm.vector.transports.contract.WorkerGroup`) checks
+the ``context`` option and that the env factories pickle, before anything starts; a `ProcessHandle`
+(the parent's end of one worker, a `torchwm.vector.transports.contract.WorkerHandle`) starts the
+process (`worker_main`), numbers every message it sends, reads replies, detects a dead worker through
+its process sentinel, and ends the process within a deadline. The two transports extend both with
+their way of stepping.
 
 Worker side, `worker_main`: it builds the envs from a cloudpickled
 `torchwm.vector.transports.contract.WorkerPayload` (so lambdas, closures and envs registered
@@ -51,7 +51,6 @@ import time
 import warnings
 import weakref
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from multiprocessing import context as mp_context
 from multiprocessing import forkserver, popen_forkserver, reduction, spawn, util
 from multiprocessing.connection import wait as wait_connections
@@ -73,8 +72,9 @@ from torchwm.vector.messages import (
 from torchwm.vector.transports.contract import (
     Deadline,
     PoolSettings,
-    Transport,
     WorkerGone,
+    WorkerGroup,
+    WorkerHandle,
     WorkerPayload,
 )
 
@@ -104,7 +104,7 @@ FORKSERVER_PRELOAD = [
 WORKER_SPIN_SECONDS = 0.001
 
 
-# The worker processes this process started (a worker's `ProcessWorker.start` adds it).
+# The worker processes this process started (a worker's `ProcessHandle.start` adds it).
 _STARTED: weakref.WeakSet = weakref.WeakSet()
 
 
@@ -181,21 +181,6 @@ class Setup(NamedTuple):
 # -- the parent's end ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ProcessSettings:
-    """What every process worker of a pool starts with (`ProcessWorker.configure`)."""
-
-    context: Any  # the multiprocessing context
-    serve: Callable[..., None]  # the transport's worker loop, run by `worker_main`
-
-    @property
-    def start_method(self) -> str:
-        return self.context.get_start_method()
-
-    def __repr__(self) -> str:
-        return f"context={self.start_method!r}"
-
-
 def pickle_factory(env_fn: Any, backend: str) -> bytes:
     """``env_fn`` cloudpickled, or a TypeError that names it and says how to fix it."""
     try:
@@ -222,42 +207,22 @@ def exit_reason(exitcode: int | None) -> str:
     return f"exit code {exitcode}"
 
 
-class ProcessWorker(Transport):
-    """One worker process and the parent's end of its pipe (control commands, and what else its transport
-    sends there). `torchwm.vector.transports.pipe.PipeWorker` and
-    `torchwm.vector.transports.shared_memory.SharedMemoryWorker` add how a step travels.
-
-    Attributes:
-        seq: the number of the last command sent (a shmem step takes a number too).
-        answered: the number of the last reply read.
-        torn: True while the parent is in the middle of a message to or from the worker; still True
-            afterwards only if an interrupt cut the message, and the pipe can then not be read again.
-        reached_torchwm: the worker got as far as torchwm's code (a death before that is a start-up failure).
-    """
+class ProcessGroup(WorkerGroup):
+    """The workers of a pool as processes: the ``context`` option (the start method) checked, and the
+    env factories shown to pickle, before any process starts. `torchwm.vector.transports.pipe.PipeGroup`
+    and `torchwm.vector.transports.shared_memory.SharedMemoryGroup` add how a step travels."""
 
     OPTIONS: ClassVar[dict[str, Any]] = {"context": DEFAULT_START_METHOD}
-    serve: ClassVar[Callable[..., None]]  # the worker's end: ``serve(conn, envs, payload, setup)``
 
-    def __init__(self, index: int, envs: range, settings: ProcessSettings) -> None:
-        super().__init__(index, envs, settings)
-        self.settings = settings
-        self.process: Any = None
-        self.conn: Any = None
-        self.readable: Callable[[], bool] = lambda: False  # `Readable` of conn, once there is one
-        self.seq = 0
-        self.answered = 0
-        self.torn = False
-        self.reached_torchwm = False
-
-    @classmethod
-    def configure(
-        cls,
+    def __init__(
+        self,
         backend: str,
         spec: VecSpec,
         env_fns: list[Callable[[], gym.Env]],
         options: dict[str, Any],
         pool: PoolSettings,
-    ) -> ProcessSettings:
+    ) -> None:
+        super().__init__(backend, spec, env_fns, options, pool)
         if getattr(multiprocessing.current_process(), "_inheriting", False):
             # This process is a 'spawn' worker running the parent's main script again (it has no
             # `if __name__ == "__main__":` guard) and would start workers of its own. It ends quietly: the
@@ -274,16 +239,51 @@ class ProcessWorker(Transport):
             raise ValueError(f"{backend}: start method {context!r} is not available on this platform")
         for fn in dict.fromkeys(env_fns):  # each distinct factory once
             pickle_factory(fn, backend)  # fails here, naming the factory, before any worker starts
-        ctx = multiprocessing.get_context(context)
+        self.context: Any = multiprocessing.get_context(context)
         if context == "forkserver":
             # Takes effect when the server starts, at the first forkserver backend of this process.
-            ctx.set_forkserver_preload(FORKSERVER_PRELOAD + (["ale_py"] if spec.family == "atari" else []))
-        return ProcessSettings(ctx, cls.serve)
+            self.context.set_forkserver_preload(
+                FORKSERVER_PRELOAD + (["ale_py"] if spec.family == "atari" else [])
+            )
+
+    @property
+    def start_method(self) -> str:
+        return self.context.get_start_method()
+
+    def __repr__(self) -> str:
+        return f"context={self.start_method!r}"
+
+
+class ProcessHandle(WorkerHandle):
+    """The parent's end of one worker process and of its pipe (control commands, and what else its
+    transport sends there). `torchwm.vector.transports.pipe.PipeHandle` and
+    `torchwm.vector.transports.shared_memory.SharedMemoryHandle` add how a step travels.
+
+    Attributes:
+        seq: the number of the last command sent (a shmem step takes a number too).
+        answered: the number of the last reply read.
+        torn: True while the parent is in the middle of a message to or from the worker; still True
+            afterwards only if an interrupt cut the message, and the pipe can then not be read again.
+        reached_torchwm: the worker got as far as torchwm's code (a death before that is a start-up failure).
+    """
+
+    serve: ClassVar[Callable[..., None]]  # the worker's end: ``serve(conn, envs, payload, setup)``
+
+    def __init__(self, index: int, envs: range, group: ProcessGroup) -> None:
+        super().__init__(index, envs, group)
+        self.group = group
+        self.process: Any = None
+        self.conn: Any = None
+        self.readable: Callable[[], bool] = lambda: False  # `Readable` of conn, once there is one
+        self.seq = 0
+        self.answered = 0
+        self.torn = False
+        self.reached_torchwm = False
 
     # -- lifecycle -------------------------------------------------------------------------------
 
     def start(self, payload: WorkerPayload) -> None:
-        ctx = self.settings.context
+        ctx = self.group.context
         parent_conn, child_conn = ctx.Pipe(duplex=True)
         method = ctx.get_start_method()
         # The parent's end goes along only under fork, where the child holds a copy it must close.
@@ -291,7 +291,7 @@ class ProcessWorker(Transport):
         process_class = ForkServerWorkerProcess if method == "forkserver" else ctx.Process
         process = process_class(
             target=worker_main,
-            args=(child_conn, inherited, cloudpickle.dumps(payload), self.settings.serve),
+            args=(child_conn, inherited, cloudpickle.dumps(payload), self.serve),
             name=f"torchwm-worker-{self.index}",
             daemon=True,
         )
@@ -326,7 +326,7 @@ class ProcessWorker(Transport):
         if isinstance(ready, ErrorReply):
             return ready
         # A process this transport did not start (a Ray actor on this node) has no start method to advise.
-        start_method = getattr(self.settings, "start_method", None)
+        start_method = getattr(self.group, "start_method", None)
         if start_method is not None:
             note_slow_start(ready, start_method)
         return ready.share
@@ -345,7 +345,7 @@ class ProcessWorker(Transport):
         if not self.reached_torchwm:
             hint = "Its stderr shows the worker's own traceback."
             main = sys.modules.get("__main__")
-            if self.settings.start_method == "spawn" and getattr(main, "__file__", None) is not None:
+            if self.group.start_method == "spawn" and getattr(main, "__file__", None) is not None:
                 hint = (
                     "Under the 'spawn' start method a worker runs your main script again first: create "
                     "vector envs under `if __name__ == '__main__':`, or use the default start method, "
@@ -460,6 +460,7 @@ class ProcessWorker(Transport):
 
 
 # -- launching -------------------------------------------------------------------------------------
+
 
 @contextlib.contextmanager
 def ctrl_c_after() -> Iterator[None]:

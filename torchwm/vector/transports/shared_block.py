@@ -34,7 +34,6 @@ from gymnasium import spaces
 from torchwm.errors import DynamicShapeError, UnsupportedStackError
 from torchwm.vector.batching import ARRAY_SPACES
 from torchwm.vector.transports.contract import Batch
-from torchwm.vector.transports.handoff import WaitTuner
 
 SEGMENT_PREFIX = "torchwm_"
 _ALIGN = 64  # a cache line: workers write neighbouring arrays without false sharing of the flags
@@ -189,7 +188,6 @@ class SharedBatch(Batch):
         self.ring_threshold = fields["ring_threshold"][()]
         self.worker_spin = fields["worker_spin"][()]
         self.step_times = fields["step_times"][()]
-        self.tuner: WaitTuner | None = None  # the parent's, set by the first worker attached
         self.action_via_pipe = fields["action_via_pipe"][()]
         self.step_mask = fields["step_mask"][()]
         self.info_length = fields["info_length"][()]

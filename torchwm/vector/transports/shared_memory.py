@@ -1,7 +1,7 @@
 """The shared-memory transport (the ``shmem`` backend): a whole batch in one shared block, steps signalled
 through it.
 
-Both ends of the wire are here: the parent's (`SharedMemoryWorker`) and the worker's loop (`serve`), since
+Both ends of the wire are here: the parent's (`SharedMemoryHandle`) and the worker's loop (`serve`), since
 a step runs through both. Actions, observations, rewards and flags live in one shared-memory block
 (`torchwm.vector.transports.shared_block.SharedBatch`); a step costs no pipe message and no pickling: the
 parent writes the actions and the step's number into the block and rings the worker, the worker steps its
@@ -30,7 +30,6 @@ import os
 import pickle
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from multiprocessing.reduction import recv_handle
 from typing import Any, ClassVar, cast
 
@@ -55,17 +54,18 @@ from torchwm.vector.transports.contract import (
     Batch,
     Deadline,
     PoolSettings,
-    Transport,
-    WorkerChoice,
+    WorkerGroup,
+    WorkerHandle,
     WorkerPayload,
     default_num_workers,
     gym_specs_of,
+    split_envs,
 )
 from torchwm.vector.transports.futex import futex_wait, futex_wake
 from torchwm.vector.transports.handoff import MAX_SPIN_SECONDS, WaitTuner
 from torchwm.vector.transports.processes import (
-    ProcessSettings,
-    ProcessWorker,
+    ProcessGroup,
+    ProcessHandle,
     Readable,
     Setup,
     answer_control,
@@ -147,7 +147,7 @@ def serve(conn: Any, envs: list, payload: WorkerPayload, seq: int, setup: Setup)
 
 
 def serve_shared_memory(conn: Any, payload_bytes: bytes) -> None:
-    """The whole worker's end of a `SharedMemoryWorker` in a process its parent did not start (a Ray actor
+    """The whole worker's end of a `SharedMemoryHandle` in a process its parent did not start (a Ray actor
     on the parent's node): build the envs of the cloudpickled `WorkerPayload`, then serve until `Close`.
 
     ``conn`` is a `multiprocessing.connection.Connection` over a Unix socket to the parent, which sends the
@@ -252,7 +252,7 @@ def _serve_steps(
 
 # -- the info columns ------------------------------------------------------------------------------
 # Both ends, here because each step with infos runs them. The worker writes; the parent reads them in
-# `SharedMemoryWorker._info_rows`.
+# `SharedMemoryHandle._info_rows`.
 
 
 def _column_writer(shared: SharedBatch, worker_index: int, rows: slice) -> Callable[[list[dict]], bool]:
@@ -296,87 +296,26 @@ def _column_writer(shared: SharedBatch, worker_index: int, rows: slice) -> Calla
 # -- the parent's end ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class SharedMemorySettings(ProcessSettings):
-    """`ProcessSettings` and the ``spin_seconds`` option (None: measured,
-    `torchwm.vector.transports.handoff`)."""
+class SharedMemoryHandle(ProcessHandle):
+    """The parent's end of a ``shmem`` worker: steps through the shared block, control over the pipe. Its
+    group is a `SharedBlockGroup` (it made the block and the pool's `WaitTuner`)."""
 
-    spin_seconds: float | None = None
-
-    def __repr__(self) -> str:
-        return f"context={self.start_method!r}, spin_seconds={self.spin_seconds!r}"
-
-
-class SharedMemoryWorker(ProcessWorker):
-    """The parent's end of a ``shmem`` worker: steps through the shared block, control over the pipe."""
-
-    OPTIONS: ClassVar[dict[str, Any]] = {**ProcessWorker.OPTIONS, "spin_seconds": None}
     serve = staticmethod(serve)
-    settings: SharedMemorySettings
+    group: SharedBlockGroup  # type: ignore[assignment]
 
-    @classmethod
-    def configure(
-        cls,
-        backend: str,
-        spec: VecSpec,
-        env_fns: list[Callable[[], gym.Env]],
-        options: dict[str, Any],
-        pool: PoolSettings,
-    ) -> SharedMemorySettings:
-        spin = options.get("spin_seconds")
-        if spin is not None and (isinstance(spin, bool) or not isinstance(spin, (int, float))):
-            raise TypeError(
-                f"{backend}: spin_seconds must be a number of seconds or None (measure it), got {spin!r}"
-            )
-        if spin is not None and not 0 <= spin <= MAX_SPIN_SECONDS:
-            raise ValueError(
-                f"{backend}: spin_seconds must be between 0 and {MAX_SPIN_SECONDS} (seconds both sides "
-                f"poll before they sleep), got {spin!r}"
-            )
-        settings = super().configure(backend, spec, env_fns, options, pool)
-        return SharedMemorySettings(settings.context, settings.serve, None if spin is None else float(spin))
-
-    @classmethod
-    def choose_worker_count(
-        cls,
-        spec: VecSpec,
-        env_fns: list[Callable[[], gym.Env]],
-        settings: SharedMemorySettings,
-        *,
-        timeout: float | None = None,
-    ) -> WorkerChoice | None:
-        # the user's factories: building one more could have effects (a video file)
-        if spec.env_fns is not None:
-            return None
-        return measured_worker_choice(
-            spec.num_envs,
-            default_num_workers(),
-            env_key(spec),
-            env_fns[0],
-            settings.context,
-            gym_specs=gym_specs_of(spec),
-            timeout=timeout,
-        )
-
-    def __init__(self, index: int, envs: range, settings: Any) -> None:
-        super().__init__(index, envs, settings)
+    def __init__(self, index: int, envs: range, group: SharedBlockGroup) -> None:
+        super().__init__(index, envs, group)  # type: ignore[arg-type]
         self._shared: SharedBatch | None = None
         self._actions: Any = None  # this worker's rows of the block's actions and step mask
         self._mask: Any = None
         self._step_seq = 0  # the number of the last step signalled
         self._step_count = 0  # how many envs it steps
         self._sent_at = 0.0  # when it was sent (time.perf_counter), for the pool's `WaitTuner`
-        self._tuner = WaitTuner(1, 1)  # the pool's, once attached
+        self._tuner = WaitTuner(1, 1)  # the group's, once attached
         self._abandoned = False
         # The schema of this worker's info columns last read, and the info_schema_seq it was read at.
         self._schema: InfoSchema = ()
         self._schema_seq = -1
-
-    @classmethod
-    def create_batch(
-        cls, observation_space: gym.Space, action_space: gym.Space, num_envs: int, num_workers: int
-    ) -> Batch:
-        return SharedBatch.create(observation_space, action_space, num_envs, num_workers)
 
     def attach(self, batch: Batch) -> None:
         assert isinstance(batch, SharedBatch)
@@ -390,12 +329,8 @@ class SharedMemoryWorker(ProcessWorker):
         )
         self._actions = slice_rows(batch.action_space, shared.actions, rows.start, rows.stop)
         self._mask = shared.step_mask[rows.start : rows.stop]
-        if shared.tuner is None:  # the first worker attached: one tuner for the pool
-            shared.tuner = WaitTuner(
-                shared.layout.num_workers, default_num_workers(), self.settings.spin_seconds
-            )
-            shared.worker_spin[0] = shared.tuner.worker_spin
-        self._tuner = shared.tuner
+        assert self.group.tuner is not None, "the group's create_batch makes the tuner"
+        self._tuner = self.group.tuner
         super().send(Setup(shared.layout))
         shared.send(self.conn, self.process.pid)
 
@@ -479,19 +414,51 @@ class SharedMemoryWorker(ProcessWorker):
     def abandon_step(self) -> None:
         self._abandoned = True
 
-    @classmethod
-    def wait(cls, busy: list[Transport], timeout: float | None, need_all: bool) -> bool:
-        workers: list[SharedMemoryWorker] = busy  # type: ignore[assignment]
-        shared = workers[0]._shared
+    def close(self, deadline: Deadline) -> None:
+        super().close(deadline)
+        # Views of the block: dropped, so that the pool can unmap it.
+        self._actions = self._mask = self._shared = None
+
+    def restart(self, payload: WorkerPayload) -> None:
+        super().close(Deadline.after(CLOSE_GRACE_SECONDS))
+        self.start(payload)
+        shared = self._shared
         assert shared is not None
+        # The new worker starts from the current command_seq; nothing of the old one is pending.
+        shared.done_seq[self.index] = shared.command_seq[self.index]
+        self._step_seq = int(shared.command_seq[self.index])
+
+
+class SharedBlockGroup(WorkerGroup):
+    """What every pool whose workers step through a shared block shares: the block (`create_batch`),
+    the pool's `WaitTuner`, and the wait on the parent's futex (`wait`). ``spin_seconds``: the option
+    (None: measured, `torchwm.vector.transports.handoff`)."""
+
+    handle = SharedMemoryHandle
+    spin_seconds: float | None = None
+    tuner: WaitTuner | None = None  # made with the block
+    block: SharedBatch | None = None
+
+    def create_batch(
+        self, observation_space: gym.Space, action_space: gym.Space, num_envs: int, num_workers: int
+    ) -> Batch:
+        block = self.block = SharedBatch.create(observation_space, action_space, num_envs, num_workers)
+        self.tuner = WaitTuner(num_workers, default_num_workers(), self.spin_seconds)
+        block.worker_spin[0] = self.tuner.worker_spin
+        return block
+
+    def wait(self, busy: list[WorkerHandle], timeout: float | None, need_all: bool) -> bool:
+        workers: list[SharedMemoryHandle] = busy  # type: ignore[assignment]
+        shared = self.block
+        assert shared is not None and self.tuner is not None
         done_seq = shared.done_seq
         expected = [(worker.index, worker._step_seq) for worker in workers]
         started = time.perf_counter()
-        spin = workers[0]._tuner.parent_spin
+        spin = self.tuner.parent_spin
         spin = spin if timeout is None else min(spin, timeout)
         while time.perf_counter() - started < spin:
             if any(done_seq[w] == seq for w, seq in expected):
-                return True
+                return False
             os.sched_yield()
         bell = int(shared.parent_bell[0])  # read before the last check: a ring after it ends the sleep
         # Only the last worker to finish need wake a wait for all of them.
@@ -506,21 +473,56 @@ class SharedMemoryWorker(ProcessWorker):
                 LIVENESS_SECONDS if timeout is None else min(LIVENESS_SECONDS, timeout),
             )
         shared.parent_sleeping[0] = 0
-        return False
+        return True
 
-    def close(self, deadline: Deadline) -> None:
-        super().close(deadline)
-        # Views of the block: dropped, so that the pool can unmap it.
-        self._actions = self._mask = self._shared = None
 
-    def restart(self, payload: WorkerPayload) -> None:
-        super().close(Deadline.after(CLOSE_GRACE_SECONDS))
-        self.start(payload)
-        shared = self._shared
-        assert shared is not None
-        # The new worker starts from the current command_seq; nothing of the old one is pending.
-        shared.done_seq[self.index] = shared.command_seq[self.index]
-        self._step_seq = int(shared.command_seq[self.index])
+class SharedMemoryGroup(ProcessGroup, SharedBlockGroup):
+    """The workers of a ``shmem`` pool: worker processes over a shared block. With the split left unset,
+    `split` chooses the count of workers from a measured env step and hand-off
+    (`torchwm.vector.transports.worker_count`)."""
+
+    OPTIONS: ClassVar[dict[str, Any]] = {**ProcessGroup.OPTIONS, "spin_seconds": None}
+
+    def __init__(
+        self,
+        backend: str,
+        spec: VecSpec,
+        env_fns: list[Callable[[], gym.Env]],
+        options: dict[str, Any],
+        pool: PoolSettings,
+    ) -> None:
+        spin = options.get("spin_seconds")
+        if spin is not None and (isinstance(spin, bool) or not isinstance(spin, (int, float))):
+            raise TypeError(
+                f"{backend}: spin_seconds must be a number of seconds or None (measure it), got {spin!r}"
+            )
+        if spin is not None and not 0 <= spin <= MAX_SPIN_SECONDS:
+            raise ValueError(
+                f"{backend}: spin_seconds must be between 0 and {MAX_SPIN_SECONDS} (seconds both sides "
+                f"poll before they sleep), got {spin!r}"
+            )
+        super().__init__(backend, spec, env_fns, options, pool)
+        self.spin_seconds = None if spin is None else float(spin)
+
+    def split(self, spec: VecSpec, env_fns: list[Callable[[], gym.Env]], pool: PoolSettings) -> list[range]:
+        # Not with the user's factories: building one more could have effects (a video file).
+        if pool.split_given or pool.inline or spec.env_fns is not None:
+            return pool.worker_slices
+        self.worker_choice = measured_worker_choice(
+            spec.num_envs,
+            default_num_workers(),
+            env_key(spec),
+            env_fns[0],
+            self.context,
+            gym_specs=gym_specs_of(spec),
+            timeout=pool.timeout,
+        )
+        if self.worker_choice is None:
+            return pool.worker_slices
+        return split_envs(spec.num_envs, self.worker_choice.workers, None, self.backend)
+
+    def __repr__(self) -> str:
+        return f"context={self.start_method!r}, spin_seconds={self.spin_seconds!r}"
 
 
 def _dtypes_match(space: gym.Space, actions: Any) -> bool:

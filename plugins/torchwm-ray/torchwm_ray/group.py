@@ -1,0 +1,66 @@
+"""The ``ray`` backend's `torchwm.plugin_api.WorkerGroup`: one per vector env, made before any actor.
+
+`RayGroup` checks the options and splits the envs (`torchwm_ray.settings.configure`), makes the env's
+`torchwm_ray.pool_state.PoolState` (the compiled graph, when steps travel that way) and reserves the
+placement group, which `RayGroup.close` removes, whether the env closes or fails to start. Its handles
+are `torchwm_ray.same_node.SameNodeActorHandle` where every actor is on the driver's node (steps
+through a shared block, as on ``shmem``) and `torchwm_ray.driver.RayActorHandle` elsewhere; the batch
+and the wait follow the same choice.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+
+from torchwm.plugin_api import Batch, PoolSettings, SharedBlockGroup, VecSpec, WorkerGroup, WorkerHandle
+from torchwm_ray.compiled_graph import CompiledStep
+from torchwm_ray.driver import RayActorHandle, wait_for_actors
+from torchwm_ray.placement import DEFAULT_TIMEOUT, remove_group
+from torchwm_ray.pool_state import PoolState
+from torchwm_ray.same_node import SameNodeActorHandle
+from torchwm_ray.settings import RAY_OPTIONS, StepPath, configure
+
+
+class RayGroup(SharedBlockGroup):
+    """The actors of one ``ray`` vector env (see the module docstring)."""
+
+    OPTIONS = RAY_OPTIONS
+
+    def __init__(
+        self, backend: str, spec: VecSpec, env_fns: list[Any], options: dict[str, Any], pool: PoolSettings
+    ) -> None:
+        super().__init__(backend, spec, env_fns, options, pool)
+        self.settings, self._worker_slices = configure(backend, spec, env_fns, options, pool)
+        self.shared_memory = self.settings.steps is StepPath.SHARED_MEMORY
+        graph = CompiledStep(DEFAULT_TIMEOUT) if self.settings.steps is StepPath.COMPILED_GRAPH else None
+        self.state = PoolState(graph=graph)
+        self.state.placement_group = self.settings.placement.reserve(len(self._worker_slices), pool.timeout)
+
+    def split(self, spec: VecSpec, env_fns: list[Any], pool: PoolSettings) -> list[range]:
+        return self._worker_slices
+
+    def worker(self, index: int, envs: range) -> WorkerHandle:
+        if self.shared_memory:
+            return SameNodeActorHandle(index, envs, self)
+        return RayActorHandle(index, envs, self)
+
+    def create_batch(
+        self, observation_space: gym.Space, action_space: gym.Space, num_envs: int, num_workers: int
+    ) -> Batch:
+        if self.shared_memory:
+            return super().create_batch(observation_space, action_space, num_envs, num_workers)
+        return WorkerGroup.create_batch(self, observation_space, action_space, num_envs, num_workers)
+
+    def wait(self, busy: list[WorkerHandle], timeout: float | None, need_all: bool) -> bool:
+        if self.shared_memory:
+            return super().wait(busy, timeout, need_all)
+        return wait_for_actors(busy, timeout, need_all)
+
+    def close(self) -> None:
+        group, self.state.placement_group = self.state.placement_group, None
+        remove_group(group)
+
+    def __repr__(self) -> str:
+        return repr(self.settings)
