@@ -1,8 +1,9 @@
 """The shared-memory transport (the ``shmem`` backend): a whole batch in one shared block, steps signalled
 through it.
 
-Both ends of the wire are here: the parent's (`SharedMemoryHandle`) and the worker's loop (`serve`), since
-a step runs through both. Actions, observations, rewards and flags live in one shared-memory block
+Both ends of the wire are here: the parent's (`SharedMemoryGroup` for the pool, the block, its
+`WaitTuner` and the parent's wait; `SharedMemoryHandle` for each worker) and the worker's loop (`serve`),
+since a step runs through both. Actions, observations, rewards and flags live in one shared-memory block
 (`torchwm.vector.transports.shared_block.SharedBatch`); a step costs no pipe message and no pickling: the
 parent writes the actions and the step's number into the block and rings the worker, the worker steps its
 `EnvGroup` in place and sets ``done_seq``. How one step travels, file by file: docs/concepts.md,
