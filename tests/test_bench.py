@@ -72,6 +72,12 @@ def test_ratios_and_table():
     lines = table.splitlines()
     assert "x a" in lines[0] and lines[3].split()[2:5] == ["b", "250", "2.50"]
     assert lines[4].split()[4] == "-"
+    assert lines[0].split()[-1] == "repeats" and lines[3].split()[-1] == "-"  # one repeat: no spread
+
+
+def test_the_table_gives_the_spread_of_the_repeats():
+    results = [bench.BenchResult("E", "a", 8, 100.0, [96.0, 100.0, 104.0, 99.0])]
+    assert bench.format_table(results, baseline="a").splitlines()[2].split()[-1] == "±4%"
 
 
 def test_plot_writes_a_png(tmp_path):

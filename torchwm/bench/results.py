@@ -53,7 +53,8 @@ def add_ratios(results: list[BenchResult], baseline: str) -> list[BenchResult]:
 
 
 def format_table(results: list[BenchResult], baseline: str) -> str:
-    """A plain-text table: env, num_envs, backend, steps/s, ratio to ``baseline``, PSS.
+    """A plain-text table: env, num_envs, backend, steps/s, ratio to ``baseline``, PSS, and the spread of
+    the repeats (`spread`).
 
     Under the table: what each backend chose from what it measured, the backends not measured and
     why, and last, once, the advice some of those measurements gave (``backend='sync' would be faster``).
@@ -62,7 +63,8 @@ def format_table(results: list[BenchResult], baseline: str) -> str:
     measured = [r for r in results if not r.skipped]
     width = max([12] + [len(r.backend) for r in measured])
     header = (
-        f"{'env':<24} {'envs':>5} {'backend':<{width}} {'steps/s':>12} {'x ' + baseline:>14} {'PSS MB':>8}"
+        f"{'env':<24} {'envs':>5} {'backend':<{width}} {'steps/s':>12} {'x ' + baseline:>14} {'PSS MB':>8} "
+        f"{'repeats':>8}"
     )
     lines = [header, "-" * len(header)]
     for r in measured:
@@ -70,7 +72,7 @@ def format_table(results: list[BenchResult], baseline: str) -> str:
         pss = f"{r.pss_mb:.0f}" if r.pss_mb is not None else "-"
         lines.append(
             f"{r.env_id:<24} {r.num_envs:>5} {r.backend:<{width}} {r.steps_per_second:>12,.0f} "
-            f"{ratio:>14} {pss:>8}"
+            f"{ratio:>14} {pss:>8} {spread(r):>8}"
         )
     advice: dict[str, list[str]] = {}
     for r in measured:
@@ -84,6 +86,15 @@ def format_table(results: list[BenchResult], baseline: str) -> str:
     lines += [f"not measured: {backend}: {reason}" for backend, reason in skipped.items()]
     lines += [f"note ({', '.join(where)}): {text}" for text, where in advice.items()]
     return "\n".join(lines)
+
+
+def spread(result: BenchResult) -> str:
+    """How far the repeats lay from each other: half their range, as a share of the median (``±4%``);
+    "-" for one repeat. A ratio between two backends that moves less than this is noise."""
+    if len(result.samples) < 2 or not result.steps_per_second:
+        return "-"
+    half_range = (max(result.samples) - min(result.samples)) / 2
+    return f"±{half_range / result.steps_per_second:.0%}"
 
 
 def split_advice(note: str) -> tuple[str, list[str]]:
