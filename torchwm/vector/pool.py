@@ -618,7 +618,7 @@ class WorkerPool(VectorEnv):
     def _answer(
         self, handle: WorkerHandle, deadline: Deadline, doing: str, resend: ControlCommand | None = None
     ) -> Any:
-        """The answer to the command ``transport`` was sent; torchwm's error for anything else.
+        """The answer to the command ``handle``'s worker was sent; torchwm's error for anything else.
 
         A worker that is gone fails the vector env for good, unless ``resend`` is given and
         ``restart_on_crash`` restarts it: ``resend`` then goes to the new worker.
@@ -653,7 +653,7 @@ class WorkerPool(VectorEnv):
     # -- restarts --------------------------------------------------------------------------------
 
     def _on_crash(self, handle: WorkerHandle, gone: WorkerGone, doing: str, deadline: Deadline) -> None:
-        """Restart ``transport``'s worker (restart_on_crash) and mark its envs in flight ready, or fail for
+        """Restart ``handle``'s worker (restart_on_crash) and mark its envs in flight ready, or fail for
         good."""
         if not self.restart_on_crash or not gone.restartable or self._failure is not None:
             error = self._gone_error(handle, gone, doing)
