@@ -370,9 +370,7 @@ class AleNativeVectorEnv(VectorEnv):
             self._row_order = None if same_order else ids
         except Exception as exc:
             # An error met because another thread's close() dropped ALE's env (None) is that close's.
-            closed = self._closed_meanwhile("sending a step")
-            if closed is not None:
-                raise closed from exc
+            self._raise_if_closed_meanwhile("sending a step", exc)
             raise
         finally:
             self._user = None
@@ -414,9 +412,7 @@ class AleNativeVectorEnv(VectorEnv):
                 infos = {key: value[rows] for key, value in infos.items()}
             return obs, rewards, terminations, truncations, infos
         except Exception as exc:
-            closed = self._closed_meanwhile("receiving a step")
-            if closed is not None:
-                raise closed from exc
+            self._raise_if_closed_meanwhile("receiving a step", exc)
             raise
         finally:
             self._user = None

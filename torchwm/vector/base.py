@@ -355,9 +355,7 @@ class VectorEnv(gym.vector.VectorEnv):
             self._send_step(ids, actions)
             self._state.sent(ids, ranked, natural)
         except Exception as exc:
-            closed = self._closed_meanwhile("sending a step")
-            if closed is not None:
-                raise closed from exc
+            self._raise_if_closed_meanwhile("sending a step", exc)
             raise
         finally:
             self._user = None
@@ -420,9 +418,7 @@ class VectorEnv(gym.vector.VectorEnv):
             state.received(ids)
             return self._rows(ids, infos)
         except Exception as exc:
-            closed = self._closed_meanwhile("receiving a step")
-            if closed is not None:
-                raise closed from exc
+            self._raise_if_closed_meanwhile("receiving a step", exc)
             raise
         finally:
             self._user = None
@@ -583,13 +579,18 @@ class VectorEnv(gym.vector.VectorEnv):
         try:
             yield
         except Exception as exc:
-            closed = self._closed_meanwhile(doing)
-            if closed is not None:
-                raise closed from exc
+            self._raise_if_closed_meanwhile(doing, exc)
             raise
         finally:
             self._user = None
             self._in_use.release()
+
+    def _raise_if_closed_meanwhile(self, doing: str, exc: BaseException) -> None:
+        """Raise `_closed_meanwhile`'s error, caused by ``exc`` (what the call met), if another thread's
+        close() cut this call short; else return, and the caller raises ``exc`` itself."""
+        closed = self._closed_meanwhile(doing)
+        if closed is not None:
+            raise closed from exc
 
     def _closed_meanwhile(self, doing: str) -> ClosedEnvironmentError | None:
         """The error for a call of this thread that another thread's close() cut short (None: no such
