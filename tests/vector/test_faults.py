@@ -1679,3 +1679,27 @@ def test_sync_refuses_a_second_thread_while_a_call_is_under_way():
     obs, rewards, *_ = vec.step(np.zeros(2, dtype=np.int64))  # usable: nothing was left in flight
     assert rewards.tolist() == [1.0, 1.0] and obs.tolist() == [[1.0], [1.0]]
     vec.close()
+
+
+def test_a_ctrl_c_during_a_workers_start_comes_after_it(monkeypatch):
+    from torchwm.vector.transports.processes import ctrl_c_after
+
+    done = []
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's, whatever this run had
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with ctrl_c_after():
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.05)  # the signal is handled here, and held
+                done.append("the start ended")
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, inherited)
+    assert done == ["the start ended"]
+    # A handler that is not Python's (an embedding program's) is left alone: it could not be put back.
+    monkeypatch.setattr(signal, "getsignal", lambda signum: None)
+    installed = []
+    monkeypatch.setattr(signal, "signal", lambda *args: installed.append(args))
+    with ctrl_c_after():
+        pass
+    assert installed == []

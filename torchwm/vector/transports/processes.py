@@ -472,13 +472,15 @@ def ctrl_c_after() -> Iterator[None]:
     milliseconds (the first under forkserver also waits for the server's imports, about a second), so
     the Ctrl-C waits that long and then reaches the caller as it would have, with the process known
     and closed by the vector env's cleanup. Signal handlers belong to the main thread;
-    elsewhere no SIGINT can interrupt, and nothing is held.
+    elsewhere no SIGINT can interrupt, and nothing is held; nor where the handler is not Python's (an
+    embedding program's), which could not be put back.
     """
-    if threading.current_thread() is not threading.main_thread():
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or previous is None:
         yield
         return
     held: list[Any] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: held.append(frame))
+    signal.signal(signal.SIGINT, lambda signum, frame: held.append(frame))
     try:
         yield
     finally:
