@@ -32,9 +32,12 @@ them) that a test left behind, from outside the backend: in ``/dev/shm`` and in 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
+import threading
 import time
 import traceback
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -50,6 +53,7 @@ from torchwm.vector.transports.shared_block import SEGMENT_PREFIX
 COUNTDOWN_ID = "torchwm/Countdown-v0"
 ATARI_ID = "ALE/Pong-v5"
 ATARI_FRAME_LIMIT = 400  # frames; with frame_skip 4, about 100 steps an episode
+DEADLINE = 60.0  # seconds a check waits for what must happen, generous for a loaded machine
 
 
 class CountdownEnv(gym.Env):
@@ -676,6 +680,44 @@ def check_close(target: BackendUnderTest) -> None:
     assert envs.closed, "leaving a with-block must close the env"
 
 
+def check_close_from_another_thread(target: BackendUnderTest) -> None:
+    """close() from another thread while a loop of steps and calls runs: the loop ends in one
+    ClosedEnvironmentError (never the raw error of what the close freed under it), and nothing hangs.
+    Closed at two moments of the loop."""
+    for delay in (0.0, 0.003):
+        envs = target.make(2, seed=0)
+        envs.reset()
+        errors: list[BaseException] = []
+        started = threading.Event()
+        user = threading.Thread(target=_step_until_error, args=(envs, errors, started), daemon=True)
+        user.start()
+        assert started.wait(DEADLINE), f"no step of the loop ended within {DEADLINE} s"
+        time.sleep(delay)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # Gymnasium's warning about the step pending in the other thread
+            envs.close()
+        user.join(DEADLINE)
+        assert not user.is_alive(), f"the stepping thread still runs {DEADLINE} s after close()"
+        assert len(errors) == 1 and isinstance(errors[0], ClosedEnvironmentError), (
+            f"the loop closed from another thread {delay} s after its first step ended in {errors!r}, "
+            f"expected one ClosedEnvironmentError"
+        )
+
+
+def _step_until_error(envs: Any, errors: list[BaseException], started: threading.Event) -> None:
+    """Step ``envs`` (and read an attribute every third step) until a call raises; keep what it raised."""
+    actions = np.zeros(envs.num_envs, dtype=np.int64)
+    try:
+        for calls in itertools.count():
+            envs.step(actions)
+            if calls % 3 == 2:
+                envs.get_attr("action_space")
+            started.set()
+    except BaseException as error:  # noqa: BLE001 - the check looks at it
+        errors.append(error)
+        started.set()
+
+
 def check_attributes(target: BackendUnderTest) -> None:
     """get_attr / call read every env; set_attr writes every env."""
     with target.make(2, seed=0) as envs:
@@ -747,6 +789,7 @@ CHECKS: list[Callable[[BackendUnderTest], None]] = [
     check_recv_deadline,
     check_batch_size,
     check_close,
+    check_close_from_another_thread,
     check_attributes,
     check_env_ids_in_calls,
 ]

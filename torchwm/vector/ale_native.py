@@ -59,9 +59,6 @@ BACKEND_OPTIONS = {"batch_size": None, "num_threads": 0, "thread_affinity_offset
 INFO_KEYS = ("lives", "frame_number", "episode_frame_number")
 
 SHMEM_HINT = 'use backend="shmem" (or "sync"), which runs any stack'
-# How long close() from another thread waits for that thread's call to leave before it drops ALE's env
-# anyway (as the pool backends do): ALE's waits cannot be interrupted, and a close must not hang on them.
-CLOSE_WAIT_SECONDS = 1.0
 
 
 def _refuse(spec: VecSpec, what: str) -> UnsupportedStackError:
@@ -477,24 +474,12 @@ class AleNativeVectorEnv(VectorEnv):
         )
 
     def _close(self) -> None:
-        me = threading.get_ident()
-        self._closer = me  # a call of another thread that this close cuts short raises ClosedEnvironmentError
-        held = self._in_use.acquire(blocking=False)
-        if not held and self._user != me:
-            # Another thread's call is under way (or has just taken the env): ALE's env is dropped once it
-            # has left, so that it never meets None halfway, or after a bounded wait (ALE's waits cannot be
-            # interrupted); the call then raises ClosedEnvironmentError rather than return its results.
-            held = self._in_use.acquire(timeout=CLOSE_WAIT_SECONDS)
-        try:
-            if self._ale_env is not None:
-                self._ale_env.close()
-                # Dropping the last reference stops and joins ALE's threads (a call still inside ALE keeps
-                # its own reference until it returns).
-                self._ale_env = None
-                self._ale = None
-        finally:
-            if held:
-                self._in_use.release()
+        # A call of another thread still inside ALE when close() stopped waiting for it (`_close_now`) keeps
+        # its own reference to ALE's env until it returns; dropping the last one stops ALE's threads.
+        if self._ale_env is not None:
+            self._ale_env.close()
+            self._ale_env = None
+            self._ale = None
 
 
 def make_ale_native(spec: VecSpec, **backend_kwargs: Any) -> AleNativeVectorEnv:

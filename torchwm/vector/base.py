@@ -16,7 +16,9 @@ batch buffers (``_observations``, ``_rewards``, ``_terminations``,
   for one that does not, the base class waits again for ``min_ready`` envs after the timeout.
 - ``_call(name, args, kwargs, ids) -> list`` and ``_set_attr(name, values, ids)``: on envs ``ids`` (a
   list of env indices, in the caller's order; every env by default), one value each.
-- ``_close()``: release everything; must not raise on a half-built env.
+- ``_close()``: release everything; must not raise on a half-built env. A close from another thread
+  first waits (``close_wait_seconds``) for a call under way to leave; a backend whose waits can be cut
+  short ends them in ``_interrupt()``.
 
 Which envs are in flight, ready, or must be reset lives in one `torchwm.vector.step_state.StepState`,
 ``_state``; its ``in_flight`` array and ``ready`` dict are also ``_in_flight`` and ``_ready``. A backend
@@ -167,6 +169,9 @@ class VectorEnv(gym.vector.VectorEnv):
     # its own cycle, as Tianshou's asynchronous collector wants). False for engines that step a batch as
     # a whole (ALE's vector env, EnvPool): they reset only with nothing in flight.
     resets_while_stepping: bool = True
+    # How long close() from another thread waits for a call under way to leave before it frees what that
+    # call may still use (a wait in C++ cannot be cut short; the call then raises ClosedEnvironmentError).
+    close_wait_seconds: float = 1.0
     # Closed until __init__ has built it: a backend that fails halfway (before calling this class's
     # __init__) is then neither closed again nor asked about pending calls.
     closed: bool = True
@@ -251,6 +256,12 @@ class VectorEnv(gym.vector.VectorEnv):
 
     def _close(self) -> None:
         raise NotImplementedError
+
+    def _interrupt(self) -> bool:
+        """Another thread's call is under way while this thread closes the env: end what that call waits on,
+        if the backend can (a pool ends its workers). Returns whether `close` should then wait for the call
+        to leave (False: it cannot be this process's, as in a forked copy of the env)."""
+        return True
 
     # -- the public contract ---------------------------------------------------------------------
 
@@ -504,12 +515,22 @@ class VectorEnv(gym.vector.VectorEnv):
         self._close_now()
 
     def _close_now(self) -> None:
+        """Close once. A call of another thread under way is cut short first (`_interrupt`), then waited for
+        (``close_wait_seconds`` at most), so that `_close` does not free what it still uses; it then raises
+        `ClosedEnvironmentError` (`_closed_meanwhile`), or returns its results if it ended first."""
         if self.closed:
             return
+        me = threading.get_ident()
+        self._closer = me
+        held = self._in_use.acquire(blocking=False)
+        if not held and self._user != me and self._interrupt():
+            held = self._in_use.acquire(timeout=self.close_wait_seconds)
         try:
             self._close()
         finally:
             self.closed = True
+            if held:
+                self._in_use.release()
 
     def __getstate__(self) -> dict[str, Any]:
         # A copy (deepcopy, pickle) has a hold of its own: a lock is neither copied nor pickled.

@@ -24,7 +24,6 @@ How a step travels through the pool and a transport: docs/concepts.md, "One shme
 from __future__ import annotations
 
 import os
-import threading
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
@@ -793,27 +792,23 @@ class WorkerPool(VectorEnv):
         }
         self._broadcast(commands, f"setting {name!r}")
 
-    def _close(self) -> None:
-        me = threading.get_ident()
-        self._closer = me
+    def _interrupt(self) -> bool:
+        # Another thread's call ends with its workers (its waits then raise ClosedEnvironmentError), and the
+        # buffers it reads are freed once it has left. Not in a forked copy: the workers are the owner's.
         self.restart_on_crash = False  # a worker this close ends is not to be replaced
-        held = self._in_use.acquire(blocking=False)
-        if not held and self._user not in (None, me) and os.getpid() == self._owner_pid:
-            # Another thread's call is under way. Its workers are ended first, which ends its waits (it then
-            # raises ClosedEnvironmentError), and the buffers it reads are freed once it has left, or after
-            # a bounded wait (an env it steps itself, inline, may keep it longer).
-            end_workers(self._handles)
-            held = self._in_use.acquire(timeout=CLOSE_GRACE_SECONDS)
-        try:
-            # The batch arrays may be views of memory the handle frees: dropped first, so that close()
-            # frees it at once (views handed out with copy=False keep it until they go).
-            for name in ("_observations", "_rewards", "_terminations", "_truncations"):
-                self.__dict__.pop(name, None)
-            if self._finalizer is not None:
-                self._finalizer()
-        finally:
-            if held:
-                self._in_use.release()
+        if os.getpid() != self._owner_pid:
+            return False
+        end_workers(self._handles)
+        return True
+
+    def _close(self) -> None:
+        self.restart_on_crash = False
+        # The batch arrays may be views of memory the handle frees: dropped first, so that close() frees it
+        # at once (views handed out with copy=False keep it until they go).
+        for name in ("_observations", "_rewards", "_terminations", "_truncations"):
+            self.__dict__.pop(name, None)
+        if self._finalizer is not None:
+            self._finalizer()
 
     @property
     def worker_pids(self) -> list[int | None]:
