@@ -32,6 +32,9 @@ from torchwm.vector.messages import (
     error_reply,
 )
 
+# Observations of rows up to this size are written in one write per step (`EnvGroup._write_all_obs`).
+_ONE_WRITE_MAX_ROW_BYTES = 4096
+
 
 def _wrong_shape(space: gym.Space, value: Any, path: tuple = ()) -> tuple[tuple, tuple, tuple] | None:
     """(path, shape, expected shape) of the first array of ``value`` (one env's observation of a Dict or
@@ -137,6 +140,9 @@ class EnvGroup:
 
     def step(self, local_ids: Sequence[int], actions: Any) -> list[dict]:
         """Step envs ``local_ids``; ``actions`` holds one row per id, in that order."""
+        envs, needs_reset = self.envs, self.needs_reset
+        array_actions = self._array_actions
+        observations: list[Any] = []
         infos = []
         rewards: list[SupportsFloat] = []
         terminations, truncations = [], []
@@ -146,28 +152,34 @@ class EnvGroup:
         # One try around the loops, none per env: free until an env raises (then it names the env).
         try:
             for row, i in enumerate(local_ids):
-                env = self.envs[i]
+                env = envs[i]
                 reward: SupportsFloat
-                if next_step and self.needs_reset[i]:
+                if next_step and needs_reset[i]:
                     obs, info = env.reset()
                     reward, terminated, truncated = 0.0, False, False
                 else:
-                    action = actions[row] if self._array_actions else get_row(self.action_space, actions, row)
+                    action = actions[row] if array_actions else get_row(self.action_space, actions, row)
                     obs, reward, terminated, truncated, info = env.step(action)
                     if same_step and (terminated or truncated):
                         # A copy: the env may reuse its observation buffer on the reset below.
                         final = {"final_obs": copy.deepcopy(obs), "final_info": info}
                         obs, reset_info = env.reset()
                         info = {**final, **reset_info}
-                self._write_obs(i, obs)
+                observations.append(obs)
                 rewards.append(reward)
                 terminations.append(terminated)
                 truncations.append(truncated)
-                self.needs_reset[i] = terminated or truncated
+                needs_reset[i] = terminated or truncated
                 infos.append(info)
-            i = None  # no env's own: the write below
-            # Written once for all envs: three numpy writes per env cost as much as a cheap env's step.
+            i = None  # no env's own: the writes below
+            # Written once for all envs, as Gymnasium concatenates them after its loop: a numpy write and a
+            # shape check per env cost as much as a cheap env's step.
             rows = slice(None) if local_ids == self._all_local else list(local_ids)
+            if not self._write_all_obs(rows, observations):
+                # A shape, a type or a value that does not fit: env by env, so that the error names the env.
+                for obs, i in zip(observations, local_ids, strict=True):
+                    self._write_obs(i, obs)
+                i = None
             if not self._write_flags(rows, rewards, terminations, truncations):
                 # A value that does not fit (a reward that is no number, say): env by env, as Gymnasium
                 # writes them, so that an error names the env that returned it.
@@ -179,6 +191,29 @@ class EnvGroup:
             blame_env(exc, i)
             raise
         return infos
+
+    def _write_all_obs(self, rows: Any, observations: list[Any]) -> bool:
+        """The observations of ``rows`` in one write, when the space is an array space and every one has its
+        shape; False (nothing raised, rows maybe half written) otherwise: the caller writes them one by one.
+        """
+        # Large rows (images) go env by env: there the one write's extra copy, through a whole batch, costs
+        # more than a write per env.
+        if not self._array_obs or self.observations.strides[0] > _ONE_WRITE_MAX_ROW_BYTES:
+            return False
+        try:
+            # One array, or an error for observations of differing shapes: the shapes are checked in C.
+            batch = np.asarray(observations)
+        except Exception:  # noqa: BLE001 - whatever it was, the env-by-env write raises it again, naming the env
+            return False
+        # The batch's shape, compared exactly: NumPy would broadcast observations all of shape (1,) into
+        # rows of shape (3,).
+        if batch.shape != (len(observations), *self._obs_shape):  # type: ignore[misc]
+            return False
+        try:
+            self.observations[rows] = batch
+        except (TypeError, ValueError):
+            return False
+        return True
 
     def _write_flags(self, rows: Any, rewards: list, terminations: list, truncations: list) -> bool:
         """Rewards and flags of ``rows`` in one write each; False (nothing raised) if a value does not fit."""

@@ -16,8 +16,8 @@ interrupted or failed, whose results are dropped when they come).
 `StepState` holds both and moves them only through its named transitions: `sent`, `worker_sent`,
 `worker_finished`, `collect` (with the fairness rule), `received`, `was_reset`, `mark_for_reset`,
 `abandon` and `fail`; its ``check_...`` methods say, with Gymnasium's exception types, why a call is
-refused. It does no I/O and starts nothing, so it is built before any worker starts and is tested on its
-own (tests/vector/test_step_state.py). `torchwm.vector.base.VectorEnv` owns one; a backend reads and moves
+refused. It does no I/O and starts nothing, so it is tested on its own, without any process
+(tests/vector/test_step_state.py). `torchwm.vector.base.VectorEnv` owns one; a backend reads and moves
 it through the same methods.
 """
 
