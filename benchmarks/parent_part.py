@@ -1,6 +1,7 @@
 """The parent's own part of a Pong 8 shmem step: the step's wall time less the time in the pool's wait for
-its workers (the same definition as `torchwm bench`'s note). Works on trees before and after the backend
-contract's split, where the wait was a classmethod of the shmem transport (`SharedMemoryWorker.wait`).
+its workers (the same definition as `torchwm bench`'s note). Works on trees with the stepper, with the
+group (the backend contract in two parts) and before it, where the wait was a classmethod of the shmem
+transport (`SharedMemoryWorker.wait`).
 
     PYTHONPATH=/path/to/tree python -P benchmarks/parent_part.py
 """
@@ -26,7 +27,9 @@ def timed(wait):
 
 
 env = torchwm.make_vec("ALE/Pong-v5", 8, backend="shmem", seed=0)
-if hasattr(env, "_group") and hasattr(env._group, "wait"):
+if hasattr(env, "_stepper"):
+    env._stepper.group.wait = timed(env._stepper.group.wait)
+elif hasattr(env, "_group") and hasattr(env._group, "wait"):
     env._group.wait = timed(env._group.wait)
 else:
     from torchwm.vector.transports.shared_memory import SharedMemoryWorker

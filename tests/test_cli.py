@@ -235,18 +235,19 @@ def test_check_reports_a_broken_backend(fresh_plugins, capsys):
 
     import torchwm
     from torchwm import plugins
-    from torchwm.vector.sync import SyncVectorEnv
+    from torchwm.vector.base import VectorEnv
+    from torchwm.vector.sync import SyncStepper
 
-    class NeverResets(SyncVectorEnv):
-        def _reset_envs(self, ids, seeds, options):
-            infos = super()._reset_envs(ids, [None] * len(ids), options)
-            self._observations[ids] = np.float32(0)
+    class NeverResets(SyncStepper):
+        def reset_envs(self, ids, seeds, options):
+            infos = super().reset_envs(ids, [None] * len(ids), options)
+            self.observations[ids] = np.float32(0)
             return infos
 
     class Plugin:
         @torchwm.hookimpl
         def register_backends(self, register):
-            register("broken", NeverResets)
+            register("broken", lambda spec, **options: VectorEnv(NeverResets(spec, **options)))
 
     plugins.register_plugin(Plugin(), name="broken-plugin")
     assert main(["check", "broken"]) == 1

@@ -510,7 +510,7 @@ def test_discrete_action_values_reach_the_env_as_in_gymnasium(backend):
 def test_action_values_are_checked_where_an_engine_would_crash():
     from torchwm.vector.batching import check_actions
 
-    assert not torchwm.vector.base.VectorEnv.check_action_values
+    assert not torchwm.vector.stepper.Stepper.check_action_values
     with pytest.raises(ValueError, match="out of range"):
         check_actions(spaces.Discrete(4), np.array([1, 4]), 2)  # the default, which ale-native uses
     assert check_actions(spaces.Discrete(4), np.array([1, 4]), 2, check_range=False).tolist() == [1, 4]

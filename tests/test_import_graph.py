@@ -101,6 +101,7 @@ LAYERS: dict[str, list[str]] = {
         "torchwm.vector",
         "torchwm.vector.base",
         "torchwm.vector.step_state",
+        "torchwm.vector.stepper",
         "torchwm.vector.pool",
         "torchwm.vector.sync",
         "torchwm.vector.subproc",

@@ -170,7 +170,7 @@ def test_a_steady_shmem_step_makes_no_more_parent_calls_than_the_page_says():
             sys.setprofile(profile)
             envs.send(actions)
             sys.setprofile(None)
-            while not envs._handles[0].poll():
+            while not envs._stepper._handles[0].poll():
                 pass
             sys.setprofile(profile)
             envs.recv()

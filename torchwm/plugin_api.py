@@ -9,9 +9,10 @@ tests/test_plugin_api.py fails when a plugin under plugins/ imports anything els
 What is here, by job:
 
 - Registering: `hookimpl`, the marker of a plugin's hook implementations (``register_backends``).
-- A backend: `VectorEnv`, the base class of every vector env (a backend implements five
-  primitives), `VecSpec`, what to build (`resolve_spec`: the spec `torchwm.make_vec` would build from the same
-  arguments), and `build_env` / `spec_env_fns`, one env of a spec.
+- A backend: `VectorEnv`, the base class of every vector env, over the backend's `Stepper` (how its
+  envs are reset, stepped, called and closed) and its `StepState`; `VecSpec`, what to build
+  (`resolve_spec`: the spec `torchwm.make_vec` would build from the same arguments), and `build_env` /
+  `spec_env_fns`, one env of a spec.
 - The checks every entry point shares, so that a plugin refuses bad input alike: `check_count`,
   `check_seed`, `check_timeout`, `check_batch_size`, `check_observation_mode`, `resolve_spaces`,
   `check_actions`, `check_pool_options`; `parse_for`, the Atari stack a backend can run natively.
@@ -36,7 +37,7 @@ from torchwm.atari_stack import parse_for
 from torchwm.factory import build_env, resolve_spec, spec_env_fns
 from torchwm.hookspecs import hookimpl
 from torchwm.spec import VecSpec, check_count, check_seed, check_timeout
-from torchwm.vector.base import VectorEnv, check_batch_size, check_observation_mode, resolve_spaces
+from torchwm.vector.base import VectorEnv
 from torchwm.vector.batching import (
     ARRAY_SPACES,
     check_actions,
@@ -61,6 +62,8 @@ from torchwm.vector.messages import (
     error_reply,
 )
 from torchwm.vector.pool import POOL_OPTIONS, WorkerPool, check_pool_options
+from torchwm.vector.step_state import StepState
+from torchwm.vector.stepper import Stepper, check_batch_size, check_observation_mode, resolve_spaces
 from torchwm.vector.transports.contract import (
     Batch,
     Deadline,
@@ -97,6 +100,8 @@ __all__ = [
     "ShareDescription",
     "Step",
     "StepLost",
+    "StepState",
+    "Stepper",
     "VecSpec",
     "VectorEnv",
     "WorkerChoice",

@@ -40,7 +40,7 @@ class GatedAle:
 
     def __init__(self, vec: Any, method: str) -> None:
         self.vec = vec
-        self.ale = vec._ale
+        self.ale = vec._stepper.ale
         self.method = method
         self.gate = threading.Event()
         self.entered = threading.Event()
@@ -54,7 +54,7 @@ class GatedAle:
         def gated(*args: Any) -> Any:
             self.entered.set()
             assert self.gate.wait(DEADLINE), "the test never opened the gate"
-            self.dropped = self.vec._ale is None
+            self.dropped = self.vec._stepper.ale is None
             return real(*args)
 
         return gated
@@ -62,7 +62,7 @@ class GatedAle:
 
 def gate(vec: Any, method: str) -> GatedAle:
     gated = GatedAle(vec, method)
-    vec._ale = gated
+    vec._stepper.ale = gated
     return gated
 
 
@@ -131,7 +131,7 @@ def test_a_second_thread_is_refused_while_a_call_is_under_way_and_changes_nothin
         gated.gate.set()
         first.finish()
     assert first.error is None, repr(first.error)
-    vec._ale = gated.ale
+    vec._stepper.ale = gated.ale
     # The refused calls (a reset and a send among them) reached nothing: the envs go on as a twin's.
     if under_way == "recv":
         np.testing.assert_array_equal(first.result[0], expected[0])
@@ -144,7 +144,7 @@ def test_a_second_thread_is_refused_while_a_call_is_under_way_and_changes_nothin
 def test_close_from_another_thread_waits_for_the_step_under_way(monkeypatch):
     """ALE's env is dropped only once the step under way has left: the step returns its own results, and
     the env is closed after."""
-    monkeypatch.setattr(ale_native.AleNativeVectorEnv, "close_wait_seconds", DEADLINE)
+    monkeypatch.setattr(ale_native.AleStepper, "close_wait_seconds", DEADLINE)
     expected = reference_steps(1)
     vec = make()
     vec.reset()
@@ -165,7 +165,7 @@ def test_close_from_another_thread_waits_for_the_step_under_way(monkeypatch):
     assert gated.dropped is False, "close() dropped ALE's env under the step"
     assert stepping.error is None and closing.error is None, (stepping.error, closing.error)
     np.testing.assert_array_equal(stepping.result[0], expected[0])
-    assert vec.closed and vec._ale is None
+    assert vec.closed and vec._stepper.ale is None
     with pytest.raises(ClosedEnvironmentError, match="is closed; make a new one"):
         vec.step(ACTIONS)
 
@@ -174,7 +174,7 @@ def test_close_from_another_thread_waits_for_the_step_under_way(monkeypatch):
 def test_a_call_that_close_stops_waiting_for_raises_closed_environment_error(monkeypatch, under_way):
     """A call still under way when close() stops waiting gets ClosedEnvironmentError, not the results of
     an env that is gone."""
-    monkeypatch.setattr(ale_native.AleNativeVectorEnv, "close_wait_seconds", 0.05)
+    monkeypatch.setattr(ale_native.AleStepper, "close_wait_seconds", 0.05)
     vec = make()
     vec.reset()
     gated = gate(vec, under_way)
@@ -185,7 +185,7 @@ def test_a_call_that_close_stops_waiting_for_raises_closed_environment_error(mon
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         vec.close()
-    assert vec.closed and vec._ale is None
+    assert vec.closed and vec._stepper.ale is None
     gated.gate.set()
     first.finish()
     assert gated.dropped is True
@@ -198,7 +198,7 @@ def test_a_call_that_close_stops_waiting_for_raises_closed_environment_error(mon
 def test_a_send_that_close_cuts_short_raises_closed_environment_error_not_attribute_error(monkeypatch):
     """A send held before it reaches ALE (in its action check) while another thread's close() drops ALE's
     env: ClosedEnvironmentError, never the AttributeError of the env it no longer has."""
-    monkeypatch.setattr(ale_native.AleNativeVectorEnv, "close_wait_seconds", 0.05)
+    monkeypatch.setattr(ale_native.AleStepper, "close_wait_seconds", 0.05)
     vec = make()
     vec.reset()
     entered, opened = threading.Event(), threading.Event()

@@ -163,7 +163,8 @@ def actions(fault=OK):
 def processes_of(envs):
     """The pids that run the envs (workers or actors), and the shared block's name (shmem)."""
     if hasattr(envs, "worker_pids"):
-        block = envs._batch.layout.name if isinstance(getattr(envs, "_batch", None), SharedBatch) else None
+        batch = envs._stepper._batch
+        block = batch.layout.name if isinstance(batch, SharedBatch) else None
         return [pid for pid in envs.worker_pids if pid is not None], block
     import ray
 
@@ -757,7 +758,7 @@ import sys, time, torchwm
 if __name__ == "__main__":
     envs = torchwm.make_vec("CartPole-v1", 4, backend="shmem", backend_kwargs={"num_workers": 2})
     envs.reset(seed=0)
-    print(envs._batch.layout.name, *envs.worker_pids, flush=True)
+    print(envs._stepper._batch.layout.name, *envs.worker_pids, flush=True)
     time.sleep(60)
 """
 
@@ -1255,11 +1256,13 @@ def test_the_parent_closing_its_pipe_still_ends_a_worker():
     )
     (pid,) = vec.worker_pids
     vec.reset(seed=0)
-    vec._handles[0].conn.close()  # as when the parent dies: the worker's reads end with EOF
+    vec._stepper._handles[0].conn.close()  # as when the parent dies: the worker's reads end with EOF
     deadline = time.monotonic() + DEADLINE
     while not gone(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert gone(pid) and vec._handles[0].process.exitcode == 0  # quietly, as nobody is left to answer
+    assert (
+        gone(pid) and vec._stepper._handles[0].process.exitcode == 0
+    )  # quietly, as nobody is left to answer
     vec.close()
 
 

@@ -118,7 +118,7 @@ def test_shmem_measures_its_waits_on_the_first_steps_and_logs_the_plan(caplog):
             vec.step(actions)
         plan = vec.wait_plan
         assert plan.how == "measured", plan
-        assert vec._batch.worker_spin[0] == plan.worker_spin  # what the workers read
+        assert vec._stepper._batch.worker_spin[0] == plan.worker_spin  # what the workers read
         assert plan.worker_spin in (SLOW_CALLER_WORKER_SPIN_SECONDS, MAX_SPIN_SECONDS)
         assert any(str(plan) in record.getMessage() for record in caplog.records)
     assert vec.wait_plan is None  # closed
@@ -129,7 +129,7 @@ def test_shmem_spin_seconds_is_what_the_workers_read():
         "CartPole-v1", num_envs=2, backend="shmem", seed=0, backend_kwargs={"spin_seconds": 0.0001}
     ) as vec:
         vec.reset(seed=0)
-        assert vec._batch.worker_spin[0] == 0.0001
+        assert vec._stepper._batch.worker_spin[0] == 0.0001
         assert (vec.wait_plan.parent_spin, vec.wait_plan.how) == (0.0001, "spin_seconds")
 
 

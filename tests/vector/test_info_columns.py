@@ -110,7 +110,7 @@ def count_column_steps(monkeypatch):
 
 
 def column_steps(envs) -> int:
-    return sum(handle.column_steps for handle in envs._handles)
+    return sum(handle.column_steps for handle in envs._stepper._handles)
 
 
 def run_both(ours, reference, steps: int, mode: str, num_envs: int, seed: int = 0) -> None:
@@ -257,7 +257,7 @@ def test_the_worker_writes_columns_and_the_keys_once():
     fns = [lambda: CountingEnv(length=1000, grow_after=20, nest_after=40)] * 2
     with torchwm.make_vec_from_fns(fns, backend="shmem", backend_kwargs=SHMEM) as envs:
         envs.reset(seed=0)
-        shared = envs._handles[0]._shared
+        shared = envs._stepper._handles[0]._shared
         statuses, schema_counts = [], []
         for _ in range(50):
             envs.step(np.zeros(2, dtype=np.int64))
@@ -268,7 +268,7 @@ def test_the_worker_writes_columns_and_the_keys_once():
         # One schema until step 20, another from then on.
         assert schema_counts[:19] == [schema_counts[0]] * 19
         assert schema_counts[19:] == [schema_counts[0] + 1] * 31
-        assert envs._handles[0].column_steps == 39
+        assert envs._stepper._handles[0].column_steps == 39
 
 
 def test_info_rows_read_as_dicts_and_batch_as_gymnasium():
@@ -313,11 +313,11 @@ def test_a_restarted_worker_writes_its_columns_again():
             plain(3000, 4),
         ]
         assert_same(infos, gymnasium_batch(expected))
-        before = envs._handles[0].column_steps
+        before = envs._stepper._handles[0].column_steps
         envs.step(np.zeros(4, dtype=np.int64))  # next_step: the restarted envs' reset step
         infos = envs.step(np.zeros(4, dtype=np.int64))[4]
         assert_same(infos, gymnasium_batch([plain(0, 1), plain(1000, 1), plain(2000, 6), plain(3000, 6)]))
-        assert envs._handles[0].column_steps == before + 2
+        assert envs._stepper._handles[0].column_steps == before + 2
 
 
 class KeyedInfoEnv(gym.Env):

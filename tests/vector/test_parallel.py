@@ -338,7 +338,7 @@ def test_close_is_idempotent_and_leaves_nothing_behind():
     pids = vec.worker_pids
     # The block has no name in /dev/shm even while in use; the parent and each worker map it.
     assert leaked_segments() == []
-    name = vec._batch.layout.name
+    name = vec._stepper._batch.layout.name
     assert name in mapped_segments() and all(name in mapped_segments(pid) for pid in pids)
     vec.close()
     vec.close()

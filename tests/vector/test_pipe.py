@@ -64,7 +64,7 @@ def test_raw_actions_of_the_wrong_size_are_an_error_of_that_step_only():
         "CartPole-v1", num_envs=4, backend="subproc", backend_kwargs={"num_workers": 2}
     ) as envs:
         envs.reset(seed=0)
-        worker = envs._handles[0]
+        worker = envs._stepper._handles[0]
         worker.send(RawStep(), raw=np.array([1], dtype=np.int64).data)  # one action for its two envs
         reply = worker.reply(Deadline.after(10))
         assert isinstance(reply, ErrorReply)

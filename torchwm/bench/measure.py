@@ -189,7 +189,7 @@ class ParentTime:
         self.waited = 0.0  # seconds in the wait, since the env was built
         self.own = 0.0  # seconds of the parent's own work, in the steps measured
         self.elapsed = 0.0  # seconds of those steps
-        group = envs._group
+        group = envs._stepper.group
         wait = group.wait
 
         def timed_wait(busy: Any, timeout: float | None, need_all: bool) -> bool:

@@ -4,7 +4,8 @@ Layers, each module one job::
 
     spec (torchwm.spec.VecSpec)          what to build
       -> backend (base.VectorEnv)        the public Gymnasium contract: checks, seeds, env_ids, infos
-        -> pool (pool.WorkerPool)        envs split over workers: routing, batches, deadlines, faults
+        -> stepper (stepper.Stepper)     the backend's part; for a pool (pool.PoolStepper): envs split
+                                         over workers, routing, batches, deadlines, faults
           -> transport (transports/)     how one worker is reached; each module holds both ends
 
 The backends, one module each (the name is the backend's):
@@ -15,11 +16,13 @@ The backends, one module each (the name is the backend's):
 
 What they are built from:
 
-- `base`: `VectorEnv`, the contract every backend keeps (also `check_batch_size`,
-  `resolve_spaces`); a backend implements five primitives.
+- `base`: `VectorEnv`, the contract every backend keeps, over the backend's stepper.
+- `stepper`: `Stepper`, what a backend implements (reset, step, wait, call, set_attr, close), and
+  the option checks every stepper shares (`check_batch_size`, `resolve_spaces`).
 - `step_state`: `StepState`, where each env is in its step cycle (in flight, ready, must reset)
   and each worker in its step, with the transitions between them.
-- `pool`: `WorkerPool`, everything a multi-worker backend needs, written once.
+- `pool`: `PoolStepper`, everything a multi-worker backend needs, written once, and `WorkerPool`,
+  the vector env over it.
 - `env_group`: `EnvGroup`, the envs one worker steps (autoreset, seeding); every backend steps
   its envs with it.
 - `messages`: the typed messages between a pool and its workers (`Step`, `Reset`, `Call`,

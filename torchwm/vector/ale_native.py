@@ -36,8 +36,9 @@ from torchwm.atari_stack import parse_for
 from torchwm.errors import ClosedEnvironmentError, UnsupportedStackError
 from torchwm.hookspecs import hookimpl
 from torchwm.spec import VecSpec
-from torchwm.vector.base import VectorEnv, check_batch_size
+from torchwm.vector.base import VectorEnv
 from torchwm.vector.batching import check_actions
+from torchwm.vector.stepper import Stepper, check_batch_size
 
 # "No frame limit" for ALE, whose own default is 108000 frames.
 NO_FRAME_LIMIT = 2**31 - 1
@@ -177,6 +178,122 @@ def ale_vector_kwargs(
     return {"game": game, "num_envs": n, **check_ale_vector_kwargs(n, kwargs)}
 
 
+class AleStepper(Stepper):
+    """ALE's C++ `AtariVectorEnv` (``ale_env``, and its C++ interface ``ale``) for an `AleNativeVectorEnv`,
+    whose own `reset`, `send` and `recv` call ALE directly: ALE answers with its own batch, which row
+    buffers would only copy, and in its asynchronous mode that batch is not every env. The stepper holds
+    ALE's env, answers the calls its C++ envs can, and closes it. Its arguments are
+    `AleNativeVectorEnv`'s."""
+
+    # An out-of-range action stops ALE's C++ worker with no answer: action values are checked in send.
+    check_action_values = True
+    resets_while_stepping = False  # ALE's vector env steps and resets its batch as a whole
+
+    def __init__(
+        self,
+        spec: VecSpec,
+        *,
+        batch_size: int | None = None,
+        num_threads: int = 0,
+        thread_affinity_offset: int = -1,
+    ) -> None:
+        kwargs = ale_vector_kwargs(
+            spec,
+            batch_size=batch_size,
+            num_threads=num_threads,
+            thread_affinity_offset=thread_affinity_offset,
+        )
+        # Refused here, not at the first reset: every env's seed (seed + i) must fit ALE's range.
+        check_first_seed(spec.seed, spec.num_envs, "ale-native: make_vec")
+        if batch_size is not None and batch_size < spec.num_envs and spec.autoreset is AutoresetMode.DISABLED:
+            raise _refuse(
+                spec,
+                "autoreset_mode='disabled' with batch_size < num_envs (ALE resets envs in "
+                "its asynchronous mode only all together)",
+            )
+        super().__init__(spec, batch_size=batch_size)
+        from ale_py.vector_env import AtariVectorEnv
+
+        ale_env = AtariVectorEnv(**kwargs)
+        if kwargs["use_fire_reset"] and not kwargs["full_action_space"]:
+            import ale_py
+
+            if ale_py.Action.FIRE not in list(ale_env.ale.get_action_set()):
+                ale_env.close()
+                raise ValueError(
+                    f"wrapper 'fire_reset' needs a game with a FIRE action, and {kwargs['game']!r} has none; "
+                    f"remove fire_reset from the stack"
+                )
+        self.ale_kwargs = kwargs
+        self.ale_env: Any = ale_env  # None after close
+        self.ale: Any = ale_env.ale
+        # Without frame_stack the stack axis ALE always has is dropped, as Gymnasium's chain has none.
+        self.squeeze = not any(w.name == "frame_stack" for w in spec.wrappers)
+        # grayscale_newaxis: ALE's gray frames get the channel axis AtariPreprocessing adds.
+        self.newaxis = parse_for(spec, "ale-native").channel_axis
+        single_obs = ale_env.single_observation_space
+        assert single_obs.shape is not None  # ALE's Box
+        shape = single_obs.shape[1:] if self.squeeze else single_obs.shape
+        if self.squeeze or self.newaxis:
+            single_obs = spaces.Box(0, 255, (*shape, 1) if self.newaxis else shape, np.uint8)
+        self.single_observation_space = single_obs
+        self.single_action_space = ale_env.single_action_space
+        self.metadata = {"render_modes": []}
+        # Whether each env's episode ended, for autoreset_mode 'disabled' (`_check_not_ended`); ALE's own
+        # results are returned as they come, never copied into rows.
+        self.terminations = np.zeros(self.num_envs, dtype=np.bool_)
+        self.truncations = np.zeros(self.num_envs, dtype=np.bool_)
+
+    def reset_envs(self, ids: np.ndarray, seeds: list[int | None], options: dict | None) -> list[dict]:
+        raise NotImplementedError("ale-native resets through AleNativeVectorEnv.reset, which calls ALE")
+
+    def send_step(self, ids: np.ndarray, actions: Any) -> None:
+        raise NotImplementedError("ale-native steps through AleNativeVectorEnv.send, which calls ALE")
+
+    def wait_ready(
+        self, candidates: np.ndarray, count: int, timeout: float | None, *, min_ready: int | None = None
+    ) -> tuple[np.ndarray, list[dict]]:
+        raise NotImplementedError("ale-native steps through AleNativeVectorEnv.recv, which calls ALE")
+
+    def call(self, name: str | Callable, args: tuple, kwargs: dict, ids: list[int]) -> list[Any]:
+        """Only ``get_action_meanings`` and the spaces: ALE's C++ envs have no Python attributes."""
+        if name == "render":
+            raise NotImplementedError(
+                "ale-native does not render; use backend='shmem' with render_mode='rgb_array'"
+            )
+        values = {
+            "observation_space": self.single_observation_space,
+            "action_space": self.single_action_space,
+            "render_mode": None,
+        }
+        if name in values and not args and not kwargs:
+            return [values[name]] * len(ids)
+        if name == "get_action_meanings" and not args and not kwargs:
+            import ale_py
+
+            names = {action: action.name for action in ale_py.Action.__members__.values()}
+            return [[names[a] for a in self.ale.get_action_set()] for _ in ids]
+        raise NotImplementedError(
+            f"ale-native cannot call {name!r} on its envs: they are C++ objects. It answers "
+            f"get_action_meanings, observation_space, action_space and render_mode; use backend='shmem' "
+            f"for anything else"
+        )
+
+    def set_attr(self, name: str, values: list[Any], ids: list[int]) -> None:
+        raise NotImplementedError(
+            f"ale-native cannot set {name!r}: its envs are C++ objects with no Python attributes; "
+            f"use backend='shmem'"
+        )
+
+    def close(self) -> None:
+        # A call of another thread still inside ALE when close() stopped waiting for it keeps its own
+        # reference to ALE's env until it returns; dropping the last one stops ALE's threads.
+        if self.ale_env is not None:
+            self.ale_env.close()
+            self.ale_env = None
+            self.ale = None
+
+
 class AleNativeVectorEnv(VectorEnv):
     """A `VecSpec` of an Atari game run by ALE's C++ `AtariVectorEnv`.
 
@@ -195,9 +312,7 @@ class AleNativeVectorEnv(VectorEnv):
         ((2, 4, 84, 84), dtype('uint8'))
     """
 
-    # An out-of-range action stops ALE's C++ worker with no answer: action values are checked in send.
-    check_action_values = True
-    resets_while_stepping = False  # ALE's vector env steps and resets its batch as a whole
+    _stepper: AleStepper
 
     def __init__(
         self,
@@ -207,53 +322,15 @@ class AleNativeVectorEnv(VectorEnv):
         num_threads: int = 0,
         thread_affinity_offset: int = -1,
     ) -> None:
-        self._ale_env: Any = None  # ALE's AtariVectorEnv once built, None after close
-        self.closed = True  # until built, so that __del__ of a refused spec does nothing
-        kwargs = ale_vector_kwargs(
+        stepper = AleStepper(
             spec,
             batch_size=batch_size,
             num_threads=num_threads,
             thread_affinity_offset=thread_affinity_offset,
         )
-        # Refused here, not at the first reset: every env's seed (seed + i) must fit ALE's range.
-        check_first_seed(spec.seed, spec.num_envs, "ale-native: make_vec")
-        if batch_size is not None and batch_size < spec.num_envs and spec.autoreset is AutoresetMode.DISABLED:
-            raise _refuse(
-                spec,
-                "autoreset_mode='disabled' with batch_size < num_envs (ALE resets envs in "
-                "its asynchronous mode only all together)",
-            )
-        from ale_py.vector_env import AtariVectorEnv
-
-        ale_env = AtariVectorEnv(**kwargs)
-        if kwargs["use_fire_reset"] and not kwargs["full_action_space"]:
-            import ale_py
-
-            if ale_py.Action.FIRE not in list(ale_env.ale.get_action_set()):
-                ale_env.close()
-                raise ValueError(
-                    f"wrapper 'fire_reset' needs a game with a FIRE action, and {kwargs['game']!r} has none; "
-                    f"remove fire_reset from the stack"
-                )
-        self._ale_env = ale_env
-        self._ale: Any = ale_env.ale
-        # Without frame_stack the stack axis ALE always has is dropped, as Gymnasium's chain has none.
-        self._squeeze = not any(w.name == "frame_stack" for w in spec.wrappers)
-        # grayscale_newaxis: ALE's gray frames get the channel axis AtariPreprocessing adds.
-        self._newaxis = parse_for(spec, "ale-native").channel_axis
-        single_obs = ale_env.single_observation_space
-        assert single_obs.shape is not None  # ALE's Box
-        shape = single_obs.shape[1:] if self._squeeze else single_obs.shape
-        if self._squeeze or self._newaxis:
-            single_obs = spaces.Box(0, 255, (*shape, 1) if self._newaxis else shape, np.uint8)
-        super().__init__(
-            spec,
-            single_obs,
-            ale_env.single_action_space,
-            metadata={"render_modes": []},
-            batch_size=batch_size,
-        )
-        self.ale_kwargs = kwargs
+        super().__init__(stepper)
+        self.ale_kwargs = stepper.ale_kwargs
+        self._squeeze, self._newaxis = stepper.squeeze, stepper.newaxis
         self._async = self.batch_size < self.num_envs
         if self._async:
             # ALE's asynchronous mode works on batches of batch_size envs, as EnvPool's does.
@@ -262,16 +339,11 @@ class AleNativeVectorEnv(VectorEnv):
             # else batch_space's copy of the single space's generator, as the base class
             if spec.seed is not None:
                 self.action_space.seed(spec.seed)
-        self._continuous = kwargs["continuous"]
+        self._continuous = self.ale_kwargs["continuous"]
         self._paddle_strength = np.ones(self.batch_size, dtype=np.float32)
         self._info_masks = {f"_{key}": np.ones(self.batch_size, dtype=np.bool_) for key in INFO_KEYS}
         self._last_ids = np.arange(self.batch_size)
         self._row_order: np.ndarray | None = None  # the env_ids order of the batch in flight, if not ALE's
-        # Whether each env's episode ended, for autoreset_mode 'disabled' (`_check_not_ended`); ALE's
-        # own results are returned as they come, never copied into rows.
-        self._terminations = np.zeros(self.num_envs, dtype=np.bool_)
-        self._truncations = np.zeros(self.num_envs, dtype=np.bool_)
-        self.closed = False
 
     # -- reset and step ----------------------------------------------------------------------------
     # Overridden, not primitives: ALE answers with its own batch, which the base class's row buffers
@@ -307,12 +379,12 @@ class AleNativeVectorEnv(VectorEnv):
             seeds = check_ale_seeds(seeds, "ale-native reset")
             self._first_reset_seed = None
             # -1: ALE's "no seed"
-            obs, infos = self._ale.reset(ids.tolist(), [-1 if s is None else s for s in seeds])
-            if self._ale is None:  # another thread's close() stopped waiting for this call (`_close`)
+            obs, infos = self._stepper.ale.reset(ids.tolist(), [-1 if s is None else s for s in seeds])
+            if self._stepper.ale is None:  # another thread's close() stopped waiting for this call
                 raise ClosedEnvironmentError("ALE's env was dropped during this reset")
             self._mark_reset(ids, seeds)
-            self._terminations[ids] = False
-            self._truncations[ids] = False
+            self._stepper.terminations[ids] = False
+            self._stepper.truncations[ids] = False
             self._last_ids = infos["env_id"].astype(np.int64)
             infos = self._with_masks(infos)
             obs = self._shaped(obs)
@@ -349,7 +421,7 @@ class AleNativeVectorEnv(VectorEnv):
                 self.single_action_space,
                 actions,
                 self.batch_size,
-                check_range=self.check_action_values,
+                check_range=self._stepper.check_action_values,
                 env_ids=self._last_ids if env_ids is None else ids,
             )
             actions = actions.astype(np.float32 if self._continuous else np.int64, copy=False)
@@ -357,10 +429,10 @@ class AleNativeVectorEnv(VectorEnv):
                 actions = actions[np.argsort(ids)[np.argsort(np.argsort(self._last_ids))]]
             self._check_not_ended(self._last_ids)
             if self._continuous:
-                self._ale_env.send(actions)
+                self._stepper.ale_env.send(actions)
             else:
-                self._ale.send(actions, self._paddle_strength)
-            self._in_flight[self._last_ids] = True
+                self._stepper.ale.send(actions, self._paddle_strength)
+            self._state.in_flight[self._last_ids] = True
             # recv returns the rows in the order env_ids gave them, as every backend does; in ALE's
             # asynchronous mode it returns whichever envs are ready first, in ALE's order.
             same_order = env_ids is None or self._async or np.array_equal(ids, self._last_ids)
@@ -383,16 +455,16 @@ class AleNativeVectorEnv(VectorEnv):
         self._user = threading.get_ident()
         try:
             self._state.recv_started()  # NoAsyncCallError if nothing was sent
-            obs, rewards, terminations, truncations, infos = self._ale.recv()
-            if self._ale is None:  # another thread's close() stopped waiting for this step (`_close`)
+            obs, rewards, terminations, truncations, infos = self._stepper.ale.recv()
+            if self._stepper.ale is None:  # another thread's close() stopped waiting for this step
                 raise ClosedEnvironmentError("ALE's env was dropped during this step")
-            self._in_flight[:] = False
+            self._state.in_flight[:] = False
             ids = infos["env_id"]
             if self._async:
                 self._last_ids = ids.astype(np.int64)
             if self.autoreset_mode is AutoresetMode.DISABLED:  # for _check_not_ended; ALE keeps no rows else
-                self._terminations[ids] = terminations
-                self._truncations[ids] = truncations
+                self._stepper.terminations[ids] = terminations
+                self._stepper.truncations[ids] = truncations
             infos = self._with_masks(infos)
             if "final_obs" in infos:
                 infos = self._final_obs_info(infos, terminations | truncations)
@@ -440,46 +512,6 @@ class AleNativeVectorEnv(VectorEnv):
         infos["final_obs"] = final_obs
         infos["_final_obs"] = ended.copy()
         return infos
-
-    # -- attributes: the base class's call/get_attr/set_attr/render over these primitives ------------
-
-    def _call(self, name: str | Callable, args: tuple, kwargs: dict, ids: list[int]) -> list[Any]:
-        """Only ``get_action_meanings`` and the spaces: ALE's C++ envs have no Python attributes."""
-        if name == "render":
-            raise NotImplementedError(
-                "ale-native does not render; use backend='shmem' with render_mode='rgb_array'"
-            )
-        values = {
-            "observation_space": self.single_observation_space,
-            "action_space": self.single_action_space,
-            "render_mode": None,
-        }
-        if name in values and not args and not kwargs:
-            return [values[name]] * len(ids)
-        if name == "get_action_meanings" and not args and not kwargs:
-            import ale_py
-
-            names = {action: action.name for action in ale_py.Action.__members__.values()}
-            return [[names[a] for a in self._ale.get_action_set()] for _ in ids]
-        raise NotImplementedError(
-            f"ale-native cannot call {name!r} on its envs: they are C++ objects. It answers "
-            f"get_action_meanings, observation_space, action_space and render_mode; use backend='shmem' "
-            f"for anything else"
-        )
-
-    def _set_attr(self, name: str, values: list[Any], ids: list[int]) -> None:
-        raise NotImplementedError(
-            f"ale-native cannot set {name!r}: its envs are C++ objects with no Python attributes; "
-            f"use backend='shmem'"
-        )
-
-    def _close(self) -> None:
-        # A call of another thread still inside ALE when close() stopped waiting for it (`_close_now`) keeps
-        # its own reference to ALE's env until it returns; dropping the last one stops ALE's threads.
-        if self._ale_env is not None:
-            self._ale_env.close()
-            self._ale_env = None
-            self._ale = None
 
 
 def make_ale_native(spec: VecSpec, **backend_kwargs: Any) -> AleNativeVectorEnv:

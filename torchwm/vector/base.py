@@ -3,28 +3,12 @@
 `VectorEnv` subclasses Gymnasium's `VectorEnv` and implements the public
 methods (`reset`, `step`, `send`, `recv`, `call`, `get_attr`, `set_attr`,
 `render`, `close`) once: seeds, ``env_ids``, ``reset_mask``, action checks,
-which envs have an action in flight, infos, closing. A backend provides the
-batch buffers (``_observations``, ``_rewards``, ``_terminations``,
-``_truncations``, one row per env) and five primitives:
-
-- ``_reset_envs(ids, seeds, options) -> infos``: reset those envs, fill their rows, block.
-- ``_send_step(ids, actions)``: start stepping those envs (``actions`` has one row per id).
-- ``_wait_ready(candidates, count, timeout) -> (ids, infos)``: wait until ``count`` of the
-  candidate envs have finished, return those ids (first ready) and their infos; `EnvTimeoutError`
-  after ``timeout`` seconds, with the envs still in flight. A backend may also take a keyword
-  ``min_ready`` (`recv`'s: at the timeout, return every env ready if at least ``min_ready`` are);
-  for one that does not, the base class waits again for ``min_ready`` envs after the timeout.
-- ``_call(name, args, kwargs, ids) -> list`` and ``_set_attr(name, values, ids)``: on envs ``ids`` (a
-  list of env indices, in the caller's order; every env by default), one value each.
-- ``_close()``: release everything; must not raise on a half-built env. A close from another thread
-  first waits (``close_wait_seconds``) for a call under way to leave; a backend whose waits can be cut
-  short ends them in ``_interrupt()``.
-
-Which envs are in flight, ready, or must be reset lives in one `torchwm.vector.step_state.StepState`,
-``_state``; its ``in_flight`` array and ``ready`` dict are also ``_in_flight`` and ``_ready``. A backend
-whose waits bring more envs than `recv` asked for keeps the extra ones in ``_ready`` (env id -> infos,
-their rows already in the batch) and answers ``_wait_ready`` with ``_collect_ready(count)``, which serves
-the envs sent longest ago first.
+which envs have an action in flight, the order of rows, infos, closing. What
+only a backend knows, how its envs are reset, stepped, called and closed, it
+hands to its `torchwm.vector.stepper.Stepper` (``_stepper``), once the
+caller's arguments are checked: a step goes from here to the stepper and back
+once. Which envs are in flight, ready, or must be reset lives in the
+stepper's `torchwm.vector.step_state.StepState` (``_state`` here too).
 
 One thread at a time: `send`, `recv`, `reset`, `call` and `set_attr` hold a lock for their call, and
 refuse (`AlreadyPendingCallError`) a call from a second thread meanwhile; a call that another thread's
@@ -32,9 +16,7 @@ refuse (`AlreadyPendingCallError`) a call from a second thread meanwhile; a call
 
 Gymnasium's asynchronous names are here too: ``step_async``/``step_wait`` are
 `send`/`recv`, and `reset_async` checks a reset and holds it for `reset_wait`,
-which runs it under its own timeout. `resolve_spaces` applies Gymnasium's
-``observation_mode`` to the spaces of every env, for the backends that build
-envs themselves.
+which runs it under its own timeout.
 """
 
 from __future__ import annotations
@@ -48,182 +30,58 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.spaces.utils import is_space_dtype_shape_equiv
 from gymnasium.vector import AutoresetMode
-from gymnasium.vector.utils import batch_differing_spaces, batch_space
+from gymnasium.vector.utils import batch_space
 
 from torchwm.errors import AlreadyPendingCallError, ClosedEnvironmentError, EnvTimeoutError, NoAsyncCallError
 from torchwm.spec import VecSpec, check_count, check_seed, check_timeout
 from torchwm.vector.batching import ARRAY_SPACES, InfoBatcher, check_actions, take_rows, view_rows
-from torchwm.vector.step_state import StepState
-
-ObservationMode = str | tuple[gym.Space, gym.Space]
-
-
-def check_batch_size(batch_size: Any, num_envs: int, owner: str = "") -> int | None:
-    """The ``batch_size`` option (how many envs `recv` returns at the least): None (every env in flight) or
-    an int from 1 to ``num_envs``; every backend checks it here, before anything starts.
-
-    Args:
-        owner: names the backend in the message (``"shmem: "``), or ``""``.
-    """
-    if batch_size is None:
-        return None
-    batch_size = check_count(f"{owner}batch_size", batch_size)
-    if batch_size > num_envs:
-        raise ValueError(f"{owner}batch_size must be an int from 1 to num_envs={num_envs}, got {batch_size}")
-    return batch_size
-
-
-def check_observation_mode(observation_mode: Any) -> ObservationMode:
-    """Gymnasium's ``observation_mode`` option, checked as its vector envs check it (same types, same words).
-
-    ``"same"`` (every env has the same observation space), ``"different"`` (spaces of one shape and dtype,
-    batched with Gymnasium's `batch_differing_spaces`), or a tuple ``(batched space, single space)``, in
-    the order Gymnasium's vector envs read it.
-    """
-    if isinstance(observation_mode, tuple) and len(observation_mode) == 2:
-        if not all(isinstance(space, gym.Space) for space in observation_mode):
-            raise TypeError(
-                f"Expected both elements of observation_mode to be Spaces, got {type(observation_mode[0])} "
-                f"and {type(observation_mode[1])}"
-            )
-        return observation_mode
-    if isinstance(observation_mode, str) and observation_mode in ("same", "different"):
-        return observation_mode
-    raise ValueError(
-        f"Invalid `observation_mode`, expected: 'same' or 'different' or tuple of single and batch "
-        f"observation space, actual got {observation_mode!s:.200}"
-    )
-
-
-def resolve_spaces(
-    owner: str,
-    observation_mode: ObservationMode,
-    observation_spaces: list[gym.Space],
-    action_spaces: list[gym.Space],
-) -> tuple[gym.Space, gym.Space, gym.Space]:
-    """(single observation space, batched observation space, single action space) of envs with these spaces.
-
-    Every env is checked, as Gymnasium's vector envs check them, with a ``RuntimeError`` that starts with
-    Gymnasium's sentence and names the env: under ``"same"`` each observation space must equal env 0's,
-    otherwise have the single space's shape and dtype; every action space must equal env 0's.
-
-    Args:
-        owner: the class named in the message (``SyncVectorEnv``, ...).
-        observation_mode: as `check_observation_mode` returns it.
-        observation_spaces, action_spaces: one per env, in env order.
-    """
-    same = isinstance(observation_mode, str) and observation_mode == "same"
-    if isinstance(observation_mode, tuple):
-        batched, single = observation_mode
-    else:
-        batched, single = None, observation_spaces[0]
-    for i, space in enumerate(observation_spaces):
-        if same and space != single:
-            raise RuntimeError(
-                f"{owner}(..., observation_mode='same') however the sub-environments observation spaces are "
-                f"not equivalent. (env {i} has observation space {space}, unlike env 0's {single}.) If "
-                f"this is intentional, use `observation_mode='different'` instead."
-            )
-        if not same and not is_space_dtype_shape_equiv(space, single):
-            raise RuntimeError(
-                f"{owner}(..., observation_mode='different' or custom space) however the sub-environments "
-                f"observation spaces do not share a common shape and dtype: env {i} has observation space "
-                f"{space}, and the single observation space is {single}"
-            )
-    for i, space in enumerate(action_spaces):
-        if space != action_spaces[0]:
-            raise RuntimeError(
-                f"Sub-environment action space doesn't make the `single_action_space`: env {i} has action "
-                f"space {space}, unlike env 0's {action_spaces[0]}; every env of a vector env must have the "
-                f"same one"
-            )
-    if batched is None:
-        n = len(observation_spaces)
-        batched = batch_space(single, n) if same else batch_differing_spaces(observation_spaces)
-    return single, batched, action_spaces[0]
+from torchwm.vector.stepper import Stepper
 
 
 class VectorEnv(gym.vector.VectorEnv):
-    """A Gymnasium vector env built from a `VecSpec`, with Tianshou's and EnvPool's partial and async calls.
+    """A Gymnasium vector env over a backend's `Stepper`, with Tianshou's and EnvPool's partial and async
+    calls.
 
     Args:
-        spec: what was built; ``vec.spec`` returns it.
-        single_observation_space, single_action_space: the spaces of one env.
-        metadata: the env's metadata; ``autoreset_mode`` is added.
-        render_mode: the env's render mode.
-        batch_size: how many envs `recv` returns at the least wait (``None``: all in flight).
-        timeout: seconds any wait on envs may take before `EnvTimeoutError` (``None`` or ``math.inf``:
-            no limit in the base class; parallel backends set their own default).
-        copy: return copies of the observation batch (``False`` returns the backend's buffer, which
-            the next call overwrites).
-        observation_space: the batched observation space, where it is not ``batch_space`` of the single
-            one (Gymnasium's ``observation_mode``, see `resolve_spaces`).
+        stepper: the backend's envs, started (its spec, spaces, batch, ``batch_size`` and ``timeout``).
+        copy: return copies of the observation batch (``False`` returns the stepper's buffer, which the
+            next call overwrites).
     """
 
-    # True for a backend whose envs an out-of-range discrete action would crash (C++ engines such as
-    # EnvPool's): `send` then checks action values too. Python envs get any value, as in Gymnasium.
-    check_action_values: bool = False
-    # Whether `reset(env_ids=...)` may reset envs while other envs have a step in flight (each env lives
-    # its own cycle, as Tianshou's asynchronous collector wants). False for engines that step a batch as
-    # a whole (ALE's vector env, EnvPool): they reset only with nothing in flight.
-    resets_while_stepping: bool = True
-    # How long close() from another thread waits for a call under way to leave before it frees what that
-    # call may still use (a wait in C++ cannot be cut short; the call then raises ClosedEnvironmentError).
-    close_wait_seconds: float = 1.0
-    # Closed until __init__ has built it: a backend that fails halfway (before calling this class's
-    # __init__) is then neither closed again nor asked about pending calls.
+    # Closed until __init__ has built it: a backend whose stepper fails to start is neither closed again
+    # nor asked about pending calls.
     closed: bool = True
 
-    _observations: Any
-    _rewards: np.ndarray
-    _terminations: np.ndarray
-    _truncations: np.ndarray
-
-    def __init__(
-        self,
-        spec: VecSpec,
-        single_observation_space: gym.Space,
-        single_action_space: gym.Space,
-        *,
-        metadata: dict[str, Any] | None = None,
-        render_mode: str | None = None,
-        batch_size: int | None = None,
-        timeout: float | None = None,
-        copy: bool = True,
-        observation_space: gym.Space | None = None,
-    ) -> None:
+    def __init__(self, stepper: Stepper, *, copy: bool = True) -> None:
+        spec = stepper.spec
         n = spec.num_envs
-        batch_size = check_batch_size(batch_size, n)
-        timeout = check_timeout(timeout)
+        self._stepper = stepper
+        self._state = stepper.state
         self._vec_spec = spec
         self.num_envs = n
-        self.single_observation_space = single_observation_space
+        single_observation_space = self.single_observation_space = stepper.single_observation_space
         # One array per batch (a Box, Discrete, ...): recv copies it without walking the space.
         self._array_rows = isinstance(single_observation_space, ARRAY_SPACES)
-        self.single_action_space = single_action_space
+        self.single_action_space = stepper.single_action_space
         self.observation_space = (
-            batch_space(single_observation_space, n) if observation_space is None else observation_space
+            batch_space(single_observation_space, n)
+            if stepper.observation_space is None
+            else stepper.observation_space
         )
         # batch_space gives the batched space a copy of env 0's action-space generator, as in Gymnasium:
         # vector envs of identically seeded envs sample the same actions. Reseeded only for a given seed.
-        self.action_space = batch_space(single_action_space, n)
+        self.action_space = batch_space(self.single_action_space, n)
         if spec.seed is not None:
             self.action_space.seed(spec.seed)
         self.autoreset_mode: AutoresetMode = spec.autoreset
-        self.metadata = {**(metadata or {}), "autoreset_mode": self.autoreset_mode}
-        self.render_mode = render_mode
-        self.batch_size = batch_size or n
-        self.timeout = timeout
+        self.metadata = {**(stepper.metadata or {}), "autoreset_mode": self.autoreset_mode}
+        self.render_mode = stepper.render_mode
+        self.batch_size = stepper.state.batch_size
         self.copy = copy
         self._first_reset_seed = spec.seed
         # the last seed each env was reset with; -1: none (seeds may exceed int64)
         self._given_seeds = [-1] * n
-        self._state = StepState(n, self.batch_size)
-        # The state's own array and dict, under the names backends use to read and fill them.
-        self._in_flight = self._state.in_flight
-        self._ready = self._state.ready
         self._pending_reset: tuple[Any, Any] | None = None  # (seed, options) of reset_async, for reset_wait
         # Held by the call that talks to the envs: one thread at a time (`_enter`).
         self._in_use = threading.Lock()
@@ -235,33 +93,24 @@ class VectorEnv(gym.vector.VectorEnv):
         self._all_ids.flags.writeable = False  # shared by every full-batch call
         self.closed = False
 
-    # -- what a backend implements ---------------------------------------------------------------
+    @property
+    def timeout(self) -> float | None:
+        """Seconds any wait on envs may take before `EnvTimeoutError` (None: no limit); settable."""
+        return self._stepper.timeout
 
-    def _reset_envs(self, ids: np.ndarray, seeds: list[int | None], options: dict | None) -> list[dict]:
-        raise NotImplementedError
+    @timeout.setter
+    def timeout(self, value: float | None) -> None:
+        self._stepper.timeout = value
 
-    def _send_step(self, ids: np.ndarray, actions: Any) -> None:
-        raise NotImplementedError
+    @property
+    def resets_while_stepping(self) -> bool:
+        """Whether `reset(env_ids=...)` may reset envs while others have a step in flight (`Stepper`)."""
+        return self._stepper.resets_while_stepping
 
-    def _wait_ready(
-        self, candidates: np.ndarray, count: int, timeout: float | None, *, min_ready: int | None = None
-    ) -> tuple[np.ndarray, list[dict]]:
-        raise NotImplementedError
-
-    def _call(self, name: str | Callable, args: tuple, kwargs: dict, ids: list[int]) -> list[Any]:
-        raise NotImplementedError
-
-    def _set_attr(self, name: str, values: list[Any], ids: list[int]) -> None:
-        raise NotImplementedError
-
-    def _close(self) -> None:
-        raise NotImplementedError
-
-    def _interrupt(self) -> bool:
-        """Another thread's call is under way while this thread closes the env: end what that call waits on,
-        if the backend can (a pool ends its workers). Returns whether `close` should then wait for the call
-        to leave (False: it cannot be this process's, as in a forked copy of the env)."""
-        return True
+    @property
+    def check_action_values(self) -> bool:
+        """Whether `send` checks action values too, for envs a bad one would crash (`Stepper`)."""
+        return self._stepper.check_action_values
 
     # -- the public contract ---------------------------------------------------------------------
 
@@ -286,7 +135,7 @@ class VectorEnv(gym.vector.VectorEnv):
             ids, seeds, options = self._reset_request(seed, options, env_ids)
             self._check_can_reset(ids)
             self._first_reset_seed = None
-            infos = self._reset_envs(ids, seeds, options)
+            infos = self._stepper.reset_envs(ids, seeds, options)
             self._mark_reset(ids, seeds)
             if env_ids is not None:
                 obs, _, _, _, batched = self._rows(ids, infos)
@@ -323,8 +172,8 @@ class VectorEnv(gym.vector.VectorEnv):
                 "reset",
             )
         (seed, options), self._pending_reset = self._pending_reset, None
-        # The primitives take no timeout (their signatures are the documented plugin interface): every
-        # backend reads `self.timeout` for each wait on its envs, so this reset's deadline is set there,
+        # A stepper's methods take no timeout (their signatures are the documented plugin interface): every
+        # stepper reads its `timeout` for each wait on its envs, so this reset's deadline is set there,
         # for this call only.
         default_timeout, self.timeout = self.timeout, timeout
         try:
@@ -352,7 +201,11 @@ class VectorEnv(gym.vector.VectorEnv):
             # Values are the env's business, as in Gymnasium (only count, shape and dtype are checked),
             # unless the backend's engine cannot take any value.
             actions = check_actions(
-                self.single_action_space, actions, len(ids), check_range=self.check_action_values, env_ids=ids
+                self.single_action_space,
+                actions,
+                len(ids),
+                check_range=self._stepper.check_action_values,
+                env_ids=ids,
             )
             if self.autoreset_mode is AutoresetMode.DISABLED:
                 self._check_not_ended(ids)
@@ -363,7 +216,7 @@ class VectorEnv(gym.vector.VectorEnv):
                 # Every env, in another order: backends take a whole batch in env order.
                 order = np.argsort(ids)
                 actions, ids = take_rows(self.single_action_space, actions, order), self._all_ids
-            self._send_step(ids, actions)
+            self._stepper.send_step(ids, actions)
             self._state.sent(ids, ranked, natural)
         except Exception as exc:
             self._raise_if_closed_meanwhile("sending a step", exc)
@@ -391,12 +244,12 @@ class VectorEnv(gym.vector.VectorEnv):
             self._enter("receiving a step")  # refuses the call, or takes the env after all
         self._user = threading.get_ident()
         try:
-            timeout = self.timeout if timeout is None else check_timeout(timeout, "recv(timeout=)")
+            timeout = self._stepper.timeout if timeout is None else check_timeout(timeout, "recv(timeout=)")
             state = self._state
             candidates = state.recv_started()
             count = min(self.batch_size, candidates.size)
             if min_ready is None:
-                ids, infos = self._wait_ready(candidates, count, timeout)
+                ids, infos = self._stepper.wait_ready(candidates, count, timeout)
             else:
                 ids, infos = self._wait_with_deadline(
                     candidates, count, timeout, min(check_count("min_ready", min_ready), count)
@@ -406,7 +259,7 @@ class VectorEnv(gym.vector.VectorEnv):
                 if any(infos):  # else their order does not matter
                     by_env = dict(zip(np.asarray(ids).tolist(), infos, strict=True))
                     infos = [by_env[i] for i in range(self.num_envs)]
-                observations = self._observations
+                observations = self._stepper.observations
                 if self.copy:
                     # An array batch is copied here: no call on the hot path.
                     if self._array_rows:
@@ -417,9 +270,9 @@ class VectorEnv(gym.vector.VectorEnv):
                     observations = view_rows(self.single_observation_space, observations, None)
                 return (
                     observations,
-                    self._rewards.copy(),
-                    self._terminations.copy(),
-                    self._truncations.copy(),
+                    self._stepper.rewards.copy(),
+                    self._stepper.terminations.copy(),
+                    self._stepper.truncations.copy(),
                     InfoBatcher(self.num_envs).batch(infos) if any(infos) else {},
                 )
             ids = np.asarray(ids, dtype=np.int64)
@@ -474,7 +327,7 @@ class VectorEnv(gym.vector.VectorEnv):
         doing = f"calling {name!r}" if isinstance(name, str) else f"calling {getattr(name, '__name__', name)}"
         with self._held(doing):
             self._check_nothing_pending("call_async")
-            return tuple(self._call(name, args, kwargs, self._env_ids(env_ids).tolist()))
+            return tuple(self._stepper.call(name, args, kwargs, self._env_ids(env_ids).tolist()))
 
     def get_attr(self, name: str, env_ids: Any = None) -> tuple[Any, ...]:
         """Attribute ``name`` of every env, or of the envs ``env_ids`` (in that order)."""
@@ -492,13 +345,13 @@ class VectorEnv(gym.vector.VectorEnv):
                 raise ValueError(
                     f"set_attr({name!r}) expected {len(ids)} values, one per env, got {len(values)}"
                 )
-            self._set_attr(name, list(values), ids)
+            self._stepper.set_attr(name, list(values), ids)
 
     def render(self) -> tuple[Any, ...]:
         return self.call("render")
 
     def close_extras(self, **kwargs: Any) -> None:
-        self._close()
+        self._close_now()
 
     def close(self, **kwargs: Any) -> None:
         """Release every env, worker and buffer; safe to call twice.
@@ -515,18 +368,19 @@ class VectorEnv(gym.vector.VectorEnv):
         self._close_now()
 
     def _close_now(self) -> None:
-        """Close once. A call of another thread under way is cut short first (`_interrupt`), then waited for
-        (``close_wait_seconds`` at most), so that `_close` does not free what it still uses; it then raises
-        `ClosedEnvironmentError` (`_closed_meanwhile`), or returns its results if it ended first."""
+        """Close once. A call of another thread under way is cut short first (`Stepper.interrupt`), then
+        waited for (``close_wait_seconds`` at most), so that the stepper's close does not free what it uses;
+        it then raises `ClosedEnvironmentError` (`_closed_meanwhile`), or returns its results if it ended
+        first."""
         if self.closed:
             return
         me = threading.get_ident()
         self._closer = me
         held = self._in_use.acquire(blocking=False)
-        if not held and self._user != me and self._interrupt():
-            held = self._in_use.acquire(timeout=self.close_wait_seconds)
+        if not held and self._user != me and self._stepper.interrupt():
+            held = self._in_use.acquire(timeout=self._stepper.close_wait_seconds)
         try:
-            self._close()
+            self._stepper.close()
         finally:
             self.closed = True
             if held:
@@ -608,7 +462,10 @@ class VectorEnv(gym.vector.VectorEnv):
 
     def _raise_if_closed_meanwhile(self, doing: str, exc: BaseException) -> None:
         """Raise `_closed_meanwhile`'s error, caused by ``exc`` (what the call met), if another thread's
-        close() cut this call short; else return, and the caller raises ``exc`` itself."""
+        close() cut this call short; else return, and the caller raises ``exc`` itself. A stepper that closed
+        itself (a fault that leaves nothing usable) closes this env too: it says so from then on."""
+        if self._stepper.closed:
+            self._close_now()
         closed = self._closed_meanwhile(doing)
         if closed is not None:
             raise closed from exc
@@ -637,7 +494,9 @@ class VectorEnv(gym.vector.VectorEnv):
         if pending == "reset":
             detail = "reset_async() was called: reset_wait() first"
         else:
-            detail = f"envs {np.flatnonzero(self._in_flight).tolist()} have actions in flight; recv() first"
+            detail = (
+                f"envs {np.flatnonzero(self._state.in_flight).tolist()} have actions in flight; recv() first"
+            )
         raise AlreadyPendingCallError(
             f"Calling `{calling}` while waiting for a pending call to `{pending}` to complete ({detail}).",
             pending,
@@ -646,22 +505,22 @@ class VectorEnv(gym.vector.VectorEnv):
     def _wait_with_deadline(
         self, candidates: np.ndarray, count: int, timeout: float | None, min_ready: int
     ) -> tuple[np.ndarray, list[dict]]:
-        """`_wait_ready` with `recv`'s ``min_ready``: the backend's own, or for a backend whose
-        `_wait_ready` does not take it, a wait to the deadline and then for ``min_ready`` envs (within
+        """`Stepper.wait_ready` with `recv`'s ``min_ready``: the stepper's own, or for a stepper whose
+        ``wait_ready`` does not take it, a wait to the deadline and then for ``min_ready`` envs (within
         the backend's ``timeout``, from the start)."""
-        if "min_ready" in inspect.signature(self._wait_ready).parameters:
-            return self._wait_ready(candidates, count, timeout, min_ready=min_ready)
+        if "min_ready" in inspect.signature(self._stepper.wait_ready).parameters:
+            return self._stepper.wait_ready(candidates, count, timeout, min_ready=min_ready)
         started = time.monotonic()
         try:
-            return self._wait_ready(candidates, count, timeout)
+            return self._stepper.wait_ready(candidates, count, timeout)
         except EnvTimeoutError:
             rest = None if self.timeout is None else max(self.timeout - (time.monotonic() - started), 0.0)
-            return self._wait_ready(candidates, min_ready, rest)
+            return self._stepper.wait_ready(candidates, min_ready, rest)
 
     def _check_can_reset(self, ids: np.ndarray) -> None:
         """AlreadyPendingCallError if a reset of envs ``ids`` cannot run now: a `reset_async` is pending, or
         one of them has a step in flight (or any env has, on a backend that steps a batch as a whole)."""
-        if self._pending_reset is not None or not self.resets_while_stepping:
+        if self._pending_reset is not None or not self._stepper.resets_while_stepping:
             self._check_nothing_pending("reset")
         else:
             self._state.check_can_reset(ids)
@@ -670,23 +529,18 @@ class VectorEnv(gym.vector.VectorEnv):
         """Under autoreset_mode 'disabled', a ValueError if an env of ``ids`` ended its episode (its
         ``_terminations``/``_truncations`` row) and was not reset since."""
         if self.autoreset_mode is AutoresetMode.DISABLED:
-            ended = ids[self._terminations[ids] | self._truncations[ids]]
+            ended = ids[self._stepper.terminations[ids] | self._stepper.truncations[ids]]
             if ended.size:
                 raise ValueError(
                     f"envs {ended.tolist()} ended their episode and autoreset_mode is 'disabled': reset them "
                     f"first, e.g. reset(options={{'reset_mask': mask}})"
                 )
 
-    def _collect_ready(self, count: int) -> tuple[np.ndarray, list[dict]]:
-        """``count`` envs of ``_ready`` and their infos, removed from it: those sent longest ago first
-        (`StepState.collect`)."""
-        return self._state.collect(count)
-
     def _all_rows(self) -> Any:
         """The observations of every env: a copy, or with ``copy=False`` the batch itself."""
         if self.copy:
-            return take_rows(self.single_observation_space, self._observations, None)
-        return view_rows(self.single_observation_space, self._observations, None)
+            return take_rows(self.single_observation_space, self._stepper.observations, None)
+        return view_rows(self.single_observation_space, self._stepper.observations, None)
 
     def _env_ids(self, env_ids: Any) -> np.ndarray:
         if env_ids is None:
@@ -786,9 +640,9 @@ class VectorEnv(gym.vector.VectorEnv):
         batched = InfoBatcher(ids.size).batch(infos)
         batched["env_id"] = ids.copy()
         return (
-            take_rows(self.single_observation_space, self._observations, ids),
-            self._rewards[ids],
-            self._terminations[ids],
-            self._truncations[ids],
+            take_rows(self.single_observation_space, self._stepper.observations, ids),
+            self._stepper.rewards[ids],
+            self._stepper.terminations[ids],
+            self._stepper.truncations[ids],
             batched,
         )

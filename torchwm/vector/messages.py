@@ -87,7 +87,7 @@ class ErrorReply(NamedTuple):
 
 class ShareDescription(NamedTuple):
     """What the pool needs to know of one worker's envs, once built: every env's observation and action
-    space (so that every env of every worker is checked, `torchwm.vector.base.resolve_spaces`), and the
+    space (so that every env of every worker is checked, `torchwm.vector.stepper.resolve_spaces`), and the
     first env's metadata and render mode."""
 
     observation_spaces: list[gym.Space]

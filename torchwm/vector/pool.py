@@ -1,9 +1,10 @@
 """The worker pool: what every backend that spreads its envs over workers needs, written once.
 
-A `WorkerPool` is a `torchwm.vector.base.VectorEnv` whose envs are split
-over workers (`split_envs`, visible as ``vec.worker_slices``). It reaches
-each worker through a *transport*, the parent's end of one worker (the
-contract is `torchwm.vector.transports.contract`). The pool owns everything
+A `WorkerPool` is a `torchwm.vector.base.VectorEnv` over a `PoolStepper`,
+whose envs are split over workers (`split_envs`, visible as
+``vec.worker_slices``). The stepper reaches each worker through a
+*transport*: the backend's `WorkerGroup` and a `WorkerHandle` per worker (the
+contract is `torchwm.vector.transports.contract`). It owns everything
 that does not depend on how the bytes travel: the options every pool backend
 shares (`check_pool_options`), routing actions and ``env_ids`` to workers
 (global env ids to each worker's local ones), readiness and fair
@@ -40,7 +41,7 @@ from torchwm.errors import (
     worker_error,
 )
 from torchwm.spec import VecSpec, check_count, check_timeout, with_env_fn
-from torchwm.vector.base import VectorEnv, check_batch_size, check_observation_mode, resolve_spaces
+from torchwm.vector.base import VectorEnv
 from torchwm.vector.batching import slice_rows, take_rows
 from torchwm.vector.messages import (
     Call,
@@ -51,6 +52,7 @@ from torchwm.vector.messages import (
     SetAttr,
     ShareDescription,
 )
+from torchwm.vector.stepper import Stepper, check_batch_size, check_observation_mode, resolve_spaces
 from torchwm.vector.transports.contract import (
     CLOSE_GRACE_SECONDS,
     Batch,
@@ -173,52 +175,31 @@ def shutdown(group: WorkerGroup, handles: list[WorkerHandle], batch: Batch | Non
             group.close()
 
 
-class WorkerPool(VectorEnv):
-    """Envs split over workers, each reached through a transport. Subclassed by ``subproc`` and ``shmem``.
+class PoolStepper(Stepper):
+    """The envs of a `WorkerPool`, split over workers and reached through the backend's `WorkerGroup` and
+    `WorkerHandle` (`torchwm.vector.transports.contract`).
 
     Args:
-        spec: what to build (each worker builds its envs with `torchwm.factory.build_env`, or with
-            ``spec.env_fns``).
-        num_workers: workers (default: the cores this process may use, at most num_envs; fewer when the
-            transport measures that fewer are faster: `torchwm.vector.transports.worker_count`,
-            ``worker_choice``).
-        envs_per_worker: envs each worker steps (the last worker takes the rest); give this or num_workers.
-        batch_size: `recv` returns ``batch_size`` envs among those ready, the ones ready first (default:
-            all in flight).
-        timeout: seconds a wait on workers may take before `EnvTimeoutError` (default 300; None or
-            ``math.inf``: no limit). A dead worker is detected within a second whatever the timeout.
-        copy: return copies of the observation batch (default) or a view the next call overwrites.
-        restart_on_crash: restart a worker that died, with its envs; their episodes in flight end
-            truncated with ``infos["worker_restarted"]``.
-        env_fn: a no-argument callable that returns one env, or a list of one such callable per env;
-            kept for callers that pass it as an option, it lands in ``vec.spec.env_fns`` (the place
-            `torchwm.make_vec_from_fns` puts the factories).
-        inline: the parent steps worker 0's envs itself (``worker_slices[0]``, ``worker_pids[0]`` is
-            None; `torchwm.vector.transports.local.LocalWorker`) and starts ``num_workers - 1`` workers
-            (default False). Those envs then have none of a worker's protections: no timeout, and a crash or
-            ``os._exit`` in them ends the program. Their step runs in `recv`, while the other workers
-            step theirs; ``restart_on_crash`` concerns the other workers only.
-        observation_mode: Gymnasium's option (see `torchwm.vector.base.resolve_spaces`).
-        **transport options: see the transport (``context`` for the process transports).
+        spec: what to build.
+        pool: the backend's `WorkerPool` class: its ``backend_name``, ``worker_group`` and ``unit``.
+        options: the backend options (`WorkerPool`'s), checked here before anything starts.
     """
 
-    backend_name = "pool"
-    worker_group: type[WorkerGroup]  # the backend's (`torchwm.vector.transports.contract`)
-    unit = "worker"  # what the backend calls a worker in its option names (num_workers, envs_per_worker)
-
-    def __init__(self, spec: VecSpec, **options: Any) -> None:
+    def __init__(self, spec: VecSpec, pool: type[WorkerPool], options: dict[str, Any]) -> None:
         self._handles: list[WorkerHandle] = []
         self._finalizer: weakref.finalize | None = None
         # Who owns the workers: recorded once, here. A forked copy of this object is no owner.
         self._owner_pid = os.getpid()
         self._owner_forks = _Forks.count
-        backend = self.backend_name
-        settings = check_pool_options(
-            backend, spec.num_envs, options, tuple(self.worker_group.OPTIONS), self.unit
+        backend = self.backend_name = pool.backend_name
+        settings = self.settings = check_pool_options(
+            backend, spec.num_envs, options, tuple(pool.worker_group.OPTIONS), pool.unit
         )
         spec = with_env_fn(spec, settings.env_fn, backend)
+        # The step state first: nothing has started yet.
+        super().__init__(spec, batch_size=settings.batch_size, timeout=settings.timeout)
         env_fns = spec_env_fns(spec)
-        group = self._group = self.worker_group(backend, spec, env_fns, settings.transport_options, settings)
+        group = self.group = pool.worker_group(backend, spec, env_fns, settings.transport_options, settings)
         self._finalizer = weakref.finalize(self, shutdown, group, self._handles, None, self._owner_pid)
         try:
             self.worker_slices = group.split(spec, env_fns, settings)
@@ -249,34 +230,25 @@ class WorkerPool(VectorEnv):
             for handle in self._handles:
                 handle.start(self._payloads[handle.index])
             shares = [self._started(handle, deadline, "starting its envs") for handle in self._handles]
-            single_observation_space, observation_space, single_action_space = resolve_spaces(
-                type(self).__name__,
+            self.single_observation_space, self.observation_space, self.single_action_space = resolve_spaces(
+                pool.__name__,
                 settings.observation_mode,
                 [space for share in shares for space in share.observation_spaces],
                 [space for share in shares for space in share.action_spaces],
             )
-            super().__init__(
-                spec,
-                single_observation_space,
-                single_action_space,
-                metadata=shares[0].metadata,
-                render_mode=shares[0].render_mode,
-                batch_size=settings.batch_size,
-                timeout=settings.timeout,
-                copy=settings.copy,
-                observation_space=observation_space,
-            )
+            self.metadata = shares[0].metadata
+            self.render_mode = shares[0].render_mode
             self._batch = group.create_batch(
-                single_observation_space, single_action_space, self.num_envs, self.num_workers
+                self.single_observation_space, self.single_action_space, self.num_envs, self.num_workers
             )
             self._finalizer.detach()
             self._finalizer = weakref.finalize(
                 self, shutdown, group, self._handles, self._batch, self._owner_pid
             )
-            self._observations = self._batch.observations
-            self._rewards = self._batch.rewards
-            self._terminations = self._batch.terminations
-            self._truncations = self._batch.truncations
+            self.observations = self._batch.observations
+            self.rewards = self._batch.rewards
+            self.terminations = self._batch.terminations
+            self.truncations = self._batch.truncations
             for handle in self._handles:
                 handle.attach(self._batch)
             for handle in self._handles:
@@ -285,16 +257,16 @@ class WorkerPool(VectorEnv):
             self._finalizer()
             raise
 
-    # -- stepping: what the base class calls -----------------------------------------------------
+    # -- stepping: what the vector env calls -----------------------------------------------------
 
-    def _send_step(self, ids: np.ndarray, actions: Any) -> None:
+    def send_step(self, ids: np.ndarray, actions: Any) -> None:
         """Hand each involved worker its rows of ``actions``; a busy one is waited for first (a worker runs
         one step at a time)."""
         if _Forks.count != self._owner_forks or self._failure is not None:
             self._check_usable()
         try:
             space = self.single_action_space
-            state = self._state
+            state = self.state
             busy = state.busy
             if ids.size == self.num_envs:
                 if busy:
@@ -314,9 +286,9 @@ class WorkerPool(VectorEnv):
             raise
 
     def _send_some(self, ids: np.ndarray, actions: Any) -> None:
-        """`_send_step` of some envs: each involved worker gets its envs' rows."""
+        """`send_step` of some envs: each involved worker gets its envs' rows."""
         space = self.single_action_space
-        state = self._state
+        state = self.state
         busy = state.busy
         workers = self._worker_of[ids]
         involved = np.unique(workers).tolist()
@@ -337,12 +309,12 @@ class WorkerPool(VectorEnv):
             handle.send_step((mine - handle.envs.start).tolist(), take_rows(space, actions, positions))
             state.worker_sent(w, mine)
 
-    def _wait_ready(
+    def wait_ready(
         self, candidates: np.ndarray, count: int, timeout: float | None, *, min_ready: int | None = None
     ) -> tuple[np.ndarray, list[dict]]:
         if _Forks.count != self._owner_forks or self._failure is not None:
             self._check_usable()
-        state = self._state
+        state = self.state
         self._wanted = count
         self._overdue = [] if count >= candidates.size else state.overdue(candidates, count)
         try:
@@ -391,7 +363,7 @@ class WorkerPool(VectorEnv):
         taken in whole, never cut off (and lost) by a deadline that passed while it was read."""
         finish_deadline = reply_deadline or deadline
         handles = self._handles
-        busy = self._state.busy
+        busy = self.state.busy
         slept = False
         while True:
             progressed = False
@@ -427,11 +399,11 @@ class WorkerPool(VectorEnv):
         handles = [self._handles[w] for w in workers]
         if self._inline and 0 in workers:  # the parent's own share steps when it is polled
             return poll_wait(handles, timeout)
-        return self._group.wait(handles, timeout, need_all)
+        return self.group.wait(handles, timeout, need_all)
 
     def _finish(self, w: int, deadline: Deadline) -> None:
         """Worker ``w`` finished its step: its envs are ready (or its error is raised)."""
-        ids = self._state.busy.pop(w)  # StepState.worker_finished, without a call on the hot path
+        ids = self.state.busy.pop(w)  # StepState.worker_finished, without a call on the hot path
         handle = self._handles[w]
         try:
             infos = handle.finish_step(deadline)
@@ -445,6 +417,7 @@ class WorkerPool(VectorEnv):
             return
         except StepLost as lost:
             error = self._timeout(handle, deadline, "stepping", lost)
+            self.closed = True  # the vector env closes on seeing it
             self.close()
             raise error from None
         except TimeoutError:
@@ -454,16 +427,14 @@ class WorkerPool(VectorEnv):
         if isinstance(infos, ErrorReply):
             # The env that raised has no state its rows show (for the worker's own error: its envs of this
             # step).
-            self._state.mark_for_reset(
-                ids if infos.env is None else np.array([handle.envs.start + infos.env])
-            )
+            self.state.mark_for_reset(ids if infos.env is None else np.array([handle.envs.start + infos.env]))
             self._fail_step(self._remote_error(handle, infos, "stepping"), deadline)
-        self._state.arrived(ids, infos)
+        self.state.arrived(ids, infos)
 
     def _enough_ready(self) -> bool:
         """Whether recv can return: the envs it wants ready (``_wanted`` of them), and every overdue env
         among them."""
-        ready = self._state.ready
+        ready = self.state.ready
         overdue = self._overdue
         return len(ready) >= self._wanted and (not overdue or all(env in ready for env in overdue))
 
@@ -473,13 +444,13 @@ class WorkerPool(VectorEnv):
         Its envs (those in flight, and ``sending``) must be reset; the workers are not waited for, so
         Ctrl-C returns at once, and their results are dropped when they come.
         """
-        for w in self._state.abandon(sending):
+        for w in self.state.abandon(sending):
             self._handles[w].abandon_step()
 
     def _forget_steps(self) -> None:
         # A worker still stepping is waited for before it is sent a step again, but its results are not
         # taken (StepState.abandon_workers).
-        for w in self._state.abandon_workers():
+        for w in self.state.abandon_workers():
             self._handles[w].abandon_step()
 
     def _fail_step(self, error: WorkerError, deadline: Deadline) -> NoReturn:
@@ -494,13 +465,13 @@ class WorkerPool(VectorEnv):
         except BaseException:
             self._abandon_step(None)
             raise
-        self._state.fail()
+        self.state.fail()
         raise error
 
     def _drain(self, deadline: Deadline) -> None:
         """Wait (until ``deadline``) for the abandoned steps still running; one not done by then stays busy,
         and the next step sent to its worker waits for it."""
-        for w in list(self._state.busy):
+        for w in list(self.state.busy):
             handle = self._handles[w]
             while not handle.poll():
                 if not handle.alive or deadline.expired:
@@ -530,25 +501,12 @@ class WorkerPool(VectorEnv):
             f"a new vector env in this process"
         )
 
-    def __copy__(self) -> NoReturn:
-        raise TypeError(
-            f"{type(self).__name__} cannot be copied: it owns worker processes, which a copy would share "
-            f"(closing or dropping either would stop the other's workers). Pass the vector env itself, or "
-            f"make a second one with torchwm.make_vec"
-        )
-
-    def __deepcopy__(self, memo: dict) -> NoReturn:
-        raise TypeError(
-            f"{type(self).__name__} cannot be deep-copied: its envs live in worker processes. Make a second "
-            f"vector env with torchwm.make_vec (the same spec, vec.spec, builds the same envs)"
-        )
-
     def _fail_for_good(self, failure: WorkerError) -> None:
         """Nothing more can work (a dead worker, a cut channel): every later call raises ``failure``'s
         message."""
         # A copy without the traceback: its frames hold views of the batch, which close() must free.
         self._failure = WorkerError(failure.args[0], worker_index=failure.worker_index)
-        self._state.fail()
+        self.state.fail()
 
     def _gone_error(self, handle: WorkerHandle, gone: WorkerGone, doing: str) -> WorkerError:
         """The `WorkerError` for a worker that cannot answer any more."""
@@ -595,7 +553,7 @@ class WorkerPool(VectorEnv):
             remote_traceback=reply.traceback,
             # how the worker's process started (None for workers that are no multiprocessing process, as
             # an inline one or a Ray actor): the message about an id the worker does not know depends on it
-            start_method=getattr(self._group, "start_method", None) if handle.pid else None,
+            start_method=getattr(self.group, "start_method", None) if handle.pid else None,
         )
 
     def _timeout(
@@ -666,9 +624,9 @@ class WorkerPool(VectorEnv):
             if self._failure is None:
                 self._fail_for_good(WorkerError(str(error), worker_index=handle.index))
             raise
-        in_flight = self._state.in_flight
+        in_flight = self.state.in_flight
         waited_for = [env for env in handle.envs if in_flight[env]]  # the envs a recv still expects
-        self._state.arrived(waited_for, [infos[env - handle.envs.start] for env in waited_for])
+        self.state.arrived(waited_for, [infos[env - handle.envs.start] for env in waited_for])
 
     def _restart(self, handle: WorkerHandle, deadline: Deadline) -> list[dict]:
         """A new worker for a dead one's envs, reset; returns their reset infos, flagged
@@ -683,9 +641,9 @@ class WorkerPool(VectorEnv):
             # Copied now: the reset below writes the new episodes' observations over these rows, and an
             # ended episode's last observation is what same_step promises (SB3's terminal_observation).
             space = self.single_observation_space
-            rows = take_rows(space, self._observations, ids)
+            rows = take_rows(space, self.observations, ids)
             final_obs = [get_row(space, rows, k) for k in range(len(ids))]
-        self._state.busy.pop(handle.index, None)
+        self.state.busy.pop(handle.index, None)
         handle.restart(self._payloads[handle.index])
         self._started(handle, deadline, doing)
         handle.attach(self._batch)  # type: ignore[arg-type]
@@ -696,9 +654,9 @@ class WorkerPool(VectorEnv):
         if self.autoreset_mode is AutoresetMode.NEXT_STEP:
             handle.send(NeedsReset())
             self._answer(handle, deadline, doing)
-        self._rewards[ids] = 0.0
-        self._terminations[ids] = False
-        self._truncations[ids] = True
+        self.rewards[ids] = 0.0
+        self.terminations[ids] = False
+        self.truncations[ids] = True
         if final_obs is None:
             # next_step: the next step of these envs resets them (NeedsReset), and disabled leaves that to
             # the user: neither reports a final observation.
@@ -722,7 +680,7 @@ class WorkerPool(VectorEnv):
         deadline = Deadline.after(self.timeout)
         # A worker still stepping other envs (a reset of some envs while others are in flight) runs
         # one thing at a time: its step is taken in first, and waits among the ready envs for recv.
-        busy = self._state.busy
+        busy = self.state.busy
         stepping = [w for w in commands if busy.get(w) is not None]
         if stepping:
             self._poll_until(lambda: all(busy.get(w) is None for w in stepping), deadline, doing)
@@ -737,14 +695,11 @@ class WorkerPool(VectorEnv):
             except WorkerError as error:
                 if first_error is None:
                     first_error = error
-        closed = self._closed_meanwhile(doing)  # whatever came, a close from another thread is the answer
-        if closed is not None:
-            raise closed from first_error
         if first_error is not None:
             raise first_error
         return replies
 
-    def _reset_envs(self, ids: np.ndarray, seeds: list[int | None], options: dict | None) -> list[dict]:
+    def reset_envs(self, ids: np.ndarray, seeds: list[int | None], options: dict | None) -> list[dict]:
         positions: dict[int, list[int]] = {}
         for position, env in enumerate(ids.tolist()):
             positions.setdefault(int(self._worker_of[env]), []).append(position)
@@ -773,7 +728,7 @@ class WorkerPool(VectorEnv):
         local = [ids[p] - start for p in where]
         return None if local == list(range(len(self.worker_slices[w]))) else local
 
-    def _call(self, name: str | Callable, args: tuple, kwargs: dict, ids: list[int]) -> list[Any]:
+    def call(self, name: str | Callable, args: tuple, kwargs: dict, ids: list[int]) -> list[Any]:
         positions = self._by_worker(ids)
         replies = self._broadcast(
             {w: Call(name, args, kwargs, self._local_ids(w, ids, where)) for w, where in positions.items()},
@@ -785,14 +740,14 @@ class WorkerPool(VectorEnv):
                 values[p] = value
         return values
 
-    def _set_attr(self, name: str, values: list[Any], ids: list[int]) -> None:
+    def set_attr(self, name: str, values: list[Any], ids: list[int]) -> None:
         commands: dict[int, ControlCommand] = {
             w: SetAttr(name, [values[p] for p in where], self._local_ids(w, ids, where))
             for w, where in self._by_worker(ids).items()
         }
         self._broadcast(commands, f"setting {name!r}")
 
-    def _interrupt(self) -> bool:
+    def interrupt(self) -> bool:
         # Another thread's call ends with its workers (its waits then raise ClosedEnvironmentError), and the
         # buffers it reads are freed once it has left. Not in a forked copy: the workers are the owner's.
         self.restart_on_crash = False  # a worker this close ends is not to be replaced
@@ -801,23 +756,95 @@ class WorkerPool(VectorEnv):
         end_workers(self._handles)
         return True
 
-    def _close(self) -> None:
+    def close(self) -> None:
         self.restart_on_crash = False
         # The batch arrays may be views of memory the handle frees: dropped first, so that close() frees it
         # at once (views handed out with copy=False keep it until they go).
-        for name in ("_observations", "_rewards", "_terminations", "_truncations"):
+        for name in ("observations", "rewards", "terminations", "truncations"):
             self.__dict__.pop(name, None)
         if self._finalizer is not None:
             self._finalizer()
 
+
+class WorkerPool(VectorEnv):
+    """Envs split over workers, each reached through a transport. Subclassed by ``subproc`` and ``shmem``.
+
+    Args:
+        spec: what to build (each worker builds its envs with `torchwm.factory.build_env`, or with
+            ``spec.env_fns``).
+        num_workers: workers (default: the cores this process may use, at most num_envs; fewer when the
+            transport measures that fewer are faster: `torchwm.vector.transports.worker_count`,
+            ``worker_choice``).
+        envs_per_worker: envs each worker steps (the last worker takes the rest); give this or num_workers.
+        batch_size: `recv` returns ``batch_size`` envs among those ready, the ones ready first (default:
+            all in flight).
+        timeout: seconds a wait on workers may take before `EnvTimeoutError` (default 300; None or
+            ``math.inf``: no limit). A dead worker is detected within a second whatever the timeout.
+        copy: return copies of the observation batch (default) or a view the next call overwrites.
+        restart_on_crash: restart a worker that died, with its envs; their episodes in flight end
+            truncated with ``infos["worker_restarted"]``.
+        env_fn: a no-argument callable that returns one env, or a list of one such callable per env;
+            kept for callers that pass it as an option, it lands in ``vec.spec.env_fns`` (the place
+            `torchwm.make_vec_from_fns` puts the factories).
+        inline: the parent steps worker 0's envs itself (``worker_slices[0]``, ``worker_pids[0]`` is
+            None; `torchwm.vector.transports.local.LocalWorker`) and starts ``num_workers - 1`` workers
+            (default False). Those envs then have none of a worker's protections: no timeout, and a crash or
+            ``os._exit`` in them ends the program. Their step runs in `recv`, while the other workers
+            step theirs; ``restart_on_crash`` concerns the other workers only.
+        observation_mode: Gymnasium's option (see `torchwm.vector.stepper.resolve_spaces`).
+        **transport options: see the transport (``context`` for the process transports).
+    """
+
+    backend_name = "pool"
+    worker_group: type[WorkerGroup]  # the backend's (`torchwm.vector.transports.contract`)
+    unit = "worker"  # what the backend calls a worker in its option names (num_workers, envs_per_worker)
+
+    _stepper: PoolStepper
+
+    def __init__(self, spec: VecSpec, **options: Any) -> None:
+        stepper = PoolStepper(spec, type(self), options)
+        super().__init__(stepper, copy=stepper.settings.copy)
+
+    @property
+    def worker_slices(self) -> list[range]:
+        """The envs of each worker."""
+        return self._stepper.worker_slices
+
+    @property
+    def num_workers(self) -> int:
+        return self._stepper.num_workers
+
+    @property
+    def worker_choice(self) -> WorkerChoice | None:
+        """How many workers the backend chose from measurements, and why (None: the user's split, or one
+        worker per core)."""
+        return self._stepper.worker_choice
+
+    @property
+    def restart_on_crash(self) -> bool:
+        return self._stepper.restart_on_crash
+
     @property
     def worker_pids(self) -> list[int | None]:
         """The process id of each worker (tests and fault injection use it); None for the parent's share."""
-        return [handle.pid for handle in self._handles]
+        return [handle.pid for handle in self._stepper._handles]
 
     def __repr__(self) -> str:
-        settings = f", {self._group!r}" if repr(self._group) else ""
+        settings = f", {self._stepper.group!r}" if repr(self._stepper.group) else ""
         return (
             f"{type(self).__name__}({self.spec.id}, num_envs={self.num_envs}, "
             f"num_workers={self.num_workers}{settings})"
+        )
+
+    def __copy__(self) -> NoReturn:
+        raise TypeError(
+            f"{type(self).__name__} cannot be copied: it owns worker processes, which a copy would share "
+            f"(closing or dropping either would stop the other's workers). Pass the vector env itself, or "
+            f"make a second one with torchwm.make_vec"
+        )
+
+    def __deepcopy__(self, memo: dict) -> NoReturn:
+        raise TypeError(
+            f"{type(self).__name__} cannot be deep-copied: its envs live in worker processes. Make a second "
+            f"vector env with torchwm.make_vec (the same spec, vec.spec, builds the same envs)"
         )

@@ -8,6 +8,8 @@ rather than hold a core while they wait. Everything else (options, split,
 
 from __future__ import annotations
 
+from typing import cast
+
 from torchwm.hookspecs import hookimpl
 from torchwm.vector.pool import POOL_OPTIONS, WorkerPool
 from torchwm.vector.transports.handoff import WaitPlan
@@ -40,13 +42,12 @@ class ShmemVectorEnv(WorkerPool):
 
     backend_name = "shmem"
     worker_group = SharedMemoryGroup
-    _group: SharedMemoryGroup
 
     @property
     def wait_plan(self) -> WaitPlan | None:
         """How the parent and the workers wait for each other (`torchwm.vector.transports.handoff`): measured
         on each worker's first steps unless ``spin_seconds`` fixed it; None once closed."""
-        tuner = None if self.closed else self._group.tuner
+        tuner = None if self.closed else cast(SharedMemoryGroup, self._stepper.group).tuner
         return None if tuner is None else tuner.plan
 
 

@@ -16,9 +16,10 @@ interrupted or failed, whose results are dropped when they come).
 `StepState` holds both and moves them only through its named transitions: `sent`, `worker_sent`,
 `worker_finished`, `collect` (with the fairness rule), `received`, `was_reset`, `mark_for_reset`,
 `abandon` and `fail`; its ``check_...`` methods say, with Gymnasium's exception types, why a call is
-refused. It does no I/O and starts nothing, so it is tested on its own, without any process
-(tests/vector/test_step_state.py). `torchwm.vector.base.VectorEnv` owns one; a backend reads and moves
-it through the same methods.
+refused. It does no I/O and starts nothing, so a backend's `torchwm.vector.stepper.Stepper` builds it
+before it starts any env or worker, and it is tested on its own, without any process
+(tests/vector/test_step_state.py). The vector env and its stepper read and move it through the same
+methods.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The ``sync`` backend: every env in the calling process, stepped in a loop.
 
 The reference for the other backends: it runs the same worker loop
-(`EnvGroup`) as ``subproc`` and ``shmem``, without processes. `send` steps
-the envs at once and `recv` returns what it computed.
+(`EnvGroup`) as ``subproc`` and ``shmem``, without processes. Its stepper
+steps the envs in `send` and `recv` returns what it computed.
 """
 
 from __future__ import annotations
@@ -16,9 +16,80 @@ import numpy as np
 from torchwm.building import check_distinct_envs, spec_env_fns
 from torchwm.hookspecs import hookimpl
 from torchwm.spec import VecSpec, with_env_fn
-from torchwm.vector.base import VectorEnv, check_observation_mode, resolve_spaces
+from torchwm.vector.base import VectorEnv
 from torchwm.vector.batching import create_batch
 from torchwm.vector.env_group import EnvGroup
+from torchwm.vector.stepper import Stepper, check_observation_mode, resolve_spaces
+
+
+class SyncStepper(Stepper):
+    """The envs of a `SyncVectorEnv`, in this process: an `EnvGroup` stepped in `send_step`. Its arguments
+    are `SyncVectorEnv`'s."""
+
+    def __init__(
+        self,
+        spec: VecSpec,
+        *,
+        batch_size: int | None = None,
+        timeout: float | None = None,
+        env_fn: Callable[[], gym.Env] | list[Callable[[], gym.Env]] | None = None,
+        observation_mode: Any = "same",
+    ) -> None:
+        observation_mode = check_observation_mode(observation_mode)
+        spec = with_env_fn(spec, env_fn, "sync")
+        super().__init__(spec, batch_size=batch_size, timeout=timeout)
+        envs: list[gym.Env] = []
+        try:
+            for fn in spec_env_fns(spec):
+                envs.append(fn())
+            check_distinct_envs(envs)
+            self.single_observation_space, self.observation_space, self.single_action_space = resolve_spaces(
+                SyncVectorEnv.__name__,
+                observation_mode,
+                [env.observation_space for env in envs],
+                [env.action_space for env in envs],
+            )
+        except BaseException:
+            # An env that could not be built, or spaces that differ: the envs built so far are closed.
+            for env in envs:
+                try:
+                    env.close()
+                except Exception:
+                    pass
+            raise
+        self.metadata = dict(envs[0].metadata)
+        self.render_mode = envs[0].render_mode
+        n = spec.num_envs
+        self.observations = create_batch(self.single_observation_space, n)
+        self.rewards = np.zeros(n, dtype=np.float64)
+        self.terminations = np.zeros(n, dtype=np.bool_)
+        self.truncations = np.zeros(n, dtype=np.bool_)
+        self.group = EnvGroup(
+            envs, spec.autoreset, self.observations, self.rewards, self.terminations, self.truncations
+        )
+
+    def reset_envs(self, ids: np.ndarray, seeds: list[int | None], options: dict | None) -> list[dict]:
+        return self.group.reset(ids.tolist(), seeds, options)
+
+    def send_step(self, ids: np.ndarray, actions: Any) -> None:
+        ids_list = ids.tolist()
+        self.state.arrived(ids_list, self.group.step(ids_list, actions))
+
+    def wait_ready(
+        self, candidates: np.ndarray, count: int, timeout: float | None, *, min_ready: int | None = None
+    ) -> tuple[np.ndarray, list[dict]]:
+        # Every env in flight is ready (so ``min_ready`` changes nothing): served as the parallel backends
+        # serve theirs, the envs sent longest ago first.
+        return self.state.collect(count)
+
+    def call(self, name: str | Callable, args: tuple, kwargs: dict, ids: list[int]) -> list[Any]:
+        return self.group.call(ids, name, args, kwargs)
+
+    def set_attr(self, name: str, values: list[Any], ids: list[int]) -> None:
+        self.group.set_attr(ids, name, values)
+
+    def close(self) -> None:
+        self.group.close()
 
 
 class SyncVectorEnv(VectorEnv):
@@ -32,7 +103,7 @@ class SyncVectorEnv(VectorEnv):
             as an option, it lands in ``vec.spec.env_fns``. Without it, the envs are ``spec.env_fns``
             (`torchwm.make_vec_from_fns`) or else `torchwm.factory.build_env` of ``spec``.
         observation_mode: Gymnasium's option: ``"same"`` (default), ``"different"`` or a tuple
-            ``(batched space, single space)`` (see `torchwm.vector.base.resolve_spaces`).
+            ``(batched space, single space)`` (see `torchwm.vector.stepper.resolve_spaces`).
 
     Example:
         >>> import torchwm
@@ -41,6 +112,8 @@ class SyncVectorEnv(VectorEnv):
         ...     obs.shape
         (2, 4)
     """
+
+    _stepper: SyncStepper
 
     def __init__(
         self,
@@ -52,87 +125,15 @@ class SyncVectorEnv(VectorEnv):
         env_fn: Callable[[], gym.Env] | list[Callable[[], gym.Env]] | None = None,
         observation_mode: Any = "same",
     ) -> None:
-        self._group: EnvGroup | None = None
-        observation_mode = check_observation_mode(observation_mode)
-        spec = with_env_fn(spec, env_fn, "sync")
-        envs: list[gym.Env] = []
-        try:
-            for fn in spec_env_fns(spec):
-                envs.append(fn())
-            check_distinct_envs(envs)
-            single_observation_space, observation_space, single_action_space = resolve_spaces(
-                type(self).__name__,
-                observation_mode,
-                [env.observation_space for env in envs],
-                [env.action_space for env in envs],
-            )
-        except BaseException:
-            # An env that could not be built, or spaces that differ: the envs built so far are closed.
-            for env in envs:
-                try:
-                    env.close()
-                except Exception:
-                    pass
-            raise
-        first = envs[0]
-        super().__init__(
-            spec,
-            single_observation_space,
-            single_action_space,
-            metadata=dict(first.metadata),
-            render_mode=first.render_mode,
-            batch_size=batch_size,
-            timeout=timeout,
-            copy=copy,
-            observation_space=observation_space,
+        stepper = SyncStepper(
+            spec, batch_size=batch_size, timeout=timeout, env_fn=env_fn, observation_mode=observation_mode
         )
-        n = spec.num_envs
-        self._observations = create_batch(single_observation_space, n)
-        self._rewards = np.zeros(n, dtype=np.float64)
-        self._terminations = np.zeros(n, dtype=np.bool_)
-        self._truncations = np.zeros(n, dtype=np.bool_)
-        self._group = EnvGroup(
-            envs,
-            self.autoreset_mode,
-            self._observations,
-            self._rewards,
-            self._terminations,
-            self._truncations,
-        )
+        super().__init__(stepper, copy=copy)
 
     @property
     def envs(self) -> list[gym.Env]:
         """The envs themselves (sync only), as Gymnasium's SyncVectorEnv offers."""
-        assert self._group is not None
-        return self._group.envs
-
-    def _reset_envs(self, ids: np.ndarray, seeds: list[int | None], options: dict | None) -> list[dict]:
-        assert self._group is not None
-        return self._group.reset(ids.tolist(), seeds, options)
-
-    def _send_step(self, ids: np.ndarray, actions: Any) -> None:
-        assert self._group is not None
-        ids_list = ids.tolist()
-        self._state.arrived(ids_list, self._group.step(ids_list, actions))
-
-    def _wait_ready(
-        self, candidates: np.ndarray, count: int, timeout: float | None, *, min_ready: int | None = None
-    ) -> tuple[np.ndarray, list[dict]]:
-        # Every env in flight is ready (so ``min_ready`` changes nothing): served as the parallel backends
-        # serve theirs, the envs sent longest ago first.
-        return self._state.collect(count)
-
-    def _call(self, name: str | Callable, args: tuple, kwargs: dict, ids: list[int]) -> list[Any]:
-        assert self._group is not None
-        return self._group.call(ids, name, args, kwargs)
-
-    def _set_attr(self, name: str, values: list[Any], ids: list[int]) -> None:
-        assert self._group is not None
-        self._group.set_attr(ids, name, values)
-
-    def _close(self) -> None:
-        if self._group is not None:
-            self._group.close()
+        return self._stepper.group.envs
 
     def __copy__(self) -> SyncVectorEnv:
         # A shallow copy would share the envs, and closing or dropping it would close the original's.

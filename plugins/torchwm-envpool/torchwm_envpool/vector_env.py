@@ -21,7 +21,7 @@ import numpy as np
 from gymnasium import spaces
 
 from torchwm.errors import AlreadyPendingCallError, EnvTimeoutError
-from torchwm.plugin_api import Batch, VecSpec, VectorEnv, check_batch_size, check_count, check_timeout
+from torchwm.plugin_api import Batch, Stepper, VecSpec, VectorEnv, check_count, check_timeout
 from torchwm_envpool.translate import EnvPoolPlan, translate
 
 INFO_KEYS = ("lives", "elapsed_step")  # per-env infos kept from EnvPool's (not its RAM copy nor player ids)
@@ -46,6 +46,210 @@ def check_seeds(seeds: list[Any], what: str) -> list[int]:
     return [int(seed) for seed in seeds]
 
 
+class EnvPoolStepper(Stepper):
+    """One EnvPool (``pool``) for an `EnvPoolVectorEnv`; its arguments are that class's."""
+
+    # EnvPool's C++ envs index their action set with the action: an out-of-range one crashes the process
+    # (Atari: SIGSEGV), so action values are checked before they are sent.
+    check_action_values = True
+    resets_while_stepping = False  # EnvPool's wait returns other envs' results
+
+    def __init__(
+        self,
+        spec: VecSpec,
+        *,
+        num_threads: int = 0,
+        thread_affinity_offset: int = -1,
+        batch_size: int | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        num_threads = check_count("num_threads", num_threads, minimum=0)
+        thread_affinity_offset = check_count("thread_affinity_offset", thread_affinity_offset, minimum=-1)
+        super().__init__(spec, batch_size=batch_size, timeout=timeout)  # checked before the pool is made
+        n = spec.num_envs
+        self._plan: EnvPoolPlan = translate(spec)
+        self._pool_options = {
+            "num_threads": num_threads,
+            "thread_affinity_offset": thread_affinity_offset,
+            "batch_size": self.state.batch_size,
+        }
+        # EnvPool draws env i's seed from the pool's seed as seed + i, Gymnasium's layout.
+        seed = (
+            spec.seed
+            if spec.seed is not None
+            else int(cast(int, np.random.SeedSequence().entropy) % (MAX_SEED - n + 2))
+        )
+        self._fresh_seeds: list[int] | None = check_seeds([seed + i for i in range(n)], "make_vec(seed=...)")
+        self.pool: Any = self._make_pool(self._fresh_seeds)
+        self.single_observation_space, self.single_action_space = self._spaces()
+        self.metadata = {"render_modes": []}
+        self._batch = Batch(self.single_observation_space, n)
+        self.observations = self._batch.observations
+        self.rewards = self._batch.rewards
+        self.terminations = self._batch.terminations
+        self.truncations = self._batch.truncations
+        self._all_ids = np.arange(n)
+        # set_attr values (name -> env -> value): EnvPool has no Python env objects.
+        self._attributes: dict[str, dict[int, Any]] = {}
+
+    # -- EnvPool ----------------------------------------------------------------------------------
+
+    def _make_pool(self, seeds: list[int]) -> Any:
+        import envpool
+
+        return envpool.make_gymnasium(
+            self._plan.task_id,
+            num_envs=len(seeds),
+            seed=seeds[0],
+            env_seed=list(seeds),
+            **self._pool_options,
+            **self._plan.kwargs,
+        )
+
+    def _spaces(self) -> tuple[spaces.Space, spaces.Space]:
+        obs_space = self.pool.observation_space
+        if self._plan.squeeze_stack:
+            obs_space = spaces.Box(0, 255, obs_space.shape[1:], np.uint8)
+        return obs_space, self.pool.action_space
+
+    # -- what the vector env calls -------------------------------------------------------------------
+
+    def reset_envs(self, ids: np.ndarray, seeds: list[int | None], options: dict | None) -> list[dict]:
+        n = self.num_envs
+        if options:
+            raise ValueError(
+                f"the envpool backend takes no reset options but reset_mask, got {sorted(options)}"
+            )
+        seeded = [s is not None for s in seeds]
+        if any(seeded):
+            if ids.size != n or not all(seeded):
+                raise ValueError(
+                    "EnvPool fixes each env's seed when the pool is made, so the envpool backend can seed "
+                    "only a reset of every env at once (reset(seed=s) or a list of num_envs seeds); "
+                    f"got seeds for envs {ids[np.asarray(seeded)].tolist()} of {n}"
+                )
+            if seeds != self._fresh_seeds:
+                # before the pool goes: a refused reset changes nothing
+                new_seeds = check_seeds(seeds, "reset")
+                self.pool.close()
+                self.pool = self._make_pool(new_seeds)
+        self._fresh_seeds = None
+        pool_batch = self._pool_options["batch_size"]
+        if self.is_async and ids.size < pool_batch:
+            raise ValueError(
+                f"EnvPool returns exactly batch_size={pool_batch} envs per wait, so the envpool backend "
+                f"cannot reset {ids.size} envs alone; reset at least {pool_batch} (or make the env with a "
+                f"smaller batch_size)"
+            )
+        self.pool._reset(ids.astype(np.int32))
+        infos: dict[int, dict] = {}
+        while len(infos) < ids.size:
+            obs, info = self.pool.recv(reset=True, return_info=True)
+            infos.update(self.store(obs, 0.0, False, False, info))
+        return [infos[i] for i in ids.tolist()]
+
+    @property
+    def is_async(self) -> bool:
+        """EnvPool's async mode (batch_size < num_envs): each wait returns exactly batch_size envs."""
+        return self._pool_options["batch_size"] < self.num_envs
+
+    def send_step(self, ids: np.ndarray, actions: Any) -> None:
+        if not self.is_async and self.state.in_flight.any():
+            # In sync mode EnvPool's next wait returns the envs of one send; a second send would be lost.
+            raise AlreadyPendingCallError(
+                f"envs {np.flatnonzero(self.state.in_flight).tolist()} have actions in flight: recv() before "
+                f"sending again, or make the env with batch_size < num_envs to overlap sends",
+                "step",
+            )
+        # All envs: no env_id, so EnvPool uses its own cached ids instead of converting ours.
+        env_id = None if ids.size == self.num_envs else ids.astype(np.int32)  # every env comes in env order
+        self.pool.send(np.asarray(actions), env_id)
+
+    def wait_ready(
+        self, candidates: np.ndarray, count: int, timeout: float | None, *, min_ready: int | None = None
+    ) -> tuple[np.ndarray, list[dict]]:
+        # EnvPool's own wait returns its batch and cannot be cut short: ``min_ready`` changes nothing.
+        # Every env of `_ready` is in flight (recv has not returned it), so it is among the candidates.
+        waiting = [i for i in candidates.tolist() if i not in self.state.ready]
+        pool_batch = self._pool_options["batch_size"]
+        if self.is_async and waiting and len(waiting) < pool_batch:
+            raise ValueError(
+                f"EnvPool returns exactly batch_size={pool_batch} envs per wait and only {len(waiting)} "
+                f"are in flight ({sorted(waiting)}): send actions for at least {pool_batch} envs before "
+                f"recv()"
+            )
+        start = time.monotonic()
+        while len(self.state.ready) < count:
+            obs, rewards, terminations, truncations, info = self.pool.recv(reset=False, return_info=True)
+            self.state.ready.update(self.store(obs, rewards, terminations, truncations, info))
+            if timeout is not None and time.monotonic() - start > timeout:
+                raise EnvTimeoutError(f"EnvPool took more than {timeout} s to return {count} envs")
+        return self.state.collect(count)
+
+    def call(self, name: str | Callable, args: tuple, kwargs: dict, ids: list[int]) -> list[Any]:
+        if name in self._attributes:
+            values = self._attributes[name]
+            unset = [i for i in ids if i not in values]
+            if unset:
+                raise AttributeError(
+                    f"{name!r} was set with set_attr on envs {sorted(values)}, not on envs {unset}"
+                )
+            return [values[i] for i in ids]
+        if name in ("observation_space", "action_space"):
+            space = self.single_observation_space if name == "observation_space" else self.single_action_space
+            return [space] * len(ids)
+        value = None if callable(name) else getattr(self.pool, name, None)
+        if value is None or callable(value):
+            raise AttributeError(
+                f"the envpool backend has no per-env Python objects to call or read {name!r} on; "
+                f"EnvPool's own object is vec.envpool"
+            )
+        return [value] * len(ids)
+
+    def set_attr(self, name: str, values: list[Any], ids: list[int]) -> None:
+        self._attributes.setdefault(name, {}).update(zip(ids, values, strict=True))
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+            self.pool = None
+
+    def store(
+        self,
+        obs: np.ndarray,
+        rewards: Any,
+        terminations: Any,
+        truncations: Any,
+        info: dict[str, Any],
+        per_env_infos: bool = True,
+    ) -> dict[int, dict]:
+        """Put EnvPool's rows into the batch (blanking stack padding); return the infos by env id."""
+        env_ids = info["env_id"]
+        elapsed = info["elapsed_step"]
+        if self._plan.squeeze_stack:
+            obs = obs[:, 0]
+        if env_ids.size == self.num_envs and (env_ids == self._all_ids).all():
+            # EnvPool returns a new array on every wait: adopt it as the batch instead of copying it.
+            self.observations = self._batch.observations = obs
+            self._batch.store(slice(None), None, rewards, terminations, truncations)
+        else:
+            self._batch.store(env_ids, obs, rewards, terminations, truncations)
+        if self._plan.zero_padding:
+            # Frames before the episode's first: EnvPool repeats that frame, torchwm's
+            # frame_stack(padding="zero") shows blanks, one fewer for each step taken.
+            padded = np.flatnonzero(elapsed < self._plan.stack_size - 1)
+            for k in padded.tolist():
+                self.observations[env_ids[k], : self._plan.stack_size - 1 - int(elapsed[k])] = 0
+        if not per_env_infos:
+            return {}
+        keys = [key for key in INFO_KEYS if key in info]
+        columns = [info[key].tolist() for key in keys]
+        return {
+            int(i): dict(zip(keys, values, strict=True))
+            for i, *values in zip(env_ids.tolist(), *columns, strict=True)
+        }
+
+
 class EnvPoolVectorEnv(VectorEnv):
     """``num_envs`` envs of one EnvPool.
 
@@ -66,10 +270,7 @@ class EnvPoolVectorEnv(VectorEnv):
         (8, 4, 84, 84)
     """
 
-    # EnvPool's C++ envs index their action set with the action: an out-of-range one crashes the process
-    # (Atari: SIGSEGV), so action values are checked before they are sent.
-    check_action_values = True
-    resets_while_stepping = False  # EnvPool's wait returns other envs' results
+    _stepper: EnvPoolStepper
 
     def __init__(
         self,
@@ -81,174 +282,19 @@ class EnvPoolVectorEnv(VectorEnv):
         timeout: float | None = None,
         copy: bool = True,
     ) -> None:
-        self._pool: Any = None
-        num_threads = check_count("num_threads", num_threads, minimum=0)
-        thread_affinity_offset = check_count("thread_affinity_offset", thread_affinity_offset, minimum=-1)
-        n = spec.num_envs
-        # The base class checks these too, but after the pool is made: bad options must cost nothing.
-        batch_size = check_batch_size(batch_size, n)
-        timeout = check_timeout(timeout)
-        self._plan: EnvPoolPlan = translate(spec)
-        self._pool_options = {
-            "num_threads": num_threads,
-            "thread_affinity_offset": thread_affinity_offset,
-            "batch_size": batch_size or n,
-        }
-        # EnvPool draws env i's seed from the pool's seed as seed + i, Gymnasium's layout.
-        seed = (
-            spec.seed
-            if spec.seed is not None
-            else int(cast(int, np.random.SeedSequence().entropy) % (MAX_SEED - n + 2))
-        )
-        self._fresh_seeds: list[int] | None = check_seeds([seed + i for i in range(n)], "make_vec(seed=...)")
-        self._pool = self._make_pool(self._fresh_seeds)
-        single_obs, single_action = self._spaces()
-        super().__init__(
+        stepper = EnvPoolStepper(
             spec,
-            single_obs,
-            single_action,
-            metadata={"render_modes": []},
-            render_mode=None,
+            num_threads=num_threads,
+            thread_affinity_offset=thread_affinity_offset,
             batch_size=batch_size,
             timeout=timeout,
-            copy=copy,
         )
-        self._batch = Batch(single_obs, n)
-        self._observations = self._batch.observations
-        self._rewards = self._batch.rewards
-        self._terminations = self._batch.terminations
-        self._truncations = self._batch.truncations
-        # set_attr values (name -> env -> value): EnvPool has no Python env objects.
-        self._attributes: dict[str, dict[int, Any]] = {}
-
-    # -- EnvPool ----------------------------------------------------------------------------------
-
-    def _make_pool(self, seeds: list[int]) -> Any:
-        import envpool
-
-        return envpool.make_gymnasium(
-            self._plan.task_id,
-            num_envs=len(seeds),
-            seed=seeds[0],
-            env_seed=list(seeds),
-            **self._pool_options,
-            **self._plan.kwargs,
-        )
-
-    def _spaces(self) -> tuple[spaces.Space, spaces.Space]:
-        obs_space = self._pool.observation_space
-        if self._plan.squeeze_stack:
-            obs_space = spaces.Box(0, 255, obs_space.shape[1:], np.uint8)
-        return obs_space, self._pool.action_space
+        super().__init__(stepper, copy=copy)
 
     @property
     def envpool(self) -> Any:
         """The EnvPool object itself (its config, its own methods)."""
-        return self._pool
-
-    # -- the backend primitives -------------------------------------------------------------------
-
-    def _reset_envs(self, ids: np.ndarray, seeds: list[int | None], options: dict | None) -> list[dict]:
-        n = self.num_envs
-        if options:
-            raise ValueError(
-                f"the envpool backend takes no reset options but reset_mask, got {sorted(options)}"
-            )
-        seeded = [s is not None for s in seeds]
-        if any(seeded):
-            if ids.size != n or not all(seeded):
-                raise ValueError(
-                    "EnvPool fixes each env's seed when the pool is made, so the envpool backend can seed "
-                    "only a reset of every env at once (reset(seed=s) or a list of num_envs seeds); "
-                    f"got seeds for envs {ids[np.asarray(seeded)].tolist()} of {n}"
-                )
-            if seeds != self._fresh_seeds:
-                # before the pool goes: a refused reset changes nothing
-                new_seeds = check_seeds(seeds, "reset")
-                self._pool.close()
-                self._pool = self._make_pool(new_seeds)
-        self._fresh_seeds = None
-        pool_batch = self._pool_options["batch_size"]
-        if self._is_async and ids.size < pool_batch:
-            raise ValueError(
-                f"EnvPool returns exactly batch_size={pool_batch} envs per wait, so the envpool backend "
-                f"cannot reset {ids.size} envs alone; reset at least {pool_batch} (or make the env with a "
-                f"smaller batch_size)"
-            )
-        self._pool._reset(ids.astype(np.int32))
-        infos: dict[int, dict] = {}
-        while len(infos) < ids.size:
-            obs, info = self._pool.recv(reset=True, return_info=True)
-            infos.update(self._store(obs, 0.0, False, False, info))
-        return [infos[i] for i in ids.tolist()]
-
-    @property
-    def _is_async(self) -> bool:
-        """EnvPool's async mode (batch_size < num_envs): each wait returns exactly batch_size envs."""
-        return self._pool_options["batch_size"] < self.num_envs
-
-    def _send_step(self, ids: np.ndarray, actions: Any) -> None:
-        if not self._is_async and self._in_flight.any():
-            # In sync mode EnvPool's next wait returns the envs of one send; a second send would be lost.
-            raise AlreadyPendingCallError(
-                f"envs {np.flatnonzero(self._in_flight).tolist()} have actions in flight: recv() before "
-                f"sending again, or make the env with batch_size < num_envs to overlap sends",
-                "step",
-            )
-        # All envs: no env_id, so EnvPool uses its own cached ids instead of converting ours.
-        env_id = None if ids.size == self.num_envs else ids.astype(np.int32)  # every env comes in env order
-        self._pool.send(np.asarray(actions), env_id)
-
-    def _wait_ready(
-        self, candidates: np.ndarray, count: int, timeout: float | None, *, min_ready: int | None = None
-    ) -> tuple[np.ndarray, list[dict]]:
-        # EnvPool's own wait returns its batch and cannot be cut short: ``min_ready`` changes nothing.
-        # Every env of `_ready` is in flight (recv has not returned it), so it is among the candidates.
-        waiting = [i for i in candidates.tolist() if i not in self._ready]
-        pool_batch = self._pool_options["batch_size"]
-        if self._is_async and waiting and len(waiting) < pool_batch:
-            raise ValueError(
-                f"EnvPool returns exactly batch_size={pool_batch} envs per wait and only {len(waiting)} "
-                f"are in flight ({sorted(waiting)}): send actions for at least {pool_batch} envs before "
-                f"recv()"
-            )
-        start = time.monotonic()
-        while len(self._ready) < count:
-            obs, rewards, terminations, truncations, info = self._pool.recv(reset=False, return_info=True)
-            self._ready.update(self._store(obs, rewards, terminations, truncations, info))
-            if timeout is not None and time.monotonic() - start > timeout:
-                raise EnvTimeoutError(f"EnvPool took more than {timeout} s to return {count} envs")
-        return self._collect_ready(count)
-
-    def _call(self, name: str | Callable, args: tuple, kwargs: dict, ids: list[int]) -> list[Any]:
-        if name in self._attributes:
-            values = self._attributes[name]
-            unset = [i for i in ids if i not in values]
-            if unset:
-                raise AttributeError(
-                    f"{name!r} was set with set_attr on envs {sorted(values)}, not on envs {unset}"
-                )
-            return [values[i] for i in ids]
-        if name in ("observation_space", "action_space"):
-            space = self.single_observation_space if name == "observation_space" else self.single_action_space
-            return [space] * len(ids)
-        value = None if callable(name) else getattr(self._pool, name, None)
-        if value is None or callable(value):
-            raise AttributeError(
-                f"the envpool backend has no per-env Python objects to call or read {name!r} on; "
-                f"EnvPool's own object is vec.envpool"
-            )
-        return [value] * len(ids)
-
-    def _set_attr(self, name: str, values: list[Any], ids: list[int]) -> None:
-        self._attributes.setdefault(name, {}).update(zip(ids, values, strict=True))
-
-    def _close(self) -> None:
-        if self._pool is not None:
-            self._pool.close()
-            self._pool = None
-
-    # -- helpers ----------------------------------------------------------------------------------
+        return self._stepper.pool
 
     def recv(
         self, timeout: float | None = None, *, min_ready: int | None = None
@@ -258,66 +304,33 @@ class EnvPoolVectorEnv(VectorEnv):
         Then the infos are batched as whole columns rather than env by env, which on Pong is
         half of what the backend adds to EnvPool's own step. The result is the same.
         """
+        stepper, state = self._stepper, self._state
         if (
             self.closed
-            or self._is_async
-            or self._ready
-            or not self._in_flight.all()
-            or not self._state.in_env_order
+            or stepper.is_async
+            or state.ready
+            or not state.in_flight.all()
+            or not state.in_env_order
         ):
             return super().recv(timeout, min_ready=min_ready)
-        if timeout is not None:
-            # as the base class would: the shortcut waits without one
-            check_timeout(timeout, "recv(timeout=)")
-        obs, rewards, terminations, truncations, info = self._pool.recv(reset=False, return_info=True)
-        self._store(obs, rewards, terminations, truncations, info, per_env_infos=False)
-        self._in_flight[:] = False
-        batched: dict[str, Any] = {}
-        for key in INFO_KEYS:
-            if key in info:
-                column = np.zeros(self.num_envs, dtype=np.int64)  # Gymnasium's dtype for int infos
-                column[info["env_id"]] = info[key]
-                batched[key], batched[f"_{key}"] = column, np.ones(self.num_envs, dtype=np.bool_)
-        observations = self._observations.copy() if self.copy else self._observations
-        return (
-            observations,
-            self._rewards.copy(),
-            self._terminations.copy(),
-            self._truncations.copy(),
-            batched,
-        )
-
-    def _store(
-        self,
-        obs: np.ndarray,
-        rewards: Any,
-        terminations: Any,
-        truncations: Any,
-        info: dict[str, Any],
-        per_env_infos: bool = True,
-    ) -> dict[int, dict]:
-        """Put EnvPool's rows into the batch (blanking stack padding); return the infos by env id."""
-        env_ids = info["env_id"]
-        elapsed = info["elapsed_step"]
-        if self._plan.squeeze_stack:
-            obs = obs[:, 0]
-        if env_ids.size == self.num_envs and (env_ids == self._all_ids).all():
-            # EnvPool returns a new array on every wait: adopt it as the batch instead of copying it.
-            self._observations = self._batch.observations = obs
-            self._batch.store(slice(None), None, rewards, terminations, truncations)
-        else:
-            self._batch.store(env_ids, obs, rewards, terminations, truncations)
-        if self._plan.zero_padding:
-            # Frames before the episode's first: EnvPool repeats that frame, torchwm's
-            # frame_stack(padding="zero") shows blanks, one fewer for each step taken.
-            padded = np.flatnonzero(elapsed < self._plan.stack_size - 1)
-            for k in padded.tolist():
-                self._observations[env_ids[k], : self._plan.stack_size - 1 - int(elapsed[k])] = 0
-        if not per_env_infos:
-            return {}
-        keys = [key for key in INFO_KEYS if key in info]
-        columns = [info[key].tolist() for key in keys]
-        return {
-            int(i): dict(zip(keys, values, strict=True))
-            for i, *values in zip(env_ids.tolist(), *columns, strict=True)
-        }
+        with self._held("receiving a step"):
+            if timeout is not None:
+                # as the base class would: the shortcut waits without one
+                check_timeout(timeout, "recv(timeout=)")
+            obs, rewards, terminations, truncations, info = stepper.pool.recv(reset=False, return_info=True)
+            stepper.store(obs, rewards, terminations, truncations, info, per_env_infos=False)
+            state.received(slice(None))
+            batched: dict[str, Any] = {}
+            for key in INFO_KEYS:
+                if key in info:
+                    column = np.zeros(self.num_envs, dtype=np.int64)  # Gymnasium's dtype for int infos
+                    column[info["env_id"]] = info[key]
+                    batched[key], batched[f"_{key}"] = column, np.ones(self.num_envs, dtype=np.bool_)
+            observations = stepper.observations.copy() if self.copy else stepper.observations
+            return (
+                observations,
+                stepper.rewards.copy(),
+                stepper.terminations.copy(),
+                stepper.truncations.copy(),
+                batched,
+            )

@@ -14,6 +14,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from torchwm.errors import UnsupportedStackError
 from torchwm.plugin_api import Batch, PoolSettings, SharedBlockGroup, VecSpec, WorkerGroup, WorkerHandle
 from torchwm_ray.compiled_graph import CompiledStep
 from torchwm_ray.driver import RayActorHandle, wait_for_actors
@@ -21,6 +22,11 @@ from torchwm_ray.placement import DEFAULT_TIMEOUT, remove_group
 from torchwm_ray.pool_state import PoolState
 from torchwm_ray.same_node import SameNodeActorHandle
 from torchwm_ray.settings import RAY_OPTIONS, StepPath, configure
+
+
+class SpacesTheBlockCannotHold(UnsupportedStackError):
+    """The envs' spaces (Text, Graph, Sequence) do not fit the shared block: `RayVectorEnv` then starts
+    again with steps over Ray's channels, unless the user asked for shared memory."""
 
 
 class RayGroup(SharedBlockGroup):
@@ -50,7 +56,10 @@ class RayGroup(SharedBlockGroup):
         self, observation_space: gym.Space, action_space: gym.Space, num_envs: int, num_workers: int
     ) -> Batch:
         if self.shared_memory:
-            return super().create_batch(observation_space, action_space, num_envs, num_workers)
+            try:
+                return super().create_batch(observation_space, action_space, num_envs, num_workers)
+            except UnsupportedStackError as error:
+                raise SpacesTheBlockCannotHold(*error.args) from None
         return WorkerGroup.create_batch(self, observation_space, action_space, num_envs, num_workers)
 
     def wait(self, busy: list[WorkerHandle], timeout: float | None, need_all: bool) -> bool:

@@ -23,13 +23,12 @@ plugin's modules, each one job:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
-from torchwm.errors import UnsupportedStackError
 from torchwm.plugin_api import VecSpec, WorkerPool
 from torchwm_ray.connection import LocalRay
 from torchwm_ray.driver import RayActorHandle
-from torchwm_ray.group import RayGroup
+from torchwm_ray.group import RayGroup, SpacesTheBlockCannotHold
 from torchwm_ray.placement import DEFAULT_TIMEOUT
 from torchwm_ray.same_node import SameNodeActorHandle
 
@@ -87,7 +86,6 @@ class RayVectorEnv(WorkerPool):
 
     backend_name = "ray"
     worker_group = RayGroup
-    _group: RayGroup
     unit = "actor"
 
     def __init__(self, spec: VecSpec, **options: Any) -> None:
@@ -95,17 +93,21 @@ class RayVectorEnv(WorkerPool):
         try:
             try:
                 super().__init__(spec, **options)
-            except UnsupportedStackError:
+            except SpacesTheBlockCannotHold:
                 # Spaces a shared block cannot hold (Text, Graph, Sequence) show once the actors have built
                 # their envs: then, unless the user asked for shared memory, Ray's channels carry the steps.
                 # (The first try's group closed with it, placement group included.)
-                if not self._group.shared_memory or options.get("shared_memory") is not None:
+                if options.get("shared_memory") is not None:
                     raise
                 super().__init__(spec, **{**options, "shared_memory": False})
         except BaseException:
             if options.get("stop_ray_on_close", True):
                 LocalRay.release_unused()  # connected before an actor started (a placement that failed, ...)
             raise
+
+    @property
+    def _group(self) -> RayGroup:
+        return cast(RayGroup, self._stepper.group)
 
     @property
     def placement_group(self) -> Any:
@@ -117,7 +119,7 @@ class RayVectorEnv(WorkerPool):
         """The Ray actor handles, one per actor."""
         return [
             handle.actor
-            for handle in self._handles
+            for handle in self._stepper._handles
             if isinstance(handle, (RayActorHandle, SameNodeActorHandle))
         ]
 
@@ -131,7 +133,7 @@ class RayVectorEnv(WorkerPool):
         """The Ray node id each actor runs on (`ray.get_runtime_context().get_node_id()` there)."""
         return [
             handle.node_id
-            for handle in self._handles
+            for handle in self._stepper._handles
             if isinstance(handle, (RayActorHandle, SameNodeActorHandle))
         ]
 
