@@ -27,6 +27,7 @@ methods, for example).
 
 `leaked_segments` and `mapped_segments` show torchwm shared blocks (``shmem``'s, and a plugin's that uses
 them) that a test left behind, from outside the backend: in ``/dev/shm`` and in a process's mappings.
+`process_running` and `wait_until_ended` do the same for a backend's processes.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ import threading
 import time
 import traceback
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import gymnasium as gym
@@ -841,9 +842,30 @@ def mapped_segments(pid: int | str = "self") -> list[str]:
     try:
         with open(f"/proc/{pid}/maps") as maps:
             lines = maps.read().splitlines()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # no /proc, or the process ended while we read
         return []
     names = {
         line.split("/memfd:", 1)[1].split(" ")[0] for line in lines if f"/memfd:{SEGMENT_PREFIX}" in line
     }
     return sorted(names)
+
+
+def process_running(pid: int) -> bool:
+    """Whether process ``pid`` runs (Linux: ``/proc/<pid>/stat``; False elsewhere). A zombie has ended:
+    only its parent's bookkeeping is left. A process that ends while this reads has ended, not an error."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def wait_until_ended(pids: Iterable[int], seconds: float = DEADLINE) -> None:
+    """Waits until no process of ``pids`` runs: a killed process, or one that a ``close()`` ended, may take a
+    moment to go (Ray ends its actors after ``close()`` returns). `AssertionError` naming those still
+    running after ``seconds``."""
+    pids, deadline = list(pids), time.monotonic() + seconds
+    while running := [pid for pid in pids if process_running(pid)]:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"processes {running} still run {seconds:g} s after they were ended")
+        time.sleep(0.02)

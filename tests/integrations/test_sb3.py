@@ -12,7 +12,6 @@ import copy
 import functools
 import os
 import signal
-import time
 
 import gymnasium as gym
 import numpy as np
@@ -31,6 +30,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv  # noqa: E402
 
 import torchwm  # noqa: E402
 from torchwm.integrations.sb3 import SB3VecEnv  # noqa: E402
+from torchwm.testing import wait_until_ended  # noqa: E402
 
 N = 3
 
@@ -500,19 +500,6 @@ def test_an_ended_env_without_final_obs_gets_its_current_observation(backend):
     reference.close()
 
 
-def wait_until_gone(pid, seconds=30.0):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                if f.read().split(")")[-1].split()[0] == "Z":
-                    return
-        except FileNotFoundError:
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"worker {pid} still runs {seconds} s after SIGKILL")
-
-
 class KillWorkerZero(BaseCallback):
     """Kills worker 0 after step ``at`` (so that the next step finds it dead), and records the infos of
     the step after: what SB3's learner read for the restarted envs, and the observations it had before."""
@@ -531,7 +518,7 @@ class KillWorkerZero(BaseCallback):
         if self.n_calls == self.at:
             self.killed = self.vec.worker_pids[0]
             os.kill(self.killed, signal.SIGKILL)
-            wait_until_gone(self.killed)
+            wait_until_ended([self.killed], 30)
         return True
 
 

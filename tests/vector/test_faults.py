@@ -49,7 +49,7 @@ from gymnasium import spaces
 
 import torchwm
 from torchwm.errors import ClosedEnvironmentError, EnvTimeoutError, WorkerError
-from torchwm.testing import leaked_segments, mapped_segments
+from torchwm.testing import leaked_segments, mapped_segments, process_running, wait_until_ended
 from torchwm.vector.transports.shared_block import SharedBatch
 
 FAULT_ID = "TorchwmTest/FaultInjection-v0"
@@ -171,19 +171,9 @@ def processes_of(envs):
     return [ray.get(actor.describe.remote(), timeout=30)["pid"] for actor in envs.actors], None
 
 
-def running(pid):
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 def assert_cleaned_up(envs, pids, block):
     envs.close()
-    deadline = time.monotonic() + 30  # Ray ends its actors' processes after close() returns
-    while any(running(pid) for pid in pids) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not [pid for pid in pids if running(pid)], "a process outlived close()"
+    wait_until_ended(pids, 30)
     assert leaked_segments() == []
     gc.collect()  # frames of caught exceptions may still hold views of the block
     assert block is None or block not in mapped_segments()
@@ -348,9 +338,9 @@ except Exception as error:
     report["usable"] = f"{type(error).__name__}: {error}"
 envs.close()
 deadline = time.monotonic() + 30  # Ray ends its actors' processes after close() returns
-while any(tfi.running(pid) for pid in pids) and time.monotonic() < deadline:
+while any(tfi.process_running(pid) for pid in pids) and time.monotonic() < deadline:
     time.sleep(0.05)
-report["left"] = [pid for pid in pids if tfi.running(pid)]
+report["left"] = [pid for pid in pids if tfi.process_running(pid)]
 print(json.dumps(report))
 """
 
@@ -419,17 +409,9 @@ def make_faulty(backend, **kwargs):
     return torchwm.make_vec("TorchwmTest/Faulty-v0", 4, backend=backend, seed=0, backend_kwargs=options)
 
 
-def gone(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
-
-
 def assert_workers_gone(vec, pids):
     vec.close()
-    assert all(gone(pid) for pid in pids), "a worker outlived close()"
+    assert not any(process_running(pid) for pid in pids), "a worker outlived close()"
     assert leaked_segments() == []
 
 
@@ -588,6 +570,7 @@ def test_ctrl_c_gives_one_keyboard_interrupt_and_cleans_up(backend, tmp_path):
 INLINE_INTERRUPT_SCRIPT = r'''
 import json, os, signal, sys, threading, time
 import gymnasium as gym, numpy as np, torchwm
+from torchwm.testing import process_running
 from gymnasium import spaces
 
 MARKER = sys.argv[3]
@@ -638,8 +621,7 @@ def main():  # guarded, so that this test is about Ctrl-C alone, also under old 
     report["steps"] = [envs.step(np.zeros(4, dtype=np.int64))[0][:, 0].tolist() for _ in range(3)]
     pids = [pid for pid in envs.worker_pids if pid is not None]
     envs.close()
-    report["children_left"] = [pid for pid in pids if os.path.exists(f"/proc/{pid}") and
-                               open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"]
+    report["children_left"] = [pid for pid in pids if process_running(pid)]
     print(json.dumps(report))
 
 
@@ -775,10 +757,8 @@ def test_sigkill_of_the_whole_process_group_leaves_no_segment(tmp_path):
         child.wait(timeout=30)
     finally:
         child.kill()
-    deadline = time.monotonic() + 10
-    while not all(gone(int(pid)) for pid in pids) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert name.startswith("torchwm_") and all(gone(int(pid)) for pid in pids)
+    wait_until_ended([int(pid) for pid in pids], 10)
+    assert name.startswith("torchwm_")
     assert not os.path.exists(f"/dev/shm/{name}")
 
 
@@ -1025,6 +1005,7 @@ def test_a_failed_start_closes_every_env_that_was_built(backend, fail, error, cl
 FORK_SCRIPT = r"""
 import gc, json, os, sys
 import numpy as np, torchwm
+from torchwm.testing import process_running
 
 backend, what = sys.argv[1], sys.argv[2]
 envs = torchwm.make_vec("CartPole-v1", 4, backend=backend, backend_kwargs={"num_workers": 2, "timeout": 60})
@@ -1059,8 +1040,7 @@ with torchwm.make_vec("CartPole-v1", 4, backend="sync") as reference:
     expected = reference.step(np.ones(4, dtype=np.int64))[0]
 report["same_as_sync"] = bool((obs == expected).all())
 envs.close()
-report["left"] = [pid for pid in pids if os.path.exists(f"/proc/{pid}") and
-                  open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"]
+report["left"] = [pid for pid in pids if process_running(pid)]
 print(json.dumps(report))
 """
 
@@ -1243,7 +1223,7 @@ def test_an_envs_own_broken_pipe_is_its_error_not_a_lost_worker(backend):
             assert isinstance(error, exc_type), repr(error)
             assert error.env_index == 2 and error.worker_index == 1, repr(error)
             assert "env 2" in str(error) and "broke on purpose" in error.remote_traceback, str(error)
-            assert vec.worker_pids == pids and not any(gone(pid) for pid in pids)
+            assert vec.worker_pids == pids and all(process_running(pid) for pid in pids)
             vec.reset(seed=0)
             obs, rewards, *_ = vec.step(np.zeros(4, dtype=np.int64))
             assert obs[:, 0].tolist() == [1, 1, 1, 1] and rewards.tolist() == [1, 1, 1, 1]
@@ -1257,12 +1237,8 @@ def test_the_parent_closing_its_pipe_still_ends_a_worker():
     (pid,) = vec.worker_pids
     vec.reset(seed=0)
     vec._stepper._handles[0].conn.close()  # as when the parent dies: the worker's reads end with EOF
-    deadline = time.monotonic() + DEADLINE
-    while not gone(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert (
-        gone(pid) and vec._stepper._handles[0].process.exitcode == 0
-    )  # quietly, as nobody is left to answer
+    wait_until_ended([pid], DEADLINE)
+    assert vec._stepper._handles[0].process.exitcode == 0  # quietly, as nobody is left to answer
     vec.close()
 
 
@@ -1471,9 +1447,7 @@ def test_restarted_envs_report_what_ended_envs_report_in_their_autoreset_mode(ba
     assert before[:, 0].tolist() == [4, 3, 3, 3]
     pids = vec.worker_pids
     os.kill(pids[0], signal.SIGKILL)
-    deadline = time.monotonic() + 30
-    while not gone(pids[0]) and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until_ended(pids[:1], 30)
     obs, rewards, terminations, truncations, infos = vec.step(zeros)
     assert truncations.tolist() == [True, True, False, False]
     assert obs[:, 0].tolist() == [0, 0, 4, 4]

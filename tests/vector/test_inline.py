@@ -18,7 +18,7 @@ from gymnasium import spaces
 
 import torchwm
 from torchwm.errors import WorkerError
-from torchwm.testing import leaked_segments
+from torchwm.testing import leaked_segments, process_running
 from torchwm.vector.transports.contract import default_num_workers
 
 OK, RAISE = 0, 1
@@ -53,14 +53,6 @@ BACKENDS = ["subproc", "shmem"]
 def make(backend, **options):
     options = {"num_workers": 2, "context": "fork", "timeout": 30, "inline": True, **options}
     return torchwm.make_vec("TorchwmTest/Counting-v0", 4, backend=backend, seed=0, backend_kwargs=options)
-
-
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -119,7 +111,7 @@ def test_error_in_a_parent_env_names_env_worker_and_traceback(backend):
     obs, *_ = vec.step(np.zeros(4, dtype=np.int64))
     assert np.array_equal(obs[:, 0], [1, 1, 1, 1])
     vec.close()
-    assert not any(alive(pid) for pid in pids) and leaked_segments() == []
+    assert not any(process_running(pid) for pid in pids) and leaked_segments() == []
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -155,9 +147,9 @@ def test_restart_on_crash_restarts_the_child_and_keeps_the_parent_share(backend)
     assert infos["worker_restarted"].tolist() == [False, False, True, True]
     assert np.array_equal(obs[:, 0], [2, 2, 0, 0])
     new_pids = vec.worker_pids
-    assert new_pids[0] is None and new_pids[1] != pids[1] and alive(os.getpid())
+    assert new_pids[0] is None and new_pids[1] != pids[1] and process_running(os.getpid())
     vec.close()
-    assert not alive(new_pids[1]) and leaked_segments() == []
+    assert not process_running(new_pids[1]) and leaked_segments() == []
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

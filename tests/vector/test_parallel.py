@@ -14,7 +14,7 @@ from gymnasium import spaces
 
 import torchwm
 from torchwm.errors import UnsupportedStackError
-from torchwm.testing import leaked_segments, mapped_segments
+from torchwm.testing import leaked_segments, mapped_segments, process_running
 from torchwm.vector.transports.contract import split_envs
 
 BACKENDS = ["subproc", "shmem"]
@@ -343,7 +343,7 @@ def test_close_is_idempotent_and_leaves_nothing_behind():
     vec.close()
     vec.close()
     assert name not in mapped_segments()
-    assert all(not _alive(pid) for pid in pids)
+    assert all(not process_running(pid) for pid in pids)
     with pytest.raises(torchwm.ClosedEnvironmentError):
         vec.reset()
 
@@ -358,15 +358,7 @@ def test_garbage_collection_closes_workers_and_segments():
     del vec
     gc.collect()
     assert leaked_segments() == []
-    assert all(not _alive(pid) for pid in pids)
-
-
-def _alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
+    assert all(not process_running(pid) for pid in pids)
 
 
 # -- issue items: fair batches, every env's spaces checked, actions as given, late replies, unpicklable

@@ -54,8 +54,8 @@ def _tree(pid: int) -> list[int]:
             try:
                 with open(f"/proc/{p}/task/{tid}/children") as f:
                     found.extend(int(c) for c in f.read().split())
-            except FileNotFoundError:
-                pass
+            except (FileNotFoundError, ProcessLookupError):
+                pass  # the thread or process ended meanwhile
     return found
 
 

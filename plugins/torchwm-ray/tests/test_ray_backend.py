@@ -120,17 +120,6 @@ def test_an_env_that_raises_is_named(local_ray):
         assert "TypeError" in caught.value.remote_traceback
 
 
-def wait_until_gone(pid: int, seconds: float = 30.0) -> None:
-    """Until the killed actor's process has ended (ray.kill returns before it has)."""
-    deadline = time.monotonic() + seconds
-    while (
-        Path(f"/proc/{pid}").exists()
-        and "Z" not in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1][:3]
-    ):
-        assert time.monotonic() < deadline, f"actor process {pid} still running {seconds} s after ray.kill"
-        time.sleep(0.05)
-
-
 def test_a_dead_actor_raises_worker_error_naming_its_envs(local_ray):
     with torchwm.make_vec(
         torchwm.testing.COUNTDOWN_ID, 4, backend="ray", seed=0, backend_kwargs={"num_actors": 2}
@@ -138,7 +127,7 @@ def test_a_dead_actor_raises_worker_error_naming_its_envs(local_ray):
         envs.reset()
         pid = envs.worker_pids[1]
         ray.kill(envs.actors[1], no_restart=True)
-        wait_until_gone(pid)
+        torchwm.testing.wait_until_ended([pid], 30)  # ray.kill returns before it has ended
         with pytest.raises(WorkerError, match=r"Ray actor 1 \(envs \[2, 3\]\) died") as caught:
             envs.step(np.zeros(4, dtype=np.int64))
         assert caught.value.worker_index == 1
@@ -158,7 +147,7 @@ def test_an_actor_that_dies_under_the_compiled_graph_is_named(local_ray):
         assert envs.compiled_graph
         pid = ray.get(envs.actors[0].describe.remote())["pid"]
         ray.kill(envs.actors[0], no_restart=True)
-        wait_until_gone(pid)
+        torchwm.testing.wait_until_ended([pid], 30)
         with pytest.raises(WorkerError, match=r"Ray actor 0 \(envs \[0, 1\]\) died") as caught:
             envs.step(np.zeros(4, dtype=np.int64))
         assert caught.value.worker_index == 0
@@ -207,7 +196,7 @@ def test_a_crash_between_steps_is_noticed_at_the_next_step(local_ray):
         envs.reset()
         pid = ray.get(envs.actors[0].describe.remote())["pid"]
         ray.kill(envs.actors[0], no_restart=False)
-        wait_until_gone(pid)
+        torchwm.testing.wait_until_ended([pid], 30)
         deadline = time.monotonic() + 60
         while True:  # until Ray has restarted it, with new envs
             try:
@@ -233,7 +222,7 @@ def test_restart_on_crash_truncates_the_interrupted_episodes(local_ray):
         envs.step(np.ones(4, dtype=np.int64))
         pid = ray.get(envs.actors[1].describe.remote())["pid"]
         ray.kill(envs.actors[1], no_restart=False)
-        wait_until_gone(pid)
+        torchwm.testing.wait_until_ended([pid], 30)
         obs, rewards, terminations, truncations, infos = envs.step(np.ones(4, dtype=np.int64))
         restarted = infos.get("worker_restarted", np.zeros(4, dtype=bool))
         assert restarted.tolist() == [False, False, True, True]

@@ -18,7 +18,6 @@ import sys
 import threading
 import time
 import warnings
-from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -28,7 +27,7 @@ from ray import cloudpickle
 
 import torchwm
 from torchwm.errors import ClosedEnvironmentError, EnvTimeoutError, WorkerError
-from torchwm.testing import CountdownEnv
+from torchwm.testing import CountdownEnv, wait_until_ended
 
 FAULT_ID = "torchwm_ray_tests/Fault-v0"
 TIMEOUT = 20.0  # the backend's timeout in these tests, in seconds: every error must come before it
@@ -91,18 +90,6 @@ def assert_works_like_a_fresh_sync_env(envs):
                 assert np.array_equal(a, b), f"step {step}: {name} {a.tolist()} != sync's {b.tolist()}"
 
 
-def assert_gone(pids, seconds=60.0):
-    """Every process of ``pids`` has ended (ray.kill returns before the process is gone)."""
-    deadline = time.monotonic() + seconds
-    for pid in pids:
-        while (
-            Path(f"/proc/{pid}").exists()
-            and "Z" not in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1][:3]
-        ):
-            assert time.monotonic() < deadline, f"actor process {pid} still runs {seconds} s after close()"
-            time.sleep(0.05)
-
-
 def started(**backend_kwargs):
     """A reset env that has stepped once (so the compiled graph is built) and its actors' pids."""
     envs = make(**backend_kwargs)
@@ -133,7 +120,7 @@ def test_an_env_that_raises_is_named_and_the_env_stays_usable(local_ray, backend
         assert_works_like_a_fresh_sync_env(envs)
     finally:
         envs.close()
-    assert_gone(pids)
+    wait_until_ended(pids, 60)
 
 
 @pytest.mark.parametrize(
@@ -157,7 +144,7 @@ def test_a_hang_past_the_timeout_raises_in_time_and_closes_the_env(local_ray, en
             envs.reset()
     finally:
         envs.close()
-    assert_gone(pids)
+    wait_until_ended(pids, 60)
 
 
 def test_without_the_graph_a_hang_times_out_each_wait_and_close_ends_it(local_ray):
@@ -171,7 +158,7 @@ def test_without_the_graph_a_hang_times_out_each_wait_and_close_ends_it(local_ra
             envs.recv(timeout=1)
     finally:
         envs.close()
-    assert_gone(pids)
+    wait_until_ended(pids, 60)
 
 
 def test_a_timed_out_call_names_the_real_deadline_and_later_calls_get_their_own_replies(local_ray):
@@ -188,7 +175,7 @@ def test_a_timed_out_call_names_the_real_deadline_and_later_calls_get_their_own_
         assert_works_like_a_fresh_sync_env(envs)
     finally:
         envs.close()
-    assert_gone(pids)
+    wait_until_ended(pids, 60)
 
 
 def test_a_step_over_actor_calls_waits_outside_ray(local_ray, monkeypatch):
@@ -214,7 +201,7 @@ def test_a_step_over_actor_calls_waits_outside_ray(local_ray, monkeypatch):
         assert_works_like_a_fresh_sync_env(envs)
     finally:
         envs.close()
-    assert_gone(pids)
+    wait_until_ended(pids, 60)
 
 
 @pytest.mark.parametrize("backend_kwargs", [{}, {"compiled_graph": False}], ids=["graph", "actor_calls"])
@@ -247,4 +234,4 @@ def test_close_from_another_thread_mid_step_gives_closed_environment_error(local
             envs.step(ACTIONS)
     finally:
         envs.close()
-    assert_gone(pids)
+    wait_until_ended(pids, 60)

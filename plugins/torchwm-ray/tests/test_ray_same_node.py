@@ -10,7 +10,6 @@ import glob
 import os
 import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,20 +18,9 @@ import ray
 import torchwm
 import torchwm.testing
 from torchwm.errors import WorkerError
+from torchwm.testing import process_running, wait_until_ended
 
 SHARED_MEMORY = "steps='shared memory (every actor on this node)'"
-
-
-def process_ended(pid: int) -> bool:
-    stat = Path(f"/proc/{pid}/stat")
-    return not stat.exists() or "Z" in stat.read_text().rsplit(")", 1)[-1][:3]
-
-
-def wait_until_ended(pid: int, seconds: float = 30.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not process_ended(pid):
-        assert time.monotonic() < deadline, f"process {pid} still runs {seconds} s later"
-        time.sleep(0.05)
 
 
 def test_restart_on_crash_starts_a_new_actor_until_max_restarts_is_used_up(local_ray):
@@ -44,15 +32,15 @@ def test_restart_on_crash_starts_a_new_actor_until_max_restarts_is_used_up(local
         envs.step(np.ones(4, dtype=np.int64))
         first = envs.worker_pids[1]
         ray.kill(envs.actors[1], no_restart=True)
-        wait_until_ended(first)
+        wait_until_ended([first], 30)
         _, rewards, terminations, truncations, infos = envs.step(np.ones(4, dtype=np.int64))
         assert infos["worker_restarted"].tolist() == [False, False, True, True]
         assert truncations.tolist() == [False, False, True, True] and rewards[2:].tolist() == [0.0, 0.0]
         second = envs.worker_pids[1]
-        assert second != first and not process_ended(second)
+        assert second != first and process_running(second)
         envs.step(np.ones(4, dtype=np.int64))  # the new actor steps
         ray.kill(envs.actors[1], no_restart=True)
-        wait_until_ended(second)
+        wait_until_ended([second], 30)
         with pytest.raises(
             WorkerError, match=r"after 1 restarts \(max_restarts=1\).*Ray actor 1 \(envs \[2, 3\]\)"
         ):
@@ -67,10 +55,10 @@ def test_close_ends_every_actor_process_and_no_socket_directory_outlives_the_sta
     envs.reset()
     envs.step(np.zeros(4, dtype=np.int64))
     pids = envs.worker_pids
-    assert SHARED_MEMORY in repr(envs) and all(not process_ended(pid) for pid in pids)
+    assert SHARED_MEMORY in repr(envs) and all(process_running(pid) for pid in pids)
     envs.close()
     for pid in pids:
-        wait_until_ended(pid)
+        wait_until_ended([pid], 30)
     assert glob.glob(directories) == []
 
 

@@ -1,0 +1,40 @@
+"""The process helpers of `torchwm.testing` that the fault tests of every backend lean on: a process that
+ends while it is looked at has ended, and is never an error of the test."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from torchwm import testing
+
+
+def test_a_running_process_runs_a_zombie_and_a_reaped_one_do_not():
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    assert testing.process_running(child.pid)
+    child.stdin.close()  # the child exits; unreaped, it is a zombie until wait()
+    testing.wait_until_ended([child.pid], 30)
+    assert os.path.exists(f"/proc/{child.pid}")  # still there, as a zombie: ended all the same
+    child.wait(timeout=30)
+    assert not testing.process_running(child.pid)
+
+
+def test_a_process_that_ends_while_its_stat_is_read_has_ended(monkeypatch):
+    def ended_meanwhile(path, *args, **kwargs):  # Linux's answer to a read of a reaped process's /proc file
+        raise ProcessLookupError(3, "No such process")
+
+    monkeypatch.setattr(testing, "open", ended_meanwhile, raising=False)
+    assert not testing.process_running(1)
+    assert testing.mapped_segments(1) == []
+    testing.wait_until_ended([1], 0)
+
+
+def test_wait_until_ended_names_the_processes_still_running():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        with pytest.raises(AssertionError, match=f"\\[{child.pid}\\] still run 0.1 s"):
+            testing.wait_until_ended(iter([child.pid]), 0.1)
+    finally:
+        child.kill()
+        child.wait(timeout=30)
