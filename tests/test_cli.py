@@ -995,6 +995,24 @@ def test_an_option_asking_for_too_much_memory_is_one_line_naming_it(backend):
     assert "Unable to allocate" in error
 
 
+@pytest.mark.parametrize("backend", ["sync", "shmem"])
+def test_a_frame_stack_the_memory_cannot_hold_is_one_line_naming_it_on_any_kernel(backend):
+    # 10**10 CartPole observations: 149 GiB an array, refused by frame_stack itself, before it fills anything
+    # (a kernel that overcommits would let Gymnasium fill its arrays until the out-of-memory kill).
+    stack = 'wrappers=[{name="frame_stack", stack_size=10000000000}]'
+    result = torchwm_cli(
+        "run", "CartPole-v1", "--backend", backend, "--set", stack, "--steps", "2", "--no-progress"
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    (error,) = result.stderr.strip().splitlines()
+    assert error.startswith(
+        "torchwm run: error: wrapper 'frame_stack' option stack_size=10000000000 asks for more memory than "
+        "this machine has (Unable to allocate 149 GiB for an array with shape (10000000000, 4) and data type "
+        "float32"
+    )
+    assert error.endswith("GiB of memory and swap available)"), error  # numpy's words, not the worker's repr
+
+
 @pytest.mark.skipif(not _refuses_huge_allocations(), reason="this kernel overcommits memory")
 def test_check_names_the_option_asking_for_too_much_memory(tmp_path, capsys):
     (tmp_path / "c.toml").write_text(

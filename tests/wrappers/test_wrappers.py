@@ -90,6 +90,28 @@ def test_frame_stack_is_gymnasium_frame_stack_observation(padding):
     assert_same_rollout(env, reference)
 
 
+def test_frame_stack_refuses_a_stack_the_memory_cannot_hold_before_filling_it(monkeypatch):
+    from torchwm.wrappers import generic
+
+    monkeypatch.setattr(generic, "_available_memory", lambda: 2**30)
+    # 2 * 10**7 CartPole observations of 16 bytes: three arrays of 298 MiB and the references, 1.19 GiB
+    with pytest.raises(
+        MemoryError,
+        match=r"Unable to allocate 0\.298 GiB for an array with shape \(20000000, 4\) "
+        r"and data type float32: .* 1\.19 GiB in all, and this machine has 1 GiB",
+    ):
+        torchwm.make_env("CartPole-v1", wrappers=[{"name": "frame_stack", "stack_size": 2 * 10**7}])
+    # A Dict observation counts every subspace: 2 * 4 + 8 bytes (a Discrete is one int64)
+    space = gym.spaces.Dict({"a": gym.spaces.Box(0, 1, (2,)), "b": gym.spaces.Discrete(3)})
+    assert generic._space_nbytes(space) == 16
+    with pytest.raises(MemoryError, match=r"shape \(20000000\)"):
+        generic._check_stack_fits(space, 2 * 10**7)
+    # What fits is Gymnasium's wrapper, and values Gymnasium refuses keep its errors
+    generic._check_stack_fits(space, 10**6)
+    with pytest.raises(TypeError, match="stack_size is expected to be an integer"):
+        generic.frame_stack(gym.make("CartPole-v1"), 2.0)
+
+
 def test_clip_reward_is_gymnasium_clip_reward():
     # Pendulum's rewards lie in [-16.3, 0], so clipping to [-1, 1] changes most of them.
     env = torchwm.make_env("Pendulum-v1", wrappers=["clip_reward"])

@@ -111,7 +111,7 @@ def is_memory_error(exc: BaseException) -> bool:
 
 # numpy's MemoryError: "Unable to allocate 931. GiB for an array with shape (1000000, 1000000) and data type
 # uint8"
-_ALLOCATION = re.compile(r"Unable to allocate .*? for an array with shape \(([\d, ]*)\)[^\n]*")
+_ALLOCATION = re.compile(r"Unable to allocate .*? for an array with shape \(([\d, ]*)\)[^\n'\"]*")
 
 
 def memory_message(spec: Any, exc: BaseException) -> str:

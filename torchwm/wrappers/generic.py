@@ -5,6 +5,11 @@
 torchwm only gives them stable names and option names that a config file can
 set; the behaviour is Gymnasium's, so stacks built from names give the same
 arrays as the same classes put together by hand.
+
+One addition: ``frame_stack`` refuses a stack the machine's memory cannot hold
+with a `MemoryError` (numpy's words, so that ``torchwm run`` names the option),
+before Gymnasium fills its arrays; filling them would end in the kernel's
+out-of-memory kill instead, where the kernel lets a process ask for more than it has.
 """
 
 from __future__ import annotations
@@ -38,7 +43,49 @@ def frame_stack(env: gym.Env, stack_size: int = 4, padding: Literal["zero", "res
         >>> env.observation_space.shape
         (3, 4)
     """
+    if isinstance(stack_size, int) and stack_size > 0:  # other values: Gymnasium's TypeError or ValueError
+        _check_stack_fits(env.observation_space, stack_size)
     return FrameStackObservation(env, stack_size, padding_type=padding)
+
+
+def _space_nbytes(space: gym.Space) -> int:
+    """Bytes of one observation of ``space`` as Gymnasium batches it (0 for spaces it cannot say)."""
+    if isinstance(space, spaces.Box | spaces.MultiDiscrete | spaces.MultiBinary):
+        return int(np.prod(space.shape, dtype=np.float64)) * space.dtype.itemsize
+    if isinstance(space, spaces.Discrete):
+        return space.dtype.itemsize
+    if isinstance(space, spaces.Dict | spaces.Tuple):
+        subspaces = space.spaces.values() if isinstance(space, spaces.Dict) else space.spaces
+        return sum(_space_nbytes(subspace) for subspace in subspaces)
+    return 0
+
+
+def _available_memory() -> int | None:
+    """Bytes of memory and swap this machine can still give (Linux's ``/proc/meminfo``), None elsewhere."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            fields = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in meminfo if "kB" in line}
+    except OSError:
+        return None
+    return fields.get("MemAvailable", 0) + fields.get("SwapFree", 0)
+
+
+def _check_stack_fits(space: gym.Space, stack_size: int) -> None:
+    # FrameStackObservation holds three arrays of stack_size observations (the stacked space's low and
+    # high, and the stack itself) and a deque and a list of stack_size references.
+    row = _space_nbytes(space)
+    needed = stack_size * (3 * row + 16)
+    available = _available_memory()
+    if available is None or needed <= available:
+        return
+    shape = ", ".join(str(side) for side in (stack_size, *(space.shape or ())))
+    dtype = space.dtype if isinstance(space, spaces.Box) else "of the space's dtypes"
+    raise MemoryError(
+        f"Unable to allocate {stack_size * row / 2**30:.3g} GiB for an array with shape ({shape}) and data "
+        f"type {dtype}: FrameStackObservation keeps three such arrays and {stack_size} references, "
+        f"{needed / 2**30:.3g} GiB in all, and this machine has {available / 2**30:.3g} GiB of memory and "
+        "swap available"
+    )
 
 
 def _bounds_tuple(value: Any) -> tuple[float, ...]:
