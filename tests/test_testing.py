@@ -33,7 +33,7 @@ def test_a_process_that_ends_while_its_stat_is_read_has_ended(monkeypatch):
 def test_wait_until_ended_names_the_processes_still_running():
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        with pytest.raises(AssertionError, match=f"\\[{child.pid}\\] still run 0.1 s"):
+        with pytest.raises(AssertionError, match=f"\\[{child.pid}\\] still run after 0.1 s"):
             testing.wait_until_ended(iter([child.pid]), 0.1)
     finally:
         child.kill()

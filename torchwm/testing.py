@@ -867,5 +867,5 @@ def wait_until_ended(pids: Iterable[int], seconds: float = DEADLINE) -> None:
     pids, deadline = list(pids), time.monotonic() + seconds
     while running := [pid for pid in pids if process_running(pid)]:
         if time.monotonic() > deadline:
-            raise AssertionError(f"processes {running} still run {seconds:g} s after they were ended")
+            raise AssertionError(f"processes {running} still run after {seconds:g} s")
         time.sleep(0.02)

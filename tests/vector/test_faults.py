@@ -1680,3 +1680,61 @@ def test_a_ctrl_c_during_a_workers_start_comes_after_it(monkeypatch):
     with ctrl_c_after():
         pass
     assert installed == []
+
+
+@pytest.mark.parametrize("min_ready", [None, 1])
+def test_a_lost_step_closes_the_env_with_its_own_error_also_under_min_ready(min_ready):
+    # StepLost (a step that can never be waited for again: Ray's compiled graph) stands in for a handle's
+    # finish_step here. recv(min_ready=) must not take its error for the caller's deadline and wait again.
+    from torchwm.plugin_api import StepLost
+
+    vec = torchwm.make_vec(
+        "CartPole-v1", 4, backend="shmem", backend_kwargs={"num_workers": 2, "timeout": 30}
+    )
+    pids = vec.worker_pids
+    vec.reset(seed=0)
+    vec.send(np.zeros(4, dtype=np.int64))
+
+    def lost(deadline):
+        raise StepLost("worker 0 (a stand-in)")
+
+    vec._stepper._handles[0].finish_step = lost
+    with pytest.raises(
+        EnvTimeoutError, match="this step cannot be waited for again, so this vector env is now"
+    ):
+        vec.recv(timeout=5, min_ready=min_ready)
+    assert vec.closed
+    with pytest.raises(ClosedEnvironmentError):
+        vec.step(np.zeros(4, dtype=np.int64))
+    wait_until_ended(pids, 30)
+    assert leaked_segments() == []
+
+
+def _children() -> set[int]:
+    found = set()
+    for task in os.listdir(f"/proc/{os.getpid()}/task"):
+        try:
+            found.update(
+                int(pid) for pid in Path(f"/proc/{os.getpid()}/task/{task}/children").read_text().split()
+            )
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    return found
+
+
+@pytest.mark.parametrize("backend", PROCESS_BACKENDS)
+def test_a_vector_env_whose_construction_fails_after_its_workers_started_ends_them(backend, monkeypatch):
+    import torchwm.vector.base
+
+    def refuse(space, n):
+        raise RuntimeError("batch_space refused (a stand-in)")
+
+    before = _children()
+    monkeypatch.setattr(torchwm.vector.base, "batch_space", refuse)
+    with pytest.raises(RuntimeError, match="a stand-in") as caught:
+        torchwm.make_vec(
+            "CartPole-v1", 4, backend=backend, backend_kwargs={"num_workers": 2, "context": "fork"}
+        )
+    # While the error is held (its traceback holds the half-built env), as a debugger or a REPL holds it
+    wait_until_ended(_children() - before, 30)
+    assert leaked_segments() == [] and mapped_segments() == [] and caught.traceback

@@ -54,6 +54,13 @@ class VectorEnv(gym.vector.VectorEnv):
     closed: bool = True
 
     def __init__(self, stepper: Stepper, *, copy: bool = True) -> None:
+        try:
+            self._init(stepper, copy)
+        except BaseException:
+            stepper.close()  # its workers and shared memory, which no one could close() otherwise
+            raise
+
+    def _init(self, stepper: Stepper, copy: bool) -> None:
         spec = stepper.spec
         n = spec.num_envs
         self._stepper = stepper

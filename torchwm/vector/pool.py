@@ -339,6 +339,8 @@ class PoolStepper(Stepper):
                     reply_deadline=fault_deadline,
                 )
             except EnvTimeoutError:
+                if self.closed:  # a step lost for good (StepLost) closed the pool: not the caller's deadline
+                    raise
                 # The caller's deadline: whatever is ready, once at least min_ready are.
                 self._poll_until(lambda: len(state.ready) >= min_ready, fault_deadline, "stepping")
             return state.collect(min(count, len(state.ready)))

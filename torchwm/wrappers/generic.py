@@ -43,8 +43,8 @@ def frame_stack(env: gym.Env, stack_size: int = 4, padding: Literal["zero", "res
         >>> env.observation_space.shape
         (3, 4)
     """
-    if isinstance(stack_size, int) and stack_size > 0:  # other values: Gymnasium's TypeError or ValueError
-        _check_stack_fits(env.observation_space, stack_size)
+    if np.issubdtype(type(stack_size), np.integer) and stack_size > 0:  # else Gymnasium's own error
+        _check_stack_fits(env.observation_space, int(stack_size))
     return FrameStackObservation(env, stack_size, padding_type=padding)
 
 

@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from torchwm.testing import process_running, wait_until_ended
+
 # Ray's GCS declares a node dead after this many failed health checks, one a period. A killed raylet
 # fails each check at once, so the cluster notices a lost node after about threshold * period.
 HEALTH_CHECK = {
@@ -162,15 +164,6 @@ def descendants(pids: set[int], parents: dict[int, int] | None = None) -> set[in
     return found - set(pids)
 
 
-def alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie has exited: only its parent's bookkeeping is left)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 def end(pids: set[int], grace: float = 5.0) -> None:
     """SIGTERM, then SIGKILL, each of ``pids`` still running."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
@@ -180,18 +173,8 @@ def end(pids: set[int], grace: float = 5.0) -> None:
             except ProcessLookupError:
                 pass
         deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and any(alive(p) for p in pids):
+        while time.monotonic() < deadline and any(process_running(p) for p in pids):
             time.sleep(0.1)
-
-
-def wait_gone(pids: set[int] | list[int], seconds: float) -> list[int]:
-    """Wait up to ``seconds`` for every one of ``pids`` to end; the ones still running."""
-    deadline = time.monotonic() + seconds
-    while True:
-        left = [p for p in pids if alive(p)]
-        if not left or time.monotonic() >= deadline:
-            return left
-        time.sleep(0.1)
 
 
 def keep_loopback(on: bool = True) -> None:
@@ -300,7 +283,7 @@ class LocalCluster:
     def kill_process(pid: int) -> None:
         """SIGKILL one process (an actor's, from ``envs.worker_pids``) and wait for it to end."""
         os.kill(pid, signal.SIGKILL)
-        assert not wait_gone([pid], 30), f"process {pid} still runs 30 s after SIGKILL"
+        wait_until_ended([pid], 30)
 
     def replace_lost_nodes(self) -> None:
         """Start a new worker node (same index and resources) for each one a test killed."""
@@ -325,7 +308,7 @@ class LocalCluster:
                 pass
             end(processes_started_under(self.temp_dir, {self.child.pid}))
             self.child.wait(timeout=10)
-            left = [p for p in processes_started_under(self.temp_dir) if alive(p)]
+            left = [p for p in processes_started_under(self.temp_dir) if process_running(p)]
             shutil.rmtree(self.temp_dir, ignore_errors=True)
             assert not left, f"processes of the test cluster still running: {left}"
 

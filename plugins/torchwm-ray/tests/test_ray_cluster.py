@@ -25,10 +25,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import ray
-from cluster import alive, end, processes_started_under
+from cluster import end, processes_started_under
 
 import torchwm
 from torchwm.errors import EnvTimeoutError, WorkerError
+from torchwm.testing import process_running
 
 RAY_CLI = str(Path(sys.executable).with_name("ray"))
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "cluster.md"
@@ -105,7 +106,7 @@ def cluster():
         if ray.is_initialized():
             ray.shutdown()
         end(processes_started_under(temp_dir))
-        left = [p for p in processes_started_under(temp_dir) if alive(p)]
+        left = [p for p in processes_started_under(temp_dir) if process_running(p)]
         shutil.rmtree(temp_dir, ignore_errors=True)
         assert not left, f"Ray processes of the test cluster still running: {left}"
 
@@ -156,7 +157,7 @@ def test_address_none_never_joins_a_cluster_through_rays_session_file(cluster, m
             assert not set(envs.actor_node_ids) & set(cluster_nodes_by_gcs(cluster))
             envs.reset(seed=0)
         assert not ray.is_initialized()
-        assert not [p for p in processes_started_under(private) if alive(p)], (
+        assert not [p for p in processes_started_under(private) if process_running(p)], (
             "the private Ray should be stopped"
         )
     finally:

@@ -19,13 +19,13 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import ray
-from cluster import module_cluster, ray_cluster, wait_gone  # noqa: F401 - fixtures
+from cluster import module_cluster, ray_cluster  # noqa: F401 - fixtures
 from ray import cloudpickle
 from torchwm_ray import driver
 
 import torchwm
 from torchwm.errors import AlreadyPendingCallError, EnvTimeoutError, WorkerError
-from torchwm.testing import COUNTDOWN_ID, CountdownEnv
+from torchwm.testing import COUNTDOWN_ID, CountdownEnv, wait_until_ended
 
 TIMEOUT = 90.0  # the env's timeout: generous for a loaded machine; every fault here is detected well before
 ACTIONS = np.ones(4, dtype=np.int64)
@@ -113,7 +113,7 @@ def test_restart_on_crash_survives_actor_kills_one_after_another(ray_cluster):
         pytest.fail(f"the env was left with a step pending: {stuck}")
     finally:
         envs.close()
-    assert not wait_gone(pids, 60), "actor processes still run after close()"
+    wait_until_ended(pids, 60)
 
 
 def test_restart_on_crash_survives_the_loss_of_a_node(ray_cluster):
@@ -166,7 +166,7 @@ def test_a_lost_node_names_every_lost_actor_and_close_ends_them(ray_cluster, com
             envs.reset()
     finally:
         envs.close()
-    assert not wait_gone(pids, 60), "the lost node's actor processes still run after close()"
+    wait_until_ended(pids, 60)
 
 
 # -- Ray going away -------------------------------------------------------------------------------------
@@ -196,7 +196,7 @@ def test_ray_shutdown_during_a_step_is_a_worker_error(ray_cluster, compiled_grap
                 later()
     finally:
         envs.close()
-    assert not wait_gone(pids, 60), "actor processes still run after the driver left Ray"
+    wait_until_ended(pids, 60)
 
 
 # -- actors that never start ------------------------------------------------------------------------------
