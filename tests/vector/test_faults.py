@@ -1710,31 +1710,20 @@ def test_a_lost_step_closes_the_env_with_its_own_error_also_under_min_ready(min_
     assert leaked_segments() == []
 
 
-def _children() -> set[int]:
-    found = set()
-    for task in os.listdir(f"/proc/{os.getpid()}/task"):
-        try:
-            found.update(
-                int(pid) for pid in Path(f"/proc/{os.getpid()}/task/{task}/children").read_text().split()
-            )
-        except (FileNotFoundError, ProcessLookupError):
-            pass
-    return found
-
-
 @pytest.mark.parametrize("backend", PROCESS_BACKENDS)
 def test_a_vector_env_whose_construction_fails_after_its_workers_started_ends_them(backend, monkeypatch):
     import torchwm.vector.base
+    from torchwm.bench.measure import _tree as process_tree  # this process and its descendants
 
     def refuse(space, n):
         raise RuntimeError("batch_space refused (a stand-in)")
 
-    before = _children()
+    before = set(process_tree(os.getpid()))
     monkeypatch.setattr(torchwm.vector.base, "batch_space", refuse)
     with pytest.raises(RuntimeError, match="a stand-in") as caught:
         torchwm.make_vec(
             "CartPole-v1", 4, backend=backend, backend_kwargs={"num_workers": 2, "context": "fork"}
         )
     # While the error is held (its traceback holds the half-built env), as a debugger or a REPL holds it
-    wait_until_ended(_children() - before, 30)
+    wait_until_ended(set(process_tree(os.getpid())) - before, 30)
     assert leaked_segments() == [] and mapped_segments() == [] and caught.traceback

@@ -28,6 +28,8 @@ from gymnasium.wrappers import (
     TransformObservation,
 )
 
+from torchwm.vector.batching import ARRAY_SPACES
+
 
 def frame_stack(env: gym.Env, stack_size: int = 4, padding: Literal["zero", "reset"] = "zero") -> gym.Env:
     """Gymnasium's `FrameStackObservation`: the last ``stack_size`` observations, oldest first.
@@ -50,10 +52,8 @@ def frame_stack(env: gym.Env, stack_size: int = 4, padding: Literal["zero", "res
 
 def _space_nbytes(space: gym.Space) -> int:
     """Bytes of one observation of ``space`` as Gymnasium batches it (0 for spaces it cannot say)."""
-    if isinstance(space, spaces.Box | spaces.MultiDiscrete | spaces.MultiBinary):
-        return int(np.prod(space.shape, dtype=np.float64)) * space.dtype.itemsize
-    if isinstance(space, spaces.Discrete):
-        return space.dtype.itemsize
+    if isinstance(space, ARRAY_SPACES):
+        return int(np.prod(space.shape or (), dtype=np.float64)) * np.dtype(space.dtype).itemsize
     if isinstance(space, spaces.Dict | spaces.Tuple):
         subspaces = space.spaces.values() if isinstance(space, spaces.Dict) else space.spaces
         return sum(_space_nbytes(subspace) for subspace in subspaces)
