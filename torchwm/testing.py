@@ -567,8 +567,10 @@ def check_reset_while_others_step(target: BackendUnderTest) -> None:
     n, k = 4, 2
     with target.make(n, seed=0, batch_size=k) as envs:
         if not envs.resets_while_stepping or target.family == "atari":
-            envs.reset()
-            envs.send(np.zeros(envs.batch_size, dtype=np.int64), env_ids=list(range(envs.batch_size)))
+            _, infos = envs.reset()
+            # An asynchronous reset returns whichever envs were ready first, not necessarily 0..k-1.
+            ready = infos["env_id"].tolist() if "env_id" in infos else list(range(envs.batch_size))
+            envs.send(np.zeros(envs.batch_size, dtype=np.int64), env_ids=ready)
             try:
                 envs.reset(env_ids=[0])
             except AlreadyPendingCallError:
