@@ -406,5 +406,7 @@ def test_the_parents_part_is_the_step_less_its_waits_for_workers():
         envs._stepper.group.wait([], None, True)
     parent.add(time.perf_counter() - began, parent.waited - waited)
     own, whole = parent.own / 5, parent.elapsed / 5
-    assert 0.002 <= own < 0.006 and whole >= 0.012
+    # Upper bound from the waits, not from the clock: on a loaded machine the spin loop itself may be
+    # descheduled, which makes the parent's own part longer but never its waits shorter.
+    assert 0.002 <= own <= whole - 0.01 and parent.waited - waited >= 5 * 0.01
     assert parent.describe(5) == f"parent {own * 1e6:,.0f} µs of {whole * 1e6:,.0f} µs a step"

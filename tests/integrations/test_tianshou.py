@@ -1493,7 +1493,8 @@ def test_use_after_close_raises_tianshous_and_torchwms_errors(backend):
 
 @pytest.mark.parametrize("backend", PROCESS_BACKENDS)
 def test_an_env_still_stepping_cannot_be_reset_but_a_ready_one_can(backend):
-    env_fns = [lambda: MoveToRightEnv(size=100, sleep=0.5), lambda: MoveToRightEnv(size=100)]
+    # Env 0 sleeps 3 s, a margin a loaded machine cannot eat: env 1 is the one ready first.
+    env_fns = [lambda: MoveToRightEnv(size=100, sleep=3.0), lambda: MoveToRightEnv(size=100)]
     venv = make_venv(env_fns, backend, wait_num=1, num_workers=2)
     venv.reset()
     _, _, _, _, info = venv.step([1, 1])

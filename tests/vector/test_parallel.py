@@ -207,12 +207,14 @@ def test_default_num_workers_is_the_cpu_affinity():
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_batch_size_returns_first_ready_and_keeps_the_rest(backend):
-    # Worker 0 (envs 0, 1) is fast; worker 1 (envs 2, 3) sleeps: the first recv gets envs 0 and 1.
+    # Worker 0 (envs 0, 1) is fast; worker 1 (envs 2, 3) sleeps 2 x 1.5 s, a margin a loaded machine's
+    # process wake-ups cannot eat: the first recv gets envs 0 and 1.
     with torchwm.make_vec(
         "TorchwmTest/SlowOnOne-v0",
         4,
         backend=backend,
         seed=0,
+        delay=1.5,
         backend_kwargs={"num_workers": 2, "batch_size": 2, "context": "fork"},
     ) as vec:
         vec.reset()

@@ -52,6 +52,8 @@ class FaultEnv(CountdownEnv):
             time.sleep(3600)
         if fault == "slow":
             time.sleep(0.5)
+        if fault == "slower":
+            time.sleep(3.0)
         return super().step(action)
 
 
@@ -210,7 +212,7 @@ def test_close_from_another_thread_mid_step_gives_closed_environment_error(local
     not the raw error of a killed actor or a freed buffer, and neither thread hangs."""
     envs, pids = started(**backend_kwargs)
     try:
-        inject(envs, 3, "slow")
+        inject(envs, 3, "slower")  # 3 s: a margin for the step to be still waiting when close() comes
         outcome: list[BaseException | str] = []
 
         def step():
@@ -222,7 +224,7 @@ def test_close_from_another_thread_mid_step_gives_closed_environment_error(local
 
         stepping = threading.Thread(target=step, daemon=True)
         stepping.start()
-        time.sleep(0.2)  # the step waits for env 3's half second
+        time.sleep(0.2)  # the step waits for env 3's 3 s
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # Gymnasium's warning about the pending step
             envs.close()
