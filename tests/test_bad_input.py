@@ -214,6 +214,10 @@ def test_whole_float_actions_for_a_discrete_space_step_as_their_integers(backend
             np.testing.assert_array_equal(a, b)
         with pytest.raises(ValueError, match=r"whole numbers.*1\.5.*env 2"):
             envs.step(np.array([0.0, 1.5]), env_ids=[0, 2])
+        # Whole numbers no int64 holds: numpy would cast them to -9223372036854775808.
+        for huge in (1e20, 2.0**63, -1e19):
+            with pytest.raises(ValueError, match=r"whole numbers that int64 holds.*env 2"):
+                envs.step(np.array([0.0, huge]), env_ids=[0, 2])
         actions = np.array([1, 0, 1])  # the refused step sent nothing
         np.testing.assert_array_equal(envs.step(actions)[0], reference.step(actions)[0])
 

@@ -32,6 +32,7 @@ them) that a test left behind, from outside the backend: in ``/dev/shm`` and in 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import os
@@ -69,6 +70,10 @@ class CountdownEnv(gym.Env):
     metadata = {"render_modes": ["rgb_array"], "render_fps": 30}
     # Seconds each step sleeps (set per env with set_attr): a slow env among fast ones.
     delay = 0.0
+    # Set True (set_attr) to make the next steps raise: one env's error among envs that step on.
+    broken = False
+    # Set True (set_attr) to make the next step end the process it runs in (a worker's crash).
+    crash = False
 
     def __init__(self, render_mode: str | None = None) -> None:
         self.observation_space = spaces.Box(-np.inf, np.inf, shape=(4,), dtype=np.float32)
@@ -91,6 +96,10 @@ class CountdownEnv(gym.Env):
     def step(self, action):
         if self.delay:
             time.sleep(self.delay)
+        if self.broken:
+            raise RuntimeError("CountdownEnv broke on purpose")
+        if self.crash:
+            os._exit(3)
         self.steps += 1
         reward = float(self.steps + 0.5 * int(action))
         ended = self.steps >= self.length
@@ -776,6 +785,152 @@ def check_env_ids_in_calls(target: BackendUnderTest) -> None:
         assert got == (5,), f"get_attr('torchwm_probe', env_ids=[2]) gave {got}, expected (5,)"
 
 
+def check_reset_rows_in_env_ids_order(target: BackendUnderTest) -> None:
+    """reset(env_ids=..., seed=[...]) in any order: each row is the env of ``env_ids`` at that position,
+    reset with its own seed (compared with Gymnasium's SyncVectorEnv), whether the ids are one worker's
+    envs or all of them."""
+    if target.family == "atari":
+        return
+    n = 4
+    with target.make(n, seed=0) as envs, contextlib.closing(target.reference(n, "next_step")) as ref:
+        envs.reset(seed=0)
+        for ids in ([3, 2], [3, 2, 1, 0], [1, 0, 3]):
+            seeds = [20 + i for i in range(len(ids))]
+            obs, infos = envs.reset(env_ids=ids, seed=seeds)
+            by_env = dict(zip(ids, seeds, strict=True))
+            want, _ = ref.reset(seed=[by_env.get(i, 0) for i in range(n)])
+            _assert_same(f"observations of reset(env_ids={ids}, seed={seeds})", 0, want[ids], obs)
+
+
+def check_rows_of_a_send_without_env_ids_come_in_env_order(target: BackendUnderTest) -> None:
+    """A send of every env without ``env_ids`` whose envs come back in parts (``recv(timeout=,
+    min_ready=)``): each part's rows are in env order, whatever order an earlier send named."""
+    if target.family == "atari":
+        return
+    n = 4
+    with target.make(n, seed=0) as envs:
+        envs.reset(seed=0)
+        envs.step(np.zeros(n, dtype=np.int64), env_ids=[3, 2, 1, 0])
+        envs.set_attr("delay", [1.0, 1.0, 0.0, 0.0])
+        envs.send(np.zeros(n, dtype=np.int64))
+        got: list[int] = []
+        while len(got) < n:
+            *_, infos = envs.recv(timeout=0.3, min_ready=1)
+            ids = infos["env_id"].tolist() if "env_id" in infos else list(range(n))
+            assert ids == sorted(ids), f"a send without env_ids came back as rows of envs {ids}, not in order"
+            got += ids
+
+
+def _raises(call: Callable[[], Any]) -> BaseException | None:
+    try:
+        call()
+    except Exception as error:  # noqa: BLE001 - the check looks at it
+        return error
+    return None
+
+
+def check_an_env_error_fails_its_own_send_only(target: BackendUnderTest) -> None:
+    """One env's error is raised by the call that collects that env, as soon as it is known: a step sent
+    before it comes back afterwards with its own rows; a reset of another env beside the failing step
+    resets that env; the error does not wait for a slow env of another send. On a backend that steps in
+    ``send`` the error may come from ``send``."""
+    if target.family == "atari":
+        return
+    n, one = 4, np.array([1])
+    with target.make(n, seed=0) as envs, target.make(n, seed=0, backend="sync") as ref:
+        envs.reset(seed=0)
+        ref.reset(seed=0)
+        want = ref.step(one, env_ids=[2])
+        envs.set_attr("delay", [0.0, 0.0, 0.5, 0.0])
+        envs.set_attr("broken", [True, False, False, False])
+        envs.send(one, env_ids=[2])
+        error = _raises(lambda: (envs.send(one, env_ids=[0]), envs.recv()))
+        assert error is not None and "broke on purpose" in str(error), (
+            f"env 0's error was not raised by its send or recv: {error!r}"
+        )
+        obs, rewards, *_, infos = envs.recv()
+        assert infos.get("env_id", np.arange(n)).tolist() == [2], (
+            f"the recv after env 0's error returned envs {infos.get('env_id')}, expected env 2's step"
+        )
+        _assert_same("observation of env 2 sent before env 0's error", 1, want[0], obs)
+        _assert_same("reward of env 2 sent before env 0's error", 1, want[1], rewards)
+        # A reset of env 1 while env 0's step fails resets env 1; env 0's error is its own recv's.
+        envs.reset(env_ids=[0], seed=0)
+        envs.set_attr("delay", [0.3, 0.0, 0.0, 0.0])
+        sent = _raises(lambda: envs.send(one, env_ids=[0]))
+        obs, _ = envs.reset(env_ids=[1], seed=5)
+        want_obs, _ = ref.reset(env_ids=[1], seed=5)
+        _assert_same("reset of env 1 beside env 0's failing step", 0, want_obs, obs)
+        error = sent or _raises(envs.recv)
+        assert error is not None and "broke on purpose" in str(error), (
+            f"env 0's error was not raised by the recv that collects it: {error!r}"
+        )
+        # The error comes when it is known, not after a slow step of another env.
+        envs.reset(env_ids=[0], seed=0)
+        envs.set_attr("delay", [0.0, 0.0, 3.0, 0.0])
+        started = time.monotonic()
+        error = _raises(lambda: (envs.send(np.zeros(n, dtype=np.int64)), envs.recv()))
+        waited = time.monotonic() - started
+        assert error is not None and "broke on purpose" in str(error), f"expected env 0's error: {error!r}"
+        assert waited < 2.0, f"env 0's error came after {waited:.1f} s: it waited for env 2's 3 s step"
+
+
+def check_recv_waits_again_after_a_timeout(target: BackendUnderTest) -> None:
+    """A step that outlasts the backend's timeout: recv() raises EnvTimeoutError (a TimeoutError), the
+    step stays in flight, and recv(timeout=longer) returns its own rows."""
+    if target.family == "atari":
+        return
+    n = 2
+    with target.make(n, seed=0) as envs, target.make(n, seed=0, backend="sync") as ref:
+        envs.reset(seed=0)
+        ref.reset(seed=0)
+        actions = np.array([1, 2])
+        want = ref.step(actions)
+        envs.set_attr("delay", [1.5, 0.0])
+        envs.timeout = 0.5
+        first = _raises(lambda: envs.step(actions))
+        if first is None:
+            return  # a backend that steps in the caller's process has nothing to time out
+        assert isinstance(first, TimeoutError), f"a step past the timeout raised {first!r}"
+        obs, rewards, *_ = envs.recv(timeout=DEADLINE)
+        _assert_same("observations of the step waited for again", 1, want[0], obs)
+        _assert_same("rewards of the step waited for again", 1, want[1], rewards)
+
+
+def check_a_restart_announces_every_lost_episode(target: BackendUnderTest) -> None:
+    """With ``restart_on_crash`` (on a backend that has it), a worker that dies restarts, and every env it
+    held says that its episode ended (truncated, ``infos["worker_restarted"]``): the env in flight in its
+    result, the idle ones in their next step. Every other env steps on as Gymnasium's SyncVectorEnv."""
+    if target.family == "atari":
+        return
+    n = 4
+    try:
+        envs = target.make(n, seed=0, restart_on_crash=True)
+    except TypeError:
+        return  # no restart_on_crash on this backend
+    with envs, contextlib.closing(target.reference(n, "next_step")) as ref:
+        envs.reset(seed=0)
+        ref.reset(seed=0)
+        ref.step(np.zeros(n, dtype=np.int64))
+        envs.step(np.zeros(n, dtype=np.int64))
+        # The last env: with ``inline`` the first worker's envs run in this process.
+        envs.set_attr("crash", True, env_ids=[n - 1])
+        *_, truncations, infos = envs.step(np.array([1]), env_ids=[n - 1])
+        assert truncations[0] and infos.get("worker_restarted", [False])[0], (
+            f"the crashed env's step: truncated {truncations}, infos {infos}"
+        )
+        others = list(range(n - 1))
+        want = ref.step(np.ones(n, dtype=np.int64))
+        obs, rewards, _, truncations, infos = envs.step(np.ones(n - 1, dtype=np.int64), env_ids=others)
+        restarted = infos.get("worker_restarted", np.zeros(n - 1, dtype=bool))
+        for row, i in enumerate(others):
+            if restarted[row]:
+                assert truncations[row], f"env {i}, restarted while idle, did not end its episode"
+                continue
+            _assert_same(f"observation of env {i}, not restarted", 2, want[0][i], obs[row])
+            _assert_same(f"reward of env {i}, not restarted", 2, want[1][i], rewards[row])
+
+
 CHECKS: list[Callable[[BackendUnderTest], None]] = [
     check_spaces_and_dtypes,
     check_autoreset_next_step,
@@ -795,6 +950,11 @@ CHECKS: list[Callable[[BackendUnderTest], None]] = [
     check_close_from_another_thread,
     check_attributes,
     check_env_ids_in_calls,
+    check_reset_rows_in_env_ids_order,
+    check_rows_of_a_send_without_env_ids_come_in_env_order,
+    check_an_env_error_fails_its_own_send_only,
+    check_recv_waits_again_after_a_timeout,
+    check_a_restart_announces_every_lost_episode,
 ]
 
 

@@ -140,3 +140,37 @@ def test_fail_leaves_nothing_in_flight_or_ready():
     state.arrived(ids(0), [{}])
     state.fail()
     assert not state.in_flight.any() and state.ready == {} and not state.any_must_reset
+
+
+def test_an_env_error_fails_its_own_send_and_keeps_the_others():
+    state = reset_all(StepState(4, 4))
+    state.sent(ids(2), ids(2), in_env_order=False)  # a send of env 2 (worker 1)
+    state.worker_sent(1, ids(2))
+    state.sent(ids(0, 1), ids(0, 1), in_env_order=False)  # a later send of envs 0 and 1 (worker 0)
+    state.worker_sent(0, ids(0, 1))
+    state.arrived(state.worker_finished(1), [{"t": 1}])
+    error = RuntimeError("env 0 broke")
+    state.step_failed(state.worker_finished(0), error)
+    raised, abandoned = state.take_error()
+    assert raised is error and abandoned == []
+    # Envs 0 and 1 (the failed send) are no longer in flight; env 2's result is still there.
+    assert state.in_flight.tolist() == [False, False, True, False] and list(state.ready) == [2]
+    assert state.errors == []
+
+
+def test_an_env_error_abandons_the_steps_of_its_send_still_running():
+    state = reset_all(StepState(4, 4))
+    state.sent(np.arange(4), None, in_env_order=True)  # one send of every env, on two workers
+    state.worker_sent(0, ids(0, 1))
+    state.worker_sent(1, ids(2, 3))
+    state.step_failed(state.worker_finished(0), RuntimeError("env 0 broke"))
+    _, abandoned = state.take_error()
+    assert abandoned == [1] and state.busy == {1: None} and not state.in_flight.any()
+
+
+def test_a_send_of_every_env_ranks_its_envs_in_env_order_when_a_part_comes_back():
+    state = reset_all(StepState(4, 4))
+    state.sent(ids(3, 2, 1, 0), ids(3, 2, 1, 0), in_env_order=False)
+    state.received(np.arange(4))
+    state.sent(np.arange(4), None, in_env_order=True)  # no env_ids: no ranks written on the hot path
+    assert np.argsort(state.rank(ids(3, 2)), kind="stable").tolist() == [1, 0]  # rows [2, 3]

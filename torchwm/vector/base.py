@@ -283,7 +283,7 @@ class VectorEnv(gym.vector.VectorEnv):
                     InfoBatcher(self.num_envs).batch(infos) if any(infos) else {},
                 )
             ids = np.asarray(ids, dtype=np.int64)
-            order = np.argsort(state.send_rank[ids], kind="stable")
+            order = np.argsort(state.rank(ids), kind="stable")
             ids = ids[order]
             infos = [infos[k] for k in order]
             state.received(ids)

@@ -192,13 +192,16 @@ def _whole_numbers(
     """Float actions for a discrete space (what Tianshou's and many policies' float outputs give) as the
     space's integers, cast exactly; a value that is not a whole number is a ValueError naming its row,
     never rounded."""
-    whole = np.isfinite(array) & (np.floor(array) == array)
+    # The bounds of the space's integers, both exact as floats (powers of two): 1e20 or 2.0**63 would cast
+    # to -9223372036854775808 with only numpy's RuntimeWarning.
+    limits = np.iinfo(space.dtype)
+    whole = (np.floor(array) == array) & (array >= float(limits.min)) & (array < float(limits.max) + 1.0)
     if not whole.all():
         row = int(np.argwhere(~whole)[0][0])
         env = f"row {row}" if env_ids is None else f"env {int(env_ids[row])}"
         raise ValueError(
-            f"expected integer actions for {space}: float actions must be whole numbers (they are cast to "
-            f"{space.dtype} exactly), got {array[row]!r} for {env} (dtype {array.dtype})"
+            f"expected integer actions for {space}: float actions must be whole numbers that {space.dtype} "
+            f"holds (they are cast to it exactly), got {array[row]!r} for {env} (dtype {array.dtype})"
         )
     return array.astype(space.dtype)
 

@@ -129,6 +129,11 @@ def check_pool_options(
     )
 
 
+def _no_longer(seconds: float | None, than: float | None) -> bool:
+    """Whether a wait of ``seconds`` ends no later than one of ``than`` (None: no limit)."""
+    return seconds is not None and (than is None or seconds <= than)
+
+
 class _Forks:
     """How many times this process's line has forked: a pool records it when it starts its workers, so
     that its hot path tells a forked copy from the owner by comparing one int (``os.getpid()`` is a
@@ -217,6 +222,8 @@ class PoolStepper(Stepper):
                 for w, r in enumerate(self.worker_slices)
             ]
             self._failure: WorkerError | None = None
+            # Idle envs of a restarted worker -> the restart's infos, which their next step returns.
+            self._restarted: dict[int, dict] = {}
             # For batch_size < num_envs: the envs in flight that were passed over for too long
             # (`StepState.overdue`): recv waits for those.
             self._overdue: list[int] = []
@@ -265,19 +272,25 @@ class PoolStepper(Stepper):
         if _Forks.count != self._owner_forks or self._failure is not None:
             self._check_usable()
         try:
-            space = self.single_action_space
-            state = self.state
-            busy = state.busy
-            if ids.size == self.num_envs:
-                if busy:
-                    self._poll_until(
-                        lambda: not busy, Deadline.after(self.timeout), "waiting for busy workers"
-                    )
+            busy = self.state.busy
+            whole = ids.size == self.num_envs
+            if busy:
+                involved = None if whole else set(self._worker_of[ids].tolist())
+                self._poll_until(
+                    lambda: not busy if involved is None else involved.isdisjoint(busy),
+                    Deadline.after(self.timeout),
+                    "waiting for busy workers",
+                )
+            if self._restarted:  # after the wait, which may have restarted a worker
+                ids, actions = self._announce_restarts(ids, actions)
+                whole = ids.size == self.num_envs
+            if whole:
+                space = self.single_action_space
                 for handle, worker_ids in zip(self._handles, self._worker_ids, strict=True):
                     envs = handle.envs
                     handle.send_step(None, slice_rows(space, actions, envs.start, envs.stop))
                     busy[handle.index] = worker_ids  # StepState.worker_sent, without a call per worker
-            else:
+            elif ids.size:
                 self._send_some(ids, actions)
         except (WorkerError, EnvTimeoutError):
             raise  # handled where raised: nothing half-done is left
@@ -286,19 +299,10 @@ class PoolStepper(Stepper):
             raise
 
     def _send_some(self, ids: np.ndarray, actions: Any) -> None:
-        """`send_step` of some envs: each involved worker gets its envs' rows."""
+        """`send_step` of some envs, their workers idle: each involved worker gets its envs' rows."""
         space = self.single_action_space
-        state = self.state
-        busy = state.busy
         workers = self._worker_of[ids]
-        involved = np.unique(workers).tolist()
-        if any(w in busy for w in involved):
-            self._poll_until(
-                lambda: not any(w in busy for w in involved),
-                Deadline.after(self.timeout),
-                "waiting for busy workers",
-            )
-        for w in involved:
+        for w in np.unique(workers).tolist():
             handle = self._handles[w]
             positions = np.flatnonzero(workers == w)
             # Each worker's envs in ascending order, whatever the caller's: a handle answers with one
@@ -307,7 +311,7 @@ class PoolStepper(Stepper):
             positions = positions[np.argsort(ids[positions])]
             mine = ids[positions]
             handle.send_step((mine - handle.envs.start).tolist(), take_rows(space, actions, positions))
-            state.worker_sent(w, mine)
+            self.state.worker_sent(w, mine)
 
     def wait_ready(
         self, candidates: np.ndarray, count: int, timeout: float | None, *, min_ready: int | None = None
@@ -322,27 +326,33 @@ class PoolStepper(Stepper):
             # they finished, and none waits behind envs that finished later. A wait for every env in
             # flight needs every busy worker: only the last one need wake this process.
             fault_deadline = Deadline.after(self.timeout)
+            # A finished worker's result is read within the longer of the two deadlines: a recv(timeout=30)
+            # after a backend timeout of 2 s reads a result that comes at 5 s.
+            reply_deadline = fault_deadline if _no_longer(timeout, self.timeout) else Deadline.after(timeout)
             if min_ready is None:
                 self._poll_until(
                     self._enough_ready,
                     fault_deadline if timeout == self.timeout else Deadline.after(timeout),
                     "stepping",
                     need_all=count >= candidates.size,
-                    reply_deadline=fault_deadline,
+                    reply_deadline=reply_deadline,
                 )
-                return state.collect(count)
-            try:
-                self._poll_until(
-                    self._enough_ready,
-                    Deadline.after(timeout),
-                    "stepping",
-                    reply_deadline=fault_deadline,
-                )
-            except EnvTimeoutError:
-                if self.closed:  # a step lost for good (StepLost) closed the pool: not the caller's deadline
-                    raise
-                # The caller's deadline: whatever is ready, once at least min_ready are.
-                self._poll_until(lambda: len(state.ready) >= min_ready, fault_deadline, "stepping")
+            else:
+                try:
+                    self._poll_until(
+                        self._enough_ready, Deadline.after(timeout), "stepping", reply_deadline=reply_deadline
+                    )
+                except EnvTimeoutError:
+                    if self.closed:  # a step lost for good (StepLost) closed the pool: no caller's deadline
+                        raise
+                    # The caller's deadline: whatever is ready, once at least min_ready are.
+                    self._poll_until(
+                        lambda: len(state.ready) >= min_ready or bool(state.errors),
+                        fault_deadline,
+                        "stepping",
+                    )
+            if state.errors:
+                self._raise_step_error()
             return state.collect(min(count, len(state.ready)))
         except (WorkerError, EnvTimeoutError):
             raise  # a timeout leaves the envs in flight: recv() again to keep waiting
@@ -423,22 +433,36 @@ class PoolStepper(Stepper):
             self.close()
             raise error from None
         except TimeoutError:
+            self.state.busy[w] = ids  # still in flight: a later recv waits for it again
             raise self._timeout(handle, deadline, "stepping") from None
         if ids is None:
             return  # an abandoned step (see _abandon_step): its results are dropped
         if isinstance(infos, ErrorReply):
             # The env that raised has no state its rows show (for the worker's own error: its envs of this
-            # step).
+            # step). The error is a result like rows: the recv that collects it raises it.
             self.state.mark_for_reset(ids if infos.env is None else np.array([handle.envs.start + infos.env]))
-            self._fail_step(self._remote_error(handle, infos, "stepping"), deadline)
+            self.state.step_failed(ids, self._remote_error(handle, infos, "stepping"))
+            return
         self.state.arrived(ids, infos)
 
     def _enough_ready(self) -> bool:
         """Whether recv can return: the envs it wants ready (``_wanted`` of them), and every overdue env
-        among them."""
+        among them; or an env's error, which it raises."""
         ready = self.state.ready
         overdue = self._overdue
-        return len(ready) >= self._wanted and (not overdue or all(env in ready for env in overdue))
+        return (len(ready) >= self._wanted and (not overdue or all(env in ready for env in overdue))) or bool(
+            self.state.errors
+        )
+
+    def _raise_step_error(self) -> NoReturn:
+        """Raise the first env error that came back: it fails its own send only. That send's other envs
+        are no longer in flight (their steps ran; a worker still running one is not waited for, its result
+        is dropped when it comes), and the env that raised must be reset; envs of other sends stay in
+        flight with their results."""
+        error, abandoned = self.state.take_error()
+        for w in abandoned:
+            self._handles[w].abandon_step()
+        raise error
 
     def _abandon_step(self, sending: np.ndarray | None) -> None:
         """A step was interrupted midway (Ctrl-C, or an unexpected error in the parent): forget it.
@@ -448,39 +472,6 @@ class PoolStepper(Stepper):
         """
         for w in self.state.abandon(sending):
             self._handles[w].abandon_step()
-
-    def _forget_steps(self) -> None:
-        # A worker still stepping is waited for before it is sent a step again, but its results are not
-        # taken (StepState.abandon_workers).
-        for w in self.state.abandon_workers():
-            self._handles[w].abandon_step()
-
-    def _fail_step(self, error: WorkerError, deadline: Deadline) -> NoReturn:
-        """An env raised during a step: finish the rest of the step, then raise with nothing in flight.
-
-        Leaves the vector env usable: the envs that were stepping keep their new state, and the one that
-        raised should be reset (``reset(env_ids=[error.env_index])``) before it is stepped again.
-        """
-        try:
-            self._forget_steps()
-            self._drain(deadline)
-        except BaseException:
-            self._abandon_step(None)
-            raise
-        self.state.fail()
-        raise error
-
-    def _drain(self, deadline: Deadline) -> None:
-        """Wait (until ``deadline``) for the abandoned steps still running; one not done by then stays busy,
-        and the next step sent to its worker waits for it."""
-        for w in list(self.state.busy):
-            handle = self._handles[w]
-            while not handle.poll():
-                if not handle.alive or deadline.expired:
-                    break
-                self._sleep([w], deadline.remaining(), False)
-            else:
-                self._finish(w, deadline)
 
     # -- errors ----------------------------------------------------------------------------------
 
@@ -626,9 +617,35 @@ class PoolStepper(Stepper):
             if self._failure is None:
                 self._fail_for_good(WorkerError(str(error), worker_index=handle.index))
             raise
-        in_flight = self.state.in_flight
-        waited_for = [env for env in handle.envs if in_flight[env]]  # the envs a recv still expects
-        self.state.arrived(waited_for, [infos[env - handle.envs.start] for env in waited_for])
+        state = self.state
+        waited_for = [env for env in handle.envs if state.in_flight[env]]  # the envs a recv still expects
+        self._end_restarted_episodes(waited_for)
+        state.arrived(waited_for, [infos[env - handle.envs.start] for env in waited_for])
+        # The idle envs lost their episodes too: their next step says so instead of stepping (see
+        # `_announce_restarts`). Envs never reset, or that must be reset anyway, have no episode to lose.
+        for env in handle.envs:
+            if not state.in_flight[env] and state.ever_reset[env] and not state.must_reset[env]:
+                self._restarted[env] = infos[env - handle.envs.start]
+
+    def _end_restarted_episodes(self, envs: list[int]) -> None:
+        """The rows of restarted envs as their episodes' end: truncated, no reward, the new episode's first
+        observation (under same_step, the last one is in ``final_obs``)."""
+        self.rewards[envs] = 0.0
+        self.terminations[envs] = False
+        self.truncations[envs] = True
+
+    def _announce_restarts(self, ids: np.ndarray, actions: Any) -> tuple[np.ndarray, Any]:
+        """Envs of ``ids`` whose worker was restarted while they were idle: instead of a step, their result
+        is the restart's (truncated, ``worker_restarted``), as the envs in flight got it; the action is not
+        applied. Returns the other envs and their actions, to be sent."""
+        announced = [position for position, env in enumerate(ids.tolist()) if env in self._restarted]
+        if not announced:
+            return ids, actions
+        envs = ids[announced].tolist()
+        self._end_restarted_episodes(envs)
+        self.state.arrived(envs, [self._restarted.pop(env) for env in envs])
+        keep = np.setdiff1d(np.arange(ids.size), announced)
+        return ids[keep], take_rows(self.single_action_space, actions, keep)
 
     def _restart(self, handle: WorkerHandle, deadline: Deadline) -> list[dict]:
         """A new worker for a dead one's envs, reset; returns their reset infos, flagged
@@ -656,9 +673,6 @@ class PoolStepper(Stepper):
         if self.autoreset_mode is AutoresetMode.NEXT_STEP:
             handle.send(NeedsReset())
             self._answer(handle, deadline, doing)
-        self.rewards[ids] = 0.0
-        self.terminations[ids] = False
-        self.truncations[ids] = True
         if final_obs is None:
             # next_step: the next step of these envs resets them (NeedsReset), and disabled leaves that to
             # the user: neither reports a final observation.
@@ -710,6 +724,8 @@ class PoolStepper(Stepper):
             start = self.worker_slices[w].start
             commands[w] = Reset([int(ids[p]) - start for p in where], [seeds[p] for p in where], options)
         replies = self._broadcast(commands, "resetting")
+        for env in ids.tolist():
+            self._restarted.pop(env, None)  # reset now: no episode of theirs to end
         infos: list[dict] = [{}] * len(ids)
         for w, reply in replies.items():
             for p, info in zip(positions[w], reply, strict=True):

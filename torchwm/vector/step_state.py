@@ -14,12 +14,12 @@ will come back (``busy[w]`` holds its envs), or busy with an *abandoned* step (`
 interrupted or failed, whose results are dropped when they come).
 
 `StepState` holds both and moves them only through its named transitions: `sent`, `worker_sent`,
-`worker_finished`, `collect` (with the fairness rule), `received`, `was_reset`, `mark_for_reset`,
-`abandon` and `fail`; its ``check_...`` methods say, with Gymnasium's exception types, why a call is
-refused. It does no I/O and starts nothing, so a backend's `torchwm.vector.stepper.Stepper` builds it
-before it starts any env or worker, and it is tested on its own, without any process
-(tests/vector/test_step_state.py). The vector env and its stepper read and move it through the same
-methods.
+`worker_finished`, `step_failed`, `take_error`, `collect` (with the fairness rule), `received`,
+`was_reset`, `mark_for_reset`, `abandon` and `fail`; its ``check_...`` methods say, with Gymnasium's
+exception types, why a call is refused. It does no I/O and starts nothing, so a backend's
+`torchwm.vector.stepper.Stepper` builds it before it starts any env or worker, and it is tested on its
+own, without any process (tests/vector/test_step_state.py). The vector env and its stepper read and
+move it through the same methods.
 """
 
 from __future__ import annotations
@@ -55,6 +55,16 @@ class StepState:
         # while batch_size is num_envs: its recv returns the whole batch, in env order.
         self.send_rank = np.zeros(num_envs, dtype=np.int64)
         self.sends = 0
+        # A send of every env in env order ranks its envs lazily (`_rank_whole_send`): the place in the
+        # sequence its first env took, until a partial recv or a later send needs the ranks.
+        self._whole_send_rank: int | None = None
+        # Which send each env in flight belongs to (a number per send): an env's error fails its own send,
+        # never another's (`fail_send`).
+        self.send_of = np.zeros(num_envs, dtype=np.int64)
+        self.send_number = 0
+        # Errors of steps that finished with an env's error, not yet raised: (send, error), raised by the
+        # recv that collects them (`take_error`), in the order they came.
+        self.errors: list[tuple[int, BaseException]] = []
         self.in_env_order = True  # the envs in flight were sent by one send of every env, in env order
         # With batch_size < num_envs: the number of recvs begun when each env was last sent (fairness).
         self.recvs = 0
@@ -125,11 +135,30 @@ class StepState:
         returns in that order (None for one send of every env in env order, returned as a batch)."""
         self.in_flight[ids] = True
         self.in_env_order = in_env_order
-        if ranked is not None:
+        self.send_number += 1
+        if ranked is None:
+            self.send_of.fill(self.send_number)
+            self._whole_send_rank = self.sends
+            self.sends += self.num_envs
+        else:
+            self.send_of[ids] = self.send_number
+            self._rank_whole_send()
             self.send_rank[ranked] = np.arange(self.sends, self.sends + ranked.size)
             self.sends += ranked.size
         if self.batch_size < self.num_envs:  # only batches of fewer envs choose (see collect)
             self.sent_at[ids] = self.recvs
+
+    def _rank_whole_send(self) -> None:
+        # A send of every env took ranks whole_send_rank.. in env order; written out once needed (before
+        # any of its envs can be sent again, since that needs a recv, which ranks them first).
+        if self._whole_send_rank is not None:
+            self.send_rank[:] = np.arange(self._whole_send_rank, self._whole_send_rank + self.num_envs)
+            self._whole_send_rank = None
+
+    def rank(self, ids: np.ndarray) -> np.ndarray:
+        """The place of envs ``ids`` in the sequence of envs sent: recv returns rows in this order."""
+        self._rank_whole_send()
+        return self.send_rank[ids]
 
     def worker_sent(self, worker: int, ids: np.ndarray) -> None:
         """Worker ``worker`` was sent the step of envs ``ids``: busy."""
@@ -143,6 +172,28 @@ class StepState:
     def arrived(self, ids: list[int] | np.ndarray, infos: list[dict]) -> None:
         """The results of envs ``ids`` came in (their rows are in the batch): ready."""
         self.ready.update(zip(ids.tolist() if isinstance(ids, np.ndarray) else ids, infos))
+
+    def step_failed(self, ids: np.ndarray, error: BaseException) -> None:
+        """A worker's step of envs ``ids`` ended with an env's error: kept for the recv that collects it
+        (`take_error`); other envs' results, of this send or another, are not touched now."""
+        self.errors.append((int(self.send_of[ids[0]]), error))
+
+    def take_error(self) -> tuple[BaseException, list[int]]:
+        """The first error kept by `step_failed`, for the recv that raises it. The envs of its send are no
+        longer in flight (their results, ready or to come, are dropped: that recv collected them); envs of
+        other sends stay in flight. Returns the error and the busy workers whose steps are now
+        abandoned."""
+        send, error = self.errors.pop(0)
+        mine = self.in_flight & (self.send_of == send)
+        self.in_flight[mine] = False
+        for env in np.flatnonzero(mine).tolist():
+            self.ready.pop(env, None)
+        abandoned = [
+            w for w, ids in self.busy.items() if ids is not None and ids.size and self.send_of[ids[0]] == send
+        ]
+        for w in abandoned:
+            self.busy[w] = None
+        return error, abandoned
 
     def collect(self, count: int) -> tuple[np.ndarray, list[dict]]:
         """``count`` ready envs and their infos, no longer ready: the envs sent longest ago first (in the
@@ -210,4 +261,5 @@ class StepState:
         """Nothing in flight or ready: results that were to come back will not (a failed step, a lost
         worker)."""
         self.ready.clear()
+        self.errors.clear()
         self.in_flight[:] = False

@@ -140,7 +140,9 @@ def serve(conn: Any, envs: list, payload: WorkerPayload, seq: int, setup: Any) -
 
 
 def _rows(group: EnvGroup, local_ids: list[int], infos: list[dict]) -> Rows:
-    ids = None if len(local_ids) == len(group.envs) else np.asarray(local_ids)
+    # Rows in the order of local_ids (the parent stores them so): all rows at once only when that is env
+    # order. A reset of every env in another order ([1, 0]) takes them in its order.
+    ids = None if list(local_ids) == list(range(len(group.envs))) else np.asarray(local_ids)
     pick = slice(None) if ids is None else ids
     return Rows(
         take_rows(group.observation_space, group.observations, ids),
@@ -217,7 +219,11 @@ class PipeHandle(ProcessHandle):
         if self.answered >= seq:
             return []  # an abandoned step, dropped already
         # A whole share's rows come raw (array spaces); some envs' rows, pickled.
-        reply = self._receive(deadline, seq, self._raw_rows if ids is self._all_ids else None)
+        try:
+            reply = self._receive(deadline, seq, self._raw_rows if ids is self._all_ids else None)
+        except TimeoutError:
+            self._step = (seq, ids)  # still to come: waited for again by the next recv
+            raise
         if ids is None or isinstance(reply, ErrorReply):
             return reply if ids is not None else []
         if reply.rewards is None:  # the observations were read in place, the flags into their buffer

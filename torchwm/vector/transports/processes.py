@@ -443,14 +443,14 @@ class ProcessHandle(WorkerHandle):
         """The reply to command ``seq`` (0: a message the worker sends unasked); `WorkerGone` if the worker
         died, ``TimeoutError`` past ``deadline``."""
         while True:
-            if deadline.expired:
+            # A reply already there is read at once, also past the deadline (a result that came is never
+            # lost to the clock); the wait below costs more than the check.
+            if self.readable():
+                ready = [self.conn]
+            elif deadline.expired:
                 raise TimeoutError
-            # A reply already there is read at once: the wait below costs more than the check.
-            ready = (
-                [self.conn]
-                if self.readable()
-                else wait_connections([self.conn, self.process.sentinel], deadline.remaining())
-            )
+            else:
+                ready = wait_connections([self.conn, self.process.sentinel], deadline.remaining())
             if self.conn in ready:
                 current, reply = self._read(seq, into)
                 if current:
