@@ -74,6 +74,8 @@ class CountdownEnv(gym.Env):
     broken = False
     # Set True (set_attr) to make the next step end the process it runs in (a worker's crash).
     crash = False
+    # Seconds close() sleeps (set_attr): an env slow to close.
+    close_delay = 0.0
 
     def __init__(self, render_mode: str | None = None) -> None:
         self.observation_space = spaces.Box(-np.inf, np.inf, shape=(4,), dtype=np.float32)
@@ -106,6 +108,10 @@ class CountdownEnv(gym.Env):
         terminated = ended and self.length % 2 == 0
         truncated = ended and not terminated
         return self._obs(int(action)), reward, terminated, truncated, {"steps": self.steps}
+
+    def close(self) -> None:
+        if self.close_delay:
+            time.sleep(self.close_delay)
 
     def render(self) -> np.ndarray:
         frame = np.zeros((8, 8, 3), dtype=np.uint8)
@@ -692,6 +698,31 @@ def check_close(target: BackendUnderTest) -> None:
     assert envs.closed, "leaving a with-block must close the env"
 
 
+def check_close_from_two_threads_at_once(target: BackendUnderTest) -> None:
+    """close() from two threads at once: both return quietly (no error of a double close), and the env is
+    closed."""
+    envs = target.make(2, seed=0)
+    envs.reset()
+    errors: list[BaseException] = []
+    go = threading.Barrier(2)
+
+    def close() -> None:
+        try:
+            go.wait(DEADLINE)
+            envs.close()
+        except BaseException as error:  # noqa: BLE001 - the check looks at it
+            errors.append(error)
+
+    threads = [threading.Thread(target=close, daemon=True) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(DEADLINE)
+    assert not any(thread.is_alive() for thread in threads), f"a close() still runs after {DEADLINE} s"
+    assert errors == [], f"close() from two threads at once raised {errors!r}"
+    assert envs.closed, "the env is not closed after two close() calls"
+
+
 def check_close_from_another_thread(target: BackendUnderTest) -> None:
     """close() from another thread while a loop of steps and calls runs: the loop ends in one
     ClosedEnvironmentError (never the raw error of what the close freed under it), and nothing hangs.
@@ -947,6 +978,7 @@ CHECKS: list[Callable[[BackendUnderTest], None]] = [
     check_recv_deadline,
     check_batch_size,
     check_close,
+    check_close_from_two_threads_at_once,
     check_close_from_another_thread,
     check_attributes,
     check_env_ids_in_calls,

@@ -14,7 +14,8 @@ from gymnasium import spaces
 
 import torchwm
 import torchwm.plugins
-from torchwm.errors import EnvTimeoutError, UnsupportedStackError
+from torchwm import testing
+from torchwm.errors import EnvTimeoutError, UnsupportedStackError, WorkerError
 
 BACKENDS = ["subproc", "shmem"]
 
@@ -124,3 +125,64 @@ def test_the_parent_share_steps_with_the_actions_as_sent(backend):
         actions[:] = 0
         obs, *_ = envs.recv()
         assert obs[:, 0].tolist() == [1, 2, 1, 2]
+
+
+@pytest.mark.parametrize("backend", ["subproc", "shmem"])
+def test_call_takes_lambdas_closures_and_main_functions_and_a_function_the_worker_cannot_load_fails_that_call(
+    backend,
+):
+    import sys
+    import types
+
+    offset = 7
+    module = types.ModuleType("torchwm_test_nowhere")  # importable here, not in a worker
+    exec("def probe(env):\n    return 1", module.__dict__)
+    sys.modules[module.__name__] = module
+    try:
+        # The default start method (forkserver): workers do not share this process's modules.
+        with torchwm.make_vec(testing.COUNTDOWN_ID, 2, backend=backend) as envs:
+            envs.reset(seed=0)
+            lengths = envs.get_attr("length")
+            assert envs.call(lambda env: env.unwrapped.length + offset) == tuple(n + offset for n in lengths)
+            with pytest.raises(WorkerError, match="ModuleNotFoundError.*torchwm_test_nowhere"):
+                envs.call(module.probe)
+            obs, rewards, *_ = envs.step(np.zeros(2, dtype=np.int64))  # the workers live on
+            assert rewards.tolist() == [1.0, 1.0]
+    finally:
+        del sys.modules[module.__name__]
+
+
+@pytest.mark.parametrize("backend", ["subproc", "shmem"])
+def test_ctrl_c_in_a_close_that_waits_for_slow_env_closes_still_ends_every_worker(backend):
+    import signal
+    import threading
+
+    envs = torchwm.make_vec(testing.COUNTDOWN_ID, 2, backend=backend, backend_kwargs={"num_workers": 2})
+    envs.reset(seed=0)
+    pids = [pid for pid in envs.worker_pids if pid is not None]
+    envs.set_attr("close_delay", 30.0)
+    main = threading.main_thread().ident
+    timer = threading.Timer(0.5, signal.pthread_kill, (main, signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            envs.close()
+    finally:
+        timer.cancel()
+    testing.wait_until_ended(pids, 5.0)  # not the envs' 30 s: close() ended them
+    envs.close()  # quiet
+    assert envs.closed
+
+
+@pytest.mark.parametrize("backend", ["sync", "subproc", "shmem"])
+def test_in_flight_ids_lists_the_envs_sent_and_not_yet_received(backend):
+    with torchwm.make_vec(testing.COUNTDOWN_ID, 4, backend=backend) as envs:
+        envs.reset(seed=0)
+        assert envs.in_flight_ids == []
+        envs.send(np.array([1, 1]), env_ids=[3, 1])
+        view = envs.in_flight_ids
+        assert view == [1, 3]
+        view.append(0)  # a copy
+        assert envs.in_flight_ids == [1, 3]
+        envs.recv()
+        assert envs.in_flight_ids == []

@@ -92,6 +92,8 @@ class VectorEnv(gym.vector.VectorEnv):
         self._pending_reset: tuple[Any, Any] | None = None  # (seed, options) of reset_async, for reset_wait
         # Held by the call that talks to the envs: one thread at a time (`_enter`).
         self._in_use = threading.Lock()
+        # Held by the close under way: a second close(), from any thread, waits for it and then returns.
+        self._closing = threading.RLock()
         self._user: int | None = None  # the thread whose call holds `_in_use`
         # The thread that closes this env (None: not closing): a call under way in another thread then
         # raises ClosedEnvironmentError, whatever the close cut short in it.
@@ -108,6 +110,12 @@ class VectorEnv(gym.vector.VectorEnv):
     @timeout.setter
     def timeout(self, value: float | None) -> None:
         self._stepper.timeout = value
+
+    @property
+    def in_flight_ids(self) -> list[int]:
+        """The envs with a step in flight: sent, and not yet returned by `recv` (Tianshou's ``waiting_id``),
+        in env order. A copy: changing it changes nothing."""
+        return np.flatnonzero(self._state.in_flight).tolist()
 
     @property
     def resets_while_stepping(self) -> bool:
@@ -381,26 +389,29 @@ class VectorEnv(gym.vector.VectorEnv):
         first."""
         if self.closed:
             return
-        me = threading.get_ident()
-        self._closer = me
-        held = self._in_use.acquire(blocking=False)
-        if not held and self._user != me and self._stepper.interrupt():
-            held = self._in_use.acquire(timeout=self._stepper.close_wait_seconds)
-        try:
-            self._stepper.close()
-        finally:
-            self.closed = True
-            if held:
-                self._in_use.release()
+        with self._closing:
+            if self.closed:  # closed meanwhile by the thread this one waited for
+                return
+            me = threading.get_ident()
+            self._closer = me
+            held = self._in_use.acquire(blocking=False)
+            if not held and self._user != me and self._stepper.interrupt():
+                held = self._in_use.acquire(timeout=self._stepper.close_wait_seconds)
+            try:
+                self._stepper.close()
+            finally:
+                self.closed = True
+                if held:
+                    self._in_use.release()
 
     def __getstate__(self) -> dict[str, Any]:
         # A copy (deepcopy, pickle) has a hold of its own: a lock is neither copied nor pickled.
         state = self.__dict__.copy()
-        state.update(_in_use=None, _user=None, _closer=None)
+        state.update(_in_use=None, _closing=None, _user=None, _closer=None)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state, _in_use=threading.Lock())
+        self.__dict__.update(state, _in_use=threading.Lock(), _closing=threading.RLock())
 
     def __enter__(self) -> VectorEnv:
         return self

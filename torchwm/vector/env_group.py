@@ -26,6 +26,7 @@ from torchwm.vector.messages import (
     Close,
     ControlCommand,
     NeedsReset,
+    PickledFunction,
     Reset,
     SetAttr,
     blame_env,
@@ -225,10 +226,14 @@ class EnvGroup:
             return False
         return True
 
-    def call(self, local_ids: Sequence[int], name: str | Callable, args: tuple, kwargs: dict) -> list[Any]:
+    def call(
+        self, local_ids: Sequence[int], name: str | Callable | PickledFunction, args: tuple, kwargs: dict
+    ) -> list[Any]:
         results = []
         i = None
         try:
+            if isinstance(name, PickledFunction):
+                name = name.load()
             for i in local_ids:
                 if callable(name):  # a function of the env, run where the env lives
                     results.append(name(self.envs[i], *args, **kwargs))

@@ -42,10 +42,25 @@ class Call(NamedTuple):
     """Call method ``name`` of envs ``local_ids`` of the worker (None: all, in order), or read it, or call
     ``name(env, *args, **kwargs)`` when it is a function; answered with one value per env."""
 
-    name: str | Callable
+    name: str | Callable | PickledFunction
     args: tuple
     kwargs: dict
     local_ids: list[int] | None = None
+
+
+class PickledFunction(NamedTuple):
+    """The function of a `Call`, sent by value (cloudpickle) as env factories travel: a lambda, a closure or
+    a function of ``__main__`` reaches the worker. Loaded inside the call, so that one the worker cannot
+    load (a module it cannot import) fails that call only, and the worker lives on."""
+
+    data: bytes
+
+    @classmethod
+    def of(cls, function: Callable) -> PickledFunction:
+        return cls(cloudpickle.dumps(function))
+
+    def load(self) -> Callable:
+        return cloudpickle.loads(self.data)
 
 
 class SetAttr(NamedTuple):

@@ -48,6 +48,7 @@ from torchwm.vector.messages import (
     ControlCommand,
     ErrorReply,
     NeedsReset,
+    PickledFunction,
     Reset,
     SetAttr,
     ShareDescription,
@@ -155,8 +156,19 @@ def end_workers(handles: list[WorkerHandle]) -> None:
     for handle in handles:
         handle.stop()
     deadline = Deadline.after(CLOSE_GRACE_SECONDS)
-    for handle in handles:
-        handle.close(deadline)
+    try:
+        for handle in handles:
+            handle.close(deadline)
+    except BaseException:
+        # Interrupted (Ctrl-C) while the workers end on their own (an env's slow close): each is ended now,
+        # so that close() never leaves a process it started, interrupted or not.
+        now = Deadline.after(0.0)
+        for handle in handles:
+            try:
+                handle.close(now)
+            except Exception:  # noqa: BLE001 - the others are still ended; the interruption is raised
+                pass
+        raise
 
 
 def shutdown(group: WorkerGroup, handles: list[WorkerHandle], batch: Batch | None, owner: int) -> None:
@@ -748,9 +760,12 @@ class PoolStepper(Stepper):
 
     def call(self, name: str | Callable, args: tuple, kwargs: dict, ids: list[int]) -> list[Any]:
         positions = self._by_worker(ids)
+        doing = f"calling {getattr(name, '__name__', name)!r}"
+        if callable(name):  # by value: a lambda, a closure or a function of __main__ reaches the workers
+            name = PickledFunction.of(name)
         replies = self._broadcast(
             {w: Call(name, args, kwargs, self._local_ids(w, ids, where)) for w, where in positions.items()},
-            f"calling {name!r}",
+            doing,
         )
         values: list[Any] = [None] * len(ids)
         for w, where in positions.items():
