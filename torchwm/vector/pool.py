@@ -760,12 +760,11 @@ class PoolStepper(Stepper):
 
     def call(self, name: str | Callable, args: tuple, kwargs: dict, ids: list[int]) -> list[Any]:
         positions = self._by_worker(ids)
-        doing = f"calling {getattr(name, '__name__', name)!r}"
-        if callable(name):  # by value: a lambda, a closure or a function of __main__ reaches the workers
-            name = PickledFunction.of(name)
+        # A function goes by value: a lambda, a closure or a function of __main__ reaches the workers.
+        sent = PickledFunction.of(name) if callable(name) else name
         replies = self._broadcast(
-            {w: Call(name, args, kwargs, self._local_ids(w, ids, where)) for w, where in positions.items()},
-            doing,
+            {w: Call(sent, args, kwargs, self._local_ids(w, ids, where)) for w, where in positions.items()},
+            f"calling {getattr(name, '__name__', name)!r}",
         )
         values: list[Any] = [None] * len(ids)
         for w, where in positions.items():
