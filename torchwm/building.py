@@ -86,11 +86,24 @@ def env_fn(spec: VecSpec) -> functools.partial:
 
 
 def spec_env_fns(spec: VecSpec) -> list[Callable[[], gym.Env]]:
-    """One no-argument factory per env of ``spec``: its ``env_fns``, or `build_env` of it."""
+    """One no-argument factory per env of ``spec``: its ``env_fns``, or `build_env` of it; with
+    ``spec.autoreset_seeds``, each env wrapped in `EpisodeSeeds` (`torchwm.vector.episode_seeds`)."""
+    fns: list[Callable[[], gym.Env]]
     if spec.env_fns is not None:
-        return list(spec.env_fns)
-    snapshot = registry_snapshot(spec)
-    return [functools.partial(build_env, spec, index=i, snapshot=snapshot) for i in range(spec.num_envs)]
+        fns = list(spec.env_fns)
+    else:
+        snapshot = registry_snapshot(spec)
+        fns = [functools.partial(build_env, spec, index=i, snapshot=snapshot) for i in range(spec.num_envs)]
+    if spec.autoreset_seeds:
+        fns = [functools.partial(_with_episode_seeds, fn, i) for i, fn in enumerate(fns)]
+    return fns
+
+
+def _with_episode_seeds(env_fn: Callable[[], gym.Env], env_index: int) -> gym.Env:
+    # Here, not at the top: torchwm.vector's package imports the backends, which import this module.
+    from torchwm.vector.episode_seeds import EpisodeSeeds
+
+    return EpisodeSeeds(env_fn(), env_index)
 
 
 def check_distinct_envs(envs: Sequence[gym.Env]) -> None:
