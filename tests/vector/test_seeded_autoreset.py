@@ -250,3 +250,16 @@ def test_bad_option_values_are_refused_before_anything_starts():
     pytest.importorskip("ale_py")
     with pytest.raises(UnsupportedStackError, match="autoreset_seeds .* backend 'ale-native'.*'shmem'"):
         torchwm.make_vec("ALE/Pong-v5", 2, backend="ale-native", autoreset_seeds=True)
+
+
+def test_conformance_check_catches_a_backend_that_ignores_the_option(monkeypatch):
+    from torchwm import building, testing
+    from torchwm.vector import sync
+
+    testing.check_seeded_autoresets(testing.BackendUnderTest("sync"))
+    # A backend that builds its envs without the option: no seed is reported, and the check says so.
+    monkeypatch.setattr(
+        sync, "spec_env_fns", lambda spec: building.spec_env_fns(spec.replace(autoreset_seeds=False))
+    )
+    with pytest.raises(AssertionError, match="episode_seed"):
+        testing.check_seeded_autoresets(testing.BackendUnderTest("sync"))
