@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from torchwm.errors import UnsupportedStackError
 from torchwm.plugins import RegistrySnapshot, registry, using_snapshot
 from torchwm.spec import VecSpec
+from torchwm.vector.episode_seeds import EpisodeSeeds
 
 if TYPE_CHECKING:
     import gymnasium as gym
@@ -100,9 +101,6 @@ def spec_env_fns(spec: VecSpec) -> list[Callable[[], gym.Env]]:
 
 
 def _with_episode_seeds(env_fn: Callable[[], gym.Env], env_index: int) -> gym.Env:
-    # Here, not at the top: torchwm.vector's package imports the backends, which import this module.
-    from torchwm.vector.episode_seeds import EpisodeSeeds
-
     return EpisodeSeeds(env_fn(), env_index)
 
 
