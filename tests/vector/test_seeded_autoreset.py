@@ -177,6 +177,19 @@ def test_a_reset_without_seed_draws_the_next_seed():
         assert infos["episode_seed"][1] == expected_seed(2, 1, 1)
 
 
+def test_a_list_of_seeds_starts_each_envs_sequence_from_its_own_seed():
+    with torchwm.make_vec(ENV_ID, N, autoreset_seeds=True) as envs:
+        _, infos = envs.reset(seed=[10, 20, 0])
+        assert infos["episode_seed"].tolist() == [10, 20, 0]
+        _, infos = envs.reset()
+    # env i seeded x draws as under reset(seed=x - i); below its index, modulo 2**128
+    assert infos["episode_seed"].tolist() == [
+        expected_seed(10, 0, 0),
+        expected_seed(19, 1, 0),
+        expected_seed(2**128 - 2, 2, 0),
+    ]
+
+
 def test_without_a_seed_every_episode_is_drawn_and_replays():
     with torchwm.make_vec(ENV_ID, N, autoreset_mode="same_step", autoreset_seeds=True) as envs:
         finished, _ = run(envs, "same_step", steps=80)
