@@ -152,13 +152,18 @@ def test_make_vec_from_config_builds_dicts_files_and_specs(tmp_path):
         ({"id": "CartPole-v1", "seed": 1.5}, "seed: expected an integer, got 1.5"),
         ({"id": "CartPole-v1", "fused": "yes"}, 'fused: expected true or false, got "yes"'),
         (
+            {"id": "CartPole-v1", "autoreset_seeds": "yes"},
+            'autoreset_seeds: expected true or false, got "yes"',
+        ),
+        (
             {"id": "CartPole-v1", "size": [64]},
             "size: expected two positive integers [width, height], got [64]",
         ),
         ({"id": "CartPole-v1", "env_kwargs": [1]}, "env_kwargs: expected a table, got [1]"),
         (
             {"id": "CartPole-v1", "num_envz": 2},
-            "num_envz: unknown key (did you mean 'num_envs'?); the keys are: autoreset_mode, backend, ",
+            "num_envz: unknown key (did you mean 'num_envs'?); the keys are: autoreset_mode, "
+            "autoreset_seeds, backend, ",
         ),
         (
             {"id": "CartPole-v1", "run": {"step": 2}},

@@ -10,7 +10,7 @@ The layers of torchwm, lowest first (`LAYERS`); a module may import its own laye
 
 - ``core``: what every other layer, and every worker, stands on: the errors, the spec (plain data and the
   input checks), the plugin registry a spec's names are looked up in (a worker's `RegistrySnapshot` falls
-  back to loading plugins), the hook markers, the messages, the batching, the env group.
+  back to loading plugins), the hook markers, the messages, the batching, the env group, the episode seeds.
 - ``building``: building one env from a spec (`torchwm.building`) and what that imports: the sources, the
   wrappers, the fused Atari env and its stack parser, ALE's names and vector env, the C kernel.
 - ``vector``: the vector envs: the base class, the pool, the backends, the transports.
@@ -85,6 +85,7 @@ LAYERS: dict[str, list[str]] = {
         "torchwm.vector.messages",
         "torchwm.vector.batching",
         "torchwm.vector.env_group",
+        "torchwm.vector.episode_seeds",
     ],
     "building": [
         "torchwm.building",

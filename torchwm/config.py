@@ -86,6 +86,7 @@ class ConfigModel(BaseModel):
     source: str = "gym"
     seed: int | None = Field(None, ge=0)
     autoreset_mode: str = "next_step"
+    autoreset_seeds: bool = False
     size: tuple[pydantic.PositiveInt, pydantic.PositiveInt] | None = Field(None, strict=False)
     fused: bool = True
     env_kwargs: dict[str, Any] = Field(default_factory=dict)
@@ -453,6 +454,7 @@ def validate_config(data: Mapping[str, Any]) -> tuple[VecSpec, RunOptions]:
             backend_kwargs=backend_kwargs,
             fused=model.fused,
             env_kwargs=env_kwargs,
+            autoreset_seeds=model.autoreset_seeds,
         )
     except UnknownNameError as exc:
         raise ConfigError(f"{_KEY_OF_KIND.get(exc.kind, exc.kind)}: {exc}") from exc

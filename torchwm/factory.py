@@ -170,6 +170,7 @@ def resolve_spec(
     backend_kwargs: dict[str, Any] | None = None,
     fused: bool = True,
     env_kwargs: dict[str, Any] | None = None,
+    autoreset_seeds: bool = False,
 ) -> VecSpec:
     """Check every argument and make every default explicit; builds nothing."""
     wrappers, size, backend_kwargs = (_plain_containers(v) for v in (wrappers, size, backend_kwargs))
@@ -185,6 +186,7 @@ def resolve_spec(
         raise TypeError(f"backend_kwargs must be a dict, got {backend_kwargs!r}")
     if not isinstance(fused, bool):
         raise TypeError(f"fused must be a bool, got {fused!r}")
+    _check_autoreset_seeds_type(autoreset_seeds)
     registry("backend").get(backend)
     registry("source").get(source)
     mode = parse_autoreset_mode(autoreset_mode)
@@ -215,6 +217,7 @@ def resolve_spec(
         wrappers=wrapper_specs,
         seed=seed,
         autoreset_mode=mode,
+        autoreset_seeds=autoreset_seeds,
         backend=backend,
         backend_kwargs=dict(backend_kwargs or {}),
         family=resolved.family,
@@ -301,13 +304,28 @@ def check_ale_frameskip(value: Any, name: str = "frameskip") -> None:
         )
 
 
+def _check_autoreset_seeds_type(value: Any) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"autoreset_seeds must be a bool, got {value!r} ({type(value).__name__})")
+
+
 def check_spec_options(spec: VecSpec) -> None:
     """Refuse the options that the env or a wrapper would refuse only once built, in a worker.
 
     Checked again when a backend gets a spec (`torchwm.make_vec_from_spec`), since a spec may be built or
     changed by hand: the wrapper options against their registered factory (`resolve_wrapper`), an ALE env's
-    ``frameskip`` as ALE checks it.
+    ``frameskip`` as ALE checks it, and ``autoreset_seeds`` on a backend that cannot seed autoresets.
     """
+    if spec.autoreset_seeds:
+        _check_autoreset_seeds_type(spec.autoreset_seeds)
+        options = backend_options(spec.backend)
+        if options is not None and "env_fn" not in options:
+            # The seeds are drawn by a wrapper around each env (torchwm.vector.episode_seeds), which a
+            # backend that builds its envs from the env id (ale-native, envpool) never builds.
+            raise UnsupportedStackError(
+                f"autoreset_seeds needs a backend that builds its envs in Python: backend {spec.backend!r} "
+                f"builds its own; use 'sync', 'subproc', 'shmem' or 'ray' (torchwm-ray)"
+            )
     if spec.env_fns is not None:
         return
     if spec.family == "atari" and "frameskip" in spec.env_kwargs:
@@ -404,6 +422,7 @@ def make_vec(
     size: Any = None,
     backend_kwargs: dict[str, Any] | None = None,
     fused: bool = True,
+    autoreset_seeds: bool = False,
     vectorization_mode: Any = None,
     vector_kwargs: dict[str, Any] | None = None,
     **env_kwargs: Any,
@@ -415,7 +434,9 @@ def make_vec(
     ``"sync"`` is ``backend="sync"``, ``"async"`` is ``backend="shmem"`` (``"subproc"`` with
     ``vector_kwargs={"shared_memory": False}``); their ``copy``, ``context``, ``max_concurrency``
     (``num_workers``), ``observation_mode`` and ``autoreset_mode`` map to torchwm's arguments, anything
-    else fails naming torchwm's argument.
+    else fails naming torchwm's argument. ``autoreset_seeds=True`` starts every episode of every env from
+    a seed of its own, drawn from ``numpy.random.SeedSequence(seed)`` and reported in
+    ``infos["episode_seed"]`` (docs/datasets.md, "Seeded autoresets").
 
     Example:
         >>> import torchwm
@@ -447,6 +468,7 @@ def make_vec(
         backend_kwargs=backend_kwargs,
         fused=fused,
         env_kwargs=env_kwargs,
+        autoreset_seeds=autoreset_seeds,
     )
     return make_vec_from_spec(spec)
 
@@ -458,6 +480,7 @@ def make_vec_from_fns(
     seed: int | None = None,
     autoreset_mode: Any = "next_step",
     backend_kwargs: dict[str, Any] | None = None,
+    autoreset_seeds: bool = False,
 ) -> gym.vector.VectorEnv:
     """A vector env of the envs ``env_fns`` make, one each: Gymnasium's ``SyncVectorEnv(env_fns)`` and
     ``AsyncVectorEnv(env_fns)`` on any torchwm backend that builds envs from ``spec.env_fns``
@@ -481,6 +504,7 @@ def make_vec_from_fns(
         raise TypeError(f"backend_kwargs must be a dict, got {backend_kwargs!r}")
     if seed is not None:
         seed = check_seed(seed)
+    _check_autoreset_seeds_type(autoreset_seeds)
 
     options = backend_options(backend)
     if options is not None and "env_fn" not in options:
@@ -496,6 +520,7 @@ def make_vec_from_fns(
         num_envs=len(env_fns),
         seed=seed,
         autoreset_mode=parse_autoreset_mode(autoreset_mode),
+        autoreset_seeds=autoreset_seeds,
         backend=backend,
         backend_kwargs=dict(backend_kwargs or {}),
         env_fns=env_fns_of(list(env_fns), len(env_fns), "make_vec_from_fns"),

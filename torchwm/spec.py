@@ -2,7 +2,8 @@
 
 A `VecSpec` is everything a backend needs to build a vector env: the env id
 and source, the env's keyword arguments, the wrapper stack with every option
-explicit, the number of envs, the seed, the autoreset mode and the backend.
+explicit, the number of envs, the seed, the autoreset mode (and whether autoresets are seeded) and the
+backend.
 It is a frozen dataclass: it pickles, prints, and round-trips through
 `VecSpec.to_dict` / `VecSpec.from_dict`, so a spec dumped to a file rebuilds
 the same env elsewhere. `resolve_wrappers` turns what a user wrote
@@ -88,6 +89,9 @@ class VecSpec:
     wrappers: tuple[WrapperSpec, ...] = ()
     seed: int | None = None
     autoreset_mode: str = "next_step"
+    # Every episode of every env starts from a seed of its own, drawn from a SeedSequence of the seed and
+    # reported in infos["episode_seed"] (`torchwm.vector.episode_seeds`); off: Gymnasium's behaviour.
+    autoreset_seeds: bool = False
     backend: str = "sync"
     backend_kwargs: dict[str, Any] = field(default_factory=dict)
     family: str = "generic"  # "atari" for ALE envs; decides the default stack and the fused path
@@ -128,6 +132,7 @@ class VecSpec:
             "wrappers": [{"name": w.name, **_plain(w.kwargs)} for w in self.wrappers],
             "seed": self.seed,
             "autoreset_mode": self.autoreset_mode,
+            "autoreset_seeds": self.autoreset_seeds,
             "backend": self.backend,
             "backend_kwargs": _plain(self.backend_kwargs),
             "family": self.family,
@@ -156,7 +161,8 @@ class VecSpec:
         return (
             f"VecSpec(id={self.id!r}, num_envs={self.num_envs}, backend={self.backend!r}, "
             f"source={self.source!r}, seed={self.seed!r}, autoreset_mode={self.autoreset_mode!r}, "
-            f"env_kwargs={self.env_kwargs!r}, wrappers=[{wrappers}], "
+            + ("autoreset_seeds=True, " if self.autoreset_seeds else "")
+            + f"env_kwargs={self.env_kwargs!r}, wrappers=[{wrappers}], "
             f"backend_kwargs={self.backend_kwargs!r}, family={self.family!r}, fused={self.fused!r}"
             + ("" if self.env_fns is None else f", env_fns=<{len(self.env_fns)} callables>")
             + ")"

@@ -150,6 +150,7 @@ class BackendUnderTest:
         autoreset_mode: str = "next_step",
         seed: int | None = None,
         backend: str | None = None,
+        autoreset_seeds: bool = False,
         **backend_kwargs: Any,
     ) -> Any:
         """The check env on this backend (or on ``backend``, for comparisons)."""
@@ -161,6 +162,7 @@ class BackendUnderTest:
                 backend=backend or self.name,
                 seed=seed,
                 autoreset_mode=autoreset_mode,
+                autoreset_seeds=autoreset_seeds,
                 backend_kwargs=kwargs,
                 max_num_frames_per_episode=ATARI_FRAME_LIMIT,
             )
@@ -170,6 +172,7 @@ class BackendUnderTest:
             backend=backend or self.name,
             seed=seed,
             autoreset_mode=autoreset_mode,
+            autoreset_seeds=autoreset_seeds,
             backend_kwargs=kwargs,
         )
 
@@ -409,6 +412,52 @@ def check_first_reset_uses_make_seed(target: BackendUnderTest) -> None:
     with target.make(2) as envs:
         again, _ = envs.reset(seed=21)
     _assert_same("reset() after make_vec(seed=21) and reset(seed=21)", 0, again, first)
+
+
+def check_seeded_autoresets(target: BackendUnderTest) -> None:
+    """``autoreset_seeds=True``: every episode starts from a seed of its own, reported in
+    ``infos["episode_seed"]`` of the reset or step that starts it; the seeds and arrays are `sync`'s, and
+    ``gym.make`` reset with a reported seed starts the same episode. A backend that cannot seed its
+    autoresets refuses the option with UnsupportedStackError when the vector env is made."""
+    n, seed = 3, 9
+    try:
+        envs = target.make(n, seed=seed, autoreset_seeds=True)
+    except UnsupportedStackError:
+        return
+    if target.family != "generic":
+        with envs:
+            _, infos = envs.reset()
+        _assert_same(
+            "reset infos['episode_seed'] (Gymnasium's seed + i)",
+            0,
+            np.arange(n) + seed,
+            infos.get("episode_seed"),
+        )
+        return
+    seeds: list[int] = []
+    single = gym.make(COUNTDOWN_ID)
+    with envs, target.make(n, seed=seed, autoreset_seeds=True, backend="sync") as ref:
+        got, want = envs.reset(), ref.reset()
+        for t, actions in enumerate([None, *_actions(envs, 30)]):
+            if actions is not None:
+                got, want = envs.step(actions), ref.step(actions)
+            for name, a, b in zip(
+                ("observations", "rewards", "terminations", "truncations"), want[:-1], got[:-1]
+            ):
+                _assert_same(name, t, a, b)
+            mask = want[-1].get("_episode_seed", np.zeros(n, bool))
+            _assert_same("infos['_episode_seed']", t, mask, got[-1].get("_episode_seed", np.zeros(n, bool)))
+            for i in np.flatnonzero(mask):
+                episode_seed = int(got[-1]["episode_seed"][i])
+                _assert_same(f"infos['episode_seed'][{i}]", t, want[-1]["episode_seed"][i], episode_seed)
+                seeds.append(episode_seed)
+                start, _ = single.reset(seed=episode_seed)
+                _assert_same(
+                    f"env {i}'s episode start and gym.make's reset with its seed", t, start, got[0][i]
+                )
+    single.close()
+    assert len(seeds) > n, f"30 steps reported no episode_seed after the reset's ({seeds})"
+    assert len(set(seeds)) == len(seeds), f"two episodes share a seed: {seeds}"
 
 
 def check_bad_actions_rejected(target: BackendUnderTest) -> None:
@@ -971,6 +1020,7 @@ CHECKS: list[Callable[[BackendUnderTest], None]] = [
     check_matches_sync,
     check_envs_differ,
     check_first_reset_uses_make_seed,
+    check_seeded_autoresets,
     check_bad_actions_rejected,
     check_partial_and_async,
     check_env_ids_order,
