@@ -212,8 +212,10 @@ def _run_partial(envs: Any, act: Callable[[Any], Any], tally: _Tally, seed: int 
     asynchronous mode requires), the policy sees their rows; the envs in flight at the end are collected,
     so that the env can be reset afterwards."""
     obs, infos = envs.reset(seed=seed)
-    # A reset returns every env, except ALE's asynchronous mode: the first batch_size ready.
+    # A reset returns every env, except in an EnvPool-style asynchronous mode (ale-native's): the first
+    # batch_size envs ready. The others' first result is then their reset, which is no step.
     ids = _ids(infos) if "env_id" in infos else np.arange(envs.num_envs)
+    tally.resetting[np.setdiff1d(np.arange(envs.num_envs), ids)] = True
     space = envs.single_action_space
     while not tally.done:
         envs.send(act(obs), env_ids=ids)
