@@ -87,7 +87,7 @@ def assert_quota_episodes(result, n_episodes=10):
 def test_each_env_runs_its_quota_not_the_first_episodes_to_end(backend, mode):
     with make(backend, mode) as envs:
         result = torchwm.evaluate(envs, ones, n_episodes=10)
-    # The first 10 episodes to end would be 6 of env 0, 3 of env 1, 1 of env 2 and none of env 3.
+    # The first 10 episodes to end (same_step) would be 6 of env 0, 2 of env 1 and 1 each of envs 2 and 3.
     assert_quota_episodes(result)
 
 
