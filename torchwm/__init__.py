@@ -5,7 +5,8 @@
 
 Most public names are imported on first use (`_LAZY`): importing a transport, or any other torchwm
 module, does not import ``make_vec``'s checks, config files, the listing, ALE's vector env or torch
-(``torchwm.to_torch``, ``torchwm.ToTorch``).
+(``torchwm.to_torch``, ``torchwm.ToTorch``). ``torchwm.evaluate(envs, policy, n_episodes)`` evaluates a
+policy over exactly ``n_episodes`` episodes.
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ __all__ = [
     "VectorEnv",
     "WorkerError",
     "WrapperSpec",
+    "evaluate",
     "hookimpl",
     "list_backends",
     "list_sources",
@@ -91,13 +93,13 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """The names of `_LAZY`, imported on first use; ``to_torch`` (the module, which is callable);
-    ``__version__``, read on first use; and a submodule not imported yet (``torchwm.factory``), as an
-    attribute, as it was when this file imported them all."""
+    """The names of `_LAZY`, imported on first use; ``to_torch`` and ``evaluate`` (the modules, which are
+    callable); ``__version__``, read on first use; and a submodule not imported yet
+    (``torchwm.factory``), as an attribute, as it was when this file imported them all."""
     if name in _LAZY:
         value = getattr(importlib.import_module(_LAZY[name]), name)
-    elif name == "to_torch":
-        value = importlib.import_module("torchwm.to_torch")
+    elif name in ("to_torch", "evaluate"):
+        value = importlib.import_module(f"torchwm.{name}")
     elif name == "__version__":
         value = _version()
     elif not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:

@@ -1,0 +1,259 @@
+"""torchwm.evaluate: exactly n episodes, each env's quota fixed in advance as SB3's evaluate_policy fixes it,
+on every backend and autoreset mode, against SB3's own evaluate_policy."""
+
+import functools
+from collections import Counter
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium import spaces
+from gymnasium.vector import VectorWrapper
+
+import torchwm
+from torchwm.evaluate import EvaluationResult
+
+LENGTHS = (5, 10, 15, 20)
+PROCESS_OPTIONS = {"num_workers": 2, "context": "fork", "timeout": 60}
+MODES = ["next_step", "same_step", "disabled"]
+
+
+class FixedLengthEnv(gym.Env):
+    """Episodes of ``length`` steps; reward 1 + action, so a return tells which actions the policy chose.
+    Envs of odd length end by truncation, the others by termination."""
+
+    observation_space = spaces.Box(0, 100, (1,), np.float32)
+    action_space = spaces.Discrete(2)
+
+    def __init__(self, length: int) -> None:
+        self.length = length
+        self.steps = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.steps = 0
+        return np.array([0.0], np.float32), {}
+
+    def step(self, action):
+        self.steps += 1
+        ended = self.steps >= self.length
+        terminated = ended and self.length % 2 == 0
+        obs = np.array([self.steps], np.float32)
+        return obs, 1.0 + int(action), terminated, ended and not terminated, {}
+
+
+ENV_FNS = [functools.partial(FixedLengthEnv, length) for length in LENGTHS]
+
+
+def ones(obs):
+    return np.ones(len(obs), dtype=np.int64)
+
+
+def make(backend, mode, **backend_kwargs):
+    options = {**({} if backend == "sync" else PROCESS_OPTIONS), **backend_kwargs}
+    return torchwm.make_vec_from_fns(ENV_FNS, backend=backend, autoreset_mode=mode, backend_kwargs=options)
+
+
+def sb3_episodes(n_episodes):
+    """SB3's evaluate_policy on the same envs (a DummyVecEnv), always choosing action 1."""
+    sb3_evaluation = pytest.importorskip("stable_baselines3.common.evaluation")
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    class Ones:
+        def predict(self, obs, state=None, episode_start=None, deterministic=False):
+            return ones(obs), None
+
+    vec = DummyVecEnv(ENV_FNS)
+    returns, lengths = sb3_evaluation.evaluate_policy(
+        Ones(), vec, n_eval_episodes=n_episodes, return_episode_rewards=True, warn=False
+    )
+    vec.close()
+    return list(zip(returns, lengths, strict=True))
+
+
+def assert_quota_episodes(result, n_episodes=10):
+    """The episodes SB3 would count: env i runs (n + i) // 4 of them, each of LENGTHS[i] steps."""
+    assert isinstance(result, EvaluationResult) and len(result.returns) == n_episodes
+    counts = Counter(result.env_ids.tolist())
+    assert [counts[i] for i in range(4)] == [(n_episodes + i) // 4 for i in range(4)]
+    assert result.lengths.tolist() == [LENGTHS[i] for i in result.env_ids.tolist()]
+    assert result.returns.tolist() == [2.0 * LENGTHS[i] for i in result.env_ids.tolist()]
+    episodes = list(zip(result.returns.tolist(), result.lengths.tolist(), strict=True))
+    assert sorted(episodes) == sorted(sb3_episodes(n_episodes))
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("backend", ["sync", "subproc", "shmem"])
+def test_each_env_runs_its_quota_not_the_first_episodes_to_end(backend, mode):
+    with make(backend, mode) as envs:
+        result = torchwm.evaluate(envs, ones, n_episodes=10)
+    # The first 10 episodes to end (same_step) would be 6 of env 0, 2 of env 1 and 1 each of envs 2 and 3.
+    assert_quota_episodes(result)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("backend", ["sync", "subproc", "shmem"])
+def test_partial_results_with_batch_size(backend, mode):
+    with make(backend, mode, batch_size=2) as envs:
+        result = torchwm.evaluate(envs, ones, n_episodes=10)
+        # Nothing is left in flight: the env resets and steps as usual afterwards.
+        envs.reset()
+        envs.send(np.zeros(4, dtype=np.int64))
+        seen = envs.recv()[-1]["env_id"].tolist() + envs.recv()[-1]["env_id"].tolist()
+        assert sorted(seen) == [0, 1, 2, 3]
+    assert_quota_episodes(result)
+
+
+@pytest.mark.parametrize("mode", ["same_step", "disabled"])
+def test_episodes_come_in_the_order_sb3_counts_them(mode):
+    """Where the step that ends an episode is followed by a counted step (same_step, and disabled with
+    its reset), episodes end at the same steps as in SB3's DummyVecEnv: the same list, in order."""
+    with make("sync", mode) as envs:
+        result = torchwm.evaluate(envs, ones, n_episodes=10)
+    assert list(zip(result.returns.tolist(), result.lengths.tolist(), strict=True)) == sb3_episodes(10)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_gymnasium_vector_env(mode):
+    envs = gym.vector.SyncVectorEnv(ENV_FNS, autoreset_mode=gym.vector.AutoresetMode[mode.upper()])
+    try:
+        assert_quota_episodes(torchwm.evaluate(envs, ones, n_episodes=10))
+    finally:
+        envs.close()
+
+
+@pytest.mark.parametrize("n_episodes", [1, 3, 7])
+def test_fewer_or_uneven_episodes(n_episodes):
+    with make("sync", "next_step") as envs:
+        assert_quota_episodes(torchwm.evaluate(envs, ones, n_episodes=n_episodes), n_episodes)
+
+
+def test_seeds_of_the_first_episodes_and_the_summary():
+    with make("sync", "next_step") as envs:
+        result = torchwm.evaluate(envs, ones, n_episodes=8, seed=7)
+        assert envs.np_random_seed == (7, 8, 9, 10)
+    first = {}
+    for env, seed in zip(result.env_ids.tolist(), result.seeds, strict=True):
+        first.setdefault(env, seed)
+    assert [first[i] for i in range(4)] == [7, 8, 9, 10]
+    assert result.seeds.count(None) == 4  # the second episode of each env: an autoreset, no seed
+    expected = [2.0 * length for length in LENGTHS for _ in range(2)]
+    assert result.mean == pytest.approx(np.mean(expected)) and result.std == pytest.approx(np.std(expected))
+    assert str(result) == (
+        f"8 episodes: return {np.mean(expected):.2f} ± {np.std(expected):.2f}, length 12.5 ± 5.6"
+    )
+    with make("sync", "next_step") as envs:
+        assert torchwm.evaluate(envs, ones, n_episodes=4).seeds == (None,) * 4
+
+
+def test_deterministic_is_passed_to_the_policy():
+    calls = []
+
+    def policy(obs, deterministic=False):
+        calls.append(deterministic)
+        return np.full(len(obs), int(deterministic), dtype=np.int64)
+
+    with make("sync", "same_step") as envs:
+        chosen = torchwm.evaluate(envs, policy, n_episodes=4, deterministic=True)
+        default = torchwm.evaluate(envs, policy, n_episodes=4)
+    assert chosen.returns.tolist() == [2.0 * length for length in LENGTHS]
+    assert default.returns.tolist() == [float(length) for length in LENGTHS]
+    assert set(calls) == {True, False}
+
+
+def test_to_torch_envs_and_tensor_actions():
+    torch = pytest.importorskip("torch")
+
+    def policy(obs):
+        assert isinstance(obs, torch.Tensor)
+        return torch.ones(obs.shape[0], dtype=torch.int64)
+
+    envs = torchwm.to_torch(make("sync", "next_step", batch_size=2))
+    try:
+        result = torchwm.evaluate(envs, policy, n_episodes=10)
+    finally:
+        envs.close()
+    assert_quota_episodes(result)
+
+
+def test_progress_bar(capsys):
+    with make("sync", "next_step") as envs:
+        torchwm.evaluate(envs, ones, n_episodes=4, progress=True)
+    assert "4/4" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("mode", "batch_size"),
+    # batch_size=1: ALE's asynchronous mode, where reset() returns env 0 only and env 1's first result
+    # is its reset, no step (ALE refuses it with autoreset_mode 'disabled').
+    [("next_step", None), ("same_step", None), ("disabled", None), ("next_step", 1), ("same_step", 1)],
+)
+def test_ale_native_runs_each_envs_quota(mode, batch_size):
+    pytest.importorskip("ale_py")
+    frames = 40  # 10 agent steps an episode
+    with torchwm.make_vec(
+        "ALE/Pong-v5",
+        2,
+        backend="ale-native",
+        seed=0,
+        autoreset_mode=mode,
+        max_num_frames_per_episode=frames,
+        backend_kwargs={"batch_size": batch_size},
+    ) as envs:
+        result = torchwm.evaluate(envs, lambda obs: np.zeros(len(obs), dtype=np.int64), n_episodes=3)
+    assert sorted(result.env_ids.tolist()) == [0, 1, 1]
+    assert result.lengths.tolist() == [frames // 4] * 3
+
+
+class Recording(VectorWrapper):
+    """Records the resets and steps that reach the env."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        self.calls = []
+
+    def reset(self, **kwargs):
+        self.calls.append("reset")
+        return self.env.reset(**kwargs)
+
+    def step(self, actions):
+        self.calls.append("step")
+        return self.env.step(actions)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "words"),
+    [
+        ({"n_episodes": 0}, ValueError, "n_episodes must be an int >= 1, got 0"),
+        ({"n_episodes": 2.0}, TypeError, "n_episodes must be an int >= 1, got 2.0"),
+        ({"n_episodes": True}, TypeError, "n_episodes must be an int >= 1, got True"),
+        ({"policy": "ones"}, TypeError, "policy must be callable"),
+        ({"deterministic": True}, TypeError, "takes no keyword 'deterministic'"),
+        ({"deterministic": 1}, TypeError, "deterministic must be True, False or None"),
+        ({"seed": -1}, ValueError, "seed"),
+        ({"progress": "yes"}, TypeError, "progress must be True or False"),
+    ],
+)
+def test_bad_input_is_refused_before_any_reset(kwargs, error, words):
+    envs = Recording(gym.vector.SyncVectorEnv(ENV_FNS))
+    arguments = {"policy": ones, "n_episodes": 4, **kwargs}
+    with pytest.raises(error, match=words):
+        torchwm.evaluate(envs, arguments.pop("policy"), arguments.pop("n_episodes"), **arguments)
+    assert envs.calls == []
+    envs.close()
+
+
+def test_a_single_env_or_an_sb3_model_gets_a_hint():
+    env = FixedLengthEnv(5)
+    with pytest.raises(TypeError, match=r"envs must be a vector env .* got FixedLengthEnv; .*make_vec"):
+        torchwm.evaluate(env, ones, 3)
+
+    class Model:
+        def predict(self, obs, deterministic=False):
+            return ones(obs), None
+
+    with make("sync", "next_step") as envs:
+        with pytest.raises(TypeError, match=r"model.predict\(obs, deterministic=True\)\[0\]"):
+            torchwm.evaluate(envs, Model(), 3)
+        with pytest.raises(TypeError, match=r"predict returns \(actions, states\)"):
+            torchwm.evaluate(envs, Model().predict, 3)

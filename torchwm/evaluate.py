@@ -1,0 +1,338 @@
+"""Evaluate a policy over exactly ``n_episodes`` episodes of a vector env, without bias: `evaluate`.
+
+Each env's share of the episodes is fixed before the first step, as Stable-Baselines3's
+``evaluate_policy`` fixes it (env ``i`` runs ``(n_episodes + i) // num_envs`` of them, SB3 issue #402):
+counting the first ``n_episodes`` episodes to end would over-weight the envs whose episodes are short.
+Episodes an env ends beyond its share are not counted. It works on any Gymnasium vector env and on every
+torchwm backend, in each autoreset mode: under ``next_step`` the reset step after an episode end is not
+counted (its reward is 0 and it is no step of either episode), under ``disabled`` the ended envs are reset
+here with ``reset(options={"reset_mask": mask})``. With ``batch_size < num_envs`` (results of some envs
+only, ``infos["env_id"]``) it steps EnvPool's way: the envs of each result are sent again at once, the
+policy sees their rows only, and the envs still in flight at the end are collected.
+
+``torchwm.evaluate(envs, policy, n_episodes)`` is the way in: the module itself is callable (importing
+``torchwm.evaluate`` makes the package attribute this module, as for ``torchwm.to_torch``), so that the
+call works whichever of the two the name is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import sys
+import types
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+from torchwm.spec import check_seed
+from torchwm.vector.batching import take_rows
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class EvaluationResult:
+    """The episodes `evaluate` counted, in the order they ended.
+
+    Attributes:
+        returns: each episode's sum of rewards (float64), as the env returned them (after the stack's
+            reward wrappers, such as ``clip_reward``).
+        lengths: each episode's number of steps (int64), the reset step of ``next_step`` not counted.
+        env_ids: the env each episode ran in (int64).
+        seeds: the seed each episode started from where it is known: ``seed + i`` for the first
+            episode of env ``i`` when `evaluate` was given ``seed=``; None for every other episode
+            (autoresets draw no seed of their own).
+    """
+
+    returns: np.ndarray
+    lengths: np.ndarray
+    env_ids: np.ndarray
+    seeds: tuple[int | None, ...]
+
+    @property
+    def mean(self) -> float:
+        """The mean return."""
+        return float(np.mean(self.returns))
+
+    @property
+    def std(self) -> float:
+        """The standard deviation of the returns (NumPy's, ``ddof=0``, as SB3's ``evaluate_policy``)."""
+        return float(np.std(self.returns))
+
+    def __len__(self) -> int:
+        return len(self.returns)
+
+    def __str__(self) -> str:
+        n = len(self.returns)
+        return (
+            f"{n} episode{'s' if n != 1 else ''}: return {self.mean:.2f} ± {self.std:.2f}, "
+            f"length {np.mean(self.lengths):.1f} ± {np.std(self.lengths):.1f}"
+        )
+
+
+def evaluate(
+    envs: Any,
+    policy: Callable[..., Any],
+    n_episodes: int,
+    *,
+    seed: int | None = None,
+    deterministic: bool | None = None,
+    progress: bool = False,
+) -> EvaluationResult:
+    """Run ``policy(obs) -> actions`` on ``envs`` until exactly ``n_episodes`` episodes were counted.
+
+    Args:
+        envs: a vector env (any torchwm backend, a Gymnasium vector env, or one wrapped, as by
+            ``torchwm.to_torch``). It is reset first and left as the last step left it.
+        policy: takes the observations of a batch (all envs, or the rows of a partial result) and
+            returns their actions: a NumPy array, a torch tensor (moved to the host) or anything the
+            env's ``step`` takes. An SB3 model: ``lambda obs: model.predict(obs, deterministic=True)[0]``.
+        n_episodes: how many episodes to count (an int >= 1); env ``i`` runs
+            ``(n_episodes + i) // num_envs`` of them, as SB3's ``evaluate_policy``.
+        seed: the seed of the first reset (env ``i`` gets ``seed + i``, Gymnasium's rule); None: the
+            env's own (``make_vec(seed=...)`` for a torchwm env never reset).
+        deterministic: passed to the policy as ``policy(obs, deterministic=...)`` when given; the
+            policy must then take that keyword. None (default): the policy is called with ``obs`` only.
+        progress: show a tqdm progress bar of the episodes counted.
+
+    Returns:
+        An `EvaluationResult`: ``returns``, ``lengths``, ``env_ids``, ``seeds``, ``mean``, ``std``.
+
+    Example:
+        >>> import numpy as np, torchwm
+        >>> envs = torchwm.make_vec("CartPole-v1", num_envs=4, seed=0)
+        >>> result = torchwm.evaluate(envs, lambda obs: np.zeros(len(obs), dtype=np.int64), n_episodes=6)
+        >>> result.env_ids.tolist().count(3), len(result.returns)
+        (2, 6)
+        >>> envs.close()
+    """
+    num_envs = _check_envs(envs)
+    n_episodes = _check_count(n_episodes)
+    act = _check_policy(policy, deterministic, envs.single_action_space)
+    if seed is not None:
+        seed = check_seed(seed)
+    if not isinstance(progress, bool):
+        raise TypeError(f"progress must be True or False, got {progress!r}")
+    mode = AutoresetMode(envs.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP))
+    batch_size = getattr(envs, "batch_size", getattr(envs.unwrapped, "batch_size", None)) or num_envs
+    tally = _Tally(num_envs, n_episodes, seed, mode, progress)
+    try:
+        if batch_size < num_envs:
+            _run_partial(envs, act, tally, seed)
+        else:
+            _run_whole(envs, act, tally, seed)
+    finally:
+        tally.close()
+    return tally.result()
+
+
+class _Tally:
+    """Each env's running episode and quota, and the episodes counted so far."""
+
+    def __init__(
+        self, num_envs: int, n_episodes: int, seed: int | None, mode: AutoresetMode, progress: bool
+    ) -> None:
+        self.mode = mode
+        self.targets = np.array([(n_episodes + i) // num_envs for i in range(num_envs)], dtype=np.int64)
+        self.ended = np.zeros(num_envs, dtype=np.int64)  # episodes each env ended, counted or not
+        self.running_return = np.zeros(num_envs, dtype=np.float64)
+        self.running_length = np.zeros(num_envs, dtype=np.int64)
+        # next_step: the env's next result is the reset step after its episode's end.
+        self.resetting = np.zeros(num_envs, dtype=np.bool_)
+        self.first_seeds: list[int | None] = [None if seed is None else seed + i for i in range(num_envs)]
+        self.episodes: list[tuple[float, int, int, int | None]] = []
+        self.bar: Any = None
+        if progress:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=n_episodes, unit="episode", desc="evaluate")
+
+    @property
+    def done(self) -> bool:
+        return bool((self.ended >= self.targets).all())
+
+    def add(self, ids: np.ndarray, rewards: Any, terminations: Any, truncations: Any) -> list[int]:
+        """The results of envs ``ids`` (one row each); returns the envs whose episode ended."""
+        rewards = np.asarray(_to_numpy(rewards), dtype=np.float64)
+        ends = np.asarray(_to_numpy(terminations), dtype=np.bool_) | np.asarray(
+            _to_numpy(truncations), dtype=np.bool_
+        )
+        ended = []
+        for row, i in enumerate(ids.tolist()):
+            if self.resetting[i]:
+                self.resetting[i] = False
+                continue
+            self.running_return[i] += rewards[row]
+            self.running_length[i] += 1
+            if ends[row]:
+                if self.ended[i] < self.targets[i]:
+                    seed = self.first_seeds[i] if self.ended[i] == 0 else None
+                    self.episodes.append((self.running_return[i], int(self.running_length[i]), i, seed))
+                    if self.bar is not None:
+                        self.bar.update(1)
+                self.ended[i] += 1
+                self.running_return[i], self.running_length[i] = 0.0, 0
+                self.resetting[i] = self.mode is AutoresetMode.NEXT_STEP
+                ended.append(i)
+        return ended
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+    def result(self) -> EvaluationResult:
+        returns, lengths, env_ids, seeds = zip(*self.episodes, strict=True) if self.episodes else ((),) * 4
+        return EvaluationResult(
+            returns=np.array(returns, dtype=np.float64),
+            lengths=np.array(lengths, dtype=np.int64),
+            env_ids=np.array(env_ids, dtype=np.int64),
+            seeds=tuple(seeds),
+        )
+
+
+def _run_whole(envs: Any, act: Callable[[Any], Any], tally: _Tally, seed: int | None) -> None:
+    """Every env steps at each step, as in SB3 (envs past their quota too; their episodes are not
+    counted), so the policy always sees the whole batch in env order."""
+    num_envs = envs.num_envs
+    all_ids = np.arange(num_envs)
+    obs, _ = envs.reset(seed=seed)
+    while not tally.done:
+        obs, rewards, terminations, truncations, _ = envs.step(act(obs))
+        ended = tally.add(all_ids, rewards, terminations, truncations)
+        if ended and tally.mode is AutoresetMode.DISABLED and not tally.done:
+            mask = np.zeros(num_envs, dtype=np.bool_)
+            mask[ended] = True
+            obs, _ = envs.reset(options={"reset_mask": mask})
+
+
+def _run_partial(envs: Any, act: Callable[[Any], Any], tally: _Tally, seed: int | None) -> None:
+    """``batch_size < num_envs``: the envs of each result are sent again at once (what ``ale-native``'s
+    asynchronous mode requires), the policy sees their rows; the envs in flight at the end are collected,
+    so that the env can be reset afterwards."""
+    obs, infos = envs.reset(seed=seed)
+    # A reset returns every env, except in an EnvPool-style asynchronous mode (ale-native's): the first
+    # batch_size envs ready. The others' first result is then their reset, which is no step.
+    ids = _ids(infos) if "env_id" in infos else np.arange(envs.num_envs)
+    tally.resetting[np.setdiff1d(np.arange(envs.num_envs), ids)] = True
+    space = envs.single_action_space
+    while not tally.done:
+        envs.send(act(obs), env_ids=ids)
+        obs, rewards, terminations, truncations, infos = envs.recv()
+        ids = _ids(infos)
+        ended = tally.add(ids, rewards, terminations, truncations)
+        if ended and tally.mode is AutoresetMode.DISABLED and not tally.done:
+            # Envs that ended must be reset before they step again; the others go on at once.
+            going_on = np.flatnonzero(~np.isin(ids, ended))
+            if going_on.size:
+                envs.send(take_rows(space, act(obs), going_on), env_ids=ids[going_on])
+            ids = np.asarray(ended, dtype=np.int64)
+            obs, _ = envs.reset(env_ids=ids)
+    while True:
+        try:
+            envs.recv()
+        except gym.error.NoAsyncCallError:  # nothing in flight (any more)
+            break
+
+
+def _ids(infos: Mapping[str, Any]) -> np.ndarray:
+    return np.asarray(_to_numpy(infos["env_id"]), dtype=np.int64)
+
+
+def _check_envs(envs: Any) -> int:
+    if not isinstance(envs, gym.vector.VectorEnv):
+        hint = (
+            "; for one gymnasium.Env, use torchwm.make_vec(id, num_envs=...) or "
+            "gymnasium.vector.SyncVectorEnv([lambda: env])"
+            if isinstance(envs, gym.Env)
+            else ""
+        )
+        raise TypeError(
+            f"envs must be a vector env (a gymnasium.vector.VectorEnv, as every torchwm backend is), "
+            f"got {type(envs).__name__}{hint}"
+        )
+    return int(envs.num_envs)
+
+
+def _check_count(n_episodes: Any) -> int:
+    if isinstance(n_episodes, (bool, np.bool_)) or not isinstance(n_episodes, (int, np.integer)):
+        raise TypeError(f"n_episodes must be an int >= 1, got {n_episodes!r} ({type(n_episodes).__name__})")
+    if n_episodes < 1:
+        raise ValueError(f"n_episodes must be an int >= 1, got {n_episodes}")
+    return int(n_episodes)
+
+
+def _check_policy(policy: Any, deterministic: bool | None, space: gym.Space) -> Callable[[Any], Any]:
+    """The call of the policy `evaluate` makes: ``policy(obs)`` or ``policy(obs, deterministic=...)``,
+    its actions as NumPy arrays."""
+    if not callable(policy):
+        hint = (
+            ": for an SB3 model, pass lambda obs: model.predict(obs, deterministic=True)[0]"
+            if hasattr(policy, "predict")
+            else ""
+        )
+        raise TypeError(
+            f"policy must be callable as policy(obs) -> actions, got {type(policy).__name__}{hint}"
+        )
+    if deterministic is None:
+        return lambda obs: _actions(policy(obs), space)
+    if not isinstance(deterministic, bool):
+        raise TypeError(f"deterministic must be True, False or None, got {deterministic!r}")
+    try:
+        parameters = inspect.signature(policy).parameters.values()
+    except (TypeError, ValueError):  # no signature to read (some builtins): the call will tell
+        parameters = None
+    if parameters is not None and not any(
+        p.name == "deterministic"
+        and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        or p.kind is p.VAR_KEYWORD
+        for p in parameters
+    ):
+        raise TypeError(
+            f"deterministic={deterministic} is passed as policy(obs, deterministic=...), and policy "
+            f"{getattr(policy, '__name__', type(policy).__name__)} takes no keyword 'deterministic'; "
+            f"give the policy that keyword, or leave deterministic=None"
+        )
+    return lambda obs: _actions(policy(obs, deterministic=deterministic), space)
+
+
+def _actions(actions: Any, space: gym.Space) -> Any:
+    if isinstance(actions, tuple) and not isinstance(space, gym.spaces.Tuple):
+        raise TypeError(
+            f"policy returned a tuple of {len(actions)} values where actions for {space} were expected; "
+            f"an SB3 model's predict returns (actions, states): use lambda obs: model.predict(obs)[0]"
+        )
+    return _to_numpy(actions)
+
+
+def _to_numpy(value: Any) -> Any:
+    """Tensors (in dicts and tuples too) as NumPy arrays on the host; other values unchanged. Without
+    importing torch: `evaluate` does not need it."""
+    if hasattr(value, "detach") and hasattr(value, "cpu") and hasattr(value, "numpy"):
+        return value.detach().cpu().numpy()
+    if isinstance(value, Mapping):
+        return {key: _to_numpy(item) for key, item in value.items()}
+    if isinstance(value, tuple):
+        return tuple(_to_numpy(item) for item in value)
+    return value
+
+
+class _CallableModule(types.ModuleType):
+    """This module, callable as `evaluate`: importing ``torchwm.evaluate`` makes the package attribute
+    ``torchwm.evaluate`` this module, and ``torchwm.evaluate(envs, policy, n)`` must still work."""
+
+    def __call__(
+        self,
+        envs: Any,
+        policy: Callable[..., Any],
+        n_episodes: int,
+        *,
+        seed: int | None = None,
+        deterministic: bool | None = None,
+        progress: bool = False,
+    ) -> EvaluationResult:
+        return evaluate(envs, policy, n_episodes, seed=seed, deterministic=deterministic, progress=progress)
+
+
+sys.modules[__name__].__class__ = _CallableModule
