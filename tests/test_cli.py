@@ -1054,3 +1054,44 @@ def test_bench_refuses_an_output_file_it_cannot_write_before_measuring(
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and error[0].startswith(f"torchwm bench: error: {flag} {path}: ")
     assert message in error[0]
+
+
+# -- torchwm run with batch_size < num_envs ---------------------------------------------------------------
+
+
+def test_episode_tracker_attributes_partial_rows_to_their_envs():
+    from torchwm.cli.summary import EpisodeTracker
+
+    tracker = EpisodeTracker(4, "next_step")
+    f, t = [False, False], [True, False]
+    tracker.update([1.0, 10.0], f, f, env_ids=[2, 0])
+    tracker.update([2.0, 20.0], t, f, env_ids=[2, 1])  # env 2 ends: 1 + 2
+    tracker.update([0.0, 5.0], f, f, env_ids=[2, 0])  # env 2's reset row counts for no episode
+    tracker.update([30.0, 7.0], [False, True], f, env_ids=[1, 0])  # env 0 ends: 10 + 5 + 7
+    assert tracker.finished_returns == [3.0, 22.0]
+    assert tracker.finished_lengths == [2, 3]
+    assert tracker.returns.tolist() == [0.0, 50.0, 0.0, 0.0]
+    assert tracker.lengths.tolist() == [0, 2, 0, 0]
+
+
+@pytest.mark.parametrize("mode", ["next_step", "same_step", "disabled"])
+def test_run_with_asynchronous_batches_counts_each_env_s_episodes(mode, capsys):
+    code = main(
+        [
+            "run", "CartPole-v1", "--num-envs", "4", "--backend", "shmem", "--seed", "0", "--steps", "300",
+            "--set", "backends.shmem.batch_size=2", "--set", "backends.shmem.num_workers=2",
+            "--set", f"autoreset_mode={mode}", "--no-progress",
+        ]
+    )  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert _report_line(out, "ran 300 steps").startswith(
+        "ran 300 steps of 2 of 4 envs (batch_size) = 600 env steps"
+    )
+    finished = int(_report_line(out, "episodes finished:").split(": ")[1])
+    assert finished > 10
+    # CartPole pays 1 a step: an episode's return is its length unless rows went to the wrong env.
+    returns = _report_line(out, "return:")
+    mean_return = float(returns.split("mean ")[1].split(",")[0])
+    assert f"mean length {mean_return:.1f} steps" in returns
+    assert "Traceback" not in err and "pending call" not in err  # every env collected before close
