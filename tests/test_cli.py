@@ -1013,6 +1013,18 @@ def test_a_frame_stack_the_memory_cannot_hold_is_one_line_naming_it_on_any_kerne
     assert error.endswith("GiB of memory and swap available)"), error  # numpy's words, not the worker's repr
 
 
+def test_bench_a_config_asking_for_too_much_memory_is_one_line_naming_it(tmp_path, capsys):
+    config = tmp_path / "huge.yaml"
+    config.write_text("id: CartPole-v1\nwrappers:\n  - name: frame_stack\n    stack_size: 10000000000\n")
+    assert main(["bench", str(config), "--no-progress"]) == 2
+    (error,) = capsys.readouterr().err.strip().splitlines()[-1:]
+    # The words torchwm run says (one code for both), before any backend is measured.
+    assert error.startswith(
+        "torchwm bench: error: wrapper 'frame_stack' option stack_size=10000000000 asks for more memory than "
+        "this machine has (Unable to allocate 149 GiB"
+    ), error
+
+
 @pytest.mark.skipif(not _refuses_huge_allocations(), reason="this kernel overcommits memory")
 def test_check_names_the_option_asking_for_too_much_memory(tmp_path, capsys):
     (tmp_path / "c.toml").write_text(

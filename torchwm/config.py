@@ -34,7 +34,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from torchwm import names
-from torchwm.errors import ConfigError, UnknownNameError, WrapperOptionError
+from torchwm.errors import ConfigError, UnknownNameError, WorkerError, WrapperOptionError
 from torchwm.factory import _plain_containers, env_keyword_arguments, make_vec_from_spec, resolve_spec
 from torchwm.plugins import backend_options, registry
 from torchwm.spec import (
@@ -517,6 +517,48 @@ def check_backend_options(
                 f"{where}: backend {backend!r} has no option {key!r}{did_you_mean(key, accepted)}; "
                 f"its options are: {', '.join(accepted) or '(none)'}"
             )
+
+
+def is_memory_error(exc: BaseException) -> bool:
+    """A `MemoryError`, here or in a worker (whose `WorkerError` names it): the config asked for more
+    memory than the machine has, and `memory_message` says which option (``torchwm run``, ``check``,
+    ``bench``)."""
+    if isinstance(exc, MemoryError):
+        return True
+    return isinstance(exc, WorkerError) and re.search(r"\braised \w*MemoryError\(", str(exc)) is not None
+
+
+# numpy's MemoryError: "Unable to allocate 931. GiB for an array with shape (1000000, 1000000) and data type
+# uint8"
+_ALLOCATION = re.compile(r"Unable to allocate .*? for an array with shape \(([\d, ]*)\)[^\n'\"]*")
+
+
+def memory_message(spec: Any, exc: BaseException) -> str:
+    """One line for a `MemoryError` met building ``spec``: the option that asked for too much when the
+    size numpy could not allocate shows which (its value is a side of the array), else numpy's message."""
+    text = str(exc) + "\n" + getattr(exc, "remote_traceback", "")
+    allocation = _ALLOCATION.search(text)
+    said = (
+        allocation.group(0)
+        if allocation
+        else (text.strip().splitlines()[0] if text.strip() else "MemoryError")
+    )
+    sides = {int(n) for n in re.findall(r"\d+", allocation.group(1))} if allocation else set()
+    candidates = [
+        (value, f"wrapper {wrapper.name!r} option {key}={value}")
+        for wrapper in spec.wrappers
+        if wrapper.fn is None
+        for key, value in wrapper.kwargs.items()
+        if type(value) is int and value > 1 and value in sides
+    ] + [
+        (value, f"env kwarg {key}={value}")
+        for key, value in spec.env_kwargs.items()
+        if type(value) is int and value > 1 and value in sides
+    ]
+    if candidates:
+        _, option = max(candidates, key=lambda c: c[0])
+        return f"{option} asks for more memory than this machine has ({said})"
+    return f"building {spec.id} x {spec.num_envs} on {spec.backend!r} ran out of memory: {said}"
 
 
 def _check_env_kwargs(env_id: str, env_kwargs: Mapping[str, Any]) -> None:

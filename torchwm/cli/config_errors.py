@@ -16,13 +16,14 @@ from typing import Any
 
 import gymnasium
 
-from torchwm.cli.common import INPUT_ERRORS, explain, first_line, memory_message
+from torchwm.cli.common import INPUT_ERRORS, explain, first_line
 from torchwm.config import (
     apply_overrides,
     check_expansion,
     find_config,
     interpolate_env,
     load_run_config,
+    memory_message,
     read_config,
     validate_config,
 )

@@ -28,13 +28,11 @@ from torchwm.cli.common import (
     OneLineParser,
     UsageError,
     config_format,
-    is_memory_error,
-    memory_message,
     non_negative_int,
     positive_int,
 )
 from torchwm.cli.summary import EpisodeTracker, RunReport, print_summary
-from torchwm.config import dump_config, is_config_reference, load_run_config
+from torchwm.config import dump_config, is_config_reference, is_memory_error, load_run_config, memory_message
 from torchwm.errors import NoAsyncCallError, WorkerError
 from torchwm.factory import RECORDERS, make_vec_from_spec
 from torchwm.vector.batching import take_rows
