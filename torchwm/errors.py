@@ -26,6 +26,17 @@ class TorchwmError(Exception):
     """Base class of the errors that torchwm defines."""
 
 
+# Names another library gives to something torchwm names otherwise: the suggestion for them is torchwm's
+# name of the same thing, not the closest spelling ("async" is not a typo of "sync").
+PEER_NAMES: dict[tuple[str, str], tuple[list[str], str]] = {
+    ("backend", "async"): (
+        ["shmem", "subproc"],
+        "'async' is Gymnasium's AsyncVectorEnv; torchwm's backend for it is 'shmem' (or 'subproc', "
+        "results through pipes, for spaces shared memory cannot hold).",
+    ),
+}
+
+
 class UnknownNameError(TorchwmError, LookupError):
     """A backend, wrapper, source or env id that nothing registered."""
 
@@ -33,15 +44,20 @@ class UnknownNameError(TorchwmError, LookupError):
         known = sorted(known)
         close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
         parts = [f"unknown {kind} {name!r}."]
-        if close:
+        peer = PEER_NAMES.get((kind, name))
+        if peer is not None:
+            close = [n for n in peer[0] if n in known] or close
+            parts.append(peer[1])
+        elif close:
             parts.append(f"Did you mean {' or '.join(repr(c) for c in close)}?")
         if len(known) <= 30:
             parts.append(f"Registered {kind}s: {', '.join(known) or '(none)'}.")
         else:
             parts.append(f"{len(known)} {kind}s are registered.")
-        parts.append(
-            hint or f"If {name!r} comes from a plugin, install it (`torchwm list` shows what is loaded)."
-        )
+        if hint or peer is None:
+            parts.append(
+                hint or f"If {name!r} comes from a plugin, install it (`torchwm list` shows what is loaded)."
+            )
         super().__init__(" ".join(parts))
         self.kind = kind
         self.name = name
