@@ -818,6 +818,42 @@ def test_print_config_keeps_the_files_format(tmp_path, capsys, name, text, parse
             tomllib.loads(out)
 
 
+@pytest.mark.parametrize("suffix", [".toml", ".yaml", ".json"])
+@pytest.mark.parametrize("printer", ["run", "check"])
+def test_the_printed_config_runs_the_same_run(tmp_path, capsys, monkeypatch, suffix, printer):
+    from torchwm.cli import run as cli
+    from torchwm.config import load_run_config
+
+    original = tmp_path / f"c{suffix}"
+    original.write_text(
+        {
+            ".toml": 'id = "CartPole-v1"\nnum_envs = 2\nseed = 3\n[run]\nsteps = 5\n',
+            ".yaml": "id: CartPole-v1\nnum_envs: 2\nseed: 3\nrun:\n  steps: 5\n",
+            ".json": '{"id": "CartPole-v1", "num_envs": 2, "seed": 3, "run": {"steps": 5}}',
+        }[suffix]
+    )
+    args = ["run", str(original), "--print-config"] if printer == "run" else ["check", str(original)]
+    assert main(args) == 0
+    printed = tmp_path / f"printed{suffix}"
+    printed.write_text(capsys.readouterr().out)
+    assert load_run_config(printed) == load_run_config(original)
+    assert load_run_config(printed)[1].steps == 5
+
+    # And torchwm run of the printed file runs as many steps as of the original (not the default 1000).
+    sent = []
+    monkeypatch.setattr(cli, "print_summary", lambda report, interrupted: sent.append(report.steps))
+    assert main(["run", str(printed), "--no-progress"]) == 0
+    assert main(["run", str(original), "--no-progress"]) == 0
+    assert sent == [5, 5]
+
+
+def test_print_config_writes_the_steps_given_on_the_command_line(capsys):
+    from torchwm.config import tomllib
+
+    assert main(["run", "CartPole-v1", "--steps", "42", "--print-config"]) == 0
+    assert tomllib.loads(capsys.readouterr().out)["run"] == {"steps": 42}
+
+
 def test_print_config_of_an_env_id_is_toml(capsys):
     from torchwm.config import tomllib
 

@@ -475,8 +475,13 @@ def validate_config(data: Mapping[str, Any]) -> tuple[VecSpec, RunOptions]:
     return spec, model.run
 
 
-def dump_config(spec: VecSpec | Mapping[str, Any], format: str = "toml") -> str:
+def dump_config(
+    spec: VecSpec | Mapping[str, Any], format: str = "toml", run: RunOptions | None = None
+) -> str:
     """The resolved config (`VecSpec.to_dict`) as TOML, YAML or JSON text that `load_config` reads back.
+
+    ``run``: the ``[run]`` table to write too (``torchwm run``'s steps and policy), so that
+    `load_run_config` reads back the same run.
 
     TOML has no null, so keys whose value is None are left out of TOML output; on loading, an
     absent ``seed`` or wrapper option takes its default, which for those keys is None.
@@ -488,6 +493,8 @@ def dump_config(spec: VecSpec | Mapping[str, Any], format: str = "toml") -> str:
         id = "CartPole-v1"
     """
     data = spec.to_dict() if isinstance(spec, VecSpec) else dict(spec)
+    if run is not None:
+        data["run"] = run.model_dump()
     if format == "toml":
         import tomli_w
 

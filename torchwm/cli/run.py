@@ -109,10 +109,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         if isinstance(exc, INPUT_ERRORS):
             raise
         raise UsageError(str(exc)) from exc
+    if args.steps is not None:
+        run_options = run_options.model_copy(update={"steps": args.steps})
     if args.print_config:
-        sys.stdout.write(dump_config(spec, config_format(args.target)))
+        # With the [run] table (the --steps given included): the printed config runs the same run.
+        sys.stdout.write(dump_config(spec, config_format(args.target), run=run_options))
         return EXIT_OK
-    steps = args.steps or run_options.steps
+    steps = run_options.steps
     if args.policy is None and run_options.policy is not None and not args.allow_policy_import:
         # A config is data (YAML is read with safe_load); naming code in it runs nothing unless asked.
         raise UsageError(
