@@ -1143,3 +1143,35 @@ def test_run_with_asynchronous_batches_counts_each_env_s_episodes(mode, capsys):
     mean_return = float(returns.split("mean ")[1].split(",")[0])
     assert f"mean length {mean_return:.1f} steps" in returns
     assert "Traceback" not in err and "pending call" not in err  # every env collected before close
+
+
+# -- a run too short for an episode to end ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "limit"),
+    [
+        (["CartPole-v1"], "an episode of CartPole-v1 lasts at most 500 steps (its max_episode_steps)"),
+        # pong's atari_preprocessing skips 4 frames a step: ALE's 108000-frame limit is 27000 steps.
+        (
+            ["pong", "--backend", "sync", "--num-envs", "1"],
+            "an episode of ALE/Pong-v5 lasts at most 27,000 steps (108,000 emulator frames, ALE's "
+            "max_num_frames_per_episode)",
+        ),
+    ],
+)
+def test_a_run_with_no_episode_ended_says_so_and_how_long_one_lasts(args, limit, capsys):
+    assert main(["run", *args, "--steps", "6", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert _report_line(out, "episodes finished:") == "episodes finished: 0"
+    assert _report_line(out, "no episode ended") == (
+        f"no episode ended within 6 steps (the longest so far: 6 steps); {limit}; run more steps with "
+        "--steps to see returns"
+    )
+
+
+def test_a_run_where_episodes_ended_has_no_such_line(capsys):
+    assert main(["run", "CartPole-v1", "--steps", "300", "--seed", "0", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert int(_report_line(out, "episodes finished:").split(": ")[1]) > 0
+    assert "no episode ended" not in out

@@ -11,6 +11,7 @@ import dataclasses
 import sys
 from typing import Any
 
+import gymnasium
 import numpy as np
 
 from torchwm.spec import EPISODE_STATISTICS
@@ -131,6 +132,36 @@ def _frames_per_step(spec: Any) -> int | None:
     return int(pre["frame_skip"])
 
 
+def _episode_limit(spec: Any) -> str | None:
+    """The most steps an episode of the spec's env lasts (its time limit), in the learner's steps, as
+    text; None when nothing says."""
+    if spec.family == "atari":
+        frames = spec.env_kwargs.get("max_num_frames_per_episode")
+        skip = _frames_per_step(spec) or spec.env_kwargs.get("frameskip", 1)
+        if type(frames) is not int or frames <= 0 or type(skip) is not int:
+            return None
+        return f"{frames // skip:,} steps ({frames:,} emulator frames, ALE's max_num_frames_per_episode)"
+    limit = spec.env_kwargs.get("max_episode_steps")
+    if limit is None and spec.source == "gym":
+        try:
+            limit = gymnasium.spec(spec.id).max_episode_steps
+        except gymnasium.error.Error:
+            return None
+    return f"{limit:,} steps (its max_episode_steps)" if type(limit) is int and limit > 0 else None
+
+
+def _none_ended(report: RunReport) -> str:
+    """Why a run saw no episode end, and what to do: how long the episodes have run, and their limit."""
+    spec, tracker = report.spec, report.tracker
+    said = f"no episode ended within {report.steps} steps"
+    if not report.records_games:  # the learner's episodes: none ended, so each is as long as the run
+        said += f" (the longest so far: {int(tracker.lengths.max()):,} steps)"
+    limit = _episode_limit(spec)
+    if limit:
+        said += f"; an episode of {spec.id} lasts at most {limit}"
+    return said + "; run more steps with --steps to see returns"
+
+
 def _learner_notes(spec: Any) -> str:
     """How the learner's episodes differ from whole games, for the stack in use."""
     notes = []
@@ -168,6 +199,8 @@ def print_summary(report: RunReport, interrupted: bool) -> None:
         games = report.games
         what = "whole games across lives, raw score" if spec.family == "atari" else "on the env itself"
         print(f"episodes finished: {len(games)} (recorded by episode_statistics: {what})")
+        if not games:
+            print(_none_ended(report))
         if games:
             returns, lengths = [r for r, _ in games], [n for _, n in games]
             print(
@@ -185,6 +218,8 @@ def print_summary(report: RunReport, interrupted: bool) -> None:
         )
     else:
         print(f"episodes finished: {len(finished)}")
+        if not finished:
+            print(_none_ended(report))
         if finished:
             print(
                 f"return: mean {np.mean(finished):.2f}, max {np.max(finished):.2f} "
