@@ -1175,3 +1175,55 @@ def test_a_run_where_episodes_ended_has_no_such_line(capsys):
     out = capsys.readouterr().out
     assert int(_report_line(out, "episodes finished:").split(": ")[1]) > 0
     assert "no episode ended" not in out
+
+
+# -- notes --------------------------------------------------------------------------------------------------
+
+
+def test_the_slow_start_note_gives_the_command_line_spelling_once(monkeypatch, capsys):
+    from torchwm.cli import run as cli
+    from torchwm.vector.transports import processes
+
+    def build_slowly(spec):
+        # What a shmem worker reports after 2.7 s of imports (the note's own code from there on).
+        monkeypatch.setattr(processes, "_slow_start_noted", False)
+        for _ in range(2):  # two workers: one note
+            processes.note_slow_start(
+                processes.Ready(None, build_seconds=2.7, imported=("gymnasium", "numpy")),
+                "forkserver",
+                "shmem",
+            )
+        return make_vec_from_spec(spec)
+
+    from torchwm.factory import make_vec_from_spec
+
+    monkeypatch.setattr(cli, "_build", build_slowly)
+    assert main(["run", "CartPole-v1", "--steps", "2", "--no-progress"]) == 0
+    notes = [line for line in capsys.readouterr().err.splitlines() if "to build its envs" in line]
+    assert notes == [
+        "torchwm run: note: a worker took 2.7 s to build its envs, most of it importing gymnasium, numpy: "
+        "under the 'forkserver' start method each worker imports them anew. Pass --set "
+        "backends.shmem.context=fork to start workers as copies of this process"
+    ]
+
+
+def test_the_slow_start_note_is_a_user_warning_a_suite_can_filter(monkeypatch):
+    import warnings
+
+    from torchwm.errors import SlowStartWarning
+    from torchwm.vector.transports import processes
+
+    ready = processes.Ready(None, build_seconds=2.7, imported=("numpy",))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("error", RuntimeWarning)  # as TorchRL's suite does: this note is no error
+        warnings.simplefilter("always", SlowStartWarning)
+        monkeypatch.setattr(processes, "_slow_start_noted", False)
+        processes.note_slow_start(ready, "forkserver", "subproc")
+    (note,) = caught
+    assert note.category is SlowStartWarning and issubclass(SlowStartWarning, UserWarning)
+    assert "backend_kwargs={'context': 'fork'}" in str(note.message)  # Python's words outside the CLI
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warnings.filterwarnings("ignore", category=SlowStartWarning)
+        processes._slow_start_noted = False
+        processes.note_slow_start(ready, "forkserver", "subproc")  # ignored, not raised
