@@ -410,3 +410,15 @@ def test_the_parents_part_is_the_step_less_its_waits_for_workers():
     # descheduled, which makes the parent's own part longer but never its waits shorter.
     assert 0.002 <= own <= whole - 0.01 and parent.waited - waited >= 5 * 0.01
     assert parent.describe(5) == f"parent {own * 1e6:,.0f} µs of {whole * 1e6:,.0f} µs a step"
+
+
+def test_a_child_out_of_memory_while_building_is_bad_input_not_a_failure():
+    from torchwm.bench.child import BenchChildError
+
+    job = {"env_id": "CartPole-v1", "backend": "sync", "num_envs": 4096, "kwargs": {}, "spec": None}
+    stderr = (
+        "Traceback (most recent call last):\n  ...\nMemoryError: Unable to allocate 14.9 GiB for an array"
+    )
+    # torchwm bench exits 2 with the child's one line for it (status_of), as torchwm run does.
+    assert BenchChildError(job, stderr, building=True).input_error
+    assert not BenchChildError(job, stderr, building=False).input_error  # while measuring: a failure

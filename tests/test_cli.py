@@ -818,6 +818,42 @@ def test_print_config_keeps_the_files_format(tmp_path, capsys, name, text, parse
             tomllib.loads(out)
 
 
+@pytest.mark.parametrize("suffix", [".toml", ".yaml", ".json"])
+@pytest.mark.parametrize("printer", ["run", "check"])
+def test_the_printed_config_runs_the_same_run(tmp_path, capsys, monkeypatch, suffix, printer):
+    from torchwm.cli import run as cli
+    from torchwm.config import load_run_config
+
+    original = tmp_path / f"c{suffix}"
+    original.write_text(
+        {
+            ".toml": 'id = "CartPole-v1"\nnum_envs = 2\nseed = 3\n[run]\nsteps = 5\n',
+            ".yaml": "id: CartPole-v1\nnum_envs: 2\nseed: 3\nrun:\n  steps: 5\n",
+            ".json": '{"id": "CartPole-v1", "num_envs": 2, "seed": 3, "run": {"steps": 5}}',
+        }[suffix]
+    )
+    args = ["run", str(original), "--print-config"] if printer == "run" else ["check", str(original)]
+    assert main(args) == 0
+    printed = tmp_path / f"printed{suffix}"
+    printed.write_text(capsys.readouterr().out)
+    assert load_run_config(printed) == load_run_config(original)
+    assert load_run_config(printed)[1].steps == 5
+
+    # And torchwm run of the printed file runs as many steps as of the original (not the default 1000).
+    sent = []
+    monkeypatch.setattr(cli, "print_summary", lambda report, interrupted: sent.append(report.steps))
+    assert main(["run", str(printed), "--no-progress"]) == 0
+    assert main(["run", str(original), "--no-progress"]) == 0
+    assert sent == [5, 5]
+
+
+def test_print_config_writes_the_steps_given_on_the_command_line(capsys):
+    from torchwm.config import tomllib
+
+    assert main(["run", "CartPole-v1", "--steps", "42", "--print-config"]) == 0
+    assert tomllib.loads(capsys.readouterr().out)["run"] == {"steps": 42}
+
+
 def test_print_config_of_an_env_id_is_toml(capsys):
     from torchwm.config import tomllib
 
@@ -1013,6 +1049,18 @@ def test_a_frame_stack_the_memory_cannot_hold_is_one_line_naming_it_on_any_kerne
     assert error.endswith("GiB of memory and swap available)"), error  # numpy's words, not the worker's repr
 
 
+def test_bench_a_config_asking_for_too_much_memory_is_one_line_naming_it(tmp_path, capsys):
+    config = tmp_path / "huge.yaml"
+    config.write_text("id: CartPole-v1\nwrappers:\n  - name: frame_stack\n    stack_size: 10000000000\n")
+    assert main(["bench", str(config), "--no-progress"]) == 2
+    (error,) = capsys.readouterr().err.strip().splitlines()[-1:]
+    # The words torchwm run says (one code for both), before any backend is measured.
+    assert error.startswith(
+        "torchwm bench: error: wrapper 'frame_stack' option stack_size=10000000000 asks for more memory than "
+        "this machine has (Unable to allocate 149 GiB"
+    ), error
+
+
 @pytest.mark.skipif(not _refuses_huge_allocations(), reason="this kernel overcommits memory")
 def test_check_names_the_option_asking_for_too_much_memory(tmp_path, capsys):
     (tmp_path / "c.toml").write_text(
@@ -1054,3 +1102,128 @@ def test_bench_refuses_an_output_file_it_cannot_write_before_measuring(
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and error[0].startswith(f"torchwm bench: error: {flag} {path}: ")
     assert message in error[0]
+
+
+# -- torchwm run with batch_size < num_envs ---------------------------------------------------------------
+
+
+def test_episode_tracker_attributes_partial_rows_to_their_envs():
+    from torchwm.cli.summary import EpisodeTracker
+
+    tracker = EpisodeTracker(4, "next_step")
+    f, t = [False, False], [True, False]
+    tracker.update([1.0, 10.0], f, f, env_ids=[2, 0])
+    tracker.update([2.0, 20.0], t, f, env_ids=[2, 1])  # env 2 ends: 1 + 2
+    tracker.update([0.0, 5.0], f, f, env_ids=[2, 0])  # env 2's reset row counts for no episode
+    tracker.update([30.0, 7.0], [False, True], f, env_ids=[1, 0])  # env 0 ends: 10 + 5 + 7
+    assert tracker.finished_returns == [3.0, 22.0]
+    assert tracker.finished_lengths == [2, 3]
+    assert tracker.returns.tolist() == [0.0, 50.0, 0.0, 0.0]
+    assert tracker.lengths.tolist() == [0, 2, 0, 0]
+
+
+@pytest.mark.parametrize("mode", ["next_step", "same_step", "disabled"])
+def test_run_with_asynchronous_batches_counts_each_env_s_episodes(mode, capsys):
+    code = main(
+        [
+            "run", "CartPole-v1", "--num-envs", "4", "--backend", "shmem", "--seed", "0", "--steps", "300",
+            "--set", "backends.shmem.batch_size=2", "--set", "backends.shmem.num_workers=2",
+            "--set", f"autoreset_mode={mode}", "--no-progress",
+        ]
+    )  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert _report_line(out, "ran 300 steps").startswith(
+        "ran 300 steps of 2 of 4 envs (batch_size) = 600 env steps"
+    )
+    finished = int(_report_line(out, "episodes finished:").split(": ")[1])
+    assert finished > 10
+    # CartPole pays 1 a step: an episode's return is its length unless rows went to the wrong env.
+    returns = _report_line(out, "return:")
+    mean_return = float(returns.split("mean ")[1].split(",")[0])
+    assert f"mean length {mean_return:.1f} steps" in returns
+    assert "Traceback" not in err and "pending call" not in err  # every env collected before close
+
+
+# -- a run too short for an episode to end ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "limit"),
+    [
+        (["CartPole-v1"], "an episode of CartPole-v1 lasts at most 500 steps (its max_episode_steps)"),
+        # pong's atari_preprocessing skips 4 frames a step: ALE's 108000-frame limit is 27000 steps.
+        (
+            ["pong", "--backend", "sync", "--num-envs", "1"],
+            "an episode of ALE/Pong-v5 lasts at most 27,000 steps (108,000 emulator frames, ALE's "
+            "max_num_frames_per_episode)",
+        ),
+    ],
+)
+def test_a_run_with_no_episode_ended_says_so_and_how_long_one_lasts(args, limit, capsys):
+    assert main(["run", *args, "--steps", "6", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert _report_line(out, "episodes finished:") == "episodes finished: 0"
+    assert _report_line(out, "no episode ended") == (
+        f"no episode ended within 6 steps (the longest so far: 6 steps); {limit}; run more steps with "
+        "--steps to see returns"
+    )
+
+
+def test_a_run_where_episodes_ended_has_no_such_line(capsys):
+    assert main(["run", "CartPole-v1", "--steps", "300", "--seed", "0", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert int(_report_line(out, "episodes finished:").split(": ")[1]) > 0
+    assert "no episode ended" not in out
+
+
+# -- notes --------------------------------------------------------------------------------------------------
+
+
+def test_the_slow_start_note_gives_the_command_line_spelling_once(monkeypatch, capsys):
+    from torchwm.cli import run as cli
+    from torchwm.vector.transports import processes
+
+    def build_slowly(spec):
+        # What a shmem worker reports after 2.7 s of imports (the note's own code from there on).
+        monkeypatch.setattr(processes, "_slow_start_noted", False)
+        for _ in range(2):  # two workers: one note
+            processes.note_slow_start(
+                processes.Ready(None, build_seconds=2.7, imported=("gymnasium", "numpy")),
+                "forkserver",
+                "shmem",
+            )
+        return make_vec_from_spec(spec)
+
+    from torchwm.factory import make_vec_from_spec
+
+    monkeypatch.setattr(cli, "_build", build_slowly)
+    assert main(["run", "CartPole-v1", "--steps", "2", "--no-progress"]) == 0
+    notes = [line for line in capsys.readouterr().err.splitlines() if "to build its envs" in line]
+    assert notes == [
+        "torchwm run: note: a worker took 2.7 s to build its envs, most of it importing gymnasium, numpy: "
+        "under the 'forkserver' start method each worker imports them anew. Pass --set "
+        "backends.shmem.context=fork to start workers as copies of this process"
+    ]
+
+
+def test_the_slow_start_note_is_a_user_warning_a_suite_can_filter(monkeypatch):
+    import warnings
+
+    from torchwm.errors import SlowStartWarning
+    from torchwm.vector.transports import processes
+
+    ready = processes.Ready(None, build_seconds=2.7, imported=("numpy",))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("error", RuntimeWarning)  # as TorchRL's suite does: this note is no error
+        warnings.simplefilter("always", SlowStartWarning)
+        monkeypatch.setattr(processes, "_slow_start_noted", False)
+        processes.note_slow_start(ready, "forkserver", "subproc")
+    (note,) = caught
+    assert note.category is SlowStartWarning and issubclass(SlowStartWarning, UserWarning)
+    assert "backend_kwargs={'context': 'fork'}" in str(note.message)  # Python's words outside the CLI
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warnings.filterwarnings("ignore", category=SlowStartWarning)
+        processes._slow_start_noted = False
+        processes.note_slow_start(ready, "forkserver", "subproc")  # ignored, not raised

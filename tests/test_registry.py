@@ -38,6 +38,26 @@ def test_unknown_name_suggests_close_matches_and_lists_names():
     assert "plugin" in str(info.value)
 
 
+def test_gymnasiums_async_backend_name_points_to_shmem_not_sync():
+    # vectorization_mode="async" is AsyncVectorEnv, which shmem is (docs/from-gymnasium.md); "sync" is only
+    # the closest spelling.
+    with pytest.raises(UnknownNameError) as info:
+        torchwm.make_vec("CartPole-v1", num_envs=2, backend="async")
+    message = str(info.value)
+    assert "Gymnasium's AsyncVectorEnv; torchwm's backend for it is 'shmem' (or 'subproc'" in message
+    assert "Did you mean" not in message and info.value.suggestions == ["shmem", "subproc"]
+    assert isinstance(info.value, LookupError)
+
+
+def test_async_backend_name_on_the_command_line_points_to_shmem(capsys):
+    from torchwm.cli import main
+
+    assert main(["run", "CartPole-v1", "--backend", "async", "--steps", "1", "--no-progress"]) == 2
+    (error,) = capsys.readouterr().err.strip().splitlines()
+    assert error.startswith("torchwm run: error: backend: unknown backend 'async'.")
+    assert "torchwm's backend for it is 'shmem'" in error and "'sync'?" not in error
+
+
 def test_list_functions_name_plugin_distribution_and_version():
     backends = {b.name: b for b in torchwm.list_backends()}
     assert backends["sync"].plugin == "torchwm.vector.sync"

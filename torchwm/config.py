@@ -34,7 +34,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from torchwm import names
-from torchwm.errors import ConfigError, UnknownNameError, WrapperOptionError
+from torchwm.errors import ConfigError, UnknownNameError, WorkerError, WrapperOptionError
 from torchwm.factory import _plain_containers, env_keyword_arguments, make_vec_from_spec, resolve_spec
 from torchwm.plugins import backend_options, registry
 from torchwm.spec import (
@@ -477,8 +477,13 @@ def validate_config(data: Mapping[str, Any]) -> tuple[VecSpec, RunOptions]:
     return spec, model.run
 
 
-def dump_config(spec: VecSpec | Mapping[str, Any], format: str = "toml") -> str:
+def dump_config(
+    spec: VecSpec | Mapping[str, Any], format: str = "toml", run: RunOptions | None = None
+) -> str:
     """The resolved config (`VecSpec.to_dict`) as TOML, YAML or JSON text that `load_config` reads back.
+
+    ``run``: the ``[run]`` table to write too (``torchwm run``'s steps and policy), so that
+    `load_run_config` reads back the same run.
 
     TOML has no null, so keys whose value is None are left out of TOML output; on loading, an
     absent ``seed`` or wrapper option takes its default, which for those keys is None.
@@ -490,6 +495,8 @@ def dump_config(spec: VecSpec | Mapping[str, Any], format: str = "toml") -> str:
         id = "CartPole-v1"
     """
     data = spec.to_dict() if isinstance(spec, VecSpec) else dict(spec)
+    if run is not None:
+        data["run"] = run.model_dump()
     if format == "toml":
         import tomli_w
 
@@ -519,6 +526,48 @@ def check_backend_options(
                 f"{where}: backend {backend!r} has no option {key!r}{did_you_mean(key, accepted)}; "
                 f"its options are: {', '.join(accepted) or '(none)'}"
             )
+
+
+def is_memory_error(exc: BaseException) -> bool:
+    """A `MemoryError`, here or in a worker (whose `WorkerError` names it): the config asked for more
+    memory than the machine has, and `memory_message` says which option (``torchwm run``, ``check``,
+    ``bench``)."""
+    if isinstance(exc, MemoryError):
+        return True
+    return isinstance(exc, WorkerError) and re.search(r"\braised \w*MemoryError\(", str(exc)) is not None
+
+
+# numpy's MemoryError: "Unable to allocate 931. GiB for an array with shape (1000000, 1000000) and data type
+# uint8"
+_ALLOCATION = re.compile(r"Unable to allocate .*? for an array with shape \(([\d, ]*)\)[^\n'\"]*")
+
+
+def memory_message(spec: Any, exc: BaseException) -> str:
+    """One line for a `MemoryError` met building ``spec``: the option that asked for too much when the
+    size numpy could not allocate shows which (its value is a side of the array), else numpy's message."""
+    text = str(exc) + "\n" + getattr(exc, "remote_traceback", "")
+    allocation = _ALLOCATION.search(text)
+    said = (
+        allocation.group(0)
+        if allocation
+        else (text.strip().splitlines()[0] if text.strip() else "MemoryError")
+    )
+    sides = {int(n) for n in re.findall(r"\d+", allocation.group(1))} if allocation else set()
+    candidates = [
+        (value, f"wrapper {wrapper.name!r} option {key}={value}")
+        for wrapper in spec.wrappers
+        if wrapper.fn is None
+        for key, value in wrapper.kwargs.items()
+        if type(value) is int and value > 1 and value in sides
+    ] + [
+        (value, f"env kwarg {key}={value}")
+        for key, value in spec.env_kwargs.items()
+        if type(value) is int and value > 1 and value in sides
+    ]
+    if candidates:
+        _, option = max(candidates, key=lambda c: c[0])
+        return f"{option} asks for more memory than this machine has ({said})"
+    return f"building {spec.id} x {spec.num_envs} on {spec.backend!r} ran out of memory: {said}"
 
 
 def _check_env_kwargs(env_id: str, env_kwargs: Mapping[str, Any]) -> None:

@@ -26,6 +26,17 @@ class TorchwmError(Exception):
     """Base class of the errors that torchwm defines."""
 
 
+# Names another library gives to something torchwm names otherwise: the suggestion for them is torchwm's
+# name of the same thing, not the closest spelling ("async" is not a typo of "sync").
+PEER_NAMES: dict[tuple[str, str], tuple[list[str], str]] = {
+    ("backend", "async"): (
+        ["shmem", "subproc"],
+        "'async' is Gymnasium's AsyncVectorEnv; torchwm's backend for it is 'shmem' (or 'subproc', "
+        "results through pipes, for spaces shared memory cannot hold).",
+    ),
+}
+
+
 class UnknownNameError(TorchwmError, LookupError):
     """A backend, wrapper, source or env id that nothing registered."""
 
@@ -33,15 +44,20 @@ class UnknownNameError(TorchwmError, LookupError):
         known = sorted(known)
         close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
         parts = [f"unknown {kind} {name!r}."]
-        if close:
+        peer = PEER_NAMES.get((kind, name))
+        if peer is not None:
+            close = [n for n in peer[0] if n in known] or close
+            parts.append(peer[1])
+        elif close:
             parts.append(f"Did you mean {' or '.join(repr(c) for c in close)}?")
         if len(known) <= 30:
             parts.append(f"Registered {kind}s: {', '.join(known) or '(none)'}.")
         else:
             parts.append(f"{len(known)} {kind}s are registered.")
-        parts.append(
-            hint or f"If {name!r} comes from a plugin, install it (`torchwm list` shows what is loaded)."
-        )
+        if hint or peer is None:
+            parts.append(
+                hint or f"If {name!r} comes from a plugin, install it (`torchwm list` shows what is loaded)."
+            )
         super().__init__(" ".join(parts))
         self.kind = kind
         self.name = name
@@ -288,3 +304,46 @@ class AlreadyPendingCallError(TorchwmError, gymnasium.error.AlreadyPendingCallEr
 
 class InvalidSeedError(TorchwmError, gymnasium.error.Error, ValueError):
     """A seed Gymnasium's seeding refuses (a negative int): a ``ValueError`` and Gymnasium's ``Error``."""
+
+
+class SlowStartWarning(UserWarning):
+    """A worker process took long to build its envs, most of it importing packages this process has
+    already imported (under ``forkserver`` or ``spawn`` each worker imports them anew).
+
+    A `UserWarning`, so that it can be filtered on its own
+    (``warnings.filterwarnings("ignore", category=SlowStartWarning)``) and a suite that turns
+    ``RuntimeWarning`` into errors is not stopped by it. The message gives the advice in Python's words
+    (``backend_kwargs={'context': 'fork'}``); `text` gives it for the command line.
+
+    Attributes:
+        backend: the backend whose worker it was (``"shmem"``).
+        build_seconds: how long the worker took to build its envs.
+        imported: the top-level packages it imported that this process has too, the slowest first.
+        start_method: the start method of the worker (``"forkserver"``).
+    """
+
+    def __init__(
+        self, backend: str, build_seconds: float, imported: Iterable[str], start_method: str
+    ) -> None:
+        self.backend = backend
+        self.build_seconds = build_seconds
+        self.imported = tuple(imported)
+        self.start_method = start_method
+        super().__init__(f"torchwm: {self.text()}")
+
+    def text(self, command_line: bool = False) -> str:
+        """The note, with the advice spelt for Python (``backend_kwargs``) or for ``torchwm run --set``."""
+        said = (
+            f"a worker took {self.build_seconds:.1f} s to build its envs, most of it importing "
+            f"{', '.join(self.imported[:5])}: under the {self.start_method!r} start method each worker "
+            f"imports them anew. "
+        )
+        if command_line:
+            return said + (
+                f"Pass --set backends.{self.backend}.context=fork to start workers as copies of this process"
+            )
+        return said + (
+            "Pass backend_kwargs={'context': 'fork'} to start workers as copies of this process, or add "
+            "the module to torchwm.vector.transports.processes.FORKSERVER_PRELOAD before the first vector "
+            "env starts (forkserver imports it once for every worker)"
+        )

@@ -1528,7 +1528,9 @@ def test_a_worker_slow_to_import_a_package_is_named_once(tmp_path, monkeypatch):
     monkeypatch.setattr(processes, "_slow_start_noted", False)
     import slow_to_import
 
-    with pytest.warns(RuntimeWarning, match=r"importing slow_to_import.*'context': 'fork'") as noted:
+    from torchwm.errors import SlowStartWarning
+
+    with pytest.warns(SlowStartWarning, match=r"importing slow_to_import.*'context': 'fork'") as noted:
         with torchwm.make_vec_from_fns(
             [slow_to_import.make] * 2,
             backend="shmem",
@@ -1536,6 +1538,12 @@ def test_a_worker_slow_to_import_a_package_is_named_once(tmp_path, monkeypatch):
         ):
             pass
     assert sum("slow_to_import" in str(w.message) for w in noted) == 1  # once, not once per worker
+    (note,) = [w.message for w in noted if "slow_to_import" in str(w.message)]
+    # A UserWarning users can filter, not the RuntimeWarning TorchRL's tests turn into errors.
+    assert isinstance(note, UserWarning) and not isinstance(note, RuntimeWarning)
+    assert (
+        note.backend == "shmem" and note.start_method == "forkserver" and note.imported[0] == "slow_to_import"
+    )
 
 
 # -- the fault contract while envs live their own cycles (some reset while others are in flight) --------

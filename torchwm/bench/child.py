@@ -28,11 +28,19 @@ class BenchChildError(RuntimeError):
 
     Attributes:
         input_error: the child failed while building with an error that means bad input (an option
-            value a backend refuses: ValueError, TypeError or a torchwm input error), not a failure.
+            value a backend refuses: ValueError, TypeError, MemoryError or a torchwm input error), not a
+            failure.
         unsupported: the backend refused to build the stack (`UnsupportedStackError`); ``reason`` says why.
     """
 
-    INPUT_ERRORS = ("ValueError", "TypeError", "ConfigError", "UnknownNameError", "UnsupportedStackError")
+    INPUT_ERRORS = (
+        "ValueError",
+        "TypeError",
+        "ConfigError",
+        "UnknownNameError",
+        "UnsupportedStackError",
+        "MemoryError",  # an option asking for more memory than the machine has
+    )
     UNSUPPORTED = ("UnsupportedStackError", "DynamicShapeError")
 
     def __init__(self, job: dict[str, Any], stderr: str, building: bool) -> None:

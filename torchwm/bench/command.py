@@ -18,7 +18,7 @@ from torchwm.bench.measure import stack_refusal
 from torchwm.bench.plotting import plot
 from torchwm.bench.results import format_table
 from torchwm.bench.run import config_specs, default_backends, run_bench
-from torchwm.config import apply_overrides, is_config_reference, load_config
+from torchwm.config import apply_overrides, is_config_reference, load_config, memory_message
 from torchwm.errors import ConfigError, TorchwmError, UnsupportedStackError
 from torchwm.extras import missing_extra
 from torchwm.factory import build_env
@@ -269,6 +269,9 @@ def config_obs_shape(spec: Any) -> list[int] | None:
     array."""
     try:
         env = build_env(spec.replace(num_envs=1))
+    except MemoryError as exc:
+        # A wrapper or env option asking for more than the machine has: bad input, as torchwm run says it.
+        raise ConfigError(memory_message(spec, exc)) from exc
     except (TypeError, ValueError) as exc:
         if isinstance(exc, TorchwmError):
             raise

@@ -30,6 +30,7 @@ from torchwm.cli import check, listing_command, run
 from torchwm.cli.check import check_target
 from torchwm.cli.common import OneLineParser, explain, first_line, status_of, unknown_arguments, version
 from torchwm.cli.summary import length_unit
+from torchwm.errors import SlowStartWarning
 
 __all__ = ["build_parser", "check_target", "length_unit", "main"]
 
@@ -54,14 +55,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             try:
                 return args.handler(args)
             finally:
-                for note in notes:
-                    print(f"torchwm {args.command}: note: {note.message}", file=sys.stderr)
+                for text in dict.fromkeys(note_text(note.message) for note in notes):  # each once
+                    print(f"torchwm {args.command}: note: {text}", file=sys.stderr)
     except Exception as exc:
         status = status_of(exc)
         if status is None or args.traceback:
             raise
         print(f"torchwm {args.command}: error: {first_line(explain(exc))}", file=sys.stderr)
         return status
+
+
+def note_text(message: Warning | str) -> str:
+    """A warning as the command line says it: without torchwm's own prefix (the line has one), and with
+    advice in the command line's words (``--set backends.shmem.context=fork``) where it has them."""
+    if isinstance(message, SlowStartWarning):
+        return message.text(command_line=True)
+    return str(message).removeprefix("torchwm: ")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -101,7 +101,7 @@ def check_target(target: str | None, config: str | None) -> tuple[str, str]:
 def check_config(target: str, overrides: Sequence[str]) -> int:
     """``torchwm check CONFIG``: every error with its key path (status 2), or the resolved config (status
     0)."""
-    spec, errors = config_errors(target, overrides)
+    spec, run, errors = config_errors(target, overrides)
     if errors:
         for error in errors:
             print(f"torchwm check: error: {error}", file=sys.stderr)
@@ -112,7 +112,7 @@ def check_config(target: str, overrides: Sequence[str]) -> int:
         file=sys.stderr,
         flush=True,
     )
-    sys.stdout.write(dump_config(spec, config_format(target)))
+    sys.stdout.write(dump_config(spec, config_format(target), run=run))
     return EXIT_OK
 
 

@@ -2,7 +2,7 @@
 
 A user error (a bad option, a missing file, an unknown name, a missing extra) is one of `INPUT_ERRORS`:
 `status_of` maps it to status 2 and `explain` to the line printed for it; a failed check or measurement
-is status 1. `config_format` and `memory_message` serve both ``run`` and ``check``.
+is status 1. `config_format` serves both ``run`` and ``check``.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import argparse
 import importlib.metadata
 import re
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import gymnasium
 
@@ -22,7 +22,6 @@ from torchwm.errors import (
     DuplicateNameError,
     UnknownNameError,
     UnsupportedStackError,
-    WorkerError,
 )
 from torchwm.extras import MissingExtraError, missing_extra
 from torchwm.wrappers.record_video import VideoWriteError
@@ -100,42 +99,6 @@ def config_format(target: str) -> str:
         return "toml"
     suffix = find_config(target).suffix.lower().lstrip(".")
     return "yaml" if suffix == "yml" else suffix
-
-
-def is_memory_error(exc: BaseException) -> bool:
-    """A `MemoryError`, here or in a worker (whose `WorkerError` names it)."""
-    if isinstance(exc, MemoryError):
-        return True
-    return isinstance(exc, WorkerError) and re.search(r"\braised \w*MemoryError\(", str(exc)) is not None
-
-
-# numpy's MemoryError: "Unable to allocate 931. GiB for an array with shape (1000000, 1000000) and data type
-# uint8"
-_ALLOCATION = re.compile(r"Unable to allocate .*? for an array with shape \(([\d, ]*)\)[^\n'\"]*")
-
-
-def memory_message(spec: Any, exc: BaseException) -> str:
-    """One line for a `MemoryError` met building ``spec``: the option that asked for too much when the
-    size numpy could not allocate shows which (its value is a side of the array), else numpy's message."""
-    text = str(exc) + "\n" + getattr(exc, "remote_traceback", "")
-    allocation = _ALLOCATION.search(text)
-    said = allocation.group(0) if allocation else (first_line(text) if text.strip() else "MemoryError")
-    sides = {int(n) for n in re.findall(r"\d+", allocation.group(1))} if allocation else set()
-    candidates = [
-        (value, f"wrapper {wrapper.name!r} option {key}={value}")
-        for wrapper in spec.wrappers
-        if wrapper.fn is None
-        for key, value in wrapper.kwargs.items()
-        if type(value) is int and value > 1 and value in sides
-    ] + [
-        (value, f"env kwarg {key}={value}")
-        for key, value in spec.env_kwargs.items()
-        if type(value) is int and value > 1 and value in sides
-    ]
-    if candidates:
-        _, option = max(candidates, key=lambda c: c[0])
-        return f"{option} asks for more memory than this machine has ({said})"
-    return f"building {spec.id} x {spec.num_envs} on {spec.backend!r} ran out of memory: {said}"
 
 
 def _int_at_least(minimum: int) -> Callable[[str], int]:

@@ -16,13 +16,14 @@ from typing import Any
 
 import gymnasium
 
-from torchwm.cli.common import INPUT_ERRORS, explain, first_line, memory_message
+from torchwm.cli.common import INPUT_ERRORS, explain, first_line
 from torchwm.config import (
     apply_overrides,
     check_expansion,
     find_config,
     interpolate_env,
     load_run_config,
+    memory_message,
     read_config,
     validate_config,
 )
@@ -42,9 +43,9 @@ _FATAL_KEYS = ("id", "config")
 MAX_CONFIG_ERRORS = 50
 
 
-def config_errors(target: str, overrides: Sequence[str] = ()) -> tuple[Any, list[str]]:
-    """The resolved `VecSpec` of a config (None if it has errors) and every error in it, each with its key
-    path.
+def config_errors(target: str, overrides: Sequence[str] = ()) -> tuple[Any, Any, list[str]]:
+    """The resolved `VecSpec` of a config and its ``[run]`` table (both None if it has errors), and every
+    error in it, each with its key path.
 
     The loader stops at the first error; to find the next, the key at fault is set aside (a bad
     option, an unknown key, a bad wrapper item) and the rest validated again, until the rest is
@@ -53,10 +54,10 @@ def config_errors(target: str, overrides: Sequence[str] = ()) -> tuple[Any, list
     are those of the file, whatever was set aside before).
     """
     try:
-        spec = load_run_config(target, overrides)[0]
+        spec, run = load_run_config(target, overrides)
         problem = preflight_problem(spec)
         if problem is None:
-            return spec, []
+            return spec, run, []
         first = f"{target}: {problem[1]}"
     except ConfigError as exc:
         first = str(exc)
@@ -67,7 +68,7 @@ def config_errors(target: str, overrides: Sequence[str] = ()) -> tuple[Any, list
         check_expansion(data)
         data = apply_overrides(interpolate_env(data), overrides)
     except ConfigError:
-        return None, [first]  # the file itself (missing, unreadable, not a table): one error
+        return None, None, [first]  # the file itself (missing, unreadable, not a table): one error
     wrappers = data.get("wrappers")
     positions = list(range(len(wrappers))) if isinstance(wrappers, list) else []
     errors: list[str] = []
@@ -97,7 +98,7 @@ def config_errors(target: str, overrides: Sequence[str] = ()) -> tuple[Any, list
         errors.append(f"{label}{message}")
         if not parts or parts[0] in _FATAL_KEYS or not _set_aside(data, parts, positions):
             break
-    return None, errors or [first]
+    return None, None, errors or [first]
 
 
 # What building a vector env refuses as bad input (as `torchwm run` takes it), and a MemoryError (an option

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+from gymnasium.vector.utils import batch_space
 from tqdm import tqdm
 
 from torchwm.cli.common import (
@@ -26,15 +28,14 @@ from torchwm.cli.common import (
     OneLineParser,
     UsageError,
     config_format,
-    is_memory_error,
-    memory_message,
     non_negative_int,
     positive_int,
 )
 from torchwm.cli.summary import EpisodeTracker, RunReport, print_summary
-from torchwm.config import dump_config, is_config_reference, load_run_config
-from torchwm.errors import WorkerError
+from torchwm.config import dump_config, is_config_reference, is_memory_error, load_run_config, memory_message
+from torchwm.errors import NoAsyncCallError, WorkerError
 from torchwm.factory import RECORDERS, make_vec_from_spec
+from torchwm.vector.batching import take_rows
 from torchwm.wrappers.record_video import VideoWriteError, check_recording
 
 
@@ -108,10 +109,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         if isinstance(exc, INPUT_ERRORS):
             raise
         raise UsageError(str(exc)) from exc
+    if args.steps is not None:
+        run_options = run_options.model_copy(update={"steps": args.steps})
     if args.print_config:
-        sys.stdout.write(dump_config(spec, config_format(args.target)))
+        # With the [run] table (the --steps given included): the printed config runs the same run.
+        sys.stdout.write(dump_config(spec, config_format(args.target), run=run_options))
         return EXIT_OK
-    steps = args.steps or run_options.steps
+    steps = run_options.steps
     if args.policy is None and run_options.policy is not None and not args.allow_policy_import:
         # A config is data (YAML is read with safe_load); naming code in it runs nothing unless asked.
         raise UsageError(
@@ -139,10 +143,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     progress = _progress(steps, disable=args.no_progress)
     try:
-        obs, _ = envs.reset()
+        obs, reset_infos = envs.reset()
         # Steps per second count the stepping only: building the env and its first reset are start-up.
         report.started = clock()
-        for _ in range(steps):
+        partial = getattr(envs, "batch_size", spec.num_envs) < spec.num_envs
+        if partial:
+            _run_batches(envs, spec, obs, reset_infos, steps, policy, report, progress)
+        for _ in range(0 if partial else steps):
             actions = policy(obs, envs.action_space) if policy else envs.action_space.sample()
             obs, rewards, terminations, truncations, infos = envs.step(actions)
             done = report.update(rewards, terminations, truncations, infos)
@@ -166,6 +173,54 @@ def cmd_run(args: argparse.Namespace) -> int:
     if video_error is not None:
         raise video_error
     return EXIT_INTERRUPTED if interrupted else EXIT_OK
+
+
+def _run_batches(
+    envs: Any, spec: Any, obs: Any, infos: Any, steps: int, policy: Any, report: RunReport, progress: Any
+) -> None:
+    """``steps`` steps under ``batch_size < num_envs``: each `recv` returns ``batch_size`` envs
+    (``infos["env_id"]`` says which), and only those are sent to next, as docs/backends.md shows.
+
+    The policy gets those envs' rows and an action space of as many rows."""
+    spaces: dict[int, Any] = {}
+
+    def act(rows: Any, count: int) -> Any:
+        if count not in spaces:
+            spaces[count] = batch_space(envs.single_action_space, count)
+            spaces[count].seed(spec.seed)
+        return policy(rows, spaces[count]) if policy else spaces[count].sample()
+
+    # Every env (ale-native's reset returns its first batch, with their env_id, and is sent those).
+    in_flight = len(infos["env_id"]) if "env_id" in infos else spec.num_envs
+    envs.send(act(obs, in_flight))
+    for step in range(steps):
+        obs, rewards, terminations, truncations, infos = envs.recv()
+        ids = np.asarray(infos["env_id"], dtype=np.int64)
+        in_flight -= ids.size
+        done = report.update(rewards, terminations, truncations, infos, env_ids=ids)
+        progress.update(1)
+        if step == steps - 1:
+            _collect_in_flight(envs, in_flight)
+            break
+        in_flight += ids.size
+        if spec.autoreset_mode == "disabled" and done.any():
+            # The ended envs are idle: reset them, then send to them from their first observation.
+            kept = np.flatnonzero(~done)
+            if kept.size:
+                envs.send(act(take_rows(envs.single_observation_space, obs, kept), kept.size), ids[kept])
+            first, _ = envs.reset(env_ids=ids[done])
+            envs.send(act(first, int(done.sum())), ids[done])
+        else:
+            envs.send(act(obs, ids.size), ids)
+
+
+def _collect_in_flight(envs: Any, count: int) -> None:
+    """Receive (uncounted) the ``count`` envs still stepping, so that the env closes with none in flight."""
+    while count > 0:
+        try:
+            count -= len(envs.recv()[1])
+        except NoAsyncCallError:
+            return  # a backend that keeps no envs in flight between batches (ale-native: ALE's own)
 
 
 def _load_run(args: argparse.Namespace) -> tuple[Any, Any]:

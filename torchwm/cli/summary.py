@@ -11,6 +11,7 @@ import dataclasses
 import sys
 from typing import Any
 
+import gymnasium
 import numpy as np
 
 from torchwm.spec import EPISODE_STATISTICS
@@ -37,19 +38,22 @@ class EpisodeTracker:
         self.lengths = np.zeros(self.num_envs, dtype=np.int64)
         self._resetting = np.zeros(self.num_envs, dtype=np.bool_)
 
-    def update(self, rewards: Any, terminations: Any, truncations: Any) -> np.ndarray:
-        """Add one vector step; returns which envs ended an episode on it."""
-        live = ~self._resetting
-        self.returns[live] += np.asarray(rewards, dtype=np.float64)[live]
-        self.lengths[live] += 1
+    def update(self, rewards: Any, terminations: Any, truncations: Any, env_ids: Any = None) -> np.ndarray:
+        """Add one vector step, whose rows are the envs ``env_ids`` (every env, in order, by default: a
+        partial batch's ``infos["env_id"]`` says which); returns which rows ended an episode on it."""
+        ids = np.arange(self.num_envs) if env_ids is None else np.asarray(env_ids, dtype=np.int64)
+        live = ~self._resetting[ids]
+        self.returns[ids[live]] += np.asarray(rewards, dtype=np.float64)[live]
+        self.lengths[ids[live]] += 1
         done = (np.asarray(terminations) | np.asarray(truncations)) & live
-        for i in np.flatnonzero(done):
+        for i in ids[done]:
             self.finished_returns.append(float(self.returns[i]))
             self.finished_lengths.append(int(self.lengths[i]))
-        self.returns[done] = 0.0
-        self.lengths[done] = 0
+        self.returns[ids[done]] = 0.0
+        self.lengths[ids[done]] = 0
         if self.autoreset_mode == "next_step":
-            self._resetting = done
+            # The next row of an env that ended is its reset row, whenever that env comes back.
+            self._resetting[ids] = done
         return done
 
 
@@ -67,6 +71,7 @@ class RunReport:
     spec: Any
     tracker: EpisodeTracker
     steps: int = 0
+    env_steps: int = 0  # rows returned: steps x num_envs, or fewer under batch_size < num_envs
     started: float | None = None  # the clock after the first reset: the timing window starts here
     ended: float | None = None
     startup: float = 0.0  # building the env and its first reset
@@ -76,10 +81,13 @@ class RunReport:
     def records_games(self) -> bool:
         return any(w.name == EPISODE_STATISTICS for w in self.spec.wrappers)
 
-    def update(self, rewards: Any, terminations: Any, truncations: Any, infos: Any) -> np.ndarray:
+    def update(
+        self, rewards: Any, terminations: Any, truncations: Any, infos: Any, env_ids: Any = None
+    ) -> np.ndarray:
         self.steps += 1
+        self.env_steps += len(rewards)
         self.games += recorded_episodes(infos)
-        return self.tracker.update(rewards, terminations, truncations)
+        return self.tracker.update(rewards, terminations, truncations, env_ids)
 
     @property
     def elapsed(self) -> float:
@@ -124,6 +132,36 @@ def _frames_per_step(spec: Any) -> int | None:
     return int(pre["frame_skip"])
 
 
+def _episode_limit(spec: Any) -> str | None:
+    """The most steps an episode of the spec's env lasts (its time limit), in the learner's steps, as
+    text; None when nothing says."""
+    if spec.family == "atari":
+        frames = spec.env_kwargs.get("max_num_frames_per_episode")
+        skip = _frames_per_step(spec) or spec.env_kwargs.get("frameskip", 1)
+        if type(frames) is not int or frames <= 0 or type(skip) is not int:
+            return None
+        return f"{frames // skip:,} steps ({frames:,} emulator frames, ALE's max_num_frames_per_episode)"
+    limit = spec.env_kwargs.get("max_episode_steps")
+    if limit is None and spec.source == "gym":
+        try:
+            limit = gymnasium.spec(spec.id).max_episode_steps
+        except gymnasium.error.Error:
+            return None
+    return f"{limit:,} steps (its max_episode_steps)" if type(limit) is int and limit > 0 else None
+
+
+def _none_ended(report: RunReport) -> str:
+    """Why a run saw no episode end, and what to do: how long the episodes have run, and their limit."""
+    spec, tracker = report.spec, report.tracker
+    said = f"no episode ended within {report.steps} steps"
+    if not report.records_games:  # the learner's episodes: none ended, so each is as long as the run
+        said += f" (the longest so far: {int(tracker.lengths.max()):,} steps)"
+    limit = _episode_limit(spec)
+    if limit:
+        said += f"; an episode of {spec.id} lasts at most {limit}"
+    return said + "; run more steps with --steps to see returns"
+
+
 def _learner_notes(spec: Any) -> str:
     """How the learner's episodes differ from whole games, for the stack in use."""
     notes = []
@@ -136,18 +174,23 @@ def _learner_notes(spec: Any) -> str:
 
 
 def print_summary(report: RunReport, interrupted: bool) -> None:
-    spec, tracker, steps = report.spec, report.tracker, report.steps
-    env_steps = steps * spec.num_envs
+    spec, tracker, steps, env_steps = report.spec, report.tracker, report.steps, report.env_steps
     elapsed = report.elapsed
     rate = env_steps / elapsed if elapsed > 0 else float("nan")
+    per_step = (
+        f"x {spec.num_envs} envs"
+        if env_steps == steps * spec.num_envs
+        else f"of {env_steps // steps if steps else 0} of {spec.num_envs} envs (batch_size)"
+    )
     print(
-        f"{'interrupted after' if interrupted else 'ran'} {steps} steps x {spec.num_envs} envs "
+        f"{'interrupted after' if interrupted else 'ran'} {steps} steps {per_step} "
         f"= {env_steps} env steps in {elapsed:.2f} s (after a start-up of {report.startup:.2f} s, not timed: "
         f"building the env and its first reset)"
     )
     frames = _frames_per_step(spec)
+    vector_rate = steps / elapsed if elapsed > 0 else float("nan")
     print(
-        f"steps per second: {rate:,.0f} env steps/s ({rate / spec.num_envs:,.0f} vector steps/s"
+        f"steps per second: {rate:,.0f} env steps/s ({vector_rate:,.0f} vector steps/s"
         + (f"; {rate * frames:,.0f} emulator frames/s at {frames} frames a step" if frames else "")
         + ")"
     )
@@ -156,6 +199,8 @@ def print_summary(report: RunReport, interrupted: bool) -> None:
         games = report.games
         what = "whole games across lives, raw score" if spec.family == "atari" else "on the env itself"
         print(f"episodes finished: {len(games)} (recorded by episode_statistics: {what})")
+        if not games:
+            print(_none_ended(report))
         if games:
             returns, lengths = [r for r, _ in games], [n for _, n in games]
             print(
@@ -173,6 +218,8 @@ def print_summary(report: RunReport, interrupted: bool) -> None:
         )
     else:
         print(f"episodes finished: {len(finished)}")
+        if not finished:
+            print(_none_ended(report))
         if finished:
             print(
                 f"return: mean {np.mean(finished):.2f}, max {np.max(finished):.2f} "

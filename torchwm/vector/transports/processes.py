@@ -60,6 +60,7 @@ from typing import Any, ClassVar, NamedTuple
 import cloudpickle
 import gymnasium as gym
 
+from torchwm.errors import SlowStartWarning
 from torchwm.spec import VecSpec
 from torchwm.vector.messages import (
     Close,
@@ -150,9 +151,10 @@ SLOW_START_SECONDS = 2.0
 _slow_start_noted = False
 
 
-def note_slow_start(ready: Ready, start_method: str) -> None:
-    """Warn once per process when a worker built its envs slowly because it imported packages that this
-    process has already imported (a `fork` worker would have them), and say what avoids it."""
+def note_slow_start(ready: Ready, start_method: str, backend: str = "backend") -> None:
+    """Warn (`SlowStartWarning`) once per process when a worker built its envs slowly because it imported
+    packages that this process has already imported (a `fork` worker would have them), and say what
+    avoids it."""
     global _slow_start_noted
     if _slow_start_noted or ready.build_seconds < SLOW_START_SECONDS or start_method == "fork":
         return
@@ -160,15 +162,7 @@ def note_slow_start(ready: Ready, start_method: str) -> None:
     if not shared:
         return
     _slow_start_noted = True
-    warnings.warn(
-        f"torchwm: a worker took {ready.build_seconds:.1f} s to build its envs, most of it importing "
-        f"{', '.join(shared[:5])}: under the {start_method!r} start method each worker imports them "
-        f"anew. Pass backend_kwargs={{'context': 'fork'}} to start workers as copies of this process, "
-        f"or add the module to torchwm.vector.transports.processes.FORKSERVER_PRELOAD before the first "
-        f"vector env starts (forkserver imports it once for every worker)",
-        RuntimeWarning,
-        stacklevel=2,
-    )
+    warnings.warn(SlowStartWarning(backend, ready.build_seconds, shared, start_method), stacklevel=2)
 
 
 class Setup(NamedTuple):
@@ -328,7 +322,7 @@ class ProcessHandle(WorkerHandle):
         # A process this transport did not start (a Ray actor on this node) has no start method to advise.
         start_method = getattr(self.group, "start_method", None)
         if start_method is not None:
-            note_slow_start(ready, start_method)
+            note_slow_start(ready, start_method, getattr(self.group, "backend", "backend"))
         return ready.share
 
     @property
