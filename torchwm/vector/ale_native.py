@@ -188,6 +188,10 @@ class AleStepper(Stepper):
     # An out-of-range action stops ALE's C++ worker with no answer: action values are checked in send.
     check_action_values = True
     resets_while_stepping = False  # ALE's vector env steps and resets its batch as a whole
+    state_refusal = (
+        "ale-native cannot clone or restore env states (ALE's AtariVectorEnv has no per-env clone); use "
+        "backend='shmem' (or 'sync') with the same spec"
+    )
 
     def __init__(
         self,
