@@ -776,6 +776,36 @@ def check_env_ids_in_calls(target: BackendUnderTest) -> None:
         assert got == (5,), f"get_attr('torchwm_probe', env_ids=[2]) gave {got}, expected (5,)"
 
 
+def check_restore_state(target: BackendUnderTest) -> None:
+    """``restore_state(clone_state())`` then the same actions gives the same observations, rewards,
+    terminations and truncations (episodes ending and autoresetting meanwhile); a state survives pickle
+    and restored into another env, that env follows the first."""
+    import pickle
+
+    steps = 30
+    with target.make(2, seed=0) as envs:
+        envs.reset()
+        for actions in _actions(envs, 5, seed=1):
+            envs.step(actions)
+        states = envs.clone_state()
+        plan = _actions(envs, steps, seed=2)
+        first = [tuple(np.array(x, copy=True) for x in envs.step(a)[:4]) for a in plan]
+        obs, _ = envs.restore_state(pickle.loads(pickle.dumps(states)))
+        _assert_same(
+            "observations returned by restore_state", 0, np.stack([s.observation for s in states]), obs
+        )
+        names = ("observations", "rewards", "terminations", "truncations")
+        for t, actions in enumerate(plan, start=1):
+            got = envs.step(actions)
+            for name, want, part in zip(names, first[t - 1], got[:4], strict=True):
+                _assert_same(f"after restore_state, {name}", t, want, part)
+        envs.restore_state([states[0], states[0]])
+        for t, actions in enumerate(plan, start=1):
+            got = envs.step(np.array([actions[0], actions[0]]))
+            for name, want, part in zip(names, first[t - 1], got[:4], strict=True):
+                _assert_same(f"env 0's state restored into env 1, {name}", t, want[0], part[1])
+
+
 CHECKS: list[Callable[[BackendUnderTest], None]] = [
     check_spaces_and_dtypes,
     check_autoreset_next_step,
@@ -795,6 +825,7 @@ CHECKS: list[Callable[[BackendUnderTest], None]] = [
     check_close_from_another_thread,
     check_attributes,
     check_env_ids_in_calls,
+    check_restore_state,
 ]
 
 
