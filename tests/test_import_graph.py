@@ -85,6 +85,7 @@ LAYERS: dict[str, list[str]] = {
         "torchwm.vector.messages",
         "torchwm.vector.batching",
         "torchwm.vector.env_group",
+        "torchwm.env_state",
     ],
     "building": [
         "torchwm.building",
