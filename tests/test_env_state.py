@@ -198,6 +198,8 @@ def test_a_state_of_another_stack_is_refused_before_anything_changes():
             envs.restore_state(own[0])
         with pytest.raises(ValueError, match="expected 2 states"):
             envs.restore_state(own[:1])
+        with pytest.raises(ValueError, match="has no observation"):
+            envs.restore_state([own[0], clone_env_state(envs.envs[1])])
 
 
 def test_ale_native_refuses_in_one_line_naming_shmem():

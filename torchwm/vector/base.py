@@ -379,6 +379,11 @@ class VectorEnv(gym.vector.VectorEnv):
                         f"restore_state expected EnvState values (from clone_state), got "
                         f"{type(state).__name__} for env {i}"
                     )
+                if state.observation is None:
+                    raise ValueError(
+                        f"restore_state: the state given for env {i} has no observation: it was saved from a "
+                        f"lone env (torchwm.env_state.clone_env_state); give a state from envs.clone_state()"
+                    )
             # Every env's stack checked before any env changes.
             layers = self._stepper.call(group_env_layers, (), {}, ids.tolist())
             for i, state, names in zip(ids.tolist(), states, layers, strict=True):
