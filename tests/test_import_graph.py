@@ -86,6 +86,7 @@ LAYERS: dict[str, list[str]] = {
         "torchwm.vector.batching",
         "torchwm.vector.env_group",
         "torchwm.vector.episode_seeds",
+        "torchwm.env_state",
     ],
     "building": [
         "torchwm.building",

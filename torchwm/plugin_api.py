@@ -29,11 +29,14 @@ What is here, by job:
   worker (`Step`, `Reset`, `Call`, `SetAttr`, `NeedsReset`, `Close`, `ControlCommand`,
   `ErrorReply`, `error_reply`, `ShareDescription`, `describe_share`).
 - Batches: `ARRAY_SPACES`, `create_batch`, `put_rows`, `take_rows`, `slice_rows`, `get_row`.
+- A wrapper or env whose state ``envs.clone_state`` cannot save on its own: `StatefulLayer`, the two
+  methods it defines (``get_torchwm_state``/``set_torchwm_state``), and `EnvState`, what a clone returns.
 """
 
 from __future__ import annotations
 
 from torchwm.atari_stack import parse_for
+from torchwm.env_state import EnvState, StatefulLayer
 from torchwm.factory import build_env, resolve_spec, spec_env_fns
 from torchwm.hookspecs import hookimpl
 from torchwm.spec import VecSpec, check_count, check_seed, check_timeout
@@ -90,6 +93,7 @@ __all__ = [
     "ControlCommand",
     "Deadline",
     "EnvGroup",
+    "EnvState",
     "ErrorReply",
     "NeedsReset",
     "PoolSettings",
@@ -100,6 +104,7 @@ __all__ = [
     "ShareDescription",
     "Step",
     "StepLost",
+    "StatefulLayer",
     "StepState",
     "Stepper",
     "VecSpec",

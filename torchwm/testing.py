@@ -1011,6 +1011,36 @@ def check_a_restart_announces_every_lost_episode(target: BackendUnderTest) -> No
             _assert_same(f"reward of env {i}, not restarted", 2, want[1][i], rewards[row])
 
 
+def check_restore_state(target: BackendUnderTest) -> None:
+    """``restore_state(clone_state())`` then the same actions gives the same observations, rewards,
+    terminations and truncations (episodes ending and autoresetting meanwhile); a state survives pickle
+    and restored into another env, that env follows the first."""
+    import pickle
+
+    steps = 30
+    with target.make(2, seed=0) as envs:
+        envs.reset()
+        for actions in _actions(envs, 5, seed=1):
+            envs.step(actions)
+        states = envs.clone_state()
+        plan = _actions(envs, steps, seed=2)
+        first = [tuple(np.array(x, copy=True) for x in envs.step(a)[:4]) for a in plan]
+        obs, _ = envs.restore_state(pickle.loads(pickle.dumps(states)))
+        _assert_same(
+            "observations returned by restore_state", 0, np.stack([s.observation for s in states]), obs
+        )
+        names = ("observations", "rewards", "terminations", "truncations")
+        for t, actions in enumerate(plan, start=1):
+            got = envs.step(actions)
+            for name, want, part in zip(names, first[t - 1], got[:4], strict=True):
+                _assert_same(f"after restore_state, {name}", t, want, part)
+        envs.restore_state([states[0], states[0]])
+        for t, actions in enumerate(plan, start=1):
+            got = envs.step(np.array([actions[0], actions[0]]))
+            for name, want, part in zip(names, first[t - 1], got[:4], strict=True):
+                _assert_same(f"env 0's state restored into env 1, {name}", t, want[0], part[1])
+
+
 CHECKS: list[Callable[[BackendUnderTest], None]] = [
     check_spaces_and_dtypes,
     check_autoreset_next_step,
@@ -1037,6 +1067,7 @@ CHECKS: list[Callable[[BackendUnderTest], None]] = [
     check_an_env_error_fails_its_own_send_only,
     check_recv_waits_again_after_a_timeout,
     check_a_restart_announces_every_lost_episode,
+    check_restore_state,
 ]
 
 

@@ -188,6 +188,10 @@ class AleStepper(Stepper):
     # An out-of-range action stops ALE's C++ worker with no answer: action values are checked in send.
     check_action_values = True
     resets_while_stepping = False  # ALE's vector env steps and resets its batch as a whole
+    state_refusal = (
+        "ale-native cannot clone or restore env states (ALE's AtariVectorEnv has no per-env clone); use "
+        "backend='shmem' (or 'sync') with the same spec"
+    )
 
     def __init__(
         self,
@@ -537,6 +541,8 @@ CONFORMANCE_SKIPS = {
     "k envs and send() takes k actions for those envs; it does not promise that every env comes back",
     "check_attributes": "the envs are C++ objects: set_attr is refused with NotImplementedError (get_attr "
     "answers the spaces, render_mode and get_action_meanings)",
+    "check_restore_state": "ALE's AtariVectorEnv cannot clone or restore one env: clone_state and "
+    "restore_state raise NotImplementedError naming shmem",
 }
 
 

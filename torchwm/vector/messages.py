@@ -40,12 +40,14 @@ class Reset(NamedTuple):
 
 class Call(NamedTuple):
     """Call method ``name`` of envs ``local_ids`` of the worker (None: all, in order), or read it, or call
-    ``name(env, *args, **kwargs)`` when it is a function; answered with one value per env."""
+    ``name(env, *args, **kwargs)`` when it is a function; answered with one value per env. ``per_env``:
+    one more argument for each env of ``local_ids`` (in that order), after ``args``, for a function."""
 
     name: str | Callable | PickledFunction
     args: tuple
     kwargs: dict
     local_ids: list[int] | None = None
+    per_env: list | None = None
 
 
 class PickledFunction(NamedTuple):

@@ -142,6 +142,9 @@ class Stepper(abc.ABC):
     check_action_values: ClassVar[bool] = False
     resets_while_stepping: ClassVar[bool] = True
     close_wait_seconds: ClassVar[float] = 1.0
+    # Why `clone_state`/`restore_state` cannot work here (None: they run through `call` and `call_each`,
+    # on the envs' `torchwm.vector.env_group.EnvGroup`): the error they raise, in one line.
+    state_refusal: ClassVar[str | None] = None
 
     # Set by a subclass's constructor once its envs are up; the vector env reads them.
     single_observation_space: gym.Space
@@ -193,6 +196,13 @@ class Stepper(abc.ABC):
     def call(self, name: str | Callable, args: tuple, kwargs: dict, ids: list[int]) -> list[Any]:
         """Call ``name`` (a method, an attribute or a function of the env) on envs ``ids`` (in the caller's
         order); one value each."""
+
+    def call_each(self, fn: Callable, per_env: list[Any], ids: list[int]) -> list[Any]:
+        """Call function ``fn`` on envs ``ids`` (in the caller's order) with one argument each,
+        ``fn(env, per_env[k])``; one value each. This default calls the envs one at a time through `call`;
+        a stepper may send each worker its envs' arguments at once (`torchwm.vector.messages.Call`'s
+        ``per_env``)."""
+        return [self.call(fn, (arg,), {}, [i])[0] for i, arg in zip(ids, per_env, strict=True)]
 
     @abc.abstractmethod
     def set_attr(self, name: str, values: list[Any], ids: list[int]) -> None:

@@ -85,6 +85,9 @@ class SyncStepper(Stepper):
     def call(self, name: str | Callable, args: tuple, kwargs: dict, ids: list[int]) -> list[Any]:
         return self.group.call(ids, name, args, kwargs)
 
+    def call_each(self, fn: Callable, per_env: list[Any], ids: list[int]) -> list[Any]:
+        return self.group.call(ids, fn, (), {}, per_env)
+
     def set_attr(self, name: str, values: list[Any], ids: list[int]) -> None:
         self.group.set_attr(ids, name, values)
 

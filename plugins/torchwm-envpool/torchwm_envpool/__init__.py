@@ -41,6 +41,7 @@ DIFFERENCES = {
     "noop_max=1 and no sticky actions, the arrays are equal: see the plugin's tests)",
     "check_partial_and_async": "it seeds one env alone (reset(env_ids=[2], seed=40)), and EnvPool fixes "
     "seeds per pool; env_ids and send/recv themselves are tested by the plugin's tests",
+    "check_restore_state": "EnvPool's C++ envs have no per-env state to clone or restore",
 }
 
 

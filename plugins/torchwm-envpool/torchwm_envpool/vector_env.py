@@ -53,6 +53,10 @@ class EnvPoolStepper(Stepper):
     # (Atari: SIGSEGV), so action values are checked before they are sent.
     check_action_values = True
     resets_while_stepping = False  # EnvPool's wait returns other envs' results
+    state_refusal = (
+        "envpool cannot clone or restore env states (its C++ envs have none to give); use backend='shmem' "
+        "(or 'sync') with the same spec"
+    )
 
     def __init__(
         self,
