@@ -598,6 +598,42 @@ def test_misuse_raises_gymnasiums_error_types(breakout):
         breakout.recv()
 
 
+BAD_RECV_ARGUMENTS = [
+    {"timeout": 0},
+    {"timeout": -1},
+    {"timeout": float("nan")},
+    {"timeout": "1"},
+    {"timeout": True},
+    {"min_ready": 0},
+    {"min_ready": -1},
+    {"min_ready": 1.5},
+    {"min_ready": True},
+]
+
+
+def _recv_error(envs, kwargs):
+    """The error of ``recv(**kwargs)`` after a send, and the observations of the recv() after it."""
+    envs.reset(seed=0)
+    envs.send(np.zeros(envs.num_envs, dtype=np.int64))
+    with pytest.raises(Exception) as caught:
+        envs.recv(**kwargs)
+    return caught.value, envs.recv()[0]
+
+
+@pytest.mark.parametrize("kwargs", BAD_RECV_ARGUMENTS, ids=repr)
+def test_bad_recv_arguments_are_refused_as_the_pool_backends_refuse_them(breakout, kwargs):
+    """ALE cannot time out, but a recv(timeout=, min_ready=) it could not honour anywhere else is refused
+    with the pool backends' exception and words; the batch stays in flight."""
+    with torchwm.make_vec(
+        "CartPole-v1", 3, backend="subproc", backend_kwargs={"num_workers": 1, "context": "fork"}
+    ) as pool:
+        expected, _ = _recv_error(pool, kwargs)
+    assert isinstance(expected, (TypeError, ValueError))
+    error, obs = _recv_error(breakout, kwargs)
+    assert type(error) is type(expected) and str(error) == str(expected)
+    assert obs.shape == (3, 4, 84, 84)  # the refused recv changed nothing: the batch came after it
+
+
 def test_np_random_seed_is_the_seed_each_env_was_reset_with(breakout):
     breakout.reset()  # make_vec(seed=0)
     assert breakout.np_random_seed == (0, 1, 2)
