@@ -4,6 +4,7 @@ semantics."""
 from __future__ import annotations
 
 import inspect
+import re
 
 import ale_py
 import gymnasium as gym
@@ -877,12 +878,18 @@ def test_make_atari_vector_env_checks_every_argument_before_ale(no_ale_start, kw
         assert isinstance(caught.value, gym.error.Error) and caught.value.option == option
 
 
-@pytest.mark.parametrize("frameskip", [0, 4.0])
+@pytest.mark.parametrize("frameskip", [0, -1, 4.0])
 def test_a_bad_frameskip_is_gymnasium_error_as_ale_raises_it(frameskip):
-    with pytest.raises(gym.error.Error, match="frameskip"):  # the reference: ALE's own check
+    with pytest.raises(gym.error.Error, match="frameskip") as reference:  # ALE's own check
         AtariVectorEnv("pong", 1, frameskip=frameskip)
-    with pytest.raises(gym.error.Error, match="frameskip"):
+    # ALE's words ("Invalid frameskip of 0, frameskip must be positive."), which its tests match.
+    with pytest.raises(gym.error.Error, match=re.escape(str(reference.value))):
         torchwm.make_atari_vector_env("pong", frameskip=frameskip)
+    if frameskip <= 0:
+        # On ale-native, ALE's frameskip is atari_preprocessing's frame_skip: its error names both.
+        wrappers = [{"name": "atari_preprocessing", "frame_skip": frameskip}, "frame_stack"]
+        with pytest.raises(gym.error.Error, match=r"frame_skip=.*frameskip"):
+            torchwm.make_vec("ALE/Pong-v5", 2, backend="ale-native", wrappers=wrappers)
     # On ale-native the emulator's frameskip must stay 1 (atari_preprocessing skips frames): any other is
     # refused.
     with pytest.raises(gym.error.Error, match=f"env frameskip={frameskip}"):
