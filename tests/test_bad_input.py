@@ -295,15 +295,30 @@ def test_a_bad_preprocessing_option_is_gymnasiums_value_error_before_any_worker_
     from gymnasium.wrappers import AtariPreprocessing
 
     torchwm.names.register_ale()
-    with pytest.raises(ValueError):  # the reference: Gymnasium's own check, once the env is built
+    with pytest.raises(ValueError) as reference:  # Gymnasium's own check, once the env is built
         AtariPreprocessing(gym.make("ALE/Pong-v5", frameskip=1), **{option: value})
+    # Gymnasium's sentence ("Expect the `screen_size` to be positive, actually: 0"), which its tests match.
+    words = re.escape(str(reference.value))
     wrappers = [{"name": "atari_preprocessing", option: value}, "frame_stack"]
-    with pytest.raises(ValueError, match=rf"atari_preprocessing\({option}=") as caught:
+    with pytest.raises(ValueError, match=rf"atari_preprocessing\({option}=.*{words}") as caught:
         torchwm.make_env("ALE/Pong-v5", wrappers=wrappers, fused=fused)
     assert caught.value.option == option
     for backend in ALL_BACKENDS:
-        with pytest.raises(ValueError, match=rf"{option} must be"):
+        with pytest.raises(ValueError, match=rf"{words}.*{option} must be"):
             make(backend, "ALE/Pong-v5", 2, wrappers=wrappers, fused=fused)
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "words"),
+    [
+        ("screen_size", -1, "Expect the `screen_size` to be positive, actually: -1"),
+        ("frame_skip", 0, "Expect the `frame_skip` to be positive, actually: 0"),
+        ("noop_max", -1, "Expect the `noop_max` to be non-negative, actually: -1"),
+    ],
+)
+def test_a_bad_preprocessing_option_has_the_words_gymnasiums_wrapper_tests_match(option, value, words):
+    with pytest.raises(ValueError, match=re.escape(words)):
+        torchwm.make_env("ALE/Pong-v5", wrappers=[{"name": "atari_preprocessing", option: value}])
 
 
 def test_a_spec_changed_by_hand_is_checked_again_before_the_backend_gets_it(no_process_starts):

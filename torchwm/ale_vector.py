@@ -77,6 +77,22 @@ def _int_in(low: int, high: int = C_INT_MAX) -> Callable[[str, Any], Any]:
     return check
 
 
+def _frameskip(name: str, value: Any) -> int:
+    """``frameskip`` as ALE's `AtariVectorEnv` checks it, with ALE's sentence first (code and tests
+    written against ALE match it), then torchwm's; numpy ints are taken too."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise InvalidOptionTypeError(
+            f"Invalid frameskip type: {type(value)}. {name} must be an int, got {value!r}", name
+        )
+    if value <= 0:
+        raise InvalidOptionError(
+            f"Invalid frameskip of {value}, frameskip must be positive. {name} must be an int >= 1, "
+            f"got {value!r}",
+            name,
+        )
+    return _int_in(1)(name, value)
+
+
 def _probability(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise InvalidOptionTypeError(f"{name} must be a number in [0, 1], got {value!r}", name)
@@ -119,7 +135,7 @@ ALE_ARGUMENT_CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "img_width": _int_in(1),
     "grayscale": _flag,
     "stack_num": _int_in(1),
-    "frameskip": _int_in(1),
+    "frameskip": _frameskip,
     "maxpool": _flag,
     "noop_max": _int_in(0),
     "episodic_life": _flag,

@@ -708,6 +708,38 @@ def check_recv_deadline(target: BackendUnderTest) -> None:
         assert sorted(got_ids) == list(range(n)), f"every env must come back once, got {got_ids}"
 
 
+def check_timeout_setter(target: BackendUnderTest) -> None:
+    """Setting ``timeout`` checks the value as the constructor's ``timeout`` option is checked: a number of
+    seconds > 0 or None (``math.inf``: None). A bad one (0, -1, NaN: ValueError; a str, a bool: TypeError)
+    names ``timeout``, is not kept, and the env goes on."""
+    with target.make(2, seed=0) as envs:
+        for value, want in ((30, 30.0), (float("inf"), None), (None, None), (12.5, 12.5)):
+            envs.timeout = value
+            assert envs.timeout == want, (
+                f"after timeout = {value!r}, timeout is {envs.timeout!r}, not {want!r}"
+            )
+        bad: list[tuple[Any, type[Exception]]] = [
+            (0, ValueError),
+            (-1, ValueError),
+            (float("nan"), ValueError),
+            ("5", TypeError),
+            (True, TypeError),
+        ]
+        for wrong, error in bad:
+            try:
+                envs.timeout = wrong
+            except error as exc:
+                assert "timeout" in str(exc) and repr(wrong) in str(exc), (
+                    f"the error for timeout = {wrong!r} should name timeout and the value: {exc}"
+                )
+            else:
+                raise AssertionError(f"timeout = {wrong!r} was accepted; expected {error.__name__}")
+            assert envs.timeout == 12.5, f"a refused timeout = {wrong!r} changed timeout to {envs.timeout!r}"
+        envs.reset()
+        obs = envs.step(np.zeros(2, dtype=np.int64))[0]
+        assert envs.observation_space.contains(obs), "the env did not go on after refused timeouts"
+
+
 def check_batch_size(target: BackendUnderTest) -> None:
     """With batch_size=k, recv() returns k envs with infos['env_id'], and every env comes back."""
     n, k = 4, 2
@@ -1056,6 +1088,7 @@ CHECKS: list[Callable[[BackendUnderTest], None]] = [
     check_env_ids_order,
     check_reset_while_others_step,
     check_recv_deadline,
+    check_timeout_setter,
     check_batch_size,
     check_close,
     check_close_from_two_threads_at_once,

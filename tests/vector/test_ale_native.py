@@ -4,6 +4,7 @@ semantics."""
 from __future__ import annotations
 
 import inspect
+import re
 
 import ale_py
 import gymnasium as gym
@@ -598,6 +599,42 @@ def test_misuse_raises_gymnasiums_error_types(breakout):
         breakout.recv()
 
 
+BAD_RECV_ARGUMENTS = [
+    {"timeout": 0},
+    {"timeout": -1},
+    {"timeout": float("nan")},
+    {"timeout": "1"},
+    {"timeout": True},
+    {"min_ready": 0},
+    {"min_ready": -1},
+    {"min_ready": 1.5},
+    {"min_ready": True},
+]
+
+
+def _recv_error(envs, kwargs):
+    """The error of ``recv(**kwargs)`` after a send, and the observations of the recv() after it."""
+    envs.reset(seed=0)
+    envs.send(np.zeros(envs.num_envs, dtype=np.int64))
+    with pytest.raises(Exception) as caught:
+        envs.recv(**kwargs)
+    return caught.value, envs.recv()[0]
+
+
+@pytest.mark.parametrize("kwargs", BAD_RECV_ARGUMENTS, ids=repr)
+def test_bad_recv_arguments_are_refused_as_the_pool_backends_refuse_them(breakout, kwargs):
+    """ALE cannot time out, but a recv(timeout=, min_ready=) it could not honour anywhere else is refused
+    with the pool backends' exception and words; the batch stays in flight."""
+    with torchwm.make_vec(
+        "CartPole-v1", 3, backend="subproc", backend_kwargs={"num_workers": 1, "context": "fork"}
+    ) as pool:
+        expected, _ = _recv_error(pool, kwargs)
+    assert isinstance(expected, (TypeError, ValueError))
+    error, obs = _recv_error(breakout, kwargs)
+    assert type(error) is type(expected) and str(error) == str(expected)
+    assert obs.shape == (3, 4, 84, 84)  # the refused recv changed nothing: the batch came after it
+
+
 def test_np_random_seed_is_the_seed_each_env_was_reset_with(breakout):
     breakout.reset()  # make_vec(seed=0)
     assert breakout.np_random_seed == (0, 1, 2)
@@ -841,12 +878,18 @@ def test_make_atari_vector_env_checks_every_argument_before_ale(no_ale_start, kw
         assert isinstance(caught.value, gym.error.Error) and caught.value.option == option
 
 
-@pytest.mark.parametrize("frameskip", [0, 4.0])
+@pytest.mark.parametrize("frameskip", [0, -1, 4.0])
 def test_a_bad_frameskip_is_gymnasium_error_as_ale_raises_it(frameskip):
-    with pytest.raises(gym.error.Error, match="frameskip"):  # the reference: ALE's own check
+    with pytest.raises(gym.error.Error, match="frameskip") as reference:  # ALE's own check
         AtariVectorEnv("pong", 1, frameskip=frameskip)
-    with pytest.raises(gym.error.Error, match="frameskip"):
+    # ALE's words ("Invalid frameskip of 0, frameskip must be positive."), which its tests match.
+    with pytest.raises(gym.error.Error, match=re.escape(str(reference.value))):
         torchwm.make_atari_vector_env("pong", frameskip=frameskip)
+    if frameskip <= 0:
+        # On ale-native, ALE's frameskip is atari_preprocessing's frame_skip: its error names both.
+        wrappers = [{"name": "atari_preprocessing", "frame_skip": frameskip}, "frame_stack"]
+        with pytest.raises(gym.error.Error, match=r"frame_skip=.*frameskip"):
+            torchwm.make_vec("ALE/Pong-v5", 2, backend="ale-native", wrappers=wrappers)
     # On ale-native the emulator's frameskip must stay 1 (atari_preprocessing skips frames): any other is
     # refused.
     with pytest.raises(gym.error.Error, match=f"env frameskip={frameskip}"):

@@ -35,7 +35,7 @@ from torchwm.ale_vector import check_ale_seeds, check_ale_vector_kwargs, check_f
 from torchwm.atari_stack import parse_for
 from torchwm.errors import ClosedEnvironmentError, UnsupportedStackError
 from torchwm.hookspecs import hookimpl
-from torchwm.spec import VecSpec
+from torchwm.spec import VecSpec, check_count, check_timeout
 from torchwm.vector.base import VectorEnv
 from torchwm.vector.batching import check_actions
 from torchwm.vector.stepper import Stepper, check_batch_size
@@ -453,12 +453,16 @@ class AleNativeVectorEnv(VectorEnv):
         self, timeout: float | None = None, *, min_ready: int | None = None
     ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """The results of the batch in flight (ALE's C++ threads cannot time out: ``timeout`` and
-        ``min_ready`` change nothing)."""
+        ``min_ready`` change nothing, and are checked as every backend checks them)."""
         if self.closed or self._closer is not None or not self._in_use.acquire(blocking=False):
             self._enter("receiving a step")  # refuses the call, or takes the env after all
         self._user = threading.get_ident()
         try:
+            if timeout is not None:
+                check_timeout(timeout, "recv(timeout=)")
             self._state.recv_started()  # NoAsyncCallError if nothing was sent
+            if min_ready is not None:
+                check_count("min_ready", min_ready)
             obs, rewards, terminations, truncations, infos = self._stepper.ale.recv()
             if self._stepper.ale is None:  # another thread's close() stopped waiting for this step
                 raise ClosedEnvironmentError("ALE's env was dropped during this step")

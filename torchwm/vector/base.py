@@ -111,7 +111,8 @@ class VectorEnv(gym.vector.VectorEnv):
 
     @timeout.setter
     def timeout(self, value: float | None) -> None:
-        self._stepper.timeout = value
+        # Checked as the constructor checks the backend option, and named as it names it.
+        self._stepper.timeout = check_timeout(value, f"{self._vec_spec.backend}: timeout")
 
     @property
     def in_flight_ids(self) -> list[int]:

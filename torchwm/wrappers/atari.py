@@ -69,24 +69,35 @@ def atari_preprocessing(
 
 def check_preprocessing_options(options: dict[str, Any]) -> None:
     """Refuse the `atari_preprocessing` options Gymnasium's `AtariPreprocessing` refuses once it is built
-    (``frame_skip`` < 1, ``noop_max`` < 0, a ``screen_size`` that is not positive), before any env is.
+    (``frame_skip`` < 1, a ``screen_size`` that is not positive, ``noop_max`` < 0, checked in its order),
+    before any env is.
 
     Raises:
         InvalidOptionError: the ``ValueError`` Gymnasium raises (also ``gymnasium.error.Error``), naming
-            the option.
+            the option. The message holds Gymnasium's own sentence, which code and tests written against
+            Gymnasium match, then torchwm's.
     """
-    for option, low in (("noop_max", 0), ("frame_skip", 1)):
-        value = options.get(option, low)
-        if value < low:
-            raise InvalidOptionError(
-                f"atari_preprocessing({option}={value!r}): {option} must be >= {low}", option
-            )
+    frame_skip = options.get("frame_skip", 1)
+    if frame_skip < 1:
+        raise InvalidOptionError(
+            f"atari_preprocessing(frame_skip={frame_skip!r}): Expect the `frame_skip` to be positive, "
+            f"actually: {frame_skip} (frame_skip must be >= 1; ALE's vector env calls it frameskip)",
+            "frame_skip",
+        )
     screen_size = options.get("screen_size", 84)
     if min(screen_dims(screen_size)) < 1:
         raise InvalidOptionError(
-            f"atari_preprocessing(screen_size={screen_size!r}): screen_size must be a positive int or "
-            f"(width, height) of positive ints",
+            f"atari_preprocessing(screen_size={screen_size!r}): Expect the `screen_size` to be positive, "
+            f"actually: {screen_size} (screen_size must be a positive int or (width, height) of positive "
+            f"ints)",
             "screen_size",
+        )
+    noop_max = options.get("noop_max", 0)
+    if noop_max < 0:
+        raise InvalidOptionError(
+            f"atari_preprocessing(noop_max={noop_max!r}): Expect the `noop_max` to be non-negative, "
+            f"actually: {noop_max} (noop_max must be >= 0)",
+            "noop_max",
         )
 
 
