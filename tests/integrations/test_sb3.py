@@ -554,3 +554,20 @@ def test_ppo_learns_on_when_a_worker_is_killed_with_restart_on_crash(backend):
         assert done and info["TimeLimit.truncated"] is True
         assert np.array_equal(info["terminal_observation"], last_obs)
     venv.close()
+
+
+@pytest.mark.parametrize("backend", ["sync", "shmem"])
+def test_an_env_that_returns_some_envs_per_step_is_refused(backend):
+    # SB3 steps every env each step: with batch_size=2 of 4, infos_to_rows failed with an IndexError.
+    with torchwm.make_vec(
+        "CartPole-v1", 4, backend=backend, autoreset_mode="same_step", backend_kwargs={"batch_size": 2}
+    ) as envs:
+        with pytest.raises(ValueError, match=r"SB3VecEnv steps every env.*batch_size=2 of its num_envs=4"):
+            SB3VecEnv(envs)
+        assert not envs.closed
+    with torchwm.make_vec(
+        "CartPole-v1", 4, backend=backend, autoreset_mode="same_step", backend_kwargs={"batch_size": 4}
+    ) as envs:
+        venv = SB3VecEnv(envs)
+        venv.reset()
+        assert venv.step(np.zeros(4, dtype=np.int64))[0].shape == (4, 4)

@@ -36,6 +36,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector.utils import concatenate, create_empty_array, iterate
 
+from torchwm.integrations import check_full_batch
 from torchwm.vector.base import VectorEnv
 from torchwm.vector.batching import get_row, infos_to_rows
 
@@ -58,7 +59,8 @@ class SB3VecEnv(VecEnv):
 
     Raises:
         ValueError: ``vec`` resets ended envs in another mode: SB3's learners read the step that
-            ends an episode and the first observation of the next one together.
+            ends an episode and the first observation of the next one together. Or ``vec`` returns
+            fewer envs per step than it has (``batch_size < num_envs``): SB3 steps every env each step.
     """
 
     def __init__(self, vec: VectorEnv) -> None:
@@ -68,6 +70,7 @@ class SB3VecEnv(VecEnv):
                 f"SB3VecEnv needs a vector env that resets ended envs in the same step, as SB3's own do: "
                 f"make it with autoreset_mode='same_step', got {getattr(mode, 'value', mode)!r}"
             )
+        check_full_batch(vec, "SB3VecEnv")
         self.vec = vec
         self._first_reset = True
         super().__init__(vec.num_envs, vec.single_observation_space, vec.single_action_space)
