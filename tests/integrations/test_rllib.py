@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import ray
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+from ray.tune.registry import ENV_CREATOR, _global_registry
 
 import torchwm
 from torchwm.integrations.rllib import RLlibVectorEnv, register_rllib_env
@@ -115,3 +116,17 @@ def test_modes_other_than_next_step_and_other_envs_are_refused():
     for option in ({"num_envs": 4}, {"autoreset_mode": "same_step"}):
         with pytest.raises(TypeError, match=f"got {next(iter(option))}="):
             register_rllib_env(ENV_NAME, "CartPole-v1", **option)
+
+
+def test_an_env_that_returns_some_envs_per_step_is_refused_when_built():
+    # RLlib's runner steps every env each step: with batch_size=2 of 4 its second step failed with
+    # AlreadyPendingCallError, far from the cause.
+    with torchwm.make_vec("CartPole-v1", 4, backend_kwargs={"batch_size": 2}) as envs:
+        with pytest.raises(ValueError, match=r"steps every env.*batch_size=2 of its num_envs=4.*set it to 4"):
+            RLlibVectorEnv(envs)
+    with torchwm.make_vec("CartPole-v1", 4, backend_kwargs={"batch_size": 4}) as envs:
+        assert RLlibVectorEnv(envs).num_envs == 4
+    register_rllib_env(ENV_NAME, "CartPole-v1", backend="shmem", backend_kwargs={"batch_size": 2})
+    creator = _global_registry.get(ENV_CREATOR, ENV_NAME)
+    with pytest.raises(ValueError, match=r"batch_size=2 of its num_envs=4"):
+        creator({"num_envs": 4})

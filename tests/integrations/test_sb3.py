@@ -221,7 +221,7 @@ def test_attributes_and_methods_of_the_envs():
     assert venv.get_attr("marker") == [8, 7]
     assert venv.env_is_wrapped(TimeLimit) == [True, True]
     assert venv.env_is_wrapped(Monitor) == [False, False]
-    with pytest.raises(ValueError, match="env_ids must be in"):
+    with pytest.raises(IndexError, match=r"env indices \[2\] out of range for 2 envs"):
         venv.get_attr("marker", indices=[2])
     venv.close()
 
@@ -438,6 +438,39 @@ def test_empty_and_repeated_indices_answer_as_dummy_vec_env(backend):
     assert expected["knob_sets"] == [[], ["twice", "twice"], ["once"]]
 
 
+@pytest.mark.parametrize("backend", ["sync", "shmem"])
+def test_indices_out_of_range_raise_as_dummy_vec_env(backend):
+    # DummyVecEnv indexes its list of envs: IndexError, and no env reached (it finds every env first).
+    make = functools.partial(
+        CountingEnv, spaces.Box(low=np.zeros(2, np.float32), high=np.ones(2, np.float32))
+    )
+    calls = {
+        "get_attr": lambda venv, indices: venv.get_attr("calls", indices=indices),
+        "set_attr": lambda venv, indices: venv.set_attr("knob", "set", indices=indices),
+        "env_method": lambda venv, indices: venv.env_method("count", indices=indices),
+        "env_is_wrapped": lambda venv, indices: venv.env_is_wrapped(Monitor, indices=indices),
+    }
+    results = []
+    for venv in (
+        DummyVecEnv([make] * 2),
+        SB3VecEnv(torchwm.make_vec_from_fns([make] * 2, backend=backend, autoreset_mode="same_step")),
+    ):
+        raised = {}
+        for indices in (2, -3, [0, 5], [-3, 1], [1.0]):
+            for name, call in calls.items():
+                with pytest.raises(Exception) as info:  # noqa: PT011  (the type is compared below)
+                    call(venv, indices)
+                raised[name, repr(indices)] = info.type
+        raised["untouched"] = (venv.get_attr("calls"), venv.get_attr("knob_sets"))
+        venv.close()
+        results.append(raised)
+    expected, got = results
+    assert got == expected
+    assert expected["get_attr", "[0, 5]"] is IndexError and expected["set_attr", "-3"] is IndexError
+    assert expected["env_method", "[1.0]"] is TypeError
+    assert expected["untouched"] == ([0, 0], [[], []])
+
+
 class SubMonitor(Monitor):
     """A subclass of SB3's Monitor: ``isinstance`` says it is one, its class name does not."""
 
@@ -554,3 +587,20 @@ def test_ppo_learns_on_when_a_worker_is_killed_with_restart_on_crash(backend):
         assert done and info["TimeLimit.truncated"] is True
         assert np.array_equal(info["terminal_observation"], last_obs)
     venv.close()
+
+
+@pytest.mark.parametrize("backend", ["sync", "shmem"])
+def test_an_env_that_returns_some_envs_per_step_is_refused(backend):
+    # SB3 steps every env each step: with batch_size=2 of 4, infos_to_rows failed with an IndexError.
+    with torchwm.make_vec(
+        "CartPole-v1", 4, backend=backend, autoreset_mode="same_step", backend_kwargs={"batch_size": 2}
+    ) as envs:
+        with pytest.raises(ValueError, match=r"SB3VecEnv steps every env.*batch_size=2 of its num_envs=4"):
+            SB3VecEnv(envs)
+        assert not envs.closed
+    with torchwm.make_vec(
+        "CartPole-v1", 4, backend=backend, autoreset_mode="same_step", backend_kwargs={"batch_size": 4}
+    ) as envs:
+        venv = SB3VecEnv(envs)
+        venv.reset()
+        assert venv.step(np.zeros(4, dtype=np.int64))[0].shape == (4, 4)

@@ -1509,6 +1509,52 @@ def test_an_env_still_stepping_cannot_be_reset_but_a_ready_one_can(backend):
         venv.step(None)  # nothing in flight any more: torchwm says so where Tianshou would wait forever
 
 
+class RaisesOnStep(MoveToRightEnv):
+    """MoveToRightEnv whose step number ``at`` (counted over its life) raises."""
+
+    def __init__(self, at: int = 0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.at, self.life_steps = at, 0  # MoveToRightEnv's own `steps` restarts at each reset
+
+    def step(self, action):  # type: ignore[no-untyped-def]
+        self.life_steps += 1
+        if self.life_steps == self.at:
+            raise RuntimeError(f"env raises on step {self.life_steps}")
+        return super().step(action)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_after_an_env_error_the_waiting_and_ready_envs_are_those_torchwm_has(backend):
+    # Envs 0 and 1 answer at once, 2 and 3 take 1 s: wait_num=2 returns [0, 1] first. Env 0 raises on
+    # its second step. Tianshou's lists must then name as waiting only the envs torchwm has in flight
+    # (none on subproc and shmem, whose error ends the other steps; envs 2 and 3 on sync): before, they
+    # kept all four waiting, and reset(1) or step(a, [0]) was refused as "stepping now" for good.
+    env_fns = [functools.partial(RaisesOnStep, at=2, size=100)] + [
+        functools.partial(MoveToRightEnv, size=100, sleep=sleep) for sleep in (0.0, 1.0, 1.0)
+    ]
+    venv = make_venv(env_fns, backend, wait_num=2, num_workers=4)
+    venv.reset()
+    _, _, _, _, info = venv.step([1] * 4)
+    assert sorted(i["env_id"] for i in info) == [0, 1]
+    with pytest.raises(Exception, match="env raises on step 2"):  # noqa: PT011  (WorkerError or the env's)
+        venv.step([1, 1], [0, 1])
+    assert sorted(venv.waiting_id) == np.flatnonzero(venv.vec._state.in_flight).tolist()
+    assert sorted(venv.waiting_id + venv.ready_id) == [0, 1, 2, 3]
+    assert {0, 1} <= set(venv.ready_id)  # the failed step's envs are not stepping
+    obs, _ = venv.reset(1)  # Tianshou's check and torchwm agree that env 1 may be reset
+    assert obs.tolist() == [[0.0]]
+    venv.reset(venv.ready_id)
+    stepping, collected = sorted(venv.waiting_id), []
+    while venv.waiting_id:  # sync: envs 2 and 3 still come back (each wait bounded by the backend's timeout)
+        collected += [i["env_id"] for i in venv.step(None)[4]]
+    assert sorted(collected) == stepping
+    with pytest.raises(NoAsyncCallError):
+        venv.step(None)
+    venv.reset()
+    _, _, _, _, info = venv.step([1], [0])  # env 0 steps again (its step 3)
+    assert [i["env_id"] for i in info] == [0] and venv.waiting_id == []
+
+
 class FirstObservationPolicy(Policy):
     """Deterministic: push the cart towards where the pole leans."""
 

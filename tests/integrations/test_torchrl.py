@@ -390,6 +390,27 @@ def test_bad_arguments_are_refused_before_anything_is_built():
         make_torchrl_env("CartPole-v1", autoreset_mode="sometimes")
 
 
+def test_an_env_that_returns_some_envs_per_step_is_refused(monkeypatch):
+    # TorchRL reads one row per env: with batch_size=2 of 4 its step failed with "Shape mismatch".
+    vec = torchwm.make_vec("CartPole-v1", 4, autoreset_mode="same_step", backend_kwargs={"batch_size": 2})
+    try:
+        with pytest.raises(ValueError, match=r"steps every env.*batch_size=2 of its num_envs=4.*set it to 4"):
+            make_torchrl_env(vec)
+        assert not vec.closed  # the caller's env, for the caller to close
+    finally:
+        vec.close()
+    env = make_torchrl_env("CartPole-v1", 4, backend_kwargs={"batch_size": 4})
+    assert env.batch_size == torch.Size([4])
+    env.close()
+
+    def no_build(*args, **kwargs):
+        raise AssertionError("make_vec was called: the option is refused before any env is built")
+
+    monkeypatch.setattr(torchwm, "make_vec", no_build)
+    with pytest.raises(ValueError, match=r"batch_size=2 of its num_envs=4"):
+        make_torchrl_env("CartPole-v1", 4, backend="shmem", backend_kwargs={"batch_size": 2})
+
+
 def test_missing_torchrl_names_the_extra():
     code = "import sys; sys.modules['torchrl'] = None; import torchwm.integrations.torchrl"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

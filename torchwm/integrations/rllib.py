@@ -31,6 +31,7 @@ from gymnasium.vector import AutoresetMode, VectorWrapper
 from gymnasium.vector import VectorEnv as GymVectorEnv
 
 import torchwm
+from torchwm.integrations import check_full_batch, full_batch_error
 from torchwm.vector.base import VectorEnv
 
 
@@ -45,7 +46,8 @@ class RLlibVectorEnv(VectorWrapper):
 
     Raises:
         TypeError: ``env`` is not a torchwm vector env.
-        ValueError: its autoreset mode is not ``next_step``.
+        ValueError: its autoreset mode is not ``next_step``, or it returns fewer envs per step than
+            it has (``batch_size < num_envs``): RLlib's env runner steps every env each step.
     """
 
     def __init__(self, env: GymVectorEnv) -> None:
@@ -57,6 +59,7 @@ class RLlibVectorEnv(VectorWrapper):
                 "RLlib's env runner expects autoreset_mode 'next_step' (it starts the next episode on the "
                 f"step after one ends); the env has {getattr(mode, 'name', str(mode)).lower()!r}"
             )
+        check_full_batch(env, "RLlib's env runner")
         super().__init__(env)
         self._registration_spec: EnvSpec | None = None
 
@@ -116,7 +119,15 @@ def register_rllib_env(name: str, id: str, **make_vec_kwargs: Any) -> None:
     def make(env_config: Mapping[str, Any]) -> RLlibVectorEnv:
         options = {**make_vec_kwargs, **env_config}
         num_envs = options.pop("num_envs", 1)
-        return RLlibVectorEnv(torchwm.make_vec(id, num_envs, **options))
+        batch_size = (options.get("backend_kwargs") or {}).get("batch_size")
+        if isinstance(batch_size, int) and batch_size < num_envs:  # refused before any worker starts
+            raise ValueError(full_batch_error("RLlib's env runner", batch_size, num_envs))
+        vec = torchwm.make_vec(id, num_envs, **options)
+        try:
+            return RLlibVectorEnv(vec)
+        except BaseException:
+            vec.close()
+            raise
 
     register_env(name, make)
 

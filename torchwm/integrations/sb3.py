@@ -29,6 +29,7 @@ Example:
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -36,6 +37,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector.utils import concatenate, create_empty_array, iterate
 
+from torchwm.integrations import check_full_batch
 from torchwm.vector.base import VectorEnv
 from torchwm.vector.batching import get_row, infos_to_rows
 
@@ -58,7 +60,8 @@ class SB3VecEnv(VecEnv):
 
     Raises:
         ValueError: ``vec`` resets ended envs in another mode: SB3's learners read the step that
-            ends an episode and the first observation of the next one together.
+            ends an episode and the first observation of the next one together. Or ``vec`` returns
+            fewer envs per step than it has (``batch_size < num_envs``): SB3 steps every env each step.
     """
 
     def __init__(self, vec: VectorEnv) -> None:
@@ -68,6 +71,7 @@ class SB3VecEnv(VecEnv):
                 f"SB3VecEnv needs a vector env that resets ended envs in the same step, as SB3's own do: "
                 f"make it with autoreset_mode='same_step', got {getattr(mode, 'value', mode)!r}"
             )
+        check_full_batch(vec, "SB3VecEnv")
         self.vec = vec
         self._first_reset = True
         super().__init__(vec.num_envs, vec.single_observation_space, vec.single_action_space)
@@ -203,16 +207,24 @@ class SB3VecEnv(VecEnv):
         """``run(env_ids)``'s answers for SB3's ``indices``, one per index, as `DummyVecEnv` gives them.
 
         ``run`` gets torchwm's ``env_ids`` keyword (none for every env, so that a Gymnasium vector
-        wrapper's ``get_attr(name)`` takes it too). Negative indices count from the end, as in SB3. torchwm
-        refuses an empty ``env_ids`` and repeated ids, which `DummyVecEnv` takes (it loops over its
-        envs): empty ``indices`` call nothing, and an env named k times is reached k times, in rounds of
-        distinct envs, so that each env sees its calls in the order of ``indices``.
+        wrapper's ``get_attr(name)`` takes it too). Negative indices count from the end, as in SB3; an
+        index out of range is an `IndexError`, as `DummyVecEnv`'s list of envs raises, before any env is
+        reached. torchwm refuses an empty ``env_ids`` and repeated ids, which `DummyVecEnv` takes (it
+        loops over its envs): empty ``indices`` call nothing, and an env named k times is reached k
+        times, in rounds of distinct envs, so that each env sees its calls in the order of ``indices``.
         """
         if indices is None:
             return list(run({}))
-        ids = [
-            i + self.num_envs if -self.num_envs <= i < 0 else i for i in map(int, self._get_indices(indices))
-        ]
+        # operator.index, as a list index: a float index is a TypeError, as in DummyVecEnv.
+        given = [operator.index(i) for i in self._get_indices(indices)]
+        outside = [i for i in given if not -self.num_envs <= i < self.num_envs]
+        if outside:
+            # DummyVecEnv and SubprocVecEnv index their list of envs: IndexError, before any env is reached.
+            raise IndexError(
+                f"env indices {outside} out of range for {self.num_envs} envs "
+                f"(from {-self.num_envs} to {self.num_envs - 1}), in indices={indices!r}"
+            )
+        ids = [i + self.num_envs if i < 0 else i for i in given]
         rounds: list[list[int]] = []  # positions in ids, each round naming an env once
         times: dict[int, int] = {}
         for position, env in enumerate(ids):

@@ -213,7 +213,12 @@ class TianshouVectorEnv(BaseVectorEnv):
             )
         seed = kwargs.get("seed")
         seeds = None if seed is None else [seed] * len(ids)
-        obs, infos = self.vec.reset(seed=seeds, options=kwargs.get("options"), env_ids=ids)
+        try:
+            obs, infos = self.vec.reset(seed=seeds, options=kwargs.get("options"), env_ids=ids)
+        except BaseException:
+            if self.is_async:
+                self._follow_in_flight()
+            raise
         infos = {k: v for k, v in infos.items() if k not in ("env_id", "_env_id")}
         return self._observations(obs, len(ids)), _object_array(infos_to_rows(infos, len(ids)))
 
@@ -234,16 +239,20 @@ class TianshouVectorEnv(BaseVectorEnv):
                 raise ValueError("action must be not-None for non-async")
             result = self.vec.step(self._actions(action, ids), env_ids=ids)
         else:
-            if action is not None:
-                self._assert_id(ids)
-                self.vec.send(self._actions(action, ids), env_ids=ids)
-                sent = [int(i) for i in ids]
-                self.waiting_id.extend(sent)
-                self.ready_id = [x for x in self.ready_id if x not in sent]
-            if self.timeout is None:
-                result = self.vec.recv()
-            else:
-                result = self.vec.recv(timeout=self.timeout, min_ready=1)
+            try:
+                if action is not None:
+                    self._assert_id(ids)
+                    self.vec.send(self._actions(action, ids), env_ids=ids)
+                    sent = [int(i) for i in ids]
+                    self.waiting_id.extend(sent)
+                    self.ready_id = [x for x in self.ready_id if x not in sent]
+                if self.timeout is None:
+                    result = self.vec.recv()
+                else:
+                    result = self.vec.recv(timeout=self.timeout, min_ready=1)
+            except BaseException:
+                self._follow_in_flight()
+                raise
         obs, rewards, terminations, truncations, infos = result
         done_ids = [int(i) for i in infos.get("env_id", ids)]
         if self.is_async:
@@ -287,6 +296,22 @@ class TianshouVectorEnv(BaseVectorEnv):
             return
         self.vec.close()
         self.is_closed = True
+
+    def _follow_in_flight(self) -> None:
+        """After a failed call: ``waiting_id`` and ``ready_id`` as torchwm has the envs in flight.
+
+        An env error (or a timeout, an interrupt) may end the steps of other envs too: the backend
+        abandons them or delivers them later, as its fault table says. Tianshou's lists must say the same,
+        or its checks refuse every env it believes stepping while torchwm has nothing in flight.
+        """
+        # Every torchwm backend keeps which envs have a step in flight in its step state.
+        in_flight = self.vec._state.in_flight
+        waiting = [i for i in self.waiting_id if in_flight[i]]
+        waiting += [i for i in map(int, np.flatnonzero(in_flight)) if i not in waiting]
+        ready = [i for i in self.ready_id if not in_flight[i]]
+        ready += [i for i in self.waiting_id if not in_flight[i] and i not in ready]
+        ready += [i for i in range(self.env_num) if not in_flight[i] and i not in ready]
+        self.waiting_id, self.ready_id = waiting, ready
 
     def _actions(self, action: Any, ids: Any) -> Any:
         if isinstance(action, torch.Tensor):

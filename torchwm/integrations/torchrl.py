@@ -32,6 +32,7 @@ from typing import Any
 import gymnasium as gym
 
 import torchwm
+from torchwm.integrations import check_full_batch, full_batch_error
 
 try:
     from torchrl.envs import EnvBase, GymWrapper
@@ -134,7 +135,9 @@ def make_torchrl_env(
 
     Raises:
         ValueError: the env resets ended envs in the next step (``next_step``, Gymnasium's default),
-            which `GymWrapper` refuses; or ``num_envs`` does not match the env given.
+            which `GymWrapper` refuses; or ``num_envs`` does not match the env given; or the env
+            returns fewer envs per step than it has (``batch_size < num_envs``): TorchRL steps every
+            env each step.
         TypeError: ``env`` is neither a name nor a Gymnasium vector env, or `make_vec` arguments
             came with an env already built.
     """
@@ -143,7 +146,11 @@ def make_torchrl_env(
         if mode not in TORCHRL_AUTORESET_MODES:
             raise _mode_error(mode, "build it")
         make_vec_kwargs.update(backend=backend or "sync", seed=seed, autoreset_mode=mode.name.lower())
-        vec = torchwm.make_vec(env, 1 if num_envs is None else num_envs, **make_vec_kwargs)
+        num_envs = 1 if num_envs is None else num_envs
+        batch_size = (make_vec_kwargs.get("backend_kwargs") or {}).get("batch_size")
+        if isinstance(batch_size, int) and batch_size < num_envs:  # refused before any worker starts
+            raise ValueError(full_batch_error("TorchRL's GymWrapper", batch_size, num_envs))
+        vec = torchwm.make_vec(env, num_envs, **make_vec_kwargs)
     elif isinstance(env, gym.vector.VectorEnv):
         if make_vec_kwargs or backend is not None:
             given = sorted(make_vec_kwargs) + (["backend"] if backend is not None else [])
@@ -162,6 +169,7 @@ def make_torchrl_env(
             f"make_torchrl_env takes an env id (str) or a Gymnasium vector env, got {type(env).__name__}"
         )
     try:
+        check_full_batch(vec, "TorchRL's GymWrapper")  # a batch_size from elsewhere (a config file)
         torchrl_env = GymWrapper(
             TorchRLInfos(vec), categorical_action_encoding=categorical_action_encoding, device=device
         )
