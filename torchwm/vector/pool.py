@@ -772,6 +772,24 @@ class PoolStepper(Stepper):
                 values[p] = value
         return values
 
+    def call_each(self, fn: Callable, per_env: list[Any], ids: list[int]) -> list[Any]:
+        """`call` of function ``fn`` with one more argument for each env (``per_env``, in the order of
+        ``ids``): each worker gets its envs' arguments in one message."""
+        positions = self._by_worker(ids)
+        sent = PickledFunction.of(fn)
+        replies = self._broadcast(
+            {
+                w: Call(sent, (), {}, self._local_ids(w, ids, where), [per_env[p] for p in where])
+                for w, where in positions.items()
+            },
+            f"calling {getattr(fn, '__name__', fn)!r}",
+        )
+        values: list[Any] = [None] * len(ids)
+        for w, where in positions.items():
+            for p, value in zip(where, replies[w], strict=True):
+                values[p] = value
+        return values
+
     def set_attr(self, name: str, values: list[Any], ids: list[int]) -> None:
         commands: dict[int, ControlCommand] = {
             w: SetAttr(name, [values[p] for p in where], self._local_ids(w, ids, where))
