@@ -537,9 +537,10 @@ def make_vec_from_spec(spec: VecSpec) -> gym.vector.VectorEnv:
     """
     check_spec_options(spec)
     # Not at the top: the wrappers package imports every built-in wrapper.
-    from torchwm.wrappers.record_video import check_recording
+    from torchwm.wrappers.record_video import check_recording, warn_replaced_videos
 
     check_recording(spec)
+    warn_replaced_videos(spec)
     entry = registry("backend").get(spec.backend)
     vec = entry.factory(spec, **spec.backend_kwargs)
     if not isinstance(vec, gym.vector.VectorEnv):

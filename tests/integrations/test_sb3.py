@@ -12,6 +12,7 @@ import copy
 import functools
 import os
 import signal
+import warnings
 
 import gymnasium as gym
 import numpy as np
@@ -25,6 +26,7 @@ from gymnasium.wrappers import RecordEpisodeStatistics, TimeLimit  # noqa: E402
 from stable_baselines3 import DQN, PPO, HerReplayBuffer  # noqa: E402
 from stable_baselines3.common.callbacks import BaseCallback  # noqa: E402
 from stable_baselines3.common.envs import BitFlippingEnv  # noqa: E402
+from stable_baselines3.common.evaluation import evaluate_policy  # noqa: E402
 from stable_baselines3.common.monitor import Monitor  # noqa: E402
 from stable_baselines3.common.vec_env import DummyVecEnv  # noqa: E402
 
@@ -604,3 +606,45 @@ def test_an_env_that_returns_some_envs_per_step_is_refused(backend):
         venv = SB3VecEnv(envs)
         venv.reset()
         assert venv.step(np.zeros(4, dtype=np.int64))[0].shape == (4, 4)
+
+
+def evaluate(venv):
+    """SB3's evaluate_policy of an untrained, seeded PPO on ``venv``: (episode returns, lengths, warnings)."""
+    model = PPO("MlpPolicy", venv, seed=0, device="cpu")
+    venv.seed(3)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        returns, lengths = evaluate_policy(model, venv, n_eval_episodes=4, return_episode_rewards=True)
+    venv.close()
+    return returns, lengths, [str(w.message) for w in caught if "Monitor" in str(w.message)]
+
+
+@pytest.mark.parametrize("backend", ["sync", "shmem"])
+def test_evaluate_policy_reads_episode_statistics_as_monitor(backend):
+    # SB3 asks env_is_wrapped(Monitor) to know whether infos carry "episode"; episode_statistics records
+    # it as Monitor does (r and l at the episode's real end), so it answers yes and SB3 does not warn.
+    def make_vec(**kwargs):
+        return SB3VecEnv(
+            torchwm.make_vec("CartPole-v1", 2, backend=backend, autoreset_mode="same_step", **kwargs)
+        )
+
+    expected = evaluate(DummyVecEnv([lambda: Monitor(gym.make("CartPole-v1"))] * 2))
+    got = evaluate(make_vec(wrappers=["episode_statistics"]))
+    assert got[2] == expected[2] == []
+    np.testing.assert_allclose(got[0], expected[0])
+    assert got[1] == expected[1]
+    unmonitored = evaluate(make_vec())
+    assert len(unmonitored[2]) == 1 and "not wrapped with a ``Monitor`` wrapper" in unmonitored[2][0]
+    assert unmonitored[:2] == evaluate(DummyVecEnv([lambda: gym.make("CartPole-v1")] * 2))[:2]
+
+
+def test_env_is_wrapped_monitor_on_fused_atari_stacks():
+    # The fused Atari env records the episodes itself (no RecordEpisodeStatistics in its chain).
+    stack = ["atari_preprocessing", "episodic_life", "frame_stack"]
+    for wrappers, recorded in ((["episode_statistics", *stack], True), (stack, False)):
+        envs = torchwm.make_vec("ALE/Pong-v5", 2, autoreset_mode="same_step", wrappers=wrappers)
+        assert envs.spec.fused
+        venv = SB3VecEnv(envs)
+        assert venv.env_is_wrapped(Monitor) == [recorded] * 2
+        assert venv.env_is_wrapped(SubMonitor) == [False] * 2  # only Monitor itself is answered so
+        venv.close()

@@ -7,6 +7,7 @@ a frame "equals" a render when it is much closer to it than to the env's other f
 
 import importlib
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -346,20 +347,55 @@ def test_run_says_where_the_videos_went(tmp_path, capsys):
     assert f"videos written to {folder}{os.sep}: {', '.join(names)}\n" in capsys.readouterr().out
 
 
-def test_recording_again_into_a_folder_warns_about_the_videos_it_replaces(tmp_path):
+def _gymnasiums_overwrite_warning(folder: Path) -> str:
+    """The words of Gymnasium's own RecordVideo warning for ``folder`` (which exists)."""
+    env = gym.make("CartPole-v1", render_mode="rgb_array")
+    with pytest.warns(UserWarning) as caught:
+        gym.wrappers.RecordVideo(env, str(folder)).close()
+    (words,) = [str(w.message) for w in caught if "Overwriting" in str(w.message)]
+    # "WARN: Overwriting existing videos at <folder> folder (try ...)", coloured by Gymnasium's logger
+    return words[words.index("Overwriting") :].split("\x1b")[0]
+
+
+@pytest.mark.parametrize("backend", ["sync", "subproc", "shmem"])
+def test_recording_again_into_a_folder_warns_about_the_videos_it_replaces(backend, tmp_path):
+    # Warned in the user's process before any worker starts, where a worker's own warning is lost.
     stack = [{"name": "record_video", "video_folder": str(tmp_path), "env_ids": [0, 1]}]
+    options = {} if backend == "sync" else {"num_workers": 2, "context": "fork"}
     with torchwm.make_vec("CartPole-v1", 2, seed=0, wrappers=stack) as envs:
         run_first_episode(envs, action=1)
     first = {p.name: p.stat().st_mtime_ns for p in tmp_path.iterdir()}
     assert set(first) == {"rl-video-env0-episode-0.mp4", "rl-video-env1-episode-0.mp4"}
+    words = re.escape(_gymnasiums_overwrite_warning(tmp_path))  # Gymnasium's category and words
     with pytest.warns(
-        UserWarning, match=r"already holds 1 video\(s\) of env 0 .*rl-video-env0-episode-0.mp4"
+        UserWarning, match=rf"{words}.*2 video\(s\) of envs 0, 1 .*rl-video-env0-episode-0.mp4"
     ):
-        torchwm.make_vec("CartPole-v1", 2, seed=0, wrappers=stack).close()
+        torchwm.make_vec(
+            "CartPole-v1", 2, seed=0, wrappers=stack, backend=backend, backend_kwargs=options
+        ).close()
     # another name_prefix collides with nothing: no warning
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        torchwm.make_vec("CartPole-v1", 2, wrappers=[{**stack[0], "name_prefix": "second"}]).close()
+        torchwm.make_vec(
+            "CartPole-v1",
+            2,
+            wrappers=[{**stack[0], "name_prefix": "second"}],
+            backend=backend,
+            backend_kwargs=options,
+        ).close()
+
+
+def test_a_single_env_recording_again_warns_once(tmp_path):
+    stack = [{"name": "record_video", "video_folder": str(tmp_path)}]
+    (tmp_path / "rl-video-env0-episode-0.mp4").write_bytes(b"")
+    with pytest.warns(
+        UserWarning, match=r"Overwriting existing videos at .* 1 video\(s\) of env 0 "
+    ) as caught:
+        torchwm.make_env("CartPole-v1", wrappers=stack).close()
+    assert sum("Overwriting" in str(w.message) for w in caught) == 1
+    with pytest.warns(UserWarning, match="Overwriting existing videos") as caught:
+        torchwm.make_vec("CartPole-v1", 2, wrappers=stack).close()  # sync: warned once, not again by env 0
+    assert sum("Overwriting" in str(w.message) for w in caught) == 1
 
 
 @pytest.mark.parametrize("backend", ["sync", "shmem"])

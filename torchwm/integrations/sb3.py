@@ -30,12 +30,14 @@ Example:
 from __future__ import annotations
 
 import operator
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector.utils import concatenate, create_empty_array, iterate
+from gymnasium.wrappers import RecordEpisodeStatistics
 
 from torchwm.integrations import check_full_batch
 from torchwm.vector.base import VectorEnv
@@ -43,6 +45,7 @@ from torchwm.vector.batching import get_row, infos_to_rows
 
 try:
     from stable_baselines3.common.env_util import is_wrapped
+    from stable_baselines3.common.monitor import Monitor
     from stable_baselines3.common.vec_env import VecEnv
     from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices, VecEnvObs, VecEnvStepReturn
 except ImportError as exc:
@@ -197,9 +200,15 @@ class SB3VecEnv(VecEnv):
         )
 
     def env_is_wrapped(self, wrapper_class: type[gym.Wrapper], indices: VecEnvIndices = None) -> list[bool]:
-        # SB3's own test (isinstance along the wrapper chain), run where each env lives: torchwm's call
-        # takes a function as well as a method name.
-        return self._on_envs(indices, lambda env_ids: self.vec.call(is_wrapped, wrapper_class, **env_ids))
+        """SB3's own test (isinstance along the wrapper chain), run where each env lives.
+
+        Asked about SB3's ``Monitor`` itself, an env that records its episodes as ``Monitor`` does
+        (``episode_statistics``) is one, as SB3's ``evaluate_policy`` and ``VecMonitor`` ask: whether
+        the ``episode`` infos (return ``r``, length ``l`` at the episode's real end) are there to read.
+        """
+        test = _records_episodes_as_monitor if wrapper_class is Monitor else is_wrapped
+        # torchwm's call takes a function as well as a method name.
+        return self._on_envs(indices, lambda env_ids: self.vec.call(test, wrapper_class, **env_ids))
 
     def _on_envs(
         self, indices: VecEnvIndices, run: Callable[[dict[str, list[int]]], Sequence[Any]]
@@ -239,6 +248,25 @@ class SB3VecEnv(VecEnv):
             ):
                 answers[position] = answer
         return answers
+
+
+def _records_episodes_as_monitor(env: gym.Env, wrapper_class: type[gym.Wrapper]) -> bool:
+    """Whether ``env`` is wrapped in ``wrapper_class`` (SB3's ``Monitor``) or records its episodes as it does.
+
+    ``episode_statistics`` is Gymnasium's ``RecordEpisodeStatistics`` (``info["episode"]`` with ``r``,
+    ``l`` and ``t`` when an episode really ends, placed on the env as made, where SB3 puts
+    ``Monitor``); the fused Atari env records the same numbers itself.
+    """
+    if is_wrapped(env, wrapper_class) or is_wrapped(env, RecordEpisodeStatistics):
+        return True
+    # Not imported here (it loads cv2): the module is loaded wherever a fused env was built.
+    fused = sys.modules.get("torchwm.wrappers.atari_fused")
+    # The fused env has RecordEpisodeStatistics's queues when its stack records episodes.
+    return (
+        fused is not None
+        and isinstance(env.unwrapped, fused.FusedAtariEnv)
+        and hasattr(env.unwrapped, "return_queue")
+    )
 
 
 # The keys a same_step step adds for the envs that ended (their final step's): not the new episode's infos.

@@ -266,21 +266,14 @@ def record_video(
         raise missing_extra("video", "the wrapper record_video") from exc
     check_video_folder(video_folder)
     prefix = f"{name_prefix}-env{index}"
-    earlier = existing_videos(video_folder, [prefix])
-    if earlier:
-        listed = ", ".join(earlier[:3]) + (", ..." if len(earlier) > 3 else "")
-        warnings.warn(
-            f"record_video: {os.fspath(video_folder)} already holds {len(earlier)} video(s) of env {index} "
-            f"named {prefix}-episode-<n>.mp4 ({listed}), "
-            f"from before this env: the episodes recorded now replace those of the same number. Give "
-            f"another video_folder or name_prefix to keep them",
-            UserWarning,
-            stacklevel=2,
-        )
+    if current_env_index() is None:
+        # A single env (make_env); in a vector env, make_vec warned before any env was built
+        # (`warn_replaced_videos`), in this process, where a worker's warning would not reach the user.
+        warn_if_replacing(video_folder, {index: prefix}, stacklevel=3)  # record_video's caller
     os.makedirs(video_folder, exist_ok=True)
     with warnings.catch_warnings():
         # Gymnasium warns whenever the folder exists, which it does on purpose when several recorded envs
-        # share it; the warning above names the videos that would really be replaced.
+        # share it; `warn_if_replacing` warns with its words when videos would really be replaced.
         warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
         return RecordingEnv(
             env,
@@ -341,6 +334,46 @@ def existing_videos(video_folder: str | os.PathLike[str], prefixes: Iterable[str
     for prefix in prefixes:
         found += [p.name for p in folder.glob(f"{glob_escape(prefix)}-episode-*.mp4")]
     return sorted(found)
+
+
+def warn_if_replacing(
+    video_folder: str | os.PathLike[str], prefixes: dict[int, str], stacklevel: int = 1
+) -> None:
+    """Warn, as Gymnasium's `RecordVideo` does (a `UserWarning`, which its ``gymnasium.logger.warn``
+    raises) and with its words, when ``video_folder`` holds videos that the recorders of envs
+    ``prefixes`` (env index: its ``<name_prefix>-env<i>``) would write again. Gymnasium warns whenever
+    the folder exists; this warns only when videos would be replaced, since several recorded envs share
+    a folder on purpose. ``stacklevel`` is `warnings.warn`'s (1: this function, 2: its caller). Not
+    Gymnasium's logger, whose colours and ``WARN:`` would reach ``torchwm run``'s one-line notes."""
+    earlier = existing_videos(video_folder, prefixes.values())
+    if not earlier:
+        return
+    ids = [i for i, prefix in prefixes.items() if existing_videos(video_folder, [prefix])]
+    listed = ", ".join(earlier[:3]) + (", ..." if len(earlier) > 3 else "")
+    warnings.warn(
+        f"record_video: Overwriting existing videos at {os.path.abspath(video_folder)} folder (try "
+        f"specifying a different `video_folder` for the `RecordVideo` wrapper if this is not desired): it "
+        f"holds {len(earlier)} video(s) of env{'s' if len(ids) > 1 else ''} "
+        f"{', '.join(map(str, ids))} from before this env ({listed}), which the episodes recorded now "
+        f"replace (those of the same number). Give another video_folder or name_prefix to keep them",
+        UserWarning,
+        stacklevel=stacklevel,
+    )
+
+
+def warn_replaced_videos(spec: Any) -> None:
+    """`warn_if_replacing` for each ``record_video`` wrapper of ``spec`` (a `torchwm.VecSpec`), in this
+    process, before any env is built: a wrapper built in a worker warns where the user does not see it."""
+    for recorder in spec.wrappers:
+        if recorder.fn is not None or recorder.name != "record_video":
+            continue
+        name_prefix = recorder.kwargs.get("name_prefix", "rl-video")
+        ids = [i for i in recorder.kwargs.get("env_ids", (0,)) if i < spec.num_envs]
+        warn_if_replacing(
+            recorder.kwargs.get("video_folder", "videos"),
+            {i: f"{name_prefix}-env{i}" for i in ids},
+            stacklevel=4,  # the caller of make_vec_from_spec
+        )
 
 
 def glob_escape(text: str) -> str:
