@@ -186,3 +186,35 @@ def test_in_flight_ids_lists_the_envs_sent_and_not_yet_received(backend):
         assert envs.in_flight_ids == [1, 3]
         envs.recv()
         assert envs.in_flight_ids == []
+
+
+@pytest.mark.parametrize("backend", ["subproc", "shmem"])
+def test_a_ctrl_c_in_the_middle_of_a_restart_leaves_envs_that_ask_for_a_reset_then_work(backend, monkeypatch):
+    import os
+
+    from torchwm.vector.pool import PoolStepper
+
+    envs = torchwm.make_vec(
+        testing.COUNTDOWN_ID, 4, backend=backend, backend_kwargs={"num_workers": 2, "restart_on_crash": True}
+    )
+    with envs, torchwm.make_vec(testing.COUNTDOWN_ID, 4, backend="sync") as reference:
+        envs.reset(seed=0)
+        started = PoolStepper._started
+
+        def interrupted(self, handle, deadline, doing):
+            # The Ctrl-C comes once the new worker started, before its answers are read.
+            if doing == "restarting after a crash":
+                monkeypatch.setattr(PoolStepper, "_started", started)
+                raise KeyboardInterrupt
+            return started(self, handle, deadline, doing)
+
+        monkeypatch.setattr(PoolStepper, "_started", interrupted)
+        envs.set_attr("crash", os.getpid(), env_ids=[3])
+        with pytest.raises(KeyboardInterrupt):
+            envs.step(np.zeros(4, dtype=np.int64))
+        with pytest.raises(gym.error.ResetNeeded, match=r"envs \[2, 3\]"):
+            envs.step(np.zeros(2, dtype=np.int64), env_ids=[2, 3])
+        obs, _ = envs.reset(seed=200)  # the worker is restarted again, whole
+        want, _ = reference.reset(seed=200)
+        np.testing.assert_array_equal(obs, want)
+        np.testing.assert_array_equal(envs.step(np.ones(4, dtype=np.int64))[0], reference.step(np.ones(4))[0])

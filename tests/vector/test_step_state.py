@@ -174,3 +174,106 @@ def test_a_send_of_every_env_ranks_its_envs_in_env_order_when_a_part_comes_back(
     state.received(np.arange(4))
     state.sent(np.arange(4), None, in_env_order=True)  # no env_ids: no ranks written on the hot path
     assert np.argsort(state.rank(ids(3, 2)), kind="stable").tolist() == [1, 0]  # rows [2, 3]
+
+
+def _step_state_writes(path) -> list[str]:
+    """Places in ``path`` that change a `StepState` field (``state.busy[w] = ...``, ``state.ready.pop(...)``,
+    an alias of a field changed later in the same function) instead of calling a transition."""
+    import ast
+    from pathlib import Path
+
+    import torchwm.vector.step_state as module
+
+    init = next(
+        node
+        for node in ast.walk(ast.parse(Path(module.__file__).read_text()))
+        if isinstance(node, ast.FunctionDef) and node.name == "__init__"
+    )
+    fields = {
+        target.attr
+        for node in ast.walk(init)
+        for target in getattr(node, "targets", [getattr(node, "target", None)])
+        if isinstance(target, ast.Attribute)
+        and isinstance(target.value, ast.Name)
+        and target.value.id == "self"
+    }
+    mutators = {"pop", "popitem", "update", "clear", "setdefault", "fill", "put", "sort", "append", "extend"}
+
+    def field_of(node):  # "busy" for `<...>.state.busy` / `<...>._state.busy`, else None
+        if isinstance(node, ast.Attribute) and node.attr in fields:
+            owner = node.value
+            name = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", None)
+            if name in ("state", "_state"):
+                return node.attr
+        return None
+
+    found = []
+    tree = ast.parse(Path(path).read_text())
+    for function in [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))] or [
+        tree
+    ]:
+        aliases = {}
+        for node in ast.walk(function):
+            if (
+                isinstance(node, ast.Assign)
+                and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)
+            ):
+                if field_of(node.value):
+                    aliases[node.targets[0].id] = field_of(node.value)
+
+        def changed(node, aliases=aliases):
+            base = node.value if isinstance(node, ast.Subscript) else node
+            if field_of(base) or field_of(node):
+                return field_of(base) or field_of(node)
+            return (
+                aliases.get(base.id)
+                if isinstance(base, ast.Name) and isinstance(node, ast.Subscript)
+                else None
+            )
+
+        for node in ast.walk(function):
+            targets = getattr(node, "targets", None) or [getattr(node, "target", None)]
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                for target in targets:
+                    if isinstance(target, (ast.Attribute, ast.Subscript)) and changed(target):
+                        found.append(f"{path}:{node.lineno} assigns StepState.{changed(target)}")
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in mutators
+            ):
+                owner = node.func.value
+                name = field_of(owner) or (aliases.get(owner.id) if isinstance(owner, ast.Name) else None)
+                if name:
+                    found.append(f"{path}:{node.lineno} changes StepState.{name} ({node.func.attr})")
+    return sorted(set(found))
+
+
+def test_only_step_state_changes_the_step_state():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    files = [
+        path
+        for path in [*root.glob("torchwm/**/*.py"), *root.glob("plugins/*/torchwm_*/**/*.py")]
+        if path.name != "step_state.py"
+    ]
+    assert files
+    assert [write for path in files for write in _step_state_writes(path)] == []
+
+
+def test_the_writer_check_finds_a_write_outside_step_state(tmp_path):
+    code = tmp_path / "backend.py"
+    code.write_text(
+        "def send(self, w, ids):\n"
+        "    self.state.busy[w] = ids\n"
+        "    busy = self.state.busy\n"
+        "    busy.pop(w)\n"
+        "    self._state.in_flight[:] = False\n"
+    )
+    assert [line.split(" ", 1)[1] for line in _step_state_writes(code)] == [
+        "assigns StepState.busy",
+        "changes StepState.busy (pop)",
+        "assigns StepState.in_flight",
+    ]

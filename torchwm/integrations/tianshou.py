@@ -304,10 +304,11 @@ class TianshouVectorEnv(BaseVectorEnv):
         abandons them or delivers them later, as its fault table says. Tianshou's lists must say the same,
         or its checks refuse every env it believes stepping while torchwm has nothing in flight.
         """
-        # Every torchwm backend keeps which envs have a step in flight in its step state.
-        in_flight = self.vec._state.in_flight
+        flying = self.vec.in_flight_ids
+        in_flight = np.zeros(self.env_num, dtype=bool)
+        in_flight[flying] = True
         waiting = [i for i in self.waiting_id if in_flight[i]]
-        waiting += [i for i in map(int, np.flatnonzero(in_flight)) if i not in waiting]
+        waiting += [i for i in flying if i not in waiting]
         ready = [i for i in self.ready_id if not in_flight[i]]
         ready += [i for i in self.waiting_id if not in_flight[i] and i not in ready]
         ready += [i for i in range(self.env_num) if not in_flight[i] and i not in ready]

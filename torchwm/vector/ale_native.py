@@ -436,7 +436,7 @@ class AleNativeVectorEnv(VectorEnv):
                 self._stepper.ale_env.send(actions)
             else:
                 self._stepper.ale.send(actions, self._paddle_strength)
-            self._state.in_flight[self._last_ids] = True
+            self._state.batch_sent(self._last_ids)
             # recv returns the rows in the order env_ids gave them, as every backend does; in ALE's
             # asynchronous mode it returns whichever envs are ready first, in ALE's order.
             same_order = env_ids is None or self._async or np.array_equal(ids, self._last_ids)
@@ -460,13 +460,13 @@ class AleNativeVectorEnv(VectorEnv):
         try:
             if timeout is not None:
                 check_timeout(timeout, "recv(timeout=)")
-            self._state.recv_started()  # NoAsyncCallError if nothing was sent
+            self._state.check_can_recv()  # NoAsyncCallError if nothing was sent
             if min_ready is not None:
                 check_count("min_ready", min_ready)
             obs, rewards, terminations, truncations, infos = self._stepper.ale.recv()
             if self._stepper.ale is None:  # another thread's close() stopped waiting for this step
                 raise ClosedEnvironmentError("ALE's env was dropped during this step")
-            self._state.in_flight[:] = False
+            self._state.batch_received()
             ids = infos["env_id"]
             if self._async:
                 self._last_ids = ids.astype(np.int64)

@@ -236,6 +236,7 @@ class PoolStepper(Stepper):
             self._failure: WorkerError | None = None
             # Idle envs of a restarted worker -> the restart's infos, which their next step returns.
             self._restarted: dict[int, dict] = {}
+            self._half_restarted: set[int] = set()  # workers whose restart was interrupted
             # For batch_size < num_envs: the envs in flight that were passed over for too long
             # (`StepState.overdue`): recv waits for those.
             self._overdue: list[int] = []
@@ -281,7 +282,7 @@ class PoolStepper(Stepper):
     def send_step(self, ids: np.ndarray, actions: Any) -> None:
         """Hand each involved worker its rows of ``actions``; a busy one is waited for first (a worker runs
         one step at a time)."""
-        if _Forks.count != self._owner_forks or self._failure is not None:
+        if _Forks.count != self._owner_forks or self._failure is not None or self._half_restarted:
             self._check_usable()
         try:
             busy = self.state.busy
@@ -298,10 +299,10 @@ class PoolStepper(Stepper):
                 whole = ids.size == self.num_envs
             if whole:
                 space = self.single_action_space
-                for handle, worker_ids in zip(self._handles, self._worker_ids, strict=True):
+                for handle in self._handles:
                     envs = handle.envs
                     handle.send_step(None, slice_rows(space, actions, envs.start, envs.stop))
-                    busy[handle.index] = worker_ids  # StepState.worker_sent, without a call per worker
+                self.state.workers_sent(self._worker_ids)
             elif ids.size:
                 self._send_some(ids, actions)
         except (WorkerError, EnvTimeoutError):
@@ -403,7 +404,7 @@ class PoolStepper(Stepper):
             if slept:  # checked after a sleep only: a step that finishes while polled costs no check
                 for w in list(busy):
                     if not handles[w].alive:
-                        busy.pop(w)
+                        self.state.worker_gone(w)
                         self._on_crash(handles[w], handles[w].gone(), doing, finish_deadline)
                 if satisfied():
                     return
@@ -427,7 +428,7 @@ class PoolStepper(Stepper):
 
     def _finish(self, w: int, deadline: Deadline) -> None:
         """Worker ``w`` finished its step: its envs are ready (or its error is raised)."""
-        ids = self.state.busy.pop(w)  # StepState.worker_finished, without a call on the hot path
+        ids = self.state.worker_finished(w)
         handle = self._handles[w]
         try:
             infos = handle.finish_step(deadline)
@@ -445,7 +446,7 @@ class PoolStepper(Stepper):
             self.close()
             raise error from None
         except TimeoutError:
-            self.state.busy[w] = ids  # still in flight: a later recv waits for it again
+            self.state.worker_resumed(w, ids)
             raise self._timeout(handle, deadline, "stepping") from None
         if ids is None:
             return  # an abandoned step (see _abandon_step): its results are dropped
@@ -495,6 +496,8 @@ class PoolStepper(Stepper):
                 f"{self.backend_name}: this vector env lost a worker earlier ({self._failure.args[0]})",
                 worker_index=self._failure.worker_index,
             )
+        if self._half_restarted:
+            self._redo_restarts()
 
     def _refuse_in_forked_copy(self) -> NoReturn:
         """This object was copied into a forked process: the workers are its parent's. The copy says it is
@@ -629,6 +632,13 @@ class PoolStepper(Stepper):
             if self._failure is None:
                 self._fail_for_good(WorkerError(str(error), worker_index=handle.index))
             raise
+        except BaseException:
+            # Interrupted (Ctrl-C) half-way: the new worker's answers are not all read, so it is restarted
+            # again, from scratch, before anything is sent to it (`_redo_restarts`); its envs lost their
+            # episodes and must be reset.
+            self._half_restarted.add(handle.index)
+            self.state.mark_for_reset(self._worker_ids[handle.index])
+            raise
         state = self.state
         waited_for = [env for env in handle.envs if state.in_flight[env]]  # the envs a recv still expects
         self._end_restarted_episodes(waited_for)
@@ -638,6 +648,14 @@ class PoolStepper(Stepper):
         for env in handle.envs:
             if not state.in_flight[env] and state.ever_reset[env] and not state.must_reset[env]:
                 self._restarted[env] = infos[env - handle.envs.start]
+
+    def _redo_restarts(self) -> None:
+        """Restart again the workers whose restart a Ctrl-C cut short (see `_on_crash`)."""
+        for w in sorted(self._half_restarted):
+            handle = self._handles[w]
+            handle.stop()
+            self._restart(handle, Deadline.after(self.timeout))
+            self._half_restarted.discard(w)
 
     def _end_restarted_episodes(self, envs: list[int]) -> None:
         """The rows of restarted envs as their episodes' end: truncated, no reward, the new episode's first
@@ -674,7 +692,7 @@ class PoolStepper(Stepper):
             space = self.single_observation_space
             rows = take_rows(space, self.observations, ids)
             final_obs = [get_row(space, rows, k) for k in range(len(ids))]
-        self.state.busy.pop(handle.index, None)
+        self.state.worker_gone(handle.index)
         handle.restart(self._payloads[handle.index])
         self._started(handle, deadline, doing)
         handle.attach(self._batch)  # type: ignore[arg-type]

@@ -120,13 +120,18 @@ class StepState:
         """A recv begins: the envs in flight, or NoAsyncCallError (Gymnasium's words) if none is."""
         candidates = np.flatnonzero(self.in_flight)
         if not candidates.size:
+            self.check_can_recv()
+        self.recvs += 1
+        return candidates
+
+    def check_can_recv(self) -> None:
+        """NoAsyncCallError (Gymnasium's words) if no env is in flight."""
+        if not self.in_flight.any():
             raise NoAsyncCallError(
                 "Calling `step_wait` without any prior call to `step_async`. (recv() with no action in "
                 "flight; call send() first.)",
                 "step",
             )
-        self.recvs += 1
-        return candidates
 
     # -- transitions -------------------------------------------------------------------------------
 
@@ -160,9 +165,32 @@ class StepState:
         self._rank_whole_send()
         return self.send_rank[ids]
 
+    def batch_sent(self, ids: np.ndarray) -> None:
+        """A backend that steps one batch at a time (``ale-native``) sent envs ``ids``: in flight, and
+        returned together by the next recv (no ranks, no fairness)."""
+        self.in_flight[ids] = True
+
+    def batch_received(self) -> None:
+        """That backend's recv returned its batch: nothing in flight."""
+        self.in_flight[:] = False
+
     def worker_sent(self, worker: int, ids: np.ndarray) -> None:
         """Worker ``worker`` was sent the step of envs ``ids``: busy."""
         self.busy[worker] = ids
+
+    def workers_sent(self, worker_ids: list[np.ndarray]) -> None:
+        """Every worker ``w`` was sent the step of its envs ``worker_ids[w]``: one call for a whole batch."""
+        self.busy.update(enumerate(worker_ids))
+
+    def worker_resumed(self, worker: int, ids: np.ndarray | None) -> None:
+        """Worker ``worker``'s step, taken as finished, is still to come (its reply was not read whole
+        within its deadline): busy again, so that the next recv waits for it."""
+        self.busy[worker] = ids
+
+    def worker_gone(self, worker: int) -> np.ndarray | None:
+        """Worker ``worker`` died or is replaced: not busy any more (its envs' results will not come).
+        Returns the envs of its step, if it had one."""
+        return self.busy.pop(worker, None)
 
     def worker_finished(self, worker: int) -> np.ndarray | None:
         """Worker ``worker``'s step finished: idle again. Returns its envs, whose results the caller hands to

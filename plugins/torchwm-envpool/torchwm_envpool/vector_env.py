@@ -185,7 +185,8 @@ class EnvPoolStepper(Stepper):
         start = time.monotonic()
         while len(self.state.ready) < count:
             obs, rewards, terminations, truncations, info = self.pool.recv(reset=False, return_info=True)
-            self.state.ready.update(self.store(obs, rewards, terminations, truncations, info))
+            stored = self.store(obs, rewards, terminations, truncations, info)
+            self.state.arrived(list(stored), list(stored.values()))
             if timeout is not None and time.monotonic() - start > timeout:
                 raise EnvTimeoutError(f"EnvPool took more than {timeout} s to return {count} envs")
         return self.state.collect(count)
