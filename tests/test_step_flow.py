@@ -99,13 +99,13 @@ def test_a_shmem_step_runs_in_the_files_the_page_lists(tmp_path):
     assert worker, "the worker wrote nothing"
     assert parent | worker <= listed, sorted((parent | worker) - listed)
     # The four files that carry the step are opened on every step (the helpers depend on who sleeps).
-    assert {"base.py", "pool.py", "transports/shared_memory.py"} <= parent
+    assert {"base.py", "pool_stepper.py", "transports/shared_memory.py"} <= parent
     assert {"env_group.py", "transports/shared_memory.py"} <= worker
 
 
 # The layers a step crosses in the parent, top first; other files under torchwm/vector are helpers a
 # layer calls and that return to it (state, batching, deadlines).
-CARRIERS = {"base.py": 0, "pool.py": 1}
+CARRIERS = {"base.py": 0, "pool_stepper.py": 1}
 
 
 def _carrier(path: Path) -> int | None:

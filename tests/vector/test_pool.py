@@ -192,7 +192,7 @@ def test_in_flight_ids_lists_the_envs_sent_and_not_yet_received(backend):
 def test_a_ctrl_c_in_the_middle_of_a_restart_leaves_envs_that_ask_for_a_reset_then_work(backend, monkeypatch):
     import os
 
-    from torchwm.vector.pool import PoolStepper
+    from torchwm.vector.pool_stepper import PoolStepper
 
     envs = torchwm.make_vec(
         testing.COUNTDOWN_ID, 4, backend=backend, backend_kwargs={"num_workers": 2, "restart_on_crash": True}

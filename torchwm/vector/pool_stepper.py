@@ -1,0 +1,455 @@
+"""The stepping loop of a worker pool: send a step to each involved worker, wait, take the results in.
+
+`PoolStepper` is the `torchwm.vector.stepper.Stepper` of every `torchwm.vector.pool.WorkerPool`. Its
+envs are split over workers, each reached through the backend's `WorkerGroup` and a `WorkerHandle` per
+worker (`torchwm.vector.transports.contract`). A step goes::
+
+    send_step   -> each involved worker gets its rows of the actions (a busy one is waited for first)
+    wait_ready  -> _poll_until: every finished worker is taken in (_finish), then sleep on the group
+    _finish     -> the worker's answer as a value: rows (ready), an env's error (kept for the recv
+                   that collects it), a death (_on_crash: restart or fail), a late reply (timeout)
+    wait_ready  -> the ready envs, the fairest first (StepState.collect); or the first error, which
+                   fails its own send only (_raise_step_error)
+
+Faults and restarts are `torchwm.vector.pool_faults`, reset/call/set_attr `torchwm.vector.pool_commands`,
+the options `torchwm.vector.pool_options`. Closing ends every worker within a deadline (also at garbage
+collection, `weakref.finalize`).
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+import numpy as np
+
+from torchwm.building import spec_env_fns
+from torchwm.errors import (
+    ClosedEnvironmentError,
+    EnvTimeoutError,
+    WorkerError,
+)
+from torchwm.spec import VecSpec, with_env_fn
+from torchwm.vector.batching import slice_rows, take_rows
+from torchwm.vector.messages import (
+    ErrorReply,
+)
+from torchwm.vector.pool_commands import PoolCommands
+from torchwm.vector.pool_options import check_pool_options
+from torchwm.vector.stepper import Stepper, resolve_spaces
+from torchwm.vector.transports.contract import (
+    CLOSE_GRACE_SECONDS,
+    Batch,
+    Deadline,
+    StepLost,
+    WorkerChoice,
+    WorkerGone,
+    WorkerGroup,
+    WorkerHandle,
+    WorkerPayload,
+    gym_specs_of,
+    poll_wait,
+)
+from torchwm.vector.transports.local import LocalWorker
+
+
+def _no_longer(seconds: float | None, than: float | None) -> bool:
+    """Whether a wait of ``seconds`` ends no later than one of ``than`` (None: no limit)."""
+    return seconds is not None and (than is None or seconds <= than)
+
+
+class _Forks:
+    """How many times this process's line has forked: a pool records it when it starts its workers, so
+    that its hot path tells a forked copy from the owner by comparing one int (``os.getpid()`` is a
+    system call)."""
+
+    count = 0
+
+    @classmethod
+    def after_in_child(cls) -> None:
+        cls.count += 1
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_Forks.after_in_child)
+
+
+def end_workers(handles: list[WorkerHandle]) -> None:
+    """Ask every worker to end, then end each within one deadline."""
+    for handle in handles:
+        handle.stop()
+    deadline = Deadline.after(CLOSE_GRACE_SECONDS)
+    try:
+        for handle in handles:
+            handle.close(deadline)
+    except BaseException:
+        # Interrupted (Ctrl-C) while the workers end on their own (an env's slow close): each is ended now,
+        # so that close() never leaves a process it started, interrupted or not.
+        now = Deadline.after(0.0)
+        for handle in handles:
+            try:
+                handle.close(now)
+            except Exception:  # noqa: BLE001 - the others are still ended; the interruption is raised
+                pass
+        raise
+
+
+def shutdown(group: WorkerGroup, handles: list[WorkerHandle], batch: Batch | None, owner: int) -> None:
+    """End every worker within a deadline (ask all, then end each), then free the batch and the group.
+
+    Only in process ``owner``, the one that started the workers: a forked copy of the vector env (a
+    data loader's worker, an evaluator) that is closed or collected, or that exits, must not end the
+    parent's workers nor write to their channels; its own copy is simply dropped.
+
+    Module-level (not a method) so that `weakref.finalize` can call it without keeping the env alive.
+    """
+    if os.getpid() != owner:
+        return
+    try:
+        end_workers(handles)
+    finally:
+        try:
+            if batch is not None:
+                batch.release()
+        finally:
+            group.close()
+
+
+class PoolStepper(PoolCommands, Stepper):
+    """The envs of a `WorkerPool`, split over workers and reached through the backend's `WorkerGroup` and
+    `WorkerHandle` (`torchwm.vector.transports.contract`).
+
+    Args:
+        spec: what to build.
+        pool: the backend's `WorkerPool` class: its ``backend_name``, ``worker_group`` and ``unit``.
+        options: the backend options (`WorkerPool`'s), checked here before anything starts.
+    """
+
+    def __init__(self, spec: VecSpec, pool: Any, options: dict[str, Any]) -> None:
+        self._handles: list[WorkerHandle] = []
+        self._finalizer: weakref.finalize | None = None
+        # Who owns the workers: recorded once, here. A forked copy of this object is no owner.
+        self._owner_pid = os.getpid()
+        self._owner_forks = _Forks.count
+        backend = self.backend_name = pool.backend_name
+        settings = self.settings = check_pool_options(
+            backend, spec.num_envs, options, tuple(pool.worker_group.OPTIONS), pool.unit
+        )
+        spec = with_env_fn(spec, settings.env_fn, backend)
+        # The step state first: nothing has started yet.
+        super().__init__(spec, batch_size=settings.batch_size, timeout=settings.timeout)
+        env_fns = spec_env_fns(spec)
+        group = self.group = pool.worker_group(backend, spec, env_fns, settings.transport_options, settings)
+        self._finalizer = weakref.finalize(self, shutdown, group, self._handles, None, self._owner_pid)
+        try:
+            self.worker_slices = group.split(spec, env_fns, settings)
+            # How many workers the group chose from measurements, when the user did not say (None: one per
+            # core, or the user's split).
+            self.worker_choice: WorkerChoice | None = group.worker_choice
+            self.num_workers = len(self.worker_slices)
+            self.restart_on_crash = settings.restart_on_crash
+            self._inline = settings.inline
+            self._worker_of = np.concatenate([np.full(len(r), w) for w, r in enumerate(self.worker_slices)])
+            self._worker_ids = [np.arange(r.start, r.stop) for r in self.worker_slices]
+            gym_specs = gym_specs_of(spec)
+            self._payloads = [
+                WorkerPayload(w, env_fns[r.start : r.stop], r.start, spec.autoreset, gym_specs)
+                for w, r in enumerate(self.worker_slices)
+            ]
+            self._failure: WorkerError | None = None
+            # Idle envs of a restarted worker -> the restart's infos, which their next step returns.
+            self._restarted: dict[int, dict] = {}
+            self._half_restarted: set[int] = set()  # workers whose restart was interrupted
+            # For batch_size < num_envs: the envs in flight that were passed over for too long
+            # (`StepState.overdue`): recv waits for those.
+            self._overdue: list[int] = []
+            self._wanted = 0  # how many ready envs the recv under way returns
+            self._handles[:] = [
+                LocalWorker(w, envs) if settings.inline and w == 0 else group.worker(w, envs)
+                for w, envs in enumerate(self.worker_slices)
+            ]
+            self._batch: Batch | None = None
+            deadline = Deadline.after(settings.timeout)
+            for handle in self._handles:
+                handle.start(self._payloads[handle.index])
+            shares = [self._started(handle, deadline, "starting its envs") for handle in self._handles]
+            self.single_observation_space, self.observation_space, self.single_action_space = resolve_spaces(
+                pool.__name__,
+                settings.observation_mode,
+                [space for share in shares for space in share.observation_spaces],
+                [space for share in shares for space in share.action_spaces],
+            )
+            self.metadata = shares[0].metadata
+            self.render_mode = shares[0].render_mode
+            self._batch = group.create_batch(
+                self.single_observation_space, self.single_action_space, self.num_envs, self.num_workers
+            )
+            self._finalizer.detach()
+            self._finalizer = weakref.finalize(
+                self, shutdown, group, self._handles, self._batch, self._owner_pid
+            )
+            self.observations = self._batch.observations
+            self.rewards = self._batch.rewards
+            self.terminations = self._batch.terminations
+            self.truncations = self._batch.truncations
+            for handle in self._handles:
+                handle.attach(self._batch)
+            for handle in self._handles:
+                self._answer(handle, deadline, "attaching its buffers")
+        except BaseException:
+            self._finalizer()
+            raise
+
+    # -- stepping: what the vector env calls -----------------------------------------------------
+
+    def send_step(self, ids: np.ndarray, actions: Any) -> None:
+        """Hand each involved worker its rows of ``actions``; a busy one is waited for first (a worker runs
+        one step at a time)."""
+        if _Forks.count != self._owner_forks or self._failure is not None or self._half_restarted:
+            self._check_usable()
+        try:
+            busy = self.state.busy
+            whole = ids.size == self.num_envs
+            if busy:
+                involved = None if whole else set(self._worker_of[ids].tolist())
+                self._poll_until(
+                    lambda: not busy if involved is None else involved.isdisjoint(busy),
+                    Deadline.after(self.timeout),
+                    "waiting for busy workers",
+                )
+            if self._restarted:  # after the wait, which may have restarted a worker
+                ids, actions = self._announce_restarts(ids, actions)
+                whole = ids.size == self.num_envs
+            if whole:
+                space = self.single_action_space
+                for handle in self._handles:
+                    envs = handle.envs
+                    handle.send_step(None, slice_rows(space, actions, envs.start, envs.stop))
+                self.state.workers_sent(self._worker_ids)
+            elif ids.size:
+                self._send_some(ids, actions)
+        except (WorkerError, EnvTimeoutError):
+            raise  # handled where raised: nothing half-done is left
+        except BaseException:
+            self._abandon_step(ids)
+            raise
+
+    def _send_some(self, ids: np.ndarray, actions: Any) -> None:
+        """`send_step` of some envs, their workers idle: each involved worker gets its envs' rows."""
+        space = self.single_action_space
+        workers = self._worker_of[ids]
+        for w in np.unique(workers).tolist():
+            handle = self._handles[w]
+            positions = np.flatnonzero(workers == w)
+            # Each worker's envs in ascending order, whatever the caller's: a handle answers with one
+            # info per env in that order (the shared block's step mask knows no other), and recv puts the
+            # rows back in the caller's order.
+            positions = positions[np.argsort(ids[positions])]
+            mine = ids[positions]
+            handle.send_step((mine - handle.envs.start).tolist(), take_rows(space, actions, positions))
+            self.state.worker_sent(w, mine)
+
+    def wait_ready(
+        self, candidates: np.ndarray, count: int, timeout: float | None, *, min_ready: int | None = None
+    ) -> tuple[np.ndarray, list[dict]]:
+        if _Forks.count != self._owner_forks or self._failure is not None:
+            self._check_usable()
+        state = self.state
+        self._wanted = count
+        self._overdue = [] if count >= candidates.size else state.overdue(candidates, count)
+        try:
+            # Every finished worker is taken in first (in _poll_until): envs are then served in the order
+            # they finished, and none waits behind envs that finished later. A wait for every env in
+            # flight needs every busy worker: only the last one need wake this process.
+            fault_deadline = Deadline.after(self.timeout)
+            # A finished worker's result is read within the longer of the two deadlines: a recv(timeout=30)
+            # after a backend timeout of 2 s reads a result that comes at 5 s.
+            reply_deadline = (
+                fault_deadline
+                if timeout == self.timeout or _no_longer(timeout, self.timeout)
+                else Deadline.after(timeout)
+            )
+            if min_ready is None:
+                self._poll_until(
+                    self._enough_ready,
+                    fault_deadline if timeout == self.timeout else Deadline.after(timeout),
+                    "stepping",
+                    need_all=count >= candidates.size,
+                    reply_deadline=reply_deadline,
+                )
+            else:
+                try:
+                    self._poll_until(
+                        self._enough_ready, Deadline.after(timeout), "stepping", reply_deadline=reply_deadline
+                    )
+                except EnvTimeoutError:
+                    if self.closed:  # a step lost for good (StepLost) closed the pool: no caller's deadline
+                        raise
+                    # The caller's deadline: whatever is ready, once at least min_ready are.
+                    self._poll_until(
+                        lambda: len(state.ready) >= min_ready or bool(state.errors),
+                        fault_deadline,
+                        "stepping",
+                    )
+            if state.errors:
+                self._raise_step_error()
+            return state.collect(min(count, len(state.ready)))
+        except (WorkerError, EnvTimeoutError):
+            raise  # a timeout leaves the envs in flight: recv() again to keep waiting
+        except BaseException:
+            self._abandon_step(None)
+            raise
+
+    def _poll_until(
+        self,
+        satisfied: Callable[[], bool],
+        deadline: Deadline,
+        doing: str,
+        need_all: bool = False,
+        reply_deadline: Deadline | None = None,
+    ) -> None:
+        """Take in finished workers until ``satisfied()``; detects dead workers and the deadline.
+
+        ``reply_deadline``: for reading the result of a worker that finished, when ``deadline`` is a
+        caller's own (``recv(timeout=)``) rather than the fault timeout: a finished worker's result is
+        taken in whole, never cut off (and lost) by a deadline that passed while it was read."""
+        finish_deadline = reply_deadline or deadline
+        handles = self._handles
+        busy = self.state.busy
+        slept = False
+        while True:
+            progressed = False
+            for w in list(busy):
+                if handles[w].poll():
+                    self._finish(w, finish_deadline)
+                    progressed = True
+            if satisfied():
+                return
+            if progressed:
+                slept = False
+                continue
+            if slept:  # checked after a sleep only: a step that finishes while polled costs no check
+                for w in list(busy):
+                    if not handles[w].alive:
+                        self.state.worker_gone(w)
+                        self._on_crash(handles[w], handles[w].gone(), doing, finish_deadline)
+                if satisfied():
+                    return
+            if deadline.expired:
+                waiting = sorted(int(i) for ids in busy.values() if ids is not None for i in ids)
+                raise EnvTimeoutError(
+                    f"{self.backend_name}: envs {waiting} did not finish their step within "
+                    f"{deadline.seconds:g} s; recv(timeout=...) again to keep waiting, or close() to stop "
+                    f"the workers"
+                )
+            if not busy:
+                raise RuntimeError(f"{self.backend_name}: waiting while {doing}, but no worker is busy")
+            slept = self._sleep(list(busy), deadline.remaining(), need_all)
+
+    def _sleep(self, workers: list[int], timeout: float | None, need_all: bool) -> bool:
+        """Sleep until one of ``workers`` may have finished (`WorkerGroup.wait`); whether it slept."""
+        handles = [self._handles[w] for w in workers]
+        if self._inline and 0 in workers:  # the parent's own share steps when it is polled
+            return poll_wait(handles, timeout)
+        return self.group.wait(handles, timeout, need_all)
+
+    def _finish(self, w: int, deadline: Deadline) -> None:
+        """Worker ``w`` finished its step: its envs are ready (or its error is raised)."""
+        ids = self.state.worker_finished(w)
+        handle = self._handles[w]
+        try:
+            infos = handle.finish_step(deadline)
+        except WorkerGone as gone:
+            self._on_crash(
+                handle if gone.worker is None else self._handles[gone.worker],
+                gone,
+                "stepping",
+                deadline,
+            )
+            return
+        except StepLost as lost:
+            error = self._timeout(handle, deadline, "stepping", lost)
+            self.closed = True  # the vector env closes on seeing it
+            self.close()
+            raise error from None
+        except TimeoutError:
+            self.state.worker_resumed(w, ids)
+            raise self._timeout(handle, deadline, "stepping") from None
+        if ids is None:
+            return  # an abandoned step (see _abandon_step): its results are dropped
+        if isinstance(infos, ErrorReply):
+            # The env that raised has no state its rows show (for the worker's own error: its envs of this
+            # step). The error is a result like rows: the recv that collects it raises it.
+            self.state.mark_for_reset(ids if infos.env is None else np.array([handle.envs.start + infos.env]))
+            self.state.step_failed(ids, self._remote_error(handle, infos, "stepping"))
+            return
+        self.state.arrived(ids, infos)
+
+    def _enough_ready(self) -> bool:
+        """Whether recv can return: the envs it wants ready (``_wanted`` of them), and every overdue env
+        among them; or an env's error, which it raises."""
+        ready = self.state.ready
+        overdue = self._overdue
+        return (len(ready) >= self._wanted and (not overdue or all(env in ready for env in overdue))) or bool(
+            self.state.errors
+        )
+
+    def _raise_step_error(self) -> NoReturn:
+        """Raise the first env error that came back: it fails its own send only. That send's other envs
+        are no longer in flight (their steps ran; a worker still running one is not waited for, its result
+        is dropped when it comes), and the env that raised must be reset; envs of other sends stay in
+        flight with their results."""
+        error, abandoned = self.state.take_error()
+        for w in abandoned:
+            self._handles[w].abandon_step()
+        raise error
+
+    def _abandon_step(self, sending: np.ndarray | None) -> None:
+        """A step was interrupted midway (Ctrl-C, or an unexpected error in the parent): forget it.
+
+        Its envs (those in flight, and ``sending``) must be reset; the workers are not waited for, so
+        Ctrl-C returns at once, and their results are dropped when they come.
+        """
+        for w in self.state.abandon(sending):
+            self._handles[w].abandon_step()
+
+    def _check_usable(self) -> None:
+        if _Forks.count != self._owner_forks:
+            self._refuse_in_forked_copy()
+        if self._failure is not None:
+            raise WorkerError(
+                f"{self.backend_name}: this vector env lost a worker earlier ({self._failure.args[0]})",
+                worker_index=self._failure.worker_index,
+            )
+        if self._half_restarted:
+            self._redo_restarts()
+
+    def _refuse_in_forked_copy(self) -> NoReturn:
+        """This object was copied into a forked process: the workers are its parent's. The copy says it is
+        closed (and is: closing it or dropping it touches nothing of the parent's)."""
+        self.closed = True
+        raise ClosedEnvironmentError(
+            f"{self.backend_name}: this vector env's workers belong to process {self._owner_pid}, and this "
+            f"is a forked copy of it in process {os.getpid()}: the copy is closed and cannot step them. Make "
+            f"a new vector env in this process"
+        )
+
+    def interrupt(self) -> bool:
+        # Another thread's call ends with its workers (its waits then raise ClosedEnvironmentError), and the
+        # buffers it reads are freed once it has left. Not in a forked copy: the workers are the owner's.
+        self.restart_on_crash = False  # a worker this close ends is not to be replaced
+        if os.getpid() != self._owner_pid:
+            return False
+        end_workers(self._handles)
+        return True
+
+    def close(self) -> None:
+        self.restart_on_crash = False
+        # The batch arrays may be views of memory the handle frees: dropped first, so that close() frees it
+        # at once (views handed out with copy=False keep it until they go).
+        for name in ("observations", "rewards", "terminations", "truncations"):
+            self.__dict__.pop(name, None)
+        if self._finalizer is not None:
+            self._finalizer()
