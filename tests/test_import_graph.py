@@ -102,6 +102,8 @@ LAYERS: dict[str, list[str]] = {
     "vector": [
         "torchwm.vector",
         "torchwm.vector.base",
+        "torchwm.vector.thread_hold",
+        "torchwm.vector.saved_states",
         "torchwm.vector.step_state",
         "torchwm.vector.stepper",
         "torchwm.vector.pool",

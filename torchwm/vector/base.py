@@ -12,7 +12,8 @@ stepper's `torchwm.vector.step_state.StepState` (``_state`` here too).
 
 One thread at a time: `send`, `recv`, `reset`, `call` and `set_attr` hold a lock for their call, and
 refuse (`AlreadyPendingCallError`) a call from a second thread meanwhile; a call that another thread's
-`close` cut short raises `ClosedEnvironmentError`.
+`close` cut short raises `ClosedEnvironmentError` (`torchwm.vector.thread_hold`). Saving and restoring
+envs is `torchwm.vector.saved_states`.
 
 Gymnasium's asynchronous names are here too: ``step_async``/``step_wait`` are
 `send`/`recv`, and `reset_async` checks a reset and holds it for `reset_wait`,
@@ -21,11 +22,10 @@ which runs it under its own timeout.
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -33,15 +33,15 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from torchwm.env_state import EnvState, describe_mismatch
-from torchwm.errors import AlreadyPendingCallError, ClosedEnvironmentError, EnvTimeoutError, NoAsyncCallError
+from torchwm.errors import AlreadyPendingCallError, EnvTimeoutError, NoAsyncCallError
 from torchwm.spec import VecSpec, check_count, check_seed, check_timeout
-from torchwm.vector.batching import ARRAY_SPACES, InfoBatcher, check_actions, put_rows, take_rows, view_rows
-from torchwm.vector.env_group import clone_group_env, group_env_layers, restore_group_env
+from torchwm.vector.batching import ARRAY_SPACES, InfoBatcher, check_actions, take_rows, view_rows
+from torchwm.vector.saved_states import SavedStates
 from torchwm.vector.stepper import Stepper
+from torchwm.vector.thread_hold import OneThreadHold
 
 
-class VectorEnv(gym.vector.VectorEnv):
+class VectorEnv(OneThreadHold, SavedStates, gym.vector.VectorEnv):
     """A Gymnasium vector env over a backend's `Stepper`, with Tianshou's and EnvPool's partial and async
     calls.
 
@@ -347,82 +347,6 @@ class VectorEnv(gym.vector.VectorEnv):
             self._check_nothing_pending("call_async")
             return tuple(self._stepper.call(name, args, kwargs, self._env_ids(env_ids).tolist()))
 
-    def clone_state(self, env_ids: Any = None) -> tuple[EnvState, ...]:
-        """The state of every env, or of the envs ``env_ids`` (in that order): one picklable `EnvState`
-        each, the whole stack's (every wrapper, the emulator or physics and their generators), with the
-        env's last observation and autoreset bookkeeping. `restore_state` puts an env back in it; the
-        envs are unchanged. See docs/state.md.
-
-        Raises:
-            TypeError: a wrapper or env cannot be saved (named by its class); nothing changed.
-            AlreadyPendingCallError: a step is in flight (`recv` it first), as for `reset`.
-            NotImplementedError: the backend cannot save states (``ale-native``).
-        """
-        with self._held("cloning env states"):
-            ids = self._state_call_ids(env_ids, "clone_state")
-            return tuple(self._stepper.call(clone_group_env, (), {}, ids.tolist()))
-
-    def restore_state(self, states: Any, env_ids: Any = None) -> tuple[Any, dict[str, Any]]:
-        """Put every env, or the envs ``env_ids``, in ``states`` (one `EnvState` from `clone_state` each, in
-        the order of ``env_ids``; from any env built from the same spec, on any backend). Returns the
-        restored envs' observations and infos, batched as `reset` returns them: every env's rows without
-        ``env_ids``, else the rows of ``env_ids`` in that order with ``infos["env_id"]``. The same actions
-        then give the same observations, rewards, terminations and truncations, bit for bit.
-
-        Raises:
-            TypeError, ValueError: ``states`` are no states of these envs' stacks (nothing changed).
-            AlreadyPendingCallError: a step is in flight, as for `reset`.
-        """
-        with self._held("restoring env states"):
-            ids = self._state_call_ids(env_ids, "restore_state")
-            if isinstance(states, EnvState) or not isinstance(states, (list, tuple)):
-                raise TypeError(
-                    f"restore_state expected a tuple or list of EnvState (one per env restored, as "
-                    f"clone_state returns them), got {type(states).__name__}"
-                )
-            if len(states) != ids.size:
-                raise ValueError(f"restore_state expected {ids.size} states, one per env, got {len(states)}")
-            for i, state in zip(ids.tolist(), states, strict=True):
-                if not isinstance(state, EnvState):
-                    raise TypeError(
-                        f"restore_state expected EnvState values (from clone_state), got "
-                        f"{type(state).__name__} for env {i}"
-                    )
-                if state.observation is None:
-                    raise ValueError(
-                        f"restore_state: the state given for env {i} has no observation: it was saved from a "
-                        f"lone env (torchwm.env_state.clone_env_state); give a state from envs.clone_state()"
-                    )
-            # Every env's stack checked before any env changes.
-            layers = self._stepper.call(group_env_layers, (), {}, ids.tolist())
-            for i, state, names in zip(ids.tolist(), states, layers, strict=True):
-                mismatch = describe_mismatch(names, [name for name, _ in state.layers])
-                if mismatch:
-                    raise ValueError(f"restore_state: the state given for env {i} does not fit: {mismatch}")
-            observations = self._stepper.call_each(restore_group_env, list(states), ids.tolist())
-            stepper = self._stepper
-            for i, state, obs in zip(ids.tolist(), states, observations, strict=True):
-                # The parent's batch (a pool's; the same memory under sync and shmem, written again).
-                put_rows(self.single_observation_space, stepper.observations, i, obs)
-                stepper.rewards[i] = 0.0
-                stepper.terminations[i] = state.terminated
-                stepper.truncations[i] = state.truncated
-            self._state.was_reset(ids)
-            infos: list[dict] = [{} for _ in range(ids.size)]
-            if env_ids is not None:
-                obs_rows, _, _, _, batched = self._rows(ids, infos)
-                return obs_rows, batched
-            return self._all_rows(), InfoBatcher(self.num_envs).batch(self._spread(ids, infos))
-
-    def _state_call_ids(self, env_ids: Any, calling: str) -> np.ndarray:
-        """The envs of a `clone_state`/`restore_state`, once the backend and the step state allow it."""
-        refusal = self._stepper.state_refusal
-        if refusal is not None:
-            raise NotImplementedError(refusal)
-        ids = self._env_ids(env_ids)
-        self._check_nothing_pending(calling)
-        return ids
-
     def get_attr(self, name: str, env_ids: Any = None) -> tuple[Any, ...]:
         """Attribute ``name`` of every env, or of the envs ``env_ids`` (in that order)."""
         return self.call(name, env_ids=env_ids)
@@ -461,28 +385,6 @@ class VectorEnv(gym.vector.VectorEnv):
             gym.logger.warn(f"Calling `close` while waiting for a pending call to `{pending}` to complete.")
         self._close_now()
 
-    def _close_now(self) -> None:
-        """Close once. A call of another thread under way is cut short first (`Stepper.interrupt`), then
-        waited for (``close_wait_seconds`` at most), so that the stepper's close does not free what it uses;
-        it then raises `ClosedEnvironmentError` (`_closed_meanwhile`), or returns its results if it ended
-        first."""
-        if self.closed:
-            return
-        with self._closing:
-            if self.closed:  # closed meanwhile by the thread this one waited for
-                return
-            me = threading.get_ident()
-            self._closer = me
-            held = self._in_use.acquire(blocking=False)
-            if not held and self._user != me and self._stepper.interrupt():
-                held = self._in_use.acquire(timeout=self._stepper.close_wait_seconds)
-            try:
-                self._stepper.close()
-            finally:
-                self.closed = True
-                if held:
-                    self._in_use.release()
-
     def __getstate__(self) -> dict[str, Any]:
         # A copy (deepcopy, pickle) has a hold of its own: a lock is neither copied nor pickled.
         state = self.__dict__.copy()
@@ -511,71 +413,6 @@ class VectorEnv(gym.vector.VectorEnv):
         )
 
     # -- helpers ---------------------------------------------------------------------------------
-
-    def _check_open(self) -> None:
-        if self.closed:
-            raise ClosedEnvironmentError(
-                f"{type(self).__name__} ({self._vec_spec.id}) is closed; make a new one"
-            )
-
-    def _enter(self, doing: str) -> None:
-        """Take this vector env for the calling thread's call, or refuse the call: the env is closed, another
-        thread is using it, or closing it. Two threads talking to the same envs or workers at once would cut
-        each other's messages. The call releases it in its ``finally`` (``_user = None``, then
-        ``_in_use.release()``)."""
-        if self.closed:
-            self._check_open()
-        if not self._in_use.acquire(blocking=False):
-            closed = self._closed_meanwhile(doing)
-            if closed is not None:
-                raise closed
-            raise AlreadyPendingCallError(
-                f"{self._vec_spec.backend}: refused {doing}: this vector env is being used from another "
-                f"thread (a step, reset or call is under way there). A vector env, like Gymnasium's, is not "
-                f"thread-safe: use it from one thread at a time, or give each thread its own",
-                "step",
-            )
-        if self._closer is not None:  # another thread is closing it
-            closed = self._closed_meanwhile(doing)
-            if closed is not None:
-                self._in_use.release()
-                raise closed
-        self._user = threading.get_ident()
-
-    @contextlib.contextmanager
-    def _held(self, doing: str) -> Iterator[None]:
-        """The vector env held for this thread's call (`_enter`), and released after it; an error the call
-        met because another thread closed the env meanwhile is that close's `ClosedEnvironmentError`.
-        (`send` and `recv`, called on every step, spell this out rather than pay for a context manager.)"""
-        self._enter(doing)
-        try:
-            yield
-        except Exception as exc:
-            self._raise_if_closed_meanwhile(doing, exc)
-            raise
-        finally:
-            self._user = None
-            self._in_use.release()
-
-    def _raise_if_closed_meanwhile(self, doing: str, exc: BaseException) -> None:
-        """Raise `_closed_meanwhile`'s error, caused by ``exc`` (what the call met), if another thread's
-        close() cut this call short; else return, and the caller raises ``exc`` itself. A stepper that closed
-        itself (a fault that leaves nothing usable) closes this env too: it says so from then on."""
-        if self._stepper.closed:
-            self._close_now()
-        closed = self._closed_meanwhile(doing)
-        if closed is not None:
-            raise closed from exc
-
-    def _closed_meanwhile(self, doing: str) -> ClosedEnvironmentError | None:
-        """The error for a call of this thread that another thread's close() cut short (None: no such
-        close). Whatever the call met then (a worker gone, a freed buffer) is the close, not a fault."""
-        closer = self._closer
-        if closer is None or closer == threading.get_ident():
-            return None
-        return ClosedEnvironmentError(
-            f"{self._vec_spec.backend}: another thread closed this vector env while {doing}; make a new one"
-        )
 
     def _pending_call(self) -> str | None:
         """The call still pending, by Gymnasium's name for it: ``"reset"`` (`reset_async`), ``"step"`` or
