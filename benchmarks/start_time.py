@@ -9,6 +9,9 @@ the workers until every one has built its envs (``build`` is the slowest worker'
 included, and what it imported); the shared block and its attach; the reset; the step.
 
     PYTHONPATH=/path/to/tree python benchmarks/start_time.py --runs 3 [--json FILE]
+
+``--fresh-cache`` gives each torchwm run an empty measurement cache (``TORCHWM_CACHE_DIR``), as on a
+machine torchwm never ran on: it then measures its worker count before the workers start.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 
 NUM_ENVS = 16
 
@@ -113,10 +117,10 @@ print(json.dumps({
 """.replace("NUM_ENVS", str(NUM_ENVS))
 
 
-def run(script: str) -> dict:
+def run(script: str, env: dict[str, str] | None = None) -> dict:
     """One fresh process running ``script``; its JSON line."""
     done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False, env=env
     )
     if done.returncode != 0:
         raise RuntimeError(f"the script failed (exit {done.returncode}):\n{done.stderr}")
@@ -141,13 +145,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--json", help="write every run's figures to this file")
+    parser.add_argument("--fresh-cache", action="store_true", help="an empty measurement cache per run")
     args = parser.parse_args()
     print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; Pong {NUM_ENVS} envs")
     results: dict[str, list[dict]] = {"torchwm shmem": [], "Gymnasium AsyncVectorEnv (fork)": []}
     for i in range(args.runs):
         for name, script in zip(results, (TORCHWM, GYMNASIUM), strict=True):
             load = os.getloadavg()[0]
-            figures = run(script)
+            env = None
+            if args.fresh_cache and script is TORCHWM:
+                env = {**os.environ, "TORCHWM_CACHE_DIR": tempfile.mkdtemp(prefix="torchwm-start-")}
+            figures = run(script, env)
             figures["load"] = load
             results[name].append(figures)
             parts = ", ".join(
@@ -157,6 +165,8 @@ def main() -> None:
             )
             print(f"run {i + 1} {name}: first step {figures['first step']:.2f} s (load {load:.1f}; {parts})")
             extra = {k: figures[k] for k in ("workers", "worker imported") if k in figures}
+            if figures.get("choice"):
+                extra["choice kept from an earlier run"] = "kept from an earlier run" in figures["choice"]
             if extra or figures["warnings"]:
                 print(f"    {extra} {figures['warnings']}")
     for name, runs in results.items():
