@@ -21,6 +21,9 @@ from torchwm.vector.transports import processes
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+# Every test measures what it measures: nothing is read from or written to the user's cache of shmem's
+# measurements (torchwm.vector.transports.worker_count.kept_path); the tests of that file set their own.
+os.environ["TORCHWM_CACHE_DIR"] = ""
 
 # The suite's env factories live in test modules, which import pytest: every worker process would
 # import it again, most of the process backends' test time. The forkserver, started by the first

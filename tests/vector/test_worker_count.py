@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import json
 import logging
 import multiprocessing
 import os
@@ -275,3 +276,79 @@ def test_a_failed_measurement_is_said_in_a_warning_and_in_worker_choice(monkeypa
         assert choice is not None and "the env broke on purpose" in choice.fallback
         assert vec.num_workers == choice.workers == min(4, default_num_workers())
         assert "one per core: not measured" in str(choice)  # what torchwm bench prints under its table
+
+
+@pytest.fixture
+def kept_in(monkeypatch, tmp_path):
+    """This process as a new program, with measurements kept in ``tmp_path``; returns a function that makes
+    it a new program again (nothing measured in memory, the file read anew)."""
+    monkeypatch.setenv(worker_count.CACHE_VARIABLE, str(tmp_path))
+
+    def new_program():
+        monkeypatch.setattr(worker_count, "_handoffs", {})
+        monkeypatch.setattr(worker_count, "_env_steps", {})
+        monkeypatch.setattr(worker_count, "_recalled", set())
+        monkeypatch.setattr(worker_count, "_kept", None)
+
+    new_program()
+    return new_program
+
+
+def _no_helper(*args, **kwargs):
+    raise AssertionError("a helper process was started although the measurements were kept")
+
+
+def test_a_later_program_on_the_same_machine_takes_the_kept_measurements_and_starts_no_helper(
+    monkeypatch, kept_in, tmp_path
+):
+    context = multiprocessing.get_context("forkserver")
+    handoff, step = measure(context, "synthetic", _synthetic)
+    assert worker_count.kept_path() == str(tmp_path / "worker_count.json")
+    kept_in()
+    with monkeypatch.context() as patch:
+        patch.setattr(worker_count, "ForkServerWorkerProcess", _no_helper)
+        assert measure(context, "synthetic", _broken) == (handoff, step)
+        assert worker_count.recalled("forkserver", "synthetic")
+    # Another env is measured (its step only), and kept beside the first.
+    assert measure(context, "cartpole", lambda: gym.make("CartPole-v1"))[0] == handoff
+    assert sorted(json.loads((tmp_path / "worker_count.json").read_text())["env_steps"]) == [
+        "cartpole",
+        "synthetic",
+    ]
+
+
+def test_kept_measurements_of_another_machine_or_an_unreadable_file_are_measured_again(
+    monkeypatch, kept_in, tmp_path
+):
+    context = multiprocessing.get_context("forkserver")
+    measure(context, "synthetic", _synthetic)
+    kept_in()
+    monkeypatch.setattr(worker_count, "machine_key", lambda: "another machine")
+    handoff, step = measure(context, "synthetic", _synthetic)  # _broken would fail: measured again
+    assert handoff is not None and step is not None and not worker_count.recalled("forkserver", "synthetic")
+    (tmp_path / "worker_count.json").write_text("{not json")
+    kept_in()
+    assert measure(context, "synthetic", _synthetic)[1] is not None
+    assert json.loads((tmp_path / "worker_count.json").read_text())["machine"] == "another machine"
+
+
+def test_an_empty_cache_dir_keeps_nothing(monkeypatch, kept_in, tmp_path):
+    monkeypatch.setenv(worker_count.CACHE_VARIABLE, "")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert worker_count.kept_path() is None
+    measure(multiprocessing.get_context("forkserver"), "synthetic", _synthetic)
+    assert list(tmp_path.iterdir()) == []
+
+
+@needs_two_cores
+def test_shmem_says_when_its_choice_was_measured_by_an_earlier_program(kept_in):
+    with torchwm.make_vec("CartPole-v1", num_envs=4, backend="shmem", seed=0) as vec:
+        first = vec.worker_choice
+    kept_in()
+    with torchwm.make_vec("CartPole-v1", num_envs=4, backend="shmem", seed=0) as vec:
+        assert vec.num_workers == first.workers
+        assert (
+            vec.worker_choice.measured
+            == f"{first.measured}; kept from an earlier run in {worker_count.kept_path()}"
+        )

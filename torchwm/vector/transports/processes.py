@@ -100,6 +100,10 @@ FORKSERVER_PRELOAD = [
     "cloudpickle",
     "torchwm.vector.transports.forkserver_preload",  # the plugin registries, loaded once
 ]
+# What the workers of an env family import beyond that (`ProcessGroup` adds them for a spec of the family):
+# for Atari the emulator, OpenCV (both Atari stacks resize with it) and the fused Atari env, which together
+# took most of a worker's start when each worker imported them.
+FAMILY_PRELOAD = {"atari": ["ale_py", "cv2", "torchwm.wrappers.atari_fused"]}
 # A worker waiting for its next command polls with sched_yield this long before it blocks: longer than
 # the parent's own work between two steps, since waking a sleeping process costs more than that work.
 WORKER_SPIN_SECONDS = 0.001
@@ -235,10 +239,10 @@ class ProcessGroup(WorkerGroup):
             pickle_factory(fn, backend)  # fails here, naming the factory, before any worker starts
         self.context: Any = multiprocessing.get_context(context)
         if context == "forkserver":
-            # Takes effect when the server starts, at the first forkserver backend of this process.
-            self.context.set_forkserver_preload(
-                FORKSERVER_PRELOAD + (["ale_py"] if spec.family == "atari" else [])
-            )
+            # Takes effect when the server starts, at the first forkserver backend of this process. Started
+            # here, not at the first worker: the server imports its preload while this process goes on.
+            self.context.set_forkserver_preload(FORKSERVER_PRELOAD + FAMILY_PRELOAD.get(spec.family, []))
+            forkserver.ensure_running()
 
     @property
     def start_method(self) -> str:

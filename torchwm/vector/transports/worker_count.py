@@ -32,15 +32,26 @@ started the way workers are (`measure`):
 default) is predicted nearly as fast (`KEEP_DEFAULT_WITHIN`). The choice is logged on the ``torchwm`` logger
 at INFO and kept as the vector env's ``worker_choice``; ``num_workers`` or
 ``envs_per_worker`` fixes the split instead, and nothing is measured then.
+
+Both measurements are kept on disk too (`kept_path`: ``$TORCHWM_CACHE_DIR/worker_count.json``, by
+default under ``~/.cache/torchwm``; ``TORCHWM_CACHE_DIR=""`` keeps nothing), for this machine (its CPU,
+the cores this process may use, the kernel, the versions of Python, torchwm and Gymnasium): a later
+program on the same machine starts its workers at once, with the choice measured before, instead of
+building one env more first. A file written for another machine, or one that cannot be read, is
+ignored and measured again.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import mmap
 import os
+import platform
 import signal
 import statistics
+import sys
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -51,7 +62,7 @@ import cloudpickle
 import numpy as np
 
 from torchwm.errors import EnvTimeoutError
-from torchwm.vector.transports.contract import WorkerChoice, register_gym_specs
+from torchwm.vector.transports.contract import WorkerChoice, default_num_workers, register_gym_specs
 from torchwm.vector.transports.futex import FUTEX_AVAILABLE, futex_wait, futex_wake
 from torchwm.vector.transports.handoff import Handoff, as_microseconds
 from torchwm.vector.transports.processes import ForkServerWorkerProcess, exit_reason
@@ -83,6 +94,114 @@ _PING, _PONG, _SLEEPING = 0, 1, 2  # the int32 words of the helper's block
 _handoffs: dict[str, Handoff | None] = {}
 _env_steps: dict[str, float | None] = {}  # what the envs are (`env_key`) -> one env's step measured
 _failures: dict[str, str] = {}  # start method or `env_key` -> why it could not be measured
+CACHE_VARIABLE = "TORCHWM_CACHE_DIR"
+KEPT_ENV_STEPS = 256  # the file keeps the last envs measured, no more
+_kept: dict[str, Any] | None = None  # the file's measurements for this machine, read once per process
+_recalled: set[str] = set()  # start methods and env keys whose figures came from the file
+
+
+def kept_path() -> str | None:
+    """Where the measurements are kept across programs (None: nowhere, ``TORCHWM_CACHE_DIR=""``)."""
+    folder = os.environ.get(CACHE_VARIABLE)
+    if folder is None:
+        home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        folder = os.path.join(home, "torchwm")
+    return os.path.join(folder, "worker_count.json") if folder else None
+
+
+def machine_key() -> str:
+    """What the measurements depend on besides the env: the CPU, the cores this process may use, the
+    kernel and the versions of Python, torchwm and Gymnasium (and ALE's, once imported)."""
+    model = platform.processor()
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            model = next(
+                (line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), model
+            )
+    except OSError:
+        pass
+    versions = [
+        getattr(sys.modules.get(name), "__version__", "") for name in ("torchwm", "gymnasium", "ale_py")
+    ]
+    return " | ".join(
+        [
+            platform.node(),
+            model,
+            f"{default_num_workers()} cores",
+            platform.release(),
+            platform.python_version(),
+            *versions,
+        ]
+    )
+
+
+def _read_kept() -> dict[str, Any]:
+    """The file's measurements for this machine ({"handoffs": ..., "env_steps": ...}), read once (there is
+    a file: `kept_path`)."""
+    global _kept
+    if _kept is None:
+        _kept = {"machine": machine_key(), "handoffs": {}, "env_steps": {}}
+        try:
+            with open(str(kept_path())) as file:
+                stored = json.load(file)
+        except (OSError, ValueError):
+            stored = {}
+        if isinstance(stored, dict) and stored.get("machine") == _kept["machine"]:
+            handoffs, steps = stored.get("handoffs"), stored.get("env_steps")
+            if isinstance(handoffs, dict) and isinstance(steps, dict):
+                _kept["handoffs"].update(
+                    {
+                        m: h
+                        for m, h in handoffs.items()
+                        if isinstance(h, list) and len(h) == 2 and all(isinstance(t, float) for t in h)
+                    }
+                )
+                _kept["env_steps"].update({k: t for k, t in steps.items() if isinstance(t, float)})
+    return _kept
+
+
+def _recall(method: str, key: str) -> None:
+    """Take the hand-off of ``method`` and the step of env ``key`` from the file, where this process has not
+    measured them."""
+    if kept_path() is None:
+        return
+    kept = _read_kept()
+    if method not in _handoffs and method in kept["handoffs"]:
+        _handoffs[method] = Handoff(*kept["handoffs"][method])
+        _recalled.add(method)
+    if key not in _env_steps and key in kept["env_steps"]:
+        _env_steps[key] = kept["env_steps"][key]
+        _recalled.add(key)
+
+
+def _keep(method: str, key: str) -> None:
+    """Write what this process measured of ``method`` and ``key`` to the file (quietly not, if it cannot)."""
+    path = kept_path()
+    if path is None:
+        return
+    kept = _read_kept()
+    handoff, step = _handoffs.get(method), _env_steps.get(key)
+    if handoff is not None:
+        kept["handoffs"][method] = [handoff.poll, handoff.wake]
+    if step is not None:
+        kept["env_steps"].pop(key, None)  # to the end: the most recent is kept longest
+        kept["env_steps"][key] = step
+        for old in list(kept["env_steps"])[:-KEPT_ENV_STEPS]:
+            del kept["env_steps"][old]
+    temporary = f"{path}.{os.getpid()}"
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(temporary, "w") as file:
+            json.dump(kept, file)
+        os.replace(temporary, path)  # whole or not at all, whatever another program writes at once
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.remove(temporary)
+
+
+def recalled(method: str, key: str) -> bool:
+    """Whether both figures of ``method`` and ``key`` came from the file of an earlier program."""
+    return method in _recalled and key in _recalled
 
 
 def env_key(spec: Any) -> str:
@@ -235,6 +354,7 @@ def measure(
             workers, which build the same env under the same timeout, would not build theirs either.
     """
     method = context.get_start_method()
+    _recall(method, key)
     ping, probe = method not in _handoffs, key not in _env_steps
     if ping or probe:
         parent_conn, child_conn = context.Pipe()
@@ -263,6 +383,7 @@ def measure(
             if helper.exitcode is None:
                 helper.kill()
                 helper.join(1.0)
+        _keep(method, key)
     return _handoffs[method], _env_steps[key]
 
 
@@ -377,5 +498,7 @@ def measured_worker_choice(
         logger.info("shmem: %d envs on %s", num_envs, choice)
         return choice
     choice = choose_worker_count(num_envs, cores, env_step, handoff)
+    if recalled(context.get_start_method(), key):
+        choice = WorkerChoice(choice.workers, f"{choice.measured}; kept from an earlier run in {kept_path()}")
     logger.info("shmem: %d envs on %s", num_envs, choice)
     return choice
