@@ -120,6 +120,15 @@ def make_venv(
     return venv
 
 
+def make_venv_as_tianshou(
+    env_fns: Sequence[Callable[[], gym.Env]], backend: str, wait_num: int | None, timeout: float | None
+) -> TianshouVectorEnv:
+    """``SubprocVectorEnv(env_fns, wait_num, timeout)``'s arguments and no other: torchwm's defaults."""
+    venv = TianshouVectorEnv(env_fns, backend=backend, wait_num=wait_num, timeout=timeout)
+    _open_venvs.append(venv)
+    return venv
+
+
 @pytest.fixture(autouse=True)
 def _close_venvs():
     yield
@@ -162,7 +171,7 @@ def _async_env_is_faster_than_sync(backend: str, size: int = 10000, num: int = 8
         lambda i=i: MoveToRightEnv(size=i, sleep=sleep, random_sleep=True) for i in range(size, size + num)
     ]
     for cls in [backend]:
-        v = make_venv(env_fns, cls, wait_num=num // 2, timeout=1e-3, num_workers=num)
+        v = make_venv_as_tianshou(env_fns, cls, wait_num=num // 2, timeout=1e-3)
         v.seed(None)
         v.reset()
         # for a random variable u ~ U[0, 1], let v = max{u1, u2, ..., un}
@@ -225,7 +234,7 @@ def _async_check_id_passes(
     total_pass = 0
     for cls in [backend]:
         pass_check = 1
-        v = make_venv(env_fns, cls, wait_num=num - 1, timeout=timeout, num_workers=num)
+        v = make_venv_as_tianshou(env_fns, cls, wait_num=num - 1, timeout=timeout)
         t = time.time()
         v.reset()
         t = time.time() - t
@@ -258,6 +267,20 @@ def _async_check_id_passes(
         total_pass += pass_check
         v.close()
     return total_pass >= 1
+
+
+@pytest.mark.parametrize("backend", PROCESS_BACKENDS)
+def test_asynchronous_simulation_gives_each_env_its_own_worker_unless_told(backend):
+    # Tianshou's SubprocVectorEnv runs one process per env, which wait_num and timeout rely on.
+    env_fns = [lambda: MoveToRightEnv(size=10)] * 4
+    for wait_num, timeout in ((3, None), (None, 0.5)):
+        venv = make_venv(env_fns, backend, wait_num, timeout)  # context="fork" only
+        assert [list(r) for r in venv.vec.worker_slices] == [[0], [1], [2], [3]]
+        venv.close()
+    for option in ({"num_workers": 2}, {"envs_per_worker": 2}):
+        venv = make_venv(env_fns, backend, wait_num=3, **option)
+        assert [list(r) for r in venv.vec.worker_slices] == [[0, 1], [2, 3]]
+        venv.close()
 
 
 @pytest.mark.parametrize(
