@@ -8,7 +8,8 @@ wait_num=..., timeout=...)`` where Tianshou builds ``DummyVectorEnv``/``SubprocV
 envs only, on the process backends), with shorter loops. Where Tianshou compares its vector envs with
 each other, the reference is its ``DummyVectorEnv``. Then: infos are unbatched exactly as Gymnasium
 batched them, Tianshou's ``AsyncCollector`` with ``wait_num < env_num`` collects the same episodes over
-`TianshouVectorEnv` as over its ``SubprocVectorEnv``, and the example of docs/training.md runs.
+`TianshouVectorEnv` as over its ``SubprocVectorEnv``, and the examples of docs/training.md (a
+``Collector``'s, an ``AsyncCollector``'s) run and collect what Tianshou's own vector envs collect.
 """
 
 # The ported tests are from Tianshou 2.0.1 (https://github.com/thu-ml/tianshou, tag v2.0.1, commit
@@ -119,6 +120,15 @@ def make_venv(
     return venv
 
 
+def make_venv_as_tianshou(
+    env_fns: Sequence[Callable[[], gym.Env]], backend: str, wait_num: int | None, timeout: float | None
+) -> TianshouVectorEnv:
+    """``SubprocVectorEnv(env_fns, wait_num, timeout)``'s arguments and no other: torchwm's defaults."""
+    venv = TianshouVectorEnv(env_fns, backend=backend, wait_num=wait_num, timeout=timeout)
+    _open_venvs.append(venv)
+    return venv
+
+
 @pytest.fixture(autouse=True)
 def _close_venvs():
     yield
@@ -161,7 +171,7 @@ def _async_env_is_faster_than_sync(backend: str, size: int = 10000, num: int = 8
         lambda i=i: MoveToRightEnv(size=i, sleep=sleep, random_sleep=True) for i in range(size, size + num)
     ]
     for cls in [backend]:
-        v = make_venv(env_fns, cls, wait_num=num // 2, timeout=1e-3, num_workers=num)
+        v = make_venv_as_tianshou(env_fns, cls, wait_num=num // 2, timeout=1e-3)
         v.seed(None)
         v.reset()
         # for a random variable u ~ U[0, 1], let v = max{u1, u2, ..., un}
@@ -224,7 +234,7 @@ def _async_check_id_passes(
     total_pass = 0
     for cls in [backend]:
         pass_check = 1
-        v = make_venv(env_fns, cls, wait_num=num - 1, timeout=timeout, num_workers=num)
+        v = make_venv_as_tianshou(env_fns, cls, wait_num=num - 1, timeout=timeout)
         t = time.time()
         v.reset()
         t = time.time() - t
@@ -257,6 +267,20 @@ def _async_check_id_passes(
         total_pass += pass_check
         v.close()
     return total_pass >= 1
+
+
+@pytest.mark.parametrize("backend", PROCESS_BACKENDS)
+def test_asynchronous_simulation_gives_each_env_its_own_worker_unless_told(backend):
+    # Tianshou's SubprocVectorEnv runs one process per env, which wait_num and timeout rely on.
+    env_fns = [lambda: MoveToRightEnv(size=10)] * 4
+    for wait_num, timeout in ((3, None), (None, 0.5)):
+        venv = make_venv(env_fns, backend, wait_num, timeout)  # context="fork" only
+        assert [list(r) for r in venv.vec.worker_slices] == [[0], [1], [2], [3]]
+        venv.close()
+    for option in ({"num_workers": 2}, {"envs_per_worker": 2}):
+        venv = make_venv(env_fns, backend, wait_num=3, **option)
+        assert [list(r) for r in venv.vec.worker_slices] == [[0, 1], [2, 3]]
+        venv.close()
 
 
 @pytest.mark.parametrize(
@@ -1612,10 +1636,15 @@ def test_missing_tianshou_is_an_import_error_naming_the_extra():
     assert "[tianshou]" in result.stdout and "pip install" in result.stdout, result.stdout + result.stderr
 
 
-def test_training_page_example_collects_what_dummy_vector_env_collects(monkeypatch, tmp_path):
+def training_page_examples() -> list[str]:
+    """The Python blocks of docs/training.md's Tianshou section: a Collector's, an AsyncCollector's."""
     page = (Path(__file__).parents[2] / "docs" / "training.md").read_text()
     section = page.split("\n## Tianshou\n", 1)[1].split("\n## ", 1)[0]
-    (example,) = re.findall(r"^```python\n(.*?)^```", section, re.DOTALL | re.MULTILINE)
+    return re.findall(r"^```python\n(.*?)^```", section, re.DOTALL | re.MULTILINE)
+
+
+def test_training_page_example_collects_what_dummy_vector_env_collects(monkeypatch, tmp_path):
+    example, _ = training_page_examples()
     monkeypatch.chdir(tmp_path)
     namespace: dict = {}
     exec(compile(example, "docs/training.md (Tianshou)", "exec"), namespace)
@@ -1630,3 +1659,37 @@ def test_training_page_example_collects_what_dummy_vector_env_collects(monkeypat
     assert stats.n_collected_steps == expected.n_collected_steps >= 400
     assert stats.n_collected_episodes == expected.n_collected_episodes >= 10
     assert np.array_equal(np.sort(stats.lens), np.sort(expected.lens))
+
+
+def test_training_page_async_collector_example_collects_what_subproc_vector_env_collects(
+    monkeypatch, tmp_path
+):
+    _, example = training_page_examples()
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(compile(example, "docs/training.md (Tianshou, AsyncCollector)", "exec"), namespace)
+    envs, collector, stats = namespace["envs"], namespace["collector"], namespace["stats"]
+    assert envs.is_closed and envs.wait_num == 2
+    assert stats.n_collected_episodes >= 12
+    got = episodes_per_env(collector.buffer)
+    # The same policy and seeds over Tianshou's own SubprocVectorEnv: each env's episodes are the same
+    # (which env finishes first may differ, so the reference collects more and each env's are compared).
+    reference_envs = SubprocVectorEnv([lambda: gym.make("CartPole-v1")] * 4, wait_num=2, context="fork")
+    reference_envs.seed(0)
+    reference = AsyncCollector(namespace["policy"], reference_envs, VectorReplayBuffer(8000, 4))
+    reference.reset()
+    reference.collect(n_episode=40)
+    reference_envs.close()
+    for env_episodes, expected in zip(got, episodes_per_env(reference.buffer), strict=True):
+        assert 1 <= len(env_episodes) <= len(expected)
+        assert env_episodes == expected[: len(env_episodes)]
+    # Without the hidden state, Tianshou's own AsyncCollector fails as the page says.
+    plain = namespace["DiscreteQLearningPolicy"](model=namespace["policy"].model, action_space=Discrete(2))
+    plain_envs = SubprocVectorEnv([lambda: gym.make("CartPole-v1")] * 4, wait_num=2, context="fork")
+    try:
+        with pytest.raises(IndexError, match="Cannot access item from empty Batch object"):
+            AsyncCollector(plain, plain_envs, VectorReplayBuffer(4000, 4)).collect(
+                n_episode=4, reset_before_collect=True
+            )
+    finally:
+        plain_envs.close()

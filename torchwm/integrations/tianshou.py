@@ -54,6 +54,10 @@ __all__ = ["TianshouEnvShim", "TianshouVectorEnv"]
 _ARRAY_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
 
 
+# The built-in process backends, and the options that split the envs over their workers.
+_ONE_ENV_PER_WORKER_BACKENDS = ("subproc", "shmem")
+_SPLIT_OPTIONS = frozenset({"num_workers", "envs_per_worker", "inline"})
+
 # The built-in backends that take Gymnasium's observation_mode option.
 _DIFFERING_SPACES_BACKENDS = ("sync", "subproc", "shmem")
 
@@ -111,11 +115,13 @@ class TianshouVectorEnv(BaseVectorEnv):
             have finished (the backend's ``batch_size``). ``None`` (or 0): every env stepped.
         timeout: Tianshou's: `step` returns the envs ready ``timeout`` seconds after it began, at
             least one (the backend's own ``timeout`` still bounds how long an env may take).
-        backend_kwargs: the backend's options (``num_workers``, ``context``, ``timeout``, ...). For
-            asynchronous simulation give each env its own worker (``num_workers=len(env_fns)``, as
-            ``SubprocVectorEnv`` runs one process per env): envs on one worker step one after another.
-            On ``sync``, ``subproc`` and ``shmem``, ``observation_mode`` defaults to ``"different"``:
-            as in Tianshou, the envs' observation spaces may differ in their bounds.
+        backend_kwargs: the backend's options (``num_workers``, ``context``, ``timeout``, ...). In
+            asynchronous simulation (``wait_num`` or ``timeout`` given) on ``subproc`` and ``shmem``,
+            each env has its own worker unless ``num_workers``, ``envs_per_worker`` or ``inline`` say
+            otherwise, as ``SubprocVectorEnv`` runs one process per env: envs on one worker step one
+            after another and come back together. On ``sync``, ``subproc`` and ``shmem``,
+            ``observation_mode`` defaults to ``"different"``: as in Tianshou, the envs' observation
+            spaces may differ in their bounds.
 
     Raises:
         ValueError: ``wait_num`` not in ``[1, len(env_fns)]`` or ``timeout <= 0`` (also an
@@ -153,6 +159,10 @@ class TianshouVectorEnv(BaseVectorEnv):
             )
         if self.wait_num != n:
             options["batch_size"] = self.wait_num
+        if self.is_async and backend in _ONE_ENV_PER_WORKER_BACKENDS and not _SPLIT_OPTIONS & set(options):
+            # Tianshou's layout, one process per env: a worker steps its envs one after another and
+            # returns them together, so that wait_num and timeout would see whole workers.
+            options["num_workers"] = n
         if backend in _DIFFERING_SPACES_BACKENDS:
             # Tianshou does not compare the envs' spaces; its own test envs differ in their bounds.
             options.setdefault("observation_mode", "different")
