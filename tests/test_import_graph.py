@@ -115,6 +115,7 @@ LAYERS: dict[str, list[str]] = {
         "torchwm.vector.subproc",
         "torchwm.vector.shmem",
         "torchwm.vector.ale_native",
+        "torchwm.vector.ale_native_spec",
         "torchwm.vector.transports",
         "torchwm.vector.transports.*",
     ],

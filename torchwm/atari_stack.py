@@ -12,7 +12,7 @@ is refused here, and the fused path falls back to the chain, which runs the plug
 
 What each path can express beyond that is one table, `PATH_LIMITS`, which
 `path_refusal` checks and docs/atari.md shows; each path then translates the typed
-fields into its own arguments (`torchwm.vector.ale_native.ale_vector_kwargs`,
+fields into its own arguments (`torchwm.vector.ale_native_spec.ale_vector_kwargs`,
 ``torchwm_envpool.translate``, `torchwm.wrappers.atari_fused.FusedAtariEnv`).
 """
 

@@ -16,7 +16,7 @@ from torchwm.atari_stack import PATH_LIMITS, parse_atari_stack, path_refusal
 from torchwm.config import dump_config, load_config
 from torchwm.errors import UnsupportedStackError
 from torchwm.factory import build_env, resolve_spec
-from torchwm.vector.ale_native import ale_vector_kwargs
+from torchwm.vector.ale_native_spec import ale_vector_kwargs
 from torchwm.wrappers.atari_fused import FusedAtariEnv
 
 STACK = ["atari_preprocessing", "episodic_life", "fire_reset", "clip_reward", "frame_stack"]

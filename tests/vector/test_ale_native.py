@@ -23,7 +23,7 @@ from torchwm.errors import (
     UnsupportedStackError,
 )
 from torchwm.factory import resolve_spec
-from torchwm.vector.ale_native import NO_FRAME_LIMIT, ale_vector_kwargs
+from torchwm.vector.ale_native_spec import NO_FRAME_LIMIT, ale_vector_kwargs
 
 gym.register_envs(ale_py)
 

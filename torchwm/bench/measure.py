@@ -107,7 +107,7 @@ def build(spec: Any, backend: str, kwargs: dict[str, Any]) -> Any:
     if backend == "ale-direct":
         from ale_py.vector_env import AtariVectorEnv
 
-        from torchwm.vector.ale_native import ale_vector_kwargs
+        from torchwm.vector.ale_native_spec import ale_vector_kwargs
 
         if spec.family != "atari":
             raise UnsupportedStackError(f"ale-direct measures ALE ids only, got {spec.id!r}")
@@ -121,7 +121,7 @@ def stack_refusal(spec: Any, backend: str) -> str | None:
     if backend in ("ale-native", "ale-direct", "ale-emulator") and spec.family != "atari":
         return f"it runs ALE ids only, and {spec.id!r} is not one"
     if backend in ("ale-native", "ale-direct"):
-        from torchwm.vector.ale_native import ale_vector_kwargs
+        from torchwm.vector.ale_native_spec import ale_vector_kwargs
 
         try:
             ale_vector_kwargs(spec)
