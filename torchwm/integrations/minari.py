@@ -172,6 +172,7 @@ class VectorDataCollector(gym.vector.VectorWrapper):
         max_episodes: int | None = None,
     ) -> None:
         super().__init__(envs)
+        self._vec: Any = envs  # torchwm's methods too (send, recv, restore_state, env_ids)
         if max_episodes is not None and (isinstance(max_episodes, bool) or int(max_episodes) < 1):
             raise ValueError(f"max_episodes must be an int >= 1 or None, got {max_episodes!r}")
         self._record_infos = bool(record_infos)
@@ -198,7 +199,7 @@ class VectorDataCollector(gym.vector.VectorWrapper):
 
     @property
     def spec(self) -> Any:  # type: ignore[override]
-        return self.env.spec
+        return self._vec.spec
 
     # -- the vector env ------------------------------------------------------------------------------
 
@@ -210,16 +211,16 @@ class VectorDataCollector(gym.vector.VectorWrapper):
         **kwargs: Any,
     ) -> tuple[Any, dict[str, Any]]:
         given = self._pending_first_seed() if seed is None else seed
-        obs, infos = self.env.reset(seed=seed, options=options, **kwargs)
+        obs, infos = self._vec.reset(seed=seed, options=options, **kwargs)
         self._record_reset(obs, infos, given, options)
         return obs, infos
 
     def reset_async(self, seed: Any = None, options: dict[str, Any] | None = None) -> None:
-        self.env.reset_async(seed=seed, options=options)
+        self._vec.reset_async(seed=seed, options=options)
         self._pending_reset = (self._pending_first_seed() if seed is None else seed, options)
 
     def reset_wait(self, *args: Any, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
-        obs, infos = self.env.reset_wait(*args, **kwargs)
+        obs, infos = self._vec.reset_wait(*args, **kwargs)
         seed, options = self._pending_reset or (None, None)
         self._pending_reset = None
         self._record_reset(obs, infos, seed, options)
@@ -227,16 +228,16 @@ class VectorDataCollector(gym.vector.VectorWrapper):
 
     def step(self, actions: Any, env_ids: Any = None) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         self._record_send(actions, env_ids)
-        result = self.env.step(actions) if env_ids is None else self.env.step(actions, env_ids)
+        result = self._vec.step(actions) if env_ids is None else self._vec.step(actions, env_ids)
         self._record_step(*result)
         return result
 
     def send(self, actions: Any, env_ids: Any = None) -> None:
-        self.env.send(actions, env_ids)
+        self._vec.send(actions, env_ids)
         self._record_send(actions, env_ids)
 
     def recv(self, *args: Any, **kwargs: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
-        result = self.env.recv(*args, **kwargs)
+        result = self._vec.recv(*args, **kwargs)
         self._record_step(*result)
         return result
 
@@ -249,7 +250,7 @@ class VectorDataCollector(gym.vector.VectorWrapper):
     def restore_state(self, states: Any, env_ids: Any = None) -> tuple[Any, dict[str, Any]]:
         """``envs.restore_state``: the restored envs' episodes are no longer one env's from its seed, so
         they are left out; the next episode of each is recorded again."""
-        result = self.env.restore_state(states, env_ids)
+        result = self._vec.restore_state(states, env_ids)
         for i in self._ids(env_ids):
             self._episodes[i] = None
             self._needs_reset[i] = False
@@ -272,7 +273,7 @@ class VectorDataCollector(gym.vector.VectorWrapper):
     def _pending_first_seed(self) -> Any:
         """The seed a torchwm env's first reset takes from ``make_vec(seed=...)`` when given none (None
         once that reset is done)."""
-        return getattr(self.env.unwrapped, "_first_reset_seed", None)
+        return getattr(self._vec.unwrapped, "_first_reset_seed", None)
 
     @staticmethod
     def _reset_seeds(seed: Any, ids: list[int], masked: bool) -> list[int | None]:
@@ -304,7 +305,7 @@ class VectorDataCollector(gym.vector.VectorWrapper):
             if self._record_infos
             else None
         )
-        space = self.env.single_observation_space
+        space = self._vec.single_observation_space
         for i, row, given in zip(ids, rows, seeds, strict=True):
             if drawn is not None and (drawn_mask is None or drawn_mask[row]):
                 given = drawn[row]
@@ -323,7 +324,7 @@ class VectorDataCollector(gym.vector.VectorWrapper):
         else:
             ids = range(len(rewards))
         n_rows = len(ids)
-        space = self.env.single_observation_space
+        space = self._vec.single_observation_space
         array_obs = isinstance(space, ARRAY_SPACES)
         same_step = self._mode is AutoresetMode.SAME_STEP
         next_step = self._mode is AutoresetMode.NEXT_STEP
@@ -417,7 +418,7 @@ class VectorDataCollector(gym.vector.VectorWrapper):
         # Checked before Minari makes the dataset's folder, which a failure later would leave behind.
         minari.dataset.minari_dataset.parse_dataset_id(dataset_id)
         buffers, episode_metadata = self._buffers()
-        env_spec = _gym_env_spec(self.env.spec)
+        env_spec = _gym_env_spec(self._vec.spec)
         dataset = minari.create_dataset_from_buffers(
             dataset_id,
             buffers,
@@ -441,7 +442,7 @@ class VectorDataCollector(gym.vector.VectorWrapper):
         storage = dataset.storage
         if episode_metadata:
             storage.update_episode_metadata(episode_metadata)
-        storage.update_metadata({SPEC_KEY: _spec_data(self.env.spec)})
+        storage.update_metadata({SPEC_KEY: _spec_data(self._vec.spec)})
         del self._finished[: len(buffers)]
         return minari.MinariDataset(storage.data_path)
 
