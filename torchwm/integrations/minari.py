@@ -201,6 +201,12 @@ class VectorDataCollector(gym.vector.VectorWrapper):
     def spec(self) -> Any:  # type: ignore[override]
         return self._vec.spec
 
+    def __enter__(self) -> VectorDataCollector:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
     # -- the vector env ------------------------------------------------------------------------------
 
     def reset(
