@@ -872,6 +872,7 @@ COMMAND_PAGES = {CLI_DOC: CLI_DOC, ROOT / "docs" / "performance.md": CLI_DOC, TU
 SHORTER = {
     "run": ["--steps", "20", "--no-progress"],
     "bench": ["--steps", "5", "--repeats", "1", "--num-envs", "2", "--no-progress"],
+    "record": ["--no-progress"],
 }
 
 
@@ -914,7 +915,13 @@ def test_documented_command_runs(tmp_path, command):
     write_page_files(_documented_commands()[command], tmp_path)
     words = shlex.split(command)
     assert words[0] == "torchwm"
-    result = torchwm_cli(*words[1:], *SHORTER.get(words[1], []), cwd=tmp_path, timeout=600)
+    result = torchwm_cli(
+        *words[1:],
+        *SHORTER.get(words[1], []),
+        cwd=tmp_path,
+        timeout=600,
+        env={"MINARI_DATASETS_PATH": str(tmp_path / "datasets")},  # torchwm record's datasets
+    )
     assert result.returncode == 0, result.stderr
     if ("--print-config" in words or words[1] == "check") and words[2].endswith(".yaml"):
         assert yaml.safe_load(result.stdout)["id"] == "ALE/Breakout-v5"  # YAML in, YAML out

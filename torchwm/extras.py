@@ -18,6 +18,7 @@ from urllib.parse import unquote, urlparse
 from torchwm.errors import TorchwmError
 
 EXTRAS = {
+    "minari": "minari and h5py",
     "plot": "matplotlib",
     "render": "pygame",
     "rllib": "Ray RLlib's packages",

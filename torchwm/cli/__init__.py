@@ -1,11 +1,12 @@
-"""The ``torchwm`` command: ``list``, ``run``, ``bench`` and ``check`` (also ``python -m torchwm``).
+"""The ``torchwm`` command: ``list``, ``run``, ``record``, ``bench`` and ``check`` (``python -m torchwm``).
 
 ``run`` builds the env a config file, a shipped config's name (``pong``) or
 an env id describes and steps it with a random (or the user's) policy,
 reporting steps per second (timed from the end of the first reset) and
 episode returns (whole games where ``episode_statistics`` records them);
 ``list`` shows every registered name, the plugin behind it and the shipped
-configs; ``bench`` is the front end to `torchwm.bench`; ``check`` validates
+configs; ``record`` records episodes to a Minari dataset; ``bench`` is
+the front end to `torchwm.bench`; ``check`` validates
 a config (every error with its key path) or runs `torchwm.testing` on a
 backend. Every user error on every command (a bad option, a missing file, an
 unknown key or name with the closest one suggested, a missing extra) prints
@@ -26,7 +27,7 @@ import warnings
 from collections.abc import Sequence
 
 from torchwm import bench
-from torchwm.cli import check, listing_command, run
+from torchwm.cli import check, listing_command, record, run
 from torchwm.cli.check import check_target
 from torchwm.cli.common import OneLineParser, explain, first_line, status_of, unknown_arguments, version
 from torchwm.cli.summary import length_unit
@@ -48,7 +49,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         unknown_arguments(getattr(args, "parser", parser), unknown)
     if args.command is None:
-        parser.error("a command is required: list, run, bench or check (torchwm --help describes them)")
+        parser.error(
+            "a command is required: list, run, record, bench or check (torchwm --help describes them)"
+        )
     try:
         with warnings.catch_warnings(record=True) as notes:
             warnings.simplefilter("always", UserWarning)
@@ -83,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
     listing_command.add_parser(commands, [common])
     run.add_parser(commands, [common])
+    record.add_parser(commands, [common])
     bench_parser = commands.add_parser(
         "bench",
         parents=[common],

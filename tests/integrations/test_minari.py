@@ -1,0 +1,295 @@
+"""VectorDataCollector and `torchwm record`: episodes recorded from vector envs replay from their seeds."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+pytest.importorskip("minari")
+
+import torchwm  # noqa: E402
+from torchwm.building import build_env  # noqa: E402
+from torchwm.cli import main  # noqa: E402
+from torchwm.integrations.minari import VectorDataCollector, dataset_spec, make_vec_from_dataset  # noqa: E402
+from torchwm.testing import ATARI_FRAME_LIMIT  # noqa: E402
+
+# Minari warns for each piece of metadata a dataset lacks (author, description, ...).
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+@pytest.fixture(autouse=True)
+def datasets_path(tmp_path, monkeypatch):
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "datasets"))
+    return tmp_path / "datasets"
+
+
+def record(envs, n_episodes, max_steps=10_000):
+    """Step ``envs`` (a VectorDataCollector) with random actions until ``n_episodes`` are recorded."""
+    disabled = envs.metadata["autoreset_mode"] is gym.vector.AutoresetMode.DISABLED
+    envs.action_space.seed(0)
+    obs, infos = envs.reset()
+    partial = envs.unwrapped.batch_size < envs.num_envs
+    if partial:
+        space = envs.single_action_space
+        envs.send(np.array([space.sample() for _ in range(envs.num_envs)]))
+    for _ in range(max_steps):
+        if envs.num_episodes >= n_episodes:
+            break
+        if partial:
+            obs, rewards, terminations, truncations, infos = envs.recv()
+            ids = infos["env_id"]
+            done = terminations | truncations
+            if disabled and done.any():
+                envs.reset(env_ids=ids[done])
+            envs.send(np.array([space.sample() for _ in ids]), ids)
+            continue
+        obs, rewards, terminations, truncations, infos = envs.step(envs.action_space.sample())
+        done = terminations | truncations
+        if disabled and done.any():
+            envs.reset(options={"reset_mask": done})
+    else:
+        raise AssertionError(f"{envs.num_episodes} of {n_episodes} episodes after {max_steps} steps")
+    if partial:
+        for _ in range(envs.num_envs - envs.unwrapped.batch_size):
+            if not envs.unwrapped.in_flight_ids:
+                break
+            envs.recv()
+
+
+def replay(dataset, make):
+    """Each episode again in a single env from its recorded seed: the same observations, rewards and ends."""
+    metadata = list(dataset.storage.get_episode_metadata(range(dataset.total_episodes)))
+    for episode, meta in zip(dataset.iterate_episodes(), metadata, strict=True):
+        env = make(int(meta["env_id"]))
+        obs, _ = env.reset(seed=meta["seed"])
+        assert np.array_equal(obs, episode.observations[0])
+        assert len(episode.observations) == len(episode.actions) + 1
+        for t, action in enumerate(episode.actions):
+            obs, reward, terminated, truncated, _ = env.step(action)
+            assert np.array_equal(obs, episode.observations[t + 1]), (meta, t)
+            assert reward == episode.rewards[t]
+            assert terminated == episode.terminations[t] and truncated == episode.truncations[t]
+        assert terminated or truncated  # a whole episode
+        env.close()
+    return metadata
+
+
+@pytest.mark.parametrize(
+    ("backend", "mode", "batch_size"),
+    [
+        ("sync", "next_step", None),
+        ("sync", "same_step", None),
+        ("sync", "disabled", None),
+        ("subproc", "next_step", None),
+        ("subproc", "same_step", None),
+        ("shmem", "next_step", None),
+        ("shmem", "same_step", None),
+        ("shmem", "disabled", None),
+        ("shmem", "next_step", 2),
+        ("shmem", "same_step", 2),
+    ],
+)
+def test_cartpole_episodes_replay_from_their_seeds_in_gym_make(backend, mode, batch_size):
+    kwargs = {"batch_size": batch_size} if batch_size else {}
+    vec = torchwm.make_vec(
+        "CartPole-v1",
+        3,
+        backend=backend,
+        seed=7,
+        autoreset_mode=mode,
+        autoreset_seeds=True,
+        backend_kwargs=kwargs or None,
+    )
+    with VectorDataCollector(vec) as envs:
+        record(envs, 7)
+        dataset = envs.create_dataset(f"test/cartpole-{backend}-{mode}-v0")
+    assert dataset.total_episodes >= 7
+    assert dataset.spec.env_spec.id == "CartPole-v1"  # a plain Gymnasium env: Minari can recover it
+    metadata = replay(dataset, lambda _: gym.make("CartPole-v1"))
+    seeds = [m["seed"] for m in metadata]
+    assert len(set(seeds)) == len(seeds)
+    # Every env's first episode keeps Gymnasium's seed + i; the others have seeds of their own.
+    assert {7, 8, 9} <= set(seeds)
+
+
+def test_without_autoreset_seeds_only_first_episodes_have_a_seed():
+    with VectorDataCollector(torchwm.make_vec("CartPole-v1", 2, seed=3)) as envs:
+        record(envs, 4)
+        dataset = envs.create_dataset("test/unseeded-v0")
+    metadata = list(dataset.storage.get_episode_metadata(range(dataset.total_episodes)))
+    first = {}
+    for meta in metadata:
+        first.setdefault(int(meta["env_id"]), meta.get("seed"))
+    assert first == {0: 3, 1: 4}
+    assert sum(meta.get("seed") is None for meta in metadata) == len(metadata) - 2
+
+
+def test_running_episodes_are_left_out_and_go_to_the_next_dataset():
+    with VectorDataCollector(torchwm.make_vec("CartPole-v1", 2, seed=0, autoreset_seeds=True)) as envs:
+        envs.reset()
+        for _ in range(5):
+            envs.step(envs.action_space.sample())
+        assert envs.num_episodes == 0
+        empty = envs.create_dataset("test/empty-v0")
+        assert empty.total_episodes == 0
+        record(envs, 1)
+        # record's reset cut the running episodes: only episodes that ended after it are there
+        dataset = envs.create_dataset("test/later-v0")
+        assert envs.num_episodes == 0
+    assert dataset.total_episodes >= 1
+    replay(dataset, lambda _: gym.make("CartPole-v1"))
+
+
+def test_max_episodes_keeps_the_first_to_end():
+    vec = torchwm.make_vec("CartPole-v1", 4, seed=0, autoreset_seeds=True)
+    with VectorDataCollector(vec, max_episodes=2) as envs:
+        record(envs, 2)
+        for _ in range(100):
+            envs.step(envs.action_space.sample())
+        assert envs.num_episodes == 2
+
+
+class StepCount(gym.Wrapper):
+    """Says in its infos how many steps its episode has taken."""
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        self.count = 0
+        return obs, {**info, "count": 0}
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.count += 1
+        return obs, reward, terminated, truncated, {**info, "count": self.count}
+
+
+@pytest.mark.parametrize("mode", ["next_step", "same_step"])
+def test_infos_are_recorded_when_asked(mode):
+    vec = torchwm.make_vec_from_fns(
+        [lambda: StepCount(gym.make("CartPole-v1"))] * 2, seed=0, autoreset_mode=mode, autoreset_seeds=True
+    )
+    with VectorDataCollector(vec, record_infos=True) as envs:
+        record(envs, 3)
+        dataset = envs.create_dataset(f"test/infos-{mode}-v0")
+    for episode in dataset.iterate_episodes():
+        # one info per observation, the reset's first and the final step's last
+        assert episode.infos["count"].tolist() == list(range(len(episode.observations)))
+        assert "episode_seed" not in episode.infos and "final_obs" not in episode.infos
+
+
+@pytest.mark.parametrize("mode", ["next_step", "same_step"])
+def test_pong_frames_come_back_byte_equal_and_the_stack_is_rebuilt(mode):
+    limit = {"max_num_frames_per_episode": ATARI_FRAME_LIMIT}
+    vec = torchwm.make_vec(
+        "ALE/Pong-v5", 2, backend="shmem", seed=1, autoreset_mode=mode, autoreset_seeds=True, **limit
+    )
+    wrappers = [w.name for w in vec.spec.wrappers]
+    with VectorDataCollector(vec) as envs:
+        record(envs, 2)
+        dataset = envs.create_dataset(f"test/pong-{mode}-v0")
+    assert dataset.storage.metadata["jpeg_encoding"] is False
+    first = next(dataset.iterate_episodes())
+    assert first.observations.dtype == np.uint8 and first.observations.shape[1:] == (4, 84, 84)
+    spec = dataset_spec(dataset)
+    # torchwm.make_env of the same spec replays each episode, frame for frame
+    replay(
+        dataset,
+        lambda _: torchwm.make_env(
+            spec.id, wrappers=[{"name": w.name, **w.kwargs} for w in spec.wrappers], **spec.env_kwargs
+        ),
+    )
+    assert build_env(spec).observation_space == dataset.observation_space
+    with make_vec_from_dataset(dataset, 1, backend="sync") as again:
+        assert [w.name for w in again.spec.wrappers] == wrappers
+        assert again.spec.backend == "sync" and again.spec.num_envs == 1
+        assert again.spec.env_kwargs == vec.spec.env_kwargs and again.spec.fused == vec.spec.fused
+
+
+def test_a_missing_extra_is_one_line_naming_it():
+    code = (
+        "import sys; sys.modules['minari'] = None\n"
+        "try:\n    import torchwm.integrations.minari\n"
+        "except ImportError as e:\n    print(type(e).__name__, e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.count("\n") == 1 and "[minari]" in out and "pip install" in out
+
+
+# ------------------------------------------------------------------ torchwm record
+
+
+def test_record_writes_exactly_n_episodes(datasets_path, capsys):
+    status = main(
+        [
+            "record",
+            "CartPole-v1",
+            "--episodes",
+            "5",
+            "--dataset-id",
+            "test/cli-v0",
+            "--num-envs",
+            "3",
+            "--no-progress",
+        ]
+    )
+    assert status == 0
+    import minari
+
+    dataset = minari.load_dataset("test/cli-v0")
+    assert dataset.total_episodes == 5
+    replay(dataset, lambda _: gym.make("CartPole-v1"))
+    summary = capsys.readouterr()
+    assert "5 episodes" in summary.out and "test/cli-v0" in summary.out
+    # again: the id is taken
+    status = main(
+        ["record", "CartPole-v1", "--episodes", "2", "--dataset-id", "test/cli-v0", "--no-progress"]
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and len(err) == 1 and "--overwrite" in err[0]
+    status = main(
+        [
+            "record",
+            "CartPole-v1",
+            "--episodes",
+            "2",
+            "--dataset-id",
+            "test/cli-v0",
+            "--overwrite",
+            "--no-progress",
+        ]
+    )
+    assert status == 0 and minari.load_dataset("test/cli-v0").total_episodes == 2
+
+
+@pytest.mark.parametrize(
+    ("arguments", "words"),
+    [
+        (["--episodes", "0"], "expected an integer >= 1"),
+        (["--policy", "no_such_module_xyz:act"], "cannot import"),
+        (["--policy", "nocolon"], "module:function"),
+        (["--dataset-id", "bad id"], "dataset ID"),
+    ],
+)
+def test_record_bad_values_are_one_line_exit_2(arguments, words, capsys):
+    argv = [
+        "record",
+        "CartPole-v1",
+        "--episodes",
+        "2",
+        "--dataset-id",
+        "test/bad-v0",
+        "--no-progress",
+        *arguments,
+    ]
+    with warnings.catch_warnings():
+        try:
+            status = main(argv)
+        except SystemExit as exc:  # argparse's own errors
+            status = exc.code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and len(err) == 1 and words in err[0], err

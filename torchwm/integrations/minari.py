@@ -1,0 +1,524 @@
+"""`VectorDataCollector`: record a vector env's episodes to a Minari dataset, as `minari.DataCollector`
+records one env's.
+
+Minari's `DataCollector` wraps one `gym.Env`; this wrapper takes any vector env (every torchwm backend,
+every autoreset mode, ``batch_size`` partial steps, Gymnasium's own vector envs) and keeps one episode
+buffer per env. Each recorded episode is one env's whole episode: ``observations`` (T+1 rows, the first
+the reset's, the last the final observation), ``actions``, ``rewards``, ``terminations`` and
+``truncations`` (T rows), and with ``record_infos=True`` the infos (T+1). Episodes are stored in the
+order they end. An episode that does not end, cut by a `reset` or `restore_state`, or still running at
+`create_dataset`, is left out (Minari's single-env collector keeps such an episode, marked truncated:
+in a vector env every `create_dataset` would cut ``num_envs`` of them, with truncations the env never
+gave); an episode running at `create_dataset` that ends later goes to the next dataset.
+
+Each episode's seed is in its metadata (``dataset.storage.get_episode_metadata([i])``'s ``"seed"``):
+under ``make_vec(..., autoreset_seeds=True)`` every episode has one (``infos["episode_seed"]``); without it
+only the first episode of each env has a seed (the one its reset was given), later ones have none.
+Frames are stored lossless (``jpeg_encoding=False``, where Minari's default JPEG-encodes uint8 images),
+the torchwm `VecSpec` goes to the dataset's metadata (``"torchwm_spec"``), and
+`make_vec_from_dataset` builds the same stack again. Arrays are built here with NumPy (Minari's
+``EpisodeBuffer.add_step_data`` needs jax) and written through `minari.create_dataset_from_buffers`.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode
+
+from torchwm.spec import VecSpec
+from torchwm.vector.batching import ARRAY_SPACES, get_row, infos_to_rows
+
+try:
+    import h5py  # noqa: F401  (Minari's default storage; its own error names another install)
+    import minari
+    from minari.data_collector import EpisodeBuffer
+    from minari.data_collector.callbacks import EpisodeMetadataCallback
+except ImportError as exc:
+    from torchwm.extras import missing_extra
+
+    raise missing_extra("minari", "torchwm.integrations.minari") from exc
+
+__all__ = ["VectorDataCollector", "make_vec_from_dataset"]
+
+SPEC_KEY = "torchwm_spec"
+# Keys of a step's infos that are the vector env's, not the env's own.
+_VECTOR_INFO_KEYS = ("env_id", "final_obs", "final_info", "episode_seed")
+
+
+class _Rows:
+    """One space's rows of one episode, appended a row at a time: a growing array for an array space
+    (one copy per row, no allocation per step), else a list of copies."""
+
+    __slots__ = ("array", "items", "n", "space")
+
+    def __init__(self, space: gym.Space, capacity: int = 64) -> None:
+        self.space = space
+        self.n = 0
+        self.array: np.ndarray | None = None
+        self.items: list[Any] = []
+        if isinstance(space, ARRAY_SPACES):
+            self.array = np.empty((capacity, *(space.shape or ())), dtype=space.dtype)
+
+    def append(self, value: Any) -> None:
+        array = self.array
+        if array is None:
+            self.items.append(copy.deepcopy(value))
+            return
+        if self.n == len(array):
+            self.array = array = np.concatenate([array, np.empty_like(array)])
+        array[self.n] = value
+        self.n += 1
+
+    def stacked(self) -> Any:
+        if self.array is not None:
+            return self.array[: self.n].copy()
+        return _stack(self.space, self.items)
+
+
+def _stack(space: gym.Space, rows: list[Any]) -> Any:
+    """Rows of ``space`` as Minari stores them: a dict (tuple) of arrays for a Dict (Tuple) space."""
+    if isinstance(space, spaces.Dict):
+        return {key: _stack(sub, [row[key] for row in rows]) for key, sub in space.spaces.items()}
+    if isinstance(space, spaces.Tuple):
+        return tuple(_stack(sub, [row[i] for row in rows]) for i, sub in enumerate(space.spaces))
+    if isinstance(space, ARRAY_SPACES):
+        return np.stack([np.asarray(row, dtype=space.dtype) for row in rows])
+    return list(rows)
+
+
+def _stack_infos(infos: list[dict[str, Any]]) -> dict[str, Any]:
+    """A list of one episode's infos as Minari stores them: for each key every info has, its values
+    stacked (nested dicts likewise)."""
+    keys = [k for k in infos[0] if all(k in info for info in infos[1:])]
+    out: dict[str, Any] = {}
+    for key in keys:
+        values = [info[key] for info in infos]
+        if all(isinstance(v, dict) for v in values):
+            out[key] = _stack_infos(values)
+        elif not any(isinstance(v, dict) for v in values):
+            try:
+                out[key] = np.stack([np.asarray(v) for v in values])
+            except ValueError:  # rows of different shapes: not an array Minari can store
+                continue
+    return out
+
+
+class _Episode:
+    """One env's episode while it runs."""
+
+    __slots__ = ("actions", "infos", "observations", "rewards", "seed", "terminations", "truncations")
+
+    def __init__(
+        self, obs_space: gym.Space, act_space: gym.Space, first_obs: Any, seed: Any, info: Any
+    ) -> None:
+        self.seed = None if seed is None else int(seed)
+        self.observations = _Rows(obs_space)
+        self.observations.append(first_obs)
+        self.actions = _Rows(act_space)
+        self.rewards: list[float] = []
+        self.terminations: list[bool] = []
+        self.truncations: list[bool] = []
+        self.infos: list[dict[str, Any]] | None = None if info is None else [info]
+
+
+class VectorDataCollector(gym.vector.VectorWrapper):
+    """A vector env that records each env's episodes for a Minari dataset, as `minari.DataCollector`
+    records one env's.
+
+    It passes `reset`, `step`, `send`, `recv` (and every other attribute) through to ``envs`` and
+    returns what ``envs`` returns.
+
+    Args:
+        envs: the vector env, any backend and autoreset mode; with ``autoreset_seeds=True`` every episode
+            has the seed that replays it.
+        record_infos: store each step's infos (the keys present at every step of an episode), as
+            Minari's ``record_infos``.
+        observation_space, action_space, data_format: as `minari.DataCollector`'s (default: the envs'
+            single spaces, Minari's default format).
+        jpeg_encoding: JPEG-encode image observations (lossy): off by default, unlike Minari's.
+        episode_metadata_callback: as Minari's, a class whose instance maps an episode (a dict of arrays)
+            to its metadata; its ``env_id`` is added.
+        max_episodes: keep the first ``max_episodes`` episodes to end, and no more (None: all).
+
+    Example:
+        >>> import torchwm
+        >>> from torchwm.integrations.minari import VectorDataCollector
+        >>> envs = VectorDataCollector(torchwm.make_vec("CartPole-v1", 2, seed=0, autoreset_seeds=True))
+        >>> _ = envs.reset()
+        >>> while envs.num_episodes < 3:
+        ...     _ = envs.step(envs.action_space.sample())
+        >>> envs.num_episodes
+        3
+        >>> envs.close()
+    """
+
+    def __init__(
+        self,
+        envs: gym.vector.VectorEnv,
+        record_infos: bool = False,
+        observation_space: gym.Space | None = None,
+        action_space: gym.Space | None = None,
+        data_format: str | None = None,
+        *,
+        jpeg_encoding: bool = False,
+        episode_metadata_callback: type = EpisodeMetadataCallback,
+        max_episodes: int | None = None,
+    ) -> None:
+        super().__init__(envs)
+        self._vec: Any = envs  # torchwm's methods too (send, recv, restore_state, env_ids)
+        if max_episodes is not None and (isinstance(max_episodes, bool) or int(max_episodes) < 1):
+            raise ValueError(f"max_episodes must be an int >= 1 or None, got {max_episodes!r}")
+        self._record_infos = bool(record_infos)
+        self._obs_space = observation_space or envs.single_observation_space
+        self._act_space = action_space or envs.single_action_space
+        self._data_format = data_format
+        self._jpeg_encoding = jpeg_encoding
+        self._episode_metadata_callback = episode_metadata_callback()
+        self._max_episodes = max_episodes
+        n = envs.num_envs
+        self._mode = envs.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
+        self._episodes: list[_Episode | None] = [None] * n
+        self._needs_reset = [False] * n  # next_step: the env's next row is its reset step
+        self._actions: list[Any] = [None] * n  # the action sent to each env, for the row that returns it
+        self._finished: list[tuple[int, EpisodeBuffer, _Episode]] = []
+        self._pending_reset: tuple[Any, Any] | None = None
+
+    # -- what is recorded ----------------------------------------------------------------------------
+
+    @property
+    def num_episodes(self) -> int:
+        """Episodes recorded (ended) and not yet written to a dataset."""
+        return len(self._finished)
+
+    @property
+    def spec(self) -> Any:  # type: ignore[override]
+        return self._vec.spec
+
+    def __enter__(self) -> VectorDataCollector:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- the vector env ------------------------------------------------------------------------------
+
+    def reset(
+        self,
+        *,
+        seed: int | list[int | None] | None = None,
+        options: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> tuple[Any, dict[str, Any]]:
+        given = self._pending_first_seed() if seed is None else seed
+        obs, infos = self._vec.reset(seed=seed, options=options, **kwargs)
+        self._record_reset(obs, infos, given, options)
+        return obs, infos
+
+    def reset_async(self, seed: Any = None, options: dict[str, Any] | None = None) -> None:
+        self._vec.reset_async(seed=seed, options=options)
+        self._pending_reset = (self._pending_first_seed() if seed is None else seed, options)
+
+    def reset_wait(self, *args: Any, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        obs, infos = self._vec.reset_wait(*args, **kwargs)
+        seed, options = self._pending_reset or (None, None)
+        self._pending_reset = None
+        self._record_reset(obs, infos, seed, options)
+        return obs, infos
+
+    def step(self, actions: Any, env_ids: Any = None) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        self._record_send(actions, env_ids)
+        result = self._vec.step(actions) if env_ids is None else self._vec.step(actions, env_ids)
+        self._record_step(*result)
+        return result
+
+    def send(self, actions: Any, env_ids: Any = None) -> None:
+        self._vec.send(actions, env_ids)
+        self._record_send(actions, env_ids)
+
+    def recv(self, *args: Any, **kwargs: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        result = self._vec.recv(*args, **kwargs)
+        self._record_step(*result)
+        return result
+
+    def step_async(self, actions: Any) -> None:
+        self.send(actions)
+
+    def step_wait(self, *args: Any, **kwargs: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        return self.recv(*args, **kwargs)
+
+    def restore_state(self, states: Any, env_ids: Any = None) -> tuple[Any, dict[str, Any]]:
+        """``envs.restore_state``: the restored envs' episodes are no longer one env's from its seed, so
+        they are left out; the next episode of each is recorded again."""
+        result = self._vec.restore_state(states, env_ids)
+        for i in self._ids(env_ids):
+            self._episodes[i] = None
+            self._needs_reset[i] = False
+        return result
+
+    # -- recording -----------------------------------------------------------------------------------
+
+    def _ids(self, env_ids: Any) -> list[int]:
+        if env_ids is None:
+            return list(range(self.num_envs))
+        return np.atleast_1d(np.asarray(env_ids, dtype=np.int64)).tolist()
+
+    def _record_send(self, actions: Any, env_ids: Any) -> None:
+        space = self._act_space
+        if isinstance(space, ARRAY_SPACES):
+            actions = np.array(actions, dtype=space.dtype)  # a copy: the caller may reuse its array
+        for k, i in enumerate(self._ids(env_ids)):
+            self._actions[i] = get_row(space, actions, k)
+
+    def _pending_first_seed(self) -> Any:
+        """The seed a torchwm env's first reset takes from ``make_vec(seed=...)`` when given none (None
+        once that reset is done)."""
+        return getattr(self._vec.unwrapped, "_first_reset_seed", None)
+
+    @staticmethod
+    def _reset_seeds(seed: Any, ids: list[int], masked: bool) -> list[int | None]:
+        """The seed each env of ``ids`` was reset with, by Gymnasium's rule (``seed + i``, or a list)."""
+        if seed is None:
+            return [None] * len(ids)
+        if isinstance(seed, (list, tuple, np.ndarray)):
+            seeds = list(seed)
+            return [seeds[i] for i in ids] if masked else seeds
+        return [int(seed) + i for i in ids]
+
+    def _record_reset(self, obs: Any, infos: dict[str, Any], seed: Any, options: Any) -> None:
+        mask = options.get("reset_mask") if isinstance(options, dict) else None
+        if "env_id" in infos:  # rows of these envs, in this order
+            ids = np.asarray(infos["env_id"]).tolist()
+            rows = list(range(len(ids)))
+            seeds = self._reset_seeds(seed, ids, False)
+        elif mask is not None:
+            ids = np.flatnonzero(mask).tolist()
+            rows = ids
+            seeds = self._reset_seeds(seed, ids, True)
+        else:
+            ids = rows = list(range(self.num_envs))
+            seeds = self._reset_seeds(seed, ids, False)
+        drawn = infos.get("episode_seed")
+        drawn_mask = infos.get("_episode_seed")
+        info_rows = (
+            infos_to_rows(infos, len(ids) if "env_id" in infos else self.num_envs)
+            if self._record_infos
+            else None
+        )
+        space = self._vec.single_observation_space
+        for i, row, given in zip(ids, rows, seeds, strict=True):
+            if drawn is not None and (drawn_mask is None or drawn_mask[row]):
+                given = drawn[row]
+            info = None if info_rows is None else _env_info(info_rows[row])
+            # An episode cut by this reset did not end: left out.
+            self._episodes[i] = _Episode(
+                self._obs_space, self._act_space, get_row(space, obs, row), given, info
+            )
+            self._needs_reset[i] = False
+
+    def _record_step(
+        self, obs: Any, rewards: Any, terminations: Any, truncations: Any, infos: dict[str, Any]
+    ) -> None:
+        if "env_id" in infos:
+            ids = np.asarray(infos["env_id"]).tolist()
+        else:
+            ids = range(len(rewards))
+        n_rows = len(ids)
+        space = self._vec.single_observation_space
+        array_obs = isinstance(space, ARRAY_SPACES)
+        same_step = self._mode is AutoresetMode.SAME_STEP
+        next_step = self._mode is AutoresetMode.NEXT_STEP
+        rewards_list = np.asarray(rewards).tolist()
+        terminations_list = np.asarray(terminations).tolist()
+        truncations_list = np.asarray(truncations).tolist()
+        info_rows = infos_to_rows(infos, n_rows) if self._record_infos else None
+        drawn = infos.get("episode_seed")
+        drawn_mask = infos.get("_episode_seed")
+        for row, i in enumerate(ids):
+            obs_row = obs[row] if array_obs else get_row(space, obs, row)
+            if self._needs_reset[i]:  # next_step: this row is the reset step of the next episode
+                self._needs_reset[i] = False
+                seed = drawn[row] if drawn is not None and (drawn_mask is None or drawn_mask[row]) else None
+                info = None if info_rows is None else _env_info(info_rows[row])
+                self._episodes[i] = _Episode(self._obs_space, self._act_space, obs_row, seed, info)
+                continue
+            episode = self._episodes[i]
+            terminated, truncated = terminations_list[row], truncations_list[row]
+            ended = terminated or truncated
+            if episode is not None:
+                episode.actions.append(self._actions[i])
+                episode.rewards.append(rewards_list[row])
+                episode.terminations.append(terminated)
+                episode.truncations.append(truncated)
+                if ended and same_step:
+                    episode.observations.append(get_row(space, infos["final_obs"], row))
+                else:
+                    episode.observations.append(obs_row)
+                if episode.infos is not None and info_rows is not None:
+                    step_info = info_rows[row]
+                    if ended and same_step:
+                        step_info = step_info.get("final_info", {})
+                    episode.infos.append(_env_info(step_info))
+                if ended:
+                    self._finish(i, episode)
+            if not ended:
+                continue
+            self._episodes[i] = None
+            if same_step:
+                seed = drawn[row] if drawn is not None and (drawn_mask is None or drawn_mask[row]) else None
+                info = None if info_rows is None else _env_info(info_rows[row])
+                self._episodes[i] = _Episode(self._obs_space, self._act_space, obs_row, seed, info)
+            elif next_step:
+                self._needs_reset[i] = True
+
+    def _finish(self, env_id: int, episode: _Episode) -> None:
+        if self._max_episodes is not None and len(self._finished) >= self._max_episodes:
+            return
+        buffer = EpisodeBuffer(
+            seed=episode.seed,
+            observations=episode.observations.stacked(),
+            actions=episode.actions.stacked(),
+            rewards=np.asarray(episode.rewards, dtype=np.float64),
+            terminations=np.asarray(episode.terminations, dtype=np.bool_),
+            truncations=np.asarray(episode.truncations, dtype=np.bool_),
+            infos=None if episode.infos is None else _stack_infos(episode.infos),
+        )
+        self._finished.append((env_id, buffer, episode))
+
+    # -- datasets ------------------------------------------------------------------------------------
+
+    def _buffers(self) -> tuple[list[EpisodeBuffer], list[dict[str, Any]]]:
+        finished = self._finished
+        buffers = [buffer for _, buffer, _ in finished]
+        metadata = []
+        for env_id, buffer, _ in finished:
+            meta = dict(self._episode_metadata_callback({"rewards": buffer.rewards}))
+            meta["env_id"] = env_id
+            metadata.append(meta)
+        return buffers, metadata
+
+    def create_dataset(
+        self,
+        dataset_id: str,
+        eval_env: Any = None,
+        algorithm_name: str | None = None,
+        author: str | set | None = None,
+        author_email: str | set | None = None,
+        code_permalink: str | None = None,
+        ref_min_score: float | None = None,
+        ref_max_score: float | None = None,
+        expert_policy: Callable[[Any], Any] | None = None,
+        num_episodes_average_score: int = 100,
+        description: str | None = None,
+        requirements: list | None = None,
+    ) -> minari.MinariDataset:
+        """The episodes recorded so far as a new local Minari dataset (``MINARI_DATASETS_PATH``); takes
+        `minari.DataCollector.create_dataset`'s arguments. The recorded episodes are then cleared, as
+        Minari's collector clears its buffers; episodes still running go to the next dataset."""
+        # Checked before Minari makes the dataset's folder, which a failure later would leave behind.
+        minari.dataset.minari_dataset.parse_dataset_id(dataset_id)
+        buffers, episode_metadata = self._buffers()
+        env_spec = _gym_env_spec(self._vec.spec)
+        dataset = minari.create_dataset_from_buffers(
+            dataset_id,
+            buffers,
+            env=env_spec,
+            eval_env=eval_env,
+            algorithm_name=algorithm_name,
+            author=author,
+            author_email=author_email,
+            code_permalink=code_permalink,
+            action_space=self._act_space,
+            observation_space=self._obs_space,
+            ref_min_score=ref_min_score,
+            ref_max_score=ref_max_score,
+            expert_policy=expert_policy,
+            num_episodes_average_score=num_episodes_average_score,
+            description=description,
+            data_format=self._data_format,
+            requirements=requirements,
+            jpeg_encoding=self._jpeg_encoding,
+        )
+        storage = dataset.storage
+        if episode_metadata:
+            storage.update_episode_metadata(episode_metadata)
+        storage.update_metadata({SPEC_KEY: _spec_data(self._vec.spec)})
+        del self._finished[: len(buffers)]
+        return minari.MinariDataset(storage.data_path)
+
+    def add_to_dataset(self, dataset: minari.MinariDataset) -> None:
+        """Add the episodes recorded so far to ``dataset``, as `minari.DataCollector.add_to_dataset`."""
+        buffers, episode_metadata = self._buffers()
+        storage = dataset.storage
+        first = storage.total_episodes
+        storage.update_episodes(buffers)
+        storage.update_episode_metadata(episode_metadata, range(first, first + len(buffers)))
+        if dataset.episode_indices is not None:
+            dataset.episode_indices = np.append(dataset.episode_indices, first + np.arange(len(buffers)))
+        del self._finished[: len(buffers)]
+
+
+def _env_info(info: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in info.items() if k not in _VECTOR_INFO_KEYS}
+
+
+def _spec_data(spec: Any) -> dict[str, Any] | None:
+    """The torchwm spec as JSON data, or None where there is none to write (callables, a Gymnasium env)."""
+    if not isinstance(spec, VecSpec):
+        return None
+    try:
+        return spec.to_dict()
+    except ValueError:
+        return None
+
+
+def _gym_env_spec(spec: Any) -> Any:
+    """Gymnasium's `EnvSpec` of one env, for Minari's ``env_spec`` (``recover_environment``): only where
+    ``gym.make(id, **env_kwargs)`` is the whole env (no torchwm wrappers, not the fused Atari env)."""
+    if not isinstance(spec, VecSpec) or spec.wrappers or spec.fused or spec.env_fns is not None:
+        return None
+    if spec.source != "gym":
+        return None
+    try:
+        base = gym.spec(spec.id)
+    except gym.error.Error:
+        return None
+    return dataclasses.replace(base, kwargs={**base.kwargs, **spec.env_kwargs})
+
+
+def dataset_spec(dataset: minari.MinariDataset) -> VecSpec:
+    """The torchwm `VecSpec` a `VectorDataCollector` stored in ``dataset``'s metadata.
+
+    Raises:
+        ValueError: the dataset has none (not recorded by torchwm, or from envs made of callables).
+    """
+    data = dataset.storage.metadata.get(SPEC_KEY)
+    if not data:
+        raise ValueError(
+            f"dataset {dataset.spec.dataset_id!r} holds no torchwm spec (metadata {SPEC_KEY!r}): it was not "
+            f"recorded by torchwm's VectorDataCollector from a named env and wrappers"
+        )
+    return VecSpec.from_dict(data)
+
+
+def make_vec_from_dataset(
+    dataset: minari.MinariDataset, num_envs: int | None = None, *, backend: str | None = None, **changes: Any
+) -> gym.vector.VectorEnv:
+    """The vector env the dataset was recorded from: the same env, wrappers and options (`dataset_spec`),
+    with ``num_envs`` envs (default: the recorded number) on ``backend`` (default: the recorded one; the
+    recorded ``backend_kwargs`` are kept only on the same backend). ``changes`` replace other `VecSpec`
+    fields (``seed=``, ``autoreset_mode=``)."""
+    from torchwm.factory import make_vec_from_spec
+
+    spec = dataset_spec(dataset)
+    if num_envs is not None:
+        changes["num_envs"] = num_envs
+    if backend is not None and backend != spec.backend:
+        changes.update(backend=backend, backend_kwargs=changes.get("backend_kwargs", {}))
+    return make_vec_from_spec(spec.replace(**changes))
