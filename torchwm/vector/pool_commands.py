@@ -98,30 +98,31 @@ class PoolCommands(PoolFaults):
         return None if local == list(range(len(self.worker_slices[w]))) else local
 
     def call(self, name: str | Callable, args: tuple, kwargs: dict, ids: list[int]) -> list[Any]:
-        positions = self._by_worker(ids)
-        # A function goes by value: a lambda, a closure or a function of __main__ reaches the workers.
-        sent = PickledFunction.of(name) if callable(name) else name
-        replies = self._broadcast(
-            {w: Call(sent, args, kwargs, self._local_ids(w, ids, where)) for w, where in positions.items()},
-            f"calling {getattr(name, '__name__', name)!r}",
-        )
-        values: list[Any] = [None] * len(ids)
-        for w, where in positions.items():
-            for p, value in zip(where, replies[w], strict=True):
-                values[p] = value
-        return values
+        return self._call(name, args, kwargs, ids, None)
 
     def call_each(self, fn: Callable, per_env: list[Any], ids: list[int]) -> list[Any]:
         """`call` of function ``fn`` with one more argument for each env (``per_env``, in the order of
         ``ids``): each worker gets its envs' arguments in one message."""
+        return self._call(fn, (), {}, ids, per_env)
+
+    def _call(
+        self, name: str | Callable, args: tuple, kwargs: dict, ids: list[int], per_env: list[Any] | None
+    ) -> list[Any]:
         positions = self._by_worker(ids)
-        sent = PickledFunction.of(fn)
+        # A function goes by value: a lambda, a closure or a function of __main__ reaches the workers.
+        sent = PickledFunction.of(name) if callable(name) else name
         replies = self._broadcast(
             {
-                w: Call(sent, (), {}, self._local_ids(w, ids, where), [per_env[p] for p in where])
+                w: Call(
+                    sent,
+                    args,
+                    kwargs,
+                    self._local_ids(w, ids, where),
+                    None if per_env is None else [per_env[p] for p in where],
+                )
                 for w, where in positions.items()
             },
-            f"calling {getattr(fn, '__name__', fn)!r}",
+            f"calling {getattr(name, '__name__', name)!r}",
         )
         values: list[Any] = [None] * len(ids)
         for w, where in positions.items():
