@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from torchwm.errors import UnsupportedStackError
 from torchwm.plugins import RegistrySnapshot, registry, using_snapshot
 from torchwm.spec import VecSpec
-from torchwm.vector.episode_seeds import EpisodeSeeds
+from torchwm.episode_seeds import EpisodeSeeds
 
 if TYPE_CHECKING:
     import gymnasium as gym
@@ -88,7 +88,7 @@ def env_fn(spec: VecSpec) -> functools.partial:
 
 def spec_env_fns(spec: VecSpec) -> list[Callable[[], gym.Env]]:
     """One no-argument factory per env of ``spec``: its ``env_fns``, or `build_env` of it; with
-    ``spec.autoreset_seeds``, each env wrapped in `EpisodeSeeds` (`torchwm.vector.episode_seeds`)."""
+    ``spec.autoreset_seeds``, each env wrapped in `EpisodeSeeds` (`torchwm.episode_seeds`)."""
     fns: list[Callable[[], gym.Env]]
     if spec.env_fns is not None:
         fns = list(spec.env_fns)

@@ -90,7 +90,7 @@ class VecSpec:
     seed: int | None = None
     autoreset_mode: str = "next_step"
     # Every episode of every env starts from a seed of its own, drawn from a SeedSequence of the seed and
-    # reported in infos["episode_seed"] (`torchwm.vector.episode_seeds`); off: Gymnasium's behaviour.
+    # reported in infos["episode_seed"] (`torchwm.episode_seeds`); off: Gymnasium's behaviour.
     autoreset_seeds: bool = False
     backend: str = "sync"
     backend_kwargs: dict[str, Any] = field(default_factory=dict)

@@ -25,8 +25,6 @@ What they are built from:
   the vector env over it.
 - `env_group`: `EnvGroup`, the envs one worker steps (autoreset, seeding); every backend steps
   its envs with it.
-- `episode_seeds`: `EpisodeSeeds`, the wrapper that gives every episode a seed of its own
-  (``autoreset_seeds=True``).
 - `messages`: the typed messages between a pool and its workers (`Step`, `Reset`, `Call`,
   `SetAttr`, `NeedsReset`, `Close`, `ErrorReply`).
 - `batching`: rows of batched spaces (make, write, take, check actions) and Gymnasium's info batching.

@@ -32,13 +32,13 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from torchwm.ale_vector import check_ale_seeds, check_ale_vector_kwargs, check_first_seed
-from torchwm.atari_stack import parse_for
 from torchwm.errors import ClosedEnvironmentError, UnsupportedStackError
 from torchwm.hookspecs import hookimpl
 from torchwm.spec import VecSpec, check_count, check_timeout
 from torchwm.vector.base import VectorEnv
 from torchwm.vector.batching import check_actions
 from torchwm.vector.stepper import Stepper, check_batch_size
+from torchwm.wrappers.atari_stack import parse_for
 
 # "No frame limit" for ALE, whose own default is 108000 frames.
 NO_FRAME_LIMIT = 2**31 - 1

@@ -34,10 +34,10 @@ from gymnasium.spaces import Box
 from gymnasium.vector.utils import batch_space
 
 from torchwm import native
-from torchwm.atari_stack import AtariStack, parse_for
 from torchwm.errors import UnsupportedStackError
 from torchwm.spec import VecSpec
 from torchwm.wrappers.atari import check_preprocessing_options, screen_dims
+from torchwm.wrappers.atari_stack import AtariStack, parse_for
 from torchwm.wrappers.episodic_life import EpisodicLifeEnv
 from torchwm.wrappers.fire_reset import FireResetEnv
 from torchwm.wrappers.generic import clip_reward
@@ -388,7 +388,7 @@ class FusedAtariEnv(gym.Env):
 
     Args:
         atari_env: an `ale_py.env.AtariEnv` made with ``frameskip=1``.
-        stack: the parsed stack (`torchwm.atari_stack.parse_atari_stack`; use `build_fused_atari`,
+        stack: the parsed stack (`torchwm.wrappers.atari_stack.parse_atari_stack`; use `build_fused_atari`,
             which also checks the env options).
 
     Observations are fresh arrays that later steps never change.
