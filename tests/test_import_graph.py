@@ -36,6 +36,7 @@ from __future__ import annotations
 import ast
 import fnmatch
 import functools
+import importlib
 import subprocess
 import sys
 from pathlib import Path
@@ -104,9 +105,10 @@ LAYERS: dict[str, list[str]] = {
         "torchwm.sources",
         "torchwm.envs",
         "torchwm.names",
+        "torchwm.atari_kernel",
         "torchwm.native",
         "torchwm.atari_stack",
-        "torchwm.ale_vector",
+        "torchwm.atari_vector_env",
         "torchwm.wrappers",
         "torchwm.wrappers.*",
     ],
@@ -128,7 +130,7 @@ LAYERS: dict[str, list[str]] = {
         "torchwm.testing",
         "torchwm.to_torch",
         "torchwm.evaluate",
-        "torchwm.torch_vectorized",
+        "torchwm.multiprocessing_env",
         "torchwm.integrations",
         "torchwm.integrations.*",
     ],
@@ -323,6 +325,43 @@ def test_every_public_name_is_importable_and_listed():
     assert torchwm.factory is sys.modules["torchwm.factory"]  # a submodule is an attribute, as it was
     with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
         torchwm.no_such_name  # noqa: B018
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("torchwm.atari_stack.parse_atari_stack", "torchwm.wrappers.atari_stack.parse_atari_stack"),
+        ("torchwm.atari_stack.PATH_LIMITS", "torchwm.wrappers.atari_stack.PATH_LIMITS"),
+        ("torchwm.native.kernel_status", "torchwm.atari_kernel.kernel_status"),
+        ("torchwm.native.KERNEL", "torchwm.atari_kernel.KERNEL"),
+        ("torchwm.vector.batching.ARRAY_SPACES", "torchwm.spaces.ARRAY_SPACES"),
+        ("torchwm.vector.stepper.check_batch_size", "torchwm.vector.stepper.checked_batch_size"),
+        ("torchwm.TorchVectorizedEnv", "torchwm.multiprocessing_env.TorchVectorizedEnv"),
+    ],
+)
+def test_a_name_by_its_earlier_path_is_the_same_object(old, new):
+    def lookup(path: str) -> object:
+        module, _, name = path.rpartition(".")
+        return getattr(importlib.import_module(module), name)
+
+    assert lookup(old) is lookup(new)
+
+
+def test_a_module_kept_under_its_earlier_path_exports_every_name_it_had():
+    import torchwm.atari_stack
+    import torchwm.native
+
+    assert set(torchwm.atari_stack.__all__) == {
+        "LAYERS",
+        "PATH_LIMITS",
+        "AtariStack",
+        "parse_atari_stack",
+        "parse_for",
+        "path_refusal",
+    }
+    assert {"KERNEL", "FORCED", "kernel_status", "kernel_path", "fast_gray_lookup"} <= set(
+        torchwm.native.__all__
+    )
 
 
 if __name__ == "__main__":

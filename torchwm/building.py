@@ -17,10 +17,10 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from torchwm.episode_seeds import EpisodeSeeds
 from torchwm.errors import UnsupportedStackError
 from torchwm.plugins import RegistrySnapshot, registry, using_snapshot
 from torchwm.spec import VecSpec
-from torchwm.episode_seeds import EpisodeSeeds
 
 if TYPE_CHECKING:
     import gymnasium as gym
