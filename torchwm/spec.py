@@ -21,7 +21,6 @@ wrapper needs, are imported inside the functions that use them.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import importlib.metadata
 import inspect
 import json
@@ -35,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from gymnasium.vector import AutoresetMode
 
-from torchwm.errors import InvalidSeedError, WrapperOptionError
+from torchwm.errors import InvalidSeedError, WrapperOptionError, did_you_mean
 
 if TYPE_CHECKING:
     import gymnasium as gym
@@ -252,12 +251,6 @@ def wrapper_options(factory: Callable[..., Any]) -> dict[str, inspect.Parameter]
         for p in params
         if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     }
-
-
-def did_you_mean(name: str, known: Sequence[str]) -> str:
-    """``" (did you mean 'x'?)"`` for the closest of ``known``, or nothing when none is close."""
-    close = difflib.get_close_matches(name, list(known), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 _EXPECTED = {

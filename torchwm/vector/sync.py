@@ -13,7 +13,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from torchwm.building import check_distinct_envs, spec_env_fns
+from torchwm.building import build_envs, closed_on_failure, spec_env_fns
 from torchwm.hookspecs import hookimpl
 from torchwm.spec import VecSpec, with_env_fn
 from torchwm.vector.base import VectorEnv
@@ -38,25 +38,14 @@ class SyncStepper(Stepper):
         observation_mode = check_observation_mode(observation_mode)
         spec = with_env_fn(spec, env_fn, "sync")
         super().__init__(spec, batch_size=batch_size, timeout=timeout)
-        envs: list[gym.Env] = []
-        try:
-            for fn in spec_env_fns(spec):
-                envs.append(fn())
-            check_distinct_envs(envs)
+        envs = build_envs(spec_env_fns(spec))
+        with closed_on_failure(envs):  # spaces that differ
             self.single_observation_space, self.observation_space, self.single_action_space = resolve_spaces(
                 SyncVectorEnv.__name__,
                 observation_mode,
                 [env.observation_space for env in envs],
                 [env.action_space for env in envs],
             )
-        except BaseException:
-            # An env that could not be built, or spaces that differ: the envs built so far are closed.
-            for env in envs:
-                try:
-                    env.close()
-                except Exception:
-                    pass
-            raise
         self.metadata = dict(envs[0].metadata)
         self.render_mode = envs[0].render_mode
         n = spec.num_envs
