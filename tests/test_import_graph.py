@@ -322,7 +322,7 @@ def test_every_public_name_is_importable_and_listed():
     assert namespace["VecSpec"].__module__ == "torchwm.spec"
     assert namespace["to_torch"] is sys.modules["torchwm.to_torch"]
     assert namespace["evaluate"] is sys.modules["torchwm.evaluate"] and callable(namespace["evaluate"])
-    assert torchwm.factory is sys.modules["torchwm.factory"]  # a submodule is an attribute, as it was
+    assert torchwm.factory is sys.modules["torchwm.factory"]  # a submodule is an attribute, not imported
     with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
         torchwm.no_such_name  # noqa: B018
 

@@ -95,7 +95,8 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     """The names of `_LAZY`, imported on first use; ``to_torch`` and ``evaluate`` (the modules, which are
     callable); ``__version__``, read on first use; and a submodule not imported yet
-    (``torchwm.factory``), as an attribute, as it was when this file imported them all."""
+    (``torchwm.factory``), as an attribute, so that ``import torchwm`` alone gives every submodule by its
+    dotted name as a package whose modules are all imported would."""
     if name in _LAZY:
         value = getattr(importlib.import_module(_LAZY[name]), name)
     elif name in ("to_torch", "evaluate"):

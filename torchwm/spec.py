@@ -431,8 +431,9 @@ def env_fns_of(env_fn: Any, num_envs: int, backend: str) -> tuple[Callable[[], g
 
 
 def with_env_fn(spec: VecSpec, env_fn: Any, backend: str) -> VecSpec:
-    """``spec`` with the factories of the ``env_fn`` backend option in ``spec.env_fns`` (kept for callers that
-    pass the option, such as `torchwm.TorchVectorizedEnv`), so that ``vec.spec`` says what was built."""
+    """``spec`` with the factories of the ``env_fn`` backend option (how a caller with factories of its
+    own, such as `torchwm.TorchVectorizedEnv`, passes them to a backend) in ``spec.env_fns``, so that
+    ``vec.spec`` says what was built whichever way the factories came."""
     if env_fn is None:
         return spec
     if spec.env_fns is not None:

@@ -91,8 +91,8 @@ class SyncVectorEnv(VectorEnv):
         spec: what to build.
         copy: return copies of the observation batch (default) or the internal buffer.
         batch_size: `recv` returns ``batch_size`` of the envs in flight, in the order they were sent.
-        env_fn: builds one env, or a list of one such callable per env; kept for callers that pass it
-            as an option, it lands in ``vec.spec.env_fns``. Without it, the envs are ``spec.env_fns``
+        env_fn: builds one env, or a list of one such callable per env, for a caller with factories of
+            its own; it lands in ``vec.spec.env_fns``. Without it, the envs are ``spec.env_fns``
             (`torchwm.make_vec_from_fns`) or else `torchwm.factory.build_env` of ``spec``.
         observation_mode: Gymnasium's option: ``"same"`` (default), ``"different"`` or a tuple
             ``(batched space, single space)`` (see `torchwm.vector.stepper.resolve_spaces`).
