@@ -319,8 +319,8 @@ def test_pool_choice_says_workers_their_envs_and_inline():
 
 
 def test_bench_prints_and_records_what_ran(tmp_path, capsys):
+    from torchwm.atari_kernel import kernel_status
     from torchwm.cli import main
-    from torchwm.native import kernel_status
 
     data = tmp_path / "bench.json"
     assert (

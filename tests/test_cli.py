@@ -48,12 +48,12 @@ def test_list_names_plugin_distribution_and_options(capsys):
 
 
 def test_list_says_which_path_the_fused_atari_env_takes(capsys, monkeypatch):
-    from torchwm import native
+    from torchwm import atari_kernel
 
     assert main(["list"]) == 0
-    assert f"fused Atari env, after the emulator: {native.kernel_status()}" in capsys.readouterr().out
-    monkeypatch.setattr(native, "KERNEL", None)
-    monkeypatch.setattr(native, "_WHY_NOT", "not built: no C compiler when torchwm was installed")
+    assert f"fused Atari env, after the emulator: {atari_kernel.kernel_status()}" in capsys.readouterr().out
+    monkeypatch.setattr(atari_kernel, "KERNEL", None)
+    monkeypatch.setattr(atari_kernel, "_WHY_NOT", "not built: no C compiler when torchwm was installed")
     assert main(["list"]) == 0
     assert "after the emulator: NumPy and OpenCV (not built: no C compiler" in capsys.readouterr().out
 

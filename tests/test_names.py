@@ -58,3 +58,15 @@ def test_unknown_namespace_says_nothing_registered_it():
 def test_non_string_ids_are_type_errors(bad):
     with pytest.raises(TypeError, match="env id"):
         names.resolve(bad)
+
+
+def test_every_did_you_mean_suggests_by_one_rule():
+    from torchwm.errors import closest_names, did_you_mean
+
+    known = ["resize", "frame_skip", "frame_stack"]
+    # An unknown name's error lists the close names best first, an unknown option's message the best one.
+    assert closest_names("frame_stak", known) == ["frame_stack", "frame_skip"]
+    error = UnknownNameError("wrapper", "frame_stak", known)
+    assert "Did you mean 'frame_stack' or 'frame_skip'?" in str(error)
+    assert did_you_mean("frame_stak", known) == " (did you mean 'frame_stack'?)"
+    assert closest_names("pong", known) == [] and did_you_mean("pong", known) == ""

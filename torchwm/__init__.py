@@ -30,20 +30,20 @@ from torchwm.errors import (
 from torchwm.hookspecs import hookimpl
 
 if TYPE_CHECKING:
-    from torchwm.ale_vector import make_atari_vector_env
+    from torchwm.atari_vector_env import make_atari_vector_env
     from torchwm.config import load_config, make_vec_from_config
     from torchwm.factory import make_env, make_vec, make_vec_from_fns, make_vec_from_spec
     from torchwm.listing import list_backends, list_sources, list_wrappers
+    from torchwm.multiprocessing_env import TorchVectorizedEnv
     from torchwm.spec import VecSpec, WrapperSpec
     from torchwm.to_torch import ToTorch
-    from torchwm.torch_vectorized import TorchVectorizedEnv
     from torchwm.vector.base import VectorEnv
 
 # Public names imported on first use, and the module each comes from: importing any torchwm module runs
 # this file first, so that a transport, and every worker the forkserver starts, would otherwise import
 # make_vec's checks, config files (pydantic), the listing, OpenCV and torch.
 _LAZY = {
-    "make_atari_vector_env": "torchwm.ale_vector",
+    "make_atari_vector_env": "torchwm.atari_vector_env",
     "load_config": "torchwm.config",
     "make_vec_from_config": "torchwm.config",
     "make_env": "torchwm.factory",
@@ -56,7 +56,7 @@ _LAZY = {
     "VecSpec": "torchwm.spec",
     "WrapperSpec": "torchwm.spec",
     "ToTorch": "torchwm.to_torch",
-    "TorchVectorizedEnv": "torchwm.torch_vectorized",
+    "TorchVectorizedEnv": "torchwm.multiprocessing_env",
     "VectorEnv": "torchwm.vector.base",
 }
 
@@ -95,7 +95,8 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     """The names of `_LAZY`, imported on first use; ``to_torch`` and ``evaluate`` (the modules, which are
     callable); ``__version__``, read on first use; and a submodule not imported yet
-    (``torchwm.factory``), as an attribute, as it was when this file imported them all."""
+    (``torchwm.factory``), as an attribute, so that ``import torchwm`` alone gives every submodule by its
+    dotted name as a package whose modules are all imported would."""
     if name in _LAZY:
         value = getattr(importlib.import_module(_LAZY[name]), name)
     elif name in ("to_torch", "evaluate"):

@@ -11,7 +11,7 @@
  * where the scale is not a whole number on both axes (whole-number scales go
  * through OpenCV's integer "fast" path; the caller uses cv2 for those). The
  * resize has three paths, the best the CPU has picked at import (`_set_resize`
- * forces one; torchwm/native.py reads the switch): AVX-512, where gray images
+ * forces one; torchwm/atari_kernel.py reads the switch): AVX-512, where gray images
  * take 16 lanes at a time (the horizontal pass one destination column a lane,
  * its source pixels picked by a permute) and the vertical pass 16 columns;
  * AVX2, where gray images take 8 rows at a time in the horizontal pass (one
@@ -22,13 +22,13 @@
  * `palette_lookup` turns ALE's screen of palette indices into gray values
  * through a table the caller learns from ALE's own grayscale screens: what
  * ale.getScreenGrayscale does. Three paths, the best the CPU has picked at
- * import (`_set_lookup` forces one; torchwm/native.py reads the switch):
+ * import (`_set_lookup` forces one; torchwm/atari_kernel.py reads the switch):
  * AVX-512 VBMI (64 pixels an instruction), AVX2 (vpshufb on 16-entry rows of
  * the table), and a plain loop. `palette_max_area_resize` folds the lookup of
  * a step's last screen with the max-pool and the resize into one call.
  *
  * Built by setup.py as an optional extension: without a C compiler torchwm
- * installs without it and uses cv2 (torchwm/native.py says which runs).
+ * installs without it and uses cv2 (torchwm/atari_kernel.py says which runs).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -854,7 +854,7 @@ static int lookup_vbmi(const uint8_t *src, const uint8_t *other, size_t n, const
 }
 #endif
 
-/* The lookup paths, best first: `name` for the switch (TORCHWM_ATARI_KERNEL, read by torchwm/native.py),
+/* The lookup paths, best first: `name` for the switch (TORCHWM_ATARI_KERNEL, read by torchwm/atari_kernel.py),
  * `label` for people. `available` is set at import from the CPU's flags. */
 typedef struct {
     const char *name, *label;

@@ -1,8 +1,9 @@
 """Building the envs of a spec: what a worker runs, and what a vector backend asks for.
 
 `build_env` makes one env of a `VecSpec` (the fused Atari env if ``spec.fused``, else the source then
-each wrapper), `spec_env_fns` one picklable factory per env of a spec, `check_distinct_envs` refuses a
-factory that hands out one env twice. Every Python backend builds its envs here, in whichever process
+each wrapper), `spec_env_fns` one picklable factory per env of a spec, `build_envs` calls such factories
+(and closes what it built if one fails), `check_distinct_envs` refuses a factory that hands out one env
+twice. Every Python backend builds its envs here, in whichever process
 they live, so that one spec means one env everywhere.
 
 This module sits under `torchwm.vector` (the pool and the transports import it) and above nothing that
@@ -13,14 +14,15 @@ imports it, the registry it looks names up in, and the sources and wrappers the 
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from torchwm.episode_seeds import EpisodeSeeds
 from torchwm.errors import UnsupportedStackError
 from torchwm.plugins import RegistrySnapshot, registry, using_snapshot
 from torchwm.spec import VecSpec
-from torchwm.vector.episode_seeds import EpisodeSeeds
 
 if TYPE_CHECKING:
     import gymnasium as gym
@@ -88,7 +90,7 @@ def env_fn(spec: VecSpec) -> functools.partial:
 
 def spec_env_fns(spec: VecSpec) -> list[Callable[[], gym.Env]]:
     """One no-argument factory per env of ``spec``: its ``env_fns``, or `build_env` of it; with
-    ``spec.autoreset_seeds``, each env wrapped in `EpisodeSeeds` (`torchwm.vector.episode_seeds`)."""
+    ``spec.autoreset_seeds``, each env wrapped in `EpisodeSeeds` (`torchwm.episode_seeds`)."""
     fns: list[Callable[[], gym.Env]]
     if spec.env_fns is not None:
         fns = list(spec.env_fns)
@@ -102,6 +104,33 @@ def spec_env_fns(spec: VecSpec) -> list[Callable[[], gym.Env]]:
 
 def _with_episode_seeds(env_fn: Callable[[], gym.Env], env_index: int) -> gym.Env:
     return EpisodeSeeds(env_fn(), env_index)
+
+
+def build_envs(env_fns: Sequence[Callable[[], gym.Env]]) -> list[gym.Env]:
+    """One env of each factory, in order, checked distinct (`check_distinct_envs`). If a factory or the
+    check raises, the envs built so far are closed, so that a failed start leaves no env open (ALE and
+    MuJoCo hold native resources until closed), and the error goes on."""
+    envs: list[gym.Env] = []
+    with closed_on_failure(envs):
+        for fn in env_fns:
+            envs.append(fn())
+        check_distinct_envs(envs)
+    return envs
+
+
+@contextlib.contextmanager
+def closed_on_failure(envs: Sequence[gym.Env]) -> Iterator[None]:
+    """Closes ``envs`` (as many as it holds when the error comes) if the block raises, then lets the error
+    go on; an env's own error on closing is dropped, as the first error is the one to report."""
+    try:
+        yield
+    except BaseException:
+        for env in envs:
+            try:
+                env.close()
+            except Exception:
+                pass
+        raise
 
 
 def check_distinct_envs(envs: Sequence[gym.Env]) -> None:

@@ -34,12 +34,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from torchwm import names
-from torchwm.errors import ConfigError, UnknownNameError, WorkerError, WrapperOptionError
+from torchwm.errors import ConfigError, UnknownNameError, WorkerError, WrapperOptionError, did_you_mean
 from torchwm.factory import _plain_containers, env_keyword_arguments, make_vec_from_spec, resolve_spec
 from torchwm.plugins import backend_options, registry
 from torchwm.spec import (
     VecSpec,
-    did_you_mean,
     expected_text,
     package_versions,
     resolve_wrapper,

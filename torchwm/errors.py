@@ -26,6 +26,18 @@ class TorchwmError(Exception):
     """Base class of the errors that torchwm defines."""
 
 
+def closest_names(name: str, known: Iterable[str], n: int = 3) -> list[str]:
+    """Up to ``n`` names of ``known`` spelt like ``name``, closest first: every "did you mean" of torchwm
+    suggests by this one rule (difflib's similarity ratio of at least 0.6)."""
+    return difflib.get_close_matches(name, list(known), n=n, cutoff=0.6)
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """``" (did you mean 'x'?)"`` for the closest of ``known``, or nothing when none is close."""
+    close = closest_names(name, known, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 # Names another library gives to something torchwm names otherwise: the suggestion for them is torchwm's
 # name of the same thing, not the closest spelling ("async" is not a typo of "sync").
 PEER_NAMES: dict[tuple[str, str], tuple[list[str], str]] = {
@@ -42,7 +54,7 @@ class UnknownNameError(TorchwmError, LookupError):
 
     def __init__(self, kind: str, name: str, known: Iterable[str], hint: str = "") -> None:
         known = sorted(known)
-        close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+        close = closest_names(name, known)
         parts = [f"unknown {kind} {name!r}."]
         peer = PEER_NAMES.get((kind, name))
         if peer is not None:

@@ -320,7 +320,7 @@ def check_spec_options(spec: VecSpec) -> None:
         _check_autoreset_seeds_type(spec.autoreset_seeds)
         options = backend_options(spec.backend)
         if options is not None and "env_fn" not in options:
-            # The seeds are drawn by a wrapper around each env (torchwm.vector.episode_seeds), which a
+            # The seeds are drawn by a wrapper around each env (torchwm.episode_seeds), which a
             # backend that builds its envs from the env id (ale-native, envpool) never builds.
             raise UnsupportedStackError(
                 f"autoreset_seeds needs a backend that builds its envs in Python: backend {spec.backend!r} "

@@ -35,7 +35,6 @@ What is here, by job:
 
 from __future__ import annotations
 
-from torchwm.atari_stack import parse_for
 from torchwm.env_state import EnvState, StatefulLayer
 from torchwm.factory import build_env, resolve_spec, spec_env_fns
 from torchwm.hookspecs import hookimpl
@@ -83,6 +82,7 @@ from torchwm.vector.transports.contract import (
     split_envs,
 )
 from torchwm.vector.transports.shared_memory import SharedBlockGroup, SharedMemoryHandle, serve_shared_memory
+from torchwm.wrappers.atari_stack import parse_for
 
 __all__ = [
     "ARRAY_SPACES",

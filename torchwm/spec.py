@@ -21,7 +21,6 @@ wrapper needs, are imported inside the functions that use them.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import importlib.metadata
 import inspect
 import json
@@ -35,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from gymnasium.vector import AutoresetMode
 
-from torchwm.errors import InvalidSeedError, WrapperOptionError
+from torchwm.errors import InvalidSeedError, WrapperOptionError, did_you_mean
 
 if TYPE_CHECKING:
     import gymnasium as gym
@@ -90,7 +89,7 @@ class VecSpec:
     seed: int | None = None
     autoreset_mode: str = "next_step"
     # Every episode of every env starts from a seed of its own, drawn from a SeedSequence of the seed and
-    # reported in infos["episode_seed"] (`torchwm.vector.episode_seeds`); off: Gymnasium's behaviour.
+    # reported in infos["episode_seed"] (`torchwm.episode_seeds`); off: Gymnasium's behaviour.
     autoreset_seeds: bool = False
     backend: str = "sync"
     backend_kwargs: dict[str, Any] = field(default_factory=dict)
@@ -252,12 +251,6 @@ def wrapper_options(factory: Callable[..., Any]) -> dict[str, inspect.Parameter]
         for p in params
         if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     }
-
-
-def did_you_mean(name: str, known: Sequence[str]) -> str:
-    """``" (did you mean 'x'?)"`` for the closest of ``known``, or nothing when none is close."""
-    close = difflib.get_close_matches(name, list(known), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 _EXPECTED = {
@@ -438,8 +431,9 @@ def env_fns_of(env_fn: Any, num_envs: int, backend: str) -> tuple[Callable[[], g
 
 
 def with_env_fn(spec: VecSpec, env_fn: Any, backend: str) -> VecSpec:
-    """``spec`` with the factories of the ``env_fn`` backend option in ``spec.env_fns`` (kept for callers that
-    pass the option, such as `torchwm.TorchVectorizedEnv`), so that ``vec.spec`` says what was built."""
+    """``spec`` with the factories of the ``env_fn`` backend option (how a caller with factories of its
+    own, such as `torchwm.TorchVectorizedEnv`, passes them to a backend) in ``spec.env_fns``, so that
+    ``vec.spec`` says what was built whichever way the factories came."""
     if env_fn is None:
         return spec
     if spec.env_fns is not None:

@@ -23,13 +23,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import torchwm
-from torchwm import native
+from torchwm import atari_kernel
 
-if native.KERNEL is None:
+if atari_kernel.KERNEL is None:
     if os.environ.get("TORCHWM_REQUIRE_KERNEL") == "1":
-        raise AssertionError(f"TORCHWM_REQUIRE_KERNEL=1 but the kernel is missing: {native.kernel_status()}")
-    pytest.skip(f"the C kernel is not here: {native.kernel_status()}", allow_module_level=True)
-KERNEL = native.KERNEL
+        raise AssertionError(
+            f"TORCHWM_REQUIRE_KERNEL=1 but the kernel is missing: {atari_kernel.kernel_status()}"
+        )
+    pytest.skip(f"the C kernel is not here: {atari_kernel.kernel_status()}", allow_module_level=True)
+KERNEL = atari_kernel.KERNEL
 
 
 @pytest.fixture(params=["AVX-512", "AVX2", "SSE2"])
@@ -43,7 +45,7 @@ def resize_path(request):
     KERNEL._set_resize(previous)
 
 
-@pytest.fixture(params=native.PATHS)
+@pytest.fixture(params=atari_kernel.PATHS)
 def lookup_path(request):
     """Each of the kernel's gray lookup paths in turn (those the CPU lacks skip), then the one it had."""
     if request.param not in KERNEL.lookup_paths():
@@ -88,7 +90,7 @@ def images(draw):
 @given(images())
 def test_equals_opencv_on_random_images_of_random_sizes(resize_path, case):
     frame, other, size = case
-    if not native.kernel_handles(frame.shape, size):
+    if not atari_kernel.kernel_handles(frame.shape, size):
         with pytest.raises(ValueError, match="only shrinks"):
             kernel(frame, other, size)
         return
@@ -100,7 +102,7 @@ SHAPES_AND_SIZES = [
     (shape, size)
     for shape in [(210, 160), (210, 160, 3), (250, 160), (7, 5), (260, 1)]
     for size in [(84, 84), (64, 48), (1, 1), (3, 1), (100, 77), (210, 5)]
-    if native.kernel_handles(shape, size)
+    if atari_kernel.kernel_handles(shape, size)
 ]
 
 
@@ -127,7 +129,7 @@ def test_equals_opencv_on_atari_sized_frames_and_one_pixel_targets(resize_path, 
 def test_equals_opencv_on_few_rows_and_rows_not_a_multiple_of_eight(resize_path, shape, size):
     rng = np.random.default_rng(sum(shape) * 1000 + sum(size))
     frame, other = rng.integers(0, 256, shape, dtype=np.uint8), rng.integers(0, 256, shape, dtype=np.uint8)
-    assert native.kernel_handles(shape, size)
+    assert atari_kernel.kernel_handles(shape, size)
     np.testing.assert_array_equal(kernel(frame, other, size), reference(frame, other, size))
 
 
@@ -397,7 +399,7 @@ def test_set_resize_returns_the_previous_path_and_refuses_one_the_cpu_lacks_with
 
 
 def test_a_lookup_path_the_cpu_lacks_is_refused_with_the_paths_it_has():
-    missing = [path for path in native.PATHS if path not in KERNEL.lookup_paths()]
+    missing = [path for path in atari_kernel.PATHS if path not in KERNEL.lookup_paths()]
     if not missing:
         pytest.skip("this CPU has every gray lookup path")
     words = f"'{missing[0]}' is not available on this CPU or build \\(available: "
@@ -543,7 +545,7 @@ def test_every_lookup_path_gives_ale_grayscale_screens_and_cv2_frames_on_every_r
                     table[0, indices], table[1, indices] = gray, 255
             for path in paths:
                 KERNEL._set_lookup(path)
-                KERNEL._set_resize(native.RESIZE_OF_PATH[path])
+                KERNEL._set_resize(atari_kernel.RESIZE_OF_PATH[path])
                 for (_, gray1), (indices0, gray0) in pairs:
                     out = np.empty_like(gray0)
                     assert KERNEL.palette_lookup(indices0, table, out), env_id
@@ -618,7 +620,7 @@ def _native_in_subprocess(code: str, **environment: str):
     # Run outside the checkout: `python -c` puts the working directory first on sys.path, and the
     # checkout's torchwm has no compiled kernel where the tests run an installed torchwm.
     return subprocess.run(
-        [sys.executable, "-c", f"import torchwm.native as n; {code}"],
+        [sys.executable, "-c", f"import torchwm.atari_kernel as n; {code}"],
         cwd=tempfile.gettempdir(),
         env=env,
         capture_output=True,
@@ -633,7 +635,7 @@ def test_torchwm_native_0_turns_the_kernel_off():
     assert result.stdout.startswith("True opencv NumPy and OpenCV (TORCHWM_NATIVE=0)"), result.stderr
 
 
-@pytest.mark.parametrize("path", native.PATHS)
+@pytest.mark.parametrize("path", atari_kernel.PATHS)
 def test_the_switch_forces_each_lookup_path_the_cpu_has(path):
     code = "print(n.kernel_path(), n.KERNEL.resize_path(), n.kernel_status())"
     result = _native_in_subprocess(code, TORCHWM_ATARI_KERNEL=path)

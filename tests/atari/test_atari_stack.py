@@ -1,4 +1,4 @@
-"""The Atari stack, read once (`torchwm.atari_stack`): what each fast path runs, and what the spec says.
+"""The Atari stack, read once (`torchwm.wrappers.atari_stack`): what each fast path runs, what the spec says.
 
 A plugin that registers its own factory under one of the stack's names is run, never bypassed: the
 fused env falls back to the wrapper chain (which runs the plugin's wrapper) and ale-native refuses.
@@ -12,12 +12,12 @@ import tomllib
 
 import torchwm
 from torchwm import plugins
-from torchwm.atari_stack import PATH_LIMITS, parse_atari_stack, path_refusal
 from torchwm.config import dump_config, load_config
 from torchwm.errors import UnsupportedStackError
 from torchwm.factory import build_env, resolve_spec
 from torchwm.vector.ale_native_spec import ale_vector_kwargs
 from torchwm.wrappers.atari_fused import FusedAtariEnv
+from torchwm.wrappers.atari_stack import PATH_LIMITS, parse_atari_stack, path_refusal
 
 STACK = ["atari_preprocessing", "episodic_life", "fire_reset", "clip_reward", "frame_stack"]
 

@@ -271,14 +271,14 @@ def plain_lookup():
     """The kernel's plain gray lookup, forced (as TORCHWM_ATARI_KERNEL=plain does): the every-ROM test
     runs it end to end against the chain; the vector paths are compared with it and with ALE's screens on
     every ROM in tests/test_atari_kernel.py, and the CPU's own path runs in every other test here."""
-    from torchwm import native
+    from torchwm import atari_kernel
 
-    if native.KERNEL is None:
+    if atari_kernel.KERNEL is None:
         yield None
         return
-    previous = native.KERNEL._set_lookup("plain")
+    previous = atari_kernel.KERNEL._set_lookup("plain")
     yield "plain"
-    native.KERNEL._set_lookup(previous)
+    atari_kernel.KERNEL._set_lookup(previous)
 
 
 @pytest.mark.slow
@@ -340,11 +340,11 @@ def gymnasium_atari_chain(env_id, frames, *, grayscale=True, **options):
 @pytest.mark.parametrize("screen_size", SCREEN_SIZES, ids=str)
 @pytest.mark.parametrize("game", list(SIZE_GAMES))
 def test_fused_equals_gymnasiums_chain_at_any_screen_size(game, screen_size, kernel):
-    from torchwm import native
+    from torchwm import atari_kernel
 
     env_id, options, frames = SIZE_GAMES[game]
-    if kernel and native.KERNEL is None:
-        pytest.skip(f"the C kernel is off here: {native.kernel_status()}")
+    if kernel and atari_kernel.KERNEL is None:
+        pytest.skip(f"the C kernel is off here: {atari_kernel.kernel_status()}")
     wrappers = [{"name": "atari_preprocessing", "screen_size": screen_size, **options}, "frame_stack"]
     fused = torchwm.make_env(env_id, wrappers=wrappers, max_num_frames_per_episode=frames)
     assert isinstance(fused, FusedAtariEnv)

@@ -14,7 +14,7 @@ from ale_py.vector_env import AtariVectorEnv
 from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
 import torchwm
-from torchwm.ale_vector import ALE_ARGUMENT_CHECKS
+from torchwm.atari_vector_env import ALE_ARGUMENT_CHECKS
 from torchwm.errors import (
     AlreadyPendingCallError,
     ClosedEnvironmentError,

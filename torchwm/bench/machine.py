@@ -69,7 +69,7 @@ def machine_info() -> dict[str, Any]:
 
 def atari_kernel() -> str:
     """The path the fused Atari env takes after the emulator here (`torchwm.native.kernel_status`)."""
-    from torchwm.native import kernel_status
+    from torchwm.atari_kernel import kernel_status
 
     return kernel_status()
 

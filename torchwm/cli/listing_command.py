@@ -7,9 +7,9 @@ import argparse
 from collections.abc import Sequence
 
 from torchwm import listing
+from torchwm.atari_kernel import kernel_status
 from torchwm.cli.common import EXIT_OK, OneLineParser, UsageError, version
 from torchwm.config import did_you_mean
-from torchwm.native import kernel_status
 from torchwm.plugins import DEFAULT_PLUGINS, failed_plugins, plugin_manager, registry
 
 KINDS = ("backends", "wrappers", "sources", "plugins", "configs")

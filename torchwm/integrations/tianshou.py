@@ -37,6 +37,7 @@ from gymnasium import spaces
 
 import torchwm
 from torchwm.errors import ClosedEnvironmentError
+from torchwm.spaces import ARRAY_SPACES
 from torchwm.vector.base import VectorEnv
 from torchwm.vector.batching import get_row, infos_to_rows
 
@@ -49,9 +50,6 @@ except ImportError as exc:
     raise missing_extra("tianshou", "torchwm.integrations.tianshou") from exc
 
 __all__ = ["TianshouEnvShim", "TianshouVectorEnv"]
-
-# Spaces whose batch is one array with a leading env dimension: already what Tianshou's np.stack gives.
-_ARRAY_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
 
 
 # The built-in process backends, and the options that split the envs over their workers.
@@ -339,7 +337,7 @@ class TianshouVectorEnv(BaseVectorEnv):
         """torchwm's batch of observations as Tianshou batches them: `np.stack` of the envs' observations
         (an array of dicts for a ``Dict`` space, an object array for values that do not stack)."""
         space = self.vec.single_observation_space
-        if isinstance(space, _ARRAY_SPACES) and isinstance(obs, np.ndarray):
+        if isinstance(space, ARRAY_SPACES) and isinstance(obs, np.ndarray):
             return obs
         return _stack([get_row(space, obs, i) for i in range(num_rows)])
 

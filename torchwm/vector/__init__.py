@@ -18,15 +18,13 @@ What they are built from:
 
 - `base`: `VectorEnv`, the contract every backend keeps, over the backend's stepper.
 - `stepper`: `Stepper`, what a backend implements (reset, step, wait, call, set_attr, close), and
-  the option checks every stepper shares (`check_batch_size`, `resolve_spaces`).
+  the option checks every stepper shares (`checked_batch_size`, `resolve_spaces`).
 - `step_state`: `StepState`, where each env is in its step cycle (in flight, ready, must reset)
   and each worker in its step, with the transitions between them.
 - `pool`: `PoolStepper`, everything a multi-worker backend needs, written once, and `WorkerPool`,
   the vector env over it.
 - `env_group`: `EnvGroup`, the envs one worker steps (autoreset, seeding); every backend steps
   its envs with it.
-- `episode_seeds`: `EpisodeSeeds`, the wrapper that gives every episode a seed of its own
-  (``autoreset_seeds=True``).
 - `messages`: the typed messages between a pool and its workers (`Step`, `Reset`, `Call`,
   `SetAttr`, `NeedsReset`, `Close`, `ErrorReply`).
 - `batching`: rows of batched spaces (make, write, take, check actions) and Gymnasium's info batching.

@@ -31,8 +31,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from torchwm.ale_vector import check_ale_seeds, check_first_seed
-from torchwm.atari_stack import parse_for
+from torchwm.atari_vector_env import check_ale_seeds, check_first_seed
 from torchwm.errors import ClosedEnvironmentError
 from torchwm.hookspecs import hookimpl
 from torchwm.spec import VecSpec, check_count, check_timeout
@@ -40,6 +39,7 @@ from torchwm.vector.ale_native_spec import BACKEND_OPTIONS, INFO_KEYS, ale_vecto
 from torchwm.vector.base import VectorEnv
 from torchwm.vector.batching import check_actions
 from torchwm.vector.stepper import Stepper
+from torchwm.wrappers.atari_stack import parse_for
 
 
 class AleStepper(Stepper):
@@ -402,7 +402,7 @@ CONFORMANCE_SKIPS = {
     "check_matches_sync": "ALE draws no-ops with its own C++ RNG (0..noop_max-1) and seeds sticky actions "
     "with the raw seed, where Gymnasium's AtariEnv derives both from a SeedSequence (no-ops "
     "1..noop_max): same seed, other streams. Equal arrays hold with noop_max=0 and no "
-    "sticky actions (tests/test_ale_native.py)",
+    "sticky actions (tests/vector/test_ale_native.py)",
     "check_partial_and_async": "AtariVectorEnv steps all envs (or the batch of its last result) together: "
     "step(actions, env_ids=<a subset>) is refused with NotImplementedError",
     "check_batch_size": "batch_size=k is ALE's EnvPool-style asynchronous mode: reset() and recv() return "

@@ -13,11 +13,11 @@ from typing import Any
 import gymnasium as gym
 from gymnasium.vector import AutoresetMode
 
-from torchwm.ale_vector import check_ale_vector_kwargs
-from torchwm.atari_stack import parse_for
+from torchwm.atari_vector_env import check_ale_vector_kwargs
 from torchwm.errors import UnsupportedStackError
 from torchwm.spec import VecSpec
-from torchwm.vector.stepper import check_batch_size
+from torchwm.vector.stepper import checked_batch_size
+from torchwm.wrappers.atari_stack import parse_for
 
 # "No frame limit" for ALE, whose own default is 108000 frames.
 NO_FRAME_LIMIT = 2**31 - 1
@@ -134,7 +134,7 @@ def ale_vector_kwargs(
         ('pong', 4, False, 0.25)
     """
     n = spec.num_envs
-    check_batch_size(batch_size, n)
+    checked_batch_size(batch_size, n)
     for name, value in (("num_threads", num_threads), ("thread_affinity_offset", thread_affinity_offset)):
         if (
             isinstance(value, bool)

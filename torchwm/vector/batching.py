@@ -27,8 +27,8 @@ import numpy as np
 from gymnasium import spaces
 
 from torchwm.errors import NotABatchError
+from torchwm.spaces import ARRAY_SPACES as ARRAY_SPACES  # backends import it with the helpers below
 
-ARRAY_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
 # The plain scalar types an info batched column by column may hold (Gymnasium gives each its own dtype).
 INFO_KINDS = (int, float, bool)
 # (key, type) of each info column, in the order of the first env's keys.

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from torchwm.spec import check_count, check_timeout
-from torchwm.vector.stepper import check_batch_size, check_observation_mode
+from torchwm.vector.stepper import check_observation_mode, checked_batch_size
 from torchwm.vector.transports.contract import (
     PoolSettings,
     split_envs,
@@ -65,7 +65,7 @@ def check_pool_options(
     return PoolSettings(
         worker_slices=split_envs(num_envs, num_workers, envs_per_worker, backend, unit),
         split_given=num_workers is not None or envs_per_worker is not None,
-        batch_size=check_batch_size(options.get("batch_size"), num_envs, f"{backend}: "),
+        batch_size=checked_batch_size(options.get("batch_size"), num_envs, f"{backend}: "),
         timeout=check_timeout(options.get("timeout", DEFAULT_TIMEOUT), f"{backend}: timeout"),
         env_fn=options.get("env_fn"),
         observation_mode=check_observation_mode(options.get("observation_mode", "same")),

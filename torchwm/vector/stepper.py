@@ -34,7 +34,7 @@ from torchwm.vector.step_state import StepState
 ObservationMode = str | tuple[gym.Space, gym.Space]
 
 
-def check_batch_size(batch_size: Any, num_envs: int, owner: str = "") -> int | None:
+def checked_batch_size(batch_size: Any, num_envs: int, owner: str = "") -> int | None:
     """The ``batch_size`` option (how many envs `recv` returns at the least): None (every env in flight) or
     an int from 1 to ``num_envs``; every backend checks it here, before anything starts.
 
@@ -47,6 +47,11 @@ def check_batch_size(batch_size: Any, num_envs: int, owner: str = "") -> int | N
     if batch_size > num_envs:
         raise ValueError(f"{owner}batch_size must be an int from 1 to num_envs={num_envs}, got {batch_size}")
     return batch_size
+
+
+# `checked_batch_size` under the name the plugin API exports (`torchwm.plugin_api.check_batch_size`); the
+# new name keeps it apart from the conformance check `torchwm.testing.check_batch_size`.
+check_batch_size = checked_batch_size
 
 
 def check_observation_mode(observation_mode: Any) -> ObservationMode:
@@ -166,7 +171,7 @@ class Stepper(abc.ABC):
         self.spec = spec
         self.num_envs = n
         self.autoreset_mode = spec.autoreset
-        self.state = StepState(n, check_batch_size(batch_size, n) or n)
+        self.state = StepState(n, checked_batch_size(batch_size, n) or n)
         self.timeout = check_timeout(timeout)
 
     @abc.abstractmethod

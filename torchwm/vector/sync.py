@@ -13,7 +13,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from torchwm.building import check_distinct_envs, spec_env_fns
+from torchwm.building import build_envs, closed_on_failure, spec_env_fns
 from torchwm.hookspecs import hookimpl
 from torchwm.spec import VecSpec, with_env_fn
 from torchwm.vector.base import VectorEnv
@@ -38,25 +38,14 @@ class SyncStepper(Stepper):
         observation_mode = check_observation_mode(observation_mode)
         spec = with_env_fn(spec, env_fn, "sync")
         super().__init__(spec, batch_size=batch_size, timeout=timeout)
-        envs: list[gym.Env] = []
-        try:
-            for fn in spec_env_fns(spec):
-                envs.append(fn())
-            check_distinct_envs(envs)
+        envs = build_envs(spec_env_fns(spec))
+        with closed_on_failure(envs):  # spaces that differ
             self.single_observation_space, self.observation_space, self.single_action_space = resolve_spaces(
                 SyncVectorEnv.__name__,
                 observation_mode,
                 [env.observation_space for env in envs],
                 [env.action_space for env in envs],
             )
-        except BaseException:
-            # An env that could not be built, or spaces that differ: the envs built so far are closed.
-            for env in envs:
-                try:
-                    env.close()
-                except Exception:
-                    pass
-            raise
         self.metadata = dict(envs[0].metadata)
         self.render_mode = envs[0].render_mode
         n = spec.num_envs
@@ -102,8 +91,8 @@ class SyncVectorEnv(VectorEnv):
         spec: what to build.
         copy: return copies of the observation batch (default) or the internal buffer.
         batch_size: `recv` returns ``batch_size`` of the envs in flight, in the order they were sent.
-        env_fn: builds one env, or a list of one such callable per env; kept for callers that pass it
-            as an option, it lands in ``vec.spec.env_fns``. Without it, the envs are ``spec.env_fns``
+        env_fn: builds one env, or a list of one such callable per env, for a caller with factories of
+            its own; it lands in ``vec.spec.env_fns``. Without it, the envs are ``spec.env_fns``
             (`torchwm.make_vec_from_fns`) or else `torchwm.factory.build_env` of ``spec``.
         observation_mode: Gymnasium's option: ``"same"`` (default), ``"different"`` or a tuple
             ``(batched space, single space)`` (see `torchwm.vector.stepper.resolve_spaces`).

@@ -7,7 +7,7 @@ an info dict, and every agent step deep-copies the frame stack. `FusedAtariEnv` 
 the same work with `ale_py.ALEInterface` calls on preallocated buffers: two raw
 frames for the max-pool, ``cv2.resize(..., dst=...)`` into a preallocated frame (or
 both in torchwm's C kernel where it was built, with the same bytes, together with
-the gray screens by the kernel's palette lookup: `torchwm.native`) and a ring buffer
+the gray screens by the kernel's palette lookup: `torchwm.atari_kernel`) and a ring buffer
 for the stack. It mirrors the chain line by line (the RNG draws, the
 frames it reads, the stale max-pool buffer when an episode ends inside a frame
 skip) so that, for the same seed and actions, it returns exactly the chain's
@@ -33,11 +33,11 @@ import numpy as np
 from gymnasium.spaces import Box
 from gymnasium.vector.utils import batch_space
 
-from torchwm import native
-from torchwm.atari_stack import AtariStack, parse_for
+from torchwm import atari_kernel
 from torchwm.errors import UnsupportedStackError
 from torchwm.spec import VecSpec
 from torchwm.wrappers.atari import check_preprocessing_options, screen_dims
+from torchwm.wrappers.atari_stack import AtariStack, parse_for
 from torchwm.wrappers.episodic_life import EpisodicLifeEnv
 from torchwm.wrappers.fire_reset import FireResetEnv
 from torchwm.wrappers.generic import clip_reward
@@ -179,10 +179,10 @@ class AtariPreprocessingCore(gym.Env):
         self._read_last = self._read_screen  # the screen pooled last, at the frame skip's end
         self._palette_lookup: Any = None
         self._pending = False  # the last screen is in _last_indices, not yet in _raw_frames[0]
-        if grayscale and native.fast_gray_lookup() and native.KERNEL is not None:
+        if grayscale and atari_kernel.fast_gray_lookup() and atari_kernel.KERNEL is not None:
             # ALE's palette indices through a table of gray values learned from ALE's own grayscale
             # screens: a new colour is read from ALE once, so every value is one ALE gave.
-            self._palette_lookup = native.KERNEL.palette_lookup
+            self._palette_lookup = atari_kernel.KERNEL.palette_lookup
             self._palette_indices = np.empty(raw_shape, dtype=np.uint8)
             self._last_indices = np.empty(raw_shape, dtype=np.uint8)
             self._gray_table = np.zeros((2, 256), dtype=np.uint8)  # gray value, then 255 where known
@@ -192,7 +192,9 @@ class AtariPreprocessingCore(gym.Env):
         frame_shape = (height, width) if grayscale else (height, width, 3)
         self._resized = np.zeros(frame_shape, dtype=np.uint8)
         # The C kernel where it was built and takes this size (cv2.resize otherwise, the same bytes).
-        self._kernel = native.KERNEL if native.kernel_handles(raw_shape, (height, width)) else None
+        self._kernel = (
+            atari_kernel.KERNEL if atari_kernel.kernel_handles(raw_shape, (height, width)) else None
+        )
         if self._kernel is not None and self._palette_lookup is not None:
             # The last screen's indices are kept and turned gray, pooled and resized in one kernel call
             # (`_frame`): the lookup writes the pooled frame, a pass fewer than a lookup then a max.
@@ -218,7 +220,7 @@ class AtariPreprocessingCore(gym.Env):
         }
 
     def _read_gray(self, out: np.ndarray) -> None:
-        """``ale.getScreenGrayscale(out)``, by the kernel's palette lookup (`torchwm.native`)."""
+        """``ale.getScreenGrayscale(out)``, by the kernel's palette lookup (`torchwm.atari_kernel`)."""
         indices = self._palette_indices
         self.ale.getScreen(indices)
         if not self._palette_lookup(indices, self._gray_table, out):
@@ -388,7 +390,7 @@ class FusedAtariEnv(gym.Env):
 
     Args:
         atari_env: an `ale_py.env.AtariEnv` made with ``frameskip=1``.
-        stack: the parsed stack (`torchwm.atari_stack.parse_atari_stack`; use `build_fused_atari`,
+        stack: the parsed stack (`torchwm.wrappers.atari_stack.parse_atari_stack`; use `build_fused_atari`,
             which also checks the env options).
 
     Observations are fresh arrays that later steps never change.

@@ -28,7 +28,7 @@ from gymnasium.wrappers import (
     TransformObservation,
 )
 
-from torchwm.vector.batching import ARRAY_SPACES
+from torchwm.spaces import ARRAY_SPACES
 
 
 def frame_stack(env: gym.Env, stack_size: int = 4, padding: Literal["zero", "reset"] = "zero") -> gym.Env:

@@ -1,8 +1,8 @@
 """Ray actors on the driver's own node, stepped through a shared block as ``shmem``'s workers are.
 
 On a one-node Ray (the driver's machine), a step through Ray's compiled graph pays Ray's channel
-hand-offs, about 0.8 ms for two actors (``benchmarks/ray_ceiling.py``), where ``shmem``'s futex
-hand-off costs about 0.1 ms: a quarter of a Pong step. `SameNodeActorHandle` is therefore ``shmem``'s
+hand-offs, several times what ``shmem``'s futex hand-off costs (``benchmarks/ray_ceiling.py`` measures
+both), a large share of a short step such as Pong's. `SameNodeActorHandle` is therefore ``shmem``'s
 handle (`torchwm.plugin_api.SharedMemoryHandle`) over a Ray actor instead of a child process:
 
 - the driver listens on a Unix socket in a private directory; the actor (`SharedMemoryActor`),

@@ -30,7 +30,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from torchwm.building import check_distinct_envs
+from torchwm.building import build_envs
 from torchwm.spec import VecSpec
 from torchwm.vector.batching import create_batch, put_rows, slice_rows
 from torchwm.vector.messages import ControlCommand, ErrorReply, ShareDescription
@@ -239,19 +239,8 @@ class WorkerPayload:
     def build_envs(self) -> list[gym.Env]:
         """The worker's envs, built (in the worker); registers the missing Gymnasium ids first."""
         register_gym_specs(self.gym_specs)
-        envs: list[gym.Env] = []
-        try:
-            for fn in self.env_fns:
-                envs.append(fn())
-            check_distinct_envs(envs)  # within this worker: factories in other processes cannot be compared
-        except BaseException:
-            for env in envs:
-                try:
-                    env.close()
-                except Exception:
-                    pass
-            raise
-        return envs
+        # Checked distinct within this worker only: factories in other processes cannot be compared.
+        return build_envs(self.env_fns)
 
 
 class Batch:

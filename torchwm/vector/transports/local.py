@@ -73,6 +73,9 @@ class LocalWorker(WorkerHandle):
         self._step = (list(range(len(self.envs))) if local_ids is None else local_ids, rows)
 
     def poll(self) -> bool:
+        """Runs the step sent, if one is waiting, and answers True: the envs are stepped here, in the
+        parent, when the pool first asks whether the step is done, which it does after sending every
+        worker its step, so that the worker processes step theirs meanwhile."""
         if self._step is not None:
             assert self._group is not None
             (local_ids, actions), self._step = self._step, None

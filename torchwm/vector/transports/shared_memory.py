@@ -94,7 +94,8 @@ class StepStatus(enum.IntEnum):
 
 
 # -- the rings -------------------------------------------------------------------------------------
-# Here, not on `SharedBatch`: they run on every step, and a step stays in the files docs/concepts.md lists.
+# Module functions, not `SharedBatch` methods: a worker's loop and the parent's wait call them on every
+# step, with the block and the worker's index, and need nothing else of the batch.
 
 
 def ring_worker(shared: SharedBatch, worker: int) -> None:
