@@ -4,7 +4,7 @@ Layers, each module one job::
 
     spec (torchwm.spec.VecSpec)          what to build
       -> backend (base.VectorEnv)        the public Gymnasium contract: checks, seeds, env_ids, infos
-        -> stepper (stepper.Stepper)     the backend's part; for a pool (pool.PoolStepper): envs split
+        -> stepper (stepper.Stepper)     the backend's part; for a pool (pool_stepper.PoolStepper): envs split
                                          over workers, routing, batches, deadlines, faults
           -> transport (transports/)     how one worker is reached; each module holds both ends
 
@@ -16,13 +16,16 @@ The backends, one module each (the name is the backend's):
 
 What they are built from:
 
-- `base`: `VectorEnv`, the contract every backend keeps, over the backend's stepper.
+- `base`: `VectorEnv`, the contract every backend keeps, over the backend's stepper; its one-thread
+  hold and close from any thread (`thread_hold`), and `clone_state`/`restore_state` (`saved_states`).
 - `stepper`: `Stepper`, what a backend implements (reset, step, wait, call, set_attr, close), and
   the option checks every stepper shares (`checked_batch_size`, `resolve_spaces`).
 - `step_state`: `StepState`, where each env is in its step cycle (in flight, ready, must reset)
   and each worker in its step, with the transitions between them.
-- `pool`: `PoolStepper`, everything a multi-worker backend needs, written once, and `WorkerPool`,
-  the vector env over it.
+- `pool`: `WorkerPool`, the vector env of every multi-worker backend, over `pool_stepper.PoolStepper`
+  (the stepping loop), `pool_faults` (each worker's answer turned into the vector env's, and
+  restarts), `pool_commands` (reset, call, set_attr) and `pool_options` (the options, checked).
+- `ale_native_spec`: what of a spec ALE's vector env can run, and its arguments.
 - `env_group`: `EnvGroup`, the envs one worker steps (autoreset, seeding); every backend steps
   its envs with it.
 - `messages`: the typed messages between a pool and its workers (`Step`, `Reset`, `Call`,

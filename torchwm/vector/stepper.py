@@ -7,7 +7,7 @@ and hands it each call once the arguments are checked, so that a step goes
 base -> stepper -> transport and back, once each way. A stepper does what it
 is asked and no more: ``sync``'s runs its envs in a loop
 (`torchwm.vector.sync.SyncStepper`), a worker pool's reaches its workers
-(`torchwm.vector.pool.PoolStepper`), a plugin's drives its own engine.
+(`torchwm.vector.pool_stepper.PoolStepper`), a plugin's drives its own engine.
 
 A stepper's constructor checks its options, builds its `StepState` first (no
 I/O, nothing started), then starts its envs and sets what the vector env reads
