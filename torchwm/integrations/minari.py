@@ -53,8 +53,11 @@ _VECTOR_INFO_KEYS = ("env_id", "final_obs", "final_info", "episode_seed")
 
 
 class _Rows:
-    """One space's rows of one episode, appended a row at a time: a growing array for an array space
-    (one copy per row, no allocation per step), else a list of copies."""
+    """One space's rows of one env's episodes, appended a row at a time: a growing array for an array
+    space (one copy per row, no allocation per step), else a list of copies. Each env keeps one for all
+    its episodes (`clear` starts the next): memory touched once is written again, where a new array per
+    episode costs a page fault for every page of every frame, several times a frame's copy.
+    """
 
     __slots__ = ("array", "items", "n", "space")
 
@@ -80,6 +83,10 @@ class _Rows:
         if self.array is not None:
             return self.array[: self.n].copy()
         return _stack(self.space, self.items)
+
+    def clear(self) -> None:
+        self.n = 0
+        self.items = []
 
 
 def _stack(space: gym.Space, rows: list[Any]) -> Any:
@@ -115,13 +122,12 @@ class _Episode:
 
     __slots__ = ("actions", "infos", "observations", "rewards", "seed", "terminations", "truncations")
 
-    def __init__(
-        self, obs_space: gym.Space, act_space: gym.Space, first_obs: Any, seed: Any, info: Any
-    ) -> None:
+    def __init__(self, rows: tuple[_Rows, _Rows], first_obs: Any, seed: Any, info: Any) -> None:
         self.seed = None if seed is None else int(seed)
-        self.observations = _Rows(obs_space)
+        self.observations, self.actions = rows  # the env's own, cleared for this episode
+        self.observations.clear()
+        self.actions.clear()
         self.observations.append(first_obs)
-        self.actions = _Rows(act_space)
         self.rewards: list[float] = []
         self.terminations: list[bool] = []
         self.truncations: list[bool] = []
@@ -187,7 +193,8 @@ class VectorDataCollector(gym.vector.VectorWrapper):
         self._episodes: list[_Episode | None] = [None] * n
         self._needs_reset = [False] * n  # next_step: the env's next row is its reset step
         self._actions: list[Any] = [None] * n  # the action sent to each env, for the row that returns it
-        self._finished: list[tuple[int, EpisodeBuffer, _Episode]] = []
+        self._finished: list[tuple[int, EpisodeBuffer]] = []
+        self._rows = [(_Rows(self._obs_space), _Rows(self._act_space)) for _ in range(n)]
         self._pending_reset: tuple[Any, Any] | None = None
 
     # -- what is recorded ----------------------------------------------------------------------------
@@ -317,9 +324,7 @@ class VectorDataCollector(gym.vector.VectorWrapper):
                 given = drawn[row]
             info = None if info_rows is None else _env_info(info_rows[row])
             # An episode cut by this reset did not end: left out.
-            self._episodes[i] = _Episode(
-                self._obs_space, self._act_space, get_row(space, obs, row), given, info
-            )
+            self._episodes[i] = _Episode(self._rows[i], get_row(space, obs, row), given, info)
             self._needs_reset[i] = False
 
     def _record_step(
@@ -346,7 +351,7 @@ class VectorDataCollector(gym.vector.VectorWrapper):
                 self._needs_reset[i] = False
                 seed = drawn[row] if drawn is not None and (drawn_mask is None or drawn_mask[row]) else None
                 info = None if info_rows is None else _env_info(info_rows[row])
-                self._episodes[i] = _Episode(self._obs_space, self._act_space, obs_row, seed, info)
+                self._episodes[i] = _Episode(self._rows[i], obs_row, seed, info)
                 continue
             episode = self._episodes[i]
             terminated, truncated = terminations_list[row], truncations_list[row]
@@ -373,7 +378,7 @@ class VectorDataCollector(gym.vector.VectorWrapper):
             if same_step:
                 seed = drawn[row] if drawn is not None and (drawn_mask is None or drawn_mask[row]) else None
                 info = None if info_rows is None else _env_info(info_rows[row])
-                self._episodes[i] = _Episode(self._obs_space, self._act_space, obs_row, seed, info)
+                self._episodes[i] = _Episode(self._rows[i], obs_row, seed, info)
             elif next_step:
                 self._needs_reset[i] = True
 
@@ -389,15 +394,15 @@ class VectorDataCollector(gym.vector.VectorWrapper):
             truncations=np.asarray(episode.truncations, dtype=np.bool_),
             infos=None if episode.infos is None else _stack_infos(episode.infos),
         )
-        self._finished.append((env_id, buffer, episode))
+        self._finished.append((env_id, buffer))
 
     # -- datasets ------------------------------------------------------------------------------------
 
     def _buffers(self) -> tuple[list[EpisodeBuffer], list[dict[str, Any]]]:
         finished = self._finished
-        buffers = [buffer for _, buffer, _ in finished]
+        buffers = [buffer for _, buffer in finished]
         metadata = []
-        for env_id, buffer, _ in finished:
+        for env_id, buffer in finished:
             meta = dict(self._episode_metadata_callback({"rewards": buffer.rewards}))
             meta["env_id"] = env_id
             metadata.append(meta)
