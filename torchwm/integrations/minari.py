@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import mmap
 from collections.abc import Callable
 from typing import Any
 
@@ -52,6 +53,18 @@ SPEC_KEY = "torchwm_spec"
 _VECTOR_INFO_KEYS = ("env_id", "final_obs", "final_info", "episode_seed")
 
 
+def _new_array(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    """An empty array in memory new to the process, its pages mapped in one call (``MAP_POPULATE``): a
+    frame written page by page into new memory pays a page fault per page, four times as much on a
+    virtual machine (docs/performance.md, "Recording episodes")."""
+    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    populate = getattr(mmap, "MAP_POPULATE", 0)
+    if nbytes < (1 << 20) or not populate:
+        return np.empty(shape, dtype)
+    memory = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | populate)
+    return np.frombuffer(memory, dtype=dtype).reshape(shape)
+
+
 class _Rows:
     """One space's rows of one env's episodes, appended a row at a time: a growing array for an array
     space (one copy per row, no allocation per step), else a list of copies. Each env keeps one for all
@@ -67,7 +80,7 @@ class _Rows:
         self.array: np.ndarray | None = None
         self.items: list[Any] = []
         if isinstance(space, ARRAY_SPACES):
-            self.array = np.empty((capacity, *(space.shape or ())), dtype=space.dtype)
+            self.array = _new_array((capacity, *(space.shape or ())), space.dtype)
 
     def append(self, value: Any) -> None:
         array = self.array
@@ -75,13 +88,17 @@ class _Rows:
             self.items.append(copy.deepcopy(value))
             return
         if self.n == len(array):
-            self.array = array = np.concatenate([array, np.empty_like(array)])
+            grown = _new_array((2 * len(array), *array.shape[1:]), array.dtype)
+            grown[: self.n] = array
+            self.array = array = grown
         array[self.n] = value
         self.n += 1
 
     def stacked(self) -> Any:
         if self.array is not None:
-            return self.array[: self.n].copy()
+            kept = _new_array(self.array[: self.n].shape, self.array.dtype)
+            kept[...] = self.array[: self.n]
+            return kept
         return _stack(self.space, self.items)
 
     def clear(self) -> None:
