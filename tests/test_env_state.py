@@ -203,7 +203,6 @@ def test_a_state_of_another_stack_is_refused_before_anything_changes():
 
 
 def test_ale_native_refuses_in_one_line_naming_shmem():
-    pytest.importorskip("ale_py")
     with torchwm.make_vec("ALE/Pong-v5", num_envs=2, backend="ale-native", seed=0) as envs:
         envs.reset()
         with pytest.raises(NotImplementedError, match=r"^ale-native cannot .*backend='shmem'") as caught:

@@ -189,7 +189,6 @@ def test_progress_bar(capsys):
     [("next_step", None), ("same_step", None), ("disabled", None), ("next_step", 1), ("same_step", 1)],
 )
 def test_ale_native_runs_each_envs_quota(mode, batch_size):
-    pytest.importorskip("ale_py")
     frames = 40  # 10 agent steps an episode
     with torchwm.make_vec(
         "ALE/Pong-v5",

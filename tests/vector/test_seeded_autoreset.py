@@ -260,7 +260,6 @@ def test_bad_option_values_are_refused_before_anything_starts():
         torchwm.make_vec(ENV_ID, 2, autoreset_seeds="yes")
     with pytest.raises(TypeError, match="autoreset_seeds must be a bool"):
         torchwm.make_vec_from_fns([lambda: gym.make(ENV_ID)], autoreset_seeds=1)
-    pytest.importorskip("ale_py")
     with pytest.raises(UnsupportedStackError, match="autoreset_seeds .* backend 'ale-native'.*'shmem'"):
         torchwm.make_vec("ALE/Pong-v5", 2, backend="ale-native", autoreset_seeds=True)
 

@@ -11,9 +11,6 @@ import sys
 
 import pytest
 
-pytest.importorskip("ale_py")
-pytest.importorskip("cv2")
-
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # What each worker imported while it built its envs (`Ready.imported`), under the default forkserver.
