@@ -55,7 +55,7 @@ _VECTOR_INFO_KEYS = ("env_id", "final_obs", "final_info", "episode_seed")
 
 def _new_array(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
     """An empty array in memory new to the process, its pages mapped in one call (``MAP_POPULATE``): a
-    frame written page by page into new memory pays a page fault per page, four times as much on a
+    frame written page by page into new memory pays a page fault per page, about twice as much on a
     virtual machine (docs/performance.md, "Recording episodes")."""
     nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
     populate = getattr(mmap, "MAP_POPULATE", 0)
