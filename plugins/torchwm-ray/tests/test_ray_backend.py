@@ -247,3 +247,22 @@ def test_large_observations_travel_in_chunks_under_rays_inline_limit():
     chunks = actor.obs_chunks(frames, 4)  # 112,896 bytes
     assert chunks == 2 and 112_896 / chunks <= actor.INLINE_BYTES
     assert actor.obs_chunks(spaces.Dict({"a": frames}), 64) == 0  # only plain arrays are split
+
+
+@pytest.mark.parametrize("mode", ["next_step", "same_step", "disabled"])
+def test_evaluate_runs_each_envs_quota_as_on_sync(local_ray, mode):
+    """`torchwm.evaluate` over Ray's actors: the same episodes as over sync (CountdownEnv's lengths come
+    from each env's seed), each env's share fixed in advance as SB3's evaluate_policy fixes it."""
+
+    def policy(obs):
+        return obs[:, 3].astype(np.int64) % 3  # the step count: a policy that depends on the obs
+
+    results = {}
+    for backend in ("ray", "sync"):
+        with torchwm.make_vec(torchwm.testing.COUNTDOWN_ID, 4, backend=backend, autoreset_mode=mode) as envs:
+            results[backend] = torchwm.evaluate(envs, policy, n_episodes=10, seed=5)
+    ray_result, sync_result = results["ray"], results["sync"]
+    assert np.bincount(ray_result.env_ids, minlength=4).tolist() == [2, 2, 3, 3]
+    np.testing.assert_array_equal(ray_result.env_ids, sync_result.env_ids)
+    np.testing.assert_array_equal(ray_result.returns, sync_result.returns)
+    np.testing.assert_array_equal(ray_result.lengths, sync_result.lengths)
