@@ -210,3 +210,21 @@ def test_the_envpool_direct_bench_peer_runs_the_backends_pool():
             direct_obs, direct_rewards, *_ = direct.step(actions)
             assert np.array_equal(obs[:, -1], direct_obs[:, -1]) and np.array_equal(rewards, direct_rewards)
     direct.close()
+
+
+@pytest.mark.parametrize("batch_size", [None, 1])
+def test_evaluate_runs_each_envs_quota(batch_size):
+    """`torchwm.evaluate` over EnvPool: each env's share of the episodes fixed in advance, as SB3's
+    evaluate_policy fixes it, also in EnvPool's asynchronous mode (``batch_size``)."""
+    frames = 40  # 10 agent steps an episode
+    with torchwm.make_vec(
+        "ALE/Pong-v5",
+        2,
+        backend="envpool",
+        seed=0,
+        max_num_frames_per_episode=frames,
+        backend_kwargs={"batch_size": batch_size},
+    ) as envs:
+        result = torchwm.evaluate(envs, lambda obs: np.zeros(len(obs), dtype=np.int64), n_episodes=3)
+    assert sorted(result.env_ids.tolist()) == [0, 1, 1]
+    assert result.lengths.tolist() == [frames // 4] * 3
