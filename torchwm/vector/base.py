@@ -15,9 +15,8 @@ refuse (`AlreadyPendingCallError`) a call from a second thread meanwhile; a call
 `close` cut short raises `ClosedEnvironmentError` (`torchwm.vector.thread_hold`). Saving and restoring
 envs is `torchwm.vector.saved_states`.
 
-Gymnasium's asynchronous names are here too: ``step_async``/``step_wait`` are
-`send`/`recv`, and `reset_async` checks a reset and holds it for `reset_wait`,
-which runs it under its own timeout.
+Gymnasium's asynchronous names (``reset_async``, ``step_wait``, ...) are
+`torchwm.vector.gymnasium_async`.
 """
 
 from __future__ import annotations
@@ -33,15 +32,17 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from torchwm.errors import AlreadyPendingCallError, EnvTimeoutError, NoAsyncCallError
-from torchwm.spec import VecSpec, check_count, check_seed, check_timeout
+from torchwm.errors import AlreadyPendingCallError, EnvTimeoutError
+from torchwm.spec import VecSpec, check_count, check_timeout
+from torchwm.vector import call_arguments
 from torchwm.vector.batching import ARRAY_SPACES, InfoBatcher, check_actions, take_rows, view_rows
+from torchwm.vector.gymnasium_async import GymnasiumAsyncCalls
 from torchwm.vector.saved_states import SavedStates
 from torchwm.vector.stepper import Stepper
 from torchwm.vector.thread_hold import OneThreadHold
 
 
-class VectorEnv(OneThreadHold, SavedStates, gym.vector.VectorEnv):
+class VectorEnv(OneThreadHold, SavedStates, GymnasiumAsyncCalls, gym.vector.VectorEnv):
     """A Gymnasium vector env over a backend's `Stepper`, with Tianshou's and EnvPool's partial and async
     calls.
 
@@ -160,45 +161,6 @@ class VectorEnv(OneThreadHold, SavedStates, gym.vector.VectorEnv):
                 return obs, batched
             return self._all_rows(), InfoBatcher(self.num_envs).batch(self._spread(ids, infos))
 
-    def reset_async(
-        self, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
-    ) -> None:
-        """Gymnasium's ``AsyncVectorEnv.reset_async``: check a reset of every env (or of
-        ``options["reset_mask"]``), and hold it until `reset_wait` runs it.
-
-        Its arguments are checked here, as Gymnasium checks them. Until `reset_wait`, a step, reset or
-        call raises `AlreadyPendingCallError`.
-        """
-        self._check_open()
-        self._check_nothing_pending("reset_async")
-        self._reset_request(seed, options, None)  # checked now; nothing changes
-        self._pending_reset = (seed, None if options is None else dict(options))
-
-    def reset_wait(self, timeout: float | None = None) -> tuple[Any, dict[str, Any]]:
-        """Gymnasium's ``AsyncVectorEnv.reset_wait``: the reset `reset_async` asked for, within ``timeout``
-        seconds (default: the backend's ``timeout``), else `EnvTimeoutError`, a
-        ``multiprocessing.TimeoutError`` as in Gymnasium.
-
-        The reset runs here, so it is not under way between the two calls.
-        """
-        self._check_open()
-        timeout = self.timeout if timeout is None else check_timeout(timeout, "reset_wait(timeout=)")
-        if self._pending_reset is None:
-            raise NoAsyncCallError(
-                "Calling `reset_wait` without any prior call to `reset_async`. (Or call reset(), which does "
-                "both.)",
-                "reset",
-            )
-        (seed, options), self._pending_reset = self._pending_reset, None
-        # A stepper's methods take no timeout (their signatures are the documented plugin interface): every
-        # stepper reads its `timeout` for each wait on its envs, so this reset's deadline is set there,
-        # for this call only.
-        default_timeout, self.timeout = self.timeout, timeout
-        try:
-            return self.reset(seed=seed, options=options)
-        finally:
-            self.timeout = default_timeout
-
     def step(
         self, actions: Any, env_ids: Any = None
     ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
@@ -305,16 +267,6 @@ class VectorEnv(OneThreadHold, SavedStates, gym.vector.VectorEnv):
         finally:
             self._user = None
             self._in_use.release()
-
-    def step_async(self, actions: Any) -> None:
-        """Gymnasium's ``AsyncVectorEnv.step_async``: `send` of every env's action."""
-        self.send(actions)
-
-    def step_wait(
-        self, timeout: float | None = None
-    ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """Gymnasium's ``AsyncVectorEnv.step_wait``: `recv` (all envs unless ``batch_size`` is set)."""
-        return self.recv(timeout)
 
     @property
     def np_random_seed(self) -> tuple[int, ...]:  # type: ignore[override]
@@ -477,81 +429,16 @@ class VectorEnv(OneThreadHold, SavedStates, gym.vector.VectorEnv):
         return view_rows(self.single_observation_space, self._stepper.observations, None)
 
     def _env_ids(self, env_ids: Any) -> np.ndarray:
-        if env_ids is None:
-            return self._all_ids
-        ids = np.asarray([env_ids] if np.isscalar(env_ids) else env_ids)
-        if ids.ndim != 1 or ids.size == 0 or ids.dtype.kind not in "iu":
-            raise ValueError(f"env_ids must be a non-empty list of env indices, got {env_ids!r}")
-        if ids.min() < 0 or ids.max() >= self.num_envs:
-            raise ValueError(f"env_ids must be in [0, {self.num_envs - 1}], got {ids.tolist()}")
-        if np.unique(ids).size != ids.size:
-            raise ValueError(f"env_ids has repeated indices: {ids.tolist()}")
-        return ids.astype(np.int64)
-
-    def _mask_ids(self, mask: Any) -> np.ndarray:
-        # Gymnasium's Sync/AsyncVectorEnv's exception type and words for each mistake.
-        n = self.num_envs
-        expected = f"expected a NumPy bool array with one entry per env, shape ({n},)"
-        if not isinstance(mask, np.ndarray):
-            raise TypeError(
-                f"`options['reset_mask']` must be a numpy array, got {type(mask)}: {expected}, "
-                f"got {mask!r:.200}"
-            )
-        if mask.shape != (n,):
-            raise ValueError(
-                f"`options['reset_mask']` must have shape `({n},)`, got {mask.shape}: {expected}"
-            )
-        if mask.dtype != np.bool_:
-            raise TypeError(
-                f"`options['reset_mask']` must have `dtype=np.bool_`, got {mask.dtype}: {expected}"
-            )
-        if not mask.any():
-            raise ValueError(
-                f"`options['reset_mask']` must contain a boolean array with at least one True value, "
-                f"got reset_mask={mask}"
-            )
-        return np.flatnonzero(mask)
+        return self._all_ids if env_ids is None else call_arguments.env_ids(env_ids, self.num_envs)
 
     def _reset_request(
         self, seed: Any, options: Any, env_ids: Any
     ) -> tuple[np.ndarray, list[int | None], dict | None]:
-        """The envs a reset resets, their seeds and the options the envs get; every argument checked first,
-        so that a refused reset changes nothing (the seed of make_vec(seed=...) still pending, for one)."""
-        if options is not None and not isinstance(options, dict):
-            raise TypeError(
-                f"options must be a dict or None, got {options!r:.200} ({type(options).__name__})"
-            )
-        options = dict(options) if options else None
-        mask = options.pop("reset_mask", None) if options else None
-        if mask is not None:
-            if env_ids is not None:
-                raise ValueError("give env_ids or options['reset_mask'], not both")
-            ids = self._mask_ids(mask)
-        else:
-            ids = self._env_ids(env_ids)
-        seeds = self._seeds(self._first_reset_seed if seed is None else seed, ids, full_list=mask is not None)
-        return ids, seeds, options
-
-    def _seeds(self, seed: Any, ids: np.ndarray, full_list: bool) -> list[int | None]:
-        """One seed per env of ``ids`` (Python ints, as Gymnasium's seeding wants), every one checked."""
-        if seed is None:
-            return [None] * ids.size
-        if isinstance(seed, np.ndarray) and seed.ndim == 1:
-            seed = seed.tolist()
-        if isinstance(seed, (list, tuple)):
-            expected = self.num_envs if full_list else ids.size
-            if len(seed) != expected:
-                raise ValueError(
-                    f"expected {expected} seeds, one per env reset, got {len(seed)}: {seed!r:.200}"
-                )
-            chosen = [seed[int(i)] for i in ids] if full_list else list(seed)
-            return [None if s is None else check_seed(s, "each seed of a list") for s in chosen]
-        if isinstance(seed, (bool, str, bytes)) or not isinstance(seed, (int, np.integer)):
-            raise TypeError(
-                f"seed must be an int >= 0, a list of them (one per env) or None, got {seed!r:.200}"
-            )
-        first = check_seed(seed)
-        return [first + int(i) for i in ids]
+        """The envs a reset resets, their seeds (make_vec's seed for the first reset) and the envs'
+        options, every argument checked (`torchwm.vector.call_arguments.reset_request`)."""
+        return call_arguments.reset_request(
+            self._first_reset_seed if seed is None else seed, options, env_ids, self.num_envs
+        )
 
     def _mark_reset(self, ids: np.ndarray, seeds: list[int | None]) -> None:
         """Envs ``ids`` were reset with ``seeds``: remember the seeds (for `np_random_seed`; a reset without

@@ -54,6 +54,10 @@ from torchwm.vector.transports.contract import (
 )
 from torchwm.vector.transports.local import LocalWorker
 
+# What a worker's step comes back as (`PoolStepper._finish`): its envs' infos, an env's error, a death, or
+# a reply not read by its deadline (`StepLost`: one that cannot be waited for again).
+Outcome = list[dict] | ErrorReply | WorkerGone | TimeoutError
+
 
 def _no_longer(seconds: float | None, than: float | None) -> bool:
     """Whether a wait of ``seconds`` ends no later than one of ``than`` (None: no limit)."""
@@ -333,8 +337,7 @@ class PoolStepper(PoolCommands, Stepper):
             if slept:  # checked after a sleep only: a step that finishes while polled costs no check
                 for w in list(busy):
                     if not handles[w].alive:
-                        self.state.worker_gone(w)
-                        self._on_crash(handles[w], handles[w].gone(), doing, finish_deadline)
+                        self._finish(w, finish_deadline, handles[w].gone(), doing)
                 if satisfied():
                     return
             if deadline.expired:
@@ -355,37 +358,52 @@ class PoolStepper(PoolCommands, Stepper):
             return poll_wait(handles, timeout)
         return self.group.wait(handles, timeout, need_all)
 
-    def _finish(self, w: int, deadline: Deadline) -> None:
-        """Worker ``w`` finished its step: its envs are ready (or its error is raised)."""
-        ids = self.state.worker_finished(w)
+    def _finish(
+        self, w: int, deadline: Deadline, outcome: Outcome | None = None, doing: str = "stepping"
+    ) -> None:
+        """Worker ``w``'s step is over: its outcome, read as a value, becomes its envs' answer. The one place
+        where each kind of outcome has its one answer:
+
+        - rows (the infos of its envs): the envs are ready;
+        - an env's error (`ErrorReply`): kept for the recv that collects those envs, which raises it and
+          fails that send only; the env that raised must be reset;
+        - a death (`WorkerGone`; passed as ``outcome``, with what the pool was ``doing``, when the pool
+          found the worker dead): a restart whose result is its envs' (``restart_on_crash``), or the
+          vector env fails for good;
+        - a late reply (`TimeoutError`): the worker stays busy and the recv times out; a step that cannot
+          be waited for again (`StepLost`) closes the vector env.
+        """
         handle = self._handles[w]
-        try:
-            infos = handle.finish_step(deadline)
-        except WorkerGone as gone:
-            self._on_crash(
-                handle if gone.worker is None else self._handles[gone.worker],
-                gone,
-                "stepping",
-                deadline,
-            )
+        if outcome is None:
+            try:
+                outcome = handle.finish_step(deadline)
+            except (WorkerGone, TimeoutError) as fault:
+                outcome = fault
+        if isinstance(outcome, WorkerGone):
+            self.state.worker_gone(w)
+            gone = handle if outcome.worker is None else self._handles[outcome.worker]
+            self._on_crash(gone, outcome, doing, deadline)
             return
-        except StepLost as lost:
-            error = self._timeout(handle, deadline, "stepping", lost)
-            self.closed = True  # the vector env closes on seeing it
-            self.close()
-            raise error from None
-        except TimeoutError:
+        ids = self.state.worker_finished(w)
+        if isinstance(outcome, TimeoutError):
+            if isinstance(outcome, StepLost):
+                error = self._timeout(handle, deadline, "stepping", outcome)
+                self.closed = True  # the vector env closes on seeing it
+                self.close()
+                raise error from None
             self.state.worker_resumed(w, ids)
             raise self._timeout(handle, deadline, "stepping") from None
         if ids is None:
             return  # an abandoned step (see _abandon_step): its results are dropped
-        if isinstance(infos, ErrorReply):
+        if isinstance(outcome, ErrorReply):
             # The env that raised has no state its rows show (for the worker's own error: its envs of this
             # step). The error is a result like rows: the recv that collects it raises it.
-            self.state.mark_for_reset(ids if infos.env is None else np.array([handle.envs.start + infos.env]))
-            self.state.step_failed(ids, self._remote_error(handle, infos, "stepping"))
+            self.state.mark_for_reset(
+                ids if outcome.env is None else np.array([handle.envs.start + outcome.env])
+            )
+            self.state.step_failed(ids, self._remote_error(handle, outcome, "stepping"))
             return
-        self.state.arrived(ids, infos)
+        self.state.arrived(ids, outcome)
 
     def _enough_ready(self) -> bool:
         """Whether recv can return: the envs it wants ready (``_wanted`` of them), and every overdue env
