@@ -21,7 +21,6 @@ primitives.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -261,103 +260,79 @@ class AleNativeVectorEnv(VectorEnv):
                 return obs[ids], {key: value[ids] for key, value in infos.items()}
             return obs, infos
 
-    def send(self, actions: Any, env_ids: Any = None) -> None:
+    def _send(self, actions: Any, env_ids: Any) -> None:
         """Start stepping the envs of the last result: all envs, or ``batch_size`` of them.
 
         ``env_ids`` may name those same envs in any order (the actions follow that order);
         ALE cannot step any other subset.
         """
-        # The base class's hold, spelt out as its send does (no context manager on the hot path).
-        if self.closed or self._closer is not None or not self._in_use.acquire(blocking=False):
-            self._enter("sending a step")  # refuses the call, or takes the env after all
-        self._user = threading.get_ident()
-        try:
-            # ALE has one batch in flight at a time, whichever envs send() names.
-            self._check_nothing_pending("step_async")
-            if not self._state.all_reset:
-                raise gym.error.ResetNeeded("call reset() before step() or send()")
-            if env_ids is not None:
-                ids = self._env_ids(env_ids)
-                if ids.size != self._last_ids.size or not np.array_equal(
-                    np.sort(ids), np.sort(self._last_ids)
-                ):
-                    raise NotImplementedError(
-                        f"ale-native steps exactly the envs of the last result ({self._last_ids.tolist()}); "
-                        f"ALE cannot step env_ids={ids.tolist()}. Use backend='shmem' for arbitrary env_ids"
-                    )
-            actions = check_actions(
-                self.single_action_space,
-                actions,
-                self.batch_size,
-                check_range=self._stepper.check_action_values,
-                env_ids=self._last_ids if env_ids is None else ids,
-            )
-            actions = actions.astype(np.float32 if self._continuous else np.int64, copy=False)
-            if env_ids is not None and not np.array_equal(ids, self._last_ids):
-                actions = actions[np.argsort(ids)[np.argsort(np.argsort(self._last_ids))]]
-            self._check_not_ended(self._last_ids)
-            if self._continuous:
-                self._stepper.ale_env.send(actions)
-            else:
-                self._stepper.ale.send(actions, self._paddle_strength)
-            self._state.batch_sent(self._last_ids)
-            # recv returns the rows in the order env_ids gave them, as every backend does; in ALE's
-            # asynchronous mode it returns whichever envs are ready first, in ALE's order.
-            same_order = env_ids is None or self._async or np.array_equal(ids, self._last_ids)
-            self._row_order = None if same_order else ids
-        except Exception as exc:
-            # An error met because another thread's close() dropped ALE's env (None) is that close's.
-            self._raise_if_closed_meanwhile("sending a step", exc)
-            raise
-        finally:
-            self._user = None
-            self._in_use.release()
+        # ALE has one batch in flight at a time, whichever envs send() names.
+        self._check_nothing_pending("step_async")
+        if not self._state.all_reset:
+            raise gym.error.ResetNeeded("call reset() before step() or send()")
+        if env_ids is not None:
+            ids = self._env_ids(env_ids)
+            if ids.size != self._last_ids.size or not np.array_equal(np.sort(ids), np.sort(self._last_ids)):
+                raise NotImplementedError(
+                    f"ale-native steps exactly the envs of the last result ({self._last_ids.tolist()}); "
+                    f"ALE cannot step env_ids={ids.tolist()}. Use backend='shmem' for arbitrary env_ids"
+                )
+        actions = check_actions(
+            self.single_action_space,
+            actions,
+            self.batch_size,
+            check_range=self._stepper.check_action_values,
+            env_ids=self._last_ids if env_ids is None else ids,
+        )
+        actions = actions.astype(np.float32 if self._continuous else np.int64, copy=False)
+        if env_ids is not None and not np.array_equal(ids, self._last_ids):
+            actions = actions[np.argsort(ids)[np.argsort(np.argsort(self._last_ids))]]
+        self._check_not_ended(self._last_ids)
+        if self._continuous:
+            self._stepper.ale_env.send(actions)
+        else:
+            self._stepper.ale.send(actions, self._paddle_strength)
+        self._state.batch_sent(self._last_ids)
+        # recv returns the rows in the order env_ids gave them, as every backend does; in ALE's
+        # asynchronous mode it returns whichever envs are ready first, in ALE's order.
+        same_order = env_ids is None or self._async or np.array_equal(ids, self._last_ids)
+        self._row_order = None if same_order else ids
 
-    def recv(
-        self, timeout: float | None = None, *, min_ready: int | None = None
+    def _recv(
+        self, timeout: float | None, min_ready: int | None
     ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """The results of the batch in flight (ALE's C++ threads cannot time out: ``timeout`` and
         ``min_ready`` change nothing, and are checked as every backend checks them)."""
-        if self.closed or self._closer is not None or not self._in_use.acquire(blocking=False):
-            self._enter("receiving a step")  # refuses the call, or takes the env after all
-        self._user = threading.get_ident()
-        try:
-            if timeout is not None:
-                check_timeout(timeout, "recv(timeout=)")
-            self._state.check_can_recv()  # NoAsyncCallError if nothing was sent
-            if min_ready is not None:
-                check_count("min_ready", min_ready)
-            obs, rewards, terminations, truncations, infos = self._stepper.ale.recv()
-            if self._stepper.ale is None:  # another thread's close() stopped waiting for this step
-                raise ClosedEnvironmentError("ALE's env was dropped during this step")
-            self._state.batch_received()
-            ids = infos["env_id"]
-            if self._async:
-                self._last_ids = ids.astype(np.int64)
-            if self.autoreset_mode is AutoresetMode.DISABLED:  # for _check_not_ended; ALE keeps no rows else
-                self._stepper.terminations[ids] = terminations
-                self._stepper.truncations[ids] = truncations
-            infos = self._with_masks(infos)
-            if "final_obs" in infos:
-                infos = self._final_obs_info(infos, terminations | truncations)
-            obs, rewards = self._shaped(obs), rewards.astype(np.float64)
-            if self._row_order is not None:
-                row_of = {env: row for row, env in enumerate(ids.tolist())}
-                rows = np.array([row_of[env] for env in self._row_order.tolist()])
-                obs, rewards, terminations, truncations = (
-                    obs[rows],
-                    rewards[rows],
-                    terminations[rows],
-                    truncations[rows],
-                )
-                infos = {key: value[rows] for key, value in infos.items()}
-            return obs, rewards, terminations, truncations, infos
-        except Exception as exc:
-            self._raise_if_closed_meanwhile("receiving a step", exc)
-            raise
-        finally:
-            self._user = None
-            self._in_use.release()
+        if timeout is not None:
+            check_timeout(timeout, "recv(timeout=)")
+        self._state.check_can_recv()  # NoAsyncCallError if nothing was sent
+        if min_ready is not None:
+            check_count("min_ready", min_ready)
+        obs, rewards, terminations, truncations, infos = self._stepper.ale.recv()
+        if self._stepper.ale is None:  # another thread's close() stopped waiting for this step
+            raise ClosedEnvironmentError("ALE's env was dropped during this step")
+        self._state.batch_received()
+        ids = infos["env_id"]
+        if self._async:
+            self._last_ids = ids.astype(np.int64)
+        if self.autoreset_mode is AutoresetMode.DISABLED:  # for _check_not_ended; ALE keeps no rows else
+            self._stepper.terminations[ids] = terminations
+            self._stepper.truncations[ids] = truncations
+        infos = self._with_masks(infos)
+        if "final_obs" in infos:
+            infos = self._final_obs_info(infos, terminations | truncations)
+        obs, rewards = self._shaped(obs), rewards.astype(np.float64)
+        if self._row_order is not None:
+            row_of = {env: row for row, env in enumerate(ids.tolist())}
+            rows = np.array([row_of[env] for env in self._row_order.tolist()])
+            obs, rewards, terminations, truncations = (
+                obs[rows],
+                rewards[rows],
+                terminations[rows],
+                truncations[rows],
+            )
+            infos = {key: value[rows] for key, value in infos.items()}
+        return obs, rewards, terminations, truncations, infos
 
     # -- helpers ---------------------------------------------------------------------------------
 

@@ -170,40 +170,46 @@ class VectorEnv(OneThreadHold, SavedStates, GymnasiumAsyncCalls, gym.vector.Vect
 
     def send(self, actions: Any, env_ids: Any = None) -> None:
         """Start stepping envs ``env_ids`` (all by default); `recv` collects the results."""
+        # The one-thread hold (`torchwm.vector.thread_hold`) of send and recv, written out here rather than
+        # as a context manager: no call on the hot path. A backend changes `_send`/`_recv`, never the hold.
         if self.closed or self._closer is not None or not self._in_use.acquire(blocking=False):
             self._enter("sending a step")  # refuses the call, or takes the env after all
         self._user = threading.get_ident()
         try:
-            if self._pending_reset is not None:
-                self._check_nothing_pending("step_async")
-            ids = self._all_ids if env_ids is None else self._env_ids(env_ids)
-            self._state.check_can_send(ids)
-            # Values are the env's business, as in Gymnasium (only count, shape and dtype are checked),
-            # unless the backend's engine cannot take any value.
-            actions = check_actions(
-                self.single_action_space,
-                actions,
-                len(ids),
-                check_range=self._stepper.check_action_values,
-                env_ids=ids,
-            )
-            if self.autoreset_mode is AutoresetMode.DISABLED:
-                self._check_not_ended(ids)
-            natural = ids is self._all_ids
-            # recv returns a whole batch sent in env order as it is: no rank is read
-            ranked = None if natural and self.batch_size == self.num_envs else ids
-            if ids.size == self.num_envs and not natural:
-                # Every env, in another order: backends take a whole batch in env order.
-                order = np.argsort(ids)
-                actions, ids = take_rows(self.single_action_space, actions, order), self._all_ids
-            self._stepper.send_step(ids, actions)
-            self._state.sent(ids, ranked, natural)
+            self._send(actions, env_ids)
         except Exception as exc:
             self._raise_if_closed_meanwhile("sending a step", exc)
             raise
         finally:
             self._user = None
             self._in_use.release()
+
+    def _send(self, actions: Any, env_ids: Any) -> None:
+        """`send` under the hold: checks the envs and actions, hands them to the stepper."""
+        if self._pending_reset is not None:
+            self._check_nothing_pending("step_async")
+        ids = self._all_ids if env_ids is None else self._env_ids(env_ids)
+        self._state.check_can_send(ids)
+        # Values are the env's business, as in Gymnasium (only count, shape and dtype are checked),
+        # unless the backend's engine cannot take any value.
+        actions = check_actions(
+            self.single_action_space,
+            actions,
+            len(ids),
+            check_range=self._stepper.check_action_values,
+            env_ids=ids,
+        )
+        if self.autoreset_mode is AutoresetMode.DISABLED:
+            self._check_not_ended(ids)
+        natural = ids is self._all_ids
+        # recv returns a whole batch sent in env order as it is: no rank is read
+        ranked = None if natural and self.batch_size == self.num_envs else ids
+        if ids.size == self.num_envs and not natural:
+            # Every env, in another order: backends take a whole batch in env order.
+            order = np.argsort(ids)
+            actions, ids = take_rows(self.single_action_space, actions, order), self._all_ids
+        self._stepper.send_step(ids, actions)
+        self._state.sent(ids, ranked, natural)
 
     def recv(
         self, timeout: float | None = None, *, min_ready: int | None = None
@@ -224,49 +230,55 @@ class VectorEnv(OneThreadHold, SavedStates, GymnasiumAsyncCalls, gym.vector.Vect
             self._enter("receiving a step")  # refuses the call, or takes the env after all
         self._user = threading.get_ident()
         try:
-            timeout = self._stepper.timeout if timeout is None else check_timeout(timeout, "recv(timeout=)")
-            state = self._state
-            candidates = state.recv_started()
-            count = min(self.batch_size, candidates.size)
-            if min_ready is None:
-                ids, infos = self._stepper.wait_ready(candidates, count, timeout)
-            else:
-                ids, infos = self._wait_with_deadline(
-                    candidates, count, timeout, min(check_count("min_ready", min_ready), count)
-                )
-            if len(ids) == self.num_envs and state.in_env_order:
-                state.received(slice(None))
-                if any(infos):  # else their order does not matter
-                    by_env = dict(zip(np.asarray(ids).tolist(), infos, strict=True))
-                    infos = [by_env[i] for i in range(self.num_envs)]
-                observations = self._stepper.observations
-                if self.copy:
-                    # An array batch is copied here: no call on the hot path.
-                    if self._array_rows:
-                        observations = observations.copy()
-                    else:
-                        observations = take_rows(self.single_observation_space, observations, None)
-                elif not self._array_rows:
-                    observations = view_rows(self.single_observation_space, observations, None)
-                return (
-                    observations,
-                    self._stepper.rewards.copy(),
-                    self._stepper.terminations.copy(),
-                    self._stepper.truncations.copy(),
-                    InfoBatcher(self.num_envs).batch(infos) if any(infos) else {},
-                )
-            ids = np.asarray(ids, dtype=np.int64)
-            order = np.argsort(state.rank(ids), kind="stable")
-            ids = ids[order]
-            infos = [infos[k] for k in order]
-            state.received(ids)
-            return self._rows(ids, infos)
+            return self._recv(timeout, min_ready)
         except Exception as exc:
             self._raise_if_closed_meanwhile("receiving a step", exc)
             raise
         finally:
             self._user = None
             self._in_use.release()
+
+    def _recv(
+        self, timeout: float | None, min_ready: int | None
+    ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """`recv` under the hold: waits for the stepper's envs, returns their rows."""
+        timeout = self._stepper.timeout if timeout is None else check_timeout(timeout, "recv(timeout=)")
+        state = self._state
+        candidates = state.recv_started()
+        count = min(self.batch_size, candidates.size)
+        if min_ready is None:
+            ids, infos = self._stepper.wait_ready(candidates, count, timeout)
+        else:
+            ids, infos = self._wait_with_deadline(
+                candidates, count, timeout, min(check_count("min_ready", min_ready), count)
+            )
+        if len(ids) == self.num_envs and state.in_env_order:
+            state.received(slice(None))
+            if any(infos):  # else their order does not matter
+                by_env = dict(zip(np.asarray(ids).tolist(), infos, strict=True))
+                infos = [by_env[i] for i in range(self.num_envs)]
+            observations = self._stepper.observations
+            if self.copy:
+                # An array batch is copied here: no call on the hot path.
+                if self._array_rows:
+                    observations = observations.copy()
+                else:
+                    observations = take_rows(self.single_observation_space, observations, None)
+            elif not self._array_rows:
+                observations = view_rows(self.single_observation_space, observations, None)
+            return (
+                observations,
+                self._stepper.rewards.copy(),
+                self._stepper.terminations.copy(),
+                self._stepper.truncations.copy(),
+                InfoBatcher(self.num_envs).batch(infos) if any(infos) else {},
+            )
+        ids = np.asarray(ids, dtype=np.int64)
+        order = np.argsort(state.rank(ids), kind="stable")
+        ids = ids[order]
+        infos = [infos[k] for k in order]
+        state.received(ids)
+        return self._rows(ids, infos)
 
     @property
     def np_random_seed(self) -> tuple[int, ...]:  # type: ignore[override]
