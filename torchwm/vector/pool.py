@@ -101,7 +101,9 @@ class WorkerPool(VectorEnv):
 
     @property
     def worker_pids(self) -> list[int | None]:
-        """The process id of each worker (tests and fault injection use it); None for the parent's share."""
+        """The process id of each worker, in `worker_slices`' order (for a process monitor, CPU pinning or
+        ``os.kill`` in a fault drill); None where no process of its own steps them (the parent's share with
+        ``inline``, a worker that is no process on this machine)."""
         return [handle.pid for handle in self._stepper._handles]
 
     def __repr__(self) -> str:
