@@ -2,14 +2,23 @@
 
 `PoolStepper` is the `torchwm.vector.stepper.Stepper` of every `torchwm.vector.pool.WorkerPool`. Its
 envs are split over workers, each reached through the backend's `WorkerGroup` and a `WorkerHandle` per
-worker (`torchwm.vector.transports.contract`). A step goes::
+worker (`torchwm.vector.transports.contract`). A step is one loop, send, wait, take in::
 
-    send_step   -> each involved worker gets its rows of the actions (a busy one is waited for first)
-    wait_ready  -> _poll_until: every finished worker is taken in (_finish), then sleep on the group
-    _finish     -> the worker's answer as a value: rows (ready), an env's error (kept for the recv
-                   that collects it), a death (_on_crash: restart or fail), a late reply (timeout)
-    wait_ready  -> the ready envs, the fairest first (StepState.collect); or the first error, which
-                   fails its own send only (_raise_step_error)
+    VectorEnv.send ──> send_step ──────────> WorkerHandle.send_step ──> the worker steps its envs,
+    (base.py)          each involved worker   (the transport)            rows written into the batch
+                       gets its rows                                           │
+                       (StepState: busy)                                       v
+    VectorEnv.recv <── wait_ready <──────── _finish(w, outcome) <──── WorkerHandle.poll, finish_step
+    (rows in the       poll every busy       the outcome as a value, one answer each:
+     caller's order)   worker, sleep on      rows        -> StepState.arrived (ready)
+                       the group until       ErrorReply  -> StepState.step_failed (the recv that
+                       enough envs are                      collects those envs raises it)
+                       ready (collect)       WorkerGone  -> restart its envs (_on_crash) or fail
+                                             late        -> busy again; EnvTimeoutError
+
+An env's error is raised by the recv that collects its envs, never by another call: other sends keep
+their rows, and no error path waits out another worker's step. A death fails the vector env at once (all
+its envs lost their workers' state) unless the worker is restarted.
 
 Faults and restarts are `torchwm.vector.pool_faults`, reset/call/set_attr `torchwm.vector.pool_commands`,
 the options `torchwm.vector.pool_options`. Closing ends every worker within a deadline (also at garbage
