@@ -1,5 +1,5 @@
 """How a process backend starts its workers: what the forkserver imports once for all of them
-(torchwm/vector/transports/processes.py), checked in fresh processes, since the server keeps the
+(torchwm/vector/transports/start_methods.py), checked in fresh processes, since the server keeps the
 preload of the first vector env that started it."""
 
 from __future__ import annotations
