@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from torchwm import plugins
-from torchwm.vector.transports import processes
+from torchwm.vector.transports import start_methods
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -28,7 +28,7 @@ os.environ["TORCHWM_CACHE_DIR"] = ""
 # The suite's env factories live in test modules, which import pytest: every worker process would
 # import it again, most of the process backends' test time. The forkserver, started by the first
 # process-backend env of each pytest process, imports it once instead.
-processes.FORKSERVER_PRELOAD.append("pytest")
+start_methods.FORKSERVER_PRELOAD.append("pytest")
 
 
 @pytest.fixture

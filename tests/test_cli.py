@@ -1190,13 +1190,14 @@ def test_a_run_where_episodes_ended_has_no_such_line(capsys):
 def test_the_slow_start_note_gives_the_command_line_spelling_once(monkeypatch, capsys):
     from torchwm.cli import run as cli
     from torchwm.vector.transports import processes
+    from torchwm.vector.transports.worker_process import Ready
 
     def build_slowly(spec):
         # What a shmem worker reports after 2.7 s of imports (the note's own code from there on).
         monkeypatch.setattr(processes, "_slow_start_noted", False)
         for _ in range(2):  # two workers: one note
             processes.note_slow_start(
-                processes.Ready(None, build_seconds=2.7, imported=("gymnasium", "numpy")),
+                Ready(None, build_seconds=2.7, imported=("gymnasium", "numpy")),
                 "forkserver",
                 "shmem",
             )
@@ -1219,8 +1220,9 @@ def test_the_slow_start_note_is_a_user_warning_a_suite_can_filter(monkeypatch):
 
     from torchwm.errors import SlowStartWarning
     from torchwm.vector.transports import processes
+    from torchwm.vector.transports.worker_process import Ready
 
-    ready = processes.Ready(None, build_seconds=2.7, imported=("numpy",))
+    ready = Ready(None, build_seconds=2.7, imported=("numpy",))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("error", RuntimeWarning)  # as TorchRL's suite does: this note is no error
         warnings.simplefilter("always", SlowStartWarning)

@@ -356,6 +356,6 @@ class SlowStartWarning(UserWarning):
             )
         return said + (
             "Pass backend_kwargs={'context': 'fork'} to start workers as copies of this process, or add "
-            "the module to torchwm.vector.transports.processes.FORKSERVER_PRELOAD before the first vector "
-            "env starts (forkserver imports it once for every worker)"
+            "the module to torchwm.vector.transports.start_methods.FORKSERVER_PRELOAD before the first "
+            "vector env starts (forkserver imports it once for every worker)"
         )

@@ -11,7 +11,8 @@ import torchwm
 from torchwm.vector.messages import ErrorReply, Step
 from torchwm.vector.transports.contract import Deadline
 from torchwm.vector.transports.pipe import RawStep
-from torchwm.vector.transports.processes import ProcessHandle, Readable
+from torchwm.vector.transports.processes import ProcessHandle
+from torchwm.vector.transports.worker_process import Readable
 
 
 def test_readable_answers_as_connection_poll_does():

@@ -34,7 +34,7 @@ What they are built from:
 - `transports`: the backend contract (`transports.contract`: a `WorkerGroup` per pool, a
   `WorkerHandle` per worker) and the transports: `local`
   (the ``inline`` option), `pipe`, `shared_memory` (its block in `shared_block`), with what they
-  share (`processes`, `futex`, `handoff`, `worker_count`).
+  share (`processes`, `worker_process`, `start_methods`, `futex`, `handoff`, `worker_count`).
 
 How one ``shmem`` step travels, file by file: docs/concepts.md, "One shmem step".
 """

@@ -6,7 +6,7 @@ sources and wrappers above all, a large share of a worker's start. Imported here
 forkserver forks inherits them. Third-party plugins are not loaded here: the process that calls `make_vec`
 has loaded them already, and loading them again would make every program pay their import twice (and a
 broken one's failure twice). The forkserver imports this module after the others of
-`processes.FORKSERVER_PRELOAD`.
+`torchwm.vector.transports.start_methods.FORKSERVER_PRELOAD`.
 """
 
 import importlib

@@ -27,9 +27,8 @@ from torchwm.vector.batching import ARRAY_SPACES, create_batch, take_rows
 from torchwm.vector.env_group import EnvGroup
 from torchwm.vector.messages import ErrorReply, Reset, Step, error_reply
 from torchwm.vector.transports.contract import Batch, Deadline, WorkerHandle, WorkerPayload
-from torchwm.vector.transports.processes import (
-    ProcessGroup,
-    ProcessHandle,
+from torchwm.vector.transports.processes import ProcessGroup, ProcessHandle
+from torchwm.vector.transports.worker_process import (
     Readable,
     Setup,
     answer_control,

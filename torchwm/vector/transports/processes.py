@@ -1,21 +1,13 @@
-"""What both process transports (`torchwm.vector.transports.pipe`, `torchwm.vector.transports.shared_memory`)
-share: a worker process and its pipe.
+"""The parent's end of a worker process and its pipe, what both process transports
+(`torchwm.vector.transports.pipe`, `torchwm.vector.transports.shared_memory`) share.
 
-Parent side, a `ProcessGroup` (the pool's `torchwm.vector.transports.contract.WorkerGroup`) checks
-the ``context`` option and that the env factories pickle, before anything starts; a `ProcessHandle`
-(the parent's end of one worker, a `torchwm.vector.transports.contract.WorkerHandle`) starts the
-process (`worker_main`), numbers every message it sends, reads replies, detects a dead worker through
-its process sentinel, and ends the process within a deadline. The two transports extend both with
-their way of stepping.
-
-Worker side, `worker_main`: it builds the envs from a cloudpickled
-`torchwm.vector.transports.contract.WorkerPayload` (so lambdas, closures and envs registered
-at run time work under fork, forkserver and spawn), reports them, then hands
-over to its transport's serve loop, which answers commands until `Close`.
-The serve loop reads and writes its pipe through `ParentPipe`, whose failures
-raise `ParentGone`: only that ends a worker early. Whatever an env raises, a
-``BrokenPipeError`` or ``EOFError`` of its own pipes included, is answered as
-that env's error.
+A `ProcessGroup` (the pool's `torchwm.vector.transports.contract.WorkerGroup`) checks the ``context``
+option (the start method, `torchwm.vector.transports.start_methods`) and that the env factories pickle,
+before anything starts; a `ProcessHandle` (the parent's end of one worker, a
+`torchwm.vector.transports.contract.WorkerHandle`) starts the process (its target is
+`torchwm.vector.transports.worker_process.worker_main`), numbers every message it sends, reads replies,
+detects a dead worker through its process sentinel, and ends the process within a deadline. The two
+transports extend both with their way of stepping.
 
 Every pipe message is numbered. The parent sends ``(seq, command)``; the
 worker answers ``(seq, reply, raw_count)`` with the number of the command it
@@ -26,50 +18,32 @@ A reply the parent no longer waits for (its command timed out, or
 Ctrl-C interrupted the wait) is recognised by its number and dropped, so a
 late reply is never taken for the answer to a later command. A reply that
 cannot be pickled (an env attribute holding a lock, an emulator handle)
-becomes an error reply for that command only (`send_reply`). Only a Ctrl-C in
+becomes an error reply for that command only (`worker_process.send_reply`). Only a Ctrl-C in
 the middle of one message leaves a pipe that cannot be read again; the vector
 env then says it must be closed.
-
-Workers under ``forkserver`` (the default) start without running the main
-module again (`ForkServerWorkerProcess`), so a script needs no
-``if __name__ == "__main__":`` guard, as under ``fork``; ``spawn`` runs it
-again, as it does for any multiprocessing child. Workers ignore SIGINT:
-Ctrl-C reaches the parent alone, which closes them.
 """
 
 from __future__ import annotations
 
 import contextlib
-import io
 import multiprocessing
 import os
-import select
 import signal
 import sys
 import threading
-import time
 import warnings
 import weakref
 from collections.abc import Callable, Iterator
-from multiprocessing import context as mp_context
-from multiprocessing import forkserver, popen_forkserver, reduction, spawn, util
+from multiprocessing import forkserver
 from multiprocessing.connection import wait as wait_connections
-from multiprocessing.reduction import ForkingPickler
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar
 
 import cloudpickle
 import gymnasium as gym
 
 from torchwm.errors import SlowStartWarning
 from torchwm.spec import VecSpec
-from torchwm.vector.messages import (
-    Close,
-    ControlCommand,
-    ErrorReply,
-    ShareDescription,
-    describe_share,
-    error_reply,
-)
+from torchwm.vector.messages import Close, ErrorReply, ShareDescription
 from torchwm.vector.transports.contract import (
     Deadline,
     PoolSettings,
@@ -78,36 +52,20 @@ from torchwm.vector.transports.contract import (
     WorkerHandle,
     WorkerPayload,
 )
+from torchwm.vector.transports.start_methods import (
+    DEFAULT_START_METHOD,
+    FAMILY_PRELOAD,
+    FORKSERVER_PRELOAD,
+    START_METHODS,
+    ForkServerWorkerProcess,
+)
+from torchwm.vector.transports.worker_process import Readable, Ready, worker_main
 
-START_METHODS = ("fork", "forkserver", "spawn")
-# forkserver: safe with threads in the parent (fork is not), much faster to start than spawn, and
-# children fork from a small server process, so they do not copy the parent's memory.
-DEFAULT_START_METHOD = "forkserver"
 # The conformance suite runs every check under each start method, with envs split over two workers,
 # and with the parent stepping worker 0's share next to one worker process (inline=True).
 CONFORMANCE_VARIANTS = [{"context": method, "num_workers": 2} for method in START_METHODS] + [
     {"context": method, "num_workers": 2, "inline": True} for method in ("fork", "forkserver")
 ]
-# Modules the forkserver imports once and every worker shares; this module too, since a worker unpickles
-# its process object (`ForkServerWorkerProcess`) from it. A program whose env factories import a heavy
-# module may add it before its first env starts (the test suite adds pytest).
-FORKSERVER_PRELOAD = [
-    "torchwm.vector.transports.processes",
-    "torchwm.vector.transports.pipe",
-    "torchwm.vector.transports.shared_memory",
-    "gymnasium",
-    "numpy",
-    "cloudpickle",
-    "torchwm.vector.transports.forkserver_preload",  # the plugin registries, loaded once
-]
-# What the workers of an env family import beyond that (`ProcessGroup` adds them for a spec of the family):
-# for Atari the emulator, OpenCV (both Atari stacks resize with it) and the fused Atari env, which together
-# took most of a worker's start when each worker imported them.
-FAMILY_PRELOAD = {"atari": ["ale_py", "cv2", "torchwm.wrappers.atari_fused"]}
-# A worker waiting for its next command polls with sched_yield this long before it blocks: longer than
-# the parent's own work between two steps, since waking a sleeping process costs more than that work.
-WORKER_SPIN_SECONDS = 0.001
-
 
 # The worker processes this process started (a worker's `ProcessHandle.start` adds it).
 _STARTED: weakref.WeakSet = weakref.WeakSet()
@@ -131,24 +89,6 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_disown_workers_in_child)
 
 
-# -- the messages of the start-up handshake (the commands are in torchwm.vector.messages) -----------
-
-
-class Started(NamedTuple):
-    """Sent unasked once the process runs torchwm's code (a death before it is a start-up failure)."""
-
-    pid: int
-
-
-class Ready(NamedTuple):
-    """Sent unasked once the envs are built: how long that took, and the top-level packages it imported
-    (for the note on slow starts, `note_slow_start`)."""
-
-    share: ShareDescription
-    build_seconds: float = 0.0
-    imported: tuple[str, ...] = ()
-
-
 # A worker whose envs took longer than this to build (payload and imports included) is named once per
 # process, with the packages it imported: under forkserver or spawn each worker imports them anew.
 SLOW_START_SECONDS = 2.0
@@ -167,13 +107,6 @@ def note_slow_start(ready: Ready, start_method: str, backend: str = "backend") -
         return
     _slow_start_noted = True
     warnings.warn(SlowStartWarning(backend, ready.build_seconds, shared, start_method), stacklevel=2)
-
-
-class Setup(NamedTuple):
-    """The worker's rows: ``layout`` of the shared block (its descriptor follows on the pipe), or None for
-    rows of the worker's own."""
-
-    layout: Any
 
 
 # -- the parent's end ------------------------------------------------------------------------------
@@ -488,243 +421,3 @@ def ctrl_c_after() -> Iterator[None]:
                 previous(signal.SIGINT, held[0])
             elif previous == signal.SIG_DFL:
                 signal.raise_signal(signal.SIGINT)
-
-
-# Keys of multiprocessing's preparation data that make a child run the parent's main module again.
-_MAIN_MODULE_KEYS = ("init_main_from_path", "init_main_from_name")
-
-
-class _ForkServerPopen(popen_forkserver.Popen):
-    """The forkserver start of a process, without running the parent's main module in the child.
-
-    multiprocessing prepares each forkserver or spawn child with `spawn.get_preparation_data`, which
-    names the parent's main script (``init_main_from_path``) or module (``init_main_from_name``); the
-    child runs it again as ``__mp_main__`` so that objects pickled by reference from ``__main__``
-    resolve there. A script without an ``if __name__ == "__main__":`` guard then builds its vector env
-    again inside every worker and fails. A torchwm worker needs nothing from ``__main__``: its target
-    is `worker_main` and its payload is cloudpickled (functions and classes of ``__main__`` travel by
-    value). So these two keys are left out, for torchwm's workers only and without changing any global
-    state; the rest is the standard library's ``Popen._launch`` unchanged (Python 3.10-3.13).
-    """
-
-    def _launch(self, process_obj: Any) -> None:
-        prep_data = {
-            key: value
-            for key, value in spawn.get_preparation_data(process_obj._name).items()
-            if key not in _MAIN_MODULE_KEYS
-        }
-        buf = io.BytesIO()
-        mp_context.set_spawning_popen(self)
-        try:
-            reduction.dump(prep_data, buf)
-            reduction.dump(process_obj, buf)
-        finally:
-            mp_context.set_spawning_popen(None)
-        self.sentinel, w = forkserver.connect_to_new_process(self._fds)  # type: ignore[attr-defined]
-        # As in the standard library: a duplicate of the data pipe's write end is the sentinel of the
-        # parent for the child.
-        _parent_w = os.dup(w)
-        self.finalizer = util.Finalize(self, util.close_fds, (_parent_w, self.sentinel))  # type: ignore[attr-defined]
-        with open(w, "wb", closefd=True) as f:
-            f.write(buf.getbuffer())
-        self.pid = forkserver.read_signed(self.sentinel)
-
-
-class ForkServerWorkerProcess(mp_context.ForkServerProcess):
-    """A forkserver process that does not run the main module again (see `_ForkServerPopen`)."""
-
-    @staticmethod
-    def _Popen(process_obj: Any) -> _ForkServerPopen:
-        return _ForkServerPopen(process_obj)
-
-
-# -- the worker's end ------------------------------------------------------------------------------
-
-
-def send_reply(conn: Any, seq: int, reply: Any, raw: tuple[Any, ...] = (), first_env: int = 0) -> None:
-    """Send ``reply`` as the answer to command ``seq``, then each buffer of ``raw`` as it is.
-
-    Pickled here, before anything is written: a reply that cannot be pickled (``get_attr`` of an
-    attribute holding a lock or an emulator) is answered with an error for this command instead, and
-    the pipe stays in step.
-    """
-    try:
-        data = ForkingPickler.dumps((seq, reply, len(raw)))
-    except Exception as exc:
-        error, env = _unpicklable(reply, exc, first_env)
-        data = ForkingPickler.dumps((seq, error_reply(error)._replace(env=env), 0))
-        raw = ()
-    conn.send_bytes(data)
-    for buffer in raw:
-        conn.send_bytes(buffer)
-
-
-def _unpicklable(reply: Any, exc: Exception, first_env: int) -> tuple[TypeError, int | None]:
-    """The error to send instead of ``reply``, and the local index of the env whose value failed (if one
-    did)."""
-    whose, env = "", None
-    if isinstance(reply, list):  # one value per env
-        for i, value in enumerate(reply):
-            try:
-                ForkingPickler.dumps(value)
-            except Exception:
-                whose, env = f" (the value of env {first_env + i}, a {type(value).__name__})", i
-                break
-    error = TypeError(
-        f"the result cannot be pickled to send it to the parent process{whose}: {type(exc).__name__}: {exc}. "
-        f"Call a method that returns plain data (numbers, arrays, strings), or use backend='sync' to "
-        f"reach the env object itself"
-    )
-    error.__cause__ = exc
-    return error, env
-
-
-class ParentGone(BaseException):
-    """The worker's own pipe to its parent failed (the parent closed it, or died): the worker ends.
-
-    Raised only by `ParentPipe`, so that it says where the failure came from: an env's own
-    ``BrokenPipeError`` or ``EOFError`` (a simulator process that died, an ffmpeg pipe) is an env's error
-    like any other, answered with an `ErrorReply`. A BaseException, as ``SystemExit`` is, so that no
-    ``except Exception`` that answers an env's error can take it for one.
-    """
-
-
-class ParentPipe:
-    """The worker's end of its pipe to the parent, as `worker_main` hands it to a serve loop: a
-    `multiprocessing.connection.Connection` whose failures to read or write raise `ParentGone`.
-
-    Messages are (un)pickled outside the guarded part: an exception raised while unpickling a command's
-    payload (a user's object in ``call`` arguments) is not the pipe's.
-    """
-
-    __slots__ = ("connection",)
-
-    def __init__(self, connection: Any) -> None:
-        self.connection = connection
-
-    def fileno(self) -> int:
-        return self.connection.fileno()
-
-    def poll(self, timeout: float | None = 0.0) -> bool:
-        try:
-            return self.connection.poll(timeout)
-        except (EOFError, OSError) as exc:
-            raise ParentGone from exc
-
-    def recv_bytes(self) -> bytes:
-        try:
-            return self.connection.recv_bytes()
-        except (EOFError, OSError) as exc:
-            raise ParentGone from exc
-
-    def recv_bytes_into(self, buffer: Any) -> int:
-        try:
-            return self.connection.recv_bytes_into(buffer)
-        except (EOFError, OSError) as exc:
-            raise ParentGone from exc
-
-    def recv(self) -> Any:
-        return ForkingPickler.loads(self.recv_bytes())
-
-    def send_bytes(self, data: Any) -> None:
-        try:
-            self.connection.send_bytes(data)
-        except (EOFError, OSError) as exc:
-            raise ParentGone from exc
-
-    def send(self, obj: Any) -> None:
-        self.send_bytes(ForkingPickler.dumps(obj))
-
-    def close(self) -> None:
-        self.connection.close()
-
-
-class Readable:
-    """``readable()``: whether pipe end ``conn`` has a message (or its other end closed), without waiting.
-
-    The same answer as ``conn.poll()``, cheaper: `Connection.poll` builds a selector on every call, and a
-    process that polls for its next message calls it thousands of times a second.
-    """
-
-    def __init__(self, conn: Any) -> None:
-        self._poller = select.poll()
-        self._poller.register(conn.fileno(), select.POLLIN)
-
-    def __call__(self) -> bool:
-        return bool(self._poller.poll(0))
-
-
-def wait_for_message(conn: Any, readable: Readable, idle_since: float) -> None:
-    """Return once ``conn`` has a message: poll with sched_yield until ``WORKER_SPIN_SECONDS`` after
-    ``idle_since``, then block. The next command usually comes within that time, and a process that
-    blocks must be woken."""
-    while time.perf_counter() - idle_since < WORKER_SPIN_SECONDS:
-        if readable():
-            return
-        os.sched_yield()
-    conn.poll(None)
-
-
-def quiet_ale_banner(payload: WorkerPayload) -> None:
-    """No ALE banner from a worker: the emulator prints one each time a process makes its first
-    `ALEInterface` (at Info log level), and the parent has shown it already, or will."""
-    if "ale_py" not in sys.modules and not any(
-        str(s.entry_point).startswith("ale_py") for s in payload.gym_specs
-    ):
-        return
-    try:
-        import ale_py
-    except ImportError:
-        return
-    ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
-
-
-def worker_main(conn: Any, parent_conn: Any, payload_bytes: bytes, serve: Callable[..., None]) -> None:
-    """Entry point of a worker process: build the envs, report them, then ``serve`` until `Close`.
-
-    ``serve(conn, envs, payload, seq, setup)`` is the transport's worker loop; it gets the number and the
-    `Setup` of the first command, answers it, and owns the envs from then on (closes them at the end).
-    """
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if parent_conn is not None:
-        parent_conn.close()  # else the pipe never reports the parent's death (fork keeps both ends)
-    conn = ParentPipe(conn)
-    try:
-        send_reply(conn, 0, Started(os.getpid()))
-        began, modules_before = time.perf_counter(), set(sys.modules)
-        try:
-            payload: WorkerPayload = cloudpickle.loads(payload_bytes)
-            quiet_ale_banner(payload)
-            envs = payload.build_envs()
-            # Inside the try: an env without spaces fails here, and that is its error, not a lost worker.
-            share = describe_share(envs)
-        except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent
-            send_reply(conn, 0, error_reply(exc))
-            return
-        imported = sorted(name for name in set(sys.modules) - modules_before if "." not in name)
-        send_reply(conn, 0, Ready(share, time.perf_counter() - began, tuple(imported)))
-        seq, setup = conn.recv()
-        if isinstance(setup, Close):
-            # The vector env failed to start (another worker's env raised, the spaces differ): its envs
-            # are closed here, since they never reach a serve loop.
-            close_envs(envs)
-            send_reply(conn, seq, None)
-            return
-        serve(conn, envs, payload, seq, setup)
-    except ParentGone:
-        pass  # nobody to answer
-
-
-def close_envs(envs: list[gym.Env]) -> None:
-    """Close every env, whatever one of them raises (the worker is ending)."""
-    for env in envs:
-        try:
-            env.close()
-        except Exception:
-            pass
-
-
-def answer_control(conn: Any, seq: int, command: ControlCommand, group: Any, first_env: int) -> bool:
-    """Answer a control command on the pipe; False once it was `Close` (the serve loop then ends)."""
-    send_reply(conn, seq, group.answer(command), first_env=first_env)
-    return not isinstance(command, Close)

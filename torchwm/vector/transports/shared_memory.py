@@ -64,17 +64,10 @@ from torchwm.vector.transports.contract import (
 )
 from torchwm.vector.transports.futex import futex_wait, futex_wake
 from torchwm.vector.transports.handoff import MAX_SPIN_SECONDS, WaitTuner
-from torchwm.vector.transports.processes import (
-    ProcessGroup,
-    ProcessHandle,
-    Readable,
-    Setup,
-    answer_control,
-    send_reply,
-    worker_main,
-)
+from torchwm.vector.transports.processes import ProcessGroup, ProcessHandle
 from torchwm.vector.transports.shared_block import MAX_INFO_COLUMNS, SharedBatch
 from torchwm.vector.transports.worker_count import env_key, measured_worker_choice
+from torchwm.vector.transports.worker_process import Readable, Setup, answer_control, send_reply, worker_main
 
 LIVENESS_SECONDS = 0.005  # longest sleep of the parent between checks that the busy workers are alive
 # longest sleep of a worker: bounds a missed ring and the check that the parent lives

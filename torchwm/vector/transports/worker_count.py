@@ -65,7 +65,8 @@ from torchwm.errors import EnvTimeoutError
 from torchwm.vector.transports.contract import WorkerChoice, default_num_workers, register_gym_specs
 from torchwm.vector.transports.futex import FUTEX_AVAILABLE, futex_wait, futex_wake
 from torchwm.vector.transports.handoff import Handoff, as_microseconds
-from torchwm.vector.transports.processes import ForkServerWorkerProcess, exit_reason
+from torchwm.vector.transports.processes import exit_reason
+from torchwm.vector.transports.start_methods import ForkServerWorkerProcess
 
 logger = logging.getLogger("torchwm")
 
