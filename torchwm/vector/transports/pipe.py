@@ -10,7 +10,8 @@ observations and then the flags (`flag_rows`) come back as raw bytes that the
 parent reads straight into its batch. It works for any space,
 including ones that do not fit in fixed-size shared memory; for array
 observations ``shmem`` is faster, since it moves nothing through pipes on a
-step. The worker process itself, and the numbering of messages, are
+step. The worker process itself is `torchwm.vector.transports.worker_process`;
+the parent's end of it and the numbering of messages,
 `torchwm.vector.transports.processes`.
 """
 
