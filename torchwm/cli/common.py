@@ -15,7 +15,7 @@ from typing import NoReturn
 
 import gymnasium
 
-from torchwm import bench
+from torchwm.bench import BenchChildError
 from torchwm.config import did_you_mean, find_config, is_config_reference
 from torchwm.errors import (
     ConfigError,
@@ -60,7 +60,7 @@ def status_of(exc: BaseException) -> int | None:
     """The exit status of an error shown as one line, or None for an error that gets its traceback."""
     if isinstance(exc, INPUT_ERRORS):
         return EXIT_USAGE
-    if isinstance(exc, bench.BenchChildError):
+    if isinstance(exc, BenchChildError):
         # The child's own error is the first line; --traceback shows its stderr.
         return EXIT_USAGE if exc.input_error else EXIT_FAILED
     if isinstance(exc, VideoWriteError):
