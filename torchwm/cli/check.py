@@ -26,10 +26,10 @@ from torchwm.config import (
     CONFIG_SUFFIXES,
     apply_overrides,
     check_backend_options,
-    did_you_mean,
     dump_config,
     shipped_configs,
 )
+from torchwm.errors import did_you_mean
 from torchwm.plugins import registry
 
 
