@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -147,6 +148,49 @@ def test_bad_input_is_one_line_and_status_2(tmp_path, capsys, content, suffix, m
 def test_unknown_command_line_option_is_status_2():
     result = torchwm_cli("run", "CartPole-v1", "--stepz", "3")
     assert result.returncode == 2 and "Traceback" not in result.stderr
+
+
+def test_run_and_record_take_one_set_of_setup_arguments():
+    import argparse
+
+    from torchwm.cli import build_parser
+    from torchwm.cli.common import load_setup
+
+    subparsers = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    commands = subparsers.choices
+
+    def setup_arguments(command):
+        return {
+            action.dest: (action.option_strings, action.help, action.type, action.metavar)
+            for action in commands[command]._actions
+            if action.dest in ("target", "num_envs", "backend", "seed", "overrides")
+        }
+
+    assert setup_arguments("run") == setup_arguments("record")
+    assert len(setup_arguments("run")) == 5
+    assert setup_arguments("check")["overrides"][0] == ["--set"]
+    given = [
+        "CartPole-v1",
+        "--num-envs",
+        "3",
+        "--seed",
+        "5",
+        "--backend",
+        "subproc",
+        "--set",
+        "autoreset_mode=disabled",
+    ]
+    run_spec, _ = load_setup(commands["run"].parse_args(given))
+    record_spec, _ = load_setup(
+        commands["record"].parse_args([*given, "--episodes", "1", "--dataset-id", "a/b-v0"])
+    )
+    assert run_spec == record_spec
+    assert (run_spec.num_envs, run_spec.seed, run_spec.backend, run_spec.autoreset_mode) == (
+        3,
+        5,
+        "subproc",
+        "disabled",
+    )
 
 
 def test_bench_writes_a_table_json_and_plot(tmp_path):
@@ -585,7 +629,7 @@ def test_run_steps_per_second_exclude_the_start_up(monkeypatch, capsys):
 
     import numpy as np
 
-    monkeypatch.setattr(cli, "clock", lambda: now[0])
+    monkeypatch.setattr(time, "perf_counter", lambda: now[0])  # what torchwm run times its figures with
     monkeypatch.setattr(cli, "_build", lambda spec: SlowToStart(spec.num_envs))
     assert main(["run", "CartPole-v1", "--num-envs", "2", "--steps", "40", "--no-progress"]) == 0
     out = capsys.readouterr().out
@@ -1097,7 +1141,7 @@ def test_check_names_the_option_asking_for_too_much_memory(tmp_path, capsys):
 def test_bench_refuses_an_output_file_it_cannot_write_before_measuring(
     tmp_path, monkeypatch, capsys, flag, path, message
 ):
-    from torchwm.bench import command
+    from torchwm.cli import bench as command
 
     def measured(*args, **kwargs):
         raise AssertionError("measured before checking where the results go")

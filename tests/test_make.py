@@ -279,3 +279,58 @@ def test_a_backend_that_returns_no_vector_env_is_a_type_error_naming_it(fresh_pl
     assert described in message
     # What came is closed (the env, the closable): nothing it holds outlives the error.
     assert getattr(made[0], "closed", True) is True
+
+
+def test_make_vec_takes_resolve_specs_parameters_and_gymnasiums_two():
+    """make_vec's signature is resolve_spec's, with Gymnasium's vectorization_mode and vector_kwargs: a
+    parameter added to one of them only fails here."""
+    import inspect
+
+    make = inspect.signature(torchwm.make_vec).parameters
+    resolve = inspect.signature(torchwm.factory.resolve_spec).parameters
+    assert set(make) == set(resolve) | {"vectorization_mode", "vector_kwargs"}
+
+    def declared(parameter):
+        return parameter.kind, parameter.default, parameter.annotation
+
+    # Where they differ, and why: make_vec's id may be an EnvSpec, its backend None means "sync" or what
+    # vectorization_mode says, and its env kwargs are keyword arguments (resolve_spec takes them as a dict).
+    assert {name for name in resolve if declared(make[name]) != declared(resolve[name])} == {
+        "id",
+        "backend",
+        "env_kwargs",
+    }
+    assert make["env_kwargs"].kind is inspect.Parameter.VAR_KEYWORD
+
+
+def test_make_vec_passes_every_argument_on_to_resolve_spec(monkeypatch):
+    import inspect
+
+    given = {
+        "wrappers": ["episode_statistics"],
+        "seed": 7,
+        "autoreset_mode": "same_step",
+        "source": "gym",
+        "size": (32, 24),
+        "backend_kwargs": {"num_workers": 1},
+        "fused": False,
+        "autoreset_seeds": True,
+    }
+    passed = {}
+
+    def resolve_spec(**kwargs):
+        passed.update(kwargs)
+        raise LookupError("stop before building")
+
+    original = torchwm.factory.resolve_spec
+    monkeypatch.setattr(torchwm.factory, "resolve_spec", resolve_spec)
+    with pytest.raises(LookupError, match="stop before building"):
+        torchwm.make_vec("CartPole-v1", 3, backend="subproc", render_mode="rgb_array", **given)
+    assert passed == {
+        "id": "CartPole-v1",
+        "num_envs": 3,
+        "backend": "subproc",
+        "env_kwargs": {"render_mode": "rgb_array"},
+        **given,
+    }
+    assert list(passed) == list(inspect.signature(original).parameters)  # every one, each by its name

@@ -230,6 +230,12 @@ def resolve_spec(
     )
 
 
+# resolve_spec's parameters by name. make_vec takes each of them under the same name (env_kwargs as
+# **env_kwargs) and passes them all on, so that a parameter added to both goes through without another line;
+# tests/test_make.py fails if one of the two gets a parameter the other has not.
+SPEC_PARAMETERS = tuple(inspect.signature(resolve_spec).parameters)
+
+
 def env_keyword_arguments(env_id: str) -> list[str] | None:
     """The keyword arguments that ``gymnasium.make(env_id, ...)`` passes on to the env's constructor or takes
     itself; None where that cannot be told (no signature, or the constructor takes ``**kwargs``)."""
@@ -456,21 +462,8 @@ def make_vec(
     backend, backend_kwargs, autoreset_mode = gymnasium_arguments(
         backend, backend_kwargs, autoreset_mode, vectorization_mode, vector_kwargs
     )
-    spec = resolve_spec(
-        id,
-        num_envs,
-        backend=backend,
-        wrappers=wrappers,
-        seed=seed,
-        autoreset_mode=autoreset_mode,
-        source=source,
-        size=size,
-        backend_kwargs=backend_kwargs,
-        fused=fused,
-        env_kwargs=env_kwargs,
-        autoreset_seeds=autoreset_seeds,
-    )
-    return make_vec_from_spec(spec)
+    given = locals()
+    return make_vec_from_spec(resolve_spec(**{name: given[name] for name in SPEC_PARAMETERS}))
 
 
 def make_vec_from_fns(

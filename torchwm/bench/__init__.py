@@ -4,9 +4,11 @@
 my_config.yaml`` for a config's whole setup (its stack, env kwargs, seed,
 num_envs and backend options; the peers built over the same stack, and
 those that cannot build it listed with the reason), the same command as
-``python -m torchwm.bench ...`` (one parser, `add_arguments`), steps each
+``python -m torchwm.bench ...``, steps each
 backend for a fixed number of batched steps with pre-drawn random actions and
 prints steps/s (the median of ``--repeats`` runs) and the ratio to a baseline.
+This package measures; the command (its arguments, the table and files it writes) is
+`torchwm.cli.bench`, in the command-line layer above it.
 Every measurement runs in its own child process (``python -m torchwm.bench
 --serve JOB``), so one backend's processes and memory never weigh on the next,
 and the PSS of that child's whole process tree can be read from
@@ -32,12 +34,10 @@ What can be measured (``backends``):
 
 The modules, one job each: `results` (`BenchResult`, the ratios and the table), `measure` (one backend
 built and stepped in this process), `child` (one measurement in a child process), `run` (`run_bench`:
-every backend at every size, and the checks made before), `machine` (what ran), `plotting` and `command`
-(``torchwm bench``'s arguments and what it does).
+every backend at every size, and the checks made before), `machine` (what ran) and `plotting`.
 """
 
 from torchwm.bench.child import BenchChildError, Child, serve
-from torchwm.bench.command import DEFAULT_SIZES, add_arguments, config_obs_shape, describe_setup, run_command
 from torchwm.bench.machine import bench_info, cpu_info, describe_machine, machine_info, versions
 from torchwm.bench.measure import (
     PEERS,
@@ -55,23 +55,19 @@ from torchwm.bench.results import BenchResult, add_ratios, format_table
 from torchwm.bench.run import check_bench, config_specs, default_backends, run_bench
 
 __all__ = [
-    "DEFAULT_SIZES",
     "PEERS",
     "AleEmulator",
     "BenchChildError",
     "BenchResult",
     "Child",
     "Runner",
-    "add_arguments",
     "add_ratios",
     "bench_info",
     "check_bench",
-    "config_obs_shape",
     "config_specs",
     "cpu_info",
     "default_backends",
     "describe_machine",
-    "describe_setup",
     "format_table",
     "machine_info",
     "measure_one",
@@ -81,7 +77,6 @@ __all__ = [
     "pool_choice",
     "process_tree_pss_mb",
     "run_bench",
-    "run_command",
     "serve",
     "setup_spec",
     "stack_refusal",

@@ -1,7 +1,8 @@
 """``python -m torchwm.bench ...``: exactly ``torchwm bench ...`` (one parser, one-line errors), and
 ``python -m torchwm.bench --serve JOB``, a measuring child (`torchwm.bench.child`).
 
-The command line is `torchwm.cli`'s, which imports the bench package; this entry point sits above both.
+An entry point, as ``torchwm`` is: it runs the command line (`torchwm.cli`), which stands on this package,
+and nothing imports it.
 """
 
 import json

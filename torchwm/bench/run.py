@@ -19,8 +19,8 @@ from torchwm.bench import measure
 from torchwm.bench.child import BenchChildError, Child
 from torchwm.bench.measure import PEERS, measure_one, setup_spec, stack_refusal
 from torchwm.bench.results import BenchResult
-from torchwm.config import did_you_mean, load_run_config
-from torchwm.errors import ConfigError
+from torchwm.config import load_run_config
+from torchwm.errors import ConfigError, did_you_mean
 from torchwm.factory import resolve_spec
 from torchwm.plugins import backend_options, registry
 

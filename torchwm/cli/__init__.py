@@ -15,8 +15,8 @@ one line on stderr and exits with status 2, without a traceback
 video ``run --video`` could not finish, exits 1 and Ctrl-C during ``run``
 exits 130 after printing the figures so far.
 
-Each command is a module of this package (`listing_command`, `run`, `check`; ``bench`` lives in
-`torchwm.bench`); what they share is in `common`.
+Each command is a module of this package (`listing_command`, `run`, `record`, `bench`, `check`; ``bench``
+measures with the `torchwm.bench` library); what they share is in `common`.
 """
 
 from __future__ import annotations
@@ -26,8 +26,7 @@ import sys
 import warnings
 from collections.abc import Sequence
 
-from torchwm import bench
-from torchwm.cli import check, listing_command, record, run
+from torchwm.cli import bench, check, listing_command, record, run
 from torchwm.cli.check import check_target
 from torchwm.cli.common import OneLineParser, explain, first_line, status_of, unknown_arguments, version
 from torchwm.cli.summary import length_unit
@@ -87,12 +86,6 @@ def build_parser() -> argparse.ArgumentParser:
     listing_command.add_parser(commands, [common])
     run.add_parser(commands, [common])
     record.add_parser(commands, [common])
-    bench_parser = commands.add_parser(
-        "bench",
-        parents=[common],
-        help="steps per second of backends and their peers side by side (torchwm.bench)",
-    )
-    bench.add_arguments(bench_parser)
-    bench_parser.set_defaults(handler=bench.run_command, parser=bench_parser)
+    bench.add_parser(commands, [common])
     check.add_parser(commands, [common])
     return parser

@@ -12,16 +12,24 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from torchwm.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, OneLineParser, UsageError, config_format
+from torchwm.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    OneLineParser,
+    UsageError,
+    add_set_argument,
+    config_format,
+)
 from torchwm.cli.config_errors import config_errors
 from torchwm.config import (
     CONFIG_SUFFIXES,
     apply_overrides,
     check_backend_options,
-    did_you_mean,
     dump_config,
     shipped_configs,
 )
+from torchwm.errors import did_you_mean
 from torchwm.plugins import registry
 
 
@@ -41,12 +49,8 @@ def add_parser(commands: argparse._SubParsersAction[OneLineParser], parents: lis
     parser.add_argument(
         "--config", metavar="CONFIG", help="the config file or shipped config to validate (never a backend)"
     )
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
+    add_set_argument(
+        parser,
         help="a backend: one of its options, num_workers=2 (or backend_kwargs.num_workers=2); "
         "a config: a key override, as torchwm run --set takes it",
     )
@@ -66,8 +70,8 @@ def check_target(target: str | None, config: str | None) -> tuple[str, str]:
     In this order: ``--config X`` is a config; a name with a config suffix (``.toml``, ``.yaml``,
     ``.yml``, ``.json``) or a path separator is a config file; a registered backend's name is that
     backend; a shipped config's name is that config; any other existing file is a config (and is
-    refused as one). So a name that is both a backend and a shipped config (``ray``) is the backend,
-    as it was before ``check`` read configs: ``--config ray`` checks the config.
+    refused as one). So a name that is both a backend and a shipped config (``ray``) is the backend:
+    ``--config ray`` checks the config.
     """
     if config is not None:
         if target is not None:

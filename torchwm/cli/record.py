@@ -26,7 +26,8 @@ from torchwm.cli.common import (
     EXIT_OK,
     OneLineParser,
     UsageError,
-    non_negative_int,
+    add_setup_arguments,
+    load_setup,
     positive_int,
 )
 from torchwm.vector.batching import take_rows
@@ -36,36 +37,19 @@ def add_parser(commands: argparse._SubParsersAction[OneLineParser], parents: lis
     parser = commands.add_parser(
         "record", parents=parents, help="record episodes of a config or an env id to a Minari dataset"
     )
-    parser.add_argument(
-        "target",
-        metavar="CONFIG_OR_ENV_ID",
-        help="a config file, a shipped config by name (pong, ...), or an env id such as ALE/Pong-v5",
-    )
     parser.add_argument("--episodes", type=positive_int, required=True, help="episodes to record")
     parser.add_argument(
         "--dataset-id", required=True, help="Minari dataset id, (namespace/)name-vN, e.g. pong/random-v0"
     )
     parser.add_argument("--policy", metavar="MODULE:FUNCTION", help="policy(obs, action_space) -> actions")
     parser.add_argument("--overwrite", action="store_true", help="replace a local dataset of that id")
-    parser.add_argument("--num-envs", type=positive_int, help="number of envs (overrides num_envs)")
-    parser.add_argument("--backend", help="backend name (overrides backend)")
-    parser.add_argument(
-        "--seed", type=non_negative_int, help="seed of the first resets and of the random policy"
-    )
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config key",
-    )
+    add_setup_arguments(parser)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(handler=cmd_record, parser=parser)
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    from torchwm.cli.run import _build, _load_run, load_policy
+    from torchwm.cli.run import _build, load_policy
 
     integration = _minari()  # a missing extra: one line, before anything else
     import minari
@@ -83,7 +67,7 @@ def cmd_record(args: argparse.Namespace) -> int:
                 f"pass --overwrite to replace it, or choose another id"
             )
     policy = load_policy(args.policy) if args.policy else None
-    spec, _ = _load_run(args)
+    spec, _ = load_setup(args)
     spec = spec.replace(autoreset_seeds=True)
     began = time.perf_counter()
     envs = integration.VectorDataCollector(_build(spec), max_episodes=args.episodes)

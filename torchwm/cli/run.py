@@ -27,12 +27,13 @@ from torchwm.cli.common import (
     INPUT_ERRORS,
     OneLineParser,
     UsageError,
+    add_setup_arguments,
     config_format,
-    non_negative_int,
+    load_setup,
     positive_int,
 )
 from torchwm.cli.summary import EpisodeTracker, RunReport, print_summary
-from torchwm.config import dump_config, is_config_reference, is_memory_error, load_run_config, memory_message
+from torchwm.config import dump_config, is_memory_error, memory_message
 from torchwm.errors import NoAsyncCallError, WorkerError
 from torchwm.factory import RECORDERS, make_vec_from_spec
 from torchwm.vector.batching import take_rows
@@ -44,29 +45,9 @@ def add_parser(commands: argparse._SubParsersAction[OneLineParser], parents: lis
         "run", parents=parents, help="build an env from a config or an env id and step it"
     )
     parser.add_argument(
-        "target",
-        metavar="CONFIG_OR_ENV_ID",
-        help="a config file (.toml, .yaml, .yml, .json), a shipped config by name (torchwm list configs: "
-        "pong, ...), or an env id such as ALE/Pong-v5",
-    )
-    parser.add_argument(
         "--steps", type=positive_int, help="vector steps to run (default: [run] steps, or 1000)"
     )
-    parser.add_argument("--num-envs", type=positive_int, help="number of envs (overrides num_envs)")
-    parser.add_argument(
-        "--backend", help="backend name (overrides backend; backend_kwargs it does not take are dropped)"
-    )
-    parser.add_argument(
-        "--seed", type=non_negative_int, help="seed of the first reset and of the random policy"
-    )
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config key: num_envs=16, backends.shmem.num_workers=2, wrappers[1].stack_size=2",
-    )
+    add_setup_arguments(parser)
     parser.add_argument(
         "--policy",
         metavar="MODULE:FUNCTION",
@@ -93,12 +74,8 @@ def add_parser(commands: argparse._SubParsersAction[OneLineParser], parents: lis
     parser.set_defaults(handler=cmd_run, parser=parser)
 
 
-# The clock of ``torchwm run``'s figures (a module attribute, so that a test can give a fake one).
-clock: Callable[[], float] = time.perf_counter
-
-
 def cmd_run(args: argparse.Namespace) -> int:
-    spec, run_options = _load_run(args)
+    spec, run_options = load_setup(args)
     try:
         if args.video is not None:
             from torchwm.wrappers.record_video import with_video
@@ -127,7 +104,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     videos_before = video_files(spec) if recorders_of(spec) else None
     video_error: VideoWriteError | None = None
-    began = clock()
+    began = time.perf_counter()
     try:
         envs = _build(spec)
     except KeyboardInterrupt:
@@ -145,7 +122,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         obs, reset_infos = envs.reset()
         # Steps per second count the stepping only: building the env and its first reset are start-up.
-        report.started = clock()
+        report.started = time.perf_counter()
         partial = getattr(envs, "batch_size", spec.num_envs) < spec.num_envs
         if partial:
             _run_batches(envs, spec, obs, reset_infos, steps, policy, report, progress)
@@ -159,7 +136,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         interrupted = True
     finally:
-        report.ended = clock()
+        report.ended = time.perf_counter()
         progress.close()
         try:
             envs.close()
@@ -221,17 +198,6 @@ def _collect_in_flight(envs: Any, count: int) -> None:
             count -= len(envs.recv()[1])
         except NoAsyncCallError:
             return  # a backend that keeps no envs in flight between batches (ale-native: ALE's own)
-
-
-def _load_run(args: argparse.Namespace) -> tuple[Any, Any]:
-    overrides = list(args.overrides)
-    # The options win over the file's keys, as --set does.
-    if args.num_envs is not None:
-        overrides.append(f"num_envs={args.num_envs}")
-    if args.seed is not None:
-        overrides.append(f"seed={args.seed}")
-    target = args.target if is_config_reference(args.target) else {"id": args.target}
-    return load_run_config(target, overrides, backend=args.backend)
 
 
 def _build(spec: Any) -> Any:
@@ -310,6 +276,3 @@ def load_policy(name: str) -> Callable[[Any, Any], Any]:
     if not callable(target):
         raise UsageError(f"--policy {name}: {attribute!r} is not callable")
     return target
-
-
-# ----------------------------------------------------------------------------- check

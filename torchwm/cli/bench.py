@@ -1,6 +1,6 @@
-"""``torchwm bench``'s arguments (`add_arguments`, one parser for ``torchwm bench`` and
-``python -m torchwm.bench``) and what the command does (`run_command`): check, measure, print the table
-and what ran, write the plot and the JSON."""
+"""``torchwm bench``: its arguments (`add_parser`; ``python -m torchwm.bench`` runs this same command) and
+what it does (`run_command`): check, measure with `torchwm.bench`, print the table and what ran, write the
+plot and the JSON."""
 
 from __future__ import annotations
 
@@ -13,11 +13,17 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, NoReturn
 
-from torchwm.bench.machine import bench_info, describe_machine
-from torchwm.bench.measure import stack_refusal
-from torchwm.bench.plotting import plot
-from torchwm.bench.results import format_table
-from torchwm.bench.run import config_specs, default_backends, run_bench
+from torchwm.bench import (
+    bench_info,
+    config_specs,
+    default_backends,
+    describe_machine,
+    format_table,
+    plot,
+    run_bench,
+    stack_refusal,
+)
+from torchwm.cli.common import OneLineParser
 from torchwm.config import apply_overrides, is_config_reference, load_config, memory_message
 from torchwm.errors import ConfigError, TorchwmError, UnsupportedStackError
 from torchwm.extras import missing_extra
@@ -47,8 +53,12 @@ def _positive(text: str) -> int:
 DEFAULT_SIZES = [8, 16, 32]
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The arguments of ``torchwm bench``, which ``python -m torchwm.bench`` also takes."""
+def add_parser(commands: argparse._SubParsersAction[OneLineParser], parents: list[OneLineParser]) -> None:
+    parser = commands.add_parser(
+        "bench",
+        parents=parents,
+        help="steps per second of backends and their peers side by side (torchwm.bench)",
+    )
     parser.add_argument(
         "config",
         nargs="?",
@@ -111,6 +121,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--json", default=None, metavar="FILE", help="write the results, machine and versions as JSON"
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    parser.set_defaults(handler=run_command, parser=parser)
 
 
 def _setup(args: argparse.Namespace) -> tuple[Any, str | None]:
