@@ -60,7 +60,8 @@ def test_every_env_is_in_a_worker_by_default_and_the_parent_share_is_opt_in(back
     # Isolation by default: no env runs in the parent unless inline=True is asked for.
     with torchwm.make_vec("CartPole-v1", 4, backend=backend, backend_kwargs={"context": "fork"}) as vec:
         assert None not in vec.worker_pids and len(set(vec.worker_pids)) == vec.num_workers
-        # One worker per core, or as many as shmem measured to be faster (tests/vector/test_worker_count.py).
+        # One worker per core, or as many as shmem measured to be faster
+        # (tests/vector/transports/test_worker_count.py).
         assert vec.num_workers == (
             vec.worker_choice.workers if vec.worker_choice else min(4, default_num_workers())
         )

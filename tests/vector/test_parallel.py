@@ -13,11 +13,11 @@ import pytest
 from gymnasium import spaces
 
 import torchwm
-from torchwm.errors import UnsupportedStackError
-from torchwm.testing import leaked_segments, mapped_segments, process_running
-from torchwm.vector.transports.contract import split_envs
+from torchwm.testing import leaked_segments
 
 BACKENDS = ["subproc", "shmem"]
+
+
 START_METHODS = ["fork", "forkserver", "spawn"]
 
 
@@ -73,6 +73,8 @@ class DictObsEnv(gym.Env):
 
 # Registered at import, in this module: spawn/forkserver workers get the spec sent along.
 gym.register("TorchwmTest/SlowOnOne-v0", entry_point=SlowOnOneEnv)
+
+
 gym.register("TorchwmTest/DictObs-v0", entry_point=DictObsEnv)
 
 
@@ -189,55 +191,6 @@ def test_lambda_closure_factory_under_spawn():
     assert np.allclose(obs, reference + offset)
 
 
-def test_worker_slices_uneven_and_envs_per_worker():
-    assert split_envs(5, 2, None) == [range(0, 3), range(3, 5)]
-    assert split_envs(5, None, 2) == [range(0, 2), range(2, 4), range(4, 5)]
-    assert split_envs(3, 8, None) == [range(0, 1), range(1, 2), range(2, 3)]
-    with torchwm.make_vec(
-        "CartPole-v1", 5, backend="shmem", backend_kwargs={"envs_per_worker": 2, "context": "fork"}
-    ) as vec:
-        assert vec.worker_slices == [range(0, 2), range(2, 4), range(4, 5)]
-        assert vec.num_workers == 3 and len(set(vec.worker_pids)) == 3
-
-
-def test_default_num_workers_is_the_cpu_affinity():
-    with torchwm.make_vec("CartPole-v1", 8, backend="subproc", backend_kwargs={"context": "fork"}) as vec:
-        assert vec.num_workers == min(8, len(__import__("os").sched_getaffinity(0)))
-
-
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_batch_size_returns_first_ready_and_keeps_the_rest(backend):
-    # Worker 0 (envs 0, 1) is fast; worker 1 (envs 2, 3) sleeps 2 x 1.5 s, a margin a loaded machine's
-    # process wake-ups cannot eat: the first recv gets envs 0 and 1.
-    with torchwm.make_vec(
-        "TorchwmTest/SlowOnOne-v0",
-        4,
-        backend=backend,
-        seed=0,
-        delay=1.5,
-        backend_kwargs={"num_workers": 2, "batch_size": 2, "context": "fork"},
-    ) as vec:
-        vec.reset()
-        vec.send(np.array([0, 0, 1, 1]))
-        obs, rewards, _, _, infos = vec.recv()
-        assert infos["env_id"].tolist() == [0, 1]
-        assert np.array_equal(rewards, [0.0, 0.0])
-        # Envs 0 and 1 may go again while 2 and 3 are still stepping.
-        vec.send(np.array([0, 0]), env_ids=[0, 1])
-        seen = []
-        for _ in range(2):
-            obs, rewards, _, _, infos = vec.recv()
-            seen += infos["env_id"].tolist()
-            for env, o, r in zip(infos["env_id"], obs, rewards, strict=True):
-                if env in (2, 3):
-                    assert (o[0], r) == (1, 1.0)
-                else:
-                    assert (o[0], r) == (2, 0.0)
-        assert sorted(seen) == [0, 1, 2, 3]
-        with pytest.raises(RuntimeError, match="no action in flight"):
-            vec.recv()
-
-
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_partial_step_and_reset_match_sync(backend):
     with (
@@ -259,140 +212,9 @@ def test_partial_step_and_reset_match_sync(backend):
         assert np.array_equal(got, expected)
 
 
-def test_shmem_copy_false_gives_views_and_copy_true_copies():
-    with torchwm.make_vec(
-        "CartPole-v1",
-        2,
-        backend="shmem",
-        seed=0,
-        backend_kwargs={"num_workers": 1, "copy": False, "context": "fork"},
-    ) as vec:
-        first, _ = vec.reset()
-        kept = first.copy()
-        second = vec.step(np.array([1, 1]))[0]
-        assert second is first or np.shares_memory(second, first)
-        assert not np.array_equal(first, kept), "a view shows the next step's observations"
-    with torchwm.make_vec(
-        "CartPole-v1", 2, backend="shmem", seed=0, backend_kwargs={"num_workers": 1, "context": "fork"}
-    ) as vec:
-        first, _ = vec.reset()
-        kept = first.copy()
-        vec.step(np.array([1, 1]))
-        assert np.array_equal(first, kept)
-
-
-def test_shmem_refuses_spaces_without_a_fixed_shape():
-    class TextEnv(gym.Env):
-        observation_space = spaces.Text(5)
-        action_space = spaces.Discrete(2)
-
-        def reset(self, *, seed=None, options=None):
-            return "a", {}
-
-    with pytest.raises(UnsupportedStackError, match="subproc"):
-        torchwm.TorchVectorizedEnv(TextEnv, num_workers=1, backend="shmem", context="fork")
-
-
 def _no_new_children_or_segments(before):
     assert set(multiprocessing.active_children()) <= before
     assert leaked_segments() == []
-
-
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize(
-    ("kwargs", "error", "match"),
-    [
-        ({"num_workers": 0}, ValueError, "num_workers must be an int >= 1, got 0"),
-        ({"num_workers": 2.5}, TypeError, "num_workers must be an int"),
-        ({"batch_size": 9}, ValueError, "batch_size must be an int from 1 to num_envs=4, got 9"),
-        ({"context": "threads"}, ValueError, r"context must be one of \['fork', 'forkserver', 'spawn'\]"),
-        ({"num_wrokers": 2}, TypeError, r"unknown backend option\(s\) \['num_wrokers'\]"),
-        ({"num_workers": 3, "envs_per_worker": 3}, ValueError, "do not fit num_envs=4"),
-        ({"timeout": -1}, ValueError, "timeout must be a number of seconds > 0"),
-        ({"copy": "yes"}, TypeError, "copy must be True or False"),
-    ],
-)
-def test_bad_backend_kwargs_fail_before_any_worker_starts(backend, kwargs, error, match):
-    before = set(multiprocessing.active_children())
-    with pytest.raises(error, match=match):
-        torchwm.make_vec("CartPole-v1", 4, backend=backend, backend_kwargs=kwargs)
-    _no_new_children_or_segments(before)
-
-
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_unpicklable_factory_is_named_at_construction(backend):
-    lock = threading.Lock()
-
-    def factory_with_a_lock():
-        assert lock is not None
-        return gym.make("CartPole-v1")
-
-    before = set(multiprocessing.active_children())
-    with pytest.raises(TypeError, match="factory_with_a_lock cannot be pickled.*module-level function"):
-        torchwm.TorchVectorizedEnv(factory_with_a_lock, num_workers=2, backend=backend)
-    _no_new_children_or_segments(before)
-
-
-def test_close_is_idempotent_and_leaves_nothing_behind():
-    vec = torchwm.make_vec(
-        "CartPole-v1", 4, backend="shmem", backend_kwargs={"num_workers": 2, "context": "fork"}
-    )
-    pids = vec.worker_pids
-    # The block has no name in /dev/shm even while in use; the parent and each worker map it.
-    assert leaked_segments() == []
-    name = vec._stepper._batch.layout.name
-    assert name in mapped_segments() and all(name in mapped_segments(pid) for pid in pids)
-    vec.close()
-    vec.close()
-    assert name not in mapped_segments()
-    assert all(not process_running(pid) for pid in pids)
-    with pytest.raises(torchwm.ClosedEnvironmentError):
-        vec.reset()
-
-
-def test_garbage_collection_closes_workers_and_segments():
-    import gc
-
-    vec = torchwm.make_vec(
-        "CartPole-v1", 2, backend="shmem", backend_kwargs={"num_workers": 2, "context": "fork"}
-    )
-    pids = vec.worker_pids
-    del vec
-    gc.collect()
-    assert leaked_segments() == []
-    assert all(not process_running(pid) for pid in pids)
-
-
-# -- issue items: fair batches, every env's spaces checked, actions as given, late replies, unpicklable
-# results --
-
-
-@pytest.mark.parametrize(
-    "backend, backend_kwargs",
-    [
-        ("sync", {}),
-        ("subproc", {}),
-        ("shmem", {}),
-        ("subproc", {"num_workers": 2, "inline": True}),
-        ("shmem", {"num_workers": 2, "inline": True}),
-    ],
-)
-def test_batches_serve_every_env_in_turn(backend, backend_kwargs):
-    # The documented async loop: send to exactly the envs recv() returned. No env may starve.
-    served = np.zeros(8, dtype=np.int64)
-    with torchwm.make_vec(
-        "CartPole-v1", 8, backend=backend, seed=0, backend_kwargs={**backend_kwargs, "batch_size": 2}
-    ) as envs:
-        envs.reset()
-        envs.send(np.zeros(8, dtype=np.int64))
-        for _ in range(400):
-            *_, infos = envs.recv()
-            ids = infos["env_id"]
-            served[ids] += 1
-            envs.send(np.zeros(len(ids), dtype=np.int64), ids)
-        envs.recv()
-    assert served.min() > 0, served
-    assert served.min() >= served.mean() / 4, f"unbalanced: {served}"
 
 
 class BoxObsEnv(gym.Env):

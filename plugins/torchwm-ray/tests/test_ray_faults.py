@@ -1,6 +1,6 @@
 """Faults on the ``ray`` backend that are Ray's own, and what follows them.
 
-tests/vector/test_faults.py holds every backend, Ray's default configuration on one node among them
+tests/vector/faults/ holds every backend, Ray's default configuration on one node among them
 (steps through a shared block), to the faults contract (an env that raises, a hang, an actor process
 killed, segfaulted or exited, a reply that cannot be pickled, Ctrl-C mid-step). Here: faults on Ray's
 own channels (``shared_memory=False``), with the compiled graph and with actor calls, which actor a

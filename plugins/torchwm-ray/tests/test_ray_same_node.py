@@ -1,7 +1,7 @@
 """The ``ray`` backend on a one-node Ray: its actors step through a shared block, as ``shmem``'s workers.
 
 The pool's contract on this path (errors, hangs, Ctrl-C, restarts) is tests/conformance's and
-tests/vector/test_faults.py's, which run Ray's default configuration, and test_ray_backend.py runs Pong
+the tests of tests/vector/faults/, which run Ray's default configuration, and test_ray_backend.py runs Pong
 on it against ``sync``; here is what is particular to actors that Ray starts and torchwm steps: how a
 dead actor, an actor Ray cannot place and ``close()`` end.
 """

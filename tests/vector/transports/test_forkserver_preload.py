@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 # What each worker imported while it built its envs (`Ready.imported`), under the default forkserver.
 WORKER_IMPORTS = r"""
