@@ -51,14 +51,3 @@ def test_an_atari_worker_under_forkserver_imports_nothing_the_server_could_have(
     # Before, each worker imported OpenCV and the fused Atari env itself: most of its start, and the
     # slow-start note on the README's `torchwm run pong`.
     assert worker_imports("ALE/Pong-v5", backend) == [[]]
-
-
-def test_the_preload_list_the_slow_start_note_named_before_is_the_one_the_server_imports():
-    # The note told users to add modules to processes.FORKSERVER_PRELOAD; the list now lives in
-    # start_methods, and an append through the old path must still reach the server.
-    from torchwm.errors import SlowStartWarning
-    from torchwm.vector.transports import processes, start_methods
-
-    assert processes.FORKSERVER_PRELOAD is start_methods.FORKSERVER_PRELOAD
-    note = SlowStartWarning("shmem", 2.5, ["numpy"], "forkserver").text()
-    assert "torchwm.vector.transports.start_methods.FORKSERVER_PRELOAD" in note
