@@ -37,6 +37,7 @@ from torchwm.vector.pool_stepper import PoolStepper as PoolStepper
 from torchwm.vector.transports.contract import (
     WorkerChoice,
     WorkerGroup,
+    WorkerHandle,
 )
 from torchwm.vector.transports.contract import default_num_workers as default_num_workers
 
@@ -103,6 +104,12 @@ class WorkerPool(VectorEnv):
     def worker_pids(self) -> list[int | None]:
         """The process id of each worker (tests and fault injection use it); None for the parent's share."""
         return [handle.pid for handle in self._stepper._handles]
+
+    @property
+    def workers(self) -> list[WorkerHandle]:
+        """The parent's end of each worker (the group's `WorkerHandle`s), in worker order: what a backend's
+        own properties read (its actors, their nodes). A new list; the handles are the pool's."""
+        return list(self._stepper._handles)
 
     def __repr__(self) -> str:
         settings = f", {self._stepper.group!r}" if repr(self._stepper.group) else ""
