@@ -3,18 +3,23 @@
 Every .py under plugins/*/torchwm_*/ is parsed with `ast`, its doctests too: an import of a torchwm
 module other than ``torchwm``, ``torchwm.plugin_api`` and ``torchwm.errors`` fails, naming file and line.
 The examples of docs/plugins/ keep to the same modules, and may also use ``torchwm.plugins`` (register
-a plugin at run time) and ``torchwm.testing`` (the conformance kit).
+a plugin at run time) and ``torchwm.testing`` (the conformance kit). Neither reads a private attribute of
+a torchwm object (`private_reads`). The API itself is small (at most `MOST_NAMES` names), each name
+documented and used by a plugin or by the plugin pages.
 """
 
 from __future__ import annotations
 
 import ast
 import doctest
+import functools
 import re
+import types
 from pathlib import Path
 
 import pytest
 
+import torchwm
 import torchwm.plugin_api
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,6 +29,23 @@ ALLOWED = {"torchwm", "torchwm.plugin_api", "torchwm.errors"}
 ALLOWED_IN_DOCS = ALLOWED | {"torchwm.plugins", "torchwm.testing"}
 PLUGIN_PAGES = sorted(ROOT.glob("docs/plugins/*.md"))
 FENCE = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
+MOST_NAMES = 20
+# What `torchwm.plugin_api.messages` declares (the module holds internal names too).
+MESSAGES = (
+    "Step",
+    "Reset",
+    "Call",
+    "SetAttr",
+    "NeedsReset",
+    "Close",
+    "ControlCommand",
+    "ErrorReply",
+    "error_reply",
+    "ShareDescription",
+    "describe_share",
+)
+# The public methods of a named tuple (``reply._replace(...)``), whose names begin with an underscore.
+NAMEDTUPLE_API = {"_replace", "_asdict", "_fields", "_field_defaults", "_make"}
 
 
 def torchwm_imports(tree: ast.AST) -> list[tuple[int, str]]:
@@ -118,6 +140,7 @@ def test_every_declared_name_exists():
 
 
 def test_the_api_holds_what_a_transport_author_needs():
+    api = torchwm.plugin_api
     needed = {
         "WorkerGroup",
         "WorkerHandle",
@@ -129,19 +152,179 @@ def test_the_api_holds_what_a_transport_author_needs():
         "PoolSettings",
         "WorkerPool",
         "split_envs",
-        "check_count",
-        "check_timeout",
-        "check_batch_size",
-        "Step",
-        "Reset",
-        "ErrorReply",
-        "error_reply",
+        "checks",
+        "messages",
+        "rows",
         "EnvGroup",
-        "VecSpec",
         "VectorEnv",
+        "SharedBlock",
         "parse_for",
-        "hookimpl",
     }
-    assert needed <= set(torchwm.plugin_api.__all__)
-    assert torchwm.plugin_api.VectorEnv is torchwm.VectorEnv
-    assert torchwm.plugin_api.hookimpl is torchwm.hookimpl
+    assert needed <= set(api.__all__)
+    assert api.VectorEnv is torchwm.VectorEnv
+    for name in MESSAGES:
+        assert re.search(rf"``(messages\.)?{name}``", api.__doc__) and hasattr(api.messages, name), name
+    for name in ("check_count", "check_timeout", "check_batch_size"):
+        assert callable(getattr(api.checks, name)), name
+    assert {"create_batch", "take_rows", "slice_rows", "ARRAY_SPACES"} <= set(api.rows.__all__)
+
+
+def test_the_api_is_small():
+    assert len(torchwm.plugin_api.__all__) <= MOST_NAMES, torchwm.plugin_api.__all__
+
+
+def undocumented(module: types.ModuleType) -> list[str]:
+    """The names of ``module.__all__`` (and of its namespaces' ``__all__``) without a docstring of their own:
+    a class, function or module needs its ``__doc__``; any other value an entry ``` `name` ``` in the
+    docstring of the module that lists it."""
+    missing = []
+    for name in module.__all__:
+        value = getattr(module, name)
+        if isinstance(value, types.ModuleType):
+            missing += [f"{name}.{inner}" for inner in undocumented_members(value)]
+        if isinstance(value, type):
+            documented = bool(vars(value).get("__doc__"))
+        elif isinstance(value, (types.FunctionType, types.BuiltinFunctionType, types.ModuleType)):
+            documented = bool(value.__doc__)
+        else:
+            documented = f"`{name}`" in (module.__doc__ or "")
+        if not documented:
+            missing.append(name)
+    return missing
+
+
+def undocumented_members(namespace: types.ModuleType) -> list[str]:
+    # A module re-exported whole (`messages`, which has internal names too): the names of the API.
+    names = getattr(namespace, "__all__", MESSAGES)
+    holder = types.ModuleType(namespace.__name__, namespace.__doc__)
+    holder.__dict__.update({name: getattr(namespace, name) for name in names})
+    holder.__all__ = list(names)  # type: ignore[attr-defined]
+    return undocumented(holder)
+
+
+def test_the_docstring_check_finds_an_undocumented_name():
+    module = types.ModuleType("api", "The API: `LIMIT`, the most there can be.")
+
+    class Documented:
+        """Here."""
+
+    class Bare:
+        pass
+
+    def bare():
+        pass
+
+    module.__dict__.update(Documented=Documented, Bare=Bare, bare=bare, LIMIT=3, OTHER=4)
+    module.__all__ = ["Documented", "Bare", "bare", "LIMIT", "OTHER"]  # type: ignore[attr-defined]
+    assert undocumented(module) == ["Bare", "bare", "OTHER"]
+
+
+def test_every_name_has_a_docstring():
+    assert undocumented(torchwm.plugin_api) == []
+
+
+def test_every_name_is_used_by_a_plugin_or_the_plugin_pages():
+    """A name no plugin and no example uses is no name a backend author needs (the pages' prose, which
+    lists every name, does not count)."""
+    code = [path.read_text(encoding="utf-8") for path in PLUGIN_FILES]
+    examples = [block for page in PLUGIN_PAGES for block in FENCE.findall(page.read_text(encoding="utf-8"))]
+    text = "\n".join(code + examples)
+    unused = [name for name in torchwm.plugin_api.__all__ if not re.search(rf"\b{name}\b", text)]
+    assert unused == []
+
+
+# -- private attributes ----------------------------------------------------------------------------
+
+
+def defined_privates(trees: list[ast.AST]) -> set[str]:
+    """The ``_``-prefixed attribute names the code of ``trees`` gives its own objects: methods and class
+    attributes of its classes, and ``self._name = ...`` (or annotated) assignments."""
+    names: set[str] = set()
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                for item in node.body:
+                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        names.add(item.name)
+                    elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                        names.add(item.target.id)
+                    elif isinstance(item, ast.Assign):
+                        names |= {t.id for t in item.targets if isinstance(t, ast.Name)}
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+                    names.add(node.attr)
+    return {name for name in names if _private(name)}
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+TORCHWM_PRIVATES = defined_privates(
+    [ast.parse(path.read_text(encoding="utf-8")) for path in sorted((ROOT / "torchwm").rglob("*.py"))]
+)
+
+
+def private_reads(tree: ast.AST, own: set[str], torchwm_privates: set[str] = TORCHWM_PRIVATES) -> list[int]:
+    """The lines of ``tree`` that read ``x._name`` of a torchwm object: ``x`` is not ``self``/``cls``
+    itself, ``_name`` is a private torchwm gives its objects and not one of ``own`` (the privates the
+    plugin gives its own objects). Privates of other packages (``os._exit``, EnvPool's ``_reset``) and
+    a named tuple's ``_replace`` are not torchwm's."""
+    lines = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Attribute) and _private(node.attr)):
+            continue
+        if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+            continue
+        if node.attr in own or node.attr in NAMEDTUPLE_API or node.attr not in torchwm_privates:
+            continue
+        lines.append(node.lineno)
+    return sorted(lines)
+
+
+def test_the_check_finds_a_private_read():
+    plugin = ast.parse(
+        "import os\n"
+        "class Env:\n"
+        "    _mine = 1\n"
+        "    def actors(self):\n"
+        "        self._own = self._stepper\n"  # on self: allowed
+        "        return [h.actor for h in self._stepper._handles]\n"  # 6: the pool's handles
+        "    def more(self, other):\n"
+        "        os._exit(0); reply._replace(env=1); other._own; other._mine\n"  # not torchwm's, or its own
+        "        return other._batch\n"  # 9
+    )
+    own = defined_privates([plugin])
+    assert own == {"_mine", "_own"}
+    assert private_reads(plugin, own, {"_stepper", "_handles", "_batch", "_own"}) == [6, 9]
+
+
+@functools.cache
+def _plugin_privates(package: Path) -> set[str]:
+    return defined_privates([ast.parse(path.read_text(encoding="utf-8")) for path in package.rglob("*.py")])
+
+
+@pytest.mark.parametrize("path", PLUGIN_FILES, ids=lambda path: str(path.relative_to(ROOT)))
+def test_plugins_read_no_private_attribute_of_torchwm(path):
+    package = next(parent for parent in path.parents if parent.name.startswith("torchwm_"))
+    own = _plugin_privates(package)
+    found = private_reads(ast.parse(path.read_text(encoding="utf-8")), own)
+    assert found == [], [path.read_text(encoding="utf-8").splitlines()[line - 1].strip() for line in found]
+
+
+@pytest.mark.parametrize("page", PLUGIN_PAGES, ids=lambda path: path.name)
+def test_the_plugin_pages_read_no_private_attribute_of_torchwm(page):
+    blocks = [ast.parse(block) for block in FENCE.findall(page.read_text(encoding="utf-8"))]
+    own = defined_privates(blocks)
+    assert [line for block in blocks for line in private_reads(block, own)] == []
+
+
+def test_a_pool_shows_its_workers():
+    """`WorkerPool.workers`, what a plugin reads of its handles instead of the pool's private list."""
+    with torchwm.make_vec("CartPole-v1", 3, backend="subproc", backend_kwargs={"num_workers": 2}) as envs:
+        workers = envs.workers
+        assert [worker.index for worker in workers] == [0, 1]
+        assert [worker.envs for worker in workers] == envs.worker_slices
+        assert [worker.pid for worker in workers] == envs.worker_pids
+        workers.clear()
+        assert len(envs.workers) == 2  # a new list each time

@@ -98,9 +98,9 @@ def test_a_shmem_step_runs_in_the_files_the_page_lists(tmp_path):
     worker = {name for path in tmp_path.iterdir() for name in path.read_text().split()}
     assert worker, "the worker wrote nothing"
     assert parent | worker <= listed, sorted((parent | worker) - listed)
-    # The four files that carry the step are opened on every step (the helpers depend on who sleeps).
+    # The five files that carry the step are opened on every step (the helpers depend on who sleeps).
     assert {"base.py", "pool_stepper.py", "transports/shared_memory.py"} <= parent
-    assert {"env_group.py", "transports/shared_memory.py"} <= worker
+    assert {"env_group.py", "transports/shared_memory_worker.py"} <= worker
 
 
 # The layers a step crosses in the parent, top first; other files under torchwm/vector are helpers a

@@ -1,143 +1,116 @@
 """What a backend or transport plugin builds on: torchwm's declared plugin API.
 
 A plugin imports torchwm through this module, through ``torchwm`` itself (`torchwm.make_vec`,
-`torchwm.VecSpec`, the error classes) and through `torchwm.errors`, which is public: every
-exception torchwm raises, each also an instance of the Gymnasium or built-in type raised for the
+`torchwm.VecSpec`, `torchwm.hookimpl`, the error classes) and through `torchwm.errors`, which is public:
+every exception torchwm raises, each also an instance of the Gymnasium or built-in type raised for the
 same mistake. Every other module of torchwm is internal and may move; the names below stay.
-tests/test_plugin_api.py fails when a plugin under plugins/ imports anything else of torchwm.
+tests/test_plugin_api.py fails when a plugin under plugins/ imports anything else of torchwm, or reads a
+private attribute of a torchwm object.
 
-What is here, by job:
+The names, by job:
 
-- Registering: `hookimpl`, the marker of a plugin's hook implementations (``register_backends``).
 - A backend: `VectorEnv`, the base class of every vector env, over the backend's `Stepper` (how its
-  envs are reset, stepped, called and closed) and its `StepState`; `VecSpec`, what to build
-  (`resolve_spec`: the spec `torchwm.make_vec` would build from the same arguments), and `build_env` /
-  `spec_env_fns`, one env of a spec.
-- The checks every entry point shares, so that a plugin refuses bad input alike: `check_count`,
-  `check_seed`, `check_timeout`, `check_batch_size`, `check_observation_mode`, `resolve_spaces`,
-  `check_actions`, `check_pool_options`; `parse_for`, the Atari stack a backend can run natively.
-- A pool backend: `WorkerPool` over the backend contract (in ``torchwm.vector.transports.contract``):
-  a `WorkerGroup` per vector env and a `WorkerHandle` per worker; `POOL_OPTIONS`, `PoolSettings`,
-  `split_envs`, `default_num_workers`, `WorkerPayload`, `WorkerChoice`, `Batch`, `Deadline`,
-  `WorkerGone`, `StepLost`, `gym_specs_of` / `register_gym_specs` (an env id registered at run time,
-  in a worker).
-- A worker process the plugin starts itself (a Ray actor on the parent's node): `SharedBlockGroup`
-  (the shared block, its tuner and its wait) and `SharedMemoryHandle`, the parent's end of the ``shmem``
-  transport, and `serve_shared_memory(conn, payload_bytes)`, its worker's end over a connection to the
-  parent.
-- A worker: `EnvGroup`, the envs one worker steps, and the typed messages between the pool and a
-  worker (`Step`, `Reset`, `Call`, `SetAttr`, `NeedsReset`, `Close`, `ControlCommand`,
-  `ErrorReply`, `error_reply`, `ShareDescription`, `describe_share`).
-- Batches: `ARRAY_SPACES`, `create_batch`, `put_rows`, `take_rows`, `slice_rows`, `get_row`.
-- A wrapper or env whose state ``envs.clone_state`` cannot save on its own: `StatefulLayer`, the two
-  methods it defines (``get_torchwm_state``/``set_torchwm_state``), and `EnvState`, what a clone returns.
+  envs are reset, stepped, called and closed; its ``state`` tells which envs are in flight);
+  `resolve_spec`, the `torchwm.VecSpec` `torchwm.make_vec` would build from the same arguments;
+  `build_env`, one env of a spec; `parse_for`, the Atari stack of a spec a backend runs natively.
+- `checks`, the input checks every entry point shares, so that a plugin refuses bad input alike:
+  ``checks.check_count``, ``checks.check_timeout``, ``checks.check_batch_size``.
+- A pool backend: `WorkerPool` over a `WorkerGroup` per vector env and a `WorkerHandle` per worker;
+  `PoolSettings`, the pool's options checked; `split_envs`, the split of envs over workers;
+  `WorkerPayload`, what a worker builds its envs from; `Batch`, the rows the workers write; `Deadline`,
+  the time a wait may take; `WorkerGone` and `StepLost`, what a handle raises for a dead worker and for
+  a step that cannot be waited for again.
+- A worker: `EnvGroup`, the envs one worker steps, and `messages`, the module of the typed messages
+  between the pool and a worker: the control commands (``messages.ControlCommand``: ``Reset``,
+  ``Call``, ``SetAttr``, ``NeedsReset``; ``Close``; ``Step``, a step's actions sent as a message) and the
+  answers (``ShareDescription``, made by ``describe_share``, a worker's answer to ``started``;
+  ``ErrorReply``, made by ``error_reply``, an env's error). Its other names are internal.
+- `rows`, the rows of a batch: ``rows.create_batch``, ``rows.take_rows``, ``rows.slice_rows``,
+  ``rows.ARRAY_SPACES`` (the spaces batched as one array).
+- Workers the plugin starts itself that step through shared memory (Ray actors on the parent's node):
+  `SharedBlock`, the block, its wait, the parent's end of a worker (``SharedBlock.Handle``) and the
+  worker's end (``SharedBlock.serve``).
 """
 
 from __future__ import annotations
 
-from torchwm.env_state import EnvState, StatefulLayer
-from torchwm.factory import build_env, resolve_spec, spec_env_fns
-from torchwm.hookspecs import hookimpl
-from torchwm.spec import VecSpec, check_count, check_seed, check_timeout
+import types
+from typing import Any
+
+from torchwm.factory import build_env, resolve_spec
+from torchwm.spec import check_count, check_timeout
+from torchwm.vector import messages
 from torchwm.vector.base import VectorEnv
-from torchwm.vector.batching import (
-    ARRAY_SPACES,
-    check_actions,
-    create_batch,
-    get_row,
-    put_rows,
-    slice_rows,
-    take_rows,
-)
+from torchwm.vector.batching import ARRAY_SPACES, create_batch, slice_rows, take_rows
 from torchwm.vector.env_group import EnvGroup
-from torchwm.vector.messages import (
-    Call,
-    Close,
-    ControlCommand,
-    ErrorReply,
-    NeedsReset,
-    Reset,
-    SetAttr,
-    ShareDescription,
-    Step,
-    describe_share,
-    error_reply,
-)
-from torchwm.vector.pool import POOL_OPTIONS, WorkerPool, check_pool_options
-from torchwm.vector.step_state import StepState
-from torchwm.vector.stepper import Stepper, check_batch_size, check_observation_mode, resolve_spaces
+from torchwm.vector.pool import WorkerPool
+from torchwm.vector.stepper import Stepper, check_batch_size
 from torchwm.vector.transports.contract import (
     Batch,
     Deadline,
     PoolSettings,
     StepLost,
-    WorkerChoice,
     WorkerGone,
     WorkerGroup,
     WorkerHandle,
     WorkerPayload,
-    default_num_workers,
-    gym_specs_of,
-    register_gym_specs,
     split_envs,
 )
-from torchwm.vector.transports.shared_memory import SharedBlockGroup, SharedMemoryHandle, serve_shared_memory
+from torchwm.vector.transports.shared_memory import SharedBlock
 from torchwm.wrappers.atari_stack import parse_for
 
+
+def _namespace(name: str, doc: str, **members: Any) -> types.ModuleType:
+    """A namespace of related names, reached as ``torchwm.plugin_api.<name>.<member>``."""
+    namespace = types.ModuleType(f"{__name__}.{name}", doc)
+    namespace.__dict__.update(members)
+    namespace.__all__ = sorted(members)  # type: ignore[attr-defined]
+    return namespace
+
+
+checks = _namespace(
+    "checks",
+    """The input checks every entry point shares, so that a plugin refuses bad input with the same error
+    and message as torchwm's own backends: `check_count` (a count of envs, workers, ...),
+    `check_timeout` (seconds or None), `check_batch_size` (``batch_size`` against ``num_envs``).
+    """,
+    check_batch_size=check_batch_size,
+    check_count=check_count,
+    check_timeout=check_timeout,
+)
+
+rows = _namespace(
+    "rows",
+    """The rows of a batch of any space, as Gymnasium batches it: `create_batch` (a zeroed batch of n rows),
+    `take_rows` (a copy of some rows), `slice_rows` (a view of a range of rows, one worker's), and
+    `ARRAY_SPACES`, the tuple of space classes batched as one numpy array (any other space is a dict,
+    tuple or object array of them).
+    """,
+    ARRAY_SPACES=ARRAY_SPACES,
+    create_batch=create_batch,
+    slice_rows=slice_rows,
+    take_rows=take_rows,
+)
+
 __all__ = [
-    "ARRAY_SPACES",
-    "POOL_OPTIONS",
     "Batch",
-    "Call",
-    "Close",
-    "ControlCommand",
     "Deadline",
     "EnvGroup",
-    "EnvState",
-    "ErrorReply",
-    "NeedsReset",
     "PoolSettings",
-    "Reset",
-    "SetAttr",
-    "SharedBlockGroup",
-    "SharedMemoryHandle",
-    "ShareDescription",
-    "Step",
+    "SharedBlock",
     "StepLost",
-    "StatefulLayer",
-    "StepState",
     "Stepper",
-    "VecSpec",
     "VectorEnv",
-    "WorkerChoice",
     "WorkerGone",
     "WorkerGroup",
     "WorkerHandle",
     "WorkerPayload",
     "WorkerPool",
     "build_env",
-    "check_actions",
-    "check_batch_size",
-    "check_count",
-    "check_observation_mode",
-    "check_pool_options",
-    "check_seed",
-    "check_timeout",
-    "create_batch",
-    "default_num_workers",
-    "describe_share",
-    "error_reply",
-    "get_row",
-    "gym_specs_of",
-    "hookimpl",
+    "checks",
+    "messages",
     "parse_for",
-    "put_rows",
-    "register_gym_specs",
-    "resolve_spaces",
     "resolve_spec",
-    "serve_shared_memory",
-    "slice_rows",
-    "spec_env_fns",
+    "rows",
     "split_envs",
-    "take_rows",
 ]

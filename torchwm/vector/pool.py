@@ -37,6 +37,7 @@ from torchwm.vector.pool_stepper import PoolStepper as PoolStepper
 from torchwm.vector.transports.contract import (
     WorkerChoice,
     WorkerGroup,
+    WorkerHandle,
 )
 from torchwm.vector.transports.contract import default_num_workers as default_num_workers
 
@@ -105,6 +106,12 @@ class WorkerPool(VectorEnv):
         ``os.kill`` in a fault drill); None where no process of its own steps them (the parent's share with
         ``inline``, a worker that is no process on this machine)."""
         return [handle.pid for handle in self._stepper._handles]
+
+    @property
+    def workers(self) -> list[WorkerHandle]:
+        """The parent's end of each worker (the group's `WorkerHandle`s), in worker order: what a backend's
+        own properties read (its actors, their nodes). A new list; the handles are the pool's."""
+        return list(self._stepper._handles)
 
     def __repr__(self) -> str:
         settings = f", {self._stepper.group!r}" if repr(self._stepper.group) else ""

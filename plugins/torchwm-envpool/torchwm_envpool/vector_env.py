@@ -20,8 +20,9 @@ from typing import Any, cast
 import numpy as np
 from gymnasium import spaces
 
+from torchwm import VecSpec
 from torchwm.errors import AlreadyPendingCallError, EnvTimeoutError
-from torchwm.plugin_api import Batch, Stepper, VecSpec, VectorEnv, check_count, check_timeout
+from torchwm.plugin_api import Batch, Stepper, VectorEnv, checks
 from torchwm_envpool.translate import EnvPoolPlan, translate
 
 INFO_KEYS = ("lives", "elapsed_step")  # per-env infos kept from EnvPool's (not its RAM copy nor player ids)
@@ -67,8 +68,10 @@ class EnvPoolStepper(Stepper):
         batch_size: int | None = None,
         timeout: float | None = None,
     ) -> None:
-        num_threads = check_count("num_threads", num_threads, minimum=0)
-        thread_affinity_offset = check_count("thread_affinity_offset", thread_affinity_offset, minimum=-1)
+        num_threads = checks.check_count("num_threads", num_threads, minimum=0)
+        thread_affinity_offset = checks.check_count(
+            "thread_affinity_offset", thread_affinity_offset, minimum=-1
+        )
         super().__init__(spec, batch_size=batch_size, timeout=timeout)  # checked before the pool is made
         n = spec.num_envs
         self._plan: EnvPoolPlan = translate(spec)
@@ -321,7 +324,7 @@ class EnvPoolVectorEnv(VectorEnv):
         with self._held("receiving a step"):
             if timeout is not None:
                 # as the base class would: the shortcut waits without one
-                check_timeout(timeout, "recv(timeout=)")
+                checks.check_timeout(timeout, "recv(timeout=)")
             obs, rewards, terminations, truncations, info = stepper.pool.recv(reset=False, return_info=True)
             stepper.store(obs, rewards, terminations, truncations, info, per_env_infos=False)
             state.received(slice(None))

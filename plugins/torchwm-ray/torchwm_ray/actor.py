@@ -23,15 +23,7 @@ import ray
 from gymnasium import spaces
 from ray import cloudpickle
 
-from torchwm.plugin_api import (
-    ARRAY_SPACES,
-    EnvGroup,
-    NeedsReset,
-    WorkerPayload,
-    create_batch,
-    describe_share,
-    take_rows,
-)
+from torchwm.plugin_api import EnvGroup, WorkerPayload, messages, rows
 from torchwm_ray.connection import exit_with_raylet
 from torchwm_ray.failures import ActorRestarted, EnvFailure
 
@@ -72,7 +64,7 @@ class EnvActor:
 
     def describe(self) -> dict[str, Any]:
         return {
-            "share": self.failed or describe_share(self.envs),
+            "share": self.failed or messages.describe_share(self.envs),
             "pid": os.getpid(),
             "node_id": ray.get_runtime_context().get_node_id(),
         }
@@ -80,7 +72,7 @@ class EnvActor:
     def attach(self, observation_space: gym.Space) -> int:
         """Batch rows of its own for its envs' results; returns in how many chunks it sends observations."""
         count = len(self.envs)
-        self.observations = create_batch(observation_space, count)
+        self.observations = rows.create_batch(observation_space, count)
         self.rewards = np.zeros(count, dtype=np.float64)
         self.terminations = np.zeros(count, dtype=np.bool_)
         self.truncations = np.zeros(count, dtype=np.bool_)
@@ -113,7 +105,7 @@ class EnvActor:
             )
         else:
             ids = np.asarray(local_ids)
-            obs = take_rows(self.group.observation_space, self.observations, ids)
+            obs = rows.take_rows(self.group.observation_space, self.observations, ids)
             rewards, terminations, truncations = (
                 self.rewards[ids],
                 self.terminations[ids],
@@ -155,13 +147,13 @@ class EnvActor:
     def step(self, local_ids: list[int], actions: Any, chunked: bool = True) -> tuple:
         if self.restarted:
             raise ActorRestarted()
-        array_actions = isinstance(self.group.action_space, ARRAY_SPACES)
+        array_actions = isinstance(self.group.action_space, rows.ARRAY_SPACES)
 
         def step_one(row: int, i: int) -> list[dict]:
             action = (
                 actions[row : row + 1]
                 if array_actions
-                else take_rows(self.group.action_space, actions, np.array([row]))
+                else rows.take_rows(self.group.action_space, actions, np.array([row]))
             )
             return self.group.step([i], action)
 
@@ -237,7 +229,7 @@ class EnvActor:
             raise failed
 
     def needs_reset(self) -> None:
-        self.group.answer(NeedsReset())
+        self.group.answer(messages.NeedsReset())
 
     def close(self) -> None:
         # The envs, not the group: an actor closed before attach has built envs but no group.

@@ -28,20 +28,7 @@ import ray
 import ray.exceptions
 from ray import cloudpickle
 
-from torchwm.plugin_api import (
-    Batch,
-    Call,
-    ControlCommand,
-    Deadline,
-    ErrorReply,
-    NeedsReset,
-    Reset,
-    SetAttr,
-    ShareDescription,
-    WorkerGone,
-    WorkerHandle,
-    WorkerPayload,
-)
+from torchwm.plugin_api import Batch, Deadline, WorkerGone, WorkerHandle, WorkerPayload, messages
 from torchwm_ray.actor import EnvActor
 from torchwm_ray.connection import LocalRay
 from torchwm_ray.failures import RAY_GONE, ActorEnd, ActorRestarted, EnvFailure, actor_gone, lost_ray
@@ -70,7 +57,8 @@ class RayActorHandle(WorkerHandle):
         self._batch: Batch | None = None
         self._chunks = 0
         self._starting: Any = None  # the ref of describe(), until started() reads it
-        self._command: tuple[ControlCommand | None, list[Any]] | None = None  # a control command and its refs
+        # a control command and its refs
+        self._command: tuple[messages.ControlCommand | None, list[Any]] | None = None
         self._step: tuple[np.ndarray, list[Any]] | None = None  # an actor-call step: its env ids and refs
         self._in_graph = False  # this actor's rows are in the graph's step in flight
         self._options: dict[str, Any] = {}  # the ray.remote options of its actor
@@ -94,7 +82,7 @@ class RayActorHandle(WorkerHandle):
         self._step, self._command = None, None
         self._starting = self._call("describe")
 
-    def started(self, deadline: Deadline) -> ShareDescription | ErrorReply:
+    def started(self, deadline: Deadline) -> messages.ShareDescription | messages.ErrorReply:
         """Wait for the actor's `EnvActor.describe`, through a restart Ray is still making, within the
         deadline.
 
@@ -168,16 +156,16 @@ class RayActorHandle(WorkerHandle):
         self._batch = batch
         self._command = (None, [self._call("attach", batch.observation_space)])
 
-    def send(self, command: ControlCommand) -> None:
+    def send(self, command: messages.ControlCommand) -> None:
         if self.state.graph is not None and ray.is_initialized():
             self.state.graph.settle()
-        if isinstance(command, Reset):
+        if isinstance(command, messages.Reset):
             refs = self._remote("reset", command.local_ids, command.seeds, command.options)
-        elif isinstance(command, Call):
+        elif isinstance(command, messages.Call):
             refs = [self._call("call", command.name, command.args, command.kwargs, command.local_ids)]
-        elif isinstance(command, SetAttr):
+        elif isinstance(command, messages.SetAttr):
             refs = [self._call("set_attr", command.name, command.values, command.local_ids)]
-        elif isinstance(command, NeedsReset):
+        elif isinstance(command, messages.NeedsReset):
             refs = [self._call("needs_reset")]
         else:
             raise ValueError(f"{self.describe()}: no actor call for {command!r}")
@@ -197,11 +185,11 @@ class RayActorHandle(WorkerHandle):
         if command is None:  # attach
             self._chunks = outcome
             return None
-        if isinstance(command, Reset):
+        if isinstance(command, messages.Reset):
             return self._take(np.asarray(command.local_ids) + self.envs.start, outcome)
         if isinstance(outcome, EnvFailure):
             return outcome.reply
-        return cloudpickle.loads(outcome) if isinstance(command, Call) else None
+        return cloudpickle.loads(outcome) if isinstance(command, messages.Call) else None
 
     # -- steps --------------------------------------------------------------------------------------
 
@@ -226,7 +214,7 @@ class RayActorHandle(WorkerHandle):
             self._lost = lost_ray(exc)  # Ray went away (else raised again); finish_step raises it
             return True
 
-    def finish_step(self, deadline: Deadline) -> list[dict] | ErrorReply:
+    def finish_step(self, deadline: Deadline) -> list[dict] | messages.ErrorReply:
         if self._in_graph:
             self._in_graph = False
             assert self.state.graph is not None
@@ -234,7 +222,7 @@ class RayActorHandle(WorkerHandle):
                 outcome = self.state.graph.result(self, deadline)
             except ray.exceptions.RayTaskError as exc:
                 outcome = EnvFailure(
-                    ErrorReply(None, str(exc), "an error in the compiled graph's step", None)
+                    messages.ErrorReply(None, str(exc), "an error in the compiled graph's step", None)
                 )
             ids = self._all_ids
         elif self._step is not None:
@@ -310,7 +298,7 @@ class RayActorHandle(WorkerHandle):
                 return cause
             if isinstance(cause, ActorRestarted):
                 raise WorkerGone("Ray restarted it after a crash") from None
-            return EnvFailure(ErrorReply(None, str(exc), repr(cause), None))
+            return EnvFailure(messages.ErrorReply(None, str(exc), repr(cause), None))
         except ray.exceptions.ActorUnavailableError as exc:
             if waiting:
                 raise
@@ -352,7 +340,7 @@ class RayActorHandle(WorkerHandle):
             except BaseException as other:
                 raise lost_ray(other) from None
             return EnvFailure(
-                ErrorReply(
+                messages.ErrorReply(
                     None,
                     str(exc),
                     "ActorUnavailableError: Ray lost touch with this actor for "
@@ -374,7 +362,7 @@ class RayActorHandle(WorkerHandle):
         others = [t for t in self.state.handles if t is not self and (t.node_id in dead_nodes or t in also)]
         return actor_gone(exc, self, others, dead_nodes, self.restarts)
 
-    def _take(self, ids: np.ndarray, outcome: tuple | EnvFailure) -> list[dict] | ErrorReply:
+    def _take(self, ids: np.ndarray, outcome: tuple | EnvFailure) -> list[dict] | messages.ErrorReply:
         """Store the rows of envs ``ids`` in the batch; their infos, or the failure's `ErrorReply`."""
         rows = outcome.rows if isinstance(outcome, EnvFailure) else outcome
         if rows is not None:

@@ -19,7 +19,7 @@ import ray
 import ray.exceptions
 from ray import cloudpickle
 
-from torchwm.plugin_api import ErrorReply, WorkerGone
+from torchwm.plugin_api import WorkerGone, messages
 from torchwm_ray.connection import last_line
 
 RAY_GONE = "Ray was shut down (ray.shutdown()) or this process lost its connection to the cluster"
@@ -30,7 +30,7 @@ class EnvFailure(Exception):
     call's other envs, which went on (``(obs, rewards, terminations, truncations, infos)``; None: none
     came)."""
 
-    def __init__(self, reply: ErrorReply, rows: tuple | None = None) -> None:
+    def __init__(self, reply: messages.ErrorReply, rows: tuple | None = None) -> None:
         super().__init__(reply, rows)
         self.reply = reply
         self.rows = rows
@@ -44,7 +44,8 @@ class EnvFailure(Exception):
             pickled_type = cloudpickle.dumps(type(exc))
         except Exception:
             pickled_type = None
-        return cls(ErrorReply(env, "".join(traceback.format_exception(exc)), repr(exc), pickled_type))
+        trace = "".join(traceback.format_exception(exc))
+        return cls(messages.ErrorReply(env, trace, repr(exc), pickled_type))
 
 
 class ActorRestarted(Exception):

@@ -3,11 +3,11 @@
 On a one-node Ray (the driver's machine), a step through Ray's compiled graph pays Ray's channel
 hand-offs, several times what ``shmem``'s futex hand-off costs (``benchmarks/ray_ceiling.py`` measures
 both), a large share of a short step such as Pong's. `SameNodeActorHandle` is therefore ``shmem``'s
-handle (`torchwm.plugin_api.SharedMemoryHandle`) over a Ray actor instead of a child process:
+handle (`torchwm.plugin_api.SharedBlock.Handle`) over a Ray actor instead of a child process:
 
 - the driver listens on a Unix socket in a private directory; the actor (`SharedMemoryActor`),
   placed by Ray with the env's actor options, connects to it and runs ``shmem``'s worker loop
-  (`torchwm.plugin_api.serve_shared_memory`) in its main thread until the env closes, then exits;
+  (`torchwm.plugin_api.SharedBlock.serve`) in its main thread until the env closes, then exits;
 - the shared block's descriptor goes over that socket, as over a worker's pipe;
 - the driver watches the actor's process through a pidfd (`ActorProcess`), as it watches a worker
   process through its sentinel, and ends it through Ray (``ray.kill``).
@@ -33,15 +33,7 @@ from typing import Any
 import ray
 from ray import cloudpickle
 
-from torchwm.plugin_api import (
-    Deadline,
-    ErrorReply,
-    ShareDescription,
-    SharedMemoryHandle,
-    WorkerGone,
-    WorkerPayload,
-    serve_shared_memory,
-)
+from torchwm.plugin_api import Deadline, SharedBlock, WorkerGone, WorkerPayload, messages
 from torchwm_ray.connection import LocalRay, exit_with_raylet, last_line
 from torchwm_ray.failures import RAY_GONE
 from torchwm_ray.placement import DEFAULT_TIMEOUT, SCHEDULING_GRACE, check_schedulable
@@ -60,14 +52,14 @@ class SharedMemoryActor:
         this actor (its process exits, which the driver's pidfd sees)."""
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.connect(path)
-        serve_shared_memory(Connection(sock.detach()), payload)
+        SharedBlock.serve(Connection(sock.detach()), payload)
         ray.actor.exit_actor()
 
 
 class ActorProcess:
-    """What a `SharedMemoryWorker` uses of its worker's process, for a Ray actor's process on this node:
-    ``pid``, ``sentinel`` (a pidfd, readable once the process ended), ``exitcode``, ``join``,
-    ``terminate`` (through Ray), ``kill`` and ``close``."""
+    """What a `torchwm.plugin_api.SharedBlock.Handle` uses of its worker's process, for a Ray actor's
+    process on this node: ``pid``, ``sentinel`` (a pidfd, readable once the process ended), ``exitcode``,
+    ``join``, ``terminate`` (through Ray), ``kill`` and ``close``."""
 
     def __init__(self, actor: Any, pid: int) -> None:
         self.actor = actor
@@ -104,12 +96,12 @@ class ActorProcess:
             self.sentinel = -1
 
 
-class SameNodeActorHandle(SharedMemoryHandle):
+class SameNodeActorHandle(SharedBlock.Handle):
     """The driver's end of one `SharedMemoryActor`: ``shmem``'s handle, its process a Ray actor. ``group``:
-    the env's `torchwm_ray.group.RayGroup` (a `torchwm.plugin_api.SharedBlockGroup`)."""
+    the env's `torchwm_ray.group.RayGroup`; ``block``: its shared block."""
 
-    def __init__(self, index: int, envs: range, group: Any) -> None:
-        super().__init__(index, envs, group)
+    def __init__(self, index: int, envs: range, group: Any, block: SharedBlock) -> None:
+        super().__init__(index, envs, group, block)
         self.settings: RaySettings = group.settings
         self.state: PoolState = group.state
         self.actor: Any = None
@@ -143,7 +135,7 @@ class SameNodeActorHandle(SharedMemoryHandle):
         self.actor = ray.remote(SharedMemoryActor).options(**self._options).remote()
         self._serving = self.actor.serve.remote(path, cloudpickle.dumps(payload))
 
-    def started(self, deadline: Deadline) -> ShareDescription | ErrorReply:
+    def started(self, deadline: Deadline) -> messages.ShareDescription | messages.ErrorReply:
         """Wait until the actor connects, then for its envs, as for a worker process: Ray may first have to
         schedule the actor and import torchwm, so this and the answer to `attach` get at least the ray
         backend's default timeout, as on Ray's own channels."""

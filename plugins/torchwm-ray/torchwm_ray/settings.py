@@ -16,7 +16,8 @@ from typing import Any
 
 import ray
 
-from torchwm.plugin_api import PoolSettings, VecSpec
+from torchwm import VecSpec
+from torchwm.plugin_api import PoolSettings
 from torchwm_ray.connection import (
     LocalRay,
     check_address,

@@ -23,13 +23,15 @@ plugin's modules, each one job:
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
-from torchwm.plugin_api import VecSpec, WorkerPool
+from torchwm import VecSpec
+from torchwm.plugin_api import WorkerPool
 from torchwm_ray.connection import LocalRay
 from torchwm_ray.driver import RayActorHandle
 from torchwm_ray.group import RayGroup, SpacesTheBlockCannotHold
 from torchwm_ray.placement import DEFAULT_TIMEOUT
+from torchwm_ray.pool_state import PoolState
 from torchwm_ray.same_node import SameNodeActorHandle
 
 
@@ -106,20 +108,23 @@ class RayVectorEnv(WorkerPool):
             raise
 
     @property
-    def _group(self) -> RayGroup:
-        return cast(RayGroup, self._stepper.group)
+    def _pool_state(self) -> PoolState:
+        """What the env's handles share (`torchwm_ray.pool_state.PoolState`, the group's)."""
+        handle = self.workers[0]
+        assert isinstance(handle, (RayActorHandle, SameNodeActorHandle))
+        return handle.state
 
     @property
     def placement_group(self) -> Any:
         """The placement group this env reserved for its actors (``placement``), or None."""
-        return self._group.state.placement_group
+        return self._pool_state.placement_group
 
     @property
     def actors(self) -> list[Any]:
         """The Ray actor handles, one per actor."""
         return [
             handle.actor
-            for handle in self._stepper._handles
+            for handle in self.workers
             if isinstance(handle, (RayActorHandle, SameNodeActorHandle))
         ]
 
@@ -133,12 +138,12 @@ class RayVectorEnv(WorkerPool):
         """The Ray node id each actor runs on (`ray.get_runtime_context().get_node_id()` there)."""
         return [
             handle.node_id
-            for handle in self._stepper._handles
+            for handle in self.workers
             if isinstance(handle, (RayActorHandle, SameNodeActorHandle))
         ]
 
     @property
     def compiled_graph(self) -> bool:
         """Whether steps of all envs now go through a Ray Compiled Graph (compiled at the first one)."""
-        graph = self._group.state.graph
+        graph = self._pool_state.graph
         return graph is not None and graph.graph is not None and not graph.stale

@@ -1,13 +1,15 @@
-"""The shared-memory transport (the ``shmem`` backend): a whole batch in one shared block, steps signalled
-through it.
+"""The shared-memory transport (the ``shmem`` backend), the parent's end: a whole batch in one shared block,
+steps signalled through it.
 
-Both ends of the wire are here: the parent's (`SharedMemoryGroup` for the pool, the block, its
-`WaitTuner` and the parent's wait; `SharedMemoryHandle` for each worker) and the worker's loop (`serve`),
-since a step runs through both. Actions, observations, rewards and flags live in one shared-memory block
-(`torchwm.vector.transports.shared_block.SharedBatch`); a step costs no pipe message and no pickling: the
-parent writes the actions and the step's number into the block and rings the worker, the worker steps its
-`EnvGroup` in place and sets ``done_seq``. How one step travels, file by file: docs/concepts.md,
-"One shmem step".
+Here: `SharedBlock`, the block with its `WaitTuner` and the parent's wait, which a pool whose workers step
+through a shared block holds (``shmem``'s `SharedMemoryGroup`, and the Ray plugin's group for actors on the
+parent's node, through `torchwm.plugin_api.SharedBlock`); `SharedMemoryHandle`, the parent's end of one
+worker. The worker's end (its loop, the info columns it writes) is
+`torchwm.vector.transports.shared_memory_worker`. Actions, observations, rewards and flags live in one
+shared-memory block (`torchwm.vector.transports.shared_block.SharedBatch`); a step costs no pipe message and
+no pickling: the parent writes the actions and the step's number into the block and rings the worker, the
+worker steps its `EnvGroup` in place and sets ``done_seq``. How one step travels, file by file:
+docs/concepts.md, "One shmem step".
 
 Actions of another dtype than the action space's travel through the pipe
 instead (as a `Step` message, flagged in ``action_via_pipe``), so that every
@@ -18,44 +20,31 @@ that no waiting process holds a core a worker needs (`futex_wait`). How long
 each side polls is measured on the first steps (`torchwm.vector.transports.handoff`):
 the workers write when they began and ended each step in the block. Step
 infos travel in the block too: plain numbers with the same keys for every
-env (Atari's lives and frame counters) as columns of numbers, one row per env,
-their keys only when they change (the info columns, below); other infos pickled. The
-pipe carries control commands, errors and large infos (the worker process and
-its pipe are `torchwm.vector.transports.processes`).
+env as columns of numbers, read here by `SharedMemoryHandle._info_rows`; other
+infos pickled. The pipe carries control commands, errors and large infos (the
+parent's end of a worker process and its pipe is `torchwm.vector.transports.processes`,
+the worker's side `torchwm.vector.transports.worker_process`).
 """
 
 from __future__ import annotations
 
-import enum
 import os
 import pickle
 import time
 from collections.abc import Callable
-from multiprocessing.reduction import recv_handle
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar, TypeAlias, cast
 
 import gymnasium as gym
-import numpy as np
 from gymnasium import spaces
 
 from torchwm.spec import VecSpec
-from torchwm.vector.batching import (
-    ARRAY_SPACES,
-    InfoSchema,
-    info_rows,
-    put_rows,
-    slice_rows,
-    take_rows,
-    uniform_columns,
-)
-from torchwm.vector.env_group import EnvGroup
-from torchwm.vector.messages import ErrorReply, Step, error_reply
+from torchwm.vector.batching import ARRAY_SPACES, InfoSchema, info_rows, put_rows, slice_rows
+from torchwm.vector.messages import ErrorReply, Step
 from torchwm.vector.transports.contract import (
     CLOSE_GRACE_SECONDS,
     Batch,
     Deadline,
     PoolSettings,
-    WorkerGroup,
     WorkerHandle,
     WorkerPayload,
     default_num_workers,
@@ -65,30 +54,14 @@ from torchwm.vector.transports.contract import (
 from torchwm.vector.transports.futex import futex_wait, futex_wake
 from torchwm.vector.transports.handoff import MAX_SPIN_SECONDS, WaitTuner
 from torchwm.vector.transports.processes import ProcessGroup, ProcessHandle
-from torchwm.vector.transports.shared_block import MAX_INFO_COLUMNS, SharedBatch
+from torchwm.vector.transports.shared_block import SharedBatch
+from torchwm.vector.transports.shared_memory_worker import StepStatus, serve, serve_shared_memory
 from torchwm.vector.transports.worker_count import env_key, measured_worker_choice
-from torchwm.vector.transports.worker_process import Readable, Setup, answer_control, send_reply, worker_main
+from torchwm.vector.transports.worker_process import Setup
+
+__all__ = ["SharedBlock", "SharedMemoryGroup", "SharedMemoryHandle", "StepStatus", "ring_worker"]
 
 LIVENESS_SECONDS = 0.005  # longest sleep of the parent between checks that the busy workers are alive
-# longest sleep of a worker: bounds a missed ring and the check that the parent lives
-IDLE_WAIT_SECONDS = 0.005
-
-
-class StepStatus(enum.IntEnum):
-    """What a worker wrote in ``status[w]`` with ``done_seq[w]``."""
-
-    OK = 0
-    INFOS_IN_PIPE = 1  # non-empty infos wait in the pipe
-    ERROR = 2  # an `ErrorReply` waits in the pipe
-    INFOS_IN_BLOCK = 3  # non-empty infos, pickled in info_bytes[w][:info_length[w]]
-    # Plain numbers, in the rows of info_columns of the envs stepped (in step order, from the worker's first
-    # row); their keys and types are the schema last written in info_schema[w] (info_schema_seq[w] counts).
-    INFOS_IN_COLUMNS = 4
-
-
-# -- the rings -------------------------------------------------------------------------------------
-# Module functions, not `SharedBatch` methods: a worker's loop and the parent's wait call them on every
-# step, with the block and the worker's index, and need nothing else of the batch.
 
 
 def ring_worker(shared: SharedBatch, worker: int) -> None:
@@ -102,211 +75,32 @@ def ring_worker(shared: SharedBatch, worker: int) -> None:
         futex_wake(shared.doorbell_addresses[worker])
 
 
-def ring_parent(shared: SharedBatch) -> None:
-    """Wake the parent if it sleeps (a worker finished). Workers may race on the increment:
-    a lost increment still changes the value, which is all a sleeper checks."""
-    shared.parent_bell[0] += 1
-    if shared.parent_sleeping[0] and (
-        # Waiting for every worker: only the last one to finish wakes the parent. Two finishing at
-        # once could each miss the other; the parent's sleep is bounded, so that costs at most that.
-        not shared.ring_threshold[0]
-        or np.count_nonzero(shared.done_seq == shared.command_seq) >= shared.ring_threshold[0]
-    ):
-        futex_wake(shared.parent_bell_address)
-
-
-# -- the worker's end ------------------------------------------------------------------------------
-
-
-def serve(conn: Any, envs: list, payload: WorkerPayload, seq: int, setup: Setup) -> None:
-    """The worker loop: steps signalled through the block, control commands over the pipe, until `Close`."""
-    first = envs[0]
-    worker_index = payload.index
-    # The block comes as a file descriptor over the pipe: it has no name anyone could leak.
-    shared = SharedBatch.attach(setup.layout, recv_handle(conn), first.observation_space, first.action_space)
-    count = len(envs)
-    rows = slice(payload.first_env, payload.first_env + count)
-    group = EnvGroup(
-        envs, payload.autoreset_mode, *shared.rows(rows.start, rows.stop), first_env=payload.first_env
-    )
-    try:
-        send_reply(conn, seq, None)  # the answer to Setup
-        _serve_steps(group, conn, shared, worker_index, rows, payload.first_env)
-    finally:
-        try:
-            group.close()
-        except Exception:
-            pass
-        del group  # its rows are views of the block
-        shared.release()
-
-
-def serve_shared_memory(conn: Any, payload_bytes: bytes) -> None:
-    """The whole worker's end of a `SharedMemoryHandle` in a process its parent did not start (a Ray actor
-    on the parent's node): build the envs of the cloudpickled `WorkerPayload`, then serve until `Close`.
-
-    ``conn`` is a `multiprocessing.connection.Connection` over a Unix socket to the parent, which sends the
-    block's descriptor over it as over a worker's pipe.
-    """
-    worker_main(conn, None, payload_bytes, serve)
-
-
-def _serve_steps(
-    group: EnvGroup, conn: Any, shared: SharedBatch, worker_index: int, rows: slice, first_env: int
-) -> None:
-    all_local = list(range(len(group.envs)))
-    action_space = group.action_space
-    actions_view = slice_rows(action_space, shared.actions, rows.start, rows.stop)
-    mask_view = shared.step_mask[rows]
-    command_seq = shared.command_seq
-    done_seq = shared.done_seq
-    status = shared.status
-    action_via_pipe = shared.action_via_pipe
-    info_bytes, info_length = shared.info_bytes[worker_index], shared.info_length
-    info_capacity = info_bytes.size
-    write_columns = _column_writer(shared, worker_index, rows)
-    doorbell = shared.doorbell
-    sleeping = shared.worker_sleeping
-    doorbell_address = shared.doorbell_addresses[worker_index]
-    step_times, worker_spin = shared.step_times[worker_index], shared.worker_spin
-    last_seq = int(command_seq[worker_index])
-    piped_step: tuple[int, Step] | None = None  # (number, message) of a step whose actions came over the pipe
-    parent = os.getppid()
-    readable = Readable(conn)
-    idle_since = time.perf_counter()
-    while True:
-        bell = int(doorbell[worker_index])  # read before the checks: a ring after them ends the sleep
-        seq = int(command_seq[worker_index])
-        if seq != last_seq:
-            last_seq = seq
-            step_times[0] = time.perf_counter()
-            message: Any = None
-            try:
-                if action_via_pipe[worker_index]:
-                    # Sent before the step's number was set, so it is in the pipe already.
-                    while piped_step is None or piped_step[0] != seq:
-                        piped_step = conn.recv()
-                    local_ids = all_local if piped_step[1].local_ids is None else piped_step[1].local_ids
-                    actions = piped_step[1].actions
-                    piped_step = None
-                elif mask_view.all():
-                    local_ids, actions = all_local, actions_view
-                else:
-                    local_ids = np.flatnonzero(mask_view).tolist()
-                    actions = take_rows(action_space, actions_view, np.asarray(local_ids))
-                infos = group.step(local_ids, actions)
-                status[worker_index] = StepStatus.OK
-                if any(infos):
-                    if write_columns(infos):
-                        status[worker_index] = StepStatus.INFOS_IN_COLUMNS
-                    else:
-                        pickled = pickle.dumps(infos, protocol=pickle.HIGHEST_PROTOCOL)
-                        if len(pickled) <= info_capacity:
-                            info_bytes[: len(pickled)] = np.frombuffer(pickled, dtype=np.uint8)
-                            info_length[worker_index] = len(pickled)
-                            status[worker_index] = StepStatus.INFOS_IN_BLOCK
-                        else:
-                            message = infos
-                            status[worker_index] = StepStatus.INFOS_IN_PIPE
-            except Exception as exc:
-                # Whatever the env raised, its own BrokenPipeError or EOFError too: a failure of the pipe
-                # to the parent is `torchwm.vector.transports.processes.ParentGone`, not caught here.
-                message = error_reply(exc)
-                status[worker_index] = StepStatus.ERROR
-            step_times[1] = time.perf_counter()
-            # done_seq after the rows and status (the parent reads them once it sees it), and
-            # before a pipe message: a message larger than the pipe buffer would otherwise block
-            # this worker until the parent reads it, while the parent waits for done_seq.
-            done_seq[worker_index] = seq
-            ring_parent(shared)
-            if message is not None:
-                send_reply(conn, seq, message)
-            idle_since = time.perf_counter()
-            continue
-        if readable():
-            answered, command = conn.recv()
-            if isinstance(command, Step):
-                # A step's actions, read before its number was seen; the step comes next.
-                piped_step = (answered, command)
-                continue
-            if not answer_control(conn, answered, command, group, first_env):
-                return
-            idle_since = time.perf_counter()
-            continue
-        if time.perf_counter() - idle_since < worker_spin[0]:
-            os.sched_yield()
-        else:
-            if os.getppid() != parent:
-                return  # orphaned: the parent died without closing the pipe
-            sleeping[worker_index] = 1
-            # Checked again after saying so: a command sent before the flag was seen is not slept over.
-            if int(command_seq[worker_index]) == last_seq and not readable():
-                futex_wait(doorbell_address, bell, IDLE_WAIT_SECONDS)
-            sleeping[worker_index] = 0
-
-
-# -- the info columns ------------------------------------------------------------------------------
-# Both ends, here because each step with infos runs them. The worker writes; the parent reads them in
-# `SharedMemoryHandle._info_rows`.
-
-
-def _column_writer(shared: SharedBatch, worker_index: int, rows: slice) -> Callable[[list[dict]], bool]:
-    """A function that writes a step's infos into the worker's rows of ``info_columns`` (and their schema
-    into ``info_schema`` when it changed) and says whether it could: plain numbers of one key set only."""
-    as_ints = shared.info_columns[rows]
-    as_floats = as_ints.view(np.float64)
-    schema_bytes, schema_length, schema_seq = (
-        shared.info_schema[worker_index],
-        shared.info_schema_length,
-        shared.info_schema_seq,
-    )
-    last_schema: InfoSchema | None = None
-
-    def write(infos: list[dict]) -> bool:
-        nonlocal last_schema
-        columns = uniform_columns(infos)
-        if columns is None or len(columns) > MAX_INFO_COLUMNS:
-            return False
-        count = len(infos)
-        try:
-            for column, (_, kind, values) in enumerate(columns):
-                (as_floats if kind is float else as_ints)[:count, column] = values
-        except OverflowError:  # an int beyond int64: pickled, so that the parent fails as Gymnasium does
-            return False
-        schema = tuple((key, kind) for key, kind, _ in columns)
-        if schema != last_schema:
-            pickled = pickle.dumps(schema, protocol=pickle.HIGHEST_PROTOCOL)
-            if len(pickled) > schema_bytes.size:
-                return False
-            schema_bytes[: len(pickled)] = np.frombuffer(pickled, dtype=np.uint8)
-            schema_length[worker_index] = len(pickled)
-            # Counted on from the block's value, so that a restarted worker's first schema is read too.
-            schema_seq[worker_index] += 1
-            last_schema = schema
-        return True
-
-    return write
-
-
 # -- the parent's end ------------------------------------------------------------------------------
 
 
 class SharedMemoryHandle(ProcessHandle):
-    """The parent's end of a ``shmem`` worker: steps through the shared block, control over the pipe. Its
-    group is a `SharedBlockGroup` (it made the block and the pool's `WaitTuner`)."""
+    """The parent's end of one worker that steps through a `SharedBlock`: steps through the block, control
+    over the pipe. ``block``: the pool's block (it made the batch and the pool's `WaitTuner`).
+
+    A worker the pool starts itself (a Ray actor) is this handle with its own `start` and `started`: `start`
+    launches it; `started` waits until it connects, then calls `connected` with its
+    `multiprocessing.connection.Connection`, sets ``process`` (``pid``, ``sentinel``, ``exitcode``,
+    ``join``, ``terminate``, ``kill``, ``close``, as a `multiprocessing.Process` has) and returns
+    ``super().started(deadline)``. The worker's end runs `SharedBlock.serve` over that connection.
+    """
 
     serve = staticmethod(serve)
-    group: SharedBlockGroup  # type: ignore[assignment]
 
-    def __init__(self, index: int, envs: range, group: SharedBlockGroup) -> None:
-        super().__init__(index, envs, group)  # type: ignore[arg-type]
+    def __init__(self, index: int, envs: range, group: Any, block: SharedBlock) -> None:
+        super().__init__(index, envs, group)
+        self.block = block
         self._shared: SharedBatch | None = None
         self._actions: Any = None  # this worker's rows of the block's actions and step mask
         self._mask: Any = None
         self._step_seq = 0  # the number of the last step signalled
         self._step_count = 0  # how many envs it steps
         self._sent_at = 0.0  # when it was sent (time.perf_counter), for the pool's `WaitTuner`
-        self._tuner = WaitTuner(1, 1)  # the group's, once attached
+        self._tuner = WaitTuner(1, 1)  # the block's, once attached
         self._abandoned = False
         # The schema of this worker's info columns last read, and the info_schema_seq it was read at.
         self._schema: InfoSchema = ()
@@ -324,8 +118,8 @@ class SharedMemoryHandle(ProcessHandle):
         )
         self._actions = slice_rows(batch.action_space, shared.actions, rows.start, rows.stop)
         self._mask = shared.step_mask[rows.start : rows.stop]
-        assert self.group.tuner is not None, "the group's create_batch makes the tuner"
-        self._tuner = self.group.tuner
+        assert self.block.tuner is not None, "the block's create_batch makes the tuner"
+        self._tuner = self.block.tuner
         super().send(Setup(shared.layout))
         shared.send(self.conn, self.process.pid)
 
@@ -424,27 +218,47 @@ class SharedMemoryHandle(ProcessHandle):
         self._step_seq = int(shared.command_seq[self.index])
 
 
-class SharedBlockGroup(WorkerGroup):
-    """What every pool whose workers step through a shared block shares: the block (`create_batch`),
-    the pool's `WaitTuner`, and the wait on the parent's futex (`wait`). ``spin_seconds``: the option
-    (None: measured, `torchwm.vector.transports.handoff`)."""
+class SharedBlock:
+    """A shared block a pool's workers step through, as ``shmem``'s do: its batch, its `WaitTuner` and the
+    parent's wait. A `torchwm.plugin_api.WorkerGroup` whose steps go through shared memory (the Ray plugin's,
+    for actors on the parent's node) makes one before any worker starts and uses it for its own members:
 
-    handle = SharedMemoryHandle
-    spin_seconds: float | None = None
-    tuner: WaitTuner | None = None  # made with the block
-    block: SharedBatch | None = None
+    - ``create_batch(observation_space, action_space, num_envs, num_workers)``: the block, as the group's
+      `create_batch` (``UnsupportedStackError`` for spaces a block cannot hold: Text, Graph, Sequence);
+    - ``wait(busy, timeout, need_all)``: the group's `wait` (spins, then sleeps on the parent's futex);
+    - `Handle`: the parent's end of one worker, ``Handle(index, envs, group, block)``, the class the group's
+      handles are or derive from (its docstring says what a subclass that starts its own workers adds);
+    - `serve` ``(conn, payload_bytes)``: the worker's end, run in the worker over a
+      `multiprocessing.connection.Connection` to the parent: it builds the envs of the cloudpickled
+      `WorkerPayload` and steps them until the pool closes.
+
+    Args:
+        spin_seconds: how long both sides poll before they sleep; None: measured on the first steps
+            (`torchwm.vector.transports.handoff`).
+    """
+
+    Handle: TypeAlias = SharedMemoryHandle
+    serve = staticmethod(serve_shared_memory)
+
+    def __init__(self, spin_seconds: float | None = None) -> None:
+        self.spin_seconds = spin_seconds
+        self.tuner: WaitTuner | None = None  # made with the block
+        self.batch: SharedBatch | None = None
 
     def create_batch(
         self, observation_space: gym.Space, action_space: gym.Space, num_envs: int, num_workers: int
     ) -> Batch:
-        block = self.block = SharedBatch.create(observation_space, action_space, num_envs, num_workers)
+        """Make the block (once the envs are built, before any worker is attached) and the pool's tuner."""
+        block = self.batch = SharedBatch.create(observation_space, action_space, num_envs, num_workers)
         self.tuner = WaitTuner(num_workers, default_num_workers(), self.spin_seconds)
         block.worker_spin[0] = self.tuner.worker_spin
         return block
 
     def wait(self, busy: list[WorkerHandle], timeout: float | None, need_all: bool) -> bool:
+        """Poll the block for as long as the tuner says, then sleep on the parent's futex until a worker rings
+        (at most `LIVENESS_SECONDS`, so that a dead worker is noticed). The `WorkerGroup.wait` contract."""
         workers: list[SharedMemoryHandle] = busy  # type: ignore[assignment]
-        shared = self.block
+        shared = self.batch
         assert shared is not None and self.tuner is not None
         done_seq = shared.done_seq
         expected = [(worker.index, worker._step_seq) for worker in workers]
@@ -471,10 +285,12 @@ class SharedBlockGroup(WorkerGroup):
         return True
 
 
-class SharedMemoryGroup(ProcessGroup, SharedBlockGroup):
-    """The workers of a ``shmem`` pool: worker processes over a shared block. With the split left unset,
+class SharedMemoryGroup(ProcessGroup):
+    """The workers of a ``shmem`` pool: worker processes over a `SharedBlock`. With the split left unset,
     `split` chooses the count of workers from a measured env step and hand-off
     (`torchwm.vector.transports.worker_count`)."""
+
+    handle = SharedMemoryHandle
 
     OPTIONS: ClassVar[dict[str, Any]] = {**ProcessGroup.OPTIONS, "spin_seconds": None}
 
@@ -498,6 +314,22 @@ class SharedMemoryGroup(ProcessGroup, SharedBlockGroup):
             )
         super().__init__(backend, spec, env_fns, options, pool)
         self.spin_seconds = None if spin is None else float(spin)
+        self.block = SharedBlock(self.spin_seconds)
+        # The block's wait itself, not a method that calls it: the pool calls it on every step that waits.
+        self.wait = self.block.wait  # type: ignore[method-assign]
+
+    @property
+    def tuner(self) -> WaitTuner | None:
+        """The pool's `WaitTuner` (None before the block is made)."""
+        return self.block.tuner
+
+    def worker(self, index: int, envs: range) -> WorkerHandle:
+        return SharedMemoryHandle(index, envs, self, self.block)
+
+    def create_batch(
+        self, observation_space: gym.Space, action_space: gym.Space, num_envs: int, num_workers: int
+    ) -> Batch:
+        return self.block.create_batch(observation_space, action_space, num_envs, num_workers)
 
     def split(self, spec: VecSpec, env_fns: list[Callable[[], gym.Env]], pool: PoolSettings) -> list[range]:
         # Not with the user's factories: building one more could have effects (a video file).
