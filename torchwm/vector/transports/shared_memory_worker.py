@@ -28,8 +28,8 @@ from torchwm.vector.env_group import EnvGroup
 from torchwm.vector.messages import Step, error_reply
 from torchwm.vector.transports.contract import WorkerPayload
 from torchwm.vector.transports.futex import futex_wait, futex_wake
-from torchwm.vector.transports.worker_process import Readable, Setup, answer_control, send_reply, worker_main
 from torchwm.vector.transports.shared_block import MAX_INFO_COLUMNS, SharedBatch
+from torchwm.vector.transports.worker_process import Readable, Setup, answer_control, send_reply, worker_main
 
 # longest sleep of a worker: bounds a missed ring and the check that the parent lives
 IDLE_WAIT_SECONDS = 0.005
