@@ -83,11 +83,6 @@ START_METHODS = ("fork", "forkserver", "spawn")
 # forkserver: safe with threads in the parent (fork is not), much faster to start than spawn, and
 # children fork from a small server process, so they do not copy the parent's memory.
 DEFAULT_START_METHOD = "forkserver"
-# The conformance suite runs every check under each start method, with envs split over two workers,
-# and with the parent stepping worker 0's share next to one worker process (inline=True).
-CONFORMANCE_VARIANTS = [{"context": method, "num_workers": 2} for method in START_METHODS] + [
-    {"context": method, "num_workers": 2, "inline": True} for method in ("fork", "forkserver")
-]
 # Modules the forkserver imports once and every worker shares; this module too, since a worker unpickles
 # its process object (`ForkServerWorkerProcess`) from it. A program whose env factories import a heavy
 # module may add it before its first env starts (the test suite adds pytest).
