@@ -138,12 +138,14 @@ class CheckResult:
 
 
 def random_actions(envs: Any, steps: int, seed: int = 0) -> list[np.ndarray]:
+    """``steps`` batches of random discrete actions for ``envs``, the same for the same ``seed``."""
     space = envs.single_action_space
     rng = np.random.default_rng(seed)
     return [rng.integers(0, space.n, size=envs.num_envs) for _ in range(steps)]
 
 
 def assert_same(what: str, step: int, expected: Any, got: Any) -> None:
+    """`AssertionError` showing both arrays unless they are equal."""
     if not np.array_equal(np.asarray(expected), np.asarray(got)):
         raise AssertionError(f"{what} differ at step {step}:\nexpected {expected!r}\ngot      {got!r}")
 
@@ -162,6 +164,7 @@ def env_info(infos: dict[str, Any], row: int) -> dict[str, Any]:
 
 
 def assert_same_info(what: str, step: int, expected: dict[str, Any], got: dict[str, Any]) -> None:
+    """`assert_same` for two envs' infos (as `env_info` gives them), key by key."""
     if set(expected) != set(got):
         raise AssertionError(
             f"{what} differ at step {step}: expected keys {sorted(expected)}, got {sorted(got)}"
@@ -174,6 +177,7 @@ def assert_same_info(what: str, step: int, expected: dict[str, Any], got: dict[s
 
 
 def raises(call: Callable[[], Any]) -> BaseException | None:
+    """What ``call()`` raised, or None."""
     try:
         call()
     except Exception as error:  # noqa: BLE001 - the check looks at it
