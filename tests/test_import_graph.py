@@ -131,6 +131,7 @@ LAYERS: dict[str, list[str]] = {
         "torchwm.bench.*",
         "torchwm.plugin_api",
         "torchwm.testing",
+        "torchwm.testing.*",
         "torchwm.to_torch",
         "torchwm.evaluate",
         "torchwm.multiprocessing_env",

@@ -6,9 +6,9 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
+from support.processes import leaked_segments
 
 import torchwm
-from torchwm.testing import leaked_segments
 
 
 def cartpole():

@@ -522,13 +522,11 @@ def unregister_plugin(name: str) -> None:
 
 
 def reset() -> None:
-    """Forget everything loaded, so the next use loads plugins again (tests use this)."""
+    """Forget every plugin loaded, so that the next use loads them again: after a change of
+    ``TORCHWM_DISABLE_PLUGINS`` in a process that has used torchwm already
+    (docs/plugins/index.md, "Disabling")."""
     global _manager, _registries
     with _lock:
         _manager = None
         _registries = None
         os.environ.pop(REPORTED_ENV, None)
-
-
-def plugin_names() -> list[str]:
-    return sorted(name for name, _ in plugin_manager().list_name_plugin())

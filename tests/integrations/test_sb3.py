@@ -29,10 +29,10 @@ from stable_baselines3.common.envs import BitFlippingEnv  # noqa: E402
 from stable_baselines3.common.evaluation import evaluate_policy  # noqa: E402
 from stable_baselines3.common.monitor import Monitor  # noqa: E402
 from stable_baselines3.common.vec_env import DummyVecEnv  # noqa: E402
+from support.processes import wait_until_ended  # noqa: E402
 
 import torchwm  # noqa: E402
 from torchwm.integrations.sb3 import SB3VecEnv  # noqa: E402
-from torchwm.testing import wait_until_ended  # noqa: E402
 
 N = 3
 

@@ -2,7 +2,7 @@
 child workers.
 
 Trajectories, partial steps, call/set_attr and close are also checked by the conformance suite
-(the ``inline`` variants of `CONFORMANCE_VARIANTS`); these tests cover what is particular to the
+(the ``inline`` variants of `PROCESS_BACKEND_VARIANTS`); these tests cover what is particular to the
 parent's share.
 """
 
@@ -15,10 +15,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium import spaces
+from support.processes import leaked_segments, process_running
 
 import torchwm
 from torchwm.errors import WorkerError
-from torchwm.testing import leaked_segments, process_running
 from torchwm.vector.transports.contract import default_num_workers
 
 OK, RAISE = 0, 1

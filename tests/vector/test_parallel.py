@@ -11,9 +11,9 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium import spaces
+from support.processes import leaked_segments
 
 import torchwm
-from torchwm.testing import leaked_segments
 
 BACKENDS = ["subproc", "shmem"]
 

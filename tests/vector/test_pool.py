@@ -11,6 +11,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium import spaces
+from support.processes import wait_until_ended
 
 import torchwm
 import torchwm.plugins
@@ -169,7 +170,7 @@ def test_ctrl_c_in_a_close_that_waits_for_slow_env_closes_still_ends_every_worke
             envs.close()
     finally:
         timer.cancel()
-    testing.wait_until_ended(pids, 5.0)  # not the envs' 30 s: close() ended them
+    wait_until_ended(pids, 5.0)  # not the envs' 30 s: close() ended them
     envs.close()  # quiet
     assert envs.closed
 

@@ -11,10 +11,11 @@ import os
 import gymnasium as gym
 import numpy as np
 import pytest
+from support.processes import wait_until_ended
 
 import torchwm
 from torchwm.errors import WorkerError
-from torchwm.testing import COUNTDOWN_ID, wait_until_ended
+from torchwm.testing import COUNTDOWN_ID
 
 BACKENDS = ["subproc", "shmem"]
 

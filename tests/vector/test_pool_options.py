@@ -6,9 +6,9 @@ from __future__ import annotations
 import multiprocessing
 
 import pytest
+from support.processes import leaked_segments
 
 import torchwm
-from torchwm.testing import leaked_segments
 
 BACKENDS = ["subproc", "shmem"]
 

@@ -10,10 +10,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium import spaces
+from support.processes import leaked_segments, wait_until_ended
 
 import torchwm
 from torchwm.errors import ClosedEnvironmentError, EnvTimeoutError
-from torchwm.testing import leaked_segments, wait_until_ended
 
 BACKENDS = ["subproc", "shmem"]
 

@@ -7,10 +7,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium import spaces
+from support.processes import leaked_segments, mapped_segments, process_running
 
 import torchwm
 from torchwm.errors import UnsupportedStackError
-from torchwm.testing import leaked_segments, mapped_segments, process_running
 
 
 def test_shmem_copy_false_gives_views_and_copy_true_copies():

@@ -372,23 +372,6 @@ def make_ale_native(spec: VecSpec, **backend_kwargs: Any) -> AleNativeVectorEnv:
     return AleNativeVectorEnv(spec, **backend_kwargs)
 
 
-# The conformance checks ALE's engine cannot meet, and why (docs/atari.md says the same).
-CONFORMANCE_SKIPS = {
-    "check_matches_sync": "ALE draws no-ops with its own C++ RNG (0..noop_max-1) and seeds sticky actions "
-    "with the raw seed, where Gymnasium's AtariEnv derives both from a SeedSequence (no-ops "
-    "1..noop_max): same seed, other streams. Equal arrays hold with noop_max=0 and no "
-    "sticky actions (tests/vector/test_ale_native.py)",
-    "check_partial_and_async": "AtariVectorEnv steps all envs (or the batch of its last result) together: "
-    "step(actions, env_ids=<a subset>) is refused with NotImplementedError",
-    "check_batch_size": "batch_size=k is ALE's EnvPool-style asynchronous mode: reset() and recv() return "
-    "k envs and send() takes k actions for those envs; it does not promise that every env comes back",
-    "check_attributes": "the envs are C++ objects: set_attr is refused with NotImplementedError (get_attr "
-    "answers the spaces, render_mode and get_action_meanings)",
-    "check_restore_state": "ALE's AtariVectorEnv cannot clone or restore one env: clone_state and "
-    "restore_state raise NotImplementedError naming shmem",
-}
-
-
 @hookimpl
 def register_backends(register):
     register(
@@ -397,5 +380,4 @@ def register_backends(register):
         family="atari",
         options=BACKEND_OPTIONS,
         description="ALE's C++ AtariVectorEnv: Atari stacks only, threads, fastest",
-        conformance={"skip": CONFORMANCE_SKIPS},
     )

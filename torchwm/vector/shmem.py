@@ -13,7 +13,6 @@ from typing import cast
 from torchwm.hookspecs import hookimpl
 from torchwm.vector.pool import POOL_OPTIONS, WorkerPool
 from torchwm.vector.transports.handoff import WaitPlan
-from torchwm.vector.transports.processes import CONFORMANCE_VARIANTS
 from torchwm.vector.transports.shared_memory import SharedMemoryGroup
 
 
@@ -58,5 +57,4 @@ def register_backends(register):
         ShmemVectorEnv,
         description="worker processes, several envs each; batch in shared memory, no pipe per step",
         options={**POOL_OPTIONS, **SharedMemoryGroup.OPTIONS},
-        conformance={"variants": CONFORMANCE_VARIANTS},
     )

@@ -49,8 +49,8 @@ def checked_batch_size(batch_size: Any, num_envs: int, owner: str = "") -> int |
     return batch_size
 
 
-# `checked_batch_size` under the name the plugin API exports (`torchwm.plugin_api.checks.check_batch_size`); the
-# new name keeps it apart from the conformance check `torchwm.testing.check_batch_size`.
+# `checked_batch_size` under the name the plugin API exports (`torchwm.plugin_api.checks.check_batch_size`);
+# inside torchwm the other name keeps it apart from the conformance check `torchwm.testing.check_batch_size`.
 check_batch_size = checked_batch_size
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 from torchwm.hookspecs import hookimpl
 from torchwm.vector.pool import POOL_OPTIONS, WorkerPool
 from torchwm.vector.transports.pipe import PipeGroup
-from torchwm.vector.transports.processes import CONFORMANCE_VARIANTS
 
 
 class SubprocVectorEnv(WorkerPool):
@@ -40,5 +39,4 @@ def register_backends(register):
         SubprocVectorEnv,
         description="worker processes, several envs each; results over pipes (any space)",
         options={**POOL_OPTIONS, **PipeGroup.OPTIONS},
-        conformance={"variants": CONFORMANCE_VARIANTS},
     )

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from torchwm.testing import process_running, wait_until_ended
+from support.processes import process_running, wait_until_ended
 
 # Ray's GCS declares a node dead after this many failed health checks, one a period. A killed raylet
 # fails each check at once, so the cluster notices a lost node after about threshold * period.

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import ray
+from support.processes import wait_until_ended
 from torchwm_ray import actor, connection
 
 import torchwm
@@ -127,7 +128,7 @@ def test_a_dead_actor_raises_worker_error_naming_its_envs(local_ray):
         envs.reset()
         pid = envs.worker_pids[1]
         ray.kill(envs.actors[1], no_restart=True)
-        torchwm.testing.wait_until_ended([pid], 30)  # ray.kill returns before it has ended
+        wait_until_ended([pid], 30)  # ray.kill returns before it has ended
         with pytest.raises(WorkerError, match=r"Ray actor 1 \(envs \[2, 3\]\) died") as caught:
             envs.step(np.zeros(4, dtype=np.int64))
         assert caught.value.worker_index == 1
@@ -147,7 +148,7 @@ def test_an_actor_that_dies_under_the_compiled_graph_is_named(local_ray):
         assert envs.compiled_graph
         pid = ray.get(envs.actors[0].describe.remote())["pid"]
         ray.kill(envs.actors[0], no_restart=True)
-        torchwm.testing.wait_until_ended([pid], 30)
+        wait_until_ended([pid], 30)
         with pytest.raises(WorkerError, match=r"Ray actor 0 \(envs \[0, 1\]\) died") as caught:
             envs.step(np.zeros(4, dtype=np.int64))
         assert caught.value.worker_index == 0
@@ -196,7 +197,7 @@ def test_a_crash_between_steps_is_noticed_at_the_next_step(local_ray):
         envs.reset()
         pid = ray.get(envs.actors[0].describe.remote())["pid"]
         ray.kill(envs.actors[0], no_restart=False)
-        torchwm.testing.wait_until_ended([pid], 30)
+        wait_until_ended([pid], 30)
         deadline = time.monotonic() + 60
         while True:  # until Ray has restarted it, with new envs
             try:
@@ -222,7 +223,7 @@ def test_restart_on_crash_truncates_the_interrupted_episodes(local_ray):
         envs.step(np.ones(4, dtype=np.int64))
         pid = ray.get(envs.actors[1].describe.remote())["pid"]
         ray.kill(envs.actors[1], no_restart=False)
-        torchwm.testing.wait_until_ended([pid], 30)
+        wait_until_ended([pid], 30)
         obs, rewards, terminations, truncations, infos = envs.step(np.ones(4, dtype=np.int64))
         restarted = infos.get("worker_restarted", np.zeros(4, dtype=bool))
         assert restarted.tolist() == [False, False, True, True]

@@ -26,10 +26,10 @@ import numpy as np
 import pytest
 import ray
 from cluster import end, processes_started_under
+from support.processes import process_running
 
 import torchwm
 from torchwm.errors import EnvTimeoutError, WorkerError
-from torchwm.testing import process_running
 
 RAY_CLI = str(Path(sys.executable).with_name("ray"))
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "cluster.md"

@@ -21,11 +21,12 @@ import pytest
 import ray
 from cluster import module_cluster, ray_cluster  # noqa: F401 - fixtures
 from ray import cloudpickle
+from support.processes import wait_until_ended
 from torchwm_ray import driver
 
 import torchwm
 from torchwm.errors import AlreadyPendingCallError, EnvTimeoutError, WorkerError
-from torchwm.testing import COUNTDOWN_ID, CountdownEnv, wait_until_ended
+from torchwm.testing import COUNTDOWN_ID, CountdownEnv
 
 TIMEOUT = 90.0  # the env's timeout: generous for a loaded machine; every fault here is detected well before
 ACTIONS = np.ones(4, dtype=np.int64)

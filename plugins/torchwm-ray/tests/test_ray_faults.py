@@ -24,10 +24,11 @@ import numpy as np
 import pytest
 import ray
 from ray import cloudpickle
+from support.processes import wait_until_ended
 
 import torchwm
 from torchwm.errors import ClosedEnvironmentError, EnvTimeoutError, WorkerError
-from torchwm.testing import CountdownEnv, wait_until_ended
+from torchwm.testing import CountdownEnv
 
 FAULT_ID = "torchwm_ray_tests/Fault-v0"
 TIMEOUT = 20.0  # the backend's timeout in these tests, in seconds: every error must come before it

@@ -14,11 +14,11 @@ import time
 import numpy as np
 import pytest
 import ray
+from support.processes import process_running, wait_until_ended
 
 import torchwm
 import torchwm.testing
 from torchwm.errors import WorkerError
-from torchwm.testing import process_running, wait_until_ended
 
 SHARED_MEMORY = "steps='shared memory (every actor on this node)'"
 

@@ -36,10 +36,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium import spaces
+from support.processes import leaked_segments, mapped_segments, process_running, wait_until_ended
 
 import torchwm
 from torchwm.errors import ClosedEnvironmentError, WorkerError
-from torchwm.testing import leaked_segments, mapped_segments, process_running, wait_until_ended
 from torchwm.vector.transports.shared_block import SharedBatch
 
 FAULT_ID = "TorchwmTest/FaultInjection-v0"

@@ -14,7 +14,7 @@ import torchwm
 FORK_SCRIPT = r"""
 import gc, json, os, sys
 import numpy as np, torchwm
-from torchwm.testing import process_running
+from support.processes import process_running
 
 backend, what = sys.argv[1], sys.argv[2]
 envs = torchwm.make_vec("CartPole-v1", 4, backend=backend, backend_kwargs={"num_workers": 2, "timeout": 60})

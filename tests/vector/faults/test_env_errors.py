@@ -27,10 +27,10 @@ from fault_envs import (
     processes_of,
     timed,
 )
+from support.processes import leaked_segments, process_running
 
 import torchwm
 from torchwm.errors import WorkerError
-from torchwm.testing import leaked_segments, process_running
 
 # Spawned and forkserver workers cannot import this test module: what they run of it goes by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])

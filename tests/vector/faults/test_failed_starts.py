@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 from fault_envs import PROCESS_BACKENDS, run_script
 from gymnasium import spaces
+from support.processes import leaked_segments, mapped_segments, wait_until_ended
 
 import torchwm
 from torchwm.errors import WorkerError
-from torchwm.testing import leaked_segments, mapped_segments, wait_until_ended
 
 # Spawned and forkserver workers cannot import this test module: what they run of it goes by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])

@@ -163,7 +163,7 @@ def test_ctrl_c_gives_one_keyboard_interrupt_and_cleans_up(backend, tmp_path):
 INLINE_INTERRUPT_SCRIPT = r'''
 import json, os, signal, sys, threading, time
 import gymnasium as gym, numpy as np, torchwm
-from torchwm.testing import process_running
+from support.processes import process_running
 from gymnasium import spaces
 
 MARKER = sys.argv[3]

@@ -33,10 +33,10 @@ from fault_envs import (
     received_and_in_flight,
     timed,
 )
+from support.processes import wait_until_ended
 
 import torchwm
 from torchwm.errors import WorkerError
-from torchwm.testing import wait_until_ended
 
 # Spawned and forkserver workers cannot import this test module: what they run of it goes by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])

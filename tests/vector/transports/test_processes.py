@@ -12,9 +12,9 @@ import time
 
 import gymnasium as gym
 import pytest
+from support.processes import leaked_segments
 
 import torchwm
-from torchwm.testing import leaked_segments
 
 BACKENDS = ["subproc", "shmem"]
 

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 from gymnasium.vector.utils import batch_space
+from support.processes import leaked_segments, mapped_segments
 
 from torchwm.errors import DynamicShapeError, UnsupportedStackError
-from torchwm.testing import leaked_segments, mapped_segments
 from torchwm.vector.transports.shared_block import SEGMENT_PREFIX, SharedBatch, plan_layout
 
 DICT_SPACE = spaces.Dict(

@@ -61,12 +61,6 @@ from torchwm.vector.transports.start_methods import (
 )
 from torchwm.vector.transports.worker_process import Readable, Ready, worker_main
 
-# The conformance suite runs every check under each start method, with envs split over two workers,
-# and with the parent stepping worker 0's share next to one worker process (inline=True).
-CONFORMANCE_VARIANTS = [{"context": method, "num_workers": 2} for method in START_METHODS] + [
-    {"context": method, "num_workers": 2, "inline": True} for method in ("fork", "forkserver")
-]
-
 # The worker processes this process started (a worker's `ProcessHandle.start` adds it).
 _STARTED: weakref.WeakSet = weakref.WeakSet()
 

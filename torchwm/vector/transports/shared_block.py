@@ -13,8 +13,8 @@ restarted later. So nothing is left behind whatever is killed (the parent,
 the workers, the whole process group, and with them multiprocessing's
 resource tracker): the memory goes with the last process that maps it. The
 name ``torchwm_<pid>_<random>`` still labels the mapping (``/memfd:torchwm_...``
-in ``/proc/<pid>/maps``), so that it is easy to find (`torchwm.testing.leaked_segments`,
-`torchwm.testing.mapped_segments`).
+in ``/proc/<pid>/maps``), so that it is easy to find (the tests' ``leaked_segments`` and
+``mapped_segments``, tests/support/processes.py).
 """
 
 from __future__ import annotations
