@@ -104,7 +104,7 @@ def _median(samples: list[Sample], field: str) -> float:
 
 
 class WaitTuner:
-    """Times one pool's steps and chooses its `WaitPlan` (``plan``; the parent's wait reads ``parent_spin``).
+    """Times one pool's steps and chooses its `WaitPlan` (``plan``, which the parent's wait reads).
 
     Args:
         num_workers: workers in the pool.
@@ -124,14 +124,6 @@ class WaitTuner:
         self._samples: list[Sample] = []
         self._skip = WARMUP_STEPS * num_workers  # steps still to pass before measuring
         self._until_recheck = 0  # steps (of all workers) to go before measuring again
-
-    @property
-    def parent_spin(self) -> float:
-        return self.plan.parent_spin
-
-    @property
-    def worker_spin(self) -> float:
-        return self.plan.worker_spin
 
     def record(self, worker: int, sent: float, began: float, ended: float, seen: float) -> None:
         """One finished step of ``worker`` while ``measuring``: when the parent sent it, the worker began and

@@ -174,7 +174,7 @@ class SharedMemoryHandle(ProcessHandle):
         if tuner.measuring:
             began, ended = shared.step_times[self.index].tolist()
             tuner.record(self.index, self._sent_at, began, ended, time.perf_counter())
-            shared.worker_spin[0] = tuner.worker_spin
+            shared.worker_spin[0] = tuner.plan.worker_spin
         else:
             tuner.count_step()
         # An int first: numpy's comparison with an IntEnum member looks up a dozen array hooks on the enum.
@@ -251,7 +251,7 @@ class SharedBlock:
         """Make the block (once the envs are built, before any worker is attached) and the pool's tuner."""
         block = self.batch = SharedBatch.create(observation_space, action_space, num_envs, num_workers)
         self.tuner = WaitTuner(num_workers, default_num_workers(), self.spin_seconds)
-        block.worker_spin[0] = self.tuner.worker_spin
+        block.worker_spin[0] = self.tuner.plan.worker_spin
         return block
 
     def wait(self, busy: list[WorkerHandle], timeout: float | None, need_all: bool) -> bool:
@@ -263,7 +263,7 @@ class SharedBlock:
         done_seq = shared.done_seq
         expected = [(worker.index, worker._step_seq) for worker in workers]
         started = time.perf_counter()
-        spin = self.tuner.parent_spin
+        spin = self.tuner.plan.parent_spin
         spin = spin if timeout is None else min(spin, timeout)
         while time.perf_counter() - started < spin:
             if any(done_seq[w] == seq for w, seq in expected):
