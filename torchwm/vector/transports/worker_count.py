@@ -9,8 +9,9 @@ another worker, a dear one much) and on the machine (how long waking a
 sleeping process takes varies widely between machines, VMs most). So when
 ``num_workers``, ``envs_per_worker`` and ``inline`` are all left unset and
 torchwm builds the envs itself (from a name, not from the user's factories),
-``shmem`` measures both before it starts a worker, in a helper process
-started the way workers are (`measure`):
+``shmem`` measures both before it starts a worker, in a helper process (`measure`; forked from
+this one when that is safe, `helper_context`, so that it runs while the forkserver still imports
+what the workers need, else started the way workers are):
 
 - the machine's hand-off, once per process and start method: the helper
   answers pings through a word of shared memory, first while both sides
@@ -27,9 +28,9 @@ started the way workers are (`measure`):
   is not built by then raises `EnvTimeoutError` at once, since the workers
   would not build theirs either.
 
-`choose_worker_count` then predicts a step's time for each count of workers
-(`predicted_step_seconds`) and takes the fastest, unless one per core (the
-default) is predicted nearly as fast (`KEEP_DEFAULT_WITHIN`). The choice is logged on the ``torchwm`` logger
+`choose_worker_count` (`torchwm.vector.transports.worker_choice`) then predicts a step's time for each
+count of workers and takes the fastest, unless one per core (the default) is predicted nearly as fast.
+The choice is logged on the ``torchwm`` logger
 at INFO and kept as the vector env's ``worker_choice``; ``num_workers`` or
 ``envs_per_worker`` fixes the split instead, and nothing is measured then.
 
@@ -47,11 +48,13 @@ import contextlib
 import json
 import logging
 import mmap
+import multiprocessing
 import os
 import platform
 import signal
 import statistics
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -64,16 +67,17 @@ import numpy as np
 from torchwm.errors import EnvTimeoutError
 from torchwm.vector.transports.contract import WorkerChoice, default_num_workers, register_gym_specs
 from torchwm.vector.transports.futex import FUTEX_AVAILABLE, futex_wait, futex_wake
-from torchwm.vector.transports.handoff import Handoff, as_microseconds
+from torchwm.vector.transports.handoff import Handoff
 from torchwm.vector.transports.processes import ForkServerWorkerProcess, exit_reason
+from torchwm.vector.transports.worker_choice import (  # noqa: F401 - also this module's API
+    KEEP_DEFAULT_WITHIN,
+    PARENT_SECONDS_PER_WORKER,
+    choose_worker_count,
+    predicted_step_seconds,
+)
 
 logger = logging.getLogger("torchwm")
 
-# The parent's own work for one worker's step (write its actions, ring it, read its status and infos): the
-# value with which the prediction fits CartPole on one and on two workers on the machine of
-# docs/performance.md.
-PARENT_SECONDS_PER_WORKER = 0.000012
-KEEP_DEFAULT_WITHIN = 0.9  # fewer workers than cores only when predicted at least 10% faster
 PROBE_SECONDS = 0.02  # how long the env is stepped for its measurement (at least PROBE_MIN_STEPS steps)
 PROBE_MIN_STEPS = 8
 PROBE_MAX_STEPS = 200
@@ -227,16 +231,21 @@ def measure_env_step(env: Any) -> float:
 
 
 def _helper(conn: Any, ping: bool, env_fn: bytes | None, gym_specs: bytes | None = None) -> None:
-    """The helper process: answers pings through a shared word (if ``ping``), then registers ``gym_specs``
-    (the ids the workers get registered too) and builds one env from ``env_fn`` (both cloudpickled) and sends
-    ``("built", None)`` and ``("step", seconds)``, or ``("error", text)``."""
+    """The helper process: registers ``gym_specs`` (the ids the workers get registered too), builds one env
+    from ``env_fn`` (both cloudpickled) and sends ``("built", None)`` and ``("step", seconds)``, or
+    ``("error", text)``; then answers pings through a shared word (if ``ping``). The env comes first: while
+    a forkserver imports its preload it takes a core, and pings that must share a core with it wait for
+    the scheduler, not for the machine's hand-off."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's, as for workers
+    if env_fn is not None:
+        _step_env(conn, env_fn, gym_specs)
     if ping:
         block = mmap.mmap(fd := recv_handle(conn), 64)
         os.close(fd)
         _answer_pings(np.frombuffer(block, np.int32))
-    if env_fn is None:
-        return
+
+
+def _step_env(conn: Any, env_fn: bytes, gym_specs: bytes | None) -> None:
     result: tuple[str, Any]
     try:
         if gym_specs is not None:
@@ -357,8 +366,10 @@ def measure(
     _recall(method, key)
     ping, probe = method not in _handoffs, key not in _env_steps
     if ping or probe:
-        parent_conn, child_conn = context.Pipe()
-        process_class = ForkServerWorkerProcess if method == "forkserver" else context.Process
+        helper_ctx = helper_context(context)
+        parent_conn, child_conn = helper_ctx.Pipe()
+        forkserver = helper_ctx.get_start_method() == "forkserver"
+        process_class = ForkServerWorkerProcess if forkserver else helper_ctx.Process
         helper = process_class(
             target=_helper,
             name="torchwm-measure",
@@ -373,10 +384,11 @@ def measure(
         helper.start()
         child_conn.close()
         try:
-            if ping:
-                _handoffs[method] = _settle(lambda: _ping(helper, parent_conn), "the hand-off", method)
             if probe:
                 _env_steps[key] = _settle(lambda: _probe(parent_conn, timeout), "an env's step", key)
+            # A helper whose env failed may be gone or stuck in a step: the hand-off waits for the next env.
+            if ping and (not probe or _env_steps[key] is not None):
+                _handoffs[method] = _settle(lambda: _ping(helper, parent_conn), "the hand-off", method)
         finally:
             parent_conn.close()
             helper.join(1.0)
@@ -384,7 +396,25 @@ def measure(
                 helper.kill()
                 helper.join(1.0)
         _keep(method, key)
-    return _handoffs[method], _env_steps[key]
+    return _handoffs.get(method), _env_steps[key]
+
+
+def helper_context(context: Any) -> Any:
+    """How the helper starts: forked from this process when it runs no other thread and has not imported
+    torch (whose thread pools a forked child may find locked), else as the workers start (``context``).
+
+    A forked helper starts at once with what this process imported, while a forkserver's first worker
+    waits for the server to import its preload (about half a second): measured in a fork, the helper's
+    work overlaps that wait instead of adding to it. The hand-off it measures is the machine's (two
+    processes pinned to two cores), however the helper started."""
+    safe = threading.active_count() == 1 and "torch" not in sys.modules
+    if (
+        context.get_start_method() == "fork"
+        or not safe
+        or "fork" not in multiprocessing.get_all_start_methods()
+    ):
+        return context
+    return multiprocessing.get_context("fork")
 
 
 def _probe(conn: Any, timeout: float | None) -> float:
@@ -440,38 +470,6 @@ def measure_failure(method: str, key: str) -> str:
         )
         if reason
     )
-
-
-# -- the choice --------------------------------------------------------------------------------------
-
-
-def predicted_step_seconds(
-    num_envs: int, workers: int, cores: int, env_step: float, handoff: Handoff
-) -> float:
-    """A vector step's time with ``workers`` workers: the largest share of envs stepped, the hand-off there
-    (an idle worker polls), the hand-off back (the parent polls only with a core to spare, else it sleeps),
-    and the parent's own work for each worker."""
-    largest_share = -(-num_envs // workers)
-    back = handoff.poll if workers < cores else handoff.wake
-    return largest_share * env_step + handoff.poll + back + workers * PARENT_SECONDS_PER_WORKER
-
-
-def choose_worker_count(num_envs: int, cores: int, env_step: float, handoff: Handoff) -> WorkerChoice:
-    """The count of workers predicted fastest; one per core (at most one per env) unless fewer are predicted
-    at least 10% faster."""
-    default = min(cores, num_envs)
-    predicted = {
-        w: predicted_step_seconds(num_envs, w, cores, env_step, handoff) for w in range(1, default + 1)
-    }
-    fastest = min(predicted, key=predicted.__getitem__)
-    workers = fastest if predicted[fastest] < KEEP_DEFAULT_WITHIN * predicted[default] else default
-    measured = (
-        f"an env step {as_microseconds(env_step)}, a hand-off {as_microseconds(handoff.poll)} polling and "
-        f"{as_microseconds(handoff.wake)} asleep; a step predicted "
-        f"{', '.join(f'{as_microseconds(t)} with {w}' for w, t in predicted.items())} "
-        f"worker(s) on {cores} cores"
-    )
-    return WorkerChoice(workers, measured)
 
 
 def measured_worker_choice(
