@@ -7,6 +7,7 @@ import json
 import logging
 import multiprocessing
 import os
+import subprocess
 import sys
 import time
 
@@ -149,6 +150,56 @@ def test_an_env_that_raises_dies_or_hangs_while_measured_leaves_the_default_and_
     assert step is None  # not measured: the caller keeps one worker per core
     assert time.monotonic() - began < worker_count.STEP_DEADLINE_SECONDS + 5
     assert not [p for p in multiprocessing.active_children() if p.name == "torchwm-measure"]
+
+
+def test_an_env_that_fails_while_measured_leaves_the_hand_off_to_the_next_env(monkeypatch):
+    # The env is measured before the hand-off (while a forkserver imports its preload, pings would share a
+    # core with it): a helper that its env took down pings no more, and that failure is the only warning.
+    monkeypatch.setattr(worker_count, "_handoffs", {})
+    monkeypatch.setattr(worker_count, "_env_steps", {})
+    monkeypatch.setattr(_Faulty, "fault", "exit")
+    context = multiprocessing.get_context("forkserver")
+    with pytest.warns(RuntimeWarning) as caught:
+        assert measure(context, "exit first", lambda: _Faulty(gym.make("CartPole-v1"))) == (None, None)
+    assert [str(w.message).split(":")[1].strip() for w in caught] == ["an env's step could not be measured"]
+    handoff, step = measure(context, "synthetic", _synthetic)
+    assert handoff is not None and 0.0005 <= step < 0.01
+
+
+HELPER_CONTEXT = r"""
+import multiprocessing, sys, threading
+from torchwm.vector.transports.worker_count import helper_context
+
+seen = [
+    helper_context(multiprocessing.get_context(m)).get_start_method() for m in ("forkserver", "spawn")
+]
+sys.modules["torch"] = type(sys)("torch")  # torch's thread pools may be locked in a forked child
+seen.append(helper_context(multiprocessing.get_context("forkserver")).get_start_method())
+del sys.modules["torch"]
+stop = threading.Event()
+thread = threading.Thread(target=stop.wait)
+thread.start()  # a fork copies no other thread, and whatever lock it held stays held in the child
+seen.append(helper_context(multiprocessing.get_context("forkserver")).get_start_method())
+stop.set()
+thread.join()
+print(" ".join(seen))
+"""
+
+
+def test_the_helper_is_forked_from_a_process_of_one_thread_without_torch_else_started_as_workers_are():
+    # Forked, it measures while the forkserver still imports what the workers need, instead of after.
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [sys.executable, "-c", HELPER_CONTEXT],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["fork", "fork", "forkserver", "forkserver"]
 
 
 needs_two_cores = pytest.mark.skipif(

@@ -31,8 +31,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Annotated, Any
 
-import gymnasium as gym
 import annotated_types  # pydantic's own constraints, without importing pydantic before an option is checked
+import gymnasium as gym
 import numpy as np
 
 from torchwm.extras import missing_extra
