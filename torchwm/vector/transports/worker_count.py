@@ -1,38 +1,30 @@
 """How many worker processes ``shmem`` starts when the user does not say: chosen from what it measures at
 start.
 
-More workers step more envs at once, but a step then waits for the slowest
-of more hand-offs between processes, and when the workers take every core
-the parent has none to poll on: it sleeps, and the last worker to finish must
-wake it. Which is faster depends on the env (a cheap step gains little from
-another worker, a dear one much) and on the machine (how long waking a
-sleeping process takes varies widely between machines, VMs most). So when
-``num_workers``, ``envs_per_worker`` and ``inline`` are all left unset and
-torchwm builds the envs itself (from a name, not from the user's factories),
-``shmem`` measures both before it starts a worker, in a helper process (`measure`; forked from
-this one when that is safe, `helper_context`, so that it runs while the forkserver still imports
-what the workers need, else started the way workers are):
+More workers step more envs at once, but a step then waits for the slowest of more hand-offs between
+processes, and when the workers take every core the parent has none to poll on: it sleeps, and the last
+worker to finish must wake it. Which is faster depends on the env (a cheap step gains little from another
+worker, a dear one much) and on the machine (how long waking a sleeping process takes varies widely
+between machines, VMs most). So when ``num_workers``, ``envs_per_worker`` and ``inline`` are all left
+unset and torchwm builds the envs itself (from a name, not from the user's factories), ``shmem`` measures
+both before it starts a worker, in a helper process (`measure`; forked from this one where that is safe,
+`helper_context`, so that it runs while the forkserver still imports what the workers need):
 
-- the machine's hand-off, once per process and start method: the helper
-  answers pings through a word of shared memory, first while both sides
-  poll, then while both sleep on a futex between pings, each pinned to a
-  core of its own;
-- the env's step, once per env and wrapper stack (`env_key`): the helper
-  builds one more env, resets it with seed 0 and steps it with random actions
-  for `PROBE_SECONDS` (`measure_env_step`). In a process of its own, like the workers,
-  since an env that crashes, hangs or exits on some action must not take the
-  user's process down; if it does, nothing is measured and the default
-  stands, said in a warning and in ``worker_choice``. The helper gets the
-  same Gymnasium registration as the workers (an id registered at run time),
-  and waits for the env's build at most the pool's ``timeout``: an env that
-  is not built by then raises `EnvTimeoutError` at once, since the workers
-  would not build theirs either.
+- the env's step, once per env and wrapper stack (`env_key`): the helper builds one more env, resets it
+  with seed 0 and steps it with random actions for `PROBE_SECONDS` (`measure_env_step`). In a process of
+  its own, like the workers, since an env that crashes, hangs or exits on some action must not take the
+  user's process down; if it does, nothing is measured and the default stands, said in a warning and in
+  ``worker_choice``. The helper gets the same Gymnasium registration as the workers (an id registered at
+  run time), and waits for the env's build at most the pool's ``timeout``: an env that is not built by
+  then raises `EnvTimeoutError` at once, since the workers would not build theirs either.
+- then the machine's hand-off, once per process and start method: the helper answers pings through a
+  word of shared memory, first while both sides poll, then while both sleep on a futex between pings,
+  each pinned to a core of its own.
 
 `choose_worker_count` (`torchwm.vector.transports.worker_choice`) then predicts a step's time for each
 count of workers and takes the fastest, unless one per core (the default) is predicted nearly as fast.
-The choice is logged on the ``torchwm`` logger
-at INFO and kept as the vector env's ``worker_choice``; ``num_workers`` or
-``envs_per_worker`` fixes the split instead, and nothing is measured then.
+The choice is logged on the ``torchwm`` logger at INFO and kept as the vector env's ``worker_choice``;
+``num_workers`` or ``envs_per_worker`` fixes the split instead, and nothing is measured then.
 
 Both measurements are kept on disk too (`kept_path`: ``$TORCHWM_CACHE_DIR/worker_count.json``, by
 default under ``~/.cache/torchwm``; ``TORCHWM_CACHE_DIR=""`` keeps nothing), for this machine (its CPU,
