@@ -16,7 +16,7 @@ import gymnasium as gym
 import pytest
 
 import torchwm
-from torchwm.vector.transports import worker_count
+from torchwm.vector.transports import handoff_ping, worker_count
 from torchwm.vector.transports.contract import default_num_workers
 from torchwm.vector.transports.handoff import Handoff
 from torchwm.vector.transports.worker_count import (
@@ -255,7 +255,7 @@ def test_ctrl_c_while_measuring_ends_the_helper_and_gives_the_cores_back(monkeyp
     def interrupted(words, rounds, sleep, helper, give_up):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(worker_count, "_round_trips", interrupted)
+    monkeypatch.setattr(handoff_ping, "round_trips", interrupted)
     with pytest.raises(KeyboardInterrupt):
         measure(multiprocessing.get_context("forkserver"), "synthetic", _synthetic)
     assert os.sched_getaffinity(0) == cores
