@@ -166,6 +166,27 @@ def test_an_env_that_fails_while_measured_leaves_the_hand_off_to_the_next_env(mo
     assert handoff is not None and 0.0005 <= step < 0.01
 
 
+def test_an_env_so_dear_that_no_hand_off_could_change_the_choice_measures_none(monkeypatch):
+    # 16 envs of 500 µs on 2 cores: one worker per core stays fastest even with a 2 ms wake-up, so the
+    # hand-off (pings that, on a first start, share a core with the forkserver's imports) is not measured.
+    monkeypatch.setattr(worker_count, "_handoffs", {})
+    monkeypatch.setattr(worker_count, "_env_steps", {})
+    pinged = []
+
+    def ping(helper, conn):
+        pinged.append(helper.pid)
+        return SLOW_WAKES
+
+    monkeypatch.setattr(handoff_ping, "ping", ping)
+    context = multiprocessing.get_context("forkserver")
+    choice = worker_count.measured_worker_choice(16, 2, "dear", _synthetic, context)
+    assert choice is not None and choice.workers == 2 and not choice.fallback and pinged == []
+    assert "one worker per core is predicted fastest whatever the hand-off" in choice.measured
+    # A cheap env's choice turns on the hand-off: it is measured, once.
+    choice = worker_count.measured_worker_choice(16, 2, "cheap", lambda: gym.make("CartPole-v1"), context)
+    assert choice is not None and len(pinged) == 1 and "150 µs asleep" in choice.measured
+
+
 HELPER_CONTEXT = r"""
 import multiprocessing, sys, threading
 from torchwm.vector.transports.worker_count import helper_context
