@@ -234,7 +234,7 @@ def _helper(conn: Any, ping: bool, env_fn: bytes | None, gym_specs: bytes | None
     if ping:
         try:
             fd = recv_handle(conn)
-        except (EOFError, OSError):  # the parent needs no hand-off after all (`handoff_matters`)
+        except (EOFError, OSError, RuntimeError):  # the parent needs no hand-off (`handoff_matters`)
             return
         block = mmap.mmap(fd, 64)
         os.close(fd)
