@@ -223,6 +223,21 @@ def test_the_helper_is_forked_from_a_process_of_one_thread_without_torch_else_st
     assert done.stdout.split() == ["fork", "fork", "forkserver", "forkserver"]
 
 
+def test_an_env_too_slow_to_measure_gets_one_worker_per_core_without_a_warning(monkeypatch, recwarn):
+    # A busy machine makes Pong's reset and steps outlast the deadline: a dear env, whose answer (one
+    # worker per core) needs no warning on the README's `torchwm run pong`; worker_choice says why.
+    monkeypatch.setattr(worker_count, "_handoffs", {})
+    monkeypatch.setattr(worker_count, "_env_steps", {})
+    monkeypatch.setattr(_Faulty, "fault", "hang")
+    context = multiprocessing.get_context("forkserver")
+    choice = worker_count.measured_worker_choice(
+        4, 2, "slow", lambda: _Faulty(gym.make("CartPole-v1")), context
+    )
+    assert choice is not None and choice.workers == 2
+    assert "its reset and steps took over 1 s (a dear env)" in choice.fallback
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+
+
 needs_two_cores = pytest.mark.skipif(
     default_num_workers() < 2, reason="one core: one worker, nothing to choose"
 )

@@ -382,7 +382,14 @@ def _probe(conn: Any, timeout: float | None) -> float:
                 f"either. Pass a larger timeout=, or look for an env whose constructor hangs"
             ) from None
         raise
-    return _receive(conn, "step", STEP_DEADLINE_SECONDS)
+    try:
+        return _receive(conn, "step", STEP_DEADLINE_SECONDS)
+    except TimeoutError:
+        raise _DearEnv(f"its reset and steps took over {STEP_DEADLINE_SECONDS:g} s (a dear env)") from None
+
+
+class _DearEnv(Exception):
+    """The env's step was too slow to measure in time: one worker per core is its answer, not a failure."""
 
 
 def _settle(measurement: Callable[[], Any], what: str, key: str) -> Any:
@@ -392,6 +399,9 @@ def _settle(measurement: Callable[[], Any], what: str, key: str) -> Any:
         return measurement()
     except EnvTimeoutError:
         raise
+    except _DearEnv as exc:  # one worker per core, as measured; said in ``worker_choice``, not a warning
+        _failures[key] = f"{what} could not be measured: {exc}"
+        return None
     except (OSError, EOFError, TimeoutError, RuntimeError) as exc:
         # The helper's own error comes as its text ("RuntimeError: ..."); a helper that died, as EOFError.
         detail = (
