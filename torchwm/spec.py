@@ -301,8 +301,28 @@ def _type_name(annotation: Any) -> str:
     return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
 
 
+# Option types whose values pydantic's strict check returns unchanged when they have exactly that type.
+_PLAIN_TYPES = (int, float, str, bool)
+
+
+def _plainly_valid(value: Any, annotation: Any) -> bool:
+    """Whether ``value`` passes ``annotation`` as it is, seen without pydantic: its type is exactly a plain
+    type the annotation names (``int``, ``str``, ...), or one of its ``Literal`` values (of the same type),
+    directly or in a union. Anything else (constraints, containers, conversions) is pydantic's to check."""
+    if annotation is type(None):
+        return value is None
+    if annotation in _PLAIN_TYPES:
+        return type(value) is annotation
+    origin = typing.get_origin(annotation)
+    if origin is typing.Literal:
+        return any(type(value) is type(choice) and value == choice for choice in typing.get_args(annotation))
+    if origin in (typing.Union, types.UnionType):
+        return any(_plainly_valid(value, member) for member in typing.get_args(annotation))
+    return False
+
+
 def _check_option(wrapper: str, key: str, value: Any, annotation: Any) -> Any:
-    if annotation is inspect.Parameter.empty:
+    if annotation is inspect.Parameter.empty or _plainly_valid(value, annotation):
         return value
     import pydantic  # a wrapper option's check only: a spec, a worker and a transport do without it
 

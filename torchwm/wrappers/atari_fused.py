@@ -27,7 +27,6 @@ import time
 from collections import deque
 from typing import Any, SupportsFloat
 
-import cv2
 import gymnasium as gym
 import numpy as np
 from gymnasium.spaces import Box
@@ -258,6 +257,8 @@ class AtariPreprocessingCore(gym.Env):
         elif not folded:
             if other is not None:
                 np.maximum(raw, other, out=raw)
+            import cv2  # here: a process that makes a vector env but steps no Atari env (the parent) skips it
+
             cv2.resize(raw, self._dsize, dst=self._resized, interpolation=cv2.INTER_AREA)
         frame: np.ndarray = self._resized
         if self._scaled is not None:

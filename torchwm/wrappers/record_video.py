@@ -31,9 +31,9 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Annotated, Any
 
+import annotated_types  # pydantic's own constraints, without importing pydantic before an option is checked
 import gymnasium as gym
 import numpy as np
-import pydantic
 
 from torchwm.extras import missing_extra
 from torchwm.wrappers.env_index import current_env_index
@@ -224,11 +224,11 @@ class EveryNEpisodes:
 def record_video(
     env: gym.Env,
     video_folder: str = "videos",
-    every_n_episodes: Annotated[int, pydantic.Field(ge=1)] | None = None,
+    every_n_episodes: Annotated[int, annotated_types.Ge(1)] | None = None,
     episode_trigger: Callable[[int], bool] | None = None,
-    env_ids: tuple[Annotated[int, pydantic.Field(ge=0)], ...] = (0,),
+    env_ids: tuple[Annotated[int, annotated_types.Ge(0)], ...] = (0,),
     name_prefix: str = "rl-video",
-    fps: Annotated[int, pydantic.Field(ge=1)] | None = None,
+    fps: Annotated[int, annotated_types.Ge(1)] | None = None,
 ) -> gym.Env:
     """Record the envs ``env_ids`` of a vector env (env 0 by default) to MP4 files in ``video_folder``.
 

@@ -7,6 +7,7 @@ import json
 import logging
 import multiprocessing
 import os
+import subprocess
 import sys
 import time
 
@@ -15,7 +16,7 @@ import gymnasium as gym
 import pytest
 
 import torchwm
-from torchwm.vector.transports import worker_count
+from torchwm.vector.transports import handoff_ping, worker_count
 from torchwm.vector.transports.contract import default_num_workers
 from torchwm.vector.transports.handoff import Handoff
 from torchwm.vector.transports.worker_count import (
@@ -151,6 +152,92 @@ def test_an_env_that_raises_dies_or_hangs_while_measured_leaves_the_default_and_
     assert not [p for p in multiprocessing.active_children() if p.name == "torchwm-measure"]
 
 
+def test_an_env_that_fails_while_measured_leaves_the_hand_off_to_the_next_env(monkeypatch):
+    # The env is measured before the hand-off (while a forkserver imports its preload, pings would share a
+    # core with it): a helper that its env took down pings no more, and that failure is the only warning.
+    monkeypatch.setattr(worker_count, "_handoffs", {})
+    monkeypatch.setattr(worker_count, "_env_steps", {})
+    monkeypatch.setattr(_Faulty, "fault", "exit")
+    context = multiprocessing.get_context("forkserver")
+    with pytest.warns(RuntimeWarning) as caught:
+        assert measure(context, "exit first", lambda: _Faulty(gym.make("CartPole-v1"))) == (None, None)
+    assert [str(w.message).split(":")[1].strip() for w in caught] == ["an env's step could not be measured"]
+    handoff, step = measure(context, "synthetic", _synthetic)
+    assert handoff is not None and 0.0005 <= step < 0.01
+
+
+def test_an_env_so_dear_that_no_hand_off_could_change_the_choice_measures_none(monkeypatch):
+    # 16 envs of 500 µs on 2 cores: one worker per core stays fastest even with a 2 ms wake-up, so the
+    # hand-off (pings that, on a first start, share a core with the forkserver's imports) is not measured.
+    monkeypatch.setattr(worker_count, "_handoffs", {})
+    monkeypatch.setattr(worker_count, "_env_steps", {})
+    pinged = []
+
+    def ping(helper, conn):
+        pinged.append(helper.pid)
+        return SLOW_WAKES
+
+    monkeypatch.setattr(handoff_ping, "ping", ping)
+    context = multiprocessing.get_context("forkserver")
+    choice = worker_count.measured_worker_choice(16, 2, "dear", _synthetic, context)
+    assert choice is not None and choice.workers == 2 and not choice.fallback and pinged == []
+    assert "one worker per core is predicted fastest whatever the hand-off" in choice.measured
+    # A cheap env's choice turns on the hand-off: it is measured, once.
+    choice = worker_count.measured_worker_choice(16, 2, "cheap", lambda: gym.make("CartPole-v1"), context)
+    assert choice is not None and len(pinged) == 1 and "150 µs asleep" in choice.measured
+
+
+HELPER_CONTEXT = r"""
+import multiprocessing, sys, threading
+from torchwm.vector.transports.worker_count import helper_context
+
+seen = [
+    helper_context(multiprocessing.get_context(m)).get_start_method() for m in ("forkserver", "spawn")
+]
+sys.modules["torch"] = type(sys)("torch")  # torch's thread pools may be locked in a forked child
+seen.append(helper_context(multiprocessing.get_context("forkserver")).get_start_method())
+del sys.modules["torch"]
+stop = threading.Event()
+thread = threading.Thread(target=stop.wait)
+thread.start()  # a fork copies no other thread, and whatever lock it held stays held in the child
+seen.append(helper_context(multiprocessing.get_context("forkserver")).get_start_method())
+stop.set()
+thread.join()
+print(" ".join(seen))
+"""
+
+
+def test_the_helper_is_forked_from_a_process_of_one_thread_without_torch_else_started_as_workers_are():
+    # Forked, it measures while the forkserver still imports what the workers need, instead of after.
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [sys.executable, "-c", HELPER_CONTEXT],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["fork", "fork", "forkserver", "forkserver"]
+
+
+def test_an_env_too_slow_to_measure_gets_one_worker_per_core_without_a_warning(monkeypatch, recwarn):
+    # A busy machine makes Pong's reset and steps outlast the deadline: a dear env, whose answer (one
+    # worker per core) needs no warning on the README's `torchwm run pong`; worker_choice says why.
+    monkeypatch.setattr(worker_count, "_handoffs", {})
+    monkeypatch.setattr(worker_count, "_env_steps", {})
+    monkeypatch.setattr(_Faulty, "fault", "hang")
+    context = multiprocessing.get_context("forkserver")
+    choice = worker_count.measured_worker_choice(
+        4, 2, "slow", lambda: _Faulty(gym.make("CartPole-v1")), context
+    )
+    assert choice is not None and choice.workers == 2
+    assert "its reset and steps took over 1 s (a dear env)" in choice.fallback
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+
+
 needs_two_cores = pytest.mark.skipif(
     default_num_workers() < 2, reason="one core: one worker, nothing to choose"
 )
@@ -204,7 +291,7 @@ def test_ctrl_c_while_measuring_ends_the_helper_and_gives_the_cores_back(monkeyp
     def interrupted(words, rounds, sleep, helper, give_up):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(worker_count, "_round_trips", interrupted)
+    monkeypatch.setattr(handoff_ping, "round_trips", interrupted)
     with pytest.raises(KeyboardInterrupt):
         measure(multiprocessing.get_context("forkserver"), "synthetic", _synthetic)
     assert os.sched_getaffinity(0) == cores

@@ -1,37 +1,30 @@
 """How many worker processes ``shmem`` starts when the user does not say: chosen from what it measures at
 start.
 
-More workers step more envs at once, but a step then waits for the slowest
-of more hand-offs between processes, and when the workers take every core
-the parent has none to poll on: it sleeps, and the last worker to finish must
-wake it. Which is faster depends on the env (a cheap step gains little from
-another worker, a dear one much) and on the machine (how long waking a
-sleeping process takes varies widely between machines, VMs most). So when
-``num_workers``, ``envs_per_worker`` and ``inline`` are all left unset and
-torchwm builds the envs itself (from a name, not from the user's factories),
-``shmem`` measures both before it starts a worker, in a helper process
-started the way workers are (`measure`):
+More workers step more envs at once, but a step then waits for the slowest of more hand-offs between
+processes, and when the workers take every core the parent has none to poll on: it sleeps, and the last
+worker to finish must wake it. Which is faster depends on the env (a cheap step gains little from another
+worker, a dear one much) and on the machine (how long waking a sleeping process takes varies widely
+between machines, VMs most). So when ``num_workers``, ``envs_per_worker`` and ``inline`` are all left
+unset and torchwm builds the envs itself (from a name, not from the user's factories), ``shmem`` measures
+both before it starts a worker, in a helper process (`measure`; forked from this one where that is safe,
+`helper_context`, so that it runs while the forkserver still imports what the workers need):
 
-- the machine's hand-off, once per process and start method: the helper
-  answers pings through a word of shared memory, first while both sides
-  poll, then while both sleep on a futex between pings, each pinned to a
-  core of its own;
-- the env's step, once per env and wrapper stack (`env_key`): the helper
-  builds one more env, resets it with seed 0 and steps it with random actions
-  for `PROBE_SECONDS` (`measure_env_step`). In a process of its own, like the workers,
-  since an env that crashes, hangs or exits on some action must not take the
-  user's process down; if it does, nothing is measured and the default
-  stands, said in a warning and in ``worker_choice``. The helper gets the
-  same Gymnasium registration as the workers (an id registered at run time),
-  and waits for the env's build at most the pool's ``timeout``: an env that
-  is not built by then raises `EnvTimeoutError` at once, since the workers
-  would not build theirs either.
+- the env's step, once per env and wrapper stack (`env_key`): the helper builds one more env, resets it
+  with seed 0 and steps it with random actions for `PROBE_SECONDS` (`measure_env_step`). In a process of
+  its own, like the workers, since an env that crashes, hangs or exits on some action must not take the
+  user's process down; if it does, nothing is measured and the default stands, said in a warning and in
+  ``worker_choice``. The helper gets the same Gymnasium registration as the workers (an id registered at
+  run time), and waits for the env's build at most the pool's ``timeout``: an env that is not built by
+  then raises `EnvTimeoutError` at once, since the workers would not build theirs either.
+- then the machine's hand-off, once per process and start method: the helper answers pings through a
+  word of shared memory, first while both sides poll, then while both sleep on a futex between pings,
+  each pinned to a core of its own.
 
-`choose_worker_count` then predicts a step's time for each count of workers
-(`predicted_step_seconds`) and takes the fastest, unless one per core (the
-default) is predicted nearly as fast (`KEEP_DEFAULT_WITHIN`). The choice is logged on the ``torchwm`` logger
-at INFO and kept as the vector env's ``worker_choice``; ``num_workers`` or
-``envs_per_worker`` fixes the split instead, and nothing is measured then.
+`choose_worker_count` (`torchwm.vector.transports.worker_choice`) then predicts a step's time for each
+count of workers and takes the fastest, unless one per core (the default) is predicted nearly as fast.
+The choice is logged on the ``torchwm`` logger at INFO and kept as the vector env's ``worker_choice``;
+``num_workers`` or ``envs_per_worker`` fixes the split instead, and nothing is measured then.
 
 Both measurements are kept on disk too (`kept_path`: ``$TORCHWM_CACHE_DIR/worker_count.json``, by
 default under ``~/.cache/torchwm``; ``TORCHWM_CACHE_DIR=""`` keeps nothing), for this machine (its CPU,
@@ -47,44 +40,46 @@ import contextlib
 import json
 import logging
 import mmap
+import multiprocessing
 import os
 import platform
 import signal
 import statistics
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from multiprocessing.reduction import recv_handle, send_handle
+from multiprocessing.reduction import recv_handle
 from typing import Any
 
 import cloudpickle
 import numpy as np
 
 from torchwm.errors import EnvTimeoutError
+from torchwm.vector.transports import handoff_ping
 from torchwm.vector.transports.contract import WorkerChoice, default_num_workers, register_gym_specs
-from torchwm.vector.transports.futex import FUTEX_AVAILABLE, futex_wait, futex_wake
+from torchwm.vector.transports.futex import FUTEX_AVAILABLE
 from torchwm.vector.transports.handoff import Handoff, as_microseconds
-from torchwm.vector.transports.processes import exit_reason
 from torchwm.vector.transports.start_methods import ForkServerWorkerProcess
+from torchwm.vector.transports.worker_choice import (  # noqa: F401 - also this module's API
+    KEEP_DEFAULT_WITHIN,
+    PARENT_SECONDS_PER_WORKER,
+    choose_worker_count,
+    predicted_step_seconds,
+)
 
 logger = logging.getLogger("torchwm")
 
-# The parent's own work for one worker's step (write its actions, ring it, read its status and infos): the
-# value with which the prediction fits CartPole on one and on two workers on the machine of
-# docs/performance.md.
-PARENT_SECONDS_PER_WORKER = 0.000012
-KEEP_DEFAULT_WITHIN = 0.9  # fewer workers than cores only when predicted at least 10% faster
 PROBE_SECONDS = 0.02  # how long the env is stepped for its measurement (at least PROBE_MIN_STEPS steps)
 PROBE_MIN_STEPS = 8
 PROBE_MAX_STEPS = 200
 BUILD_DEADLINE_SECONDS = 60.0  # past that, the env is not measured (its workers will build it anyway)
 STEP_DEADLINE_SECONDS = 1.0  # an env whose 9 steps take longer is dear enough for a worker per core
-POLL_ROUNDS = 200  # pings while both sides poll
-SLEEP_ROUNDS = 40  # pings while both sides sleep between them
-PAUSE_BETWEEN_SLEEP_ROUNDS = 0.0002  # long enough for the other side to fall asleep
-HANDOFF_DEADLINE_SECONDS = 5.0  # the whole hand-off measurement, the helper's start included
-_PING, _PONG, _SLEEPING = 0, 1, 2  # the int32 words of the helper's block
+# The dearest hand-off assumed when deciding whether to measure it (`measured_worker_choice`): a wake-up
+# of a scheduler's time slice, ten times the slow VM's of the tests. An env step so dear that one worker
+# per core stays fastest even then needs no hand-off measured.
+HANDOFF_BOUND = Handoff(poll=0.0, wake=0.002)
 
 
 # -- the measurements, in a helper process ----------------------------------------------------------
@@ -228,16 +223,25 @@ def measure_env_step(env: Any) -> float:
 
 
 def _helper(conn: Any, ping: bool, env_fn: bytes | None, gym_specs: bytes | None = None) -> None:
-    """The helper process: answers pings through a shared word (if ``ping``), then registers ``gym_specs``
-    (the ids the workers get registered too) and builds one env from ``env_fn`` (both cloudpickled) and sends
-    ``("built", None)`` and ``("step", seconds)``, or ``("error", text)``."""
+    """The helper process: registers ``gym_specs`` (the ids the workers get registered too), builds one env
+    from ``env_fn`` (both cloudpickled) and sends ``("built", None)`` and ``("step", seconds)``, or
+    ``("error", text)``; then answers pings through a shared word (if ``ping``). The env comes first: while
+    a forkserver imports its preload it takes a core, and pings that must share a core with it wait for
+    the scheduler, not for the machine's hand-off."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's, as for workers
+    if env_fn is not None:
+        _step_env(conn, env_fn, gym_specs)
     if ping:
-        block = mmap.mmap(fd := recv_handle(conn), 64)
+        try:
+            fd = recv_handle(conn)
+        except (EOFError, OSError, RuntimeError):  # the parent needs no hand-off (`handoff_matters`)
+            return
+        block = mmap.mmap(fd, 64)
         os.close(fd)
-        _answer_pings(np.frombuffer(block, np.int32))
-    if env_fn is None:
-        return
+        handoff_ping.answer_pings(np.frombuffer(block, np.int32))
+
+
+def _step_env(conn: Any, env_fn: bytes, gym_specs: bytes | None) -> None:
     result: tuple[str, Any]
     try:
         if gym_specs is not None:
@@ -256,78 +260,6 @@ def _helper(conn: Any, ping: bool, env_fn: bytes | None, gym_specs: bytes | None
         pass
 
 
-def _answer_pings(words: np.ndarray) -> None:
-    """Copy ``ping`` to ``pong`` each time it changes, until it turns negative."""
-    address = words.ctypes.data
-    last, give_up = 0, time.monotonic() + HANDOFF_DEADLINE_SECONDS
-    while time.monotonic() < give_up:
-        ping = int(words[_PING])
-        if ping == last:
-            if words[_SLEEPING]:
-                futex_wait(address + 4 * _PING, last, 0.01)
-            else:
-                os.sched_yield()
-            continue
-        if ping < 0:
-            return
-        last = words[_PONG] = ping
-        if words[_SLEEPING]:
-            futex_wake(address + 4 * _PONG)
-
-
-def _round_trips(words: np.ndarray, rounds: int, sleep: bool, helper: Any, give_up: float) -> list[float]:
-    address = words.ctypes.data
-    words[_SLEEPING] = int(sleep)
-    times = []
-    for _ in range(rounds):
-        if sleep:
-            time.sleep(PAUSE_BETWEEN_SLEEP_ROUNDS)
-        ping = int(words[_PING]) + 1
-        began = time.perf_counter()
-        words[_PING] = ping
-        if sleep:
-            futex_wake(address + 4 * _PING)
-        while (pong := int(words[_PONG])) != ping:
-            if time.perf_counter() - began > 0.01 and (time.monotonic() > give_up or not helper.is_alive()):
-                raise TimeoutError(f"the helper stopped answering pings ({exit_reason(helper.exitcode)})")
-            if sleep:
-                futex_wait(address + 4 * _PONG, pong, 0.01)
-            else:
-                os.sched_yield()
-        times.append(time.perf_counter() - began)
-    return times
-
-
-def _ping(helper: Any, conn: Any) -> Handoff:
-    """The helper's ping round trips, halved (their lower quartile: the machine's cost, not a moment's load):
-    first while both sides poll, then while both sleep.
-
-    Both processes are pinned to a core each while they ping (this process gets its cores back after): a
-    sleeping process is then always woken from the other core, as a sleeping parent is by a worker, where
-    the scheduler would otherwise sometimes put both on one core and time a wake-up several times cheaper
-    than the real one, from one run to the next."""
-    give_up = time.monotonic() + HANDOFF_DEADLINE_SECONDS
-    cores = os.sched_getaffinity(0)
-    here, there = sorted(cores)[:2]
-    fd = os.memfd_create("torchwm_handoff", os.MFD_CLOEXEC)
-    try:
-        os.ftruncate(fd, 64)
-        words = np.frombuffer(mmap.mmap(fd, 64), np.int32)  # unmapped with the last view of it
-        send_handle(conn, fd, helper.pid)
-    finally:
-        os.close(fd)
-    try:
-        os.sched_setaffinity(helper.pid, {there})
-        os.sched_setaffinity(0, {here})
-        poll = _round_trips(words, POLL_ROUNDS, False, helper, give_up)
-        wake = _round_trips(words, SLEEP_ROUNDS, True, helper, give_up)
-    finally:
-        os.sched_setaffinity(0, cores)
-        words[_PING] = -1
-        futex_wake(words.ctypes.data + 4 * _PING)
-    return Handoff(statistics.quantiles(poll, n=4)[0] / 2, statistics.quantiles(wake, n=4)[0] / 2)
-
-
 def _receive(conn: Any, expected: str, timeout: float) -> Any:
     if not conn.poll(timeout):
         raise TimeoutError(f"no {expected!r} from the helper within {timeout:g} s")
@@ -343,12 +275,13 @@ def measure(
     env_fn: Callable[[], Any],
     gym_specs: Sequence[Any] = (),
     timeout: float | None = None,
+    handoff_matters: Callable[[float], bool] = lambda step: True,
 ) -> tuple[Handoff | None, float | None]:
-    """The machine's hand-off (once per process and start method) and the step of an env from ``env_fn``
-    (once per ``key``), measured in a helper process of ``context`` that registers ``gym_specs`` first, as the
-    workers do; None for what could not be measured (the helper raised, died, or took longer than
-    `BUILD_DEADLINE_SECONDS` to build the env or `STEP_DEADLINE_SECONDS` to step it), and why in
-    `measure_failure`.
+    """The step of an env from ``env_fn`` (once per ``key``) and the machine's hand-off (once per process
+    and start method, unless ``handoff_matters`` says it cannot change the choice for that step), measured
+    in helper processes (`helper_context`) that register ``gym_specs`` first, as the workers do; None for
+    what could not be measured (the helper raised, died, or took longer than `BUILD_DEADLINE_SECONDS` to
+    build the env or `STEP_DEADLINE_SECONDS` to step it; why in `measure_failure`) or was not needed.
 
     Raises:
         EnvTimeoutError: the env was not built within ``timeout`` (the pool's, when it is the shorter): the
@@ -356,36 +289,83 @@ def measure(
     """
     method = context.get_start_method()
     _recall(method, key)
-    ping, probe = method not in _handoffs, key not in _env_steps
-    if ping or probe:
-        parent_conn, child_conn = context.Pipe()
-        process_class = ForkServerWorkerProcess if method == "forkserver" else context.Process
-        helper = process_class(
-            target=_helper,
-            name="torchwm-measure",
-            daemon=True,
-            args=(
-                child_conn,
-                ping,
-                cloudpickle.dumps(env_fn) if probe else None,
-                cloudpickle.dumps(list(gym_specs)) if probe else None,
-            ),
-        )
-        helper.start()
-        child_conn.close()
-        try:
-            if ping:
-                _handoffs[method] = _settle(lambda: _ping(helper, parent_conn), "the hand-off", method)
-            if probe:
-                _env_steps[key] = _settle(lambda: _probe(parent_conn, timeout), "an env's step", key)
-        finally:
-            parent_conn.close()
-            helper.join(1.0)
-            if helper.exitcode is None:
-                helper.kill()
-                helper.join(1.0)
+    measured = False
+    if key not in _env_steps:
+        # A forked helper measures the env only: its pings would share a core with a forkserver's imports.
+        helper_ctx = helper_context(context)
+        ping = helper_ctx is context and method not in _handoffs
+        _run_helper(helper_ctx, method, key, ping, env_fn, gym_specs, timeout, handoff_matters)
+        measured = True
+    step = _env_steps[key]
+    # A helper whose env failed may be gone or stuck in a step: the hand-off waits for the next env.
+    if method not in _handoffs and step is not None and handoff_matters(step):
+        _run_helper(context, method, key, True, None, (), timeout, handoff_matters)
+        measured = True
+    if measured:
         _keep(method, key)
-    return _handoffs[method], _env_steps[key]
+    return _handoffs.get(method), step
+
+
+def _run_helper(
+    context: Any,
+    method: str,
+    key: str,
+    ping: bool,
+    env_fn: Callable[[], Any] | None,
+    gym_specs: Sequence[Any],
+    timeout: float | None,
+    handoff_matters: Callable[[float], bool],
+) -> None:
+    """One helper process of ``context``: the step of the env from ``env_fn`` (unless None), then the
+    hand-off (if ``ping`` and the env's step was measured and `handoff_matters` for it)."""
+    parent_conn, child_conn = context.Pipe()
+    process_class = ForkServerWorkerProcess if context.get_start_method() == "forkserver" else context.Process
+    probe = env_fn is not None
+    helper = process_class(
+        target=_helper,
+        name="torchwm-measure",
+        daemon=True,
+        args=(
+            child_conn,
+            ping,
+            cloudpickle.dumps(env_fn) if probe else None,
+            cloudpickle.dumps(list(gym_specs)) if probe else None,
+        ),
+    )
+    helper.start()
+    child_conn.close()
+    try:
+        if probe:
+            _env_steps[key] = _settle(lambda: _probe(parent_conn, timeout), "an env's step", key)
+        step = _env_steps.get(key)
+        if ping and (not probe or (step is not None and handoff_matters(step))):
+            _handoffs[method] = _settle(
+                lambda: handoff_ping.ping(helper, parent_conn), "the hand-off", method
+            )
+    finally:
+        parent_conn.close()
+        helper.join(1.0)
+        if helper.exitcode is None:
+            helper.kill()
+            helper.join(1.0)
+
+
+def helper_context(context: Any) -> Any:
+    """How the helper starts: forked from this process when it runs no other thread and has not imported
+    torch (whose thread pools a forked child may find locked), else as the workers start (``context``).
+
+    A forked helper starts at once with what this process imported, while a forkserver's first worker
+    waits for the server to import its preload (about half a second): measured in a fork, the helper's
+    work overlaps that wait instead of adding to it. The hand-off it measures is the machine's (two
+    processes pinned to two cores), however the helper started."""
+    safe = threading.active_count() == 1 and "torch" not in sys.modules
+    if (
+        context.get_start_method() == "fork"
+        or not safe
+        or "fork" not in multiprocessing.get_all_start_methods()
+    ):
+        return context
+    return multiprocessing.get_context("fork")
 
 
 def _probe(conn: Any, timeout: float | None) -> float:
@@ -402,7 +382,14 @@ def _probe(conn: Any, timeout: float | None) -> float:
                 f"either. Pass a larger timeout=, or look for an env whose constructor hangs"
             ) from None
         raise
-    return _receive(conn, "step", STEP_DEADLINE_SECONDS)
+    try:
+        return _receive(conn, "step", STEP_DEADLINE_SECONDS)
+    except TimeoutError:
+        raise _DearEnv(f"its reset and steps took over {STEP_DEADLINE_SECONDS:g} s (a dear env)") from None
+
+
+class _DearEnv(Exception):
+    """The env's step was too slow to measure in time: one worker per core is its answer, not a failure."""
 
 
 def _settle(measurement: Callable[[], Any], what: str, key: str) -> Any:
@@ -412,6 +399,9 @@ def _settle(measurement: Callable[[], Any], what: str, key: str) -> Any:
         return measurement()
     except EnvTimeoutError:
         raise
+    except _DearEnv as exc:  # one worker per core, as measured; said in ``worker_choice``, not a warning
+        _failures[key] = f"{what} could not be measured: {exc}"
+        return None
     except (OSError, EOFError, TimeoutError, RuntimeError) as exc:
         # The helper's own error comes as its text ("RuntimeError: ..."); a helper that died, as EOFError.
         detail = (
@@ -443,38 +433,6 @@ def measure_failure(method: str, key: str) -> str:
     )
 
 
-# -- the choice --------------------------------------------------------------------------------------
-
-
-def predicted_step_seconds(
-    num_envs: int, workers: int, cores: int, env_step: float, handoff: Handoff
-) -> float:
-    """A vector step's time with ``workers`` workers: the largest share of envs stepped, the hand-off there
-    (an idle worker polls), the hand-off back (the parent polls only with a core to spare, else it sleeps),
-    and the parent's own work for each worker."""
-    largest_share = -(-num_envs // workers)
-    back = handoff.poll if workers < cores else handoff.wake
-    return largest_share * env_step + handoff.poll + back + workers * PARENT_SECONDS_PER_WORKER
-
-
-def choose_worker_count(num_envs: int, cores: int, env_step: float, handoff: Handoff) -> WorkerChoice:
-    """The count of workers predicted fastest; one per core (at most one per env) unless fewer are predicted
-    at least 10% faster."""
-    default = min(cores, num_envs)
-    predicted = {
-        w: predicted_step_seconds(num_envs, w, cores, env_step, handoff) for w in range(1, default + 1)
-    }
-    fastest = min(predicted, key=predicted.__getitem__)
-    workers = fastest if predicted[fastest] < KEEP_DEFAULT_WITHIN * predicted[default] else default
-    measured = (
-        f"an env step {as_microseconds(env_step)}, a hand-off {as_microseconds(handoff.poll)} polling and "
-        f"{as_microseconds(handoff.wake)} asleep; a step predicted "
-        f"{', '.join(f'{as_microseconds(t)} with {w}' for w, t in predicted.items())} "
-        f"worker(s) on {cores} cores"
-    )
-    return WorkerChoice(workers, measured)
-
-
 def measured_worker_choice(
     num_envs: int,
     cores: int,
@@ -489,7 +447,20 @@ def measured_worker_choice(
     ``WorkerChoice.fallback``, when either could not be measured."""
     if cores < 2 or num_envs < 2 or not FUTEX_AVAILABLE or not hasattr(os, "memfd_create"):
         return None
-    handoff, env_step = measure(context, key, env_fn, gym_specs, timeout)
+    default = min(cores, num_envs)
+
+    def handoff_matters(step: float) -> bool:
+        return choose_worker_count(num_envs, cores, step, HANDOFF_BOUND).workers != default
+
+    handoff, env_step = measure(context, key, env_fn, gym_specs, timeout, handoff_matters)
+    if handoff is None and env_step is not None and not handoff_matters(env_step):
+        choice = WorkerChoice(
+            default,
+            f"an env step {as_microseconds(env_step)}: one worker per core is predicted fastest whatever the "
+            f"hand-off (up to {as_microseconds(HANDOFF_BOUND.wake)} asleep), so it was not measured",
+        )
+        logger.info("shmem: %d envs on %s", num_envs, choice)
+        return choice
     if handoff is None or env_step is None:
         choice = WorkerChoice(
             min(cores, num_envs),
