@@ -25,7 +25,7 @@ import torchwm.vector
 ROOT = Path(__file__).resolve().parents[1]
 # The torchwm that runs (the installed one under `python -P`), not necessarily the checkout's.
 VECTOR = Path(torchwm.vector.__file__).resolve().parent
-NUMBERS = {"seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12}
+NUMBERS = {"four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12}
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
@@ -177,3 +177,44 @@ def test_a_steady_shmem_step_makes_no_more_parent_calls_than_the_page_says():
             sys.setprofile(None)
     steady = counts[10:]
     assert max(steady) <= int(stated.group(1)), steady
+
+
+PARENT_FILES = re.compile(r"are in \*\*(\w+) files\*\* of the parent:\n(.*?)\. A step that waits", re.S)
+
+
+def test_a_steady_shmem_step_whose_worker_is_done_runs_in_the_parent_files_the_page_names():
+    """A steady step (after the first steps the tuner times) of 2 CartPole envs on one worker, the worker
+    done when recv looks: the parent runs torchwm's code in the files docs/concepts.md names, as many as it
+    says. Several steps are traced: a step where the worker had fallen asleep, or the parent had to wait,
+    also enters the wait's helpers (the page says which); the steady one does not."""
+    page = (ROOT / "docs" / "concepts.md").read_text(encoding="utf-8")
+    found = PARENT_FILES.search(page)
+    assert found is not None, "docs/concepts.md: no '... are in **N files** of the parent: ...'"
+    named = set(re.findall(r"`([\w/]+\.py)`", found.group(2)))
+    assert len(named) == NUMBERS[found.group(1)] <= 5
+    helpers = {"transports/contract.py", "transports/futex.py", "transports/handoff.py"}
+
+    actions = np.ones(2, dtype=np.int64)
+    steps: list[set[str]] = []
+    with torchwm.make_vec(
+        "CartPole-v1", 2, backend="shmem", seed=0, backend_kwargs={"num_workers": 1, "context": "fork"}
+    ) as envs:
+        envs.reset(seed=0)
+        worker = envs.workers[0]
+        for step in range(200):
+            traced = step >= 150  # the tuner's first steps are timed: not steady yet
+            seen: set[str] = set()
+            if traced:
+                sys.setprofile(_profiler(seen))
+            envs.send(actions)
+            sys.setprofile(None)
+            while not worker.poll():
+                pass
+            if traced:
+                sys.setprofile(_profiler(seen))
+            envs.recv()
+            sys.setprofile(None)
+            if traced:
+                steps.append(seen)
+    assert all(files <= named | helpers for files in steps), [sorted(f - named) for f in steps]
+    assert min(steps, key=len) == named, sorted(min(steps, key=len))

@@ -183,6 +183,8 @@ class PoolStepper(PoolCommands, Stepper):
                 LocalWorker(w, envs) if settings.inline and w == 0 else group.worker(w, envs)
                 for w, envs in enumerate(self.worker_slices)
             ]
+            for handle in self._handles:
+                handle.reply_timeout = self.timeout
             self._batch: Batch | None = None
             deadline = Deadline.after(settings.timeout)
             for handle in self._handles:
@@ -214,6 +216,17 @@ class PoolStepper(PoolCommands, Stepper):
         except BaseException:
             self._finalizer()
             raise
+
+    @property  # type: ignore[override]
+    def timeout(self) -> float | None:
+        return self._timeout_seconds
+
+    @timeout.setter
+    def timeout(self, value: float | None) -> None:
+        # The handles' too: a handle the pool gives no deadline (`finish_step(None)`) waits this long.
+        self._timeout_seconds = value
+        for handle in self._handles:
+            handle.reply_timeout = value
 
     # -- stepping: what the vector env calls -----------------------------------------------------
 
@@ -273,6 +286,15 @@ class PoolStepper(PoolCommands, Stepper):
         self._wanted = count
         self._overdue = [] if count >= candidates.size else state.overdue(candidates, count)
         try:
+            if min_ready is None:
+                # A steady step whose workers are done when recv looks (an agent that computes between send
+                # and recv) is taken in at once, with no deadline made: there is nothing to wait for.
+                handles = self._handles
+                for w in list(state.busy):
+                    if handles[w].poll():
+                        self._finish(w, None)
+                if self._enough_ready() and not state.errors:
+                    return state.collect(min(count, len(state.ready)))
             # Every finished worker is taken in first (in _poll_until): envs are then served in the order
             # they finished, and none waits behind envs that finished later. A wait for every env in
             # flight needs every busy worker: only the last one need wake this process.
@@ -368,7 +390,7 @@ class PoolStepper(PoolCommands, Stepper):
         return self.group.wait(handles, timeout, need_all)
 
     def _finish(
-        self, w: int, deadline: Deadline, outcome: Outcome | None = None, doing: str = "stepping"
+        self, w: int, deadline: Deadline | None, outcome: Outcome | None = None, doing: str = "stepping"
     ) -> None:
         """Worker ``w``'s step is over: its outcome, read as a value, becomes its envs' answer. The one place
         where each kind of outcome has its one answer:
@@ -388,20 +410,11 @@ class PoolStepper(PoolCommands, Stepper):
                 outcome = handle.finish_step(deadline)
             except (WorkerGone, TimeoutError) as fault:
                 outcome = fault
-        if isinstance(outcome, WorkerGone):
-            self.state.worker_gone(w)
-            gone = handle if outcome.worker is None else self._handles[outcome.worker]
-            self._on_crash(gone, outcome, doing, deadline)
+        if isinstance(outcome, (WorkerGone, TimeoutError)):
+            # A fault met before any wait gets the pool's deadline: the restart's, and the message's.
+            self._take_fault(w, outcome, deadline or Deadline.after(self.timeout), doing)
             return
         ids = self.state.worker_finished(w)
-        if isinstance(outcome, TimeoutError):
-            if isinstance(outcome, StepLost):
-                error = self._timeout(handle, deadline, "stepping", outcome)
-                self.closed = True  # the vector env closes on seeing it
-                self.close()
-                raise error from None
-            self.state.worker_resumed(w, ids)
-            raise self._timeout(handle, deadline, "stepping") from None
         if ids is None:
             return  # an abandoned step (see _abandon_step): its results are dropped
         if isinstance(outcome, ErrorReply):
@@ -413,6 +426,24 @@ class PoolStepper(PoolCommands, Stepper):
             self.state.step_failed(ids, self._remote_error(handle, outcome, "stepping"))
             return
         self.state.arrived(ids, outcome)
+
+    def _take_fault(self, w: int, fault: WorkerGone | TimeoutError, deadline: Deadline, doing: str) -> None:
+        """`_finish` of a death (restart or fail for good) or a late reply (raised; `StepLost` closes)."""
+        handle = self._handles[w]
+        if isinstance(fault, WorkerGone):
+            self.state.worker_gone(w)
+            self._on_crash(
+                handle if fault.worker is None else self._handles[fault.worker], fault, doing, deadline
+            )
+            return
+        ids = self.state.worker_finished(w)
+        if isinstance(fault, StepLost):
+            error = self._timeout(handle, deadline, "stepping", fault)
+            self.closed = True  # the vector env closes on seeing it
+            self.close()
+            raise error from None
+        self.state.worker_resumed(w, ids)
+        raise self._timeout(handle, deadline, "stepping") from None
 
     def _enough_ready(self) -> bool:
         """Whether recv can return: the envs it wants ready (``_wanted`` of them), and every overdue env

@@ -214,7 +214,8 @@ class RayActorHandle(WorkerHandle):
             self._lost = lost_ray(exc)  # Ray went away (else raised again); finish_step raises it
             return True
 
-    def finish_step(self, deadline: Deadline) -> list[dict] | messages.ErrorReply:
+    def finish_step(self, deadline: Deadline | None) -> list[dict] | messages.ErrorReply:
+        deadline = self.reply_deadline(deadline)
         if self._in_graph:
             self._in_graph = False
             assert self.state.graph is not None

@@ -24,10 +24,11 @@ MEASURED_STEPS = (
 )  # steps per worker until the first plan (the first has no previous)
 
 
-def feed(tuner: WaitTuner, steps: int, *, compute: float, turnaround: float, handoff: float) -> None:
-    """Two workers stepping in lockstep with these timings, as `SharedMemoryHandle.finish_step` reports
-    them."""
-    clock = 0.0
+def feed(
+    tuner: WaitTuner, steps: int, *, compute: float, turnaround: float, handoff: float, clock: float = 0.0
+) -> float:
+    """Two workers stepping in lockstep with these timings from ``clock`` on, as
+    `SharedMemoryHandle.finish_step` reports them; the clock after them."""
     for _ in range(steps):
         sent = clock
         began = sent + handoff
@@ -36,9 +37,10 @@ def feed(tuner: WaitTuner, steps: int, *, compute: float, turnaround: float, han
         for worker in range(2):
             if tuner.measuring:
                 tuner.record(worker, sent, began, ended, seen)
-            else:
-                tuner.count_step()
+            elif sent >= tuner.recheck_at:
+                tuner.measure_again()
         clock = seen + turnaround
+    return clock
 
 
 def test_a_fast_caller_gets_workers_that_poll_and_a_parent_that_sleeps_without_a_core_to_spare():
@@ -70,17 +72,18 @@ def test_a_slow_caller_gets_workers_that_sleep_soon():
 def test_the_steps_are_measured_again_and_the_plan_follows_the_caller(caplog):
     tuner = WaitTuner(2, cores=2)
     with caplog.at_level(logging.INFO, logger="torchwm"):
-        feed(tuner, MEASURED_STEPS, compute=100e-6, turnaround=30e-6, handoff=5e-6)
+        clock = feed(tuner, MEASURED_STEPS, compute=100e-6, turnaround=30e-6, handoff=5e-6)
     assert tuner.plan.worker_spin == MAX_SPIN_SECONDS and len(caplog.records) == 1
-    # ~2 s of 140 µs steps later, measuring starts again ...
-    steps = 0
-    while not tuner.measuring:
-        tuner.count_step()
-        steps += 1
-    assert steps == pytest.approx(2 * RECHECK_SECONDS / 140e-6, rel=0.01)  # two workers' steps
+    # RECHECK_SECONDS of 140 µs steps later, measuring starts again ...
+    clock = feed(
+        tuner, int(RECHECK_SECONDS / 140e-6) - 10, compute=100e-6, turnaround=30e-6, handoff=5e-6, clock=clock
+    )
+    assert not tuner.measuring
+    clock = feed(tuner, 20, compute=100e-6, turnaround=30e-6, handoff=5e-6, clock=clock)
+    assert tuner.measuring
     # ... and a caller that now takes 5 ms between steps gets workers that sleep soon.
     with caplog.at_level(logging.INFO, logger="torchwm"):
-        feed(tuner, WINDOW_STEPS + 1, compute=100e-6, turnaround=5e-3, handoff=5e-6)
+        feed(tuner, WINDOW_STEPS + 1, compute=100e-6, turnaround=5e-3, handoff=5e-6, clock=clock)
     assert not tuner.measuring and tuner.plan.worker_spin == SLOW_CALLER_WORKER_SPIN_SECONDS
     assert len(caplog.records) == 2  # logged when it changed
 
@@ -99,8 +102,7 @@ def test_spin_seconds_fixes_both_polls_and_measures_nothing():
         0.0005,
         "spin_seconds",
     )
-    for _ in range(10_000):
-        tuner.count_step()
+    feed(tuner, 10_000, compute=100e-6, turnaround=30e-6, handoff=5e-6)
     assert not tuner.measuring and str(tuner.plan).endswith("(spin_seconds)")
 
 

@@ -374,6 +374,10 @@ class WorkerHandle(ABC):
         group: the pool's `WorkerGroup`, shared by every handle of the vector env.
     """
 
+    # The pool's timeout (`PoolStepper` keeps it current): how long a handle may wait for the rest of a
+    # reply when the pool gave no deadline (`finish_step(None)`).
+    reply_timeout: float | None = None
+
     def __init__(self, index: int, envs: range, group: Any = None) -> None:
         self.index = index
         self.envs = envs
@@ -410,9 +414,17 @@ class WorkerHandle(ABC):
         """Whether the step sent has finished (without waiting)."""
 
     @abstractmethod
-    def finish_step(self, deadline: Deadline) -> list[dict] | ErrorReply:
+    def finish_step(self, deadline: Deadline | None) -> list[dict] | ErrorReply:
         """The finished step's infos, one per env in the order of ``local_ids``, its rows in the batch; or
-        the `ErrorReply` of the env that raised. After `abandon_step`: anything (it is dropped)."""
+        the `ErrorReply` of the env that raised. After `abandon_step`: anything (it is dropped).
+
+        ``deadline``: when a wait for the rest of the reply must end; None when the pool found the step over
+        before it began any wait (it then made no deadline): a handle that must still wait takes
+        `reply_deadline`'s."""
+
+    def reply_deadline(self, deadline: Deadline | None) -> Deadline:
+        """``deadline``, or for `finish_step(None)` one of the pool's ``reply_timeout`` from now."""
+        return Deadline.after(self.reply_timeout) if deadline is None else deadline
 
     @abstractmethod
     def abandon_step(self) -> None:

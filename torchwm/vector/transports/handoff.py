@@ -34,6 +34,7 @@ instead.
 from __future__ import annotations
 
 import logging
+import math
 import statistics
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -123,13 +124,17 @@ class WaitTuner:
         self._last: list[tuple[float, float, float] | None] = [None] * num_workers  # (sent, ended, seen)
         self._samples: list[Sample] = []
         self._skip = WARMUP_STEPS * num_workers  # steps still to pass before measuring
-        self._until_recheck = 0  # steps (of all workers) to go before measuring again
+        # When (time.perf_counter) a step sent from then on starts measuring again (`measure_again`): read,
+        # not called, on every step of the pool.
+        self.recheck_at = math.inf
+        self._last_seen = 0.0
 
     def record(self, worker: int, sent: float, began: float, ended: float, seen: float) -> None:
         """One finished step of ``worker`` while ``measuring``: when the parent sent it, the worker began and
         ended it, and the parent saw it end (``time.perf_counter`` of each process: one clock on one
         machine)."""
         last, self._last[worker] = self._last[worker], (sent, ended, seen)
+        self._last_seen = seen
         if last is None:
             return
         if self._skip > 0:
@@ -141,13 +146,13 @@ class WaitTuner:
         if len(self._samples) >= WINDOW_STEPS * self.num_workers:
             self._choose()
 
-    def count_step(self) -> None:
-        """One finished step while not ``measuring``: measuring starts again every `RECHECK_SECONDS`."""
-        self._until_recheck -= 1
-        if self._until_recheck <= 0 and self.plan.how == "measured":
-            self.measuring = True
-            self._last = [None] * self.num_workers
-            self._samples = []
+    def measure_again(self) -> None:
+        """Measure the next steps (a step was sent at or after `recheck_at`, `RECHECK_SECONDS` after the last
+        measured one): the plan follows a caller whose pace changed."""
+        self.recheck_at = math.inf
+        self.measuring = True
+        self._last = [None] * self.num_workers
+        self._samples = []
 
     def _choose(self) -> None:
         samples = self._samples
@@ -174,7 +179,7 @@ class WaitTuner:
             )
         previous, self.plan = self.plan, WaitPlan(parent_spin, worker_spin, "measured", measured)
         self.measuring = False
-        self._until_recheck = int(RECHECK_SECONDS / max(_median(samples, "cycle"), 1e-6)) * self.num_workers
+        self.recheck_at = self._last_seen + RECHECK_SECONDS
         if (previous.how, previous.parent_spin, previous.worker_spin) != (
             "measured",
             parent_spin,

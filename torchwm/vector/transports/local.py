@@ -85,7 +85,7 @@ class LocalWorker(WorkerHandle):
                 self._step_result = error_reply(exc)
         return True
 
-    def finish_step(self, deadline: Deadline) -> list[dict] | ErrorReply:
+    def finish_step(self, deadline: Deadline | None) -> list[dict] | ErrorReply:
         self.poll()
         result, self._step_result = self._step_result, []
         return result

@@ -213,14 +213,16 @@ class PipeHandle(ProcessHandle):
         # A step answered already was read (and dropped) while waiting for a later control answer.
         return self._step is None or self.answered >= self._step[0] or self.readable()
 
-    def finish_step(self, deadline: Deadline) -> list[dict] | ErrorReply:
+    def finish_step(self, deadline: Deadline | None) -> list[dict] | ErrorReply:
         assert self._step is not None and self._batch is not None
         (seq, ids), self._step = self._step, None
         if self.answered >= seq:
             return []  # an abandoned step, dropped already
         # A whole share's rows come raw (array spaces); some envs' rows, pickled.
         try:
-            reply = self._receive(deadline, seq, self._raw_rows if ids is self._all_ids else None)
+            reply = self._receive(
+                self.reply_deadline(deadline), seq, self._raw_rows if ids is self._all_ids else None
+            )
         except TimeoutError:
             self._step = (seq, ids)  # still to come: waited for again by the next recv
             raise

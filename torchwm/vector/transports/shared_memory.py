@@ -165,7 +165,7 @@ class SharedMemoryHandle(ProcessHandle):
     def poll(self) -> bool:
         return bool(self._shared.done_seq[self.index] == self._step_seq)  # type: ignore[union-attr]
 
-    def finish_step(self, deadline: Deadline) -> list[dict] | ErrorReply:
+    def finish_step(self, deadline: Deadline | None) -> list[dict] | ErrorReply:
         shared = self._shared
         assert shared is not None
         if self._abandoned:
@@ -175,8 +175,8 @@ class SharedMemoryHandle(ProcessHandle):
             began, ended = shared.step_times[self.index].tolist()
             tuner.record(self.index, self._sent_at, began, ended, time.perf_counter())
             shared.worker_spin[0] = tuner.plan.worker_spin
-        else:
-            tuner.count_step()
+        elif self._sent_at >= tuner.recheck_at:
+            tuner.measure_again()
         # An int first: numpy's comparison with an IntEnum member looks up a dozen array hooks on the enum.
         status = int(shared.status[self.index])
         if status == StepStatus.INFOS_IN_COLUMNS:
@@ -185,7 +185,7 @@ class SharedMemoryHandle(ProcessHandle):
             return pickle.loads(shared.info_bytes[self.index, : shared.info_length[self.index]].data)
         if status == StepStatus.OK:
             return [{}] * self._step_count
-        return self._receive(deadline, self._step_seq)  # the infos, or the ErrorReply
+        return self._receive(self.reply_deadline(deadline), self._step_seq)  # the infos, or the ErrorReply
 
     def _info_rows(self, shared: SharedBatch) -> list[dict]:
         """The step's infos from the worker's rows of ``info_columns``: `InfoRow` objects over a copy (the
