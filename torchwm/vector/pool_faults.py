@@ -11,6 +11,7 @@ result, the idle ones in their next step (`_announce_restarts`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import cloudpickle
@@ -65,6 +66,8 @@ class PoolFaults:
     _failure: WorkerError | None
     _restarted: dict[int, dict]
     _half_restarted: set[int]
+    closed: bool
+    close: Callable[[], None]
 
     def _fail_for_good(self, failure: WorkerError) -> None:
         """Nothing more can work (a dead worker, a cut channel): every later call raises ``failure``'s
@@ -72,6 +75,25 @@ class PoolFaults:
         # A copy without the traceback: its frames hold views of the batch, which close() must free.
         self._failure = WorkerError(failure.args[0], worker_index=failure.worker_index)
         self.state.fail()
+
+    def _take_fault(self, w: int, fault: WorkerGone | TimeoutError, deadline: Deadline, doing: str) -> None:
+        """`PoolStepper._finish` of a fault of a step: a death (a restart, or the vector env fails for good) or
+        a late reply (raised; a `StepLost` closes the vector env)."""
+        handle = self._handles[w]
+        if isinstance(fault, WorkerGone):
+            self.state.worker_gone(w)
+            self._on_crash(
+                handle if fault.worker is None else self._handles[fault.worker], fault, doing, deadline
+            )
+            return
+        ids = self.state.worker_finished(w)
+        if isinstance(fault, StepLost):
+            error = self._timeout(handle, deadline, "stepping", fault)
+            self.closed = True  # the vector env closes on seeing it
+            self.close()
+            raise error from None
+        self.state.worker_resumed(w, ids)
+        raise self._timeout(handle, deadline, "stepping") from None
 
     def _gone_error(self, handle: WorkerHandle, gone: WorkerGone, doing: str) -> WorkerError:
         """The `WorkerError` for a worker that cannot answer any more."""

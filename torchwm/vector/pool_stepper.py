@@ -52,7 +52,6 @@ from torchwm.vector.transports.contract import (
     CLOSE_GRACE_SECONDS,
     Batch,
     Deadline,
-    StepLost,
     WorkerChoice,
     WorkerGone,
     WorkerGroup,
@@ -426,24 +425,6 @@ class PoolStepper(PoolCommands, Stepper):
             self.state.step_failed(ids, self._remote_error(handle, outcome, "stepping"))
             return
         self.state.arrived(ids, outcome)
-
-    def _take_fault(self, w: int, fault: WorkerGone | TimeoutError, deadline: Deadline, doing: str) -> None:
-        """`_finish` of a death (restart or fail for good) or a late reply (raised; `StepLost` closes)."""
-        handle = self._handles[w]
-        if isinstance(fault, WorkerGone):
-            self.state.worker_gone(w)
-            self._on_crash(
-                handle if fault.worker is None else self._handles[fault.worker], fault, doing, deadline
-            )
-            return
-        ids = self.state.worker_finished(w)
-        if isinstance(fault, StepLost):
-            error = self._timeout(handle, deadline, "stepping", fault)
-            self.closed = True  # the vector env closes on seeing it
-            self.close()
-            raise error from None
-        self.state.worker_resumed(w, ids)
-        raise self._timeout(handle, deadline, "stepping") from None
 
     def _enough_ready(self) -> bool:
         """Whether recv can return: the envs it wants ready (``_wanted`` of them), and every overdue env
