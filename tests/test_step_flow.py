@@ -25,7 +25,12 @@ import torchwm.vector
 ROOT = Path(__file__).resolve().parents[1]
 # The torchwm that runs (the installed one under `python -P`), not necessarily the checkout's.
 VECTOR = Path(torchwm.vector.__file__).resolve().parent
-NUMBERS = {"four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12}
+NUMBERS = {
+    word: n
+    for n, word in enumerate(
+        ["four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"], start=4
+    )
+}
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 

@@ -77,7 +77,7 @@ class PoolFaults:
         self.state.fail()
 
     def _take_fault(self, w: int, fault: WorkerGone | TimeoutError, deadline: Deadline, doing: str) -> None:
-        """`PoolStepper._finish` of a fault of a step: a death (a restart, or the vector env fails for good) or
+        """`PoolStepper._finish` of a step's fault: a death (a restart, or the vector env fails for good) or
         a late reply (raised; a `StepLost` closes the vector env)."""
         handle = self._handles[w]
         if isinstance(fault, WorkerGone):
