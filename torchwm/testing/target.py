@@ -98,25 +98,16 @@ class BackendUnderTest:
     ) -> Any:
         """The check env on this backend (or on ``backend``, for comparisons)."""
         kwargs = {**self.backend_kwargs, **backend_kwargs} if backend is None else {}
-        if self.family == "atari":
-            return torchwm.make_vec(
-                ATARI_ID,
-                num_envs,
-                backend=backend or self.name,
-                seed=seed,
-                autoreset_mode=autoreset_mode,
-                autoreset_seeds=autoreset_seeds,
-                backend_kwargs=kwargs,
-                max_num_frames_per_episode=ATARI_FRAME_LIMIT,
-            )
+        atari = self.family == "atari"
         return torchwm.make_vec(
-            COUNTDOWN_ID,
+            ATARI_ID if atari else COUNTDOWN_ID,
             num_envs,
             backend=backend or self.name,
             seed=seed,
             autoreset_mode=autoreset_mode,
             autoreset_seeds=autoreset_seeds,
             backend_kwargs=kwargs,
+            **({"max_num_frames_per_episode": ATARI_FRAME_LIMIT} if atari else {}),
         )
 
     def reference(self, num_envs: int, autoreset_mode: str) -> gym.vector.SyncVectorEnv:
