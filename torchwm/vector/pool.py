@@ -59,9 +59,9 @@ class WorkerPool(VectorEnv):
         copy: return copies of the observation batch (default) or a view the next call overwrites.
         restart_on_crash: restart a worker that died, with its envs; their episodes in flight end
             truncated with ``infos["worker_restarted"]``.
-        env_fn: a no-argument callable that returns one env, or a list of one such callable per env;
-            kept for callers that pass it as an option, it lands in ``vec.spec.env_fns`` (the place
-            `torchwm.make_vec_from_fns` puts the factories).
+        env_fn: a no-argument callable that returns one env, or a list of one such callable per env; as
+            the other options, it lands in the spec: ``vec.spec.env_fns``, where
+            `torchwm.make_vec_from_fns` puts the factories.
         inline: the parent steps worker 0's envs itself (``worker_slices[0]``, ``worker_pids[0]`` is
             None; `torchwm.vector.transports.local.LocalWorker`) and starts ``num_workers - 1`` workers
             (default False). Those envs then have none of a worker's protections: no timeout, and a crash or
