@@ -99,6 +99,7 @@ class BackendUnderTest:
         """The check env on this backend (or on ``backend``, for comparisons)."""
         kwargs = {**self.backend_kwargs, **backend_kwargs} if backend is None else {}
         atari = self.family == "atari"
+        frame_limit: dict[str, Any] = {"max_num_frames_per_episode": ATARI_FRAME_LIMIT} if atari else {}
         return torchwm.make_vec(
             ATARI_ID if atari else COUNTDOWN_ID,
             num_envs,
@@ -107,7 +108,7 @@ class BackendUnderTest:
             autoreset_mode=autoreset_mode,
             autoreset_seeds=autoreset_seeds,
             backend_kwargs=kwargs,
-            **({"max_num_frames_per_episode": ATARI_FRAME_LIMIT} if atari else {}),
+            **frame_limit,
         )
 
     def reference(self, num_envs: int, autoreset_mode: str) -> gym.vector.SyncVectorEnv:
