@@ -106,8 +106,6 @@ def test_close_from_another_thread_mid_step_gives_closed_environment_error(backe
     """The stepping thread gets ClosedEnvironmentError (or its results, if the call ended before the
     close), never the raw error of whatever the close freed under it, and nothing hangs. Each trial closes
     at another moment of the loop of steps and calls."""
-    if backend == "ray" and trial >= 2:
-        pytest.skip("two moments on Ray, whose actors take seconds to start (more: test_ray_faults.py)")
     envs = make(backend) if backend == "ray" else make_faulty(backend, num_workers=2, timeout=30)
     pids, block = processes_of(envs)
     count = envs.num_envs
