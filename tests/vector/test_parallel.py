@@ -11,6 +11,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium import spaces
+from support.envs import SlowOnOneEnv
 from support.processes import leaked_segments
 
 import torchwm
@@ -19,27 +20,6 @@ BACKENDS = ["subproc", "shmem"]
 
 
 START_METHODS = ["fork", "forkserver", "spawn"]
-
-
-class SlowOnOneEnv(gym.Env):
-    """Action 1 sleeps ``delay`` seconds in step; action 0 returns at once. Registered at run time below."""
-
-    def __init__(self, delay: float = 0.3) -> None:
-        self.delay = delay
-        self.observation_space = spaces.Box(0, 100, (2,), np.float32)
-        self.action_space = spaces.Discrete(2)
-        self.t = 0
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.t = 0
-        return np.array([self.t, self.np_random.integers(100)], np.float32), {}
-
-    def step(self, action):
-        if action == 1:
-            time.sleep(self.delay)
-        self.t += 1
-        return np.array([self.t, action], np.float32), float(action), False, False, {}
 
 
 class DictObsEnv(gym.Env):

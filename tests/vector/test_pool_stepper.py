@@ -4,12 +4,10 @@ is."""
 
 from __future__ import annotations
 
-import time
-
 import gymnasium as gym
 import numpy as np
 import pytest
-from gymnasium import spaces
+from support.envs import SlowOnOneEnv
 from support.processes import leaked_segments, wait_until_ended
 
 import torchwm
@@ -44,27 +42,6 @@ def test_a_lost_step_closes_the_env_with_its_own_error_also_under_min_ready(min_
         vec.step(np.zeros(4, dtype=np.int64))
     wait_until_ended(pids, 30)
     assert leaked_segments() == []
-
-
-class SlowOnOneEnv(gym.Env):
-    """Action 1 sleeps ``delay`` seconds in step; action 0 returns at once."""
-
-    def __init__(self, delay: float = 0.3) -> None:
-        self.delay = delay
-        self.observation_space = spaces.Box(0, 100, (2,), np.float32)
-        self.action_space = spaces.Discrete(2)
-        self.t = 0
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.t = 0
-        return np.array([self.t, self.np_random.integers(100)], np.float32), {}
-
-    def step(self, action):
-        if action == 1:
-            time.sleep(self.delay)
-        self.t += 1
-        return np.array([self.t, action], np.float32), float(action), False, False, {}
 
 
 gym.register("TorchwmTest/SlowWorker-v0", entry_point=SlowOnOneEnv)
