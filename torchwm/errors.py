@@ -8,6 +8,10 @@ code written against Gymnasium keeps working. An exception an env raised in a
 worker process arrives as a `WorkerError` that is also an instance of the
 env's own exception type (see `worker_error_class`). Each message says what
 was expected and what came.
+
+Two are a transport's, not a user's: `WorkerGone` and `StepLost`, which a
+backend plugin's worker handle raises to torchwm's pool (a dead worker, a step
+that cannot be waited for again); the pool turns them into the errors above.
 """
 
 from __future__ import annotations
@@ -359,3 +363,41 @@ class SlowStartWarning(UserWarning):
             "the module to torchwm.vector.transports.start_methods.FORKSERVER_PRELOAD before the first "
             "vector env starts (forkserver imports it once for every worker)"
         )
+
+
+class WorkerGone(Exception):
+    """Raised by a transport whose worker cannot answer any more.
+
+    Args:
+        reason: what happened, for the message (``"killed by SIGKILL"``).
+        restartable: the worker died and a new one can take its envs; False when the channel itself
+            cannot be used again (an interrupt cut a message): the vector env must then be closed.
+        hint: what to do, when the transport knows better than the pool (a worker that died before it
+            reached torchwm's code).
+        worker: the index of the worker that is gone, when a wait on another one found out (Ray's compiled
+            graph fails every actor's wait when one actor dies); None: the transport raising it.
+    """
+
+    def __init__(
+        self, reason: str, *, restartable: bool = True, hint: str = "", worker: int | None = None
+    ) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.restartable = restartable
+        self.hint = hint
+        self.worker = worker
+
+
+class StepLost(TimeoutError):
+    """Raised by `WorkerHandle.finish_step` at its deadline when the step cannot be waited for again (a Ray
+    compiled graph's result is read once): the pool closes itself rather than keep a step it cannot take in.
+
+    Args:
+        late: which workers did not answer, for the message (default: the handle's `WorkerHandle.describe`).
+        hint: what else the user can do, for the message.
+    """
+
+    def __init__(self, late: str | None = None, hint: str = "") -> None:
+        super().__init__(late)
+        self.late = late
+        self.hint = hint

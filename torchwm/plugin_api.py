@@ -1,14 +1,16 @@
 """What a backend or transport plugin builds on: torchwm's declared plugin API.
 
-A plugin imports torchwm through this module, through ``torchwm`` itself (`torchwm.make_vec`,
-`torchwm.VecSpec`, `torchwm.hookimpl`, the error classes) and through `torchwm.errors`, which is public:
-every exception torchwm raises, each also an instance of the Gymnasium or built-in type raised for the
-same mistake. Every other module of torchwm is internal and may move; the names below stay.
-tests/test_plugin_api.py fails when a plugin under plugins/ imports anything else of torchwm, or reads a
-private attribute of a torchwm object.
+A plugin imports torchwm through this module and through `torchwm.errors`, which is public: every
+exception torchwm raises, each also an instance of the Gymnasium or built-in type raised for the same
+mistake, and the two a worker handle raises to the pool (``WorkerGone``, a worker that cannot answer any
+more; ``StepLost``, a step that cannot be waited for again). Every other module of torchwm is internal
+and may move; the names below stay. tests/test_plugin_api.py fails when a plugin under plugins/ imports
+anything else of torchwm, or reads a private attribute of a torchwm object.
 
 The names, by job:
 
+- The plugin itself: `hookimpl`, the marker of its hook functions (``torchwm_backends`` and the others
+  of `torchwm.hookspecs`); `VecSpec`, the spec of a vector env a backend factory is called with.
 - A backend: `VectorEnv`, the base class of every vector env, over the backend's `Stepper` (how its
   envs are reset, stepped, called and closed; its ``state`` tells which envs are in flight);
   `resolve_spec`, the `torchwm.VecSpec` `torchwm.make_vec` would build from the same arguments;
@@ -18,8 +20,7 @@ The names, by job:
 - A pool backend: `WorkerPool` over a `WorkerGroup` per vector env and a `WorkerHandle` per worker;
   `PoolSettings`, the pool's options checked; `split_envs`, the split of envs over workers;
   `WorkerPayload`, what a worker builds its envs from; `Batch`, the rows the workers write; `Deadline`,
-  the time a wait may take; `WorkerGone` and `StepLost`, what a handle raises for a dead worker and for
-  a step that cannot be waited for again.
+  the time a wait may take (a handle's errors, ``WorkerGone`` and ``StepLost``, are in `torchwm.errors`).
 - A worker: `EnvGroup`, the envs one worker steps, and `messages`, the module of the typed messages
   between the pool and a worker: the control commands (``messages.ControlCommand``: ``Reset``,
   ``Call``, ``SetAttr``, ``NeedsReset``; ``Close``; ``Step``, a step's actions sent as a message) and the
@@ -38,7 +39,8 @@ import types
 from typing import Any
 
 from torchwm.factory import build_env, resolve_spec
-from torchwm.spec import check_count, check_timeout
+from torchwm.hookspecs import hookimpl
+from torchwm.spec import VecSpec, check_count, check_timeout
 from torchwm.vector import messages
 from torchwm.vector.base import VectorEnv
 from torchwm.vector.batching import ARRAY_SPACES, create_batch, slice_rows, take_rows
@@ -49,8 +51,6 @@ from torchwm.vector.transports.contract import (
     Batch,
     Deadline,
     PoolSettings,
-    StepLost,
-    WorkerGone,
     WorkerGroup,
     WorkerHandle,
     WorkerPayload,
@@ -98,15 +98,15 @@ __all__ = [
     "EnvGroup",
     "PoolSettings",
     "SharedBlock",
-    "StepLost",
     "Stepper",
+    "VecSpec",
     "VectorEnv",
-    "WorkerGone",
     "WorkerGroup",
     "WorkerHandle",
     "WorkerPayload",
     "WorkerPool",
     "build_env",
+    "hookimpl",
     "checks",
     "messages",
     "parse_for",

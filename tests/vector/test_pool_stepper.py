@@ -20,7 +20,7 @@ BACKENDS = ["subproc", "shmem"]
 def test_a_lost_step_closes_the_env_with_its_own_error_also_under_min_ready(min_ready):
     # StepLost (a step that can never be waited for again: Ray's compiled graph) stands in for a handle's
     # finish_step here. recv(min_ready=) must not take its error for the caller's deadline and wait again.
-    from torchwm.plugin_api import StepLost
+    from torchwm.errors import StepLost
 
     vec = torchwm.make_vec(
         "CartPole-v1", 4, backend="shmem", backend_kwargs={"num_workers": 2, "timeout": 30}

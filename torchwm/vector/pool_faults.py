@@ -20,7 +20,9 @@ from gymnasium.vector import AutoresetMode
 
 from torchwm.errors import (
     EnvTimeoutError,
+    StepLost,
     WorkerError,
+    WorkerGone,
     worker_error,
 )
 from torchwm.vector.batching import take_rows
@@ -35,8 +37,6 @@ from torchwm.vector.step_state import StepState
 from torchwm.vector.transports.contract import (
     Batch,
     Deadline,
-    StepLost,
-    WorkerGone,
     WorkerGroup,
     WorkerHandle,
     WorkerPayload,

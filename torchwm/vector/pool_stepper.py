@@ -39,6 +39,7 @@ from torchwm.errors import (
     ClosedEnvironmentError,
     EnvTimeoutError,
     WorkerError,
+    WorkerGone,
 )
 from torchwm.spec import VecSpec, with_env_fn
 from torchwm.vector.batching import slice_rows, take_rows
@@ -53,7 +54,6 @@ from torchwm.vector.transports.contract import (
     Batch,
     Deadline,
     WorkerChoice,
-    WorkerGone,
     WorkerGroup,
     WorkerHandle,
     WorkerPayload,

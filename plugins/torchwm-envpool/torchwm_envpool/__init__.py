@@ -27,7 +27,7 @@ below as conformance metadata, which `torchwm.testing` reads.
 
 from __future__ import annotations
 
-import torchwm
+from torchwm.plugin_api import VecSpec, VectorEnv, hookimpl
 
 __version__ = "0.1.0"
 
@@ -46,14 +46,14 @@ DIFFERENCES = {
 
 
 def make_envpool_vector_env(
-    spec: torchwm.VecSpec,
+    spec: VecSpec,
     *,
     num_threads: int = 0,
     thread_affinity_offset: int = -1,
     batch_size: int | None = None,
     timeout: float | None = None,
     copy: bool = True,
-) -> torchwm.VectorEnv:
+) -> VectorEnv:
     """The backend factory; the options are those of `torchwm_envpool.vector_env.EnvPoolVectorEnv`."""
     from torchwm_envpool.vector_env import EnvPoolVectorEnv
 
@@ -67,16 +67,14 @@ def make_envpool_vector_env(
     )
 
 
-def make_envpool_direct(
-    spec: torchwm.VecSpec, *, num_threads: int = 0, thread_affinity_offset: int = -1
-) -> object:
+def make_envpool_direct(spec: VecSpec, *, num_threads: int = 0, thread_affinity_offset: int = -1) -> object:
     """EnvPool called directly with the backend's options (`torchwm_envpool.direct.EnvPoolDirect`)."""
     from torchwm_envpool.direct import EnvPoolDirect
 
     return EnvPoolDirect(spec, num_threads=num_threads, thread_affinity_offset=thread_affinity_offset)
 
 
-@torchwm.hookimpl
+@hookimpl
 def register_backends(register):
     register(
         "envpool",

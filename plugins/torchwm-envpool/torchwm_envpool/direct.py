@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from gymnasium.vector.utils import batch_space
 
-from torchwm import VecSpec
+from torchwm.plugin_api import VecSpec
 from torchwm_envpool.translate import translate
 
 

@@ -16,9 +16,8 @@ from typing import Any
 
 import gymnasium as gym
 
-from torchwm import VecSpec
 from torchwm.errors import UnsupportedStackError
-from torchwm.plugin_api import parse_for
+from torchwm.plugin_api import VecSpec, parse_for
 
 # The env kwargs of an ALE id that EnvPool can express (the rest of what names.resolve gives).
 ATARI_ENV_KWARGS = {

@@ -20,9 +20,8 @@ from typing import Any, cast
 import numpy as np
 from gymnasium import spaces
 
-from torchwm import VecSpec
 from torchwm.errors import AlreadyPendingCallError, EnvTimeoutError
-from torchwm.plugin_api import Batch, Stepper, VectorEnv, checks
+from torchwm.plugin_api import Batch, Stepper, VecSpec, VectorEnv, checks
 from torchwm_envpool.translate import EnvPoolPlan, translate
 
 INFO_KEYS = ("lives", "elapsed_step")  # per-env infos kept from EnvPool's (not its RAM copy nor player ids)

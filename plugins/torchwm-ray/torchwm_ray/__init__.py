@@ -32,13 +32,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import torchwm
+from torchwm.plugin_api import VecSpec, VectorEnv, hookimpl
 
 __version__ = "0.1.0"
 
 
 def make_ray_vector_env(
-    spec: torchwm.VecSpec,
+    spec: VecSpec,
     *,
     num_actors: int | None = None,
     envs_per_actor: int | None = None,
@@ -57,7 +57,7 @@ def make_ray_vector_env(
     copy: bool = True,
     env_fn: Any = None,
     observation_mode: Any = "same",
-) -> torchwm.VectorEnv:
+) -> VectorEnv:
     """The backend factory; the options are those of `torchwm_ray.vector_env.RayVectorEnv`.
 
     Spelled out here (not ``**kwargs``) so that ``torchwm list`` shows them without importing Ray.
@@ -86,7 +86,7 @@ def make_ray_vector_env(
     )
 
 
-@torchwm.hookimpl
+@hookimpl
 def register_backends(register):
     register(
         "ray",

@@ -6,8 +6,8 @@ them). `CompiledStep` is part of one vector env's pool state (`torchwm_ray.pool_
 its handles: each stages its actor's actions, the last one sends the step, and each reads its own
 actor's result once.
 A graph's result cannot be read twice, so a step past its deadline is lost
-(`torchwm.plugin_api.StepLost`), and a graph does not survive the death of an actor
-(`torchwm.plugin_api.WorkerGone`).
+(`torchwm.errors.StepLost`), and a graph does not survive the death of an actor
+(`torchwm.errors.WorkerGone`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ import ray
 import ray.exceptions
 from ray.dag import InputNode, MultiOutputNode
 
-from torchwm.plugin_api import Deadline, StepLost, WorkerGone
+from torchwm.errors import StepLost, WorkerGone
+from torchwm.plugin_api import Deadline
 from torchwm_ray.failures import RAY_GONE, ActorEnd, EnvFailure, lost_ray
 
 

@@ -28,7 +28,8 @@ import ray
 import ray.exceptions
 from ray import cloudpickle
 
-from torchwm.plugin_api import Batch, Deadline, WorkerGone, WorkerHandle, WorkerPayload, messages
+from torchwm.errors import WorkerGone
+from torchwm.plugin_api import Batch, Deadline, WorkerHandle, WorkerPayload, messages
 from torchwm_ray.actor import EnvActor
 from torchwm_ray.connection import LocalRay
 from torchwm_ray.failures import RAY_GONE, ActorEnd, ActorRestarted, EnvFailure, actor_gone, lost_ray

@@ -2,7 +2,7 @@
 
 An env that raises in an actor call travels back as an `EnvFailure` (the pool's `ErrorReply`, with the
 rows of the call's other envs, which went on); a restarted actor refuses to step envs it has not reset
-(`ActorRestarted`). Ray's own errors become the pool's `torchwm.plugin_api.WorkerGone`: `lost_ray` when
+(`ActorRestarted`). Ray's own errors become the pool's `torchwm.errors.WorkerGone`: `lost_ray` when
 Ray itself went away (``ray.shutdown()``, a lost connection), `actor_gone` when one actor died, naming
 those lost with it. `ActorEnd` is what these messages (and the compiled graph) use of the driver's end of
 an actor, so that this module needs none of the handles.
@@ -19,7 +19,8 @@ import ray
 import ray.exceptions
 from ray import cloudpickle
 
-from torchwm.plugin_api import WorkerGone, messages
+from torchwm.errors import WorkerGone
+from torchwm.plugin_api import messages
 from torchwm_ray.connection import last_line
 
 RAY_GONE = "Ray was shut down (ray.shutdown()) or this process lost its connection to the cluster"

@@ -15,9 +15,8 @@ from typing import Any
 
 import gymnasium as gym
 
-from torchwm import VecSpec
 from torchwm.errors import UnsupportedStackError
-from torchwm.plugin_api import Batch, PoolSettings, SharedBlock, WorkerGroup, WorkerHandle
+from torchwm.plugin_api import Batch, PoolSettings, SharedBlock, VecSpec, WorkerGroup, WorkerHandle
 from torchwm_ray.compiled_graph import CompiledStep
 from torchwm_ray.driver import RayActorHandle, wait_for_actors
 from torchwm_ray.placement import DEFAULT_TIMEOUT, remove_group

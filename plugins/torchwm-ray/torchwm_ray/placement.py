@@ -25,8 +25,8 @@ from typing import Any
 import ray
 import ray.util.scheduling_strategies
 
-from torchwm.errors import EnvTimeoutError
-from torchwm.plugin_api import WorkerGone, split_envs
+from torchwm.errors import EnvTimeoutError, WorkerGone
+from torchwm.plugin_api import split_envs
 
 STRATEGIES = ("STRICT_SPREAD", "SPREAD", "STRICT_PACK", "PACK")
 DEFAULT_TIMEOUT = 120.0  # seconds; actors may first have to be scheduled and import torchwm

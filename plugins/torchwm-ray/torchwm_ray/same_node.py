@@ -33,7 +33,8 @@ from typing import Any
 import ray
 from ray import cloudpickle
 
-from torchwm.plugin_api import Deadline, SharedBlock, WorkerGone, WorkerPayload, messages
+from torchwm.errors import WorkerGone
+from torchwm.plugin_api import Deadline, SharedBlock, WorkerPayload, messages
 from torchwm_ray.connection import LocalRay, exit_with_raylet, last_line
 from torchwm_ray.failures import RAY_GONE
 from torchwm_ray.placement import DEFAULT_TIMEOUT, SCHEDULING_GRACE, check_schedulable

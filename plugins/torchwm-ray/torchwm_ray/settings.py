@@ -16,8 +16,7 @@ from typing import Any
 
 import ray
 
-from torchwm import VecSpec
-from torchwm.plugin_api import PoolSettings
+from torchwm.plugin_api import PoolSettings, VecSpec
 from torchwm_ray.connection import (
     LocalRay,
     check_address,

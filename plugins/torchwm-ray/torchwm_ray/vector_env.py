@@ -25,8 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from torchwm import VecSpec
-from torchwm.plugin_api import WorkerPool
+from torchwm.plugin_api import VecSpec, WorkerPool
 from torchwm_ray.connection import LocalRay
 from torchwm_ray.driver import RayActorHandle
 from torchwm_ray.group import RayGroup, SpacesTheBlockCannotHold

@@ -1,8 +1,9 @@
 """The transports: how a `torchwm.vector.pool.WorkerPool` reaches one worker.
 
 - `contract`: the backend contract, `WorkerGroup` (one per pool) and `WorkerHandle` (the parent's end
-  of one worker), and what comes with it (`Batch`, `WorkerPayload`, `Deadline`, `WorkerGone`,
-  `StepLost`, `PoolSettings`); every transport imports it, none imports the pool.
+  of one worker), and what comes with it (`Batch`, `WorkerPayload`, `Deadline`, `PoolSettings`; the
+  transports' exceptions `WorkerGone` and `StepLost` are in `torchwm.errors`); every transport imports
+  it, none imports the pool.
 - `local`: a worker the parent steps itself (the ``inline`` option).
 - `processes`: what both process transports share in the parent (the parent's end of a worker process
   and of its pipe); `worker_process`: what runs inside the worker (its entry point, its end of the

@@ -12,8 +12,9 @@ A `torchwm.vector.pool.WorkerPool` reaches its workers through two objects a bac
 A transport module holds both ends of its wire (``local``, ``pipe``, ``shared_memory`` here, the Ray
 actors in torchwm-ray). This module is all a transport imports of the pool's side: the two classes,
 the `Batch`, the `WorkerPayload` a worker builds its envs from, the checked `PoolSettings`, the
-`Deadline` every wait takes its time from, and the two exceptions a transport raises (`WorkerGone`,
-`StepLost`); the pool turns them into torchwm's errors. Transports never import the pool.
+`Deadline` every wait takes its time from. The two exceptions a transport raises (`WorkerGone`,
+`StepLost`) are in `torchwm.errors`; the pool turns them into the user's errors. Transports never
+import the pool.
 Third-party backends get these names from `torchwm.plugin_api`.
 """
 
@@ -31,6 +32,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from torchwm.building import build_envs
+from torchwm.errors import WorkerGone
 from torchwm.spec import VecSpec
 from torchwm.vector.batching import create_batch, put_rows, slice_rows
 from torchwm.vector.messages import ControlCommand, ErrorReply, ShareDescription
@@ -100,44 +102,6 @@ class Deadline:
         if elapsed is None or elapsed < self.seconds + 1.0:  # type: ignore[operator]
             return f"{self.seconds:g} s"
         return f"{elapsed:.0f} s (timeout={self.seconds:g})"
-
-
-class WorkerGone(Exception):
-    """Raised by a transport whose worker cannot answer any more.
-
-    Args:
-        reason: what happened, for the message (``"killed by SIGKILL"``).
-        restartable: the worker died and a new one can take its envs; False when the channel itself
-            cannot be used again (an interrupt cut a message): the vector env must then be closed.
-        hint: what to do, when the transport knows better than the pool (a worker that died before it
-            reached torchwm's code).
-        worker: the index of the worker that is gone, when a wait on another one found out (Ray's compiled
-            graph fails every actor's wait when one actor dies); None: the transport raising it.
-    """
-
-    def __init__(
-        self, reason: str, *, restartable: bool = True, hint: str = "", worker: int | None = None
-    ) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.restartable = restartable
-        self.hint = hint
-        self.worker = worker
-
-
-class StepLost(TimeoutError):
-    """Raised by `WorkerHandle.finish_step` at its deadline when the step cannot be waited for again (a Ray
-    compiled graph's result is read once): the pool closes itself rather than keep a step it cannot take in.
-
-    Args:
-        late: which workers did not answer, for the message (default: the handle's `WorkerHandle.describe`).
-        hint: what else the user can do, for the message.
-    """
-
-    def __init__(self, late: str | None = None, hint: str = "") -> None:
-        super().__init__(late)
-        self.late = late
-        self.hint = hint
 
 
 def default_num_workers() -> int:

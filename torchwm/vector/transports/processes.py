@@ -41,13 +41,12 @@ from typing import Any, ClassVar
 import cloudpickle
 import gymnasium as gym
 
-from torchwm.errors import SlowStartWarning
+from torchwm.errors import SlowStartWarning, WorkerGone
 from torchwm.spec import VecSpec
 from torchwm.vector.messages import Close, ErrorReply, ShareDescription
 from torchwm.vector.transports.contract import (
     Deadline,
     PoolSettings,
-    WorkerGone,
     WorkerGroup,
     WorkerHandle,
     WorkerPayload,
