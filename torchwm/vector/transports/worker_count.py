@@ -11,7 +11,7 @@ both before it starts a worker, in a helper process (`measure`; forked from this
 `helper_context`, so that it runs while the forkserver still imports what the workers need):
 
 - the env's step, once per env and wrapper stack (`env_key`): the helper builds one more env, resets it
-  with seed 0 and steps it with random actions for `PROBE_SECONDS` (`measure_env_step`). In a process of
+  and steps it with random actions for `PROBE_SECONDS` (`measure_env_step`). In a process of
   its own, like the workers, since an env that crashes, hangs or exits on some action must not take the
   user's process down; if it does, nothing is measured and the default stands, said in a warning and in
   ``worker_choice``. The helper gets the same Gymnasium registration as the workers (an id registered at
@@ -206,9 +206,12 @@ def env_key(spec: Any) -> str:
 
 
 def measure_env_step(env: Any) -> float:
-    """The median time of a step of ``env``, reset with seed 0 and stepped with random actions for
-    `PROBE_SECONDS` (at least `PROBE_MIN_STEPS` steps; the first one is not counted)."""
-    env.reset(seed=0)
+    """The median time of a step of ``env``, reset with no seed and stepped with random actions (seeded 0)
+    for `PROBE_SECONDS` (at least `PROBE_MIN_STEPS` steps; the first one is not counted).
+
+    Unseeded, since a step's time does not depend on the episode, and a seeded reset can cost more than the
+    steps measured: an ALE env loads its ROM again (about 0.1 s of the start, before any worker starts)."""
+    env.reset()
     env.action_space.seed(0)
     times: list[float] = []
     stop = time.perf_counter() + PROBE_SECONDS
