@@ -344,8 +344,8 @@ class AleNativeVectorEnv(VectorEnv):
 
     def _with_masks(self, infos: dict[str, Any]) -> dict[str, Any]:
         """Gymnasium's ``_key`` masks next to ALE's info arrays (every env reports every key)."""
-        for key in INFO_KEYS:
-            infos[f"_{key}"] = self._info_masks[f"_{key}"].copy()
+        for mask_key, mask in self._info_masks.items():
+            infos[mask_key] = mask.copy()
         return infos
 
     def _final_obs_info(self, infos: dict[str, Any], ended: np.ndarray) -> dict[str, Any]:

@@ -125,31 +125,10 @@ def check_actions(
     for a `Discrete` or `MultiDiscrete` space are cast to its integers when they are whole numbers.
     ``env_ids``: the env of each row, for messages.
     """
-    if isinstance(space, spaces.Dict):
-        if not isinstance(actions, dict) or set(actions) != set(space.spaces):
-            raise ValueError(
-                f"expected a dict of batched actions with keys {sorted(space.spaces)}, got {actions!r:.200}"
-            )
-        return {
-            key: check_actions(sub, actions[key], count, check_range=check_range, env_ids=env_ids)
-            for key, sub in space.spaces.items()
-        }
-    if isinstance(space, spaces.Tuple):
-        if not isinstance(actions, (tuple, list)) or len(actions) != len(space.spaces):
-            raise ValueError(f"expected a tuple of {len(space.spaces)} batched actions, got {actions!r:.200}")
-        return tuple(
-            check_actions(sub, a, count, check_range=check_range, env_ids=env_ids)
-            for sub, a in zip(space.spaces, actions, strict=True)
-        )
+    # The spaces of one array first: Dict and Tuple are typing ABCs, whose isinstance checks cost more than
+    # the rest of a small batch's check (ale-native checks every step).
     if not isinstance(space, ARRAY_SPACES):
-        if not hasattr(actions, "__len__"):
-            raise NotABatchError(
-                f"expected a sequence of {count} actions of {space}, one per env, got {actions!r:.200}"
-            )
-        if len(actions) != count:
-            raise ValueError(f"expected {count} actions, one per env, got {len(actions)}")
-        return actions
-
+        return _check_composite_actions(space, actions, count, check_range, env_ids)
     array = np.asarray(actions)
     expected = (count, *(space.shape or ()))
     if array.shape != expected:
@@ -193,6 +172,36 @@ def check_actions(
             f"got {array!r:.200}"
         )
     return array
+
+
+def _check_composite_actions(
+    space: gym.Space, actions: Any, count: int, check_range: bool, env_ids: Sequence[int] | np.ndarray | None
+) -> Any:
+    """`check_actions` for a space that is not one array: a Dict or Tuple of spaces (each checked), or any
+    other space (a sequence of ``count`` actions)."""
+    if isinstance(space, spaces.Dict):
+        if not isinstance(actions, dict) or set(actions) != set(space.spaces):
+            raise ValueError(
+                f"expected a dict of batched actions with keys {sorted(space.spaces)}, got {actions!r:.200}"
+            )
+        return {
+            key: check_actions(sub, actions[key], count, check_range=check_range, env_ids=env_ids)
+            for key, sub in space.spaces.items()
+        }
+    if isinstance(space, spaces.Tuple):
+        if not isinstance(actions, (tuple, list)) or len(actions) != len(space.spaces):
+            raise ValueError(f"expected a tuple of {len(space.spaces)} batched actions, got {actions!r:.200}")
+        return tuple(
+            check_actions(sub, a, count, check_range=check_range, env_ids=env_ids)
+            for sub, a in zip(space.spaces, actions, strict=True)
+        )
+    if not hasattr(actions, "__len__"):
+        raise NotABatchError(
+            f"expected a sequence of {count} actions of {space}, one per env, got {actions!r:.200}"
+        )
+    if len(actions) != count:
+        raise ValueError(f"expected {count} actions, one per env, got {len(actions)}")
+    return actions
 
 
 def _whole_numbers(

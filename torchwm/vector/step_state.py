@@ -76,13 +76,15 @@ class StepState:
 
     def pending(self) -> str | None:
         """``"step"`` if an env is in flight, else None."""
-        return "step" if self.in_flight.any() else None
+        # np.count_nonzero, here and below: a C call, where ndarray.any goes through a Python wrapper of
+        # numpy's (a fifth of the time on these few flags, checked at every send and recv).
+        return "step" if np.count_nonzero(self.in_flight) else None
 
     def check_can_send(self, ids: np.ndarray) -> None:
         """AlreadyPendingCallError for envs of ``ids`` in flight; `gymnasium.error.ResetNeeded` for envs
         never reset, or whose last step raised or was interrupted."""
         # Checked on flags first: a whole-batch step, the common case, then costs no fancy indexing.
-        if self.in_flight.any():
+        if np.count_nonzero(self.in_flight):
             busy = ids[self.in_flight[ids]]
             if busy.size:
                 raise AlreadyPendingCallError(
@@ -106,7 +108,7 @@ class StepState:
     def check_can_reset(self, ids: np.ndarray) -> None:
         """AlreadyPendingCallError if one of envs ``ids`` is in flight (envs not in flight may be reset while
         others step; a backend that resets only with nothing in flight checks that itself)."""
-        if self.in_flight.any():
+        if np.count_nonzero(self.in_flight):
             busy = ids[self.in_flight[ids]]
             if busy.size:
                 raise AlreadyPendingCallError(
@@ -126,7 +128,7 @@ class StepState:
 
     def check_can_recv(self) -> None:
         """NoAsyncCallError (Gymnasium's words) if no env is in flight."""
-        if not self.in_flight.any():
+        if not np.count_nonzero(self.in_flight):
             raise NoAsyncCallError(
                 "Calling `step_wait` without any prior call to `step_async`. (recv() with no action in "
                 "flight; call send() first.)",
