@@ -76,8 +76,8 @@ class StepState:
 
     def pending(self) -> str | None:
         """``"step"`` if an env is in flight, else None."""
-        # np.count_nonzero, here and below: a C call, where ndarray.any goes through a Python wrapper of
-        # numpy's (a fifth of the time on these few flags, checked at every send and recv).
+        # np.count_nonzero, here and below: checked at every send and recv, and on so few flags the Python
+        # wrapper that ndarray.any goes through first costs more than the count itself.
         return "step" if np.count_nonzero(self.in_flight) else None
 
     def check_can_send(self, ids: np.ndarray) -> None:
