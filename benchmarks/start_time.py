@@ -12,6 +12,7 @@ included, and what it imported); the shared block and its attach; the reset; the
 
 ``--fresh-cache`` gives each torchwm run an empty measurement cache (``TORCHWM_CACHE_DIR``), as on a
 machine torchwm never ran on: it then measures its worker count before the workers start.
+``--context fork`` starts torchwm's workers with that start method (default: shmem's own, forkserver).
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def noted(ready, *args, **kwargs):
     return note(ready, *args, **kwargs)
 processes.note_slow_start = noted
 
-envs = torchwm.make_vec("ALE/Pong-v5", NUM_ENVS, backend="shmem")
+envs = torchwm.make_vec("ALE/Pong-v5", NUM_ENVS, backend="shmem", backend_kwargs=BACKEND_KWARGS)
 made = time.perf_counter()
 envs.reset(seed=0)
 reset = time.perf_counter()
@@ -146,15 +147,19 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--json", help="write every run's figures to this file")
     parser.add_argument("--fresh-cache", action="store_true", help="an empty measurement cache per run")
+    parser.add_argument("--context", help="torchwm's start method (backend_kwargs context=)")
     args = parser.parse_args()
     print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; Pong {NUM_ENVS} envs")
+    backend_kwargs = {} if args.context is None else {"context": args.context}
     results: dict[str, list[dict]] = {"torchwm shmem": [], "Gymnasium AsyncVectorEnv (fork)": []}
     for i in range(args.runs):
         for name, script in zip(results, (TORCHWM, GYMNASIUM), strict=True):
             load = os.getloadavg()[0]
             env = None
-            if args.fresh_cache and script is TORCHWM:
-                env = {**os.environ, "TORCHWM_CACHE_DIR": tempfile.mkdtemp(prefix="torchwm-start-")}
+            if script is TORCHWM:
+                if args.fresh_cache:
+                    env = {**os.environ, "TORCHWM_CACHE_DIR": tempfile.mkdtemp(prefix="torchwm-start-")}
+                script = script.replace("BACKEND_KWARGS", repr(backend_kwargs))
             figures = run(script, env)
             figures["load"] = load
             results[name].append(figures)
