@@ -121,7 +121,12 @@ print(json.dumps({
 def run(script: str, env: dict[str, str] | None = None) -> dict:
     """One fresh process running ``script``; its JSON line."""
     done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False, env=env
+        [sys.executable, "-P", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env=env,
     )
     if done.returncode != 0:
         raise RuntimeError(f"the script failed (exit {done.returncode}):\n{done.stderr}")

@@ -217,6 +217,16 @@ def _load_atari(env: Any, state: dict[str, Any]) -> None:
     env._np_random_seed = state["np_random_seed"]
 
 
+def _save_rom_once(env: Any) -> dict[str, Any]:
+    env.load_rom()
+    return _save_atari(env)
+
+
+def _load_rom_once(env: Any, state: dict[str, Any]) -> None:
+    env.load_rom()
+    _load_atari(env, state)
+
+
 def _save_mujoco(env: Any) -> dict[str, Any]:
     import mujoco
 
@@ -294,6 +304,8 @@ def _builtin_handlers() -> dict[str, _Handler]:
             "obs_buffer", "lives", "game_over"
         ),
         "ale_py.env.AtariEnv": _Handler(_save_atari, _load_atari),
+        # Its ROM is loaded at its first reset: a state saved or restored before it loads the ROM first.
+        "torchwm.wrappers.atari_rom.RomOnceAtariEnv": _Handler(_save_rom_once, _load_rom_once),
         "gymnasium.envs.mujoco.mujoco_env.MujocoEnv": _Handler(_save_mujoco, _load_mujoco),
         "torchwm.wrappers.episodic_life.EpisodicLifeEnv": _attributes("lives", "was_real_done"),
         "torchwm.wrappers.fire_reset.FireResetEnv": _attributes(),

@@ -108,9 +108,9 @@ def build_fused_atari(spec: VecSpec) -> gym.Env | None:
         stack = _fusable_stack(spec)
     except UnsupportedStackError:
         return None
-    from ale_py.env import AtariEnv
+    from torchwm.wrappers.atari_rom import make_atari_env
 
-    return FusedAtariEnv(AtariEnv(**_atari_kwargs(spec)), stack)
+    return FusedAtariEnv(make_atari_env(**_atari_kwargs(spec)), stack)
 
 
 class AtariPreprocessingCore(gym.Env):
@@ -427,7 +427,8 @@ class FusedAtariEnv(gym.Env):
         # The core's frame is a buffer the next step overwrites; a ring stack returns fresh arrays.
         self._copy_obs = not stack.has("frame_stack")
         self._needs_reset = True
-        self.ale = core.ale
+        # A RomOnceAtariEnv loads its ROM at its first reset; a read of the emulator before it loads it then.
+        self._load_rom = getattr(atari_env, "load_rom", lambda: None)
         self.action_space = core.action_space
         self.observation_space = top.observation_space
         self.metadata = core.metadata
@@ -479,7 +480,14 @@ class FusedAtariEnv(gym.Env):
     @property
     def atari_env(self) -> Any:
         """The `ale_py.env.AtariEnv` underneath."""
+        self._load_rom()
         return self._core.atari_env
+
+    @property
+    def ale(self) -> Any:
+        """The AtariEnv's ``ale_py.ALEInterface``."""
+        self._load_rom()
+        return self._core.ale
 
     def get_action_meanings(self) -> list[str]:
         return self._core.get_action_meanings()
