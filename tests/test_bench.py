@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import pathlib
 import re
+import subprocess
+import sys
 import time
 
 import gymnasium as gym
@@ -380,6 +384,30 @@ def test_a_measuring_child_that_stops_answering_is_killed_at_its_deadline():
         assert child.process.poll() is not None  # killed, not left running
     finally:
         child.close()
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="python -P is new in Python 3.11")
+def test_a_bench_started_with_minus_p_measures_its_own_torchwm_in_the_children(tmp_path):
+    """``PYTHONPATH=tree python -P -m torchwm.bench`` from another checkout measures the tree's torchwm: the
+    children are started with -P too, so the folder they start in does not come first on their path."""
+    decoy = tmp_path / "torchwm"
+    decoy.mkdir()
+    (decoy / "__init__.py").write_text(
+        "raise ImportError('the torchwm of the current folder was imported')\n"
+    )
+    tree = pathlib.Path(torchwm.__file__).parent.parent
+    command = [sys.executable, "-P", "-m", "torchwm.bench", "--env", "CartPole-v1", "--num-envs", "2"]
+    done = subprocess.run(
+        [*command, "--steps", "20", "--repeats", "1", "--backends", "sync"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(tree)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "current folder" not in done.stderr and "CartPole-v1" in done.stdout
 
 
 def test_the_parents_part_is_the_step_less_its_waits_for_workers():

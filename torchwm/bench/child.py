@@ -63,8 +63,12 @@ class Child:
     def __init__(self, job: dict[str, Any], answer_seconds: float = ANSWER_SECONDS) -> None:
         self.job = job
         self.answer_seconds = answer_seconds
+        # -P as this process was started: without it ``-m`` puts the current folder first on the child's path,
+        # and a bench of another checkout (``PYTHONPATH=tree python -P -m torchwm.bench``) would measure the
+        # torchwm of the folder it was started in.
+        safe_path = ["-P"] if getattr(sys.flags, "safe_path", False) else []
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "torchwm.bench", "--serve", json.dumps(job)],
+            [sys.executable, *safe_path, "-m", "torchwm.bench", "--serve", json.dumps(job)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
