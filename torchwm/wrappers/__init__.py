@@ -5,8 +5,9 @@ options (with their annotations and defaults) are what a config may set;
 `torchwm.spec` checks option names and types against these signatures before
 anything is built. The Atari-only ones are registered with ``family="atari"``.
 The classes live in their own modules: `atari`, `episodic_life`, `fire_reset`,
-`generic`; `atari_fused` replaces a whole Atari stack with one faster env, and `atari_stack` reads
-a spec's Atari stack for every fast path.
+`generic`; `atari_fused` replaces a whole Atari stack with one faster env (its emulator from
+`atari_rom`, which loads each env's ROM once), and `atari_stack` reads a spec's Atari stack for every
+fast path.
 """
 
 from __future__ import annotations
