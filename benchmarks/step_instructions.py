@@ -7,7 +7,9 @@ Each case runs in a fresh process under ``valgrind --tool=callgrind`` (the worke
 steps is one step's instructions, without the start. The process backends wait for their workers
 before ``recv`` (``send``, a sleep, ``recv``) and sleep at once when they wait (``spin_seconds=0``), so
 that the count holds no spinning, which varies with timing: it is your process's part of a step whose
-workers are done when ``recv`` looks.
+workers are done when ``recv`` looks. With ``--workers`` there is no sleep (your process then waits in
+``recv``; take its count from a run without ``--workers``), so that the workers idle only while your
+process does its part.
 
     python benchmarks/step_instructions.py --trees /path/to/before /path/to/after [--workers]
 
@@ -63,8 +65,9 @@ def count(tree: str, case: tuple, steps: int, workers: bool = False) -> tuple[in
             "valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
             f"--trace-children={'yes' if workers else 'no'}",
             sys.executable, "-P", "-c", SCRIPT, env_id, str(num_envs), backend, repr(options), str(steps),
-            # Under Valgrind too, the workers step some 50 times slower.
-            "0.25" if workers else "0.03",
+            # No pause under Valgrind: your process waits for the workers, which wait for it only as long as
+            # its own part (an idle worker looks up every 5 ms).
+            "0" if workers else "0.03",
         ]  # fmt: skip
         # One OpenBLAS thread: Valgrind counts every thread of a process, and NumPy's idle BLAS threads poll
         # a varying number of times.
