@@ -341,7 +341,10 @@ if __name__ == "__main__":
     for METHOD, delays in DELAYS.items():
         for delay in delays:
             report.append([METHOD, delay, "make_vec", *interrupted(make_and_close, delay)])
-    METHOD = "forkserver"  # the default; under fork, Python may drop a SIGINT that comes in os.fork (below)
+    # spawn: its workers take a new Python's start, so a SIGINT 0.02 s in lands while they start on any
+    # machine. Under forkserver, whose server the cases above have started, the build could end first;
+    # under fork, Python may drop a SIGINT that comes in os.fork (below).
+    METHOD = "spawn"
     report.append([METHOD, 0.02, "torchwm run", *interrupted(run_command, 0.02)])
     print(json.dumps(report))
 """
