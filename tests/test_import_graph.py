@@ -19,7 +19,7 @@ The layers, lowest first (`LAYERS`); a module may import its own layer or lower 
   messages, batching and env group they share, the transports.
 - ``top``: what turns a user's words into a vector env and what sits on it: ``make_vec`` (`torchwm.factory`),
   config files, the listing, the command line, the benchmark, the plugin API, the conformance kit, the
-  torch glue and the integrations, and the package itself.
+  torch glue and the integrations, the multi-agent layouts (`torchwm/multiagent`), and the package itself.
 - ``plugins``: the plugins, which stand on torchwm and which torchwm never imports.
 
 Each folder is one layer: every module of a subpackage (`torchwm/wrappers`, `torchwm/vector` with its
@@ -137,6 +137,8 @@ LAYERS: dict[str, list[str]] = {
         "torchwm.multiprocessing_env",
         "torchwm.integrations",
         "torchwm.integrations.*",
+        "torchwm.multiagent",
+        "torchwm.multiagent.*",
     ],
     "plugins": [
         "torchwm_ray",

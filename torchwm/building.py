@@ -2,7 +2,8 @@
 
 `build_env` makes one env of a `VecSpec` (the fused Atari env if ``spec.fused``, else the source then
 each wrapper), `spec_env_fns` one picklable factory per env of a spec, `build_envs` calls such factories
-(and closes what it built if one fails), `check_distinct_envs` refuses a factory that hands out one env
+(and closes what it built if one fails), `check_single_env` refuses a PettingZoo env or a vector env where
+one env is expected, `check_distinct_envs` refuses a factory that hands out one env
 twice. Every Python backend builds its envs here, in whichever process
 they live, so that one spec means one env everywhere.
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -114,8 +116,33 @@ def build_envs(env_fns: Sequence[Callable[[], gym.Env]]) -> list[gym.Env]:
     with closed_on_failure(envs):
         for fn in env_fns:
             envs.append(fn())
+            check_single_env(envs[-1], "an env factory returned")
         check_distinct_envs(envs)
     return envs
+
+
+def check_single_env(value: Any, what: str) -> None:
+    """TypeError if ``value`` is a multi-agent PettingZoo env (naming `torchwm.multiagent.make_vec`) or a
+    vector env (Gymnasium's, SuperSuit's, SB3's), where a vector env needs one single-agent env: seen here,
+    at construction, rather than as an error of spaces or of reset further on. ``what`` says where
+    ``value`` came from (``"an env factory returned"``)."""
+    kind = type(value)
+    name = f"{kind.__module__}.{kind.__qualname__}"
+    pettingzoo = sys.modules.get("pettingzoo.utils.env")  # loaded if value is a PettingZoo env
+    if pettingzoo is not None and isinstance(value, (pettingzoo.ParallelEnv, pettingzoo.AECEnv)):
+        raise TypeError(
+            f"{what} a PettingZoo env ({name}), but this vector env steps single-agent gymnasium.Env envs; "
+            f"vectorize PettingZoo envs with torchwm.multiagent.make_vec(env, num_envs, backend=...)"
+        )
+    import gymnasium as gym
+
+    if isinstance(value, gym.vector.VectorEnv) or (
+        not isinstance(value, gym.Env) and hasattr(value, "num_envs") and hasattr(value, "step_wait")
+    ):
+        raise TypeError(
+            f"{what} a vector env ({name}), but each env of a vector env must be one gymnasium.Env; give "
+            f"factories of single envs (for PettingZoo envs: torchwm.multiagent.make_vec)"
+        )
 
 
 @contextlib.contextmanager

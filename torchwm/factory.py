@@ -22,6 +22,7 @@ from gymnasium.envs.registration import EnvSpec
 from torchwm import names
 from torchwm.building import RECORDERS as RECORDERS
 from torchwm.building import build_env as build_env
+from torchwm.building import check_single_env
 from torchwm.building import check_distinct_envs as check_distinct_envs
 from torchwm.building import env_fn as env_fn
 from torchwm.building import registry_snapshot as registry_snapshot
@@ -452,6 +453,7 @@ def make_vec(
         (4, 4)
         >>> envs.close()
     """
+    check_single_env(id, "make_vec was given")
     if isinstance(id, EnvSpec):
         id, changed, arguments = _env_spec_arguments(id)
         env_kwargs = {**changed, **env_kwargs}
@@ -486,6 +488,10 @@ def make_vec_from_fns(
         (2, 4)
         >>> envs.close()
     """
+    check_single_env(env_fns, "make_vec_from_fns was given")
+    if isinstance(env_fns, Sequence) and not isinstance(env_fns, (str, bytes)):
+        for item in env_fns:
+            check_single_env(item, "make_vec_from_fns was given, among env_fns,")
     if isinstance(env_fns, (str, bytes)) or not isinstance(env_fns, Sequence) or not env_fns:
         raise TypeError(
             f"env_fns must be a non-empty list of callables that each return a gymnasium.Env, "

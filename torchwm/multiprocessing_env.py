@@ -18,6 +18,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from torchwm.building import check_single_env
 from torchwm.factory import make_vec_from_fns
 from torchwm.vector.base import VectorEnv
 from torchwm.vector.pool import default_num_workers
@@ -62,6 +63,7 @@ class TorchVectorizedEnv:
         autoreset_mode: str = "same_step",
         **backend_kwargs: Any,
     ) -> None:
+        check_single_env(env_factory, "TorchVectorizedEnv was given")
         if not callable(env_factory):
             raise TypeError(
                 f"env_factory must be a no-argument callable returning a gymnasium.Env, got {env_factory!r}"

@@ -1,0 +1,165 @@
+"""`make_vec`: PettingZoo envs vectorized on any torchwm backend, in the layout asked for.
+
+Every argument is checked, and one env is built here to read its agents and spaces
+(`torchwm.multiagent.sources`), before any worker starts. The envs then run as `AgentsEnv` envs of a
+torchwm vector env built as `torchwm.make_vec_from_fns` builds one (so every backend, its options, seeds,
+autoreset modes and faults apply), under the layout: `AgentsVectorEnv` (``"agents"``),
+`ParallelVectorEnv` (``"parallel"``) or the turn-based ``"aec"`` (`torchwm.multiagent.aec`).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from torchwm.multiagent.agent_spaces import AgentSpaces
+from torchwm.multiagent.agents_env import DEAD_AGENTS, AgentsEnv
+from torchwm.multiagent.agents_vector import INFO_FORMATS, AgentsVectorEnv
+from torchwm.multiagent.parallel_vector import ParallelVectorEnv, resolve_group_map
+from torchwm.multiagent.sources import env_sources, probe
+from torchwm.spec import check_count, check_seed, parse_autoreset_mode
+
+LAYOUTS = ("agents", "parallel", "aec")
+
+
+def make_vec(
+    env: Any,
+    num_envs: int = 1,
+    *,
+    backend: str = "sync",
+    layout: str = "agents",
+    autoreset_mode: Any = "same_step",
+    dead_agents: str = "error",
+    pad_spaces: bool = False,
+    info_format: str = "gymnasium",
+    group_map: Any = None,
+    seed: int | None = None,
+    autoreset_seeds: bool = False,
+    backend_kwargs: dict[str, Any] | None = None,
+    **env_kwargs: Any,
+) -> Any:
+    """``num_envs`` PettingZoo envs on ``backend``, each with all its agents on one worker.
+
+    Args:
+        env: a PettingZoo ``ParallelEnv`` or ``AECEnv`` (copied into each env slot), a zero-argument
+            callable returning one, a list of ``num_envs`` such callables, or a PettingZoo module path
+            (``"pettingzoo.butterfly.pistonball_v6"``; ``env_kwargs`` go to its ``parallel_env``).
+        num_envs: N, the PettingZoo envs.
+        backend: any torchwm backend that builds envs from factories (``sync``, ``subproc``, ``shmem``,
+            ``ray``); its options in ``backend_kwargs``.
+        layout: ``"agents"`` (`AgentsVectorEnv`: ``N * A`` rows), ``"parallel"`` (`ParallelVectorEnv`:
+            dicts by agent of ``(N, ...)``) or ``"aec"`` (turn-based envs).
+        autoreset_mode: ``"same_step"`` (default, SuperSuit's and SB3's), ``"next_step"`` or ``"disabled"``.
+        dead_agents: ``"error"`` (an agent that leaves before its env ends raises ``AssertionError``) or
+            ``"zero"`` (its rows are zeros, ``terminated`` True, ``agent_mask`` False until the reset).
+        pad_spaces: zero-pad Box observations and Discrete actions of differing agents to one space.
+        info_format: ``"gymnasium"`` (dicts of arrays) or ``"list"`` (one dict per row; ``agents`` only).
+        group_map: ``parallel`` only: ``"all_agents"``, ``"one_group_per_agent"``, ``"by_prefix"`` or
+            ``{group: [agents]}``.
+        seed: the seed of the first reset (env ``i`` gets ``seed + i``).
+        autoreset_seeds: seed every episode from ``(seed, env, episode)`` (``infos["episode_seed"]``).
+
+    Example:
+        >>> import torchwm.multiagent
+        >>> envs = torchwm.multiagent.make_vec("mpe2.simple_spread_v3", num_envs=2, seed=0)
+        >>> obs, infos = envs.reset()
+        >>> obs.shape, envs.num_envs, envs.possible_agents
+        ((6, 18), 6, ['agent_0', 'agent_1', 'agent_2'])
+        >>> envs.close()
+    """
+    num_envs = check_count("num_envs", num_envs)
+    if not isinstance(backend, str):
+        raise TypeError(f"backend must be a registered backend name (a str), got {backend!r}")
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {list(LAYOUTS)}, got {layout!r}")
+    mode = parse_autoreset_mode(autoreset_mode)
+    if dead_agents not in DEAD_AGENTS:
+        raise ValueError(f"dead_agents must be one of {list(DEAD_AGENTS)}, got {dead_agents!r}")
+    if not isinstance(pad_spaces, bool):
+        raise TypeError(f"pad_spaces must be True or False, got {pad_spaces!r}")
+    if info_format not in INFO_FORMATS:
+        raise ValueError(f"info_format must be one of {list(INFO_FORMATS)}, got {info_format!r}")
+    if info_format == "list" and layout == "parallel":
+        raise ValueError(
+            'info_format="list" gives one info dict per row of layout="agents"; layout="parallel" gives '
+            'dicts by agent: use info_format="gymnasium"'
+        )
+    if group_map is not None and layout != "parallel":
+        raise ValueError(f'group_map keys the dicts of layout="parallel"; it means nothing for layout={layout!r}')
+    if seed is not None:
+        seed = check_seed(seed)
+    if not isinstance(autoreset_seeds, bool):
+        raise TypeError(f"autoreset_seeds must be True or False, got {autoreset_seeds!r}")
+    if backend_kwargs is not None and not isinstance(backend_kwargs, dict):
+        raise TypeError(f"backend_kwargs must be a dict, got {backend_kwargs!r}")
+    fns = env_sources(env, num_envs, env_kwargs, layout)
+    if layout == "aec":
+        return _make_aec(fns, backend, seed, autoreset_seeds, backend_kwargs, info_format)
+
+    found = probe(fns[0], layout)
+    agent_spaces = AgentSpaces.read(
+        found.possible_agents, found.observation_spaces, found.action_spaces, pad_spaces=pad_spaces
+    )
+    if layout == "agents" and (
+        agent_spaces.shared_observation_space is None or agent_spaces.shared_action_space is None
+    ):
+        described = ", ".join(
+            f"{a}: {agent_spaces.observation_spaces[a]} / {agent_spaces.action_spaces[a]}"
+            for a in agent_spaces.agents
+        )
+        raise AssertionError(
+            'layout="agents" gives every agent a row of one batch, so the agents must share their '
+            f"observation and action spaces (they have {described}); pass pad_spaces=True to zero-pad Box "
+            'observations and Discrete actions to one space, or use layout="parallel"'
+        )
+    if layout == "parallel":
+        resolve_group_map(group_map, agent_spaces.agents)  # refused here, before any worker starts
+
+    from torchwm.factory import make_vec_from_fns
+
+    env_fns = [
+        functools.partial(AgentsEnv, fn, dead_agents=dead_agents, pad_spaces=pad_spaces) for fn in fns
+    ]
+    inner = make_vec_from_fns(
+        env_fns,
+        backend=backend,
+        seed=seed,
+        autoreset_mode=mode,
+        backend_kwargs=backend_kwargs,
+        autoreset_seeds=autoreset_seeds,
+    )
+    try:
+        if layout == "agents":
+            return AgentsVectorEnv(inner, agent_spaces, info_format=info_format, seed=seed)
+        return ParallelVectorEnv(inner, agent_spaces, group_map=group_map, seed=seed)
+    except BaseException:
+        inner.close()
+        raise
+
+
+def _make_aec(
+    fns: list[Any],
+    backend: str,
+    seed: int | None,
+    autoreset_seeds: bool,
+    backend_kwargs: dict[str, Any] | None,
+    info_format: str,
+) -> Any:
+    """The turn-based layout (`torchwm.multiagent.aec`, built beside this module)."""
+    try:
+        from torchwm.multiagent.aec import make_aec_vec  # type: ignore[import-not-found, unused-ignore]
+    except ImportError as exc:
+        if exc.name != "torchwm.multiagent.aec":
+            raise
+        raise NotImplementedError(
+            'layout="aec" (turn-based envs, AECVectorEnv) is not in this version of torchwm yet; use '
+            'layout="agents" or "parallel" for envs whose agents act at once'
+        ) from exc
+    return make_aec_vec(
+        fns,
+        backend=backend,
+        seed=seed,
+        autoreset_seeds=autoreset_seeds,
+        backend_kwargs=backend_kwargs,
+        info_format=info_format,
+    )
