@@ -355,3 +355,53 @@ def test_an_env_frameskip_under_the_preprocessing_frame_skip_is_refused_before_a
     if backend != "ale-native":  # which runs the standard stack only
         with torchwm.make_vec("ALE/Pong-v5", 2, backend=backend, frameskip=4, wrappers=[]) as envs:
             assert envs.reset(seed=0)[0].shape[0] == 2  # ALE's own frameskip without the stack is fine
+
+
+# -- multi-agent and vector envs where one gymnasium.Env is expected (issue 52) -------------------------
+
+
+def _pettingzoo_env():
+    from mpe2 import simple_spread_v3
+
+    return simple_spread_v3.parallel_env()
+
+
+def _supersuit_vector_env():
+    import supersuit
+
+    return supersuit.pettingzoo_env_to_vec_env_v1(_pettingzoo_env())
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda env: torchwm.make_vec(env, 2),
+        lambda env: torchwm.make_vec_from_fns(env),
+        lambda env: torchwm.make_vec_from_fns([env, env]),
+        lambda env: torchwm.TorchVectorizedEnv(env, num_workers=1),
+    ],
+    ids=["make_vec", "make_vec_from_fns", "make_vec_from_fns-list", "TorchVectorizedEnv"],
+)
+def test_a_pettingzoo_instance_is_refused_before_any_worker_starts_naming_multiagent(call, monkeypatch):
+    built = []  # every backend is built through make_vec_from_spec
+    monkeypatch.setattr("torchwm.factory.make_vec_from_spec", lambda spec: built.append(spec))
+    with pytest.raises(TypeError, match=r"torchwm\.multiagent\.make_vec"):
+        call(_pettingzoo_env())
+    assert built == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(
+    ("factory", "words"),
+    [(_pettingzoo_env, r"a PettingZoo env .*torchwm\.multiagent\.make_vec"), (_supersuit_vector_env, "a vector env")],
+    ids=["pettingzoo", "supersuit-vector-env"],
+)
+def test_a_factory_of_a_pettingzoo_or_vector_env_is_refused_at_construction(backend, factory, words):
+    options = None if backend == "sync" else PROCESS_OPTIONS
+    with pytest.raises(TypeError, match=words):
+        torchwm.make_vec_from_fns([factory] * 2, backend=backend, backend_kwargs=options)
+
+
+def test_a_vector_env_factory_is_refused_by_torch_vectorized_env_at_construction():
+    with pytest.raises(TypeError, match="a vector env"):
+        torchwm.TorchVectorizedEnv(_supersuit_vector_env, num_workers=1, backend="sync")
