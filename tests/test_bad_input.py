@@ -393,7 +393,10 @@ def test_a_pettingzoo_instance_is_refused_before_any_worker_starts_naming_multia
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize(
     ("factory", "words"),
-    [(_pettingzoo_env, r"a PettingZoo env .*torchwm\.multiagent\.make_vec"), (_supersuit_vector_env, "a vector env")],
+    [
+        (_pettingzoo_env, r"a PettingZoo env .*torchwm\.multiagent\.make_vec"),
+        (_supersuit_vector_env, "a vector env"),
+    ],
     ids=["pettingzoo", "supersuit-vector-env"],
 )
 def test_a_factory_of_a_pettingzoo_or_vector_env_is_refused_at_construction(backend, factory, words):

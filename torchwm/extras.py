@@ -19,6 +19,7 @@ from torchwm.errors import TorchwmError
 
 EXTRAS = {
     "minari": "minari and h5py",
+    "pettingzoo": "PettingZoo",
     "plot": "matplotlib",
     "render": "pygame",
     "rllib": "Ray RLlib's packages",

@@ -22,12 +22,11 @@ from gymnasium.envs.registration import EnvSpec
 from torchwm import names
 from torchwm.building import RECORDERS as RECORDERS
 from torchwm.building import build_env as build_env
-from torchwm.building import check_single_env
 from torchwm.building import check_distinct_envs as check_distinct_envs
+from torchwm.building import check_single_env, without_recorders
 from torchwm.building import env_fn as env_fn
 from torchwm.building import registry_snapshot as registry_snapshot
 from torchwm.building import spec_env_fns as spec_env_fns
-from torchwm.building import without_recorders
 from torchwm.errors import InvalidOptionError, InvalidOptionTypeError, UnsupportedStackError
 from torchwm.plugins import backend_options, registry
 from torchwm.spec import (

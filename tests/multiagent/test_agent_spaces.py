@@ -39,8 +39,12 @@ def test_without_padding_differing_agents_are_stacked_by_agent():
 
 
 def test_masked_observations_are_split_into_observation_and_action_mask():
-    space = spaces.Dict({"observation": spaces.Box(0, 1, (3, 3, 2), np.int8), "action_mask": spaces.Box(0, 1, (9,), np.int8)})
-    read = AgentSpaces.read(["p1", "p2"], {"p1": space, "p2": space}, dict.fromkeys(["p1", "p2"], spaces.Discrete(9)))
+    space = spaces.Dict(
+        {"observation": spaces.Box(0, 1, (3, 3, 2), np.int8), "action_mask": spaces.Box(0, 1, (9,), np.int8)}
+    )
+    read = AgentSpaces.read(
+        ["p1", "p2"], {"p1": space, "p2": space}, dict.fromkeys(["p1", "p2"], spaces.Discrete(9))
+    )
     assert read.masked and read.mask_size == 9
     assert read.env_observation_space()["action_mask"] == spaces.Box(0, 1, (2, 9), np.int8)
     assert read.env_observation_space()["obs"].shape == (2, 3, 3, 2)
@@ -52,4 +56,9 @@ def test_masked_observations_are_split_into_observation_and_action_mask():
 )
 def test_spaces_it_cannot_carry_or_pad_are_refused(space, words):
     with pytest.raises(ValueError, match=words):
-        AgentSpaces.read(["x", "y"], {"x": space, "y": spaces.Box(0, 1, (3,))}, dict.fromkeys("xy", spaces.Discrete(2)), pad_spaces=True)
+        AgentSpaces.read(
+            ["x", "y"],
+            {"x": space, "y": spaces.Box(0, 1, (3,))},
+            dict.fromkeys("xy", spaces.Discrete(2)),
+            pad_spaces=True,
+        )

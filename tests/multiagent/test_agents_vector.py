@@ -89,7 +89,9 @@ def test_simple_spread_rows_are_the_env_stepped_by_hand(backend):
     with ma.make_vec("mpe2.simple_spread_v3", 2, seed=5, max_cycles=4, **_kwargs(backend)) as envs:
         obs, _ = envs.reset()
         expected = [env.reset(seed=5 + i)[0] for i, env in enumerate(by_hand)]
-        np.testing.assert_array_equal(obs, np.concatenate([[o[a] for a in envs.possible_agents] for o in expected]))
+        np.testing.assert_array_equal(
+            obs, np.concatenate([[o[a] for a in envs.possible_agents] for o in expected])
+        )
         for step in actions:
             obs, rewards, terminations, truncations, infos = envs.step(step)
             for i, env in enumerate(by_hand):
@@ -108,7 +110,9 @@ def test_pistonball_on_shmem_is_the_env_stepped_by_hand():
     from pettingzoo.butterfly import pistonball_v6
 
     by_hand = pistonball_v6.parallel_env(n_pistons=3)
-    with ma.make_vec("pettingzoo.butterfly.pistonball_v6", 1, seed=2, n_pistons=3, **_kwargs("shmem")) as envs:
+    with ma.make_vec(
+        "pettingzoo.butterfly.pistonball_v6", 1, seed=2, n_pistons=3, **_kwargs("shmem")
+    ) as envs:
         assert envs.single_observation_space == by_hand.observation_space("piston_0")
         obs, _ = envs.reset()
         expected, _ = by_hand.reset(seed=2)
@@ -143,7 +147,7 @@ def test_action_masks_are_the_envs_masks(backend):
         obs, infos = envs.reset()
         observed = [env.reset(seed=i)[0] for i, env in enumerate(by_hand)]
         assert infos["action_mask"].dtype == np.int8 and infos["_action_mask"].all()
-        for t in range(4):
+        for _ in range(4):
             want = np.zeros((6, 4), np.int8)
             for i, o in enumerate(observed):
                 for k, agent in enumerate(by_hand[i].possible_agents):

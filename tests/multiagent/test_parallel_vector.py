@@ -99,7 +99,11 @@ def test_by_prefix_groups_by_the_name_before_the_last_underscore():
 
 @pytest.mark.parametrize(
     ("group_map", "words"),
-    [({"x": ["a_0"]}, r"missing \['a_1', 'a_2'\]"), ("by_name", "group_map must be"), (3, "group_map must be")],
+    [
+        ({"x": ["a_0"]}, r"missing \['a_1', 'a_2'\]"),
+        ("by_name", "group_map must be"),
+        (3, "group_map must be"),
+    ],
 )
 def test_a_bad_group_map_is_refused_before_any_worker_starts(group_map, words):
     with pytest.raises(ValueError, match=words):
@@ -117,7 +121,9 @@ def test_action_masks_are_given_by_agent():
         _, infos = envs.reset()
         expected, _ = fn().reset(seed=0)
         for a in envs.possible_agents:
-            np.testing.assert_array_equal(infos["action_mask"][a][0][: expected[a]["action_mask"].size], expected[a]["action_mask"])
+            np.testing.assert_array_equal(
+                infos["action_mask"][a][0][: expected[a]["action_mask"].size], expected[a]["action_mask"]
+            )
         assert infos["action_mask"]["a_1"].shape == (2, 4)
 
 

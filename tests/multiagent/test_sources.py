@@ -19,7 +19,9 @@ def test_an_instance_is_copied_into_each_slot():
     assert first is not env and second is not first and isinstance(first, ScriptedEnv)
     with ma.make_vec(env, 2, seed=0) as envs:
         obs, _ = envs.reset()
-        np.testing.assert_array_equal(obs[:3], [ScriptedEnv().reset(seed=0)[0][a] for a in env.possible_agents])
+        np.testing.assert_array_equal(
+            obs[:3], [ScriptedEnv().reset(seed=0)[0][a] for a in env.possible_agents]
+        )
 
 
 def test_a_list_of_factories_gives_each_env_its_own():

@@ -18,7 +18,8 @@ class ScriptedEnv(ParallelEnv):
     """Agents ``a_0..a_{n-1}``; agent ``a`` terminates at step ``die_at[a]``, joins at step ``join_at[a]``
     (absent at reset), every agent still there is truncated at step ``end_at``. Observation of ``a_k``:
     ``[k, step, last action, seed draw]`` (float32, ``obs_sizes[k]`` long for agents of their own sizes),
-    reward ``step * (k + 1) + action``, info ``{"step": step}`` for ``a_0``. Actions Discrete(``action_n[k]``).
+    reward ``step * (k + 1) + action``, info ``{"step": step}`` for ``a_0``. Actions
+    Discrete(``action_n[k]``).
     ``masked=True``: observations are ``{"observation", "action_mask"}``, the mask allowing actions
     ``<= step % n``."""
 
@@ -198,7 +199,9 @@ def reference_rows(env_fns, seed, actions, *, autoreset="same_step", pad_to=None
                 final = rows
                 obs, infos = env.reset()
                 rows = fresh(env, obs, infos)
-                rows.update(reward=final["reward"], terminated=final["terminated"], truncated=final["truncated"])
+                rows.update(
+                    reward=final["reward"], terminated=final["terminated"], truncated=final["truncated"]
+                )
                 finals.append(final)
                 st["dead"][:] = False
             else:

@@ -1,11 +1,11 @@
 """Multi-agent envs: PettingZoo envs vectorized on every torchwm backend.
 
     >>> import torchwm.multiagent
-    >>> envs = torchwm.multiagent.make_vec("mpe2.simple_spread_v3", num_envs=4, backend="shmem")  # doctest: +SKIP
+    >>> envs = torchwm.multiagent.make_vec("mpe2.simple_spread_v3", 4, backend="shmem")  # doctest: +SKIP
 
 ``make_vec(env, num_envs, layout=...)`` gives an `AgentsVectorEnv` (``"agents"``: a Gymnasium vector env
 of ``num_envs * A`` rows, one per agent) or a `ParallelVectorEnv` (``"parallel"``: dicts by agent). It
-needs PettingZoo (``pip install "torchwm[pettingzoo]"``), imported by this package only.
+needs PettingZoo (torchwm's ``pettingzoo`` extra), imported by this package only.
 """
 
 from __future__ import annotations

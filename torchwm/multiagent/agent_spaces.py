@@ -192,7 +192,7 @@ class AgentSpaces:
     def env_observation_space(self) -> spaces.Dict:
         """The observation space of one `AgentsEnv`: every per-agent value a step gives, in arrays."""
         a = self.num_agents
-        flags = spaces.Box(0, 1, (a,), dtype=np.bool_)
+        flags = spaces.Box(0, 1, (a,), dtype=np.bool_)  # type: ignore[arg-type]
         fields: dict[str, spaces.Space] = {
             "obs": self.stacked_observation_space(),
             "reward": spaces.Box(-np.inf, np.inf, (a,), dtype=np.float32),

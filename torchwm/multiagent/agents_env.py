@@ -112,7 +112,7 @@ class AgentsEnv(gym.Env):
             which = [a for a, e in zip(agents, ended) if e] or [a for a, j in zip(agents, joined) if j]
             verb = "ended" if ended.any() else "joined"
             raise AssertionError(
-                f"agents {which} {verb} while their env goes on; with dead_agents=\"error\" an env's agents "
+                f'agents {which} {verb} while their env goes on; with dead_agents="error" an env\'s agents '
                 f'must all end together: pass dead_agents="zero" to give agents that left zero rows '
                 f"(reward 0, terminated True, agent_mask False) until their env resets"
             )
@@ -173,7 +173,9 @@ class AgentsEnv(gym.Env):
         if self._stacked_actions:
             return _row(action, k)
         if not isinstance(action, dict) or agent not in action:
-            raise KeyError(f"the action of one env must be a dict with an action for each agent; no {agent!r}")
+            raise KeyError(
+                f"the action of one env must be a dict with an action for each agent; no {agent!r}"
+            )
         return action[agent]
 
     def _info(self, infos: dict) -> dict[str, Any]:

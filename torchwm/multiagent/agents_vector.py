@@ -15,6 +15,7 @@ all agents of an env are sent, received and reset together; ``infos["env_id"]`` 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -99,7 +100,8 @@ class AgentsVectorEnv(InnerVectorEnv, gym.vector.VectorEnv):
         return self.recv()
 
     def restore_state(self, states: Any, env_ids: Any = None) -> tuple[Any, Any]:
-        """Restore envs saved by ``clone_state`` (whole PettingZoo envs): their rows, as `reset` gives them."""
+        """Restore envs saved by ``clone_state`` (whole PettingZoo envs): their rows, as `reset` gives
+        them."""
         obs, infos, ids = self._inner_restore(states, env_ids)
         rows = self._rows(EnvStep.read(obs, infos, ids))
         return rows[0], rows[4]
@@ -196,7 +198,7 @@ class _EveryTrue:
 every_true = _EveryTrue()
 
 
-def _spread(per_env: list[list[dict] | None], a: int) -> list[dict]:
+def _spread(per_env: Sequence[list[dict] | None], a: int) -> list[dict]:
     """Per-env lists of A agent infos (None: all empty) as one list of rows."""
     rows: list[dict] = []
     for infos in per_env:

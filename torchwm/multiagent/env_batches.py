@@ -113,13 +113,11 @@ class EnvStep:
             action_mask=obs.get("action_mask"),
             ended=ended,
             final_observations=final_observations,
-            agent_infos=[_agent_infos_of(infos, e) for e in range(n)] if "agent_infos" in infos else [None] * n,
+            agent_infos=[_agent_infos_of(infos, e) for e in range(n)]
+            if "agent_infos" in infos
+            else [None] * n,
             final_agent_infos=final_agent_infos,
-            env_infos={
-                key: value
-                for key, value in infos.items()
-                if key.lstrip("_") not in AGENT_INFO_KEYS
-            },
+            env_infos={key: value for key, value in infos.items() if key.lstrip("_") not in AGENT_INFO_KEYS},
             env_ids=env_ids,
         )
 

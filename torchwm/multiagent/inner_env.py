@@ -21,12 +21,17 @@ from torchwm.multiagent.env_batches import EnvStep
 class InnerVectorEnv:
     """The torchwm vector env under a multi-agent layout, and the calls forwarded to it."""
 
-    inner: gym.vector.VectorEnv
+    # A torchwm vector env (or another Gymnasium one): typed loosely, as its partial calls are torchwm's.
+    inner: Any
     agent_spaces: AgentSpaces
+    spec: Any
     closed: bool = True
+    _stepped: Any = None
 
     def _init_inner(self, inner: gym.vector.VectorEnv, agent_spaces: AgentSpaces) -> None:
         self.inner = inner
+        # The inner vector env's `VecSpec` (its ``env_fns`` build the `AgentsEnv` envs).
+        self.spec = getattr(inner, "spec", None)
         self.agent_spaces = agent_spaces
         self.possible_agents = list(agent_spaces.agents)
         self.num_agents_per_env = agent_spaces.num_agents
@@ -36,11 +41,6 @@ class InnerVectorEnv:
         self.render_mode = getattr(inner, "render_mode", None)
         self._all_env_ids = np.arange(inner.num_envs)
         self.closed = False
-
-    @property
-    def spec(self) -> Any:
-        """The inner vector env's `VecSpec` (its ``env_fns`` build the `AgentsEnv` envs)."""
-        return self.inner.spec
 
     @property
     def batch_size(self) -> int:
@@ -63,35 +63,35 @@ class InnerVectorEnv:
         if env_ids is None:
             obs, infos = self.inner.reset(seed=seed, options=options)
             return obs, infos, self._all_env_ids
-        obs, infos = self.inner.reset(seed=seed, options=options, env_ids=env_ids)  # type: ignore[call-arg]
+        obs, infos = self.inner.reset(seed=seed, options=options, env_ids=env_ids)
         return obs, infos, np.asarray(infos.pop("env_id"))
 
     def _inner_send(self, actions: Any, env_ids: Any) -> None:
         send = getattr(self.inner, "send", None)
         if send is None:  # a Gymnasium vector env of another kind: stepped whole
             if env_ids is not None:
-                raise TypeError(f"{type(self.inner).__name__} steps all its envs at once; env_ids= needs send()")
+                raise TypeError(
+                    f"{type(self.inner).__name__} steps all its envs at once; env_ids= needs send()"
+                )
             self._stepped = self.inner.step(actions)
             return
         send(actions, env_ids)
 
     def _inner_recv(self) -> EnvStep:
-        stepped = getattr(self, "_stepped", None)
+        stepped = self._stepped
         if stepped is not None:
             self._stepped = None
             obs, _, _, _, infos = stepped
         else:
-            obs, _, _, _, infos = self.inner.recv()  # type: ignore[attr-defined]
+            obs, _, _, _, infos = self.inner.recv()
         ids = np.asarray(infos.pop("env_id")) if "env_id" in infos else self._all_env_ids
         return EnvStep.read(obs, infos, ids)
 
     def _partial(self, step: EnvStep) -> bool:
         return step.env_ids is not self._all_env_ids
 
-    def _inner_restore(
-        self, states: Any, env_ids: Any
-    ) -> tuple[dict[str, Any], dict[str, Any], np.ndarray]:
-        obs, infos = self.inner.restore_state(states, env_ids=env_ids)  # type: ignore[attr-defined]
+    def _inner_restore(self, states: Any, env_ids: Any) -> tuple[dict[str, Any], dict[str, Any], np.ndarray]:
+        obs, infos = self.inner.restore_state(states, env_ids=env_ids)
         ids = self._all_env_ids if env_ids is None else np.asarray(self._env_id_list(env_ids))
         infos.pop("env_id", None)
         return obs, infos, ids
@@ -99,7 +99,7 @@ class InnerVectorEnv:
     def clone_state(self, env_ids: Any = None) -> tuple[Any, ...]:
         """The states of every env (or of ``env_ids``): whole PettingZoo envs, all agents, where the env
         can be copied (the inner vector env's ``clone_state``)."""
-        return self.inner.clone_state(env_ids=env_ids)  # type: ignore[attr-defined]
+        return self.inner.clone_state(env_ids=env_ids)
 
     def call(self, name: Any, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Call ``name`` on each env's `AgentsEnv` (its PettingZoo env is ``.par_env``): one value per env."""
@@ -109,14 +109,14 @@ class InnerVectorEnv:
         """Attribute ``name`` of each env's `AgentsEnv`: one value per env."""
         if env_ids is None:
             return self.inner.get_attr(name)
-        return self.inner.get_attr(name, env_ids=env_ids)  # type: ignore[call-arg]
+        return self.inner.get_attr(name, env_ids=env_ids)
 
     def set_attr(self, name: str, values: Any, env_ids: Any = None) -> None:
         """Set attribute ``name`` of each env's `AgentsEnv`: one value for all, or one per env."""
         if env_ids is None:
             self.inner.set_attr(name, values)
         else:
-            self.inner.set_attr(name, values, env_ids=env_ids)  # type: ignore[call-arg]
+            self.inner.set_attr(name, values, env_ids=env_ids)
 
     def render(self) -> Any:
         """Each env's frame (``render_mode`` is the PettingZoo env's): one per env."""
@@ -158,7 +158,8 @@ class InnerVectorEnv:
             return {key: self._checked_actions(sub, actions[key], rows) for key, sub in space.spaces.items()}
         if isinstance(space, gym.spaces.Tuple):
             return tuple(
-                self._checked_actions(sub, part, rows) for sub, part in zip(space.spaces, actions, strict=True)
+                self._checked_actions(sub, part, rows)
+                for sub, part in zip(space.spaces, actions, strict=True)
             )
         array = np.asarray(actions)
         expected = (rows, *(space.shape or ()))

@@ -85,7 +85,9 @@ def make_vec(
             'dicts by agent: use info_format="gymnasium"'
         )
     if group_map is not None and layout != "parallel":
-        raise ValueError(f'group_map keys the dicts of layout="parallel"; it means nothing for layout={layout!r}')
+        raise ValueError(
+            f'group_map keys the dicts of layout="parallel"; it means nothing for layout={layout!r}'
+        )
     if seed is not None:
         seed = check_seed(seed)
     if not isinstance(autoreset_seeds, bool):
@@ -117,9 +119,7 @@ def make_vec(
 
     from torchwm.factory import make_vec_from_fns
 
-    env_fns = [
-        functools.partial(AgentsEnv, fn, dead_agents=dead_agents, pad_spaces=pad_spaces) for fn in fns
-    ]
+    env_fns = [functools.partial(AgentsEnv, fn, dead_agents=dead_agents, pad_spaces=pad_spaces) for fn in fns]
     inner = make_vec_from_fns(
         env_fns,
         backend=backend,

@@ -46,7 +46,8 @@ def resolve_group_map(group_map: Any, agents: Sequence[str]) -> dict[str, list[s
         return groups
     if isinstance(group_map, str) or not isinstance(group_map, Mapping):
         raise ValueError(
-            f"group_map must be None, one of {list(GROUP_MAPS)} or a dict {{group: [agents]}}, got {group_map!r}"
+            f"group_map must be None, one of {list(GROUP_MAPS)} or a dict {{group: [agents]}}, "
+            f"got {group_map!r}"
         )
     groups = {str(group): list(members) for group, members in group_map.items()}
     placed = [agent for members in groups.values() for agent in members]
@@ -135,7 +136,9 @@ class ParallelVectorEnv(InnerVectorEnv):
 
     def _key(self, agent: str) -> str:
         if agent not in self._members:
-            raise KeyError(f"{agent!r} is none of this env's {'groups' if self.group_map else 'agents'} {self.agents}")
+            raise KeyError(
+                f"{agent!r} is none of this env's {'groups' if self.group_map else 'agents'} {self.agents}"
+            )
         return agent
 
     # -- the API -----------------------------------------------------------------------------------

@@ -52,7 +52,7 @@ def as_parallel(env_fn: Callable[[], Any]) -> Any:
     """``env_fn()`` as a PettingZoo ``ParallelEnv``: an AEC env converted with ``aec_to_parallel`` (only an
     env whose metadata says ``is_parallelizable``; else ValueError naming ``layout="aec"``)."""
     parallel_type, aec_type = pettingzoo_env_types()
-    env = env_fn()
+    env: Any = env_fn()
     if isinstance(env, parallel_type):
         return env
     if isinstance(env, aec_type):
@@ -83,9 +83,7 @@ def _not_a_pettingzoo_env(value: Any, what: str) -> TypeError:
     )
 
 
-def env_sources(
-    env: Any, num_envs: int, env_kwargs: dict[str, Any], layout: str
-) -> list[Callable[[], Any]]:
+def env_sources(env: Any, num_envs: int, env_kwargs: dict[str, Any], layout: str) -> list[Callable[[], Any]]:
     """One picklable zero-argument factory per env (see the module); the env types are checked by
     `probe`, which calls the first."""
     parallel_type, aec_type = pettingzoo_env_types()
@@ -116,8 +114,8 @@ def env_sources(
             blob = cloudpickle.dumps(env)
         except Exception as exc:
             raise TypeError(
-                f"the PettingZoo env {type(env).__qualname__} cannot be copied with cloudpickle ({exc}); give "
-                f"a zero-argument callable that builds it instead"
+                f"the PettingZoo env {type(env).__qualname__} cannot be copied with cloudpickle ({exc}); "
+                f"give a zero-argument callable that builds it instead"
             ) from exc
         fns = [functools.partial(_copy_of, blob)] * num_envs
     elif isinstance(env, (list, tuple)):
@@ -139,7 +137,7 @@ def env_sources(
 def probe(env_fn: Callable[[], Any], layout: str) -> Probe:
     """Build one env with ``env_fn`` here, read its agents and spaces, close it."""
     parallel_type, aec_type = pettingzoo_env_types()
-    env = env_fn()
+    env: Any = env_fn()
     try:
         if not isinstance(env, (parallel_type, aec_type)):
             raise _not_a_pettingzoo_env(env, "the env factory returned")
