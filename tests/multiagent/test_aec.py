@@ -54,7 +54,9 @@ def compare_runs(env_fn, backend, *, num_envs=4, seed=3, iterations=120, info_fo
     hand = ByHand(env_fn, num_envs, seed, episode_seed)
     rng = np.random.default_rng(seed)
     ended = passed = 0
-    with make_aec_vec([env_fn] * num_envs, backend=backend, seed=seed, info_format=info_format, **kwargs) as envs:
+    with make_aec_vec(
+        [env_fn] * num_envs, backend=backend, seed=seed, info_format=info_format, **kwargs
+    ) as envs:
         envs.reset()
         for t, agent in enumerate(envs.agent_iter(iterations)):
             assert agent == hand.agent_selection, f"step {t}"
@@ -114,7 +116,13 @@ def test_autoreset_seeds_start_each_episode_from_its_reported_seed(backend):
 
     # The arrays equal envs reset by hand with the seeds of torchwm's rule ...
     ended, _ = compare_runs(
-        RelayEnv, backend, num_envs=2, seed=seed, iterations=80, autoreset_seeds=True, episode_seed=episode_seed
+        RelayEnv,
+        backend,
+        num_envs=2,
+        seed=seed,
+        iterations=80,
+        autoreset_seeds=True,
+        episode_seed=episode_seed,
     )
     assert ended >= 4
     # ... and the infos of the step that resets an env report its seed.

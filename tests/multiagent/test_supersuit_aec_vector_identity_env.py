@@ -49,9 +49,7 @@ def test_identical(backend, num_cpus):
     n_envs = 2
     # single threaded
     env1 = vectorize_aec_env_v0(knights_archers_zombies_v10.env(), n_envs)
-    env2 = vectorize_aec_env_v0(
-        knights_archers_zombies_v10.env(), n_envs, num_cpus=num_cpus, backend=backend
-    )
+    env2 = vectorize_aec_env_v0(knights_archers_zombies_v10.env(), n_envs, num_cpus=num_cpus, backend=backend)
     env1.reset(seed=42)
     env2.reset(seed=42)
 
@@ -89,10 +87,7 @@ def test_identical(backend, num_cpus):
         assert np.all(np.equal(env_term1, env_term2))
         assert np.all(np.equal(env_trunc1, env_trunc2))
         assert np.all(np.equal(obs1, obs2))
-        assert all(
-            np.all(np.equal(r1, r2))
-            for r1, r2 in zip(env1.rewards.values(), env2.rewards.values())
-        )
+        assert all(np.all(np.equal(r1, r2)) for r1, r2 in zip(env1.rewards.values(), env2.rewards.values()))
         assert recursive_equal(infos1, infos2)
         actions = policy(obs1, agent)
         env1.step(actions)

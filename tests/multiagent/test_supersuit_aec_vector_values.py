@@ -87,9 +87,7 @@ def test_all(backend, num_cpus_list):
         assert any(rew != 0 for rews in vec_env.rewards.values() for rew in rews)
         any_done_first = any(done for dones in vec_env.dones.values() for done in dones)
         vec_env.step([act_space.sample() for _ in range(NUM_ENVS)])
-        any_done_second = any(
-            done for dones in vec_env.dones.values() for done in dones
-        )
+        any_done_second = any(done for dones in vec_env.dones.values() for done in dones)
         assert any_done_first and any_done_second
 
     def select_action(vec_env, passes, i):
@@ -101,9 +99,7 @@ def test_all(backend, num_cpus_list):
             return act_space.sample()
 
     for num_cpus in num_cpus_list:
-        test_vec_env(
-            vectorize_aec_env_v0(rps_v2.env(), NUM_ENVS, num_cpus=num_cpus, backend=backend)
-        )
+        test_vec_env(vectorize_aec_env_v0(rps_v2.env(), NUM_ENVS, num_cpus=num_cpus, backend=backend))
         test_vec_env(
             vectorize_aec_env_v0(
                 knights_archers_zombies_v10.env(),

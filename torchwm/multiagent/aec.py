@@ -17,7 +17,7 @@ reaching the workers.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import cloudpickle
 import gymnasium as gym
@@ -26,7 +26,15 @@ import numpy as np
 from torchwm.errors import ClosedEnvironmentError
 from torchwm.factory import make_vec_from_fns
 from torchwm.multiagent.aec_env import AECGymEnv, check_aec_env
-from torchwm.vector.batching import InfoBatcher, check_actions, create_batch, infos_to_rows, put_rows, take_rows
+from torchwm.vector.base import VectorEnv
+from torchwm.vector.batching import (
+    InfoBatcher,
+    check_actions,
+    create_batch,
+    infos_to_rows,
+    put_rows,
+    take_rows,
+)
 
 INFO_FORMATS = ("gymnasium", "list")
 
@@ -52,7 +60,7 @@ class AECVectorEnv:
 
     def __init__(
         self,
-        vector_env: gym.vector.VectorEnv,
+        vector_env: VectorEnv,
         possible_agents: Sequence[Any],
         observation_spaces: dict[Any, gym.Space],
         action_spaces: dict[Any, gym.Space],
@@ -68,7 +76,9 @@ class AECVectorEnv:
         self._action_spaces = dict(action_spaces)
         self._agent_index = {agent: i for i, agent in enumerate(self.possible_agents)}
         n, num_agents = self.num_envs, self.max_num_agents
-        self._observations = {agent: create_batch(space, n) for agent, space in self._observation_spaces.items()}
+        self._observations = {
+            agent: create_batch(space, n) for agent, space in self._observation_spaces.items()
+        }
         # Never used by an env (a step reads its own agent's entry only), but the inner action is a Dict.
         self._unused_actions = {agent: create_batch(space, n) for agent, space in self._action_spaces.items()}
         self._selection = np.full(n, -1, dtype=np.int64)  # each env's agent_selection, as an index
@@ -121,7 +131,9 @@ class AECVectorEnv:
         """The agent's own action space: a step takes ``num_envs`` rows of it."""
         return self._action_spaces[self._known(agent)]
 
-    def reset(self, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None) -> None:
+    def reset(
+        self, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
+    ) -> None:
         """Reset every env (env ``i`` with ``seed + i``, as SuperSuit and Gymnasium seed), then select the
         first agent of ``possible_agents`` that is current in some env."""
         self._check_open()
@@ -148,7 +160,9 @@ class AECVectorEnv:
             name: take_rows(space, batch if name == agent else self._unused_actions[name], env_ids)
             for name, space in self._action_spaces.items()
         }
-        observations, _, terminations, truncations, infos = self.vector_env.step(inner_actions, env_ids=env_ids)
+        observations, _, terminations, truncations, infos = self.vector_env.step(
+            inner_actions, env_ids=env_ids
+        )
         self._store(env_ids, observations, infos)
         self._env_terminations[env_ids] = terminations
         self._env_truncations[env_ids] = truncations
@@ -247,14 +261,16 @@ class AECVectorEnv:
         )
 
     def _infos_list(self, agent: Any) -> list[dict]:
-        return [
-            {**self._agent_infos[i].get(agent, {}), **self._env_infos[i]} for i in range(self.num_envs)
-        ]
+        return [{**self._agent_infos[i].get(agent, {}), **self._env_infos[i]} for i in range(self.num_envs)]
 
     def _infos_batched(self, agent: Any) -> dict[str, Any]:
         infos = self._info_batcher.batch(self._infos_list(agent))
         space = self._observation_spaces[agent]
-        if isinstance(space, gym.spaces.Dict) and "action_mask" in space.spaces and "action_mask" not in infos:
+        if (
+            isinstance(space, gym.spaces.Dict)
+            and "action_mask" in space.spaces
+            and "action_mask" not in infos
+        ):
             infos["action_mask"] = self._observations[agent]["action_mask"].astype(np.int8)
             infos["_action_mask"] = np.ones(self.num_envs, dtype=bool)
         return infos
@@ -336,8 +352,17 @@ def make_aec_vec(
     finally:
         if hasattr(first, "close"):
             first.close()
-    return _make(env_fns, possible_agents, observation_spaces, action_spaces, backend, seed, autoreset_seeds,
-                 backend_kwargs, info_format)
+    return _make(
+        env_fns,
+        possible_agents,
+        observation_spaces,
+        action_spaces,
+        backend,
+        seed,
+        autoreset_seeds,
+        backend_kwargs,
+        info_format,
+    )
 
 
 def _make(
@@ -359,7 +384,10 @@ def _make(
         backend_kwargs=backend_kwargs,
         autoreset_seeds=autoreset_seeds,
     )
-    return AECVectorEnv(vector_env, possible_agents, observation_spaces, action_spaces, info_format)
+    # Every backend that runs factories builds a torchwm VectorEnv (env_ids, partial steps).
+    return AECVectorEnv(
+        cast(VectorEnv, vector_env), possible_agents, observation_spaces, action_spaces, info_format
+    )
 
 
 class _CopyOf:
@@ -373,7 +401,9 @@ class _CopyOf:
         return cloudpickle.loads(self.data)
 
 
-def vectorize_aec_env_v0(aec_env: Any, num_envs: int, num_cpus: int = 0, backend: str | None = None) -> AECVectorEnv:
+def vectorize_aec_env_v0(
+    aec_env: Any, num_envs: int, num_cpus: int = 0, backend: str | None = None
+) -> AECVectorEnv:
     """SuperSuit's ``vectorize_aec_env_v0``: ``num_envs`` copies of the AEC env instance ``aec_env``.
 
     ``num_cpus <= 1`` runs them on ``sync``, more on ``shmem`` with ``num_workers=num_cpus`` (at most one

@@ -78,8 +78,8 @@ class AECGymEnv(gym.Env):
         self.possible_agents = list(possible_agents)
         if list(self.aec_env.possible_agents) != self.possible_agents:
             raise ValueError(
-                f"every env must have the possible_agents of the first, {self.possible_agents}, in that order; "
-                f"got {list(self.aec_env.possible_agents)}"
+                f"every env must have the possible_agents of the first, {self.possible_agents}, in that "
+                f"order; got {list(self.aec_env.possible_agents)}"
             )
         num_agents = len(self.possible_agents)
         self.agent_spaces = {agent: self.aec_env.observation_space(agent) for agent in self.possible_agents}
@@ -142,8 +142,12 @@ class AECGymEnv(gym.Env):
             "observations": observations,
             "agent_selection": np.int64(self._agent_index.get(env.agent_selection, -1)),
             "rewards": np.array([rewards.get(a, 0) for a in self.possible_agents], dtype=np.float32),
-            "cumulative_rewards": np.array([cumulative.get(a, 0) for a in self.possible_agents], dtype=np.float32),
-            "terminations": np.array([terminations.get(a, True) for a in self.possible_agents], dtype=np.int8),
+            "cumulative_rewards": np.array(
+                [cumulative.get(a, 0) for a in self.possible_agents], dtype=np.float32
+            ),
+            "terminations": np.array(
+                [terminations.get(a, True) for a in self.possible_agents], dtype=np.int8
+            ),
             "truncations": np.array([truncations.get(a, True) for a in self.possible_agents], dtype=np.int8),
         }
 
