@@ -88,6 +88,12 @@ def test_matches_the_envs_stepped_by_hand(env_fn, backend):
     assert ended >= 6 and passed > 0
 
 
+@pytest.mark.parametrize("backend", ["subproc", "ray"])
+def test_the_other_backends_that_run_factories(backend):
+    ended, passed = compare_runs(tictactoe_v3.env, backend, num_envs=3, iterations=40)
+    assert ended >= 2 and passed > 0
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_dead_agents_step_with_none_and_orders_differ(backend):
     # RelayEnv's agents die at random turns: dead steps, agents missing from an env, passes, truncations.
