@@ -11,7 +11,7 @@ from gymnasium import spaces
 from gymnasium.vector import VectorWrapper
 
 import torchwm
-from torchwm.evaluate import EvaluationResult
+from torchwm.evaluation import EvaluationResult
 
 LENGTHS = (5, 10, 15, 20)
 PROCESS_OPTIONS = {"num_workers": 2, "context": "fork", "timeout": 60}
@@ -256,3 +256,14 @@ def test_a_single_env_or_an_sb3_model_gets_a_hint():
             torchwm.evaluate(envs, Model(), 3)
         with pytest.raises(TypeError, match=r"predict returns \(actions, states\)"):
             torchwm.evaluate(envs, Model().predict, 3)
+
+
+def test_evaluate_is_a_plain_function_of_the_evaluation_module():
+    """No callable module: ``torchwm.evaluate`` is the function, whichever way it is imported."""
+    import inspect
+
+    from torchwm import evaluate
+    from torchwm.evaluation import evaluate as evaluate_of_module
+
+    assert inspect.isfunction(evaluate) and evaluate is evaluate_of_module is torchwm.evaluate
+    assert evaluate.__module__ == "torchwm.evaluation"

@@ -10,17 +10,14 @@ here with ``reset(options={"reset_mask": mask})``. With ``batch_size < num_envs`
 only, ``infos["env_id"]``) it steps EnvPool's way: the envs of each result are sent again at once, the
 policy sees their rows only, and the envs still in flight at the end are collected.
 
-``torchwm.evaluate(envs, policy, n_episodes)`` is the way in: the module itself is callable (importing
-``torchwm.evaluate`` makes the package attribute this module, as for ``torchwm.to_torch``), so that the
-call works whichever of the two the name is.
+``torchwm.evaluate(envs, policy, n_episodes)`` is the way in (this module's `evaluate`, imported by the
+package on first use); the result is an `EvaluationResult`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
-import sys
-import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -316,23 +313,3 @@ def _to_numpy(value: Any) -> Any:
     if isinstance(value, tuple):
         return tuple(_to_numpy(item) for item in value)
     return value
-
-
-class _CallableModule(types.ModuleType):
-    """This module, callable as `evaluate`: importing ``torchwm.evaluate`` makes the package attribute
-    ``torchwm.evaluate`` this module, and ``torchwm.evaluate(envs, policy, n)`` must still work."""
-
-    def __call__(
-        self,
-        envs: Any,
-        policy: Callable[..., Any],
-        n_episodes: int,
-        *,
-        seed: int | None = None,
-        deterministic: bool | None = None,
-        progress: bool = False,
-    ) -> EvaluationResult:
-        return evaluate(envs, policy, n_episodes, seed=seed, deterministic=deterministic, progress=progress)
-
-
-sys.modules[__name__].__class__ = _CallableModule
