@@ -98,8 +98,8 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     """The names of `_LAZY`, imported on first use; ``__version__``, read on first use; and a submodule not
-    imported yet (``torchwm.factory``), as an attribute, so that ``import torchwm`` alone gives every submodule by its
-    dotted name as a package whose modules are all imported would."""
+    imported yet (``torchwm.factory``), as an attribute, so that ``import torchwm`` alone gives every
+    submodule by its dotted name as a package whose modules are all imported would."""
     if name in _LAZY:
         value = getattr(importlib.import_module(_LAZY[name]), name)
     elif name == "__version__":

@@ -76,9 +76,7 @@ class EvaluationResult:
 
     def __str__(self) -> str:
         n = len(self.returns)
-        cut = (
-            f" ({self.cut_episodes} more cut by a worker restart, not counted)" if self.cut_episodes else ""
-        )
+        cut = f" ({self.cut_episodes} more cut by a worker restart, not counted)" if self.cut_episodes else ""
         return (
             f"{n} episode{'s' if n != 1 else ''}: return {self.mean:.2f} ± {self.std:.2f}, "
             f"length {np.mean(self.lengths):.1f} ± {np.std(self.lengths):.1f}{cut}"
@@ -326,7 +324,8 @@ def _collect_after_error(envs: Any) -> None:
 
 
 def _info_column(infos: Mapping[str, Any], key: str, n_rows: int) -> list[Any]:
-    """The values of info ``key`` in each of ``n_rows`` rows, None where a row has none (its ``_key`` mask)."""
+    """The values of info ``key`` in each of ``n_rows`` rows; None where a row has none (its ``_key`` mask)
+    or the infos lack the key."""
     values = infos.get(key)
     if values is None:
         return [None] * n_rows
