@@ -501,7 +501,7 @@ def test_rendering_without_pygame_names_the_render_extra(tmp_path):
 
 
 def test_to_torch_without_torch_names_the_torch_extra():
-    result = python_c("import sys; sys.modules['torch'] = None\nimport torchwm.to_torch")
+    result = python_c("import sys; sys.modules['torch'] = None\nimport torchwm.torch_tensors")
     assert result.returncode == 1
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("torchwm.extras.MissingExtraError: torchwm.to_torch needs torch")

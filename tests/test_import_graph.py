@@ -132,8 +132,8 @@ LAYERS: dict[str, list[str]] = {
         "torchwm.plugin_api",
         "torchwm.testing",
         "torchwm.testing.*",
-        "torchwm.to_torch",
-        "torchwm.evaluate",
+        "torchwm.torch_tensors",
+        "torchwm.evaluation",
         "torchwm.multiprocessing_env",
         "torchwm.integrations",
         "torchwm.integrations.*",
@@ -346,8 +346,8 @@ def test_every_public_name_is_importable_and_listed():
     assert [name for name in torchwm.__all__ if name not in dir(torchwm)] == []
     assert namespace["make_vec"].__module__ == "torchwm.factory"
     assert namespace["VecSpec"].__module__ == "torchwm.spec"
-    assert namespace["to_torch"] is sys.modules["torchwm.to_torch"]
-    assert namespace["evaluate"] is sys.modules["torchwm.evaluate"] and callable(namespace["evaluate"])
+    assert namespace["to_torch"] is sys.modules["torchwm.torch_tensors"].to_torch
+    assert namespace["evaluate"] is sys.modules["torchwm.evaluation"].evaluate
     assert torchwm.factory is sys.modules["torchwm.factory"]  # a submodule is an attribute, not imported
     with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
         torchwm.no_such_name  # noqa: B018

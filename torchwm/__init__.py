@@ -6,7 +6,8 @@
 Most public names are imported on first use (`_LAZY`): importing a transport, or any other torchwm
 module, does not import ``make_vec``'s checks, config files, the listing, ALE's vector env or torch
 (``torchwm.to_torch``, ``torchwm.ToTorch``). ``torchwm.evaluate(envs, policy, n_episodes)`` evaluates a
-policy over exactly ``n_episodes`` episodes.
+policy over exactly ``n_episodes`` episodes (both plain functions, of `torchwm.torch_tensors` and
+`torchwm.evaluation`).
 """
 
 from __future__ import annotations
@@ -32,11 +33,12 @@ from torchwm.hookspecs import hookimpl
 if TYPE_CHECKING:
     from torchwm.atari_vector_env import make_atari_vector_env
     from torchwm.config import load_config, make_vec_from_config
+    from torchwm.evaluation import evaluate
     from torchwm.factory import make_env, make_vec, make_vec_from_fns, make_vec_from_spec
     from torchwm.listing import list_backends, list_sources, list_wrappers
     from torchwm.multiprocessing_env import TorchVectorizedEnv
     from torchwm.spec import VecSpec, WrapperSpec
-    from torchwm.to_torch import ToTorch
+    from torchwm.torch_tensors import ToTorch, to_torch
     from torchwm.vector.base import VectorEnv
 
 # Public names imported on first use, and the module each comes from: importing any torchwm module runs
@@ -46,6 +48,7 @@ _LAZY = {
     "make_atari_vector_env": "torchwm.atari_vector_env",
     "load_config": "torchwm.config",
     "make_vec_from_config": "torchwm.config",
+    "evaluate": "torchwm.evaluation",
     "make_env": "torchwm.factory",
     "make_vec": "torchwm.factory",
     "make_vec_from_fns": "torchwm.factory",
@@ -55,7 +58,8 @@ _LAZY = {
     "list_wrappers": "torchwm.listing",
     "VecSpec": "torchwm.spec",
     "WrapperSpec": "torchwm.spec",
-    "ToTorch": "torchwm.to_torch",
+    "ToTorch": "torchwm.torch_tensors",
+    "to_torch": "torchwm.torch_tensors",
     "TorchVectorizedEnv": "torchwm.multiprocessing_env",
     "VectorEnv": "torchwm.vector.base",
 }
@@ -93,14 +97,11 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """The names of `_LAZY`, imported on first use; ``to_torch`` and ``evaluate`` (the modules, which are
-    callable); ``__version__``, read on first use; and a submodule not imported yet
-    (``torchwm.factory``), as an attribute, so that ``import torchwm`` alone gives every submodule by its
-    dotted name as a package whose modules are all imported would."""
+    """The names of `_LAZY`, imported on first use; ``__version__``, read on first use; and a submodule not
+    imported yet (``torchwm.factory``), as an attribute, so that ``import torchwm`` alone gives every
+    submodule by its dotted name as a package whose modules are all imported would."""
     if name in _LAZY:
         value = getattr(importlib.import_module(_LAZY[name]), name)
-    elif name in ("to_torch", "evaluate"):
-        value = importlib.import_module(f"torchwm.{name}")
     elif name == "__version__":
         value = _version()
     elif not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:

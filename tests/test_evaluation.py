@@ -2,6 +2,9 @@
 on every backend and autoreset mode, against SB3's own evaluate_policy."""
 
 import functools
+import itertools
+import os
+import signal
 from collections import Counter
 
 import gymnasium as gym
@@ -9,9 +12,10 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 from gymnasium.vector import VectorWrapper
+from support.processes import wait_until_ended
 
 import torchwm
-from torchwm.evaluate import EvaluationResult
+from torchwm.evaluation import EvaluationResult
 
 LENGTHS = (5, 10, 15, 20)
 PROCESS_OPTIONS = {"num_workers": 2, "context": "fork", "timeout": 60}
@@ -146,6 +150,115 @@ def test_seeds_of_the_first_episodes_and_the_summary():
         assert torchwm.evaluate(envs, ones, n_episodes=4).seeds == (None,) * 4
 
 
+def killing_worker_0_at_call(envs, call):
+    """``ones``, that kills worker 0 (envs 0 and 1, two workers) before it returns the actions of its call
+    ``call``, so that the next result of envs 0 and 1 is their worker's restart, as the fault tests kill
+    workers."""
+    calls = []
+
+    def policy(obs):
+        calls.append(len(obs))
+        if len(calls) == call:
+            pid = envs.worker_pids[0]
+            os.kill(pid, signal.SIGKILL)
+            wait_until_ended([pid], 30)
+        return ones(obs)
+
+    return policy
+
+
+@pytest.mark.parametrize("batch_size", [None, 2])
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("backend", ["subproc", "shmem"])
+def test_an_episode_cut_by_a_worker_restart_is_not_counted(backend, mode, batch_size):
+    """Issue 51 item 7: the episodes of envs 0 and 1, cut at their third step by their worker's restart, are
+    not counted (they were counted, of length 3 with the restart's zero-reward row, and envs 0 and 1 then
+    ran one episode fewer); each env still runs its whole share, and the result says 2 were cut."""
+    options = {"restart_on_crash": True, **({} if batch_size is None else {"batch_size": batch_size})}
+    with make(backend, mode, **options) as envs:
+        result = torchwm.evaluate(envs, killing_worker_0_at_call(envs, 3), n_episodes=10)
+    assert_quota_episodes(result)  # only whole episodes of their envs' lengths, as SB3 counts them
+    assert result.cut_episodes == 2
+    assert str(result).endswith("(2 more cut by a worker restart, not counted)")
+
+
+def test_a_restart_before_a_next_step_reset_step_cuts_no_episode():
+    """Env 0 (5 steps) ended its first episode at call 5; its worker restarts before the reset step: the
+    restart cuts no episode of env 0 (its reset step comes next and is no step of an episode) and env 1's
+    (at its sixth step of ten)."""
+    with make("shmem", "next_step", restart_on_crash=True) as envs:
+        result = torchwm.evaluate(envs, killing_worker_0_at_call(envs, 6), n_episodes=10)
+    assert_quota_episodes(result)
+    assert result.cut_episodes == 1
+
+
+def test_no_episode_cut_says_so():
+    with make("shmem", "next_step", restart_on_crash=True) as envs:
+        result = torchwm.evaluate(envs, ones, n_episodes=4)
+    assert result.cut_episodes == 0 and "cut" not in str(result)
+
+
+def raising_at_call(call):
+    calls = []
+
+    def policy(obs):
+        calls.append(len(obs))
+        if len(calls) == call:
+            raise RuntimeError(f"the policy broke at call {call}")
+        return ones(obs)
+
+    return policy
+
+
+@pytest.mark.parametrize("backend", ["subproc", "shmem"])
+def test_a_policy_error_leaves_no_env_in_flight(backend):
+    """Issue 51 item 10: with batch_size 2 of 4 envs, the envs sent when the policy raises are collected on
+    the way out, so the env resets and steps afterwards (it said AlreadyPendingCallError: envs [2, 3] have
+    an action in flight); the error that propagates is the policy's."""
+    with make(backend, "next_step", batch_size=2) as envs:
+        with pytest.raises(RuntimeError, match="the policy broke at call 3"):
+            torchwm.evaluate(envs, raising_at_call(3), n_episodes=10)
+        obs, _ = envs.reset(seed=0)
+        assert obs[:, 0].tolist() == [0.0] * 4
+        envs.send(np.zeros(4, dtype=np.int64))
+        seen = envs.recv()[-1]["env_id"].tolist() + envs.recv()[-1]["env_id"].tolist()
+        assert sorted(seen) == [0, 1, 2, 3]
+        # And the next evaluation counts as a first one does.
+        assert_quota_episodes(torchwm.evaluate(envs, ones, n_episodes=10))
+
+
+def replayed_length(seed):
+    """The length of CartPole's episode from ``reset(seed=seed)`` under action 0, on Gymnasium's own env."""
+    env = gym.make("CartPole-v1")
+    env.reset(seed=seed)
+    for length in itertools.count(1):
+        _, _, terminated, truncated, _ = env.step(0)
+        if terminated or truncated:
+            env.close()
+            return length
+    raise AssertionError("unreachable")
+
+
+@pytest.mark.parametrize("batch_size", [None, 1])
+@pytest.mark.parametrize("mode", MODES)
+def test_every_episode_has_its_seed_under_autoreset_seeds(mode, batch_size):
+    """Issue 51 item 11: with ``autoreset_seeds=True`` every episode reports its seed, and the result gives
+    each (it gave ``(4, 3, None, None, None, None)``): Gymnasium's ``seed + i`` for the first episode of env
+    ``i``, then ``episode_seed(seed, i, k)``; Gymnasium's CartPole reset with it replays the episode."""
+    from torchwm.episode_seeds import episode_seed
+
+    options = {"num_workers": 2, "context": "fork"} | ({} if batch_size is None else {"batch_size": 1})
+    with torchwm.make_vec(
+        "CartPole-v1", 2, backend="shmem", autoreset_seeds=True, autoreset_mode=mode, backend_kwargs=options
+    ) as envs:
+        result = torchwm.evaluate(envs, lambda obs: np.zeros(len(obs), dtype=np.int64), n_episodes=6, seed=3)
+    assert len(result.seeds) == 6 and None not in result.seeds
+    for i in range(2):
+        seeds = [seed for seed, env in zip(result.seeds, result.env_ids.tolist(), strict=True) if env == i]
+        assert seeds == [3 + i, episode_seed(3, i, 0), episode_seed(3, i, 1)]
+    assert result.lengths.tolist() == [replayed_length(seed) for seed in result.seeds]
+
+
 def test_deterministic_is_passed_to_the_policy():
     calls = []
 
@@ -256,3 +369,14 @@ def test_a_single_env_or_an_sb3_model_gets_a_hint():
             torchwm.evaluate(envs, Model(), 3)
         with pytest.raises(TypeError, match=r"predict returns \(actions, states\)"):
             torchwm.evaluate(envs, Model().predict, 3)
+
+
+def test_evaluate_is_a_plain_function_of_the_evaluation_module():
+    """No callable module: ``torchwm.evaluate`` is the function, whichever way it is imported."""
+    import inspect
+
+    from torchwm import evaluate
+    from torchwm.evaluation import evaluate as evaluate_of_module
+
+    assert inspect.isfunction(evaluate) and evaluate is evaluate_of_module is torchwm.evaluate
+    assert evaluate.__module__ == "torchwm.evaluation"

@@ -10,17 +10,15 @@ here with ``reset(options={"reset_mask": mask})``. With ``batch_size < num_envs`
 only, ``infos["env_id"]``) it steps EnvPool's way: the envs of each result are sent again at once, the
 policy sees their rows only, and the envs still in flight at the end are collected.
 
-``torchwm.evaluate(envs, policy, n_episodes)`` is the way in: the module itself is callable (importing
-``torchwm.evaluate`` makes the package attribute this module, as for ``torchwm.to_torch``), so that the
-call works whichever of the two the name is.
+``torchwm.evaluate(envs, policy, n_episodes)`` is the way in (this module's `evaluate`, imported by the
+package on first use); the result is an `EvaluationResult`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
-import sys
-import types
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -28,8 +26,15 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
+from torchwm.episode_seeds import EPISODE_SEED
 from torchwm.spec import check_seed
 from torchwm.vector.batching import take_rows
+
+# The info key of the rows whose worker was restarted (torchwm's process backends, ``restart_on_crash``).
+WORKER_RESTARTED = "worker_restarted"
+
+# Seconds to collect the envs still in flight after an error, for an env that has no timeout of its own.
+IN_FLIGHT_DEADLINE = 60.0
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -41,15 +46,20 @@ class EvaluationResult:
             reward wrappers, such as ``clip_reward``).
         lengths: each episode's number of steps (int64), the reset step of ``next_step`` not counted.
         env_ids: the env each episode ran in (int64).
-        seeds: the seed each episode started from where it is known: ``seed + i`` for the first
-            episode of env ``i`` when `evaluate` was given ``seed=``; None for every other episode
-            (autoresets draw no seed of their own).
+        seeds: the seed each episode started from, where it is known: the seed its reset reported in
+            ``infos["episode_seed"]`` (every episode of a torchwm env made with ``autoreset_seeds=True``);
+            else ``seed + i`` for the first episode of env ``i`` when `evaluate` was given ``seed=``; None
+            for the others (an autoreset draws no seed of its own).
+        cut_episodes: how many episodes of the envs' shares a worker restart cut (``restart_on_crash``,
+            ``infos["worker_restarted"]``): not counted, as the env did not end them; their envs ran others
+            in their place.
     """
 
     returns: np.ndarray
     lengths: np.ndarray
     env_ids: np.ndarray
     seeds: tuple[int | None, ...]
+    cut_episodes: int = 0
 
     @property
     def mean(self) -> float:
@@ -66,9 +76,10 @@ class EvaluationResult:
 
     def __str__(self) -> str:
         n = len(self.returns)
+        cut = f" ({self.cut_episodes} more cut by a worker restart, not counted)" if self.cut_episodes else ""
         return (
             f"{n} episode{'s' if n != 1 else ''}: return {self.mean:.2f} ± {self.std:.2f}, "
-            f"length {np.mean(self.lengths):.1f} ± {np.std(self.lengths):.1f}"
+            f"length {np.mean(self.lengths):.1f} ± {np.std(self.lengths):.1f}{cut}"
         )
 
 
@@ -129,7 +140,7 @@ def evaluate(
 
 
 class _Tally:
-    """Each env's running episode and quota, and the episodes counted so far."""
+    """Each env's running episode, its seed and quota, and the episodes counted so far."""
 
     def __init__(
         self, num_envs: int, n_episodes: int, seed: int | None, mode: AutoresetMode, progress: bool
@@ -141,7 +152,10 @@ class _Tally:
         self.running_length = np.zeros(num_envs, dtype=np.int64)
         # next_step: the env's next result is the reset step after its episode's end.
         self.resetting = np.zeros(num_envs, dtype=np.bool_)
-        self.first_seeds: list[int | None] = [None if seed is None else seed + i for i in range(num_envs)]
+        # The seed of each env's running episode, where known: Gymnasium's seed + i for the first, until the
+        # first reset's infos say otherwise.
+        self.seeds: list[int | None] = [None if seed is None else seed + i for i in range(num_envs)]
+        self.cut_episodes = 0
         self.episodes: list[tuple[float, int, int, int | None]] = []
         self.bar: Any = None
         if progress:
@@ -153,30 +167,64 @@ class _Tally:
     def done(self) -> bool:
         return bool((self.ended >= self.targets).all())
 
-    def add(self, ids: np.ndarray, rewards: Any, terminations: Any, truncations: Any) -> list[int]:
-        """The results of envs ``ids`` (one row each); returns the envs whose episode ended."""
+    def started(
+        self, ids: list[int], rows: list[int], n_rows: int, infos: Mapping[str, Any], first: bool = False
+    ) -> None:
+        """A reset of envs ``ids``, at ``rows`` of its ``n_rows`` rows of ``infos``: their episodes' seeds, as
+        the reset reported them (``episode_seed``); else, for the ``first`` reset, the seed already known,
+        and None for the others (a reset without a seed draws none of its own)."""
+        drawn = _info_column(infos, EPISODE_SEED, n_rows)
+        for i, row in zip(ids, rows, strict=True):
+            if drawn[row] is not None or not first:
+                self.seeds[i] = drawn[row]
+
+    def add(
+        self, ids: np.ndarray, rewards: Any, terminations: Any, truncations: Any, infos: Mapping[str, Any]
+    ) -> list[int]:
+        """The results of envs ``ids`` (one row each); returns the envs whose episode ended, or was cut."""
         rewards = np.asarray(_to_numpy(rewards), dtype=np.float64)
         ends = np.asarray(_to_numpy(terminations), dtype=np.bool_) | np.asarray(
             _to_numpy(truncations), dtype=np.bool_
         )
+        restarted = _info_column(infos, WORKER_RESTARTED, len(ids))
+        drawn = _info_column(infos, EPISODE_SEED, len(ids))
         ended = []
         for row, i in enumerate(ids.tolist()):
+            if restarted[row]:
+                # A worker restart cut the env's episode: this row's action never ran, and the env did not end
+                # the episode, so it is not counted (SB3 counts what its Monitor reports, episodes the env
+                # ended); the env runs another in its place. An env waiting for its next_step reset step has
+                # no episode to cut. The row reports an end as an ended env's does, and is handled as one:
+                # reset under disabled, its reset step next under next_step.
+                if not self.resetting[i] and self.ended[i] < self.targets[i]:
+                    self.cut_episodes += 1
+                self._next_episode(i, drawn[row])
+                ended.append(i)
+                continue
             if self.resetting[i]:
                 self.resetting[i] = False
+                if drawn[row] is not None:  # the autoreset's seed, or the first reset of an asynchronous env
+                    self.seeds[i] = drawn[row]
                 continue
             self.running_return[i] += rewards[row]
             self.running_length[i] += 1
             if ends[row]:
                 if self.ended[i] < self.targets[i]:
-                    seed = self.first_seeds[i] if self.ended[i] == 0 else None
-                    self.episodes.append((self.running_return[i], int(self.running_length[i]), i, seed))
+                    self.episodes.append(
+                        (self.running_return[i], int(self.running_length[i]), i, self.seeds[i])
+                    )
                     if self.bar is not None:
                         self.bar.update(1)
                 self.ended[i] += 1
-                self.running_return[i], self.running_length[i] = 0.0, 0
-                self.resetting[i] = self.mode is AutoresetMode.NEXT_STEP
+                # same_step: this row's infos are the next episode's reset's, its seed among them.
+                self._next_episode(i, drawn[row])
                 ended.append(i)
         return ended
+
+    def _next_episode(self, i: int, seed: int | None) -> None:
+        self.running_return[i], self.running_length[i] = 0.0, 0
+        self.resetting[i] = self.mode is AutoresetMode.NEXT_STEP
+        self.seeds[i] = seed
 
     def close(self) -> None:
         if self.bar is not None:
@@ -189,6 +237,7 @@ class _Tally:
             lengths=np.array(lengths, dtype=np.int64),
             env_ids=np.array(env_ids, dtype=np.int64),
             seeds=tuple(seeds),
+            cut_episodes=self.cut_episodes,
         )
 
 
@@ -197,43 +246,97 @@ def _run_whole(envs: Any, act: Callable[[Any], Any], tally: _Tally, seed: int | 
     counted), so the policy always sees the whole batch in env order."""
     num_envs = envs.num_envs
     all_ids = np.arange(num_envs)
-    obs, _ = envs.reset(seed=seed)
+    obs, infos = envs.reset(seed=seed)
+    tally.started(all_ids.tolist(), all_ids.tolist(), num_envs, infos, first=True)
     while not tally.done:
-        obs, rewards, terminations, truncations, _ = envs.step(act(obs))
-        ended = tally.add(all_ids, rewards, terminations, truncations)
+        obs, rewards, terminations, truncations, infos = envs.step(act(obs))
+        ended = tally.add(all_ids, rewards, terminations, truncations, infos)
         if ended and tally.mode is AutoresetMode.DISABLED and not tally.done:
             mask = np.zeros(num_envs, dtype=np.bool_)
             mask[ended] = True
-            obs, _ = envs.reset(options={"reset_mask": mask})
+            obs, infos = envs.reset(options={"reset_mask": mask})
+            tally.started(ended, ended, num_envs, infos)
 
 
 def _run_partial(envs: Any, act: Callable[[Any], Any], tally: _Tally, seed: int | None) -> None:
     """``batch_size < num_envs``: the envs of each result are sent again at once (what ``ale-native``'s
     asynchronous mode requires), the policy sees their rows; the envs in flight at the end are collected,
-    so that the env can be reset afterwards."""
+    so that the env can be reset afterwards, and so are they when anything (the policy, the env) raises."""
+    try:
+        _step_partial(envs, act, tally, seed)
+    except BaseException:
+        # The error is what the caller must see: the collection only tries, within its deadline.
+        _collect_after_error(envs)
+        raise
+    while True:
+        try:
+            envs.recv()
+        except gym.error.NoAsyncCallError:  # nothing in flight (any more)
+            break
+
+
+def _step_partial(envs: Any, act: Callable[[Any], Any], tally: _Tally, seed: int | None) -> None:
     obs, infos = envs.reset(seed=seed)
     # A reset returns every env, except in an EnvPool-style asynchronous mode (ale-native's): the first
     # batch_size envs ready. The others' first result is then their reset, which is no step.
     ids = _ids(infos) if "env_id" in infos else np.arange(envs.num_envs)
+    tally.started(ids.tolist(), list(range(ids.size)), ids.size, infos, first=True)
     tally.resetting[np.setdiff1d(np.arange(envs.num_envs), ids)] = True
     space = envs.single_action_space
     while not tally.done:
         envs.send(act(obs), env_ids=ids)
         obs, rewards, terminations, truncations, infos = envs.recv()
         ids = _ids(infos)
-        ended = tally.add(ids, rewards, terminations, truncations)
+        ended = tally.add(ids, rewards, terminations, truncations, infos)
         if ended and tally.mode is AutoresetMode.DISABLED and not tally.done:
             # Envs that ended must be reset before they step again; the others go on at once.
             going_on = np.flatnonzero(~np.isin(ids, ended))
             if going_on.size:
                 envs.send(take_rows(space, act(obs), going_on), env_ids=ids[going_on])
             ids = np.asarray(ended, dtype=np.int64)
-            obs, _ = envs.reset(env_ids=ids)
-    while True:
+            obs, infos = envs.reset(env_ids=ids)
+            tally.started(ended, list(range(len(ended))), len(ended), infos)
+
+
+def _collect_after_error(envs: Any) -> None:
+    """Receive what is still in flight after an error, within a deadline (the env's ``timeout`` where it has
+    one, else `IN_FLIGHT_DEADLINE`), so that the env can be reset afterwards; gives up quietly, as the
+    caller raises the error that brought it here. Each ``recv`` collects at least one env, or raises that
+    env's error (which collects it too): the envs in flight are collected within ``num_envs`` calls."""
+    timeout = getattr(envs, "timeout", None)
+    deadline = time.monotonic() + (IN_FLIGHT_DEADLINE if timeout is None else timeout)
+    try:
+        takes_timeout = "timeout" in inspect.signature(envs.recv).parameters
+    except (TypeError, ValueError):
+        takes_timeout = False
+    for _ in range(envs.num_envs):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return
         try:
-            envs.recv()
+            envs.recv(timeout=remaining) if takes_timeout else envs.recv()
         except gym.error.NoAsyncCallError:  # nothing in flight (any more)
-            break
+            return
+        except TimeoutError:
+            return
+        except Exception:  # noqa: BLE001 - one env's error (it is collected), or a lost env: go on trying
+            continue
+
+
+def _info_column(infos: Mapping[str, Any], key: str, n_rows: int) -> list[Any]:
+    """The values of info ``key`` in each of ``n_rows`` rows; None where a row has none (its ``_key`` mask)
+    or the infos lack the key."""
+    values = infos.get(key)
+    if values is None:
+        return [None] * n_rows
+    values = np.asarray(_to_numpy(values))
+    mask = infos.get(f"_{key}")
+    present = np.ones(n_rows, dtype=np.bool_) if mask is None else np.asarray(_to_numpy(mask), dtype=np.bool_)
+    # .item(): NumPy scalars as Python's (an object array's values already are).
+    return [
+        (values[row].item() if hasattr(values[row], "item") else values[row]) if present[row] else None
+        for row in range(n_rows)
+    ]
 
 
 def _ids(infos: Mapping[str, Any]) -> np.ndarray:
@@ -316,23 +419,3 @@ def _to_numpy(value: Any) -> Any:
     if isinstance(value, tuple):
         return tuple(_to_numpy(item) for item in value)
     return value
-
-
-class _CallableModule(types.ModuleType):
-    """This module, callable as `evaluate`: importing ``torchwm.evaluate`` makes the package attribute
-    ``torchwm.evaluate`` this module, and ``torchwm.evaluate(envs, policy, n)`` must still work."""
-
-    def __call__(
-        self,
-        envs: Any,
-        policy: Callable[..., Any],
-        n_episodes: int,
-        *,
-        seed: int | None = None,
-        deterministic: bool | None = None,
-        progress: bool = False,
-    ) -> EvaluationResult:
-        return evaluate(envs, policy, n_episodes, seed=seed, deterministic=deterministic, progress=progress)
-
-
-sys.modules[__name__].__class__ = _CallableModule

@@ -11,16 +11,13 @@ through unchanged; and torchwm's ``env_ids=`` and ``send``/``recv`` are
 forwarded. It needs torch only (`NumpyToTorch` also needs array-api-compat):
 torchwm's ``[torch]`` extra, installed from a checkout with ``pip install ".[torch]"``.
 
-``torchwm.to_torch(envs, device=..., pin_memory=...)`` is the way in: ``import torchwm`` does not
-import torch, and the first use of ``torchwm.to_torch`` imports this module. The module itself is
-callable (it is also the attribute ``torchwm.to_torch`` once imported), so that the call works
-whichever of the two the name is.
+``torchwm.to_torch(envs, device=..., pin_memory=...)`` is the way in (this module's `to_torch`):
+``import torchwm`` does not import torch, and the first use of ``torchwm.to_torch`` or ``torchwm.ToTorch``
+imports this module.
 """
 
 from __future__ import annotations
 
-import sys
-import types
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -56,7 +53,7 @@ class ToTorch(VectorWrapper):
     Example:
         >>> import torch
         >>> import torchwm
-        >>> from torchwm.to_torch import ToTorch
+        >>> from torchwm.torch_tensors import ToTorch
         >>> envs = ToTorch(torchwm.make_vec("CartPole-v1", num_envs=2, seed=0))
         >>> obs, infos = envs.reset()
         >>> obs.dtype, tuple(obs.shape)
@@ -174,7 +171,7 @@ def to_torch(env: Any, device: str | torch.device = "cpu", pin_memory: bool | No
 
     Example:
         >>> import torchwm
-        >>> from torchwm.to_torch import to_torch
+        >>> from torchwm.torch_tensors import to_torch
         >>> envs = to_torch(torchwm.make_vec("CartPole-v1", num_envs=2, seed=0), device="cpu")
         >>> type(envs.reset()[0]).__name__
         'Tensor'
@@ -192,16 +189,3 @@ def to_numpy(value: Any) -> Any:
     if isinstance(value, tuple):
         return tuple(to_numpy(item) for item in value)
     return value
-
-
-class _CallableModule(types.ModuleType):
-    """This module, callable as `to_torch`: importing ``torchwm.to_torch`` makes the package attribute
-    ``torchwm.to_torch`` this module, and ``torchwm.to_torch(envs)`` must still work."""
-
-    def __call__(
-        self, env: Any, device: str | torch.device = "cpu", pin_memory: bool | None = None
-    ) -> ToTorch:
-        return to_torch(env, device=device, pin_memory=pin_memory)
-
-
-sys.modules[__name__].__class__ = _CallableModule

@@ -6,7 +6,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import torchwm  # noqa: E402
-from torchwm.to_torch import ToTorch  # noqa: E402
+from torchwm.torch_tensors import ToTorch  # noqa: E402
 
 
 def test_tensors_match_the_numpy_arrays():
@@ -58,13 +58,25 @@ def test_torchwm_to_torch_is_the_documented_function_and_import_torchwm_does_not
         "envs = torchwm.to_torch(torchwm.make_vec('CartPole-v1', num_envs=2, seed=0), device='cpu')\n"
         "obs, infos = envs.reset()\n"
         "print(type(envs).__name__, type(obs).__name__, obs.device, torchwm.ToTorch is type(envs))\n"
-        # importing the module by name keeps torchwm.to_torch callable
-        "from torchwm.to_torch import to_torch\n"
+        # the package's name and the module's are one function
+        "from torchwm.torch_tensors import to_torch\n"
+        "assert torchwm.to_torch is to_torch\n"
         "print(type(torchwm.to_torch(envs.env)).__name__)\n"
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["ToTorch", "Tensor", "cpu", "True", "ToTorch"]
+
+
+def test_to_torch_is_a_plain_function_of_the_torch_tensors_module():
+    """No callable module: ``torchwm.to_torch`` is the function, whichever way it is imported."""
+    import inspect
+
+    from torchwm import to_torch
+    from torchwm.torch_tensors import to_torch as to_torch_of_module
+
+    assert inspect.isfunction(to_torch) and to_torch is to_torch_of_module is torchwm.to_torch
+    assert to_torch.__module__ == "torchwm.torch_tensors"
 
 
 @pytest.mark.parametrize("backend", ["sync", "shmem"])
