@@ -182,11 +182,11 @@ def test_a_list_of_seeds_starts_each_envs_sequence_from_its_own_seed():
         _, infos = envs.reset(seed=[10, 20, 0])
         assert infos["episode_seed"].tolist() == [10, 20, 0]
         _, infos = envs.reset()
-    # env i seeded x draws as under reset(seed=x - i); below its index, modulo 2**128
+    # env i's own seed x is its root: SeedSequence(x, spawn_key=(i, 0)), no arithmetic on the index
     assert infos["episode_seed"].tolist() == [
         expected_seed(10, 0, 0),
-        expected_seed(19, 1, 0),
-        expected_seed(2**128 - 2, 2, 0),
+        expected_seed(20, 1, 0),
+        expected_seed(0, 2, 0),
     ]
 
 
@@ -265,13 +265,17 @@ def test_bad_option_values_are_refused_before_anything_starts():
 
 
 def test_conformance_check_catches_a_backend_that_ignores_the_option(monkeypatch):
-    from torchwm import building, testing
+    from torchwm import testing
     from torchwm.vector import sync
 
     testing.check_seeded_autoresets(testing.BackendUnderTest("sync"))
-    # A backend that builds its envs without the option: no seed is reported, and the check says so.
+    # A backend that resets its envs without the streams it is given: no seed is reported, and the check
+    # says so.
+    reset_envs = sync.SyncStepper.reset_envs
     monkeypatch.setattr(
-        sync, "spec_env_fns", lambda spec: building.spec_env_fns(spec.replace(autoreset_seeds=False))
+        sync.SyncStepper, "reset_envs", lambda self, ids, seeds, options, streams=None: reset_envs(
+            self, ids, seeds, options
+        )
     )
     with pytest.raises(AssertionError, match="episode_seed"):
         testing.check_seeded_autoresets(testing.BackendUnderTest("sync"))
