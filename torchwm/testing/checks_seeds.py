@@ -110,4 +110,3 @@ def check_a_restarted_worker_goes_on_with_its_envs_seeds(target: BackendUnderTes
             _sequence(seed, i, len(seen[i]) - 1),
             seen[i],
         )
-
