@@ -1,6 +1,6 @@
 """Seeded autoresets: where each env's episode seeds come from, and what the parent knows of them.
 
-With seeded autoresets on (``make_vec(..., autoreset_seeds=True)``, or ``envs.autoreset_seeds = True``),
+With seeded autoresets on (docs/datasets.md, "Seeded autoresets"; the vector env's switch),
 every episode that starts without a seed gets one drawn by the `torchwm.vector.env_group.EnvGroup` that
 resets the env: episode ``k`` of env ``i`` (its global index) under root ``r`` starts with `episode_seed`
 ``(r, i, k)``, the first word of ``SeedSequence(r, spawn_key=(i, k))``. Nothing is recovered: the root and
