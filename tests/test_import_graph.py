@@ -104,7 +104,6 @@ LAYERS: dict[str, list[str]] = {
     ],
     "building": [
         "torchwm.building",
-        "torchwm.episode_seeds",
         "torchwm.sources",
         "torchwm.envs",
         "torchwm.names",

@@ -21,7 +21,6 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from torchwm.episode_seeds import EpisodeSeeds
 from torchwm.errors import UnsupportedStackError
 from torchwm.plugins import RegistrySnapshot, registry, using_snapshot
 from torchwm.spec import VecSpec
@@ -91,21 +90,11 @@ def env_fn(spec: VecSpec) -> functools.partial:
 
 
 def spec_env_fns(spec: VecSpec) -> list[Callable[[], gym.Env]]:
-    """One no-argument factory per env of ``spec``: its ``env_fns``, or `build_env` of it; with
-    ``spec.autoreset_seeds``, each env wrapped in `EpisodeSeeds` (`torchwm.episode_seeds`)."""
-    fns: list[Callable[[], gym.Env]]
+    """One no-argument factory per env of ``spec``: its ``env_fns``, or `build_env` of it."""
     if spec.env_fns is not None:
-        fns = list(spec.env_fns)
-    else:
-        snapshot = registry_snapshot(spec)
-        fns = [functools.partial(build_env, spec, index=i, snapshot=snapshot) for i in range(spec.num_envs)]
-    if spec.autoreset_seeds:
-        fns = [functools.partial(_with_episode_seeds, fn, i) for i, fn in enumerate(fns)]
-    return fns
-
-
-def _with_episode_seeds(env_fn: Callable[[], gym.Env], env_index: int) -> gym.Env:
-    return EpisodeSeeds(env_fn(), env_index)
+        return list(spec.env_fns)
+    snapshot = registry_snapshot(spec)
+    return [functools.partial(build_env, spec, index=i, snapshot=snapshot) for i in range(spec.num_envs)]
 
 
 def build_envs(env_fns: Sequence[Callable[[], gym.Env]]) -> list[gym.Env]:

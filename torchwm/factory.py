@@ -43,6 +43,7 @@ from torchwm.spec import (
 )
 from torchwm.wrappers.atari import atari_preprocessing, check_preprocessing_options
 from torchwm.wrappers.atari_fused import unfusable_reason
+from torchwm.wrappers.first_reset_seed import FirstResetSeed
 
 # gymnasium.make_vec's vectorization_mode -> torchwm's backend. "async" is AsyncVectorEnv, whose
 # default is shared_memory=True: shmem is the same design (vector_kwargs={"shared_memory": False}
@@ -186,7 +187,6 @@ def resolve_spec(
         raise TypeError(f"backend_kwargs must be a dict, got {backend_kwargs!r}")
     if not isinstance(fused, bool):
         raise TypeError(f"fused must be a bool, got {fused!r}")
-    _check_autoreset_seeds_type(autoreset_seeds)
     registry("backend").get(backend)
     registry("source").get(source)
     mode = parse_autoreset_mode(autoreset_mode)
@@ -310,11 +310,6 @@ def check_ale_frameskip(value: Any, name: str = "frameskip") -> None:
         )
 
 
-def _check_autoreset_seeds_type(value: Any) -> None:
-    if not isinstance(value, bool):
-        raise TypeError(f"autoreset_seeds must be a bool, got {value!r} ({type(value).__name__})")
-
-
 def check_spec_options(spec: VecSpec) -> None:
     """Refuse the options that the env or a wrapper would refuse only once built, in a worker.
 
@@ -323,11 +318,10 @@ def check_spec_options(spec: VecSpec) -> None:
     ``frameskip`` as ALE checks it, and ``autoreset_seeds`` on a backend that cannot seed autoresets.
     """
     if spec.autoreset_seeds:
-        _check_autoreset_seeds_type(spec.autoreset_seeds)
         options = backend_options(spec.backend)
         if options is not None and "env_fn" not in options:
-            # The seeds are drawn by a wrapper around each env (torchwm.episode_seeds), which a
-            # backend that builds its envs from the env id (ale-native, envpool) never builds.
+            # The seeds are drawn by torchwm's EnvGroup, which resets the envs of a backend that builds them
+            # in Python, and of no backend that builds its own from the env id (ale-native, envpool).
             raise UnsupportedStackError(
                 f"autoreset_seeds needs a backend that builds its envs in Python: backend {spec.backend!r} "
                 f"builds its own; use 'sync', 'subproc', 'shmem' or 'ray' (torchwm-ray)"
@@ -350,21 +344,6 @@ def check_spec_options(spec: VecSpec) -> None:
                         f"(the default) when atari_preprocessing skips frames; pass atari_preprocessing's "
                         f"frame_skip instead, or wrappers=[] for ALE's own frameskip"
                     )
-
-
-class _SeedFirstReset(gym.Wrapper):
-    """Seeds the first reset with ``make_env(seed=...)`` unless that reset brings its own seed."""
-
-    def __init__(self, env: gym.Env, seed: int) -> None:
-        super().__init__(env)
-        self._pending_seed: int | None = seed
-        env.action_space.seed(seed)
-
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        if seed is None:
-            seed = self._pending_seed
-        self._pending_seed = None
-        return self.env.reset(seed=seed, options=options)
 
 
 def make_env(
@@ -413,7 +392,7 @@ def make_env(
         env_kwargs=env_kwargs,
     )
     env = build_env(spec)
-    return _SeedFirstReset(env, seed) if seed is not None else env
+    return FirstResetSeed(env, seed) if seed is not None else env
 
 
 def make_vec(
@@ -502,8 +481,6 @@ def make_vec_from_fns(
         raise TypeError(f"backend_kwargs must be a dict, got {backend_kwargs!r}")
     if seed is not None:
         seed = check_seed(seed)
-    _check_autoreset_seeds_type(autoreset_seeds)
-
     options = backend_options(backend)
     if options is not None and "env_fn" not in options:
         # A backend that builds its envs from the spec's id (ale-native, envpool) would not run these.

@@ -89,7 +89,7 @@ class VecSpec:
     seed: int | None = None
     autoreset_mode: str = "next_step"
     # Every episode of every env starts from a seed of its own, drawn from a SeedSequence of the seed and
-    # reported in infos["episode_seed"] (`torchwm.episode_seeds`); off: Gymnasium's behaviour.
+    # reported in infos["episode_seed"] (`torchwm.vector.episode_seeds`); off: Gymnasium's behaviour.
     autoreset_seeds: bool = False
     backend: str = "sync"
     backend_kwargs: dict[str, Any] = field(default_factory=dict)
@@ -101,6 +101,15 @@ class VecSpec:
     # One no-argument env factory per env (`torchwm.make_vec_from_fns`), built instead of ``id``; callables,
     # so a spec that has them cannot be written as data (`to_dict` refuses it, as for callable wrappers).
     env_fns: tuple[Callable[[], Any], ...] | None = None
+
+    def __post_init__(self) -> None:
+        # Checked here, where every spec is made (make_vec, make_vec_from_fns, a dict, a replace, the vector
+        # env's setter), once.
+        if not isinstance(self.autoreset_seeds, bool):
+            raise TypeError(
+                f"autoreset_seeds must be a bool, got {self.autoreset_seeds!r} "
+                f"({type(self.autoreset_seeds).__name__})"
+            )
 
     @property
     def autoreset(self) -> AutoresetMode:

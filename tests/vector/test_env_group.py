@@ -15,6 +15,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
 from torchwm.vector.env_group import EnvGroup
+from torchwm.vector.episode_seeds import SeedStream
 from torchwm.vector.messages import Call, Reset, SetAttr, error_reply, failing_env
 
 
@@ -170,3 +171,81 @@ def test_a_group_without_errors_steps_as_before():
     assert group.step([0, 1, 2, 3], np.zeros(4, np.int64)) == [{}] * 4
     assert group.rewards.tolist() == [1.0] * 4
     assert group.call([1, 2], "poke", (), {}) == [7, 7]
+
+
+# -- seeded autoresets: the group draws from the stream its Reset brings --------------------------------
+
+
+class SeedEcho(gym.Env):
+    """Reports the seed of each reset in its info and ends every episode after one step."""
+
+    observation_space = spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(2, np.float32), {"seed_given": seed}
+
+    def step(self, action):
+        return np.zeros(2, np.float32), 1.0, True, False, {}
+
+
+def seed_of(root: int, env: int, episode: int) -> int:
+    return int(np.random.SeedSequence(root, spawn_key=(env, episode)).generate_state(1)[0])
+
+
+def echo_group(mode: AutoresetMode, n: int = 2, first_env: int = 0) -> EnvGroup:
+    return EnvGroup(
+        [SeedEcho() for _ in range(n)],
+        mode,
+        np.zeros((n, 2), np.float32),
+        np.zeros(n),
+        np.zeros(n, bool),
+        np.zeros(n, bool),
+        first_env=first_env,
+    )
+
+
+def test_a_reset_with_streams_draws_from_root_global_index_and_count():
+    group = echo_group(AutoresetMode.NEXT_STEP, first_env=5)
+    infos = group.answer(Reset([0, 1], [None, 42], None, [SeedStream(7, 3), SeedStream(9, 0)]))
+    # env 0 (global 5) draws episode 3 of root 7; env 1 keeps its given seed and reports it
+    assert [info["episode_seed"] for info in infos] == [seed_of(7, 5, 3), 42]
+    assert [info["seed_given"] for info in infos] == [seed_of(7, 5, 3), 42]
+
+
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
+def test_autoresets_inside_step_count_on_from_the_reset(mode):
+    group = echo_group(mode)
+    group.reset([0, 1], [7, 8], None, [SeedStream(7, 0), SeedStream(7, 0)])
+    drawn: list[list[int]] = [[], []]
+    for _ in range(6):
+        for i, info in enumerate(group.step([0, 1], np.zeros(2, np.int64))):
+            if "episode_seed" in info:
+                drawn[i].append(int(info["episode_seed"]))
+    for i in range(2):
+        assert drawn[i] == [seed_of(7, i, k) for k in range(len(drawn[i]))] and len(drawn[i]) >= 3
+
+
+def test_without_streams_nothing_is_drawn_or_reported():
+    group = echo_group(AutoresetMode.SAME_STEP)
+    group.reset([0, 1], [7, 8], None, [SeedStream(7, 0), SeedStream(7, 0)])
+    infos = group.reset([0, 1], [None, None], None)  # seeded autoresets off again for both
+    assert [info["seed_given"] for info in infos] == [None, None]
+    assert all("episode_seed" not in info for info in infos)
+    infos = group.step([0, 1], np.zeros(2, np.int64))
+    assert all("episode_seed" not in info and info["seed_given"] is None for info in infos)
+
+
+def test_a_restored_state_leaves_the_target_envs_stream():
+    """An env's seeds are its own: env 0's state restored into env 1 leaves env 1 drawing SeedSequence(7,
+    spawn_key=(1, k)) with its own count k (the restore keeps the target env's count)."""
+    group = echo_group(AutoresetMode.NEXT_STEP)
+    group.reset([0, 1], [7, 8], None, [SeedStream(7, 0), SeedStream(7, 0)])
+    one = np.zeros(1, np.int64)
+    group.step([1], one)
+    assert group.step([1], one)[0]["episode_seed"] == seed_of(7, 1, 0)  # env 1 drew its episode 0
+    group.step([0], one)  # env 0's episode ended: its autoreset is pending, in its state
+    group.restore_state(1, group.clone_state(0))
+    infos = group.step([0, 1], np.zeros(2, np.int64))
+    assert [info["episode_seed"] for info in infos] == [seed_of(7, 0, 0), seed_of(7, 1, 1)]

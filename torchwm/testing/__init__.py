@@ -27,7 +27,8 @@ methods, for example).
 
 The checks live in modules by what they check: ``checks_stepping`` (spaces, autoreset, seeding, bad
 actions, state), ``checks_async`` (``env_ids``, ``send``/``recv``, ``batch_size``), ``checks_calls``
-(attributes, ``timeout``), ``checks_faults`` and ``checks_closing``; ``envs`` holds the envs they step
+(attributes, ``timeout``), ``checks_faults``, ``checks_seeds`` (where seeded autoresets' seeds come
+from) and ``checks_closing``; ``envs`` holds the envs they step
 and ``target`` what a check is given.
 """
 
@@ -60,6 +61,10 @@ from torchwm.testing.checks_faults import (
     check_a_restart_announces_every_lost_episode,
     check_an_env_error_fails_its_own_send_only,
     check_recv_waits_again_after_a_timeout,
+)
+from torchwm.testing.checks_seeds import (
+    check_a_restarted_worker_goes_on_with_its_envs_seeds,
+    check_a_restored_state_keeps_the_envs_own_seeds,
 )
 from torchwm.testing.checks_stepping import (
     check_autoreset_disabled,
@@ -116,6 +121,8 @@ __all__ = [
     "check_recv_waits_again_after_a_timeout",
     "check_a_restart_announces_every_lost_episode",
     "check_restore_state",
+    "check_a_restored_state_keeps_the_envs_own_seeds",
+    "check_a_restarted_worker_goes_on_with_its_envs_seeds",
 ]
 
 CHECKS: list[Callable[[BackendUnderTest], None]] = [
@@ -146,6 +153,8 @@ CHECKS: list[Callable[[BackendUnderTest], None]] = [
     check_recv_waits_again_after_a_timeout,
     check_a_restart_announces_every_lost_episode,
     check_restore_state,
+    check_a_restored_state_keeps_the_envs_own_seeds,
+    check_a_restarted_worker_goes_on_with_its_envs_seeds,
 ]
 
 

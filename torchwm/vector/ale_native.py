@@ -111,7 +111,9 @@ class AleStepper(Stepper):
         self.terminations = np.zeros(self.num_envs, dtype=np.bool_)
         self.truncations = np.zeros(self.num_envs, dtype=np.bool_)
 
-    def reset_envs(self, ids: np.ndarray, seeds: list[int | None], options: dict | None) -> list[dict]:
+    def reset_envs(
+        self, ids: np.ndarray, seeds: list[int | None], options: dict | None, streams: Any = None
+    ) -> list[dict]:
         raise NotImplementedError("ale-native resets through AleNativeVectorEnv.reset, which calls ALE")
 
     def send_step(self, ids: np.ndarray, actions: Any) -> None:

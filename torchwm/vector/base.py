@@ -32,7 +32,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from torchwm.errors import AlreadyPendingCallError, EnvTimeoutError
+from torchwm.errors import AlreadyPendingCallError, EnvTimeoutError, UnsupportedStackError
 from torchwm.spec import VecSpec, check_count, check_timeout
 from torchwm.vector import call_arguments
 from torchwm.vector.batching import ARRAY_SPACES, InfoBatcher, check_actions, take_rows, view_rows
@@ -90,6 +90,9 @@ class VectorEnv(OneThreadHold, SavedStates, GymnasiumAsyncCalls, gym.vector.Vect
         self.batch_size = stepper.state.batch_size
         self.copy = copy
         self._first_reset_seed = spec.seed
+        # Seeded autoresets (`torchwm.vector.episode_seeds`): the stepper's book, None where it has none.
+        self._episode_seeds = stepper.episode_seeds
+        self._switch_episode_seeds(spec.autoreset_seeds)
         # the last seed each env was reset with; -1: none (seeds may exceed int64)
         self._given_seeds = [-1] * n
         self._pending_reset: tuple[Any, Any] | None = None  # (seed, options) of reset_async, for reset_wait
@@ -138,6 +141,33 @@ class VectorEnv(OneThreadHold, SavedStates, GymnasiumAsyncCalls, gym.vector.Vect
         """The `VecSpec` this env was built from, every default explicit."""
         return self._vec_spec
 
+    @property
+    def autoreset_seeds(self) -> bool:
+        """Whether every episode of every env starts from a seed of its own, drawn from the seed of the last
+        seeded reset and reported in ``infos["episode_seed"]`` (docs/datasets.md, "Seeded autoresets").
+
+        Settable: each env follows the new value from its next reset (`reset` without ``env_ids``: all of
+        them), and ``spec.autoreset_seeds`` says it at once. A backend that does not reset its envs through
+        torchwm's `EnvGroup` (``ale-native``, ``envpool``) refuses ``True`` with `UnsupportedStackError`.
+        """
+        return self._vec_spec.autoreset_seeds
+
+    @autoreset_seeds.setter
+    def autoreset_seeds(self, value: bool) -> None:
+        spec = self._vec_spec.replace(autoreset_seeds=value)  # the type is checked by the spec
+        self._switch_episode_seeds(value)
+        self._vec_spec = spec
+
+    def _switch_episode_seeds(self, on: bool) -> None:
+        if self._episode_seeds is not None:
+            self._episode_seeds.switch(on)
+        elif on:
+            raise UnsupportedStackError(
+                f"autoreset_seeds needs a backend that builds its envs in Python: backend "
+                f"{self._vec_spec.backend!r} builds its own; use 'sync', 'subproc', 'shmem' or 'ray' "
+                f"(torchwm-ray)"
+            )
+
     def reset(
         self,
         *,
@@ -153,8 +183,16 @@ class VectorEnv(OneThreadHold, SavedStates, GymnasiumAsyncCalls, gym.vector.Vect
         with self._held("resetting"):
             ids, seeds, options = self._reset_request(seed, options, env_ids)
             self._check_can_reset(ids)
+            given = self._first_reset_seed if seed is None else seed
             self._first_reset_seed = None
-            infos = self._stepper.reset_envs(ids, seeds, options)
+            book = self._episode_seeds
+            if book is None:
+                infos = self._stepper.reset_envs(ids, seeds, options)
+            else:
+                vector_seed = int(given) if isinstance(given, (int, np.integer)) else None
+                streams = book.for_reset(ids.tolist(), seeds, vector_seed)
+                infos = self._stepper.reset_envs(ids, seeds, options, streams)
+                book.was_reset(ids.tolist(), seeds, streams)
             self._mark_reset(ids, seeds)
             if env_ids is not None:
                 obs, _, _, _, batched = self._rows(ids, infos)
@@ -257,6 +295,8 @@ class VectorEnv(OneThreadHold, SavedStates, GymnasiumAsyncCalls, gym.vector.Vect
             if any(infos):  # else their order does not matter
                 by_env = dict(zip(np.asarray(ids).tolist(), infos, strict=True))
                 infos = [by_env[i] for i in range(self.num_envs)]
+                if self._episode_seeds is not None and self._episode_seeds.drawing:
+                    self._episode_seeds.count_drawn(range(self.num_envs), infos)
             observations = self._stepper.observations
             if self.copy:
                 # An array batch is copied here: no call on the hot path.
@@ -278,6 +318,8 @@ class VectorEnv(OneThreadHold, SavedStates, GymnasiumAsyncCalls, gym.vector.Vect
         ids = ids[order]
         infos = [infos[k] for k in order]
         state.received(ids)
+        if self._episode_seeds is not None and self._episode_seeds.drawing:
+            self._episode_seeds.count_drawn(ids.tolist(), infos)
         return self._rows(ids, infos)
 
     @property

@@ -4,7 +4,9 @@ Every Python backend steps its envs through an `EnvGroup`: `sync` holds one
 in the calling process; each worker of a pool holds one (in a worker process,
 in a Ray actor, or in the parent for the ``inline`` share). So the three
 autoreset modes, seeding and the order of calls are the same code on every
-backend, and the same seed gives the same arrays. Results go straight into
+backend, and the same seed gives the same arrays. It draws the seed of every episode that starts
+without one, when seeded autoresets are on for the env: from the `SeedStream` its `Reset` brought
+(`torchwm.vector.episode_seeds`), counting on for each autoreset. Results go straight into
 the batch rows the group was given (plain arrays, or shared memory for
 ``shmem``); only infos come back as a list. The commands it answers are in
 `torchwm.vector.messages`.
@@ -23,6 +25,7 @@ from gymnasium.vector import AutoresetMode
 
 from torchwm.env_state import EnvState, clone_env_state, layer_names, restore_env_state
 from torchwm.vector.batching import ARRAY_SPACES, get_row, put_rows
+from torchwm.vector.episode_seeds import EPISODE_SEED, SeedStream, episode_seed
 from torchwm.vector.messages import (
     Call,
     Close,
@@ -120,6 +123,11 @@ class EnvGroup:
         self.terminations = terminations
         self.truncations = truncations
         self.needs_reset = [False] * len(self.envs)
+        # Seeded autoresets: each env's root (None: off, the env resets without a seed) and the count of its
+        # next drawn episode, as its last Reset set them. A state restored into an env changes neither: an
+        # env's seeds are its own, not its state's.
+        self._roots: list[int | None] = [None] * len(self.envs)
+        self._episodes = [0] * len(self.envs)
         self._all_local = list(range(len(self.envs)))
         self._array_obs = isinstance(self.observation_space, ARRAY_SPACES)
         self._array_actions = isinstance(self.action_space, ARRAY_SPACES)
@@ -150,14 +158,29 @@ class EnvGroup:
         )
 
     def reset(
-        self, local_ids: Sequence[int], seeds: Sequence[int | None], options: dict[str, Any] | None
+        self,
+        local_ids: Sequence[int],
+        seeds: Sequence[int | None],
+        options: dict[str, Any] | None,
+        streams: Sequence[SeedStream | None] | None = None,
     ) -> list[dict]:
+        """Reset envs ``local_ids`` with ``seeds``; ``streams`` (`Reset`'s): where each draws its seeds."""
         infos = []
         i = None
         # One try around the loop, none per env: free until an env raises (then it names the env).
         try:
-            for i, seed in zip(local_ids, seeds, strict=True):
-                obs, info = self.envs[i].reset(seed=seed, options=options)
+            for p, (i, seed) in enumerate(zip(local_ids, seeds, strict=True)):
+                stream = None if streams is None else streams[p]
+                if stream is None:
+                    self._roots[i] = None
+                    obs, info = self.envs[i].reset(seed=seed, options=options)
+                else:
+                    self._roots[i], self._episodes[i] = stream
+                    if seed is None:
+                        obs, info = self._drawn_reset(i, options)
+                    else:
+                        obs, info = self.envs[i].reset(seed=seed, options=options)
+                        info = {**info, EPISODE_SEED: seed}
                 self._write_obs(i, obs)
                 self.rewards[i] = 0.0
                 self.terminations[i] = False
@@ -169,9 +192,17 @@ class EnvGroup:
             raise
         return infos
 
+    def _drawn_reset(self, i: int, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
+        """Reset env ``i`` with the next seed of its stream, reported in its info."""
+        episode = self._episodes[i]
+        seed = episode_seed(self._roots[i], self.first_env + i, episode)  # type: ignore[arg-type]
+        self._episodes[i] = episode + 1
+        obs, info = self.envs[i].reset(seed=seed, options=options)
+        return obs, {**info, EPISODE_SEED: seed}
+
     def step(self, local_ids: Sequence[int], actions: Any) -> list[dict]:
         """Step envs ``local_ids``; ``actions`` holds one row per id, in that order."""
-        envs, needs_reset = self.envs, self.needs_reset
+        envs, needs_reset, roots = self.envs, self.needs_reset, self._roots
         array_actions = self._array_actions
         observations: list[Any] = []
         infos = []
@@ -186,7 +217,8 @@ class EnvGroup:
                 env = envs[i]
                 reward: SupportsFloat
                 if next_step and needs_reset[i]:
-                    obs, info = env.reset()
+                    # An env with a root draws its episode's seed: one check per autoreset, none per step.
+                    obs, info = env.reset() if roots[i] is None else self._drawn_reset(i)
                     reward, terminated, truncated = 0.0, False, False
                 else:
                     action = actions[row] if array_actions else get_row(self.action_space, actions, row)
@@ -194,7 +226,7 @@ class EnvGroup:
                     if same_step and (terminated or truncated):
                         # A copy: the env may reuse its observation buffer on the reset below.
                         final = {"final_obs": copy.deepcopy(obs), "final_info": info}
-                        obs, reset_info = env.reset()
+                        obs, reset_info = env.reset() if roots[i] is None else self._drawn_reset(i)
                         info = {**final, **reset_info}
                 observations.append(obs)
                 rewards.append(reward)
@@ -322,7 +354,7 @@ class EnvGroup:
         the worker's end does that once it has answered)."""
         try:
             if isinstance(command, Reset):
-                return self.reset(command.local_ids, command.seeds, command.options)
+                return self.reset(command.local_ids, command.seeds, command.options, command.streams)
             if isinstance(command, Call):
                 return self.call(
                     self._local(command.local_ids),

@@ -17,6 +17,8 @@ from typing import Any, NamedTuple
 import cloudpickle
 import gymnasium as gym
 
+from torchwm.vector.episode_seeds import SeedStream
+
 # The attribute an `EnvGroup` sets on an exception that one of its envs raised: the env's local index.
 # On the exception, not on the group: it goes wherever the exception goes (a thread's outbox, the code that
 # builds the `ErrorReply`), and an exception from anywhere else never carries a stale index.
@@ -31,11 +33,14 @@ class Step(NamedTuple):
 
 
 class Reset(NamedTuple):
-    """Reset envs ``local_ids`` with one seed each; answered with their infos."""
+    """Reset envs ``local_ids`` with one seed each; answered with their infos. ``streams``: where each env
+    draws the seeds of its episodes that start without one, this reset's included (None, for all or for one
+    env: seeded autoresets off), decided by the parent (`torchwm.vector.episode_seeds`)."""
 
     local_ids: list[int]
     seeds: list[int | None]
     options: dict | None
+    streams: list[SeedStream | None] | None = None
 
 
 class Call(NamedTuple):

@@ -66,14 +66,21 @@ class PoolCommands(PoolFaults):
             raise first_error
         return replies
 
-    def reset_envs(self, ids: np.ndarray, seeds: list[int | None], options: dict | None) -> list[dict]:
+    def reset_envs(
+        self, ids: np.ndarray, seeds: list[int | None], options: dict | None, streams: list | None = None
+    ) -> list[dict]:
         positions: dict[int, list[int]] = {}
         for position, env in enumerate(ids.tolist()):
             positions.setdefault(int(self._worker_of[env]), []).append(position)
         commands: dict[int, ControlCommand] = {}
         for w, where in positions.items():
             start = self.worker_slices[w].start
-            commands[w] = Reset([int(ids[p]) - start for p in where], [seeds[p] for p in where], options)
+            commands[w] = Reset(
+                [int(ids[p]) - start for p in where],
+                [seeds[p] for p in where],
+                options,
+                None if streams is None else [streams[p] for p in where],
+            )
         replies = self._broadcast(commands, "resetting")
         for env in ids.tolist():
             self._restarted.pop(env, None)  # reset now: no episode of theirs to end

@@ -26,6 +26,7 @@ from torchwm.errors import (
     worker_error,
 )
 from torchwm.vector.batching import take_rows
+from torchwm.vector.episode_seeds import EpisodeSeedBook
 from torchwm.vector.messages import (
     ControlCommand,
     ErrorReply,
@@ -66,6 +67,7 @@ class PoolFaults:
     _failure: WorkerError | None
     _restarted: dict[int, dict]
     _half_restarted: set[int]
+    episode_seeds: EpisodeSeedBook | None
     closed: bool
     close: Callable[[], None]
 
@@ -275,7 +277,9 @@ class PoolFaults:
         handle.attach(self._batch)  # type: ignore[arg-type]
         self._answer(handle, deadline, doing)
         local_ids = list(range(len(handle.envs)))
-        handle.send(Reset(local_ids, [None] * len(local_ids), None))
+        # Each env goes on with its own seed stream, from the next episode the caller has not seen.
+        streams = None if self.episode_seeds is None else self.episode_seeds.of(list(handle.envs))
+        handle.send(Reset(local_ids, [None] * len(local_ids), None, streams))
         infos = self._answer(handle, deadline, doing)
         if self.autoreset_mode is AutoresetMode.NEXT_STEP:
             handle.send(NeedsReset())

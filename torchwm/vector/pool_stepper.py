@@ -43,6 +43,7 @@ from torchwm.errors import (
 )
 from torchwm.spec import VecSpec, with_env_fn
 from torchwm.vector.batching import slice_rows, take_rows
+from torchwm.vector.episode_seeds import EpisodeSeedBook
 from torchwm.vector.messages import (
     ErrorReply,
 )
@@ -152,6 +153,7 @@ class PoolStepper(PoolCommands, Stepper):
         spec = with_env_fn(spec, settings.env_fn, backend)
         # The step state first: nothing has started yet.
         super().__init__(spec, batch_size=settings.batch_size, timeout=settings.timeout)
+        self.episode_seeds = EpisodeSeedBook(spec.num_envs)
         env_fns = spec_env_fns(spec)
         group = self.group = pool.worker_group(backend, spec, env_fns, settings.transport_options, settings)
         self._finalizer = weakref.finalize(self, shutdown, group, self._handles, None, self._owner_pid)

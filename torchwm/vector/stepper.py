@@ -29,6 +29,7 @@ from gymnasium.spaces.utils import is_space_dtype_shape_equiv
 from gymnasium.vector.utils import batch_differing_spaces, batch_space
 
 from torchwm.spec import VecSpec, check_count, check_timeout
+from torchwm.vector.episode_seeds import EpisodeSeedBook, SeedStream
 from torchwm.vector.step_state import StepState
 
 ObservationMode = str | tuple[gym.Space, gym.Space]
@@ -151,6 +152,11 @@ class Stepper(abc.ABC):
     # on the envs' `torchwm.vector.env_group.EnvGroup`): the error they raise, in one line.
     state_refusal: ClassVar[str | None] = None
 
+    # Seeded autoresets (`torchwm.vector.episode_seeds`): a stepper whose envs an `EnvGroup` resets makes its
+    # book (`EpisodeSeedBook`) and passes `reset_envs`' ``streams`` on in its `Reset`s; None: it cannot seed
+    # autoresets, and the vector env refuses to turn them on.
+    episode_seeds: EpisodeSeedBook | None = None
+
     # Set by a subclass's constructor once its envs are up; the vector env reads them.
     single_observation_space: gym.Space
     single_action_space: gym.Space
@@ -175,10 +181,17 @@ class Stepper(abc.ABC):
         self.timeout = check_timeout(timeout)
 
     @abc.abstractmethod
-    def reset_envs(self, ids: np.ndarray, seeds: list[int | None], options: dict | None) -> list[dict]:
+    def reset_envs(
+        self,
+        ids: np.ndarray,
+        seeds: list[int | None],
+        options: dict | None,
+        streams: list[SeedStream | None] | None = None,
+    ) -> list[dict]:
         """Reset envs ``ids`` (in that order) with ``seeds`` (one each, None: no seed) and ``options``; write
         their rows of the batch; return their infos in the order of ``ids``. Blocks until done, within
-        ``self.timeout``."""
+        ``self.timeout``. ``streams`` (one each, only for a stepper with an `episode_seeds` book): where each
+        env draws its episodes' seeds, for its `torchwm.vector.messages.Reset`."""
 
     @abc.abstractmethod
     def send_step(self, ids: np.ndarray, actions: Any) -> None:

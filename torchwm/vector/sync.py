@@ -19,6 +19,7 @@ from torchwm.spec import VecSpec, with_env_fn
 from torchwm.vector.base import VectorEnv
 from torchwm.vector.batching import create_batch
 from torchwm.vector.env_group import EnvGroup
+from torchwm.vector.episode_seeds import EpisodeSeedBook, SeedStream
 from torchwm.vector.stepper import Stepper, check_observation_mode, resolve_spaces
 
 
@@ -56,9 +57,16 @@ class SyncStepper(Stepper):
         self.group = EnvGroup(
             envs, spec.autoreset, self.observations, self.rewards, self.terminations, self.truncations
         )
+        self.episode_seeds = EpisodeSeedBook(n)
 
-    def reset_envs(self, ids: np.ndarray, seeds: list[int | None], options: dict | None) -> list[dict]:
-        return self.group.reset(ids.tolist(), seeds, options)
+    def reset_envs(
+        self,
+        ids: np.ndarray,
+        seeds: list[int | None],
+        options: dict | None,
+        streams: list[SeedStream | None] | None = None,
+    ) -> list[dict]:
+        return self.group.reset(ids.tolist(), seeds, options, streams)
 
     def send_step(self, ids: np.ndarray, actions: Any) -> None:
         ids_list = ids.tolist()

@@ -120,7 +120,10 @@ class EnvPoolStepper(Stepper):
 
     # -- what the vector env calls -------------------------------------------------------------------
 
-    def reset_envs(self, ids: np.ndarray, seeds: list[int | None], options: dict | None) -> list[dict]:
+    def reset_envs(
+        self, ids: np.ndarray, seeds: list[int | None], options: dict | None, streams: Any = None
+    ) -> list[dict]:
+        # streams: never given, since this stepper keeps no episode_seeds book (EnvPool seeds its own envs)
         n = self.num_envs
         if options:
             raise ValueError(

@@ -138,10 +138,23 @@ class EnvActor:
             raise EnvFailure(failed.reply, self._result(local_ids, infos, chunked=False))
         return self._result(local_ids, infos, chunked)
 
-    def reset(self, local_ids: list[int], seeds: list[int | None], options: dict | None) -> tuple:
+    def reset(
+        self,
+        local_ids: list[int],
+        seeds: list[int | None],
+        options: dict | None,
+        streams: list[Any] | None = None,
+    ) -> tuple:
+        """Reset envs ``local_ids`` as the pool's `messages.Reset` says (``streams``: where each env draws
+        its episodes' seeds, given again after a restart, since Ray rebuilds the actor from its first
+        payload)."""
         if len(local_ids) == len(self.envs):
             self.restarted = False
-        infos, failed = self._each_env(local_ids, lambda row, i: self.group.reset([i], [seeds[row]], options))
+
+        def reset_one(row: int, i: int) -> list[dict]:
+            return self.group.reset([i], [seeds[row]], options, None if streams is None else [streams[row]])
+
+        infos, failed = self._each_env(local_ids, reset_one)
         return self._rows_or_failure(local_ids, infos, failed)
 
     def step(self, local_ids: list[int], actions: Any, chunked: bool = True) -> tuple:

@@ -161,7 +161,7 @@ class RayActorHandle(WorkerHandle):
         if self.state.graph is not None and ray.is_initialized():
             self.state.graph.settle()
         if isinstance(command, messages.Reset):
-            refs = self._remote("reset", command.local_ids, command.seeds, command.options)
+            refs = self._remote("reset", command.local_ids, command.seeds, command.options, command.streams)
         elif isinstance(command, messages.Call):
             refs = [self._call("call", command.name, command.args, command.kwargs, command.local_ids)]
         elif isinstance(command, messages.SetAttr):

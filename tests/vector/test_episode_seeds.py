@@ -1,7 +1,9 @@
-"""Seeded autoresets (``make_vec(..., autoreset_seeds=True)``): every episode of every env starts from a
-seed of its own, drawn from ``numpy.random.SeedSequence`` of the vector env's seed and reported in
-``infos["episode_seed"]``; the reported seed replays the episode in a plain ``gym.make`` env, on every
-backend, autoreset mode and worker split. Without the option nothing changes (Gymnasium's arrays, no key).
+"""Seeded autoresets (``make_vec(..., autoreset_seeds=True)``, `torchwm.vector.episode_seeds`): every episode
+of every env starts from a seed of its own, drawn from ``numpy.random.SeedSequence`` of the vector env's
+seed and reported in ``infos["episode_seed"]``; the reported seed replays the episode in a plain
+``gym.make`` env, on every backend, autoreset mode and worker split. Without the option nothing changes
+(Gymnasium's arrays, no key). The parent's `EpisodeSeedBook` and the runtime switch ``envs.autoreset_seeds``
+are tested here too.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import torchwm
 from torchwm.config import ConfigError
 from torchwm.errors import UnsupportedStackError
 from torchwm.spec import VecSpec
+from torchwm.vector.episode_seeds import EpisodeSeedBook, SeedStream, episode_seed
 
 ENV_ID = "CartPole-v1"
 N = 3
@@ -182,11 +185,11 @@ def test_a_list_of_seeds_starts_each_envs_sequence_from_its_own_seed():
         _, infos = envs.reset(seed=[10, 20, 0])
         assert infos["episode_seed"].tolist() == [10, 20, 0]
         _, infos = envs.reset()
-    # env i seeded x draws as under reset(seed=x - i); below its index, modulo 2**128
+    # env i's own seed x is its root: SeedSequence(x, spawn_key=(i, 0)), no arithmetic on the index
     assert infos["episode_seed"].tolist() == [
         expected_seed(10, 0, 0),
-        expected_seed(19, 1, 0),
-        expected_seed(2**128 - 2, 2, 0),
+        expected_seed(20, 1, 0),
+        expected_seed(0, 2, 0),
     ]
 
 
@@ -265,13 +268,95 @@ def test_bad_option_values_are_refused_before_anything_starts():
 
 
 def test_conformance_check_catches_a_backend_that_ignores_the_option(monkeypatch):
-    from torchwm import building, testing
+    from torchwm import testing
     from torchwm.vector import sync
 
     testing.check_seeded_autoresets(testing.BackendUnderTest("sync"))
-    # A backend that builds its envs without the option: no seed is reported, and the check says so.
+    # A backend that resets its envs without the streams it is given: no seed is reported, and the check
+    # says so.
+    reset_envs = sync.SyncStepper.reset_envs
     monkeypatch.setattr(
-        sync, "spec_env_fns", lambda spec: building.spec_env_fns(spec.replace(autoreset_seeds=False))
+        sync.SyncStepper,
+        "reset_envs",
+        lambda self, ids, seeds, options, streams=None: reset_envs(self, ids, seeds, options),
     )
     with pytest.raises(AssertionError, match="episode_seed"):
         testing.check_seeded_autoresets(testing.BackendUnderTest("sync"))
+
+
+# -- the parent's book: roots given, never recovered ---------------------------------------------------
+
+
+def test_the_book_gives_roots_from_the_reset_not_from_the_index():
+    book = EpisodeSeedBook(3)
+    assert book.for_reset([0, 1, 2], [5, 6, 7], 5) is None  # off: nothing is sent
+    book.switch(True)
+    # reset(seed=5): root 5 for every env; a list: each env's own seed
+    assert book.for_reset([0, 1, 2], [5, 6, 7], 5) == [SeedStream(5, 0)] * 3
+    assert book.for_reset([0, 1, 2], [10, 20, 0], None) == [
+        SeedStream(10, 0),
+        SeedStream(20, 0),
+        SeedStream(0, 0),
+    ]
+    # no seed and no root yet: one root of fresh entropy, drawn once in the parent for all of them
+    fresh = book.for_reset([0, 1, 2], [None, None, None], None)
+    assert fresh is not None and len({stream.root for stream in fresh}) == 1 and fresh[0].episode == 0
+
+
+def test_the_book_counts_what_reached_the_caller():
+    book = EpisodeSeedBook(2)
+    book.switch(True)
+    streams = book.for_reset([0, 1], [3, 4], 3)
+    book.was_reset([0, 1], [3, 4], streams)
+    assert book.of([0, 1]) == [SeedStream(3, 0), SeedStream(3, 0)] and book.drawing
+    book.count_drawn([1, 0], [{"episode_seed": 1}, {}])
+    assert book.of([0, 1]) == [SeedStream(3, 0), SeedStream(3, 1)]
+    # an unseeded reset draws its stream's episode; a seeded one starts the count again
+    streams = book.for_reset([0, 1], [None, 9], None)
+    assert streams == [SeedStream(3, 0), SeedStream(9, 0)]
+    book.was_reset([0, 1], [None, 9], streams)
+    assert book.of([0, 1]) == [SeedStream(3, 1), SeedStream(9, 0)]
+    # turned off, the next reset sends nothing and the envs stop drawing
+    book.switch(False)
+    book.was_reset([0, 1], [None, None], book.for_reset([0, 1], [None, None], None))
+    assert book.of([0, 1]) is None and not book.drawing
+
+
+def test_episode_seed_is_the_documented_spawn():
+    assert episode_seed(7, 1, 0) == 75971499  # issue 51 item 5's value
+    assert episode_seed(42, 0, 1) == expected_seed(42, 0, 1)
+
+
+# -- the runtime switch: envs.autoreset_seeds ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(("backend", "options"), BACKENDS, ids=[b for b, _ in BACKENDS])
+def test_the_switch_takes_effect_at_the_next_reset(backend, options):
+    with torchwm.make_vec(ENV_ID, N, backend=backend, seed=5, backend_kwargs=options) as envs:
+        assert envs.autoreset_seeds is False
+        _, infos = envs.reset()
+        assert "episode_seed" not in infos
+        envs.autoreset_seeds = True
+        assert envs.autoreset_seeds is True and envs.spec.autoreset_seeds is True
+        finished, _ = run(envs, "next_step", steps=60, seed=5)
+        envs.autoreset_seeds = False
+        assert envs.spec.autoreset_seeds is False
+        _, infos = envs.reset(seed=5)
+        assert "episode_seed" not in infos
+        for _ in range(20):
+            assert "episode_seed" not in envs.step(np.zeros(N, np.int64))[4]
+    with torchwm.make_vec(ENV_ID, N, seed=5, autoreset_seeds=True) as envs:
+        made_on, _ = run(envs, "next_step", steps=60, seed=5)
+    assert [(e["env"], e["seed"]) for e in finished] == [(e["env"], e["seed"]) for e in made_on]
+
+
+def test_the_switch_refuses_bad_values_and_backends_before_anything_changes():
+    with torchwm.make_vec(ENV_ID, 2) as envs:
+        with pytest.raises(TypeError, match="autoreset_seeds must be a bool, got 'yes'"):
+            envs.autoreset_seeds = "yes"
+        assert envs.autoreset_seeds is False and envs.spec.autoreset_seeds is False
+    with torchwm.make_vec("ALE/Pong-v5", 2, backend="ale-native") as envs:
+        with pytest.raises(UnsupportedStackError, match="autoreset_seeds .* backend 'ale-native'.*'shmem'"):
+            envs.autoreset_seeds = True
+        assert envs.spec.autoreset_seeds is False
+        envs.autoreset_seeds = False  # off is what it does anyway
