@@ -19,8 +19,6 @@ from gymnasium import spaces
 import torchwm
 from torchwm.env_state import EnvState, clone_env_state, restore_env_state
 from torchwm.errors import AlreadyPendingCallError
-from torchwm.vector.env_group import EnvGroup, group_env_layers
-from torchwm.vector.messages import Call
 
 BACKENDS = ["sync", "subproc", "shmem"]
 POOL = {"num_workers": 2, "context": "fork"}
@@ -247,26 +245,3 @@ def test_a_lone_env_restores_its_generator_state():
     restore_env_state(env, state)
     assert np.array_equal(env.unwrapped.np_random.random(3), drawn)
     assert isinstance(state, EnvState) and "CartPoleEnv" in repr(state)
-
-
-def test_a_call_with_one_argument_per_env_reaches_each_env():
-    envs = [gym.make("CartPole-v1"), gym.make("MountainCar-v0")]
-    n = len(envs)
-    group = EnvGroup(
-        envs,
-        gym.vector.AutoresetMode.NEXT_STEP,
-        np.zeros((n, 4)),
-        np.zeros(n),
-        np.zeros(n, bool),
-        np.zeros(n, bool),
-    )
-    layers = group.answer(Call(group_env_layers, (), {}, [1, 0]))
-    assert layers[0][-1].endswith("MountainCarEnv") and layers[1][-1].endswith("CartPoleEnv")
-    assert group.answer(Call(_add, (10,), {}, [1, 0], per_env=[1, 2])) == [
-        "MountainCarEnv11",
-        "CartPoleEnv12",
-    ]
-
-
-def _add(env, base, extra):
-    return f"{type(env.unwrapped).__name__}{base + extra}"

@@ -26,9 +26,10 @@ frame limit. A backend that cannot meet a check registers
 methods, for example).
 
 The checks live in modules by what they check: ``checks_stepping`` (spaces, autoreset, seeding, bad
-actions, state), ``checks_async`` (``env_ids``, ``send``/``recv``, ``batch_size``), ``checks_calls``
-(attributes, ``timeout``), ``checks_faults`` and ``checks_closing``; ``envs`` holds the envs they step
-and ``target`` what a check is given.
+actions), ``checks_states`` (``clone_state``/``restore_state``, under faults too), ``checks_async``
+(``env_ids``, ``send``/``recv``, ``batch_size``), ``checks_calls`` (attributes, ``timeout``),
+``checks_faults`` and ``checks_closing``; ``envs`` holds the envs they step and ``target`` what a check
+is given.
 """
 
 from __future__ import annotations
@@ -61,6 +62,12 @@ from torchwm.testing.checks_faults import (
     check_an_env_error_fails_its_own_send_only,
     check_recv_waits_again_after_a_timeout,
 )
+from torchwm.testing.checks_states import (
+    check_a_damaged_state_changes_no_env,
+    check_clone_after_a_restart_names_the_lost_episode,
+    check_restore_after_a_restart_steps_the_restored_state,
+    check_restore_state,
+)
 from torchwm.testing.checks_stepping import (
     check_autoreset_disabled,
     check_autoreset_next_step,
@@ -69,7 +76,6 @@ from torchwm.testing.checks_stepping import (
     check_envs_differ,
     check_first_reset_uses_make_seed,
     check_matches_sync,
-    check_restore_state,
     check_same_seed_same_trajectory,
     check_seeded_autoresets,
     check_spaces_and_dtypes,
@@ -116,6 +122,9 @@ __all__ = [
     "check_recv_waits_again_after_a_timeout",
     "check_a_restart_announces_every_lost_episode",
     "check_restore_state",
+    "check_a_damaged_state_changes_no_env",
+    "check_restore_after_a_restart_steps_the_restored_state",
+    "check_clone_after_a_restart_names_the_lost_episode",
 ]
 
 CHECKS: list[Callable[[BackendUnderTest], None]] = [
@@ -146,6 +155,9 @@ CHECKS: list[Callable[[BackendUnderTest], None]] = [
     check_recv_waits_again_after_a_timeout,
     check_a_restart_announces_every_lost_episode,
     check_restore_state,
+    check_a_damaged_state_changes_no_env,
+    check_restore_after_a_restart_steps_the_restored_state,
+    check_clone_after_a_restart_names_the_lost_episode,
 ]
 
 
