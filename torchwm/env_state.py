@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import importlib
 import sys
 import time
 import types
@@ -118,9 +119,9 @@ class StackIdentity:
         if self.env != other.env:
             saved.append(self.env)
             here.append(other.env)
-        if self.env_kwargs != other.env_kwargs:
-            saved.append(f"env options {_describe_options(self.env_kwargs)}")
-            here.append(f"env options {_describe_options(other.env_kwargs)}")
+        if self.env_kwargs != other.env_kwargs:  # the options that differ only
+            saved.append(f"env options {_describe_options(_not_in(self.env_kwargs, other.env_kwargs))}")
+            here.append(f"env options {_describe_options(_not_in(other.env_kwargs, self.env_kwargs))}")
         if self.wrappers != other.wrappers:
             saved.append(f"wrappers {_describe_wrappers(self.wrappers)}")
             here.append(f"wrappers {_describe_wrappers(other.wrappers)}")
@@ -142,6 +143,10 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     return value
+
+
+def _not_in(options: tuple[tuple[str, str], ...], others: tuple[tuple[str, str], ...]) -> tuple:
+    return tuple(option for option in options if option not in others)
 
 
 def _describe_options(options: tuple[tuple[str, str], ...]) -> str:
@@ -556,10 +561,17 @@ def _check_layer(cls: type, name: str, state: Any) -> None:
 
 
 def _loaded_class(name: str) -> type | None:
-    """The class of that name if its module is imported in this process (a state imports nothing)."""
+    """The class of that name, if its module is imported in this process or is one of torchwm's own
+    (imported then): a state makes this process import no other package's code."""
     parts = name.split(".")
     for split in range(len(parts) - 1, 0, -1):
-        module = sys.modules.get(".".join(parts[:split]))
+        module_name = ".".join(parts[:split])
+        module = sys.modules.get(module_name)
+        if module is None and parts[0] == "torchwm":
+            try:
+                module = importlib.import_module(module_name)
+            except ImportError:
+                continue
         if module is None:
             continue
         found: Any = module
@@ -572,7 +584,8 @@ def _loaded_class(name: str) -> type | None:
 def check_state(state: EnvState, stack: StackIdentity) -> None:
     """Whether ``state`` can be restored into an env of ``stack``, as far as this process can tell
     without the env: what it belongs to, its observation's shape and dtype, and the state of each layer
-    whose class this process knows (a built-in rule's, or a loaded class's ``check_torchwm_state``).
+    whose class this process knows (a built-in rule's, or the ``check_torchwm_state`` of a torchwm class or
+    of a class whose module this process imported).
     The vector env runs it on every state before any message goes to a worker.
 
     Raises:
