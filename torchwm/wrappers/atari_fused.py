@@ -378,7 +378,8 @@ class AtariPreprocessingCore(gym.Env):
         self._episode_start = time.perf_counter() - state["episode_seconds"]
         self.episode_count = state["episode_count"]
         # In place: the fused env hands out these same deques (its return_queue, ...).
-        for queue, saved in zip((self.return_queue, self.length_queue, self.time_queue), state["queues"]):
+        queues: tuple[deque[Any], ...] = (self.return_queue, self.length_queue, self.time_queue)
+        for queue, saved in zip(queues, state["queues"], strict=True):
             queue.clear()
             queue.extend(saved)
 
