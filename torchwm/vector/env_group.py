@@ -116,10 +116,12 @@ class EnvGroup:
                 raise self._shape_error(i, *wrong)
             put_rows(self.observation_space, self.observations, i, obs)
 
-    def _shape_error(self, i: int, path: tuple, shape: tuple, expected: tuple | None) -> ValueError:
+    def _shape_error(
+        self, i: int, path: tuple, shape: tuple, expected: tuple | None, came: str = "returned"
+    ) -> ValueError:
         where = "".join(f"[{key!r}]" for key in path)
         return ValueError(
-            f"env {self.first_env + i} returned an observation{where} of shape {shape}, but its observation "
+            f"env {self.first_env + i} {came} an observation{where} of shape {shape}, but its observation "
             f"space{where} has shape {expected}; every observation must have its space's shape"
         )
 
@@ -287,7 +289,7 @@ class EnvGroup:
                 check_restorable(self.envs[i], state)
                 wrong = _wrong_shape(self.observation_space, state.observation)
                 if wrong is not None:
-                    raise self._shape_error(i, *wrong)
+                    raise self._shape_error(i, *wrong, came="was given a state holding")
             for i, state in zip(local_ids, states, strict=True):
                 apply_env_state(self.envs[i], state)
                 self._write_obs(i, state.observation)
