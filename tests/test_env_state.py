@@ -8,6 +8,7 @@ CartPole (a Gymnasium wrapper's queue and a plain env's attributes) and MuJoCo's
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 import threading
 
@@ -17,10 +18,16 @@ import pytest
 from gymnasium import spaces
 
 import torchwm
-from torchwm.env_state import EnvState, clone_env_state, restore_env_state
+from torchwm import env_state
+from torchwm.env_state import (
+    EnvState,
+    StackIdentity,
+    StatefulLayer,
+    clone_env_state,
+    layer_names,
+    restore_env_state,
+)
 from torchwm.errors import AlreadyPendingCallError
-from torchwm.vector.env_group import EnvGroup, group_env_layers
-from torchwm.vector.messages import Call
 
 BACKENDS = ["sync", "subproc", "shmem"]
 POOL = {"num_workers": 2, "context": "fork"}
@@ -249,24 +256,96 @@ def test_a_lone_env_restores_its_generator_state():
     assert isinstance(state, EnvState) and "CartPoleEnv" in repr(state)
 
 
-def test_a_call_with_one_argument_per_env_reaches_each_env():
-    envs = [gym.make("CartPole-v1"), gym.make("MountainCar-v0")]
-    n = len(envs)
-    group = EnvGroup(
-        envs,
-        gym.vector.AutoresetMode.NEXT_STEP,
-        np.zeros((n, 4)),
-        np.zeros(n),
-        np.zeros(n, bool),
-        np.zeros(n, bool),
+def test_torchwm_layers_save_themselves_and_the_rule_table_names_only_other_packages_classes():
+    # The fused env with every layer it has, and the chain's ROM-once AtariEnv.
+    stack = ["atari_preprocessing", "episodic_life", "fire_reset", "frame_stack"]
+    fused = torchwm.make_env("ALE/Breakout-v5", wrappers=stack)
+    chain = torchwm.make_env("ALE/Breakout-v5", wrappers=stack, fused=False)
+    names = layer_names(fused) + layer_names(chain)
+    own = [name for name in names if name.startswith("torchwm.")]
+    assert {name.rpartition(".")[2] for name in own} >= {
+        "FusedAtariEnv",
+        "RingFrameStack",
+        "FireResetEnv",
+        "EpisodicLifeEnv",
+        "AtariPreprocessingCore",
+        "RomOnceAtariEnv",
+    }
+    for env in (fused, chain):
+        layer = env
+        while layer is not None:
+            if type(layer).__module__.startswith("torchwm."):
+                assert isinstance(layer, StatefulLayer), type(layer)
+            layer = getattr(type(layer), "torchwm_layer_below", lambda _: getattr(_, "env", None))(layer)
+    assert not [name for name in env_state._HANDLERS if name.startswith("torchwm.")]
+
+
+def _run_and_replay(envs, before, actions):
+    """The steps ``actions`` give from the envs as they are, and again from ``before`` (their states then):
+    equal only if the envs were in ``before``."""
+    now = _run(envs, actions)
+    envs.restore_state(before)
+    return now, _run(envs, actions)
+
+
+def test_a_pong_state_is_refused_by_a_breakout_env_naming_both_before_anything_changes():
+    with (
+        torchwm.make_vec("ALE/Pong-v5", num_envs=2, backend="sync", seed=0) as pong,
+        torchwm.make_vec("ALE/Breakout-v5", num_envs=2, backend="sync", seed=0) as breakout,
+    ):
+        pong.reset()
+        breakout.reset()
+        _run(pong, _actions(pong, 3))
+        _run(breakout, _actions(breakout, 3))
+        assert pong.observation_space == breakout.observation_space  # the same shapes, the same layers
+        before = breakout.clone_state()
+        with pytest.raises(ValueError, match=r"env 0 does not fit: .*ALE/Pong-v5.*ALE/Breakout-v5"):
+            breakout.restore_state(pong.clone_state())
+        now, replayed = _run_and_replay(breakout, before, _actions(breakout, 10, seed=3))
+        _assert_same(now, replayed, "Breakout after a refused Pong state")
+
+
+def _without(state, layer_suffix, key):
+    layers = tuple(
+        (name, {k: v for k, v in layer.items() if k != key}) if name.endswith(layer_suffix) else (name, layer)
+        for name, layer in state.layers
     )
-    layers = group.answer(Call(group_env_layers, (), {}, [1, 0]))
-    assert layers[0][-1].endswith("MountainCarEnv") and layers[1][-1].endswith("CartPoleEnv")
-    assert group.answer(Call(_add, (10,), {}, [1, 0], per_env=[1, 2])) == [
-        "MountainCarEnv11",
-        "CartPoleEnv12",
-    ]
+    return dataclasses.replace(state, layers=layers)
 
 
-def _add(env, base, extra):
-    return f"{type(env.unwrapped).__name__}{base + extra}"
+@pytest.mark.parametrize("backend", ["sync", "shmem"])
+@pytest.mark.parametrize(
+    ("case", "layer", "key"),
+    [("cartpole-frame-stack", ".TimeLimit", "_elapsed_steps"), ("pong-fused", ".RingFrameStack", "ring")],
+)
+def test_a_damaged_second_state_is_refused_and_no_env_is_restored(backend, case, layer, key):
+    with _make(case, backend) as envs:
+        envs.reset()
+        _run(envs, _actions(envs, 3, seed=1))
+        states = envs.clone_state()
+        _run(envs, _actions(envs, 3, seed=2))
+        before = envs.clone_state()
+        with pytest.raises(
+            ValueError, match=rf"env 1 does not fit: the state of {layer[1:]} has no '{key}'"
+        ) as caught:
+            envs.restore_state([states[0], _without(states[1], layer, key)])
+        assert not isinstance(caught.value, LookupError)
+        # env 0 was not restored (neither was env 1): the envs step on from where they were.
+        now, replayed = _run_and_replay(envs, before, _actions(envs, 12, seed=3))
+        _assert_same(now, replayed, f"{case} on {backend} after a refused restore")
+
+
+def test_a_state_records_its_stack_but_not_the_seed_backend_or_number_of_envs():
+    with _make("cartpole-frame-stack", "shmem") as envs:
+        envs.reset()
+        (state, _) = envs.clone_state()
+    stack = state.stack
+    assert stack.env == "gym:CartPole-v1" and stack.observation_shape == (4, 4)
+    assert [name for name, _ in stack.wrappers] == ["frame_stack"]
+    with torchwm.make_vec(
+        "CartPole-v1", num_envs=3, backend="sync", seed=11, wrappers=["frame_stack"]
+    ) as other:
+        assert StackIdentity.of(other.spec, other.single_observation_space) == stack
+        other.restore_state([state], env_ids=[2])
+        with pytest.raises(ValueError, match="records no stack"):
+            other.restore_state([dataclasses.replace(state, stack=None)], env_ids=[0])

@@ -41,6 +41,8 @@ MESSAGES = (
     "Call",
     "SetAttr",
     "NeedsReset",
+    "CloneStates",
+    "RestoreStates",
     "Close",
     "ControlCommand",
     "ErrorReply",

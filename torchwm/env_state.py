@@ -1,50 +1,62 @@
 """Save and restore one env's whole state, wrapper stack included: `clone_env_state`, `restore_env_state`.
 
 An env is a chain of layers: the wrappers (each reached from the one above by Gymnasium's
-``Wrapper.env``), down to the innermost env (and, under torchwm's fused Atari env, its own layers
-down to ALE). The state of an env is every layer's state, outermost first, in an `EnvState`: a plain,
-picklable value that can be restored into this env or into any env built from the same spec (another
-env index, another vector env, another process, another backend).
+``Wrapper.env``), down to the innermost env (and, under a layer that holds a stack of its own, as
+torchwm's fused Atari env does, its ``torchwm_layer_below()``). The state of an env is every layer's
+state, outermost first, in an `EnvState`: a plain, picklable value that can be restored into this env or
+into any env built from the same spec (another env index, another vector env, another process, another
+backend).
 
 How a layer's state is saved, first match wins:
 
 1. The layer's class defines ``get_torchwm_state(self)`` (its own state only, not the envs it
-   wraps, returned as a value restore may reuse many times) and ``set_torchwm_state(self, state)``:
-   the protocol for a third-party wrapper or env (`StatefulLayer`, exported by `torchwm.plugin_api`).
-2. A built-in handler for a class in its MRO: Gymnasium's ``TimeLimit``, ``OrderEnforcing``,
-   ``FrameStackObservation``, ``RecordEpisodeStatistics`` and ``AtariPreprocessing``, torchwm's
-   Atari wrappers and fused Atari env, ALE's ``AtariEnv`` (the emulator with its RNG, so that
-   sticky actions replay exactly) and Gymnasium's MuJoCo envs (their physics state: MuJoCo's
-   objects cannot be deep-copied).
+   wraps, returned as a value restore may reuse many times) and ``set_torchwm_state(self, state)``
+   (`StatefulLayer`): every torchwm wrapper and env, and the protocol for a third-party one. It may
+   also define ``check_torchwm_state(state)`` (a static or class method: `TypeError` or `ValueError`
+   for a state it could not have saved), run before any env changes.
+2. A built-in rule for a third-party class in its MRO (`_builtin_handlers`): Gymnasium's ``TimeLimit``,
+   ``OrderEnforcing``, ``Autoreset``, ``FrameStackObservation``, ``RecordEpisodeStatistics`` and
+   ``AtariPreprocessing``, ALE's ``AtariEnv`` (the emulator with its RNG, so that sticky actions
+   replay exactly) and Gymnasium's MuJoCo envs (their physics state: MuJoCo's objects cannot be
+   deep-copied).
 3. Any other layer: a deep copy of its ``__dict__``, without what every Gymnasium wrapper or env
    holds as configuration (the link to the env below, the spaces, the spec) and without references
    to other layers of the chain. A layer that holds a shared object of another kind (a handle it
    also reaches through the chain) must use the protocol.
 
 A layer that cannot be saved (its deep copy raises: a lock, an open file, a process) makes
-`clone_env_state` raise `TypeError` naming its class; nothing has changed then. `restore_env_state`
-checks that the state's layers are this env's (the same classes, in order) before it changes any.
-A random generator's state is saved as ``bit_generator.state``.
+`clone_env_state` raise `TypeError` naming its class; nothing has changed then. A state is checked
+whole before any layer changes (`check_restorable`): its layers must be this env's (the same classes,
+in order) and each layer's state one its rule could have saved. A random generator's state is saved as
+``bit_generator.state``.
 
-The vector side (`torchwm.vector.base.VectorEnv.clone_state`) adds each env's last observation and
-its autoreset bookkeeping; docs/state.md is the user's page.
+The vector side (`torchwm.vector.saved_states`) adds each env's last observation, its autoreset
+bookkeeping and what the state belongs to (`StackIdentity`: the spec's identity and the observations'
+shape), and checks every state with `check_state` before any message goes to a worker;
+docs/state.md is the user's page.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import importlib
+import sys
 import time
 import types
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol, runtime_checkable
 
 import gymnasium as gym
 import numpy as np
 
+from torchwm.spec import VecSpec
+
 GET_STATE = "get_torchwm_state"
 SET_STATE = "set_torchwm_state"
+CHECK_STATE = "check_torchwm_state"
+LAYER_BELOW = "torchwm_layer_below"
 
 
 @runtime_checkable
@@ -52,11 +64,97 @@ class StatefulLayer(Protocol):
     """What a wrapper or env defines to say how its own state is saved (the envs it wraps are saved
     by their own rules). ``get_torchwm_state`` returns a picklable value that later steps do not
     change (copy arrays); ``set_torchwm_state`` takes one such value, possibly many times, and must not
-    keep mutable parts of it (copy them in)."""
+    keep mutable parts of it (copy them in).
+
+    Two more methods are optional: ``check_torchwm_state(state)``, a static or class method that raises
+    `TypeError` or `ValueError` for a value ``get_torchwm_state`` could not have returned (a state
+    pickled by another version), run before any env changes; and ``torchwm_layer_below(self)``, the
+    next layer down for a layer that is no `gymnasium.Wrapper` but holds a stack of its own.
+    """
 
     def get_torchwm_state(self) -> Any: ...
 
     def set_torchwm_state(self, state: Any) -> None: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class StackIdentity:
+    """What a state belongs to: the spec's identity and one observation's shape and dtype.
+
+    Not the number of envs, the seed, the backend, the autoreset mode or the env's index: a state
+    restores into any env built from the same spec. Options are kept as their ``repr``, so that two
+    specs compare equal whatever order their options were given in.
+
+    Attributes:
+        env: the source and id (``"gym:ALE/Pong-v5"``).
+        env_kwargs: ``(name, repr(value))`` of each env option, sorted by name.
+        wrappers: ``(name, ((option, repr(value)), ...))`` of each wrapper, in stack order.
+        observation_shape, observation_dtype: of one env's observation (None: not an array space).
+    """
+
+    env: str
+    env_kwargs: tuple[tuple[str, str], ...]
+    wrappers: tuple[tuple[str, tuple[tuple[str, str], ...]], ...]
+    observation_shape: tuple[int, ...] | None
+    observation_dtype: str | None
+
+    @classmethod
+    def of(cls, spec: VecSpec, observation_space: gym.Space) -> StackIdentity:
+        """The identity of the envs ``spec`` builds, whose observations are in ``observation_space``."""
+        shape = getattr(observation_space, "shape", None)
+        dtype = getattr(observation_space, "dtype", None)
+        return cls(
+            f"{spec.source}:{spec.id}",
+            _options(spec.env_kwargs),
+            tuple((wrapper.name, _options(wrapper.kwargs)) for wrapper in spec.wrappers),
+            None if shape is None else tuple(shape),
+            None if dtype is None else str(np.dtype(dtype)),
+        )
+
+    def difference(self, other: StackIdentity) -> str:
+        """How this identity (a state's) differs from ``other`` (an env's), in words; "" when equal."""
+        if self == other:
+            return ""
+        saved, here = [], []
+        if self.env != other.env:
+            saved.append(self.env)
+            here.append(other.env)
+        if self.env_kwargs != other.env_kwargs:  # the options that differ only
+            saved.append(f"env options {_describe_options(_not_in(self.env_kwargs, other.env_kwargs))}")
+            here.append(f"env options {_describe_options(_not_in(other.env_kwargs, self.env_kwargs))}")
+        if self.wrappers != other.wrappers:
+            saved.append(f"wrappers {_describe_wrappers(self.wrappers)}")
+            here.append(f"wrappers {_describe_wrappers(other.wrappers)}")
+        shapes = (self.observation_shape, self.observation_dtype)
+        if shapes != (other.observation_shape, other.observation_dtype):
+            saved.append(f"observations of shape {self.observation_shape} {self.observation_dtype}")
+            here.append(f"observations of shape {other.observation_shape} {other.observation_dtype}")
+        return f"it was saved from {', '.join(saved)}, and this env has {', '.join(here)}"
+
+
+def _options(options: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    # Lists and tuples alike (a config file gives lists where Python code gives tuples).
+    return tuple(sorted((str(key), repr(_plain(value))) for key, value in options.items()))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in sorted(value.items(), key=lambda item: str(item[0]))}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _not_in(options: tuple[tuple[str, str], ...], others: tuple[tuple[str, str], ...]) -> tuple:
+    return tuple(option for option in options if option not in others)
+
+
+def _describe_options(options: tuple[tuple[str, str], ...]) -> str:
+    return "{" + ", ".join(f"{key}={value}" for key, value in options) + "}"
+
+
+def _describe_wrappers(wrappers: tuple[tuple[str, tuple[tuple[str, str], ...]], ...]) -> str:
+    return "[" + ", ".join(f"{name}{_describe_options(options)}" for name, options in wrappers) + "]"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +166,7 @@ class EnvState:
         observation: the env's last observation (set by the vector env; None for a lone env).
         autoreset_pending: the vector env's next step resets this env (next_step autoreset).
         terminated, truncated: the flags of its last step.
+        stack: what the state belongs to (set by the vector env; None for a lone env).
     """
 
     layers: tuple[tuple[str, Any], ...]
@@ -75,6 +174,7 @@ class EnvState:
     autoreset_pending: bool = False
     terminated: bool = False
     truncated: bool = False
+    stack: StackIdentity | None = None
 
     def __repr__(self) -> str:
         return f"EnvState({' > '.join(name for name, _ in self.layers)})"
@@ -83,6 +183,10 @@ class EnvState:
 def _class_name(obj: Any) -> str:
     cls = type(obj)
     return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _short(name: str) -> str:
+    return name.rpartition(".")[2]
 
 
 # -- generators ------------------------------------------------------------------------------------
@@ -105,6 +209,25 @@ def _set_rng(env: gym.Env, state: dict | None) -> None:
     current.bit_generator.state = copy.deepcopy(state)
 
 
+# -- checks a rule shares --------------------------------------------------------------------------
+
+
+def check_state_keys(owner: str, state: Any, keys: Iterable[str]) -> None:
+    """`TypeError` unless ``state`` is a dict, `ValueError` unless it has every key of ``keys``: the check
+    of a layer state saved as a dict (``owner`` names the layer's class in the message)."""
+    keys = sorted(keys)
+    if not isinstance(state, dict):
+        raise TypeError(
+            f"the state of {owner} must be a dict with the keys {keys}, got {type(state).__name__}"
+        )
+    missing = [key for key in keys if key not in state]
+    if missing:
+        raise ValueError(
+            f"the state of {owner} has no {', '.join(map(repr, missing))} (it has "
+            f"{sorted(map(str, state))}): it was damaged or saved by another version"
+        )
+
+
 # -- built-in handlers -----------------------------------------------------------------------------
 
 
@@ -112,7 +235,7 @@ def _set_rng(env: gym.Env, state: dict | None) -> None:
 class _Handler:
     save: Callable[[Any], Any]
     load: Callable[[Any, Any], None]
-    inner: Callable[[Any], Any] | None = None  # the next layer down, when it is not ``layer.env``
+    check: Callable[[str, Any], None]  # (the class's name, a state): raises for a state save cannot give
 
 
 def _copy_into(target: Any, value: Any) -> Any:
@@ -146,7 +269,10 @@ def _attributes(*names: str, clock: tuple[str, ...] = ()) -> _Handler:
         for name in clock:
             setattr(layer, name, now - state[name])
 
-    return _Handler(save, load)
+    def check(owner: str, state: Any) -> None:
+        check_state_keys(owner, state, (*names, *clock))
+
+    return _Handler(save, load, check)
 
 
 # ALE's state leaves out the last action it applied, which a sticky action repeats: the first frames
@@ -195,7 +321,10 @@ def _sticky_action(env: Any, state: Any) -> int | None:
     )
 
 
-def _save_atari(env: Any) -> dict[str, Any]:
+def save_atari_env(env: Any) -> dict[str, Any]:
+    """The state of an ALE `AtariEnv` (its emulator with the emulator's generator, the action a sticky
+    action repeats, its own generator): the built-in rule of `AtariEnv`, and what an `AtariEnv` subclass
+    with rules of its own saves."""
     # include_rng: the emulator's generator draws the sticky actions; without it a replay differs.
     state = env.ale.cloneState(include_rng=True)
     return {
@@ -206,7 +335,8 @@ def _save_atari(env: Any) -> dict[str, Any]:
     }
 
 
-def _load_atari(env: Any, state: dict[str, Any]) -> None:
+def restore_atari_env(env: Any, state: dict[str, Any]) -> None:
+    """Put an ALE `AtariEnv` in ``state`` (from `save_atari_env`)."""
     if state["sticky_action"] is None:
         env.ale.restoreState(state["ale"])
     else:
@@ -217,14 +347,12 @@ def _load_atari(env: Any, state: dict[str, Any]) -> None:
     env._np_random_seed = state["np_random_seed"]
 
 
-def _save_rom_once(env: Any) -> dict[str, Any]:
-    env.load_rom()
-    return _save_atari(env)
+ATARI_STATE_KEYS = ("ale", "sticky_action", "np_random", "np_random_seed")
 
 
-def _load_rom_once(env: Any, state: dict[str, Any]) -> None:
-    env.load_rom()
-    _load_atari(env, state)
+def check_atari_state(owner: str, state: Any) -> None:
+    """The check of a state `save_atari_env` returned."""
+    check_state_keys(owner, state, ATARI_STATE_KEYS)
 
 
 def _save_mujoco(env: Any) -> dict[str, Any]:
@@ -257,35 +385,8 @@ def _load_mujoco(env: Any, state: dict[str, Any]) -> None:
     env._np_random_seed = state["np_random_seed"]
 
 
-def _save_fused_core(core: Any) -> dict[str, Any]:
-    assert not core._pending, "the fused core is saved between steps only"
-    return {
-        "raw_frames": tuple(frame.copy() for frame in core._raw_frames),
-        "lives": core.lives,
-        "episode_return": core._episode_return,
-        "episode_length": core._episode_length,
-        "episode_seconds": time.perf_counter() - core._episode_start,
-        "episode_count": core.episode_count,
-        "queues": (deque(core.return_queue), deque(core.length_queue), deque(core.time_queue)),
-    }
-
-
-def _load_fused_core(core: Any, state: dict[str, Any]) -> None:
-    for frame, saved in zip(core._raw_frames, state["raw_frames"], strict=True):
-        frame[...] = saved
-    core.lives = state["lives"]
-    core._episode_return = state["episode_return"]
-    core._episode_length = state["episode_length"]
-    core._episode_start = time.perf_counter() - state["episode_seconds"]
-    core.episode_count = state["episode_count"]
-    # In place: the fused env hands out these same deques (its return_queue, ...).
-    for queue, saved in zip((core.return_queue, core.length_queue, core.time_queue), state["queues"]):
-        queue.clear()
-        queue.extend(saved)
-
-
 def _builtin_handlers() -> dict[str, _Handler]:
-    frame_stack = _attributes("obs_queue")
+    """The rules of third-party classes, by class name (torchwm's own classes save themselves)."""
     return {
         "gymnasium.wrappers.common.TimeLimit": _attributes("_elapsed_steps"),
         "gymnasium.wrappers.common.OrderEnforcing": _attributes("_has_reset"),
@@ -299,24 +400,15 @@ def _builtin_handlers() -> dict[str, _Handler]:
             "time_queue",
             clock=("episode_start_time",),
         ),
-        "gymnasium.wrappers.stateful_observation.FrameStackObservation": frame_stack,
+        "gymnasium.wrappers.stateful_observation.FrameStackObservation": _attributes("obs_queue"),
         "gymnasium.wrappers.atari_preprocessing.AtariPreprocessing": _attributes(
             "obs_buffer", "lives", "game_over"
         ),
-        "ale_py.env.AtariEnv": _Handler(_save_atari, _load_atari),
-        # Its ROM is loaded at its first reset: a state saved or restored before it loads the ROM first.
-        "torchwm.wrappers.atari_rom.RomOnceAtariEnv": _Handler(_save_rom_once, _load_rom_once),
-        "gymnasium.envs.mujoco.mujoco_env.MujocoEnv": _Handler(_save_mujoco, _load_mujoco),
-        "torchwm.wrappers.episodic_life.EpisodicLifeEnv": _attributes("lives", "was_real_done"),
-        "torchwm.wrappers.fire_reset.FireResetEnv": _attributes(),
-        "torchwm.wrappers.atari_fused.RingFrameStack": _attributes("_ring", "_oldest"),
-        "torchwm.wrappers.atari_fused.AtariPreprocessingCore": _Handler(
-            _save_fused_core, _load_fused_core, inner=lambda core: core.atari_env
-        ),
-        "torchwm.wrappers.atari_fused.FusedAtariEnv": _Handler(
-            lambda env: {"needs_reset": env._needs_reset},
-            lambda env, state: setattr(env, "_needs_reset", state["needs_reset"]),
-            inner=lambda env: env._top,
+        "ale_py.env.AtariEnv": _Handler(save_atari_env, restore_atari_env, check_atari_state),
+        "gymnasium.envs.mujoco.mujoco_env.MujocoEnv": _Handler(
+            _save_mujoco,
+            _load_mujoco,
+            lambda owner, state: check_state_keys(owner, state, ("physics", "np_random", "np_random_seed")),
         ),
     }
 
@@ -345,19 +437,19 @@ _CONFIGURATION = frozenset(
 _CODE = (types.FunctionType, types.MethodType, types.BuiltinFunctionType, type)
 
 
-def _protocol(layer: Any) -> tuple[Callable, Callable] | None:
-    """The layer's own ``get_torchwm_state``/``set_torchwm_state``, looked up on its class (a Gymnasium
+def _protocol(cls: type) -> tuple[Callable, Callable] | None:
+    """The class's own ``get_torchwm_state``/``set_torchwm_state`` (looked up on the class: a Gymnasium
     wrapper does not forward attributes, but a layer's class is the sure place)."""
-    get = getattr(type(layer), GET_STATE, None)
-    put = getattr(type(layer), SET_STATE, None)
+    get = getattr(cls, GET_STATE, None)
+    put = getattr(cls, SET_STATE, None)
     if callable(get) and callable(put):
         return get, put
     return None
 
 
-def _handler(layer: Any) -> _Handler | None:
-    for cls in type(layer).__mro__:
-        handler = _HANDLERS.get(f"{cls.__module__}.{cls.__qualname__}")
+def _handler(cls: type) -> _Handler | None:
+    for base in cls.__mro__:
+        handler = _HANDLERS.get(f"{base.__module__}.{base.__qualname__}")
         if handler is not None:
             return handler
     return None
@@ -373,9 +465,9 @@ def _layers(env: gym.Env) -> list[Any]:
                 f"the wrapper chain of {type(env).__name__} loops back to {type(layer).__name__}"
             )
         layers.append(layer)
-        handler = None if _protocol(layer) else _handler(layer)
-        if handler is not None and handler.inner is not None:
-            layer = handler.inner(layer)
+        below = getattr(type(layer), LAYER_BELOW, None)
+        if callable(below):
+            layer = below(layer)
         elif isinstance(layer, gym.Wrapper):
             layer = layer.env
         else:
@@ -405,6 +497,12 @@ def _generic_load(layer: Any, state: dict[str, Any]) -> None:
     vars(layer).update(state)
 
 
+def _generic_check(owner: str, state: Any) -> None:
+    # Only its kind: which attributes an env has may change as it runs (set at its first step, say).
+    if not isinstance(state, dict):
+        raise TypeError(f"the state of {owner} must be a dict of its attributes, got {type(state).__name__}")
+
+
 def clone_env_state(env: gym.Env) -> EnvState:
     """The state of ``env`` and of every layer under it (see the module docstring); ``env`` is unchanged.
 
@@ -425,11 +523,11 @@ def clone_env_state(env: gym.Env) -> EnvState:
     saved = []
     for depth, layer in enumerate(layers):
         try:
-            protocol = _protocol(layer)
+            protocol = _protocol(type(layer))
             if protocol is not None:
                 state = protocol[0](layer)
             else:
-                handler = _handler(layer)
+                handler = _handler(type(layer))
                 state = _generic_save(layer, layers) if handler is None else handler.save(layer)
         except Exception as exc:
             where = "the env" if depth == 0 else f"layer {depth} under {type(env).__name__}"
@@ -447,15 +545,101 @@ def layer_names(env: gym.Env) -> list[str]:
     return [_class_name(layer) for layer in _layers(env)]
 
 
+def _check_layer(cls: type, name: str, state: Any) -> None:
+    """The check of the rule that saves layers of class ``cls`` (named ``name``), for ``state``."""
+    owner = _short(name)
+    if _protocol(cls) is not None:
+        check = getattr(cls, CHECK_STATE, None)
+        if callable(check):
+            check(state)
+        return
+    handler = _handler(cls)
+    if handler is not None:
+        handler.check(owner, state)
+    else:
+        _generic_check(owner, state)
+
+
+def _loaded_class(name: str) -> type | None:
+    """The class of that name, if its module is imported in this process or is one of torchwm's own
+    (imported then): a state makes this process import no other package's code."""
+    parts = name.split(".")
+    for split in range(len(parts) - 1, 0, -1):
+        module_name = ".".join(parts[:split])
+        module = sys.modules.get(module_name)
+        if module is None and parts[0] == "torchwm":
+            try:
+                module = importlib.import_module(module_name)
+            except ImportError:
+                continue
+        if module is None:
+            continue
+        found: Any = module
+        for part in parts[split:]:
+            found = getattr(found, part, None)
+        return found if isinstance(found, type) else None
+    return None
+
+
+def check_state(state: EnvState, stack: StackIdentity) -> None:
+    """Whether ``state`` can be restored into an env of ``stack``, as far as this process can tell
+    without the env: what it belongs to, its observation's shape and dtype, and the state of each layer
+    whose class this process knows (a built-in rule's, or the ``check_torchwm_state`` of a torchwm class or
+    of a class whose module this process imported).
+    The vector env runs it on every state before any message goes to a worker.
+
+    Raises:
+        ValueError, TypeError: the state does not fit; the message says how.
+
+    Example:
+        >>> import torchwm
+        >>> with torchwm.make_vec("CartPole-v1", 1) as envs:
+        ...     _ = envs.reset(seed=0)
+        ...     (state,) = envs.clone_state()
+        >>> with torchwm.make_vec("MountainCar-v0", 1) as other:
+        ...     try:
+        ...         check_state(state, StackIdentity.of(other.spec, other.single_observation_space))
+        ...     except ValueError as error:
+        ...         print(str(error)[:64])
+        it was saved from gym:CartPole-v1, observations of shape (4,) fl
+    """
+    if state.stack is None:
+        raise ValueError(
+            "the state records no stack it belongs to (it was saved by an older torchwm, or from a lone "
+            "env); give a state from envs.clone_state()"
+        )
+    difference = state.stack.difference(stack)
+    if difference:
+        layers = " > ".join(_short(name) for name, _ in state.layers)
+        raise ValueError(f"{difference} (the state's layers: {layers})")
+    if stack.observation_shape is not None:
+        shape = np.shape(state.observation)
+        if shape != stack.observation_shape:
+            raise ValueError(
+                f"its observation has shape {shape}, but this env's observations have shape "
+                f"{stack.observation_shape}: the state was damaged"
+            )
+    for name, layer_state in state.layers:
+        cls = _loaded_class(name)
+        if cls is not None:
+            _check_layer(cls, name, layer_state)
+        elif name in _HANDLERS:
+            _HANDLERS[name].check(_short(name), layer_state)
+
+
 def check_restorable(env: gym.Env, state: Any) -> None:
-    """TypeError if ``state`` is no `EnvState`, ValueError if its layers are not ``env``'s."""
+    """TypeError if ``state`` is no `EnvState`; ValueError or TypeError if its layers are not ``env``'s or
+    a layer's state is not one its rule could have saved. Changes nothing."""
     if not isinstance(state, EnvState):
         raise TypeError(
             f"expected an EnvState (from clone_state), got {type(state).__name__}: {state!r:.200}"
         )
-    mismatch = describe_mismatch(layer_names(env), [name for name, _ in state.layers])
+    layers = _layers(env)
+    mismatch = describe_mismatch([_class_name(layer) for layer in layers], [name for name, _ in state.layers])
     if mismatch:
         raise ValueError(f"this state is not of this env's stack: {mismatch}")
+    for layer, (name, layer_state) in zip(layers, state.layers, strict=True):
+        _check_layer(type(layer), name, layer_state)
 
 
 def describe_mismatch(env_layers: list[str], state_layers: list[str]) -> str:
@@ -473,15 +657,22 @@ def restore_env_state(env: gym.Env, state: EnvState) -> None:
     spec; ``state`` itself is not changed and may be restored again.
 
     Raises:
-        TypeError, ValueError: ``state`` is not an `EnvState` of this env's stack (nothing changed).
+        TypeError, ValueError: ``state`` is not an `EnvState` of this env's stack, or a layer's state is
+            damaged (nothing changed).
     """
     check_restorable(env, state)
+    apply_env_state(env, state)
+
+
+def apply_env_state(env: gym.Env, state: EnvState) -> None:
+    """`restore_env_state` without its check, for a caller that checked ``state`` already
+    (`check_restorable`)."""
     for layer, (_, layer_state) in zip(_layers(env), state.layers, strict=True):
-        protocol = _protocol(layer)
+        protocol = _protocol(type(layer))
         if protocol is not None:
             protocol[1](layer, layer_state)
             continue
-        handler = _handler(layer)
+        handler = _handler(type(layer))
         if handler is None:
             _generic_load(layer, layer_state)
         else:

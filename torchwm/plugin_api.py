@@ -23,7 +23,8 @@ The names, by job:
   the time a wait may take (a handle's errors, ``WorkerGone`` and ``StepLost``, are in `torchwm.errors`).
 - A worker: `EnvGroup`, the envs one worker steps, and `messages`, the module of the typed messages
   between the pool and a worker: the control commands (``messages.ControlCommand``: ``Reset``,
-  ``Call``, ``SetAttr``, ``NeedsReset``; ``Close``; ``Step``, a step's actions sent as a message) and the
+  ``Call``, ``SetAttr``, ``NeedsReset``, ``CloneStates``, ``RestoreStates``, whose answer carries the
+  envs' rows as a reset's does; ``Close``; ``Step``, a step's actions sent as a message) and the
   answers (``ShareDescription``, made by ``describe_share``, a worker's answer to ``started``;
   ``ErrorReply``, made by ``error_reply``, an env's error). Its other names are internal.
 - `rows`, the rows of a batch: ``rows.create_batch``, ``rows.take_rows``, ``rows.slice_rows``,

@@ -2,10 +2,12 @@
 leaves the group carries the env's local index (`torchwm.vector.messages.failing_env`), which the
 `ErrorReply` a worker sends reports. The index travels with the exception, not in its traceback's frames:
 it survives a traceback dropped or the exception pickled, and an exception from outside any env names none.
+It answers `CloneStates` and `RestoreStates`, checking every state before any env changes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 
 import gymnasium as gym
@@ -14,9 +16,19 @@ import pytest
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
+from torchwm.env_state import EnvState
 from torchwm.vector.env_group import EnvGroup
 from torchwm.vector.episode_seeds import SeedStream
-from torchwm.vector.messages import Call, Reset, SetAttr, error_reply, failing_env
+from torchwm.vector.messages import (
+    Call,
+    CloneStates,
+    ErrorReply,
+    Reset,
+    RestoreStates,
+    SetAttr,
+    error_reply,
+    failing_env,
+)
 
 
 class EnvFault(RuntimeError):
@@ -246,6 +258,50 @@ def test_a_restored_state_leaves_the_target_envs_stream():
     group.step([1], one)
     assert group.step([1], one)[0]["episode_seed"] == seed_of(7, 1, 0)  # env 1 drew its episode 0
     group.step([0], one)  # env 0's episode ended: its autoreset is pending, in its state
-    group.restore_state(1, group.clone_state(0))
+    group.restore_states([1], group.clone_states([0]))
     infos = group.step([0, 1], np.zeros(2, np.int64))
     assert [info["episode_seed"] for info in infos] == [seed_of(7, 0, 0), seed_of(7, 1, 1)]
+
+
+def cartpole_group() -> EnvGroup:
+    envs = [gym.make("CartPole-v1"), gym.make("CartPole-v1")]
+    group = EnvGroup(
+        envs,
+        AutoresetMode.NEXT_STEP,
+        np.zeros((2, 4), np.float32),
+        np.zeros(2),
+        np.zeros(2, bool),
+        np.zeros(2, bool),
+    )
+    group.reset([0, 1], [0, 1], None)
+    return group
+
+
+def test_clone_and_restore_states_are_commands_the_group_answers_in_the_order_of_local_ids():
+    group = cartpole_group()
+    group.step([0, 1], np.array([0, 1]))
+    states = group.answer(CloneStates([1, 0]))
+    assert [type(state) for state in states] == [EnvState, EnvState]
+    np.testing.assert_array_equal(states[0].observation, group.observations[1])
+    np.testing.assert_array_equal(states[1].observation, group.observations[0])
+    saved_rows = group.observations.copy()
+    group.step([0, 1], np.array([1, 1]))
+    group.rewards[:] = 5.0
+    # Each env back in its own state: env 0 takes states[1], env 1 states[0].
+    assert group.answer(RestoreStates([0, 1], [states[1], states[0]])) == [{}, {}]
+    np.testing.assert_array_equal(group.observations, saved_rows)  # the rows, written by the group
+    assert group.rewards.tolist() == [0.0, 0.0]
+    np.testing.assert_array_equal(np.float32(group.envs[0].unwrapped.state), saved_rows[0])
+
+
+def test_a_restore_checks_every_state_against_its_env_before_any_env_changes():
+    group = cartpole_group()
+    states = group.answer(CloneStates([0, 1]))
+    group.step([0, 1], np.array([1, 1]))
+    rows, physics = group.observations.copy(), group.envs[0].unwrapped.state.copy()
+    other = dataclasses.replace(states[1], layers=states[1].layers[1:])  # a layer short: another stack
+    reply = group.answer(RestoreStates([0, 1], [states[0], other]))
+    assert isinstance(reply, ErrorReply) and reply.env == 1 and "ValueError" in reply.summary
+    assert "not of this env's stack" in reply.summary
+    np.testing.assert_array_equal(group.observations, rows)
+    np.testing.assert_array_equal(group.envs[0].unwrapped.state, physics)  # env 0 was not restored

@@ -10,11 +10,14 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from torchwm.env_state import EnvState
 from torchwm.vector.messages import (
     Call,
+    CloneStates,
     ErrorReply,
     PickledFunction,
     Reset,
+    RestoreStates,
     SetAttr,
     Step,
     blame_env,
@@ -28,8 +31,12 @@ from torchwm.vector.messages import (
     "message",
     [
         Reset([0, 2], [7, None], {"difficulty": 1}),
-        Call("get_wrapper_attr", ("spec",), {}, [1], None),
+        Call("get_wrapper_attr", ("spec",), {}, [1]),
         SetAttr("delay", [0.5, 1.0], [0, 1]),
+        CloneStates([1, 0]),
+        RestoreStates(
+            [0], [EnvState((("gymnasium.wrappers.common.TimeLimit", {"_elapsed_steps": 3}),), 1.0)]
+        ),
     ],
 )
 def test_a_command_arrives_as_it_was_sent(message):

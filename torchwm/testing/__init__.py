@@ -26,10 +26,10 @@ frame limit. A backend that cannot meet a check registers
 methods, for example).
 
 The checks live in modules by what they check: ``checks_stepping`` (spaces, autoreset, seeding, bad
-actions, state), ``checks_async`` (``env_ids``, ``send``/``recv``, ``batch_size``), ``checks_calls``
-(attributes, ``timeout``), ``checks_faults``, ``checks_seeds`` (where seeded autoresets' seeds come
-from) and ``checks_closing``; ``envs`` holds the envs they step
-and ``target`` what a check is given.
+actions), ``checks_states`` (``clone_state``/``restore_state``, under faults too), ``checks_async``
+(``env_ids``, ``send``/``recv``, ``batch_size``), ``checks_calls`` (attributes, ``timeout``),
+``checks_faults``, ``checks_seeds`` (where seeded autoresets' seeds come from) and ``checks_closing``;
+``envs`` holds the envs they step and ``target`` what a check is given.
 """
 
 from __future__ import annotations
@@ -66,6 +66,12 @@ from torchwm.testing.checks_seeds import (
     check_a_restarted_worker_goes_on_with_its_envs_seeds,
     check_a_restored_state_keeps_the_envs_own_seeds,
 )
+from torchwm.testing.checks_states import (
+    check_a_damaged_state_changes_no_env,
+    check_clone_after_a_restart_names_the_lost_episode,
+    check_restore_after_a_restart_steps_the_restored_state,
+    check_restore_state,
+)
 from torchwm.testing.checks_stepping import (
     check_autoreset_disabled,
     check_autoreset_next_step,
@@ -74,7 +80,6 @@ from torchwm.testing.checks_stepping import (
     check_envs_differ,
     check_first_reset_uses_make_seed,
     check_matches_sync,
-    check_restore_state,
     check_same_seed_same_trajectory,
     check_seeded_autoresets,
     check_spaces_and_dtypes,
@@ -123,6 +128,9 @@ __all__ = [
     "check_restore_state",
     "check_a_restored_state_keeps_the_envs_own_seeds",
     "check_a_restarted_worker_goes_on_with_its_envs_seeds",
+    "check_a_damaged_state_changes_no_env",
+    "check_restore_after_a_restart_steps_the_restored_state",
+    "check_clone_after_a_restart_names_the_lost_episode",
 ]
 
 CHECKS: list[Callable[[BackendUnderTest], None]] = [
@@ -155,6 +163,9 @@ CHECKS: list[Callable[[BackendUnderTest], None]] = [
     check_restore_state,
     check_a_restored_state_keeps_the_envs_own_seeds,
     check_a_restarted_worker_goes_on_with_its_envs_seeds,
+    check_a_damaged_state_changes_no_env,
+    check_restore_after_a_restart_steps_the_restored_state,
+    check_clone_after_a_restart_names_the_lost_episode,
 ]
 
 

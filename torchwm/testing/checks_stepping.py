@@ -1,10 +1,8 @@
 """Checks of stepping: spaces and dtypes, the three autoreset modes against Gymnasium's `SyncVectorEnv`,
-seeding (the same seed gives the same arrays, the envs differ, `sync`'s arrays), bad actions refused, and
-``clone_state``/``restore_state``."""
+seeding (the same seed gives the same arrays, the envs differ, `sync`'s arrays) and bad actions refused."""
 
 from __future__ import annotations
 
-import pickle
 from typing import Any
 
 import gymnasium as gym
@@ -301,31 +299,3 @@ def check_bad_actions_rejected(target: BackendUnderTest) -> None:
             raise AssertionError(f"{what} ({actions!r}) was accepted; expected ValueError")
         obs = envs.step(np.zeros(n, dtype=np.int64))[0]
         assert envs.observation_space.contains(obs), "the env did not go on after rejected actions"
-
-
-def check_restore_state(target: BackendUnderTest) -> None:
-    """``restore_state(clone_state())`` then the same actions gives the same observations, rewards,
-    terminations and truncations (episodes ending and autoresetting meanwhile); a state survives pickle
-    and restored into another env, that env follows the first."""
-    steps = 30
-    with target.make(2, seed=0) as envs:
-        envs.reset()
-        for actions in random_actions(envs, 5, seed=1):
-            envs.step(actions)
-        states = envs.clone_state()
-        plan = random_actions(envs, steps, seed=2)
-        first = [tuple(np.array(x, copy=True) for x in envs.step(a)[:4]) for a in plan]
-        obs, _ = envs.restore_state(pickle.loads(pickle.dumps(states)))
-        assert_same(
-            "observations returned by restore_state", 0, np.stack([s.observation for s in states]), obs
-        )
-        names = ("observations", "rewards", "terminations", "truncations")
-        for t, actions in enumerate(plan, start=1):
-            got = envs.step(actions)
-            for name, want, part in zip(names, first[t - 1], got[:4], strict=True):
-                assert_same(f"after restore_state, {name}", t, want, part)
-        envs.restore_state([states[0], states[0]])
-        for t, actions in enumerate(plan, start=1):
-            got = envs.step(np.array([actions[0], actions[0]]))
-            for name, want, part in zip(names, first[t - 1], got[:4], strict=True):
-                assert_same(f"env 0's state restored into env 1, {name}", t, want[0], part[1])

@@ -42,6 +42,11 @@ ALE_NATIVE_SKIPS = {
     "answers the spaces, render_mode and get_action_meanings)",
     "check_restore_state": "ALE's AtariVectorEnv cannot clone or restore one env: clone_state and "
     "restore_state raise NotImplementedError naming shmem",
+    "check_a_damaged_state_changes_no_env": "no clone_state or restore_state (see check_restore_state)",
+    "check_restore_after_a_restart_steps_the_restored_state": "no clone_state or restore_state, and no "
+    "restart_on_crash",
+    "check_clone_after_a_restart_names_the_lost_episode": "no clone_state or restore_state, and no "
+    "restart_on_crash",
 }
 
 # The ``conformance`` metadata of torchwm's own backends, by backend name: read when the backend's

@@ -18,18 +18,20 @@ What they are built from:
 
 - `base`: `VectorEnv`, the contract every backend keeps, over the backend's stepper; its one-thread
   hold and close from any thread (`thread_hold`), and `clone_state`/`restore_state` (`saved_states`).
-- `stepper`: `Stepper`, what a backend implements (reset, step, wait, call, set_attr, close), and
-  the option checks every stepper shares (`checked_batch_size`, `resolve_spaces`).
+- `stepper`: `Stepper`, what a backend implements (reset, step, wait, call, set_attr, the states'
+  clone and restore, close), and the option checks every stepper shares (`checked_batch_size`,
+  `resolve_spaces`).
 - `step_state`: `StepState`, where each env is in its step cycle (in flight, ready, must reset)
   and each worker in its step, with the transitions between them.
 - `pool`: `WorkerPool`, the vector env of every multi-worker backend, over `pool_stepper.PoolStepper`
   (the stepping loop), `pool_faults` (each worker's answer turned into the vector env's, and
-  restarts), `pool_commands` (reset, call, set_attr) and `pool_options` (the options, checked).
+  restarts), `pool_commands` (reset, call, set_attr, clone and restore states) and `pool_options` (the
+  options, checked).
 - `ale_native_spec`: what of a spec ALE's vector env can run, and its arguments.
 - `env_group`: `EnvGroup`, the envs one worker steps (autoreset, seeding); every backend steps
   its envs with it.
 - `messages`: the typed messages between a pool and its workers (`Step`, `Reset`, `Call`,
-  `SetAttr`, `NeedsReset`, `Close`, `ErrorReply`).
+  `SetAttr`, `NeedsReset`, `CloneStates`, `RestoreStates`, `Close`, `ErrorReply`).
 - `batching`: rows of batched spaces (make, write, take, check actions) and Gymnasium's info batching.
 - `transports`: the backend contract (`transports.contract`: a `WorkerGroup` per pool, a
   `WorkerHandle` per worker) and the transports: `local`

@@ -17,54 +17,28 @@ from __future__ import annotations
 import copy
 import dataclasses
 from collections.abc import Callable, Sequence
-from typing import Any, SupportsFloat, TypeVar
+from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from torchwm.env_state import EnvState, clone_env_state, layer_names, restore_env_state
+from torchwm.env_state import EnvState, apply_env_state, check_restorable, clone_env_state
 from torchwm.vector.batching import ARRAY_SPACES, get_row, put_rows
 from torchwm.vector.episode_seeds import EPISODE_SEED, SeedStream, episode_seed
 from torchwm.vector.messages import (
     Call,
+    CloneStates,
     Close,
     ControlCommand,
     NeedsReset,
     PickledFunction,
     Reset,
+    RestoreStates,
     SetAttr,
     blame_env,
     error_reply,
 )
-
-_F = TypeVar("_F", bound=Callable)
-
-
-def on_group(fn: _F) -> _F:
-    """Mark ``fn`` to be run by `EnvGroup.call` as ``fn(group, local_index, *args)``: a function that needs
-    the group's own bookkeeping of the env (its batch row, its autoreset flag), not only the env."""
-    fn.on_group = True  # type: ignore[attr-defined]
-    return fn
-
-
-@on_group
-def clone_group_env(group: EnvGroup, i: int) -> EnvState:
-    """`EnvGroup.clone_state`, as a function `call` runs where the env lives."""
-    return group.clone_state(i)
-
-
-@on_group
-def restore_group_env(group: EnvGroup, i: int, state: EnvState) -> Any:
-    """`EnvGroup.restore_state`, as a function `call_each` runs where the env lives."""
-    return group.restore_state(i, state)
-
-
-@on_group
-def group_env_layers(group: EnvGroup, i: int) -> list[str]:
-    """The class names of env ``i``'s layers (`torchwm.env_state.layer_names`)."""
-    return layer_names(group.envs[i])
-
 
 # Observations of rows up to this size are written in one write per step (`EnvGroup._write_all_obs`).
 _ONE_WRITE_MAX_ROW_BYTES = 4096
@@ -150,10 +124,12 @@ class EnvGroup:
                 raise self._shape_error(i, *wrong)
             put_rows(self.observation_space, self.observations, i, obs)
 
-    def _shape_error(self, i: int, path: tuple, shape: tuple, expected: tuple | None) -> ValueError:
+    def _shape_error(
+        self, i: int, path: tuple, shape: tuple, expected: tuple | None, came: str = "returned"
+    ) -> ValueError:
         where = "".join(f"[{key!r}]" for key in path)
         return ValueError(
-            f"env {self.first_env + i} returned an observation{where} of shape {shape}, but its observation "
+            f"env {self.first_env + i} {came} an observation{where} of shape {shape}, but its observation "
             f"space{where} has shape {expected}; every observation must have its space's shape"
         )
 
@@ -294,22 +270,17 @@ class EnvGroup:
         name: str | Callable | PickledFunction,
         args: tuple,
         kwargs: dict,
-        per_env: Sequence[Any] | None = None,
     ) -> list[Any]:
-        """Call ``name`` on envs ``local_ids``; ``per_env``: one more argument for each env, after ``args``
-        (only for a function ``name``)."""
+        """Call ``name`` on envs ``local_ids``: a method or attribute of each env, or a function run as
+        ``name(env, *args, **kwargs)``."""
         results = []
         i = None
         try:
             if isinstance(name, PickledFunction):
                 name = name.load()
-            for k, i in enumerate(local_ids):
+            for i in local_ids:
                 if callable(name):  # a function of the env, run where the env lives
-                    more = args if per_env is None else (*args, per_env[k])
-                    if getattr(name, "on_group", False):
-                        results.append(name(self, i, *more, **kwargs))
-                    else:
-                        results.append(name(self.envs[i], *more, **kwargs))
+                    results.append(name(self.envs[i], *args, **kwargs))
                     continue
                 attr = self.envs[i].get_wrapper_attr(name)
                 results.append(attr(*args, **kwargs) if callable(attr) else attr)
@@ -318,27 +289,50 @@ class EnvGroup:
             raise
         return results
 
-    def clone_state(self, i: int) -> EnvState:
-        """Env ``i``'s `EnvState`, with its last observation (its batch row) and its autoreset flags."""
-        state = clone_env_state(self.envs[i])
-        return dataclasses.replace(
-            state,
-            observation=copy.deepcopy(get_row(self.observation_space, self.observations, i)),
-            autoreset_pending=bool(self.needs_reset[i]),
-            terminated=bool(self.terminations[i]),
-            truncated=bool(self.truncations[i]),
-        )
+    def clone_states(self, local_ids: Sequence[int]) -> list[EnvState]:
+        """The `EnvState` of each env of ``local_ids``, with its last observation (its batch row) and its
+        autoreset flags; the envs are unchanged."""
+        states = []
+        i = None
+        try:
+            for i in local_ids:
+                state = clone_env_state(self.envs[i])
+                states.append(
+                    dataclasses.replace(
+                        state,
+                        observation=copy.deepcopy(get_row(self.observation_space, self.observations, i)),
+                        autoreset_pending=bool(self.needs_reset[i]),
+                        terminated=bool(self.terminations[i]),
+                        truncated=bool(self.truncations[i]),
+                    )
+                )
+        except BaseException as exc:
+            blame_env(exc, i)
+            raise
+        return states
 
-    def restore_state(self, i: int, state: EnvState) -> Any:
-        """Put env ``i`` in ``state``: its layers, its batch row and flags, its autoreset flag. Returns the
-        state's observation (a copy)."""
-        restore_env_state(self.envs[i], state)
-        self._write_obs(i, state.observation)
-        self.rewards[i] = 0.0
-        self.terminations[i] = state.terminated
-        self.truncations[i] = state.truncated
-        self.needs_reset[i] = state.autoreset_pending
-        return copy.deepcopy(state.observation)
+    def restore_states(self, local_ids: Sequence[int], states: Sequence[EnvState]) -> list[dict]:
+        """Put each env of ``local_ids`` in its state: its layers, its batch row and flags, its autoreset
+        flag. Every state is checked against its env first, so that a state that does not fit changes no
+        env. Returns one (empty) info per env, as a reset does."""
+        i = None
+        try:
+            for i, state in zip(local_ids, states, strict=True):
+                check_restorable(self.envs[i], state)
+                wrong = _wrong_shape(self.observation_space, state.observation)
+                if wrong is not None:
+                    raise self._shape_error(i, *wrong, came="was given a state holding")
+            for i, state in zip(local_ids, states, strict=True):
+                apply_env_state(self.envs[i], state)
+                self._write_obs(i, state.observation)
+                self.rewards[i] = 0.0
+                self.terminations[i] = state.terminated
+                self.truncations[i] = state.truncated
+                self.needs_reset[i] = state.autoreset_pending
+        except BaseException as exc:
+            blame_env(exc, i)
+            raise
+        return [{} for _ in local_ids]
 
     def set_attr(self, local_ids: Sequence[int], name: str, values: Sequence[Any]) -> None:
         i = None
@@ -356,13 +350,11 @@ class EnvGroup:
             if isinstance(command, Reset):
                 return self.reset(command.local_ids, command.seeds, command.options, command.streams)
             if isinstance(command, Call):
-                return self.call(
-                    self._local(command.local_ids),
-                    command.name,
-                    command.args,
-                    command.kwargs,
-                    command.per_env,
-                )
+                return self.call(self._local(command.local_ids), command.name, command.args, command.kwargs)
+            if isinstance(command, CloneStates):
+                return self.clone_states(command.local_ids)
+            if isinstance(command, RestoreStates):
+                return self.restore_states(command.local_ids, command.states)
             if isinstance(command, SetAttr):
                 self.set_attr(self._local(command.local_ids), command.name, command.values)
             elif isinstance(command, NeedsReset):

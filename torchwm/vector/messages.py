@@ -1,11 +1,12 @@
 """The typed messages between a pool and its workers, once for every transport.
 
-`Step`, and the control commands `Reset`, `Call`, `SetAttr`, `NeedsReset` and `Close`
-(`ControlCommand`) go to a worker; `torchwm.vector.env_group.EnvGroup.answer` runs the control
-commands. A worker reports its built envs with a `ShareDescription` (`describe_share`), and answers
-a command whose env raised with an `ErrorReply` (`error_reply`), which the pool turns into a
-`torchwm.errors.WorkerError` naming the env and the worker: the env's group records which env raised on
-the exception itself (`blame_env`), so that whoever catches it can say.
+`Step`, and the control commands `Reset`, `Call`, `SetAttr`, `NeedsReset`, `CloneStates`,
+`RestoreStates` and `Close` (`ControlCommand`) go to a worker;
+`torchwm.vector.env_group.EnvGroup.answer` runs the control commands. A worker reports its built envs
+with a `ShareDescription` (`describe_share`), and answers a command whose env raised with an
+`ErrorReply` (`error_reply`), which the pool turns into a `torchwm.errors.WorkerError` naming the env
+and the worker: the env's group records which env raised on the exception itself (`blame_env`), so that
+whoever catches it can say.
 """
 
 from __future__ import annotations
@@ -45,14 +46,12 @@ class Reset(NamedTuple):
 
 class Call(NamedTuple):
     """Call method ``name`` of envs ``local_ids`` of the worker (None: all, in order), or read it, or call
-    ``name(env, *args, **kwargs)`` when it is a function; answered with one value per env. ``per_env``:
-    one more argument for each env of ``local_ids`` (in that order), after ``args``, for a function."""
+    ``name(env, *args, **kwargs)`` when it is a function; answered with one value per env."""
 
     name: str | Callable | PickledFunction
     args: tuple
     kwargs: dict
     local_ids: list[int] | None = None
-    per_env: list | None = None
 
 
 class PickledFunction(NamedTuple):
@@ -83,11 +82,32 @@ class NeedsReset(NamedTuple):
     truncated, so their next step starts a new episode, as after any truncation."""
 
 
+class CloneStates(NamedTuple):
+    """Save the whole state of envs ``local_ids`` (`torchwm.env_state.EnvState`, with each env's last
+    observation and autoreset bookkeeping); answered with one state each, in that order. Changes nothing."""
+
+    local_ids: list[int]
+
+
+class RestoreStates(NamedTuple):
+    """Put envs ``local_ids`` in ``states`` (one `torchwm.env_state.EnvState` each, in that order): every
+    state is checked against its env before any env changes. Answered as `Reset` is, with one info each
+    and the envs' rows (their observations, reward 0, the states' flags) written into the batch."""
+
+    local_ids: list[int]
+    states: list
+
+
+# The commands whose answer carries the envs' rows, as a reset's does: a transport whose worker writes
+# into rows of its own (not the parent's batch) sends those rows back with the infos.
+ROW_COMMANDS = (Reset, RestoreStates)
+
+
 class Close(NamedTuple):
     """Close the envs and end the worker; answered with None."""
 
 
-ControlCommand = Reset | Call | SetAttr | NeedsReset | Close
+ControlCommand = Reset | Call | SetAttr | NeedsReset | CloneStates | RestoreStates | Close
 
 
 class ErrorReply(NamedTuple):

@@ -1,4 +1,5 @@
-"""The control commands of a worker pool: reset, call and set_attr, sent to every involved worker at once.
+"""The control commands of a worker pool: reset, call, set_attr and the states' clone and restore, sent to
+every involved worker at once.
 
 `PoolCommands` is the part of `torchwm.vector.pool_stepper.PoolStepper` that routes a command's
 ``env_ids`` to each worker's local indices, sends every worker its command, then gathers every answer
@@ -12,14 +13,17 @@ from typing import Any
 
 import numpy as np
 
+from torchwm.env_state import EnvState
 from torchwm.errors import (
     WorkerError,
 )
 from torchwm.vector.messages import (
     Call,
+    CloneStates,
     ControlCommand,
     PickledFunction,
     Reset,
+    RestoreStates,
     SetAttr,
 )
 from torchwm.vector.pool_faults import PoolFaults
@@ -29,7 +33,8 @@ from torchwm.vector.transports.contract import (
 
 
 class PoolCommands(PoolFaults):
-    """Reset, call and set_attr of a worker pool's stepper (mixed into `PoolStepper`)."""
+    """Reset, call, set_attr, clone_states and restore_states of a worker pool's stepper (mixed into
+    `PoolStepper`)."""
 
     worker_slices: list[range]
     _worker_of: np.ndarray
@@ -105,37 +110,71 @@ class PoolCommands(PoolFaults):
         return None if local == list(range(len(self.worker_slices[w]))) else local
 
     def call(self, name: str | Callable, args: tuple, kwargs: dict, ids: list[int]) -> list[Any]:
-        return self._call(name, args, kwargs, ids, None)
-
-    def call_each(self, fn: Callable, per_env: list[Any], ids: list[int]) -> list[Any]:
-        """`call` of function ``fn`` with one more argument for each env (``per_env``, in the order of
-        ``ids``): each worker gets its envs' arguments in one message."""
-        return self._call(fn, (), {}, ids, per_env)
-
-    def _call(
-        self, name: str | Callable, args: tuple, kwargs: dict, ids: list[int], per_env: list[Any] | None
-    ) -> list[Any]:
         positions = self._by_worker(ids)
         # A function goes by value: a lambda, a closure or a function of __main__ reaches the workers.
         sent = PickledFunction.of(name) if callable(name) else name
         replies = self._broadcast(
-            {
-                w: Call(
-                    sent,
-                    args,
-                    kwargs,
-                    self._local_ids(w, ids, where),
-                    None if per_env is None else [per_env[p] for p in where],
-                )
-                for w, where in positions.items()
-            },
+            {w: Call(sent, args, kwargs, self._local_ids(w, ids, where)) for w, where in positions.items()},
             f"calling {getattr(name, '__name__', name)!r}",
         )
-        values: list[Any] = [None] * len(ids)
+        return self._in_order(len(ids), positions, replies)
+
+    def _in_order(self, count: int, positions: dict[int, list[int]], replies: dict[int, Any]) -> list[Any]:
+        """The workers' answers (one value per env each) as one list, in the caller's order."""
+        values: list[Any] = [None] * count
         for w, where in positions.items():
             for p, value in zip(where, replies[w], strict=True):
                 values[p] = value
         return values
+
+    def clone_states(self, ids: np.ndarray) -> list[EnvState]:
+        env_ids = ids.tolist()
+        self._refuse_lost_episodes(env_ids)
+        positions = self._by_worker(env_ids)
+        replies = self._broadcast(
+            {
+                w: CloneStates([env_ids[p] - self.worker_slices[w].start for p in where])
+                for w, where in positions.items()
+            },
+            "cloning env states",
+        )
+        # A worker that died while cloning was restarted and answered with its new episodes' states, which
+        # are not the episodes the caller holds: refused as well (the restart is announced at their step).
+        self._refuse_lost_episodes(env_ids)
+        return self._in_order(len(env_ids), positions, replies)
+
+    def _refuse_lost_episodes(self, ids: list[int]) -> None:
+        """A `WorkerError` if an env of ``ids`` lost its episode to a worker's restart that its next step
+        has not announced yet (its state would be the new episode's, unlike the caller's last rows)."""
+        lost = [env for env in ids if env in self._restarted]
+        if not lost:
+            return
+        w = int(self._worker_of[lost[0]])
+        named = f"env {lost[0]}" if len(lost) == 1 else f"envs {lost}"
+        its, it = ("its episode", "it") if len(lost) == 1 else ("their episodes", "them")
+        raise WorkerError(
+            f"{self.backend_name}: {named} lost {its} when {self._handles[w].describe()} was restarted "
+            f"after a crash, so there is no state of {its} to clone; reset or restore {it} (the next step "
+            f"reports the restart)",
+            env_index=lost[0],
+            worker_index=w,
+        )
+
+    def restore_states(self, ids: np.ndarray, states: list[EnvState]) -> list[dict]:
+        env_ids = ids.tolist()
+        positions = self._by_worker(env_ids)
+        replies = self._broadcast(
+            {
+                w: RestoreStates(
+                    [env_ids[p] - self.worker_slices[w].start for p in where], [states[p] for p in where]
+                )
+                for w, where in positions.items()
+            },
+            "restoring env states",
+        )
+        for env in env_ids:
+            self._restarted.pop(env, None)  # restored: the episode a restart ended is replaced, as by reset
+        return self._in_order(len(env_ids), positions, replies)
 
     def set_attr(self, name: str, values: list[Any], ids: list[int]) -> None:
         commands: dict[int, ControlCommand] = {

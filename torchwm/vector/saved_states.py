@@ -1,22 +1,27 @@
 """Saving and restoring the envs of a vector env: `clone_state` and `restore_state` (docs/state.md).
 
-Each env's whole stack is saved where it lives (`torchwm.env_state`, run through the stepper's `call`),
-with its last observation and autoreset bookkeeping (`torchwm.vector.env_group`); a restore checks
-every env's stack against its state before any env changes, then writes the restored rows into the
-parent's batch and tells the step state that those envs were reset.
+Each env's whole stack is saved where it lives (`torchwm.env_state`, through the stepper's
+`clone_states`, one round trip: the `torchwm.vector.messages.CloneStates` command of a pool), with its
+last observation and autoreset bookkeeping, and stamped here with what it belongs to
+(`torchwm.env_state.StackIdentity`). A restore checks every state here first (`check_state`: its stack,
+its observation, each layer's state this process knows the rule of) before any message goes to a
+worker, so that a state that does not fit changes no env on any worker; the stepper's `restore_states`
+(`RestoreStates`, one round trip) then checks each state against its env and restores them, the rows
+written once where the envs live, and the step state learns that those envs were reset.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from torchwm.env_state import EnvState, describe_mismatch
-from torchwm.vector.batching import InfoBatcher, put_rows
-from torchwm.vector.env_group import clone_group_env, group_env_layers, restore_group_env
+from torchwm.env_state import EnvState, StackIdentity, check_state
+from torchwm.spec import VecSpec
+from torchwm.vector.batching import InfoBatcher
 from torchwm.vector.step_state import StepState
 from torchwm.vector.stepper import Stepper
 
@@ -26,6 +31,7 @@ class SavedStates:
 
     num_envs: int
     single_observation_space: Any
+    _vec_spec: VecSpec
     _stepper: Stepper
     _state: StepState
     _held: Callable[[str], contextlib.AbstractContextManager[None]]
@@ -38,17 +44,21 @@ class SavedStates:
     def clone_state(self, env_ids: Any = None) -> tuple[EnvState, ...]:
         """The state of every env, or of the envs ``env_ids`` (in that order): one picklable `EnvState`
         each, the whole stack's (every wrapper, the emulator or physics and their generators), with the
-        env's last observation and autoreset bookkeeping. `restore_state` puts an env back in it; the
-        envs are unchanged. See docs/state.md.
+        env's last observation, its autoreset bookkeeping and what it belongs to (the spec's identity and
+        the observations' shape). `restore_state` puts an env back in it; the envs are unchanged. See
+        docs/state.md.
 
         Raises:
             TypeError: a wrapper or env cannot be saved (named by its class); nothing changed.
             AlreadyPendingCallError: a step is in flight (`recv` it first), as for `reset`.
+            WorkerError: an env lost its episode to a worker's restart (``restart_on_crash``) that its
+                next step has not reported yet; nothing changed.
             NotImplementedError: the backend cannot save states (``ale-native``).
         """
         with self._held("cloning env states"):
             ids = self._state_call_ids(env_ids, "clone_state")
-            return tuple(self._stepper.call(clone_group_env, (), {}, ids.tolist()))
+            stack = self._stack_identity()
+            return tuple(dataclasses.replace(state, stack=stack) for state in self._stepper.clone_states(ids))
 
     def restore_state(self, states: Any, env_ids: Any = None) -> tuple[Any, dict[str, Any]]:
         """Put every env, or the envs ``env_ids``, in ``states`` (one `EnvState` from `clone_state` each, in
@@ -58,49 +68,48 @@ class SavedStates:
         then give the same observations, rewards, terminations and truncations, bit for bit.
 
         Raises:
-            TypeError, ValueError: ``states`` are no states of these envs' stacks (nothing changed).
+            TypeError, ValueError: ``states`` are no states of these envs' stacks, or a state is damaged;
+                every state is checked before any env changes, so nothing changed.
             AlreadyPendingCallError: a step is in flight, as for `reset`.
         """
         with self._held("restoring env states"):
             ids = self._state_call_ids(env_ids, "restore_state")
-            if isinstance(states, EnvState) or not isinstance(states, (list, tuple)):
-                raise TypeError(
-                    f"restore_state expected a tuple or list of EnvState (one per env restored, as "
-                    f"clone_state returns them), got {type(states).__name__}"
-                )
-            if len(states) != ids.size:
-                raise ValueError(f"restore_state expected {ids.size} states, one per env, got {len(states)}")
-            for i, state in zip(ids.tolist(), states, strict=True):
-                if not isinstance(state, EnvState):
-                    raise TypeError(
-                        f"restore_state expected EnvState values (from clone_state), got "
-                        f"{type(state).__name__} for env {i}"
-                    )
-                if state.observation is None:
-                    raise ValueError(
-                        f"restore_state: the state given for env {i} has no observation: it was saved from a "
-                        f"lone env (torchwm.env_state.clone_env_state); give a state from envs.clone_state()"
-                    )
-            # Every env's stack checked before any env changes.
-            layers = self._stepper.call(group_env_layers, (), {}, ids.tolist())
-            for i, state, names in zip(ids.tolist(), states, layers, strict=True):
-                mismatch = describe_mismatch(names, [name for name, _ in state.layers])
-                if mismatch:
-                    raise ValueError(f"restore_state: the state given for env {i} does not fit: {mismatch}")
-            observations = self._stepper.call_each(restore_group_env, list(states), ids.tolist())
-            stepper = self._stepper
-            for i, state, obs in zip(ids.tolist(), states, observations, strict=True):
-                # The parent's batch (a pool's; the same memory under sync and shmem, written again).
-                put_rows(self.single_observation_space, stepper.observations, i, obs)
-                stepper.rewards[i] = 0.0
-                stepper.terminations[i] = state.terminated
-                stepper.truncations[i] = state.truncated
+            self._check_states(states, ids)
+            infos = self._stepper.restore_states(ids, list(states))
             self._state.was_reset(ids)
-            infos: list[dict] = [{} for _ in range(ids.size)]
             if env_ids is not None:
                 obs_rows, _, _, _, batched = self._rows(ids, infos)
                 return obs_rows, batched
             return self._all_rows(), InfoBatcher(self.num_envs).batch(self._spread(ids, infos))
+
+    def _stack_identity(self) -> StackIdentity:
+        return StackIdentity.of(self._vec_spec, self.single_observation_space)
+
+    def _check_states(self, states: Any, ids: np.ndarray) -> None:
+        """Every state of a restore, checked before anything is sent (see `check_state`)."""
+        if isinstance(states, EnvState) or not isinstance(states, (list, tuple)):
+            raise TypeError(
+                f"restore_state expected a tuple or list of EnvState (one per env restored, as "
+                f"clone_state returns them), got {type(states).__name__}"
+            )
+        if len(states) != ids.size:
+            raise ValueError(f"restore_state expected {ids.size} states, one per env, got {len(states)}")
+        stack = self._stack_identity()
+        for i, state in zip(ids.tolist(), states, strict=True):
+            if not isinstance(state, EnvState):
+                raise TypeError(
+                    f"restore_state expected EnvState values (from clone_state), got "
+                    f"{type(state).__name__} for env {i}"
+                )
+            if state.observation is None:
+                raise ValueError(
+                    f"restore_state: the state given for env {i} has no observation: it was saved from a "
+                    f"lone env (torchwm.env_state.clone_env_state); give a state from envs.clone_state()"
+                )
+            try:
+                check_state(state, stack)
+            except (TypeError, ValueError) as exc:
+                raise type(exc)(f"restore_state: the state given for env {i} does not fit: {exc}") from None
 
     def _state_call_ids(self, env_ids: Any, calling: str) -> np.ndarray:
         """The envs of a `clone_state`/`restore_state`, once the backend and the step state allow it."""

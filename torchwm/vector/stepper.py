@@ -28,6 +28,7 @@ import numpy as np
 from gymnasium.spaces.utils import is_space_dtype_shape_equiv
 from gymnasium.vector.utils import batch_differing_spaces, batch_space
 
+from torchwm.env_state import EnvState
 from torchwm.spec import VecSpec, check_count, check_timeout
 from torchwm.vector.episode_seeds import EpisodeSeedBook, SeedStream
 from torchwm.vector.step_state import StepState
@@ -148,8 +149,8 @@ class Stepper(abc.ABC):
     check_action_values: ClassVar[bool] = False
     resets_while_stepping: ClassVar[bool] = True
     close_wait_seconds: ClassVar[float] = 1.0
-    # Why `clone_state`/`restore_state` cannot work here (None: they run through `call` and `call_each`,
-    # on the envs' `torchwm.vector.env_group.EnvGroup`): the error they raise, in one line.
+    # Why `clone_state`/`restore_state` cannot work here (None: the stepper implements `clone_states` and
+    # `restore_states`): the error they raise, in one line.
     state_refusal: ClassVar[str | None] = None
 
     # Seeded autoresets (`torchwm.vector.episode_seeds`): a stepper whose envs an `EnvGroup` resets makes its
@@ -215,12 +216,18 @@ class Stepper(abc.ABC):
         """Call ``name`` (a method, an attribute or a function of the env) on envs ``ids`` (in the caller's
         order); one value each."""
 
-    def call_each(self, fn: Callable, per_env: list[Any], ids: list[int]) -> list[Any]:
-        """Call function ``fn`` on envs ``ids`` (in the caller's order) with one argument each,
-        ``fn(env, per_env[k])``; one value each. This default calls the envs one at a time through `call`;
-        a stepper may send each worker its envs' arguments at once (`torchwm.vector.messages.Call`'s
-        ``per_env``)."""
-        return [self.call(fn, (arg,), {}, [i])[0] for i, arg in zip(ids, per_env, strict=True)]
+    def clone_states(self, ids: np.ndarray) -> list[EnvState]:
+        """The whole state of envs ``ids`` (in that order), one `torchwm.env_state.EnvState` each, with its
+        last observation and autoreset bookkeeping (`torchwm.vector.env_group.EnvGroup.clone_states`, where
+        the envs live); changes nothing. A backend that cannot sets `state_refusal` instead."""
+        raise NotImplementedError(self.state_refusal or f"{type(self).__name__} cannot clone env states")
+
+    def restore_states(self, ids: np.ndarray, states: list[EnvState]) -> list[dict]:
+        """Put envs ``ids`` in ``states`` (checked by the vector env already: their stacks are this vector
+        env's), writing their rows of the batch as a reset does; their infos, in the order of ``ids``. The
+        group where the envs live checks each state against its env before any env changes
+        (`torchwm.vector.env_group.EnvGroup.restore_states`)."""
+        raise NotImplementedError(self.state_refusal or f"{type(self).__name__} cannot restore env states")
 
     @abc.abstractmethod
     def set_attr(self, name: str, values: list[Any], ids: list[int]) -> None:

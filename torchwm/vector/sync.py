@@ -14,6 +14,7 @@ import gymnasium as gym
 import numpy as np
 
 from torchwm.building import build_envs, closed_on_failure, spec_env_fns
+from torchwm.env_state import EnvState
 from torchwm.hookspecs import hookimpl
 from torchwm.spec import VecSpec, with_env_fn
 from torchwm.vector.base import VectorEnv
@@ -82,8 +83,11 @@ class SyncStepper(Stepper):
     def call(self, name: str | Callable, args: tuple, kwargs: dict, ids: list[int]) -> list[Any]:
         return self.group.call(ids, name, args, kwargs)
 
-    def call_each(self, fn: Callable, per_env: list[Any], ids: list[int]) -> list[Any]:
-        return self.group.call(ids, fn, (), {}, per_env)
+    def clone_states(self, ids: np.ndarray) -> list[EnvState]:
+        return self.group.clone_states(ids.tolist())
+
+    def restore_states(self, ids: np.ndarray, states: list[EnvState]) -> list[dict]:
+        return self.group.restore_states(ids.tolist(), states)
 
     def set_attr(self, name: str, values: list[Any], ids: list[int]) -> None:
         self.group.set_attr(ids, name, values)

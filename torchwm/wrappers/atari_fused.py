@@ -33,6 +33,7 @@ from gymnasium.spaces import Box
 from gymnasium.vector.utils import batch_space
 
 from torchwm import atari_kernel
+from torchwm.env_state import check_state_keys
 from torchwm.errors import UnsupportedStackError
 from torchwm.spec import VecSpec
 from torchwm.wrappers.atari import check_preprocessing_options, screen_dims
@@ -341,6 +342,51 @@ class AtariPreprocessingCore(gym.Env):
     def close(self) -> None:
         self.atari_env.close()
 
+    # Its state for clone_state (torchwm.plugin_api.StatefulLayer): the max-pool's raw frames, the lives it
+    # counts and the episode statistics. The AtariEnv under it is the next layer, saved by its own rule.
+    _STATE_KEYS = (
+        "raw_frames",
+        "lives",
+        "episode_return",
+        "episode_length",
+        "episode_seconds",
+        "episode_count",
+        "queues",
+    )
+
+    def torchwm_layer_below(self) -> Any:
+        return self.atari_env
+
+    def get_torchwm_state(self) -> dict[str, Any]:
+        assert not self._pending, "the fused core is saved between steps only"
+        return {
+            "raw_frames": tuple(frame.copy() for frame in self._raw_frames),
+            "lives": self.lives,
+            "episode_return": self._episode_return,
+            "episode_length": self._episode_length,
+            "episode_seconds": time.perf_counter() - self._episode_start,
+            "episode_count": self.episode_count,
+            "queues": (deque(self.return_queue), deque(self.length_queue), deque(self.time_queue)),
+        }
+
+    def set_torchwm_state(self, state: dict[str, Any]) -> None:
+        for frame, saved in zip(self._raw_frames, state["raw_frames"], strict=True):
+            frame[...] = saved
+        self.lives = state["lives"]
+        self._episode_return = state["episode_return"]
+        self._episode_length = state["episode_length"]
+        self._episode_start = time.perf_counter() - state["episode_seconds"]
+        self.episode_count = state["episode_count"]
+        # In place: the fused env hands out these same deques (its return_queue, ...).
+        queues: tuple[deque[Any], ...] = (self.return_queue, self.length_queue, self.time_queue)
+        for queue, saved in zip(queues, state["queues"], strict=True):
+            queue.clear()
+            queue.extend(saved)
+
+    @classmethod
+    def check_torchwm_state(cls, state: Any) -> None:
+        check_state_keys("AtariPreprocessingCore", state, cls._STATE_KEYS)
+
 
 class RingFrameStack(gym.Wrapper):
     """`FrameStackObservation` on a ring buffer: one frame copy in, one fresh stacked array out."""
@@ -377,6 +423,21 @@ class RingFrameStack(gym.Wrapper):
             self._ring.fill(0)
         self._oldest = 0
         return self._push(frame), info
+
+    # Its state for clone_state (torchwm.plugin_api.StatefulLayer): the ring and where it starts.
+    def get_torchwm_state(self) -> dict[str, Any]:
+        return {"ring": self._ring.copy(), "oldest": self._oldest}
+
+    def set_torchwm_state(self, state: dict[str, Any]) -> None:
+        ring = state["ring"]
+        if np.shape(ring) != self._ring.shape:
+            raise ValueError(f"a frame stack of shape {np.shape(ring)} given to one of {self._ring.shape}")
+        self._ring[...] = ring
+        self._oldest = state["oldest"]
+
+    @staticmethod
+    def check_torchwm_state(state: Any) -> None:
+        check_state_keys("RingFrameStack", state, ("ring", "oldest"))
 
 
 def _core_attribute(name: str) -> property:
@@ -511,6 +572,21 @@ class FusedAtariEnv(gym.Env):
 
     def close(self) -> None:
         self._core.close()
+
+    # Its state for clone_state (torchwm.plugin_api.StatefulLayer): whether it was reset. Its own stack of
+    # layers (the wrappers over the core, the core, the AtariEnv) is saved under it, layer by layer.
+    def torchwm_layer_below(self) -> gym.Env:
+        return self._top
+
+    def get_torchwm_state(self) -> dict[str, Any]:
+        return {"needs_reset": self._needs_reset}
+
+    def set_torchwm_state(self, state: dict[str, Any]) -> None:
+        self._needs_reset = state["needs_reset"]
+
+    @staticmethod
+    def check_torchwm_state(state: Any) -> None:
+        check_state_keys("FusedAtariEnv", state, ("needs_reset",))
 
     def __repr__(self) -> str:
         stack = ", ".join(repr(w) for w in self.stack)

@@ -18,6 +18,8 @@ from typing import Any, cast
 
 from ale_py.env import AtariEnv
 
+from torchwm.env_state import check_atari_state, restore_atari_env, save_atari_env
+
 # What AtariEnv.__init__ reads from a loaded ROM, by (game, mode, difficulty), learned from the first
 # env of each game this process builds.
 _ROM_FACTS: dict[tuple[Any, ...], dict[str, Any]] = {}
@@ -117,3 +119,17 @@ class RomOnceAtariEnv(AtariEnv):
     def restore_state(self, state: Any) -> None:
         self.load_rom()
         super().restore_state(state)
+
+    # Its state for clone_state (torchwm.plugin_api.StatefulLayer): an AtariEnv's, its ROM loaded first (a
+    # state is saved or restored into the emulator the ROM starts).
+    def get_torchwm_state(self) -> dict[str, Any]:
+        self.load_rom()
+        return save_atari_env(self)
+
+    def set_torchwm_state(self, state: dict[str, Any]) -> None:
+        self.load_rom()
+        restore_atari_env(self, state)
+
+    @staticmethod
+    def check_torchwm_state(state: Any) -> None:
+        check_atari_state("RomOnceAtariEnv", state)

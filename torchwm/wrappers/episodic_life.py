@@ -18,6 +18,7 @@ from typing import Any, SupportsFloat
 
 import gymnasium as gym
 
+from torchwm.env_state import check_state_keys
 from torchwm.wrappers.atari import ale_of
 
 
@@ -64,6 +65,19 @@ class EpisodicLifeEnv(gym.Wrapper, gym.utils.RecordConstructorArgs):
                 obs, info = self.env.reset(options=options)
         self.lives = self._ale.lives()
         return obs, info
+
+    # Its state for clone_state (torchwm.plugin_api.StatefulLayer): the lives it counts and whether the
+    # last end was the game's.
+    def get_torchwm_state(self) -> dict[str, Any]:
+        return {"lives": self.lives, "was_real_done": self.was_real_done}
+
+    def set_torchwm_state(self, state: dict[str, Any]) -> None:
+        self.lives = state["lives"]
+        self.was_real_done = state["was_real_done"]
+
+    @staticmethod
+    def check_torchwm_state(state: Any) -> None:
+        check_state_keys("EpisodicLifeEnv", state, ("lives", "was_real_done"))
 
 
 def episodic_life(env: gym.Env) -> gym.Env:

@@ -70,6 +70,18 @@ class FireResetEnv(gym.Wrapper, gym.utils.RecordConstructorArgs):
         # Keep the reset's own keys (``seeds``) with the counters as they are after FIRE.
         return obs, {**reset_info, **step_info}
 
+    # Its state for clone_state (torchwm.plugin_api.StatefulLayer): none, its FIRE action is configuration.
+    def get_torchwm_state(self) -> None:
+        return None
+
+    def set_torchwm_state(self, state: None) -> None:
+        pass
+
+    @staticmethod
+    def check_torchwm_state(state: Any) -> None:
+        if state is not None:
+            raise TypeError(f"the state of FireResetEnv is None (it holds none), got {type(state).__name__}")
+
 
 def fire_reset(env: gym.Env) -> gym.Env:
     """`FireResetEnv`: press FIRE once after every reset (ValueError on a game without FIRE)."""

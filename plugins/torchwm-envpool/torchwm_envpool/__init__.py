@@ -42,6 +42,9 @@ DIFFERENCES = {
     "check_partial_and_async": "it seeds one env alone (reset(env_ids=[2], seed=40)), and EnvPool fixes "
     "seeds per pool; env_ids and send/recv themselves are tested by the plugin's tests",
     "check_restore_state": "EnvPool's C++ envs have no per-env state to clone or restore",
+    "check_a_damaged_state_changes_no_env": "no per-env state to restore (see check_restore_state)",
+    "check_restore_after_a_restart_steps_the_restored_state": "no per-env state to restore",
+    "check_clone_after_a_restart_names_the_lost_episode": "no per-env state to clone",
 }
 
 

@@ -2,11 +2,12 @@
 
 `EnvActor` builds its envs from the pool's `torchwm.plugin_api.WorkerPayload` and steps them with
 the pool's `torchwm.plugin_api.EnvGroup`, through ordinary actor calls (resets, ``call``,
-``set_attr``, partial steps) and, for a step of all envs, as a task of the compiled graph
-(`step_all`), which the driver's end (`torchwm_ray.driver`) runs. An env that raises does not stop
-the call: the others go on and their rows come back with the error (`torchwm_ray.failures.EnvFailure`).
-Observations over Ray's inline limit come back in chunks (`obs_chunks`). The actor's process ends when
-its raylet is gone (`torchwm_ray.connection.exit_with_raylet`), since Ray can no longer reach it.
+``set_attr``, the states' clone and restore, partial steps) and, for a step of all envs, as a task of
+the compiled graph (`step_all`), which the driver's end (`torchwm_ray.driver`) runs. An env that raises
+does not stop the call: the others go on and their rows come back with the error
+(`torchwm_ray.failures.EnvFailure`). Observations over Ray's inline limit come back in chunks
+(`obs_chunks`). The actor's process ends when its raylet is gone
+(`torchwm_ray.connection.exit_with_raylet`), since Ray can no longer reach it.
 """
 
 from __future__ import annotations
@@ -240,6 +241,27 @@ class EnvActor:
         _, failed = self._each_env(list(range(len(self.envs))) if local_ids is None else local_ids, set_one)
         if failed is not None:
             raise failed
+
+    def clone_states(self, local_ids: list[int]) -> bytes:
+        """The states of envs ``local_ids`` (`EnvGroup.clone_states`), pickled here as `call`'s values are.
+        An actor Ray restarted holds new episodes, not the ones the driver knows: it refuses, as a step."""
+        if self.restarted:
+            raise ActorRestarted()
+        states, failed = self._each_env(local_ids, lambda row, i: self.group.clone_states([i]))
+        if failed is not None:
+            raise failed
+        return cloudpickle.dumps(states)
+
+    def restore_states(self, local_ids: list[int], states: list[Any]) -> tuple:
+        """Put envs ``local_ids`` in ``states`` (`EnvGroup.restore_states`: all checked before any env
+        changes); their rows, as a reset's."""
+        if self.restarted:
+            raise ActorRestarted()
+        try:
+            infos = self.group.restore_states(local_ids, states)
+        except Exception as exc:
+            raise EnvFailure(messages.error_reply(exc)) from None
+        return self._result(local_ids, infos)
 
     def needs_reset(self) -> None:
         self.group.answer(messages.NeedsReset())

@@ -168,6 +168,10 @@ class RayActorHandle(WorkerHandle):
             refs = [self._call("set_attr", command.name, command.values, command.local_ids)]
         elif isinstance(command, messages.NeedsReset):
             refs = [self._call("needs_reset")]
+        elif isinstance(command, messages.CloneStates):
+            refs = [self._call("clone_states", command.local_ids)]
+        elif isinstance(command, messages.RestoreStates):
+            refs = self._remote("restore_states", command.local_ids, command.states)
         else:
             raise ValueError(f"{self.describe()}: no actor call for {command!r}")
         self._command = (command, refs)
@@ -186,11 +190,12 @@ class RayActorHandle(WorkerHandle):
         if command is None:  # attach
             self._chunks = outcome
             return None
-        if isinstance(command, messages.Reset):
+        if isinstance(command, (messages.Reset, messages.RestoreStates)):  # their rows came with them
             return self._take(np.asarray(command.local_ids) + self.envs.start, outcome)
         if isinstance(outcome, EnvFailure):
             return outcome.reply
-        return cloudpickle.loads(outcome) if isinstance(command, messages.Call) else None
+        pickled = isinstance(command, (messages.Call, messages.CloneStates))
+        return cloudpickle.loads(outcome) if pickled else None
 
     # -- steps --------------------------------------------------------------------------------------
 

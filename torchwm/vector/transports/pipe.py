@@ -26,7 +26,7 @@ import numpy as np
 
 from torchwm.vector.batching import ARRAY_SPACES, create_batch, take_rows
 from torchwm.vector.env_group import EnvGroup
-from torchwm.vector.messages import ErrorReply, Reset, Step, error_reply
+from torchwm.vector.messages import ROW_COMMANDS, ErrorReply, Step, error_reply
 from torchwm.vector.transports.contract import Batch, Deadline, WorkerHandle, WorkerPayload
 from torchwm.vector.transports.processes import ProcessGroup, ProcessHandle
 from torchwm.vector.transports.worker_process import (
@@ -119,7 +119,7 @@ def serve(conn: Any, envs: list, payload: WorkerPayload, seq: int, setup: Any) -
                         )
                     else:
                         send_reply(conn, seq, _rows(group, local_ids, infos))
-                elif isinstance(command, Reset):
+                elif isinstance(command, ROW_COMMANDS):  # a reset or a restore: the rows go back
                     infos = group.answer(command)
                     send_reply(
                         conn,
@@ -190,7 +190,7 @@ class PipeHandle(ProcessHandle):
 
     def reply(self, deadline: Deadline) -> Any:
         reply = self._receive(deadline, self.seq)
-        if isinstance(self._command, Reset) and not isinstance(reply, ErrorReply):
+        if isinstance(self._command, ROW_COMMANDS) and not isinstance(reply, ErrorReply):
             assert self._batch is not None
             ids = np.asarray(self._command.local_ids, dtype=np.int64) + self.envs.start
             self._batch.store(ids, *reply[:4])
