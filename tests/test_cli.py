@@ -1258,25 +1258,3 @@ def test_the_slow_start_note_gives_the_command_line_spelling_once(monkeypatch, c
         "backends.shmem.context=fork to start workers as copies of this process"
     ]
 
-
-def test_the_slow_start_note_is_a_user_warning_a_suite_can_filter(monkeypatch):
-    import warnings
-
-    from torchwm.errors import SlowStartWarning
-    from torchwm.vector.transports import processes
-    from torchwm.vector.transports.worker_process import Ready
-
-    ready = Ready(None, build_seconds=2.7, imported=("numpy",))
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("error", RuntimeWarning)  # as TorchRL's suite does: this note is no error
-        warnings.simplefilter("always", SlowStartWarning)
-        monkeypatch.setattr(processes, "_slow_start_noted", False)
-        processes.note_slow_start(ready, "forkserver", "subproc")
-    (note,) = caught
-    assert note.category is SlowStartWarning and issubclass(SlowStartWarning, UserWarning)
-    assert "backend_kwargs={'context': 'fork'}" in str(note.message)  # Python's words outside the CLI
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        warnings.filterwarnings("ignore", category=SlowStartWarning)
-        processes._slow_start_noted = False
-        processes.note_slow_start(ready, "forkserver", "subproc")  # ignored, not raised
