@@ -1258,3 +1258,22 @@ def test_the_slow_start_note_gives_the_command_line_spelling_once(monkeypatch, c
         "backends.shmem.context=fork to start workers as copies of this process"
     ]
 
+
+
+# -- the page ---------------------------------------------------------------------------------------------
+
+
+def test_docs_cli_names_every_command_in_its_opening_and_gives_each_a_section():
+    import argparse
+    import re
+
+    from torchwm.cli import build_parser
+
+    (commands,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    page = (ROOT / "docs" / "cli.md").read_text()
+    opening = page.split("\n\n")[1]
+    for command in commands.choices:
+        assert f"`{command}`" in opening, command
+        assert re.search(rf"^## `torchwm {command}\b", page, re.MULTILINE), command
+    # A count goes stale when a command is added (the page said "four" of five).
+    assert not re.search(r"\b(two|three|four|five|six|seven) commands\b", opening), opening
