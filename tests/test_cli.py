@@ -1259,7 +1259,6 @@ def test_the_slow_start_note_gives_the_command_line_spelling_once(monkeypatch, c
     ]
 
 
-
 # -- the page ---------------------------------------------------------------------------------------------
 
 

@@ -91,7 +91,10 @@ def test_other_autoreset_modes_are_refused_with_what_to_do():
     said = str(refused.value)
     assert "autoreset_mode='next_step'" in said and "NextStep" not in said
     assert "pass autoreset_mode='same_step' to torchwm.make_vec" in said
-    with torchwm.make_vec("CartPole-v1", 2, autoreset_mode="disabled") as vec, pytest.raises(ValueError) as refused:
+    with (
+        torchwm.make_vec("CartPole-v1", 2, autoreset_mode="disabled") as vec,
+        pytest.raises(ValueError) as refused,
+    ):
         SB3VecEnv(vec)
     assert "autoreset_mode='disabled'" in str(refused.value)
 

@@ -464,7 +464,9 @@ def test_torchwm_run_lists_the_videos_in_episode_order(tmp_path, capsys):
 
     folder = tmp_path / "v"
     assert (
-        main(["run", "CartPole-v1", "--seed", "0", "--steps", "1000", "--no-progress", "--video", str(folder)])
+        main(
+            ["run", "CartPole-v1", "--seed", "0", "--steps", "1000", "--no-progress", "--video", str(folder)]
+        )
         == 0
     )
     listed = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("videos written"))

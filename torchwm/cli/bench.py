@@ -118,7 +118,7 @@ def add_parser(commands: argparse._SubParsersAction[OneLineParser], parents: lis
         "--plot",
         default=None,
         metavar="PNG",
-        help="write a plot of steps/s against num_envs (at one num_envs: bars with the ratio to the baseline)",
+        help="write a plot of steps/s against num_envs (one num_envs: bars with the ratio to the baseline)",
     )
     parser.add_argument(
         "--json", default=None, metavar="FILE", help="write the results, machine and versions as JSON"

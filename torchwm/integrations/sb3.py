@@ -83,7 +83,7 @@ class SB3VecEnv(VecEnv):
             raise ValueError(
                 f"SB3VecEnv needs a vector env that resets ended envs in the same step, as SB3's own do, got "
                 f"one with autoreset_mode={autoreset_mode_name(mode)!r}: pass autoreset_mode='same_step' to "
-                f"torchwm.make_vec (or make_vec_from_fns, or autoreset_mode = \"same_step\" in a config file)"
+                f'torchwm.make_vec (or make_vec_from_fns, or autoreset_mode = "same_step" in a config file)'
             )
         check_full_batch(vec, "SB3VecEnv")
         self.vec = vec

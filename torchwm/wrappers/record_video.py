@@ -64,7 +64,9 @@ class RecordingEnv(gym.wrappers.RecordVideo):
     def __init__(self, env: gym.Env, *args: Any, **kwargs: Any) -> None:
         super().__init__(env, *args, **kwargs)
         # The emulator, when a lost life ends the episodes of this env (None: every reset starts a game).
-        self._life_ale = env.unwrapped.ale if ends_episodes_at_lost_lives(env) else None
+        self._life_ale: Any = (
+            getattr(env.unwrapped, "ale", None) if ends_episodes_at_lost_lives(env) else None
+        )
         self._game_ended = True
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
@@ -75,16 +77,17 @@ class RecordingEnv(gym.wrappers.RecordVideo):
         return obs, reward, terminated, truncated, info
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
-        frames_before = None if self._life_ale is None else self._life_ale.getEpisodeFrameNumber()
+        ale = self._life_ale
+        frames_before = None if ale is None else ale.getEpisodeFrameNumber()
         obs, info = self.env.reset(seed=seed, options=options)
         starts_a_game = (
-            frames_before is None
+            ale is None
             or self.episode_id < 0
             or seed is not None
             or self._game_ended
             # The no-op step after a lost life ended the game, and the reset restarted it: a game that
             # goes on only gains frames.
-            or self._life_ale.getEpisodeFrameNumber() < frames_before
+            or ale.getEpisodeFrameNumber() < frames_before
         )
         if starts_a_game:  # what RecordVideo.reset does after its env's reset
             self.episode_id += 1
@@ -336,7 +339,9 @@ def ends_episodes_at_lost_lives(env: gym.Env) -> bool:
         if isinstance(layer, EpisodicLifeEnv):
             return True
         layer = layer.env
-    return isinstance(layer, FusedAtariEnv) and any(wrapper.name == "episodic_life" for wrapper in layer.stack)
+    return isinstance(layer, FusedAtariEnv) and any(
+        wrapper.name == "episodic_life" for wrapper in layer.stack
+    )
 
 
 def _env_label(env: gym.Env) -> str:

@@ -26,11 +26,11 @@ env then says it must be closed.
 from __future__ import annotations
 
 import contextlib
+import logging
 import multiprocessing
 import os
 import signal
 import sys
-import logging
 import threading
 import weakref
 from collections.abc import Callable, Iterator
@@ -95,7 +95,7 @@ logger = logging.getLogger("torchwm")
 def slow_start_text(
     backend: str, build_seconds: float, imported: list[str], start_method: str, command_line: bool = False
 ) -> str:
-    """The slow-start note, with the advice spelt for Python (``backend_kwargs``) or for ``torchwm run --set``."""
+    """The slow-start note, with the advice in Python's words (``backend_kwargs``) or ``torchwm run``'s."""
     said = (
         f"a worker took {build_seconds:.1f} s to build its envs, most of it importing "
         f"{', '.join(imported[:5])}: under the {start_method!r} start method each worker imports them anew. "
