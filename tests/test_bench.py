@@ -226,6 +226,51 @@ def test_plot_is_honest_about_what_was_measured():
     matplotlib.pyplot.close(fig)
 
 
+def test_plot_at_one_size_draws_a_bar_per_backend_with_the_ratio_the_table_prints():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    from matplotlib.patches import Rectangle
+
+    results = [
+        bench.BenchResult("E", "gym-sync", 8, 1000.0, [990.0, 1000.0, 1010.0]),
+        bench.BenchResult("E", "shmem", 8, 1420.0, [1400.0, 1420.0, 1430.0]),
+    ]
+    table = bench.format_table(results, baseline="gym-sync")
+    assert table.splitlines()[3].split()[4] == "1.42"  # what the run prints for shmem
+    fig = bench.plot_figure(results, bench.bench_info({"steps": 50}), baseline="gym-sync")
+    ax = fig.axes[0]
+    bars = [patch for patch in ax.patches if isinstance(patch, Rectangle)]
+    assert [bar.get_height() for bar in bars] == [1000.0, 1420.0]  # one bar per backend, not two dots
+    assert [line for line in ax.get_lines() if line.get_marker() == "o"] == []  # no dots
+    assert [label.get_text() for label in ax.get_xticklabels()] == ["gym-sync", "shmem"]
+    written = [text.get_text() for text in ax.texts]
+    assert written == ["1.00x (baseline)", "1.42x"]
+    assert ax.get_ylim()[0] == 0
+    matplotlib.pyplot.close(fig)
+    # Without a baseline named, the first backend's, as torchwm bench takes it.
+    fig = bench.plot_figure(results[::-1], bench.bench_info({"steps": 50}))
+    assert [text.get_text() for text in fig.axes[0].texts] == ["1.00x (baseline)", "0.70x"]
+    matplotlib.pyplot.close(fig)
+
+
+def test_plot_at_several_sizes_keeps_a_line_per_backend():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    from matplotlib.container import BarContainer
+
+    results = [
+        bench.BenchResult("E", b, n, float(n * k), [float(n * k)])
+        for k, b in ((1, "a"), (2, "b"))
+        for n in (1, 4)
+    ]
+    fig = bench.plot_figure(results, bench.bench_info({"steps": 50}), baseline="a")
+    ax = fig.axes[0]
+    lines = [line for line in ax.get_lines() if line.get_marker() == "o"]
+    assert [list(line.get_ydata()) for line in lines] == [[1.0, 4.0], [2.0, 8.0]]
+    assert not any(isinstance(container, BarContainer) for container in ax.containers)
+    matplotlib.pyplot.close(fig)
+
+
 def test_default_backends_include_the_peers_of_the_docs_ratios():
     cartpole = bench.default_backends("CartPole-v1")
     assert cartpole[:2] == ["gym-sync", "gym-async"] and {"sync", "subproc", "shmem"} <= set(cartpole)

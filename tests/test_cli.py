@@ -1259,24 +1259,20 @@ def test_the_slow_start_note_gives_the_command_line_spelling_once(monkeypatch, c
     ]
 
 
-def test_the_slow_start_note_is_a_user_warning_a_suite_can_filter(monkeypatch):
-    import warnings
+# -- the page ---------------------------------------------------------------------------------------------
 
-    from torchwm.errors import SlowStartWarning
-    from torchwm.vector.transports import processes
-    from torchwm.vector.transports.worker_process import Ready
 
-    ready = Ready(None, build_seconds=2.7, imported=("numpy",))
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("error", RuntimeWarning)  # as TorchRL's suite does: this note is no error
-        warnings.simplefilter("always", SlowStartWarning)
-        monkeypatch.setattr(processes, "_slow_start_noted", False)
-        processes.note_slow_start(ready, "forkserver", "subproc")
-    (note,) = caught
-    assert note.category is SlowStartWarning and issubclass(SlowStartWarning, UserWarning)
-    assert "backend_kwargs={'context': 'fork'}" in str(note.message)  # Python's words outside the CLI
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        warnings.filterwarnings("ignore", category=SlowStartWarning)
-        processes._slow_start_noted = False
-        processes.note_slow_start(ready, "forkserver", "subproc")  # ignored, not raised
+def test_docs_cli_names_every_command_in_its_opening_and_gives_each_a_section():
+    import argparse
+    import re
+
+    from torchwm.cli import build_parser
+
+    (commands,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    page = (ROOT / "docs" / "cli.md").read_text()
+    opening = page.split("\n\n")[1]
+    for command in commands.choices:
+        assert f"`{command}`" in opening, command
+        assert re.search(rf"^## `torchwm {command}\b", page, re.MULTILINE), command
+    # A count goes stale when a command is added (the page said "four" of five).
+    assert not re.search(r"\b(two|three|four|five|six|seven) commands\b", opening), opening

@@ -74,3 +74,22 @@ def test_the_pages_left_out_above_are_read_by_the_tests_that_run_them():
     for page, tests in RUN_BY_OTHER_TESTS.items():
         for test in tests:
             assert f'"{page.name}"' in (ROOT / test).read_text(), f"{test} does not read {page.name}"
+
+
+def test_the_performance_page_is_short_and_names_the_command_and_cpu_of_every_run_it_cites():
+    # A user's page: what to pick and the headline ratios; the runs' own figures live in
+    # benchmarks/HISTORY.md. Every run the table cites keeps its command and CPU on the page.
+    page = (ROOT / "docs" / "performance.md").read_text()
+    assert len(page.splitlines()) < 250
+    table = page[page.index("## Headline ratios") : page.index("```text")]
+    cited = set()
+    for row in table.splitlines():
+        if row.startswith("| ") and not row.startswith("| comparison"):
+            cited |= set(re.findall(r"\b([A-Z]2?)\b", row.rstrip(" |").rsplit("|", 1)[-1]))
+    runs = page[page.index("```text") : page.index("```", page.index("```text") + 7)]
+    headers = re.findall(r"^# (.*)$", runs, re.MULTILINE)  # "# A: EPYC family 26, 2026-11-25, ..."
+    named = {letter for header in headers for letter in re.findall(r"\b([A-Z]2?)\b", header)}
+    assert cited and cited <= named, cited - named
+    run_headers = [header for header in headers if re.match(r"[A-Z]2?[:,]", header)]
+    assert all("EPYC family" in header for header in run_headers), run_headers
+    assert "benchmarks/HISTORY.md" in page

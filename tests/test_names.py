@@ -1,5 +1,10 @@
 """Id resolution: ALE short names, Gymnasium ids, typos and missing packages."""
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from torchwm import names
@@ -70,3 +75,41 @@ def test_every_did_you_mean_suggests_by_one_rule():
     assert "Did you mean 'frame_stack' or 'frame_skip'?" in str(error)
     assert did_you_mean("frame_stak", known) == " (did you mean 'frame_stack'?)"
     assert closest_names("pong", known) == [] and did_you_mean("pong", known) == ""
+
+
+# Builds Pong through torchwm in this process (as `torchwm record` and users' scripts do), then asks ALE
+# for a ROM that does not exist: ALE prints that error and ends the process.
+BUILD_PONG_THEN_FAIL_IN_ALE = r"""
+import numpy as np
+import torchwm
+
+env = torchwm.make_env("pong")
+env.reset(seed=0)
+env.close()
+with torchwm.make_vec("pong", 2, backend="sync") as envs:
+    envs.reset(seed=0)
+    envs.step(np.zeros(2, dtype=np.int64))
+print("built", flush=True)
+
+import ale_py
+
+ale_py.ALEInterface().loadROM("no-such-game.bin")
+"""
+
+
+def test_building_atari_envs_prints_no_ale_banner_but_ale_errors_still_show():
+    # ALE writes its banner and its errors from C++ to the process's stdout/stderr: only a child shows them.
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [sys.executable, "-c", BUILD_PONG_THEN_FAIL_IN_ALE],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
+    )
+    said = done.stdout + done.stderr
+    assert "built" in done.stdout, said
+    assert "A.L.E" not in said and "Powered by Stella" not in said, said
+    assert 'ROM file "no-such-game.bin" not found' in said, said  # ALE's errors are not hidden

@@ -322,49 +322,6 @@ class InvalidSeedError(TorchwmError, gymnasium.error.Error, ValueError):
     """A seed Gymnasium's seeding refuses (a negative int): a ``ValueError`` and Gymnasium's ``Error``."""
 
 
-class SlowStartWarning(UserWarning):
-    """A worker process took long to build its envs, most of it importing packages this process has
-    already imported (under ``forkserver`` or ``spawn`` each worker imports them anew).
-
-    A `UserWarning`, so that it can be filtered on its own
-    (``warnings.filterwarnings("ignore", category=SlowStartWarning)``) and a suite that turns
-    ``RuntimeWarning`` into errors is not stopped by it. The message gives the advice in Python's words
-    (``backend_kwargs={'context': 'fork'}``); `text` gives it for the command line.
-
-    Attributes:
-        backend: the backend whose worker it was (``"shmem"``).
-        build_seconds: how long the worker took to build its envs.
-        imported: the top-level packages it imported that this process has too, the slowest first.
-        start_method: the start method of the worker (``"forkserver"``).
-    """
-
-    def __init__(
-        self, backend: str, build_seconds: float, imported: Iterable[str], start_method: str
-    ) -> None:
-        self.backend = backend
-        self.build_seconds = build_seconds
-        self.imported = tuple(imported)
-        self.start_method = start_method
-        super().__init__(f"torchwm: {self.text()}")
-
-    def text(self, command_line: bool = False) -> str:
-        """The note, with the advice spelt for Python (``backend_kwargs``) or for ``torchwm run --set``."""
-        said = (
-            f"a worker took {self.build_seconds:.1f} s to build its envs, most of it importing "
-            f"{', '.join(self.imported[:5])}: under the {self.start_method!r} start method each worker "
-            f"imports them anew. "
-        )
-        if command_line:
-            return said + (
-                f"Pass --set backends.{self.backend}.context=fork to start workers as copies of this process"
-            )
-        return said + (
-            "Pass backend_kwargs={'context': 'fork'} to start workers as copies of this process, or add "
-            "the module to torchwm.vector.transports.start_methods.FORKSERVER_PRELOAD before the first "
-            "vector env starts (forkserver imports it once for every worker)"
-        )
-
-
 class WorkerGone(Exception):
     """Raised by a transport whose worker cannot answer any more.
 

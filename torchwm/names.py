@@ -42,12 +42,19 @@ class ResolvedEnv:
 
 @functools.cache
 def register_ale() -> bool:
-    """Register ALE's ids with Gymnasium; False when ale-py is not installed."""
+    """Register ALE's ids with Gymnasium; False when ale-py is not installed.
+
+    Every ALE env torchwm builds comes past here, so here ALE's log level is set to Warning: the banner
+    ALE prints (at Info) for a process's first emulator ("A.L.E: Arcade Learning Environment ...") is no
+    part of torchwm's output (a ``torchwm record`` printed it on every run), while ALE's warnings and
+    errors still print. Worker processes set their own (`torchwm.vector.transports.worker_process`).
+    """
     try:
         import ale_py
     except ImportError:
         return False
     gym.register_envs(ale_py)
+    ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Warning)
     return True
 
 

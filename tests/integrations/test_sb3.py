@@ -85,11 +85,18 @@ def test_steps_equal_dummy_vec_env(backend):
 
 
 def test_other_autoreset_modes_are_refused_with_what_to_do():
+    # In torchwm's spelling (the word make_vec takes), not Gymnasium's enum value ('NextStep').
+    with torchwm.make_vec("CartPole-v1", 2) as vec, pytest.raises(ValueError) as refused:
+        SB3VecEnv(vec)
+    said = str(refused.value)
+    assert "autoreset_mode='next_step'" in said and "NextStep" not in said
+    assert "pass autoreset_mode='same_step' to torchwm.make_vec" in said
     with (
-        torchwm.make_vec("CartPole-v1", 2) as vec,
-        pytest.raises(ValueError, match="autoreset_mode='same_step'"),
+        torchwm.make_vec("CartPole-v1", 2, autoreset_mode="disabled") as vec,
+        pytest.raises(ValueError) as refused,
     ):
         SB3VecEnv(vec)
+    assert "autoreset_mode='disabled'" in str(refused.value)
 
 
 # The spaces of SB3's test_vec_envs.py (test_vecenv_dict_spaces, test_vecenv_tuple_spaces).

@@ -424,3 +424,52 @@ class _NoRenderEnv(gym.Env):
 def _register_no_render() -> str:
     gym.register("torchwm/NoRender-v0", entry_point=_NoRenderEnv)
     return "torchwm/NoRender-v0"
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_under_episodic_life_a_video_is_a_whole_game_numbered_by_games(fused, tmp_path):
+    # A lost life ends the learner's episode, not the game: the video goes on, and its number counts games.
+    stack = [
+        "atari_preprocessing",
+        "episodic_life",
+        {"name": "record_video", "video_folder": str(tmp_path), "every_n_episodes": 1},
+    ]
+    with torchwm.make_vec("ALE/Breakout-v5", 1, seed=0, wrappers=stack, fused=fused) as envs:
+        assert envs.spec.fused == fused
+        envs.action_space.seed(0)
+        envs.reset()
+        games, lives_lost, first_game_frames, frames = 0, 0, 0, 1  # the first reset's frame
+        while games < 2:
+            _, _, terminations, truncations, infos = envs.step(envs.action_space.sample())
+            frames += 1
+            if terminations[0] or truncations[0]:
+                if truncations[0] or infos["lives"][0] == 0:
+                    games += 1
+                    first_game_frames = first_game_frames or frames
+                else:
+                    lives_lost += 1
+                if games == 2:
+                    break  # before the step that starts a third game
+                envs.step(envs.action_space.sample())  # next_step: this step resets env 0, one frame
+                frames += 1
+            assert frames < 20_000, "two random games of Breakout end sooner"
+    assert lives_lost >= 4  # Breakout's 5 lives: the lost lives were episodes of their own before
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["rl-video-env0-episode-0.mp4", "rl-video-env0-episode-1.mp4"]
+    assert len(read_frames(tmp_path / "rl-video-env0-episode-0.mp4")) == first_game_frames
+
+
+def test_torchwm_run_lists_the_videos_in_episode_order(tmp_path, capsys):
+    from torchwm.cli import main
+
+    folder = tmp_path / "v"
+    assert (
+        main(
+            ["run", "CartPole-v1", "--seed", "0", "--steps", "1000", "--no-progress", "--video", str(folder)]
+        )
+        == 0
+    )
+    listed = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("videos written"))
+    names = listed.split(": ", 1)[1].split(", ")
+    numbers = [int(re.search(r"episode-(\d+)\.mp4", name).group(1)) for name in names]
+    assert {8, 27} <= set(numbers) and numbers == sorted(numbers), names  # episode-8 before episode-27

@@ -22,6 +22,7 @@ measures with the `torchwm.bench` library); what they share is in `common`.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import warnings
 from collections.abc import Sequence
@@ -30,7 +31,6 @@ from torchwm.cli import bench, check, listing_command, record, run
 from torchwm.cli.check import check_target
 from torchwm.cli.common import OneLineParser, explain, first_line, status_of, unknown_arguments, version
 from torchwm.cli.summary import length_unit
-from torchwm.errors import SlowStartWarning
 
 __all__ = ["build_parser", "check_target", "length_unit", "main"]
 
@@ -51,13 +51,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(
             "a command is required: list, run, record, bench or check (torchwm --help describes them)"
         )
+    logged = NoteCollector()
+    torchwm_logger = logging.getLogger("torchwm")
     try:
         with warnings.catch_warnings(record=True) as notes:
             warnings.simplefilter("always", UserWarning)
+            torchwm_logger.addHandler(logged)
             try:
                 return args.handler(args)
             finally:
-                for text in dict.fromkeys(note_text(note.message) for note in notes):  # each once
+                torchwm_logger.removeHandler(logged)
+                texts = [note_text(note.message) for note in notes] + logged.texts
+                for text in dict.fromkeys(texts):  # each once
                     print(f"torchwm {args.command}: note: {text}", file=sys.stderr)
     except Exception as exc:
         status = status_of(exc)
@@ -68,11 +73,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def note_text(message: Warning | str) -> str:
-    """A warning as the command line says it: without torchwm's own prefix (the line has one), and with
-    advice in the command line's words (``--set backends.shmem.context=fork``) where it has them."""
-    if isinstance(message, SlowStartWarning):
-        return message.text(command_line=True)
+    """A warning as the command line says it: without torchwm's own prefix (the line has one)."""
     return str(message).removeprefix("torchwm: ")
+
+
+class NoteCollector(logging.Handler):
+    """Keeps what the ``torchwm`` logger says at WARNING or above during a command (a worker slow to
+    start), to print with the command's warnings: in the command line's words where the record has them
+    (its ``command_line`` attribute: ``--set backends.shmem.context=fork``)."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.WARNING)
+        self.texts: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.texts.append(getattr(record, "command_line", None) or note_text(record.getMessage()))
 
 
 def build_parser() -> argparse.ArgumentParser:

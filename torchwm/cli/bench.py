@@ -115,7 +115,10 @@ def add_parser(commands: argparse._SubParsersAction[OneLineParser], parents: lis
     )
     parser.add_argument("--memory", action="store_true", help="also measure the PSS of each process tree")
     parser.add_argument(
-        "--plot", default=None, metavar="PNG", help="write a plot of steps/s against num_envs"
+        "--plot",
+        default=None,
+        metavar="PNG",
+        help="write a plot of steps/s against num_envs (one num_envs: bars with the ratio to the baseline)",
     )
     parser.add_argument(
         "--json", default=None, metavar="FILE", help="write the results, machine and versions as JSON"
@@ -221,7 +224,7 @@ def run_command(args: argparse.Namespace) -> int:
                     f"{tuple(r.obs_shape[1:])}, the config's are {tuple(expected)}"
                 )
     if args.plot:
-        plot(results, args.plot, info)
+        plot(results, args.plot, info, baseline)
         print(f"plot written to {args.plot}")
     if args.json:
         rows = []

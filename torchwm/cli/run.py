@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -238,7 +239,7 @@ def report_videos(spec: Any, before: dict[Path, int]) -> VideoWriteError | None:
     written = {path: mtime for path, mtime in video_files(spec).items() if before.get(path) != mtime}
     folders = dict.fromkeys(Path(r.kwargs.get("video_folder", "videos")) for r in recorders_of(spec))
     for folder in folders:
-        names = sorted(path.name for path in written if path.parent == folder)
+        names = sorted((path.name for path in written if path.parent == folder), key=in_number_order)
         print(
             f"videos written to {folder}{os.sep}: {', '.join(names)}"
             if names
@@ -250,6 +251,12 @@ def report_videos(spec: Any, before: dict[Path, int]) -> VideoWriteError | None:
         if why is not None:
             return VideoWriteError(f"record_video: {path} is unplayable: {why}")
     return None
+
+
+def in_number_order(name: str) -> tuple[Any, ...]:
+    """A sort key that orders the numbers in names by value: ``episode-8`` before ``episode-27``."""
+    # re.split with a group alternates text and digits, so two keys compare text with text, ints with ints.
+    return tuple(int(part) if i % 2 else part for i, part in enumerate(re.split(r"(\d+)", name)))
 
 
 def _progress(total: int, disable: bool) -> Any:

@@ -40,6 +40,7 @@ from gymnasium.vector.utils import concatenate, create_empty_array, iterate
 from gymnasium.wrappers import RecordEpisodeStatistics
 
 from torchwm.integrations import check_full_batch
+from torchwm.spec import parse_autoreset_mode
 from torchwm.vector.base import VectorEnv
 from torchwm.vector.batching import get_row, infos_to_rows
 
@@ -52,6 +53,15 @@ except ImportError as exc:
     from torchwm.extras import missing_extra
 
     raise missing_extra("sb3", "torchwm.integrations.sb3") from exc
+
+
+def autoreset_mode_name(mode: Any) -> Any:
+    """A vector env's autoreset mode in torchwm's spelling (``"next_step"``, the word `make_vec` takes), not
+    Gymnasium's enum value (``"NextStep"``); what no spelling knows as it came."""
+    try:
+        return parse_autoreset_mode(mode)
+    except ValueError:
+        return mode
 
 
 class SB3VecEnv(VecEnv):
@@ -71,8 +81,9 @@ class SB3VecEnv(VecEnv):
         mode = vec.metadata.get("autoreset_mode")
         if mode is not gym.vector.AutoresetMode.SAME_STEP:
             raise ValueError(
-                f"SB3VecEnv needs a vector env that resets ended envs in the same step, as SB3's own do: "
-                f"make it with autoreset_mode='same_step', got {getattr(mode, 'value', mode)!r}"
+                f"SB3VecEnv needs a vector env that resets ended envs in the same step, as SB3's own do, got "
+                f"one with autoreset_mode={autoreset_mode_name(mode)!r}: pass autoreset_mode='same_step' to "
+                f'torchwm.make_vec (or make_vec_from_fns, or autoreset_mode = "same_step" in a config file)'
             )
         check_full_batch(vec, "SB3VecEnv")
         self.vec = vec

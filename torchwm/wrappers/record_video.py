@@ -29,7 +29,7 @@ import warnings
 from collections.abc import Callable, Iterable
 from fractions import Fraction
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, SupportsFloat
 
 import annotated_types  # pydantic's own constraints, without importing pydantic before an option is checked
 import gymnasium as gym
@@ -53,9 +53,51 @@ class RecordingEnv(gym.wrappers.RecordVideo):
     vector env's close deadline. A video ffmpeg could not finish raises `VideoWriteError` when its
     recording stops (at the episode's end, or in ``close``), where `RecordVideo` raises when it
     writes the file.
+
+    Under ``episodic_life`` a lost life ends the learner's episode but not the game, and the reset after
+    it goes on with the same game: a video, and its episode number, is a whole game (a game over, a
+    truncation or a seeded reset ends it), as a person watching it expects, not a life.
     """
 
     _writer: Mp4Writer | None = None
+
+    def __init__(self, env: gym.Env, *args: Any, **kwargs: Any) -> None:
+        super().__init__(env, *args, **kwargs)
+        # The emulator, when a lost life ends the episodes of this env (None: every reset starts a game).
+        self._life_ale: Any = (
+            getattr(env.unwrapped, "ale", None) if ends_episodes_at_lost_lives(env) else None
+        )
+        self._game_ended = True
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = super().step(action)
+        if self._life_ale is not None:
+            # What `EpisodicLifeEnv` calls a real end: the game is over, or the episode was cut.
+            self._game_ended = bool(truncated) or bool(self._life_ale.game_over())
+        return obs, reward, terminated, truncated, info
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
+        ale = self._life_ale
+        frames_before = None if ale is None else ale.getEpisodeFrameNumber()
+        obs, info = self.env.reset(seed=seed, options=options)
+        starts_a_game = (
+            ale is None
+            or self.episode_id < 0
+            or seed is not None
+            or self._game_ended
+            # The no-op step after a lost life ended the game, and the reset restarted it: a game that
+            # goes on only gains frames.
+            or ale.getEpisodeFrameNumber() < frames_before
+        )
+        if starts_a_game:  # what RecordVideo.reset does after its env's reset
+            self.episode_id += 1
+            if self.recording and self.video_length == float("inf"):
+                self.stop_recording()
+            if self.episode_trigger and self.episode_trigger(self.episode_id):
+                self.start_recording(f"{self.name_prefix}-episode-{self.episode_id}")
+        if self.recording:
+            self._capture_frame()
+        return obs, info
 
     def _capture_frame(self) -> None:
         assert self.recording, "Cannot capture a frame, recording wasn't started."
@@ -282,6 +324,24 @@ def record_video(
             name_prefix=prefix,
             fps=fps,
         )
+
+
+def ends_episodes_at_lost_lives(env: gym.Env) -> bool:
+    """Whether ``env``'s stack holds ``episodic_life``: as a wrapper of the chain, or a layer of the fused
+    Atari env (its ``stack``)."""
+    if getattr(env.unwrapped, "ale", None) is None:
+        return False  # episodic_life wraps ALE envs only
+    from torchwm.wrappers.atari_fused import FusedAtariEnv
+    from torchwm.wrappers.episodic_life import EpisodicLifeEnv
+
+    layer: Any = env
+    while isinstance(layer, gym.Wrapper):
+        if isinstance(layer, EpisodicLifeEnv):
+            return True
+        layer = layer.env
+    return isinstance(layer, FusedAtariEnv) and any(
+        wrapper.name == "episodic_life" for wrapper in layer.stack
+    )
 
 
 def _env_label(env: gym.Env) -> str:

@@ -23,10 +23,8 @@ def test_the_preload_holds_what_a_worker_unpickles_its_process_from():
 def test_the_preload_list_the_slow_start_note_named_before_is_the_one_the_server_imports():
     # The note told users to add modules to processes.FORKSERVER_PRELOAD; an append through that path
     # must still reach the server.
-    from torchwm.errors import SlowStartWarning
-
     assert processes.FORKSERVER_PRELOAD is start_methods.FORKSERVER_PRELOAD
-    note = SlowStartWarning("shmem", 2.5, ["numpy"], "forkserver").text()
+    note = processes.slow_start_text("shmem", 2.5, ["numpy"], "forkserver")
     assert "torchwm.vector.transports.start_methods.FORKSERVER_PRELOAD" in note
 
 

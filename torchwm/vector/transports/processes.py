@@ -26,12 +26,12 @@ env then says it must be closed.
 from __future__ import annotations
 
 import contextlib
+import logging
 import multiprocessing
 import os
 import signal
 import sys
 import threading
-import warnings
 import weakref
 from collections.abc import Callable, Iterator
 from multiprocessing import forkserver
@@ -41,7 +41,7 @@ from typing import Any, ClassVar
 import cloudpickle
 import gymnasium as gym
 
-from torchwm.errors import SlowStartWarning, WorkerGone
+from torchwm.errors import WorkerGone
 from torchwm.spec import VecSpec
 from torchwm.vector.messages import Close, ErrorReply, ShareDescription
 from torchwm.vector.transports.contract import (
@@ -87,11 +87,32 @@ if hasattr(os, "register_at_fork"):
 SLOW_START_SECONDS = 2.0
 _slow_start_noted = False
 
+# The slow-start note is advice on start-up speed, not a warning: a record on the ``torchwm`` logger, which
+# a suite that turns warnings into errors (TorchRL's) does not fail on; the command line prints it.
+logger = logging.getLogger("torchwm")
+
+
+def slow_start_text(
+    backend: str, build_seconds: float, imported: list[str], start_method: str, command_line: bool = False
+) -> str:
+    """The slow-start note, with the advice in Python's words (``backend_kwargs``) or ``torchwm run``'s."""
+    said = (
+        f"a worker took {build_seconds:.1f} s to build its envs, most of it importing "
+        f"{', '.join(imported[:5])}: under the {start_method!r} start method each worker imports them anew. "
+    )
+    if command_line:
+        return said + f"Pass --set backends.{backend}.context=fork to start workers as copies of this process"
+    return said + (
+        "Pass backend_kwargs={'context': 'fork'} to start workers as copies of this process, or add "
+        "the module to torchwm.vector.transports.start_methods.FORKSERVER_PRELOAD before the first "
+        "vector env starts (forkserver imports it once for every worker)"
+    )
+
 
 def note_slow_start(ready: Ready, start_method: str, backend: str = "backend") -> None:
-    """Warn (`SlowStartWarning`) once per process when a worker built its envs slowly because it imported
-    packages that this process has already imported (a `fork` worker would have them), and say what
-    avoids it."""
+    """Log (``torchwm`` logger, WARNING) once per process that a worker built its envs slowly because it
+    imported packages that this process has already imported (a `fork` worker would have them), and what
+    avoids it. The record's ``command_line`` attribute is the note in the command line's words."""
     global _slow_start_noted
     if _slow_start_noted or ready.build_seconds < SLOW_START_SECONDS or start_method == "fork":
         return
@@ -99,7 +120,11 @@ def note_slow_start(ready: Ready, start_method: str, backend: str = "backend") -
     if not shared:
         return
     _slow_start_noted = True
-    warnings.warn(SlowStartWarning(backend, ready.build_seconds, shared, start_method), stacklevel=2)
+    logger.warning(
+        "torchwm: %s",
+        slow_start_text(backend, ready.build_seconds, shared, start_method),
+        extra={"command_line": slow_start_text(backend, ready.build_seconds, shared, start_method, True)},
+    )
 
 
 # -- the parent's end ------------------------------------------------------------------------------
