@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+import os
+import signal
 import subprocess
 import sys
 import warnings
+from pathlib import Path
+
+import cloudpickle
 
 import gymnasium as gym
 import numpy as np
@@ -15,11 +21,15 @@ pytest.importorskip("minari")
 import torchwm  # noqa: E402
 from torchwm.building import build_env  # noqa: E402
 from torchwm.cli import main  # noqa: E402
+from torchwm.errors import WorkerError  # noqa: E402
 from torchwm.integrations.minari import VectorDataCollector, dataset_spec, make_vec_from_dataset  # noqa: E402
 from torchwm.testing import ATARI_FRAME_LIMIT  # noqa: E402
 
 # Minari warns for each piece of metadata a dataset lacks (author, description, ...).
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+# Forkserver workers cannot import this test module: the envs defined here go by value.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 @pytest.fixture(autouse=True)
@@ -180,6 +190,66 @@ def test_infos_are_recorded_when_asked(mode):
         # one info per observation, the reset's first and the final step's last
         assert episode.infos["count"].tolist() == list(range(len(episode.observations)))
         assert "episode_seed" not in episode.infos and "final_obs" not in episode.infos
+
+
+class Saboteur(gym.Wrapper):
+    """CartPole that raises ``ValueError`` at its steps ``raise_at`` (counted over its whole life, before
+    the step is taken) and kills its own process at its step ``kill_at``, once (``marker``, a file, says
+    it did: the restarted worker's env steps on)."""
+
+    def __init__(self, raise_at=(), kill_at=None, marker=None):
+        super().__init__(gym.make("CartPole-v1"))
+        self.raise_at, self.kill_at, self.marker = set(raise_at), kill_at, marker
+        self.steps = 0
+
+    def step(self, action):
+        self.steps += 1
+        if self.steps in self.raise_at:
+            raise ValueError("the env broke on purpose")
+        if self.steps == self.kill_at and not Path(self.marker).exists():
+            Path(self.marker).touch()
+            os.kill(os.getpid(), signal.SIGKILL)
+        return self.env.step(action)
+
+
+@pytest.mark.parametrize(
+    ("backend", "mode"), [("sync", "next_step"), ("shmem", "next_step"), ("shmem", "same_step")]
+)
+def test_episodes_recorded_under_env_errors_and_worker_restarts_all_replay(backend, mode, tmp_path):
+    # Env 1 raises twice; on shmem env 2 kills its worker (envs 2 and 3) once, which is restarted. The
+    # dataset holds whole episodes only: none with a step whose rows an error dropped (env 0's, beside
+    # env 1 in the failed sends), none cut by the restart.
+    kill = backend == "shmem"
+    fns = [
+        Saboteur,
+        functools.partial(Saboteur, raise_at=(9, 40)),
+        functools.partial(Saboteur, kill_at=25 if kill else None, marker=str(tmp_path / "killed")),
+        Saboteur,
+    ]
+    options = {"num_workers": 2, "restart_on_crash": True} if kill else None
+    vec = torchwm.make_vec_from_fns(
+        fns, backend=backend, seed=3, autoreset_mode=mode, autoreset_seeds=True, backend_kwargs=options
+    )
+    errors, restarts = [], 0
+    with VectorDataCollector(vec) as envs:
+        envs.action_space.seed(0)
+        envs.reset()
+        for _ in range(2000):
+            if envs.num_episodes >= 12 and len(errors) == 2 and (restarts or not kill):
+                break
+            try:
+                *_, infos = envs.step(envs.action_space.sample())
+            except ValueError as exc:
+                errors.append(exc)
+                envs.reset(env_ids=[1])  # the env that raised; the others step on
+                continue
+            restarts += int(np.sum(infos.get("worker_restarted", 0)))
+        dataset = envs.create_dataset(f"test/faults-{backend}-{mode}-v0")
+    assert len(errors) == 2 and all(exc.dropped_env_ids == (0, 1, 2, 3) for exc in errors)
+    assert restarts == (2 if kill else 0)  # both envs of the killed worker said so
+    assert dataset.total_episodes >= 12
+    metadata = replay(dataset, lambda _: gym.make("CartPole-v1"))  # every episode, from its seed
+    assert all(meta["seed"] is not None for meta in metadata)
 
 
 @pytest.mark.parametrize("mode", ["next_step", "same_step"])

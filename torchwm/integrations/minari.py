@@ -34,6 +34,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
 from torchwm.spec import VecSpec
+from torchwm.vector.base import VectorEnv as TorchwmVectorEnv
 from torchwm.vector.batching import ARRAY_SPACES, get_row, infos_to_rows
 
 try:
@@ -258,16 +259,28 @@ class VectorDataCollector(gym.vector.VectorWrapper):
 
     def step(self, actions: Any, env_ids: Any = None) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         self._record_send(actions, env_ids)
-        result = self._vec.step(actions) if env_ids is None else self._vec.step(actions, env_ids)
+        try:
+            result = self._vec.step(actions) if env_ids is None else self._vec.step(actions, env_ids)
+        except BaseException as exc:
+            self._drop_lost_steps(exc)
+            raise
         self._record_step(*result)
         return result
 
     def send(self, actions: Any, env_ids: Any = None) -> None:
-        self._vec.send(actions, env_ids)
+        try:
+            self._vec.send(actions, env_ids)
+        except BaseException as exc:
+            self._drop_lost_steps(exc)
+            raise
         self._record_send(actions, env_ids)
 
     def recv(self, *args: Any, **kwargs: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
-        result = self._vec.recv(*args, **kwargs)
+        try:
+            result = self._vec.recv(*args, **kwargs)
+        except BaseException as exc:
+            self._drop_lost_steps(exc)
+            raise
         self._record_step(*result)
         return result
 
@@ -287,6 +300,24 @@ class VectorDataCollector(gym.vector.VectorWrapper):
         return result
 
     # -- recording -----------------------------------------------------------------------------------
+
+    def _drop_lost_steps(self, exc: BaseException) -> None:
+        """A step, send or recv raised: the episodes of the envs whose step results it dropped have a step
+        the rows never showed, so they are left out (as an episode cut by `reset`); each env's next
+        episode is recorded again. A torchwm vector env names those envs (``exc.dropped_env_ids``); an
+        error of it that names none dropped nothing (a refused call, a timeout whose envs stay in
+        flight; after a Ctrl-C the envs in flight must be reset, which cuts their episodes). Another
+        vector env's error may have dropped any env's results: every running episode is left out."""
+        if isinstance(exc, TimeoutError):
+            return  # the envs stay in flight: recv() again collects their results
+        dropped = getattr(exc, "dropped_env_ids", None)
+        if dropped is None:
+            if isinstance(self._vec.unwrapped, TorchwmVectorEnv):
+                return
+            dropped = range(self.num_envs)
+        for i in dropped:
+            self._episodes[i] = None
+            self._needs_reset[i] = False
 
     def _ids(self, env_ids: Any) -> list[int]:
         if env_ids is None:
@@ -362,8 +393,17 @@ class VectorDataCollector(gym.vector.VectorWrapper):
         info_rows = infos_to_rows(infos, n_rows) if self._record_infos else None
         drawn = infos.get("episode_seed")
         drawn_mask = infos.get("_episode_seed")
+        restarted = infos.get("worker_restarted")
+        restarted_mask = infos.get("_worker_restarted")
         for row, i in enumerate(ids):
             obs_row = obs[row] if array_obs else get_row(space, obs, row)
+            if restarted is not None and restarted[row] and (restarted_mask is None or restarted_mask[row]):
+                # A worker restart ended this env's episode: its row is no transition the env made (the
+                # action was not applied, the observation is the new episode's), so the episode is left
+                # out, as one cut by reset. The rows after it are those of an ended env.
+                terminations_list[row], truncations_list[row] = False, True
+                self._episodes[i] = None
+                self._needs_reset[i] = False
             if self._needs_reset[i]:  # next_step: this row is the reset step of the next episode
                 self._needs_reset[i] = False
                 seed = drawn[row] if drawn is not None and (drawn_mask is None or drawn_mask[row]) else None
