@@ -336,6 +336,59 @@ def test_record_writes_exactly_n_episodes(datasets_path, capsys):
     assert status == 0 and minari.load_dataset("test/cli-v0").total_episodes == 2
 
 
+def test_record_interrupted_while_writing_leaves_no_dataset(datasets_path, monkeypatch, capsys):
+    import minari
+    from minari.dataset._storages.hdf5_storage import HDF5Storage  # the default format
+
+    def interrupted(self, episodes):
+        raise KeyboardInterrupt
+
+    argv = ["record", "CartPole-v1", "--episodes", "2", "--dataset-id", "test/cut-v0", "--no-progress"]
+    with monkeypatch.context() as patch:
+        patch.setattr(HDF5Storage, "update_episodes", interrupted)
+        status = main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 130 and "no dataset written" in err[-1]
+    assert "test/cut-v0" not in minari.list_local_datasets()
+    assert not (datasets_path / "test" / "cut-v0").exists()
+    assert main(argv) == 0 and minari.load_dataset("test/cut-v0").total_episodes == 2  # the id is free
+
+
+@pytest.mark.parametrize("failure", [KeyboardInterrupt, OSError])
+def test_a_failed_write_leaves_no_dataset_and_keeps_the_episodes(failure, datasets_path, monkeypatch):
+    import minari
+    from minari.dataset._storages.hdf5_storage import HDF5Storage  # the default format
+
+    def failing(self, episodes):
+        raise failure("the disk is full")
+
+    with VectorDataCollector(torchwm.make_vec("CartPole-v1", 2, seed=0, autoreset_seeds=True)) as envs:
+        record(envs, 3)
+        kept = envs.num_episodes
+        with monkeypatch.context() as patch:
+            patch.setattr(HDF5Storage, "update_episodes", failing)
+            with pytest.raises(failure):
+                envs.create_dataset("test/failed-v0")
+        assert "test/failed-v0" not in minari.list_local_datasets()
+        assert not (datasets_path / "test" / "failed-v0").exists()
+        assert envs.num_episodes == kept
+        dataset = envs.create_dataset("test/failed-v0")
+    assert dataset.total_episodes == kept
+    replay(dataset, lambda _: gym.make("CartPole-v1"))
+
+
+def test_an_existing_dataset_is_refused_and_kept(datasets_path):
+    with VectorDataCollector(torchwm.make_vec("CartPole-v1", 2, seed=0, autoreset_seeds=True)) as envs:
+        record(envs, 2)
+        first = envs.create_dataset("test/taken-v0").total_episodes
+        record(envs, 2)
+        with pytest.raises(ValueError, match="already exists"):
+            envs.create_dataset("test/taken-v0")
+    import minari
+
+    assert minari.load_dataset("test/taken-v0").total_episodes == first
+
+
 @pytest.mark.parametrize(
     ("arguments", "words"),
     [

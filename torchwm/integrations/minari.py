@@ -25,7 +25,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 import mmap
+import shutil
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -42,6 +44,7 @@ try:
     import minari
     from minari.data_collector import EpisodeBuffer
     from minari.data_collector.callbacks import EpisodeMetadataCallback
+    from minari.storage.datasets_root_dir import get_dataset_path
 except ImportError as exc:
     from torchwm.extras import missing_extra
 
@@ -482,36 +485,63 @@ class VectorDataCollector(gym.vector.VectorWrapper):
     ) -> minari.MinariDataset:
         """The episodes recorded so far as a new local Minari dataset (``MINARI_DATASETS_PATH``); takes
         `minari.DataCollector.create_dataset`'s arguments. The recorded episodes are then cleared, as
-        Minari's collector clears its buffers; episodes still running go to the next dataset."""
+        Minari's collector clears its buffers; episodes still running go to the next dataset.
+
+        A write that fails or is interrupted (Ctrl-C) leaves no dataset behind: the folder Minari made is
+        removed, the recorded episodes are kept, and the same id can be used again."""
         # Checked before Minari makes the dataset's folder, which a failure later would leave behind.
         minari.dataset.minari_dataset.parse_dataset_id(dataset_id)
         buffers, episode_metadata = self._buffers()
+        folder = Path(get_dataset_path(dataset_id))
+        existed = folder.exists()  # Minari refuses it: not this call's to remove
+        try:
+            dataset = self._write(
+                dataset_id,
+                buffers,
+                episode_metadata,
+                eval_env=eval_env,
+                algorithm_name=algorithm_name,
+                author=author,
+                author_email=author_email,
+                code_permalink=code_permalink,
+                ref_min_score=ref_min_score,
+                ref_max_score=ref_max_score,
+                expert_policy=expert_policy,
+                num_episodes_average_score=num_episodes_average_score,
+                description=description,
+                requirements=requirements,
+            )
+        except BaseException:
+            if not existed and folder.exists():
+                shutil.rmtree(folder, ignore_errors=True)
+            raise
+        del self._finished[: len(buffers)]
+        return dataset
+
+    def _write(
+        self,
+        dataset_id: str,
+        buffers: list[EpisodeBuffer],
+        episode_metadata: list[dict[str, Any]],
+        **metadata: Any,
+    ) -> minari.MinariDataset:
+        """The dataset of ``buffers`` with ``metadata`` (`create_dataset`'s keywords), written whole into a
+        new folder (`create_dataset` removes it if this raises)."""
         env_spec = _gym_env_spec(self._vec.spec)
         dataset = minari.create_dataset_from_buffers(
             dataset_id,
             buffers,
             env=env_spec,
-            eval_env=eval_env,
-            algorithm_name=algorithm_name,
-            author=author,
-            author_email=author_email,
-            code_permalink=code_permalink,
             action_space=self._act_space,
             observation_space=self._obs_space,
-            ref_min_score=ref_min_score,
-            ref_max_score=ref_max_score,
-            expert_policy=expert_policy,
-            num_episodes_average_score=num_episodes_average_score,
-            description=description,
             data_format=self._data_format,
-            requirements=requirements,
             jpeg_encoding=self._jpeg_encoding,
+            **metadata,
         )
         storage = dataset.storage
         if episode_metadata:
             storage.update_episode_metadata(episode_metadata)
         storage.update_metadata({SPEC_KEY: _spec_data(self._vec.spec)})
-        del self._finished[: len(buffers)]
         return minari.MinariDataset(storage.data_path)
 
     def add_to_dataset(self, dataset: minari.MinariDataset) -> None:
