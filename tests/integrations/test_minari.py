@@ -252,6 +252,45 @@ def test_episodes_recorded_under_env_errors_and_worker_restarts_all_replay(backe
     assert all(meta["seed"] is not None for meta in metadata)
 
 
+class ArrayInfoEnv(gym.Env):
+    """Minari's ``DummyInfoEnv``: every info is the ``info`` it was made with (arrays, nested dicts)."""
+
+    def __init__(self, info=None):
+        self.observation_space = gym.spaces.Box(-1.0, 4.0, (3,), np.float32)
+        self.action_space = gym.spaces.Box(-1.0, 4.0, (2,), np.float32)
+        self.info = info
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self.np_random.random(3, dtype=np.float32), dict(self.info)
+
+    def step(self, action):
+        self.t += 1
+        return self.np_random.random(3, dtype=np.float32), 0.0, self.t >= 3, False, dict(self.info)
+
+
+if "TorchwmTest/ArrayInfo-v0" not in gym.registry:
+    gym.register("TorchwmTest/ArrayInfo-v0", entry_point=ArrayInfoEnv)
+
+
+def test_array_infos_and_env_arguments_json_cannot_hold_are_stored():
+    info = {"foo": np.ones((10, 10), dtype=np.float32), "nested": {"flag": False, "values": np.arange(4.0)}}
+    vec = torchwm.make_vec("TorchwmTest/ArrayInfo-v0", 2, seed=0, info=info)
+    with VectorDataCollector(vec, record_infos=True) as envs:
+        record(envs, 4)
+        with pytest.warns(UserWarning, match="torchwm spec of this vector env cannot be stored"):
+            dataset = envs.create_dataset("test/array-infos-v0")
+    assert dataset.total_episodes >= 4
+    for episode in dataset.iterate_episodes():
+        steps = len(episode.observations)
+        assert np.array_equal(episode.infos["foo"], np.broadcast_to(info["foo"], (steps, 10, 10)))
+        assert np.array_equal(episode.infos["nested"]["values"], np.broadcast_to(np.arange(4.0), (steps, 4)))
+        assert episode.infos["nested"]["flag"].tolist() == [False] * steps
+    with pytest.raises(ValueError, match="holds no torchwm spec"):
+        dataset_spec(dataset)
+
+
 @pytest.mark.parametrize("mode", ["next_step", "same_step"])
 def test_pong_frames_come_back_byte_equal_and_the_stack_is_rebuilt(mode):
     limit = {"max_num_frames_per_episode": ATARI_FRAME_LIMIT}
@@ -278,6 +317,46 @@ def test_pong_frames_come_back_byte_equal_and_the_stack_is_rebuilt(mode):
         assert [w.name for w in again.spec.wrappers] == wrappers
         assert again.spec.backend == "sync" and again.spec.num_envs == 1
         assert again.spec.env_kwargs == vec.spec.env_kwargs and again.spec.fused == vec.spec.fused
+
+
+def test_minari_recovers_the_recorded_pong_stack_and_it_replays_the_first_episode_byte_for_byte():
+    import minari
+
+    argv = ["record", "pong", "--episodes", "2", "--dataset-id", "test/pong-recover-v0", "--num-envs", "2"]
+    argv += ["--set", f"env_kwargs.max_num_frames_per_episode={ATARI_FRAME_LIMIT}", "--no-progress"]
+    assert main(argv) == 0
+    dataset = minari.load_dataset("test/pong-recover-v0")
+    assert dataset.spec.env_spec.entry_point == "torchwm.integrations.minari:recorded_env"
+    for env in (dataset.recover_environment(), dataset.recover_environment(eval_env=True)):
+        assert env.observation_space == dataset.observation_space and env.action_space == dataset.action_space
+        episode, meta = dataset[0], next(iter(dataset.storage.get_episode_metadata([0])))
+        obs, _ = env.reset(seed=int(meta["seed"]))
+        assert obs.tobytes() == episode.observations[0].tobytes()
+        for t, action in enumerate(episode.actions):
+            obs, reward, terminated, truncated, _ = env.step(action)
+            assert obs.tobytes() == episode.observations[t + 1].tobytes(), t
+            assert (reward, terminated, truncated) == (
+                episode.rewards[t],
+                episode.terminations[t],
+                episode.truncations[t],
+            )
+        assert terminated or truncated
+        env.close()
+
+
+def test_a_plain_gymnasium_env_keeps_its_own_env_spec_and_a_wrapped_one_gets_the_stack():
+    with VectorDataCollector(torchwm.make_vec("CartPole-v1", 2, seed=0, autoreset_seeds=True)) as envs:
+        record(envs, 2)
+        plain = envs.create_dataset("test/plain-v0")
+    assert plain.spec.env_spec == gym.spec("CartPole-v1")  # as Minari's own collector stores it
+    vec = torchwm.make_vec("CartPole-v1", 2, seed=0, wrappers=["clip_reward"], autoreset_seeds=True)
+    with VectorDataCollector(vec) as envs:
+        record(envs, 2)
+        wrapped = envs.create_dataset("test/wrapped-v0")
+    env = wrapped.recover_environment()
+    assert [w.name for w in dataset_spec(wrapped).wrappers] == ["clip_reward"]
+    replay(wrapped, lambda _: wrapped.recover_environment())
+    env.close()
 
 
 def test_a_missing_extra_is_one_line_naming_it():

@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import mmap
 import shutil
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -50,7 +52,7 @@ except ImportError as exc:
 
     raise missing_extra("minari", "torchwm.integrations.minari") from exc
 
-__all__ = ["VectorDataCollector", "make_vec_from_dataset"]
+__all__ = ["VectorDataCollector", "dataset_spec", "make_vec_from_dataset", "recorded_env"]
 
 SPEC_KEY = "torchwm_spec"
 # Keys of a step's infos that are the vector env's, not the env's own.
@@ -561,27 +563,74 @@ def _env_info(info: dict[str, Any]) -> dict[str, Any]:
 
 
 def _spec_data(spec: Any) -> dict[str, Any] | None:
-    """The torchwm spec as JSON data, or None where there is none to write (callables, a Gymnasium env)."""
+    """The torchwm spec as JSON data, or None where there is none to write (callables, a Gymnasium env, or
+    env arguments JSON cannot hold, such as an array: Minari leaves its ``env_spec`` out then too)."""
     if not isinstance(spec, VecSpec):
         return None
     try:
-        return spec.to_dict()
-    except ValueError:
+        data = spec.to_dict()
+        json.dumps(data)
+    except (TypeError, ValueError) as exc:
+        warnings.warn(
+            f"the torchwm spec of this vector env cannot be stored in the dataset ({exc}): "
+            f"make_vec_from_dataset will not rebuild it",
+            UserWarning,
+            stacklevel=3,
+        )
         return None
+    return data
 
 
-def _gym_env_spec(spec: Any) -> Any:
-    """Gymnasium's `EnvSpec` of one env, for Minari's ``env_spec`` (``recover_environment``): only where
-    ``gym.make(id, **env_kwargs)`` is the whole env (no torchwm wrappers, not the fused Atari env)."""
-    if not isinstance(spec, VecSpec) or spec.wrappers or spec.fused or spec.env_fns is not None:
+def _gym_env_spec(spec: Any) -> gym.envs.registration.EnvSpec | None:
+    """Gymnasium's `EnvSpec` of one env of the recorded stack, for Minari's ``env_spec``
+    (``dataset.recover_environment()``, and ``eval_env`` when none is given): for a plain Gymnasium env
+    (no torchwm wrappers), its own registered spec with the env's arguments, as Minari's collector stores
+    it; for any other stack, a spec whose entry point is `recorded_env` and whose ``torchwm_spec`` argument
+    is the `VecSpec` as data, so that ``gym.make`` builds the whole stack. None where there is nothing a
+    later process can rebuild (envs made of callables, a spec JSON cannot hold)."""
+    if not isinstance(spec, VecSpec) or spec.env_fns is not None:
         return None
-    if spec.source != "gym":
-        return None
+    env_spec: gym.envs.registration.EnvSpec | None = None
+    if spec.source == "gym" and not spec.wrappers and not spec.fused:
+        try:
+            base = gym.spec(spec.id)
+        except gym.error.Error:
+            base = None
+        if base is not None:
+            env_spec = dataclasses.replace(base, kwargs={**base.kwargs, **spec.env_kwargs})
+    if env_spec is None:
+        data = _spec_data(spec)
+        if data is None:
+            return None
+        env_spec = gym.envs.registration.EnvSpec(
+            id=spec.id,
+            entry_point=RECORDED_ENV_ENTRY_POINT,
+            kwargs={"torchwm_spec": data},
+            # The stack as built, nothing around it: its own time limit and checks are inside it.
+            order_enforce=False,
+            disable_env_checker=True,
+        )
     try:
-        base = gym.spec(spec.id)
-    except gym.error.Error:
+        env_spec.to_json()
+    except (TypeError, ValueError):  # an entry point or an argument JSON cannot hold
         return None
-    return dataclasses.replace(base, kwargs={**base.kwargs, **spec.env_kwargs})
+    return env_spec
+
+
+RECORDED_ENV_ENTRY_POINT = f"{__name__}:recorded_env"
+
+
+def recorded_env(torchwm_spec: dict[str, Any], render_mode: str | None = None) -> gym.Env:
+    """One env of the stack a dataset was recorded from (``torchwm_spec``: its `VecSpec` as data): the entry
+    point of the ``env_spec`` `VectorDataCollector` stores, which ``dataset.recover_environment()`` calls.
+    Seeded with ``reset(seed=...)``, the episode's seed in the dataset's metadata, and stepped with its
+    actions, it gives the recorded episode again."""
+    from torchwm.building import build_env
+
+    spec = VecSpec.from_dict(torchwm_spec)
+    if render_mode is not None:
+        spec = spec.replace(env_kwargs={**spec.env_kwargs, "render_mode": render_mode})
+    return build_env(spec)
 
 
 def dataset_spec(dataset: minari.MinariDataset) -> VecSpec:
