@@ -11,7 +11,6 @@ import warnings
 from pathlib import Path
 
 import cloudpickle
-
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -21,7 +20,6 @@ pytest.importorskip("minari")
 import torchwm  # noqa: E402
 from torchwm.building import build_env  # noqa: E402
 from torchwm.cli import main  # noqa: E402
-from torchwm.errors import WorkerError  # noqa: E402
 from torchwm.integrations.minari import VectorDataCollector, dataset_spec, make_vec_from_dataset  # noqa: E402
 from torchwm.testing import ATARI_FRAME_LIMIT  # noqa: E402
 

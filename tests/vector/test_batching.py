@@ -139,7 +139,10 @@ def test_get_row_reads_final_obs_of_nested_spaces_as_gymnasium_batches_them():
     finals = {}
     for name, envs in (
         ("torchwm", torchwm.make_vec_from_fns([NestedEnv] * 2, autoreset_mode="same_step")),
-        ("gymnasium", gym.vector.SyncVectorEnv([NestedEnv] * 2, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)),
+        (
+            "gymnasium",
+            gym.vector.SyncVectorEnv([NestedEnv] * 2, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP),
+        ),
     ):
         envs.reset(seed=4)
         actions = ((0, 1), ("ab", "c"))

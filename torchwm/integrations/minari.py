@@ -45,7 +45,7 @@ try:
     import h5py  # noqa: F401  (Minari's default storage; its own error names another install)
     import minari
     from minari.data_collector import EpisodeBuffer
-    from minari.data_collector.callbacks import EpisodeMetadataCallback
+    from minari.data_collector.callbacks import EpisodeMetadataCallback, StepDataCallback
     from minari.storage.datasets_root_dir import get_dataset_path
 except ImportError as exc:
     from torchwm.extras import missing_extra
@@ -143,10 +143,22 @@ def _stack_infos(infos: list[dict[str, Any]]) -> dict[str, Any]:
 class _Episode:
     """One env's episode while it runs."""
 
-    __slots__ = ("actions", "infos", "observations", "rewards", "seed", "terminations", "truncations")
+    __slots__ = (
+        "actions",
+        "infos",
+        "observations",
+        "options",
+        "rewards",
+        "seed",
+        "terminations",
+        "truncations",
+    )
 
-    def __init__(self, rows: tuple[_Rows, _Rows], first_obs: Any, seed: Any, info: Any) -> None:
+    def __init__(
+        self, rows: tuple[_Rows, _Rows], first_obs: Any, seed: Any, info: Any, options: Any = None
+    ) -> None:
         self.seed = None if seed is None else int(seed)
+        self.options = options  # the reset's options (an autoreset has none), kept as Minari keeps them
         self.observations, self.actions = rows  # the env's own, cleared for this episode
         self.observations.clear()
         self.actions.clear()
@@ -172,6 +184,11 @@ class VectorDataCollector(gym.vector.VectorWrapper):
         observation_space, action_space, data_format: as `minari.DataCollector`'s (default: the envs'
             single spaces, Minari's default format).
         jpeg_encoding: JPEG-encode image observations (lossy): off by default, unlike Minari's.
+        step_data_callback: as Minari's, a `minari.StepDataCallback` subclass: one instance per env, called
+            with that env's reset rows (``action=None``) and step rows, whose returned step data is what is
+            recorded (a changed observation or action, in ``observation_space``/``action_space``, or a
+            forced ``truncated``: the next episode then goes on from that step without a reset, as
+            Minari's collector records it). Its ``env`` argument is the vector env.
         episode_metadata_callback: as Minari's, a class whose instance maps an episode (a dict of arrays)
             to its metadata; its ``env_id`` is added.
         max_episodes: keep the first ``max_episodes`` episodes to end, and no more (None: all).
@@ -197,6 +214,7 @@ class VectorDataCollector(gym.vector.VectorWrapper):
         data_format: str | None = None,
         *,
         jpeg_encoding: bool = False,
+        step_data_callback: type = StepDataCallback,
         episode_metadata_callback: type = EpisodeMetadataCallback,
         max_episodes: int | None = None,
     ) -> None:
@@ -218,6 +236,12 @@ class VectorDataCollector(gym.vector.VectorWrapper):
         self._actions: list[Any] = [None] * n  # the action sent to each env, for the row that returns it
         self._finished: list[tuple[int, EpisodeBuffer]] = []
         self._rows = [(_Rows(self._obs_space), _Rows(self._act_space)) for _ in range(n)]
+        # Minari's default callback returns the step as it came: not called, so that a step costs no call
+        # per env.
+        self._step_callbacks = (
+            None if step_data_callback is StepDataCallback else [step_data_callback() for _ in range(n)]
+        )
+        self._needs_infos = self._record_infos or self._step_callbacks is not None
         self._pending_reset: tuple[Any, Any] | None = None
 
     # -- what is recorded ----------------------------------------------------------------------------
@@ -330,7 +354,7 @@ class VectorDataCollector(gym.vector.VectorWrapper):
         return np.atleast_1d(np.asarray(env_ids, dtype=np.int64)).tolist()
 
     def _record_send(self, actions: Any, env_ids: Any) -> None:
-        space = self._act_space
+        space = self._vec.single_action_space  # the actions sent (a step data callback may map them)
         if isinstance(space, ARRAY_SPACES):
             actions = np.array(actions, dtype=space.dtype)  # a copy: the caller may reuse its array
         for k, i in enumerate(self._ids(env_ids)):
@@ -368,17 +392,27 @@ class VectorDataCollector(gym.vector.VectorWrapper):
         drawn_mask = infos.get("_episode_seed")
         info_rows = (
             infos_to_rows(infos, len(ids) if "env_id" in infos else self.num_envs)
-            if self._record_infos
+            if self._needs_infos
             else None
         )
         space = self._vec.single_observation_space
+        # The options an episode was reset with, for its metadata (the vector env's own reset_mask is not).
+        episode_options = {k: v for k, v in options.items() if k != "reset_mask"} if options else None
         for i, row, given in zip(ids, rows, seeds, strict=True):
             if drawn is not None and (drawn_mask is None or drawn_mask[row]):
                 given = drawn[row]
-            info = None if info_rows is None else _env_info(info_rows[row])
             # An episode cut by this reset did not end: left out.
-            self._episodes[i] = _Episode(self._rows[i], get_row(space, obs, row), given, info)
+            info_row = None if info_rows is None else info_rows[row]
+            self._start(i, get_row(space, obs, row), given, info_row, episode_options)
             self._needs_reset[i] = False
+
+    def _start(self, i: int, obs: Any, seed: Any, info: dict[str, Any] | None, options: Any = None) -> None:
+        """Env ``i``'s next episode starts with this reset row (the step data callback's view of it)."""
+        info = None if info is None else _env_info(info)
+        if self._step_callbacks is not None:
+            data = self._step_callbacks[i](env=self._vec, obs=obs, info=info or {})
+            obs, info = data["observation"], data["info"]
+        self._episodes[i] = _Episode(self._rows[i], obs, seed, info if self._record_infos else None, options)
 
     def _record_step(
         self, obs: Any, rewards: Any, terminations: Any, truncations: Any, infos: dict[str, Any]
@@ -395,11 +429,12 @@ class VectorDataCollector(gym.vector.VectorWrapper):
         rewards_list = np.asarray(rewards).tolist()
         terminations_list = np.asarray(terminations).tolist()
         truncations_list = np.asarray(truncations).tolist()
-        info_rows = infos_to_rows(infos, n_rows) if self._record_infos else None
+        info_rows = infos_to_rows(infos, n_rows) if self._needs_infos else None
         drawn = infos.get("episode_seed")
         drawn_mask = infos.get("_episode_seed")
         restarted = infos.get("worker_restarted")
         restarted_mask = infos.get("_worker_restarted")
+        callbacks = self._step_callbacks
         for row, i in enumerate(ids):
             obs_row = obs[row] if array_obs else get_row(space, obs, row)
             if restarted is not None and restarted[row] and (restarted_mask is None or restarted_mask[row]):
@@ -412,35 +447,63 @@ class VectorDataCollector(gym.vector.VectorWrapper):
             if self._needs_reset[i]:  # next_step: this row is the reset step of the next episode
                 self._needs_reset[i] = False
                 seed = drawn[row] if drawn is not None and (drawn_mask is None or drawn_mask[row]) else None
-                info = None if info_rows is None else _env_info(info_rows[row])
-                self._episodes[i] = _Episode(self._rows[i], obs_row, seed, info)
+                self._start(i, obs_row, seed, None if info_rows is None else info_rows[row])
                 continue
             episode = self._episodes[i]
             terminated, truncated = terminations_list[row], truncations_list[row]
-            ended = terminated or truncated
+            ended = terminated or truncated  # the env's own end: it resets
+            recorded_end = False  # the end of the recorded episode (a step data callback may move it)
             if episode is not None:
-                episode.actions.append(self._actions[i])
-                episode.rewards.append(rewards_list[row])
-                episode.terminations.append(terminated)
-                episode.truncations.append(truncated)
-                if ended and same_step:
-                    episode.observations.append(get_row(space, infos["final_obs"], row))
-                else:
-                    episode.observations.append(obs_row)
-                if episode.infos is not None and info_rows is not None:
+                last_obs = get_row(space, infos["final_obs"], row) if ended and same_step else obs_row
+                step_info = None
+                if info_rows is not None:
                     step_info = info_rows[row]
                     if ended and same_step:
                         step_info = step_info.get("final_info", {})
-                    episode.infos.append(_env_info(step_info))
-                if ended:
+                    step_info = _env_info(step_info)
+                action, reward, step_terminated, step_truncated = (
+                    self._actions[i],
+                    rewards_list[row],
+                    terminated,
+                    truncated,
+                )
+                if callbacks is not None:
+                    data = callbacks[i](
+                        env=self._vec,
+                        obs=last_obs,
+                        info=step_info or {},
+                        action=action,
+                        rew=reward,
+                        terminated=terminated,
+                        truncated=truncated,
+                    )
+                    last_obs, action, reward = data["observation"], data["action"], data["reward"]
+                    step_terminated, step_truncated = bool(data["terminated"]), bool(data["truncated"])
+                    step_info = data["info"]
+                episode.actions.append(action)
+                episode.rewards.append(reward)
+                episode.terminations.append(step_terminated)
+                episode.truncations.append(step_truncated)
+                episode.observations.append(last_obs)
+                if episode.infos is not None and step_info is not None:
+                    episode.infos.append(step_info)
+                recorded_end = step_terminated or step_truncated
+                if recorded_end:
                     self._finish(i, episode)
+                    if not ended:
+                        # The callback ended the episode, not the env: the next one goes on from here,
+                        # without a reset (and without a seed), as Minari's collector records it.
+                        infos_kept = None if episode.infos is None else step_info
+                        self._episodes[i] = _Episode(self._rows[i], last_obs, None, infos_kept)
+                        continue
             if not ended:
                 continue
+            # The env ended and resets (an episode the callback did not end is cut here: left out).
             self._episodes[i] = None
             if same_step:
                 seed = drawn[row] if drawn is not None and (drawn_mask is None or drawn_mask[row]) else None
-                info = None if info_rows is None else _env_info(info_rows[row])
-                self._episodes[i] = _Episode(self._rows[i], obs_row, seed, info)
+                reset_info = None if info_rows is None else info_rows[row]
+                self._start(i, obs_row, seed, reset_info)
             elif next_step:
                 self._needs_reset[i] = True
 
@@ -449,6 +512,7 @@ class VectorDataCollector(gym.vector.VectorWrapper):
             return
         buffer = EpisodeBuffer(
             seed=episode.seed,
+            options=episode.options or None,
             observations=episode.observations.stacked(),
             actions=episode.actions.stacked(),
             rewards=np.asarray(episode.rewards, dtype=np.float64),
