@@ -124,9 +124,14 @@ class WorkerError(TorchwmError, RuntimeError):
         worker_index: the worker that ran it.
         remote_traceback: the traceback text from the worker, when there is one.
         original_type: the exception type the env raised, when this class also subclasses it.
+        dropped_env_ids: for an env's error raised by ``recv``/``step``, the envs of the send it failed
+            whose results were dropped (the env that raised among them), in ascending order: each may
+            have taken that step without its rows reaching the caller, so an episode recorded from the
+            rows has a hole there (see `mark_dropped`). Empty for any other error.
     """
 
     original_type: type[BaseException] | None = None
+    dropped_env_ids: tuple[int, ...] = ()
 
     def __init__(
         self,
@@ -151,6 +156,17 @@ class WorkerError(TorchwmError, RuntimeError):
     def __reduce__(self) -> tuple:
         # A class made by worker_error_class is no module attribute: rebuild it from the original type.
         return (_rebuild_worker_error, (self.original_type, self.args), self.__dict__)
+
+
+def mark_dropped(exc: BaseException, env_ids: Iterable[int]) -> None:
+    """Record on ``exc``, as ``exc.dropped_env_ids``, the envs of the send it failed whose step results
+    were dropped. A backend that raises the env's own exception (``sync``, as Gymnasium's
+    ``SyncVectorEnv`` does) records it there too; an exception type that refuses attributes goes on
+    without it (a reader then takes every env of the send as dropped)."""
+    try:
+        exc.dropped_env_ids = tuple(sorted(int(i) for i in env_ids))  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - the error itself must still reach the caller
+        pass
 
 
 def _rebuild_worker_error(original_type: type[BaseException] | None, args: tuple) -> WorkerError:

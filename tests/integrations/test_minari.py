@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+import os
+import signal
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
+import cloudpickle
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -20,6 +25,9 @@ from torchwm.testing import ATARI_FRAME_LIMIT  # noqa: E402
 
 # Minari warns for each piece of metadata a dataset lacks (author, description, ...).
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+# Forkserver workers cannot import this test module: the envs defined here go by value.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 @pytest.fixture(autouse=True)
@@ -182,6 +190,105 @@ def test_infos_are_recorded_when_asked(mode):
         assert "episode_seed" not in episode.infos and "final_obs" not in episode.infos
 
 
+class Saboteur(gym.Wrapper):
+    """CartPole that raises ``ValueError`` at its steps ``raise_at`` (counted over its whole life, before
+    the step is taken) and kills its own process at its step ``kill_at``, once (``marker``, a file, says
+    it did: the restarted worker's env steps on)."""
+
+    def __init__(self, raise_at=(), kill_at=None, marker=None):
+        super().__init__(gym.make("CartPole-v1"))
+        self.raise_at, self.kill_at, self.marker = set(raise_at), kill_at, marker
+        self.steps = 0
+
+    def step(self, action):
+        self.steps += 1
+        if self.steps in self.raise_at:
+            raise ValueError("the env broke on purpose")
+        if self.steps == self.kill_at and not Path(self.marker).exists():
+            Path(self.marker).touch()
+            os.kill(os.getpid(), signal.SIGKILL)
+        return self.env.step(action)
+
+
+@pytest.mark.parametrize(
+    ("backend", "mode"), [("sync", "next_step"), ("shmem", "next_step"), ("shmem", "same_step")]
+)
+def test_episodes_recorded_under_env_errors_and_worker_restarts_all_replay(backend, mode, tmp_path):
+    # Env 1 raises twice; on shmem env 2 kills its worker (envs 2 and 3) once, which is restarted. The
+    # dataset holds whole episodes only: none with a step whose rows an error dropped (env 0's, beside
+    # env 1 in the failed sends), none cut by the restart.
+    kill = backend == "shmem"
+    fns = [
+        Saboteur,
+        functools.partial(Saboteur, raise_at=(9, 40)),
+        functools.partial(Saboteur, kill_at=25 if kill else None, marker=str(tmp_path / "killed")),
+        Saboteur,
+    ]
+    options = {"num_workers": 2, "restart_on_crash": True} if kill else None
+    vec = torchwm.make_vec_from_fns(
+        fns, backend=backend, seed=3, autoreset_mode=mode, autoreset_seeds=True, backend_kwargs=options
+    )
+    errors, restarts = [], 0
+    with VectorDataCollector(vec) as envs:
+        envs.action_space.seed(0)
+        envs.reset()
+        for _ in range(2000):
+            if envs.num_episodes >= 12 and len(errors) == 2 and (restarts or not kill):
+                break
+            try:
+                *_, infos = envs.step(envs.action_space.sample())
+            except ValueError as exc:
+                errors.append(exc)
+                envs.reset(env_ids=[1])  # the env that raised; the others step on
+                continue
+            restarts += int(np.sum(infos.get("worker_restarted", 0)))
+        dataset = envs.create_dataset(f"test/faults-{backend}-{mode}-v0")
+    assert len(errors) == 2 and all(exc.dropped_env_ids == (0, 1, 2, 3) for exc in errors)
+    assert restarts == (2 if kill else 0)  # both envs of the killed worker said so
+    assert dataset.total_episodes >= 12
+    metadata = replay(dataset, lambda _: gym.make("CartPole-v1"))  # every episode, from its seed
+    assert all(meta["seed"] is not None for meta in metadata)
+
+
+class ArrayInfoEnv(gym.Env):
+    """Minari's ``DummyInfoEnv``: every info is the ``info`` it was made with (arrays, nested dicts)."""
+
+    def __init__(self, info=None):
+        self.observation_space = gym.spaces.Box(-1.0, 4.0, (3,), np.float32)
+        self.action_space = gym.spaces.Box(-1.0, 4.0, (2,), np.float32)
+        self.info = info
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self.np_random.random(3, dtype=np.float32), dict(self.info)
+
+    def step(self, action):
+        self.t += 1
+        return self.np_random.random(3, dtype=np.float32), 0.0, self.t >= 3, False, dict(self.info)
+
+
+if "TorchwmTest/ArrayInfo-v0" not in gym.registry:
+    gym.register("TorchwmTest/ArrayInfo-v0", entry_point=ArrayInfoEnv)
+
+
+def test_array_infos_and_env_arguments_json_cannot_hold_are_stored():
+    info = {"foo": np.ones((10, 10), dtype=np.float32), "nested": {"flag": False, "values": np.arange(4.0)}}
+    vec = torchwm.make_vec("TorchwmTest/ArrayInfo-v0", 2, seed=0, info=info)
+    with VectorDataCollector(vec, record_infos=True) as envs:
+        record(envs, 4)
+        with pytest.warns(UserWarning, match="torchwm spec of this vector env cannot be stored"):
+            dataset = envs.create_dataset("test/array-infos-v0")
+    assert dataset.total_episodes >= 4
+    for episode in dataset.iterate_episodes():
+        steps = len(episode.observations)
+        assert np.array_equal(episode.infos["foo"], np.broadcast_to(info["foo"], (steps, 10, 10)))
+        assert np.array_equal(episode.infos["nested"]["values"], np.broadcast_to(np.arange(4.0), (steps, 4)))
+        assert episode.infos["nested"]["flag"].tolist() == [False] * steps
+    with pytest.raises(ValueError, match="holds no torchwm spec"):
+        dataset_spec(dataset)
+
+
 @pytest.mark.parametrize("mode", ["next_step", "same_step"])
 def test_pong_frames_come_back_byte_equal_and_the_stack_is_rebuilt(mode):
     limit = {"max_num_frames_per_episode": ATARI_FRAME_LIMIT}
@@ -208,6 +315,46 @@ def test_pong_frames_come_back_byte_equal_and_the_stack_is_rebuilt(mode):
         assert [w.name for w in again.spec.wrappers] == wrappers
         assert again.spec.backend == "sync" and again.spec.num_envs == 1
         assert again.spec.env_kwargs == vec.spec.env_kwargs and again.spec.fused == vec.spec.fused
+
+
+def test_minari_recovers_the_recorded_pong_stack_and_it_replays_the_first_episode_byte_for_byte():
+    import minari
+
+    argv = ["record", "pong", "--episodes", "2", "--dataset-id", "test/pong-recover-v0", "--num-envs", "2"]
+    argv += ["--set", f"env_kwargs.max_num_frames_per_episode={ATARI_FRAME_LIMIT}", "--no-progress"]
+    assert main(argv) == 0
+    dataset = minari.load_dataset("test/pong-recover-v0")
+    assert dataset.spec.env_spec.entry_point == "torchwm.integrations.minari:recorded_env"
+    for env in (dataset.recover_environment(), dataset.recover_environment(eval_env=True)):
+        assert env.observation_space == dataset.observation_space and env.action_space == dataset.action_space
+        episode, meta = dataset[0], next(iter(dataset.storage.get_episode_metadata([0])))
+        obs, _ = env.reset(seed=int(meta["seed"]))
+        assert obs.tobytes() == episode.observations[0].tobytes()
+        for t, action in enumerate(episode.actions):
+            obs, reward, terminated, truncated, _ = env.step(action)
+            assert obs.tobytes() == episode.observations[t + 1].tobytes(), t
+            assert (reward, terminated, truncated) == (
+                episode.rewards[t],
+                episode.terminations[t],
+                episode.truncations[t],
+            )
+        assert terminated or truncated
+        env.close()
+
+
+def test_a_plain_gymnasium_env_keeps_its_own_env_spec_and_a_wrapped_one_gets_the_stack():
+    with VectorDataCollector(torchwm.make_vec("CartPole-v1", 2, seed=0, autoreset_seeds=True)) as envs:
+        record(envs, 2)
+        plain = envs.create_dataset("test/plain-v0")
+    assert plain.spec.env_spec == gym.spec("CartPole-v1")  # as Minari's own collector stores it
+    vec = torchwm.make_vec("CartPole-v1", 2, seed=0, wrappers=["clip_reward"], autoreset_seeds=True)
+    with VectorDataCollector(vec) as envs:
+        record(envs, 2)
+        wrapped = envs.create_dataset("test/wrapped-v0")
+    env = wrapped.recover_environment()
+    assert [w.name for w in dataset_spec(wrapped).wrappers] == ["clip_reward"]
+    replay(wrapped, lambda _: wrapped.recover_environment())
+    env.close()
 
 
 def test_a_missing_extra_is_one_line_naming_it():
@@ -264,6 +411,59 @@ def test_record_writes_exactly_n_episodes(datasets_path, capsys):
         ]
     )
     assert status == 0 and minari.load_dataset("test/cli-v0").total_episodes == 2
+
+
+def test_record_interrupted_while_writing_leaves_no_dataset(datasets_path, monkeypatch, capsys):
+    import minari
+    from minari.dataset._storages.hdf5_storage import HDF5Storage  # the default format
+
+    def interrupted(self, episodes):
+        raise KeyboardInterrupt
+
+    argv = ["record", "CartPole-v1", "--episodes", "2", "--dataset-id", "test/cut-v0", "--no-progress"]
+    with monkeypatch.context() as patch:
+        patch.setattr(HDF5Storage, "update_episodes", interrupted)
+        status = main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 130 and "no dataset written" in err[-1]
+    assert "test/cut-v0" not in minari.list_local_datasets()
+    assert not (datasets_path / "test" / "cut-v0").exists()
+    assert main(argv) == 0 and minari.load_dataset("test/cut-v0").total_episodes == 2  # the id is free
+
+
+@pytest.mark.parametrize("failure", [KeyboardInterrupt, OSError])
+def test_a_failed_write_leaves_no_dataset_and_keeps_the_episodes(failure, datasets_path, monkeypatch):
+    import minari
+    from minari.dataset._storages.hdf5_storage import HDF5Storage  # the default format
+
+    def failing(self, episodes):
+        raise failure("the disk is full")
+
+    with VectorDataCollector(torchwm.make_vec("CartPole-v1", 2, seed=0, autoreset_seeds=True)) as envs:
+        record(envs, 3)
+        kept = envs.num_episodes
+        with monkeypatch.context() as patch:
+            patch.setattr(HDF5Storage, "update_episodes", failing)
+            with pytest.raises(failure):
+                envs.create_dataset("test/failed-v0")
+        assert "test/failed-v0" not in minari.list_local_datasets()
+        assert not (datasets_path / "test" / "failed-v0").exists()
+        assert envs.num_episodes == kept
+        dataset = envs.create_dataset("test/failed-v0")
+    assert dataset.total_episodes == kept
+    replay(dataset, lambda _: gym.make("CartPole-v1"))
+
+
+def test_an_existing_dataset_is_refused_and_kept(datasets_path):
+    with VectorDataCollector(torchwm.make_vec("CartPole-v1", 2, seed=0, autoreset_seeds=True)) as envs:
+        record(envs, 2)
+        first = envs.create_dataset("test/taken-v0").total_episodes
+        record(envs, 2)
+        with pytest.raises(ValueError, match="already exists"):
+            envs.create_dataset("test/taken-v0")
+    import minari
+
+    assert minari.load_dataset("test/taken-v0").total_episodes == first
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from torchwm.vector.batching import InfoBatcher
+import torchwm
+from torchwm.vector.batching import InfoBatcher, get_row
 
 VALUES = st.one_of(
     st.integers(-(2**40), 2**40),
@@ -107,3 +108,50 @@ def test_keys_that_collide_with_the_batchs_names_batch_like_gymnasium(infos):
     # Every env has the same keys of one plain type: the column path's case, but for names that Gymnasium's
     # loop treats in its own way.
     assert_same(InfoBatcher(len(infos)).batch(infos), gymnasium_batch(infos))
+
+
+class NestedEnv(gym.Env):
+    """Dict, Tuple and Text parts in one observation (as Minari's dummy envs); ends after 2 steps."""
+
+    def __init__(self):
+        # The env's own spaces: its observations are samples of its observation space, seeded by reset.
+        self.observation_space = gym.spaces.Dict(
+            {
+                "position": gym.spaces.Box(-1.0, 1.0, (2,), np.float32),
+                "parts": gym.spaces.Tuple((gym.spaces.Discrete(5), gym.spaces.Text(8))),
+            }
+        )
+        self.action_space = gym.spaces.Tuple((gym.spaces.Discrete(2), gym.spaces.Text(4)))
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.observation_space.seed(seed)
+        self.t = 0
+        return self.observation_space.sample(), {}
+
+    def step(self, action):
+        self.t += 1
+        return self.observation_space.sample(), 1.0, self.t >= 2, False, {}
+
+
+def test_get_row_reads_final_obs_of_nested_spaces_as_gymnasium_batches_them():
+    space = NestedEnv().observation_space
+    finals = {}
+    for name, envs in (
+        ("torchwm", torchwm.make_vec_from_fns([NestedEnv] * 2, autoreset_mode="same_step")),
+        (
+            "gymnasium",
+            gym.vector.SyncVectorEnv([NestedEnv] * 2, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP),
+        ),
+    ):
+        envs.reset(seed=4)
+        actions = ((0, 1), ("ab", "c"))
+        envs.step(actions)
+        _, _, terminations, _, infos = envs.step(actions)
+        assert terminations.all()
+        finals[name] = [get_row(space, infos["final_obs"], i) for i in range(2)]
+        assert all(space.contains(final) for final in finals[name])
+        envs.close()
+    # One whole observation per env, the same on both.
+    for ours, theirs in zip(finals["torchwm"], finals["gymnasium"], strict=True):
+        assert np.array_equal(ours["position"], theirs["position"]) and ours["parts"] == theirs["parts"]

@@ -153,6 +153,7 @@ def test_an_env_error_fails_its_own_send_and_keeps_the_others():
     state.step_failed(state.worker_finished(0), error)
     raised, abandoned = state.take_error()
     assert raised is error and abandoned == []
+    assert raised.dropped_env_ids == (0, 1)  # the envs whose results the error dropped
     # Envs 0 and 1 (the failed send) are no longer in flight; env 2's result is still there.
     assert state.in_flight.tolist() == [False, False, True, False] and list(state.ready) == [2]
     assert state.errors == []

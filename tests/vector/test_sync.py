@@ -57,3 +57,35 @@ def test_sync_refuses_a_second_thread_while_a_call_is_under_way():
     obs, rewards, *_ = vec.step(np.zeros(2, dtype=np.int64))  # usable: nothing was left in flight
     assert rewards.tolist() == [1.0, 1.0] and obs.tolist() == [[1.0], [1.0]]
     vec.close()
+
+
+class RaisesOnAction(gym.Env):
+    """Raises ``ValueError`` on action 1; action 0 counts the step in its observation."""
+
+    observation_space = gym.spaces.Box(0.0, 100.0, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        if action == 1:
+            raise ValueError("the env broke on purpose")
+        self.t += 1
+        return np.full(1, self.t, np.float32), 0.0, False, False, {}
+
+
+def test_an_env_error_names_the_envs_whose_results_the_step_dropped():
+    with torchwm.make_vec_from_fns([RaisesOnAction] * 3, backend="sync") as envs:
+        envs.reset(seed=0)
+        with pytest.raises(ValueError, match="on purpose") as caught:
+            envs.step(np.array([0, 1, 0]))
+        # The env's own exception (as Gymnasium's SyncVectorEnv raises it), naming the envs of the send:
+        # env 0 took the step, its rows never came back.
+        assert caught.value.dropped_env_ids == (0, 1, 2)
+        assert envs.get_attr("t") == (1, 0, 0)
+        with pytest.raises(ValueError) as caught:
+            envs.step(np.array([1, 0]), env_ids=[2, 0])
+        assert caught.value.dropped_env_ids == (0, 2)

@@ -6,7 +6,8 @@ is random (seeded ``action_space.sample()``) or ``--policy module:function`` (``
 action_space) -> actions``). Exactly ``--episodes`` episodes are written: the first to end; stepping
 stops once they have, and episodes that end in the same step beyond them are not added. Bad values
 (fewer than 1 episode, a malformed or existing dataset id without ``--overwrite``, an unknown policy, a
-missing ``[minari]`` extra) are one line, exit 2, before any env is built.
+missing ``[minari]`` extra) are one line, exit 2, before any env is built. A Ctrl-C, while recording or
+while writing, or a failed write leaves no dataset (with ``--overwrite``, the old one is already gone).
 """
 
 from __future__ import annotations
@@ -97,11 +98,16 @@ def cmd_record(args: argparse.Namespace) -> int:
         warnings.filterwarnings(
             "ignore", message=r".*(is set to None|env_spec is None)", category=UserWarning
         )
-        dataset = envs.create_dataset(
-            args.dataset_id,
-            algorithm_name=args.policy or "random",
-            description=f"torchwm record {args.target}: {spec.id} x {spec.num_envs} on {spec.backend}",
-        )
+        try:
+            dataset = envs.create_dataset(
+                args.dataset_id,
+                algorithm_name=args.policy or "random",
+                description=f"torchwm record {args.target}: {spec.id} x {spec.num_envs} on {spec.backend}",
+            )
+        except KeyboardInterrupt:
+            # create_dataset removed what it had written: the id is free for the next run.
+            print("torchwm record: interrupted while writing; no dataset written", file=sys.stderr)
+            return EXIT_INTERRUPTED
     seconds = time.perf_counter() - began
     print(
         f"torchwm record: wrote {dataset.total_episodes} episodes ({dataset.total_steps} steps) of {spec.id} "

@@ -24,8 +24,12 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import mmap
+import shutil
+import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -34,19 +38,21 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
 from torchwm.spec import VecSpec
+from torchwm.vector.base import VectorEnv as TorchwmVectorEnv
 from torchwm.vector.batching import ARRAY_SPACES, get_row, infos_to_rows
 
 try:
     import h5py  # noqa: F401  (Minari's default storage; its own error names another install)
     import minari
     from minari.data_collector import EpisodeBuffer
-    from minari.data_collector.callbacks import EpisodeMetadataCallback
+    from minari.data_collector.callbacks import EpisodeMetadataCallback, StepDataCallback
+    from minari.storage.datasets_root_dir import get_dataset_path
 except ImportError as exc:
     from torchwm.extras import missing_extra
 
     raise missing_extra("minari", "torchwm.integrations.minari") from exc
 
-__all__ = ["VectorDataCollector", "make_vec_from_dataset"]
+__all__ = ["VectorDataCollector", "dataset_spec", "make_vec_from_dataset", "recorded_env"]
 
 SPEC_KEY = "torchwm_spec"
 # Keys of a step's infos that are the vector env's, not the env's own.
@@ -137,10 +143,22 @@ def _stack_infos(infos: list[dict[str, Any]]) -> dict[str, Any]:
 class _Episode:
     """One env's episode while it runs."""
 
-    __slots__ = ("actions", "infos", "observations", "rewards", "seed", "terminations", "truncations")
+    __slots__ = (
+        "actions",
+        "infos",
+        "observations",
+        "options",
+        "rewards",
+        "seed",
+        "terminations",
+        "truncations",
+    )
 
-    def __init__(self, rows: tuple[_Rows, _Rows], first_obs: Any, seed: Any, info: Any) -> None:
+    def __init__(
+        self, rows: tuple[_Rows, _Rows], first_obs: Any, seed: Any, info: Any, options: Any = None
+    ) -> None:
         self.seed = None if seed is None else int(seed)
+        self.options = options  # the reset's options (an autoreset has none), kept as Minari keeps them
         self.observations, self.actions = rows  # the env's own, cleared for this episode
         self.observations.clear()
         self.actions.clear()
@@ -166,6 +184,11 @@ class VectorDataCollector(gym.vector.VectorWrapper):
         observation_space, action_space, data_format: as `minari.DataCollector`'s (default: the envs'
             single spaces, Minari's default format).
         jpeg_encoding: JPEG-encode image observations (lossy): off by default, unlike Minari's.
+        step_data_callback: as Minari's, a `minari.StepDataCallback` subclass: one instance per env, called
+            with that env's reset rows (``action=None``) and step rows, whose returned step data is what is
+            recorded (a changed observation or action, in ``observation_space``/``action_space``, or a
+            forced ``truncated``: the next episode then goes on from that step without a reset, as
+            Minari's collector records it). Its ``env`` argument is the vector env.
         episode_metadata_callback: as Minari's, a class whose instance maps an episode (a dict of arrays)
             to its metadata; its ``env_id`` is added.
         max_episodes: keep the first ``max_episodes`` episodes to end, and no more (None: all).
@@ -191,6 +214,7 @@ class VectorDataCollector(gym.vector.VectorWrapper):
         data_format: str | None = None,
         *,
         jpeg_encoding: bool = False,
+        step_data_callback: type = StepDataCallback,
         episode_metadata_callback: type = EpisodeMetadataCallback,
         max_episodes: int | None = None,
     ) -> None:
@@ -212,6 +236,12 @@ class VectorDataCollector(gym.vector.VectorWrapper):
         self._actions: list[Any] = [None] * n  # the action sent to each env, for the row that returns it
         self._finished: list[tuple[int, EpisodeBuffer]] = []
         self._rows = [(_Rows(self._obs_space), _Rows(self._act_space)) for _ in range(n)]
+        # Minari's default callback returns the step as it came: not called, so that a step costs no call
+        # per env.
+        self._step_callbacks = (
+            None if step_data_callback is StepDataCallback else [step_data_callback() for _ in range(n)]
+        )
+        self._needs_infos = self._record_infos or self._step_callbacks is not None
         self._pending_reset: tuple[Any, Any] | None = None
 
     # -- what is recorded ----------------------------------------------------------------------------
@@ -258,16 +288,28 @@ class VectorDataCollector(gym.vector.VectorWrapper):
 
     def step(self, actions: Any, env_ids: Any = None) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         self._record_send(actions, env_ids)
-        result = self._vec.step(actions) if env_ids is None else self._vec.step(actions, env_ids)
+        try:
+            result = self._vec.step(actions) if env_ids is None else self._vec.step(actions, env_ids)
+        except BaseException as exc:
+            self._drop_lost_steps(exc)
+            raise
         self._record_step(*result)
         return result
 
     def send(self, actions: Any, env_ids: Any = None) -> None:
-        self._vec.send(actions, env_ids)
+        try:
+            self._vec.send(actions, env_ids)
+        except BaseException as exc:
+            self._drop_lost_steps(exc)
+            raise
         self._record_send(actions, env_ids)
 
     def recv(self, *args: Any, **kwargs: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
-        result = self._vec.recv(*args, **kwargs)
+        try:
+            result = self._vec.recv(*args, **kwargs)
+        except BaseException as exc:
+            self._drop_lost_steps(exc)
+            raise
         self._record_step(*result)
         return result
 
@@ -288,13 +330,31 @@ class VectorDataCollector(gym.vector.VectorWrapper):
 
     # -- recording -----------------------------------------------------------------------------------
 
+    def _drop_lost_steps(self, exc: BaseException) -> None:
+        """A step, send or recv raised: the episodes of the envs whose step results it dropped have a step
+        the rows never showed, so they are left out (as an episode cut by `reset`); each env's next
+        episode is recorded again. A torchwm vector env names those envs (``exc.dropped_env_ids``); an
+        error of it that names none dropped nothing (a refused call, a timeout whose envs stay in
+        flight; after a Ctrl-C the envs in flight must be reset, which cuts their episodes). Another
+        vector env's error may have dropped any env's results: every running episode is left out."""
+        if isinstance(exc, TimeoutError):
+            return  # the envs stay in flight: recv() again collects their results
+        dropped = getattr(exc, "dropped_env_ids", None)
+        if dropped is None:
+            if isinstance(self._vec.unwrapped, TorchwmVectorEnv):
+                return
+            dropped = range(self.num_envs)
+        for i in dropped:
+            self._episodes[i] = None
+            self._needs_reset[i] = False
+
     def _ids(self, env_ids: Any) -> list[int]:
         if env_ids is None:
             return list(range(self.num_envs))
         return np.atleast_1d(np.asarray(env_ids, dtype=np.int64)).tolist()
 
     def _record_send(self, actions: Any, env_ids: Any) -> None:
-        space = self._act_space
+        space = self._vec.single_action_space  # the actions sent (a step data callback may map them)
         if isinstance(space, ARRAY_SPACES):
             actions = np.array(actions, dtype=space.dtype)  # a copy: the caller may reuse its array
         for k, i in enumerate(self._ids(env_ids)):
@@ -332,17 +392,27 @@ class VectorDataCollector(gym.vector.VectorWrapper):
         drawn_mask = infos.get("_episode_seed")
         info_rows = (
             infos_to_rows(infos, len(ids) if "env_id" in infos else self.num_envs)
-            if self._record_infos
+            if self._needs_infos
             else None
         )
         space = self._vec.single_observation_space
+        # The options an episode was reset with, for its metadata (the vector env's own reset_mask is not).
+        episode_options = {k: v for k, v in options.items() if k != "reset_mask"} if options else None
         for i, row, given in zip(ids, rows, seeds, strict=True):
             if drawn is not None and (drawn_mask is None or drawn_mask[row]):
                 given = drawn[row]
-            info = None if info_rows is None else _env_info(info_rows[row])
             # An episode cut by this reset did not end: left out.
-            self._episodes[i] = _Episode(self._rows[i], get_row(space, obs, row), given, info)
+            info_row = None if info_rows is None else info_rows[row]
+            self._start(i, get_row(space, obs, row), given, info_row, episode_options)
             self._needs_reset[i] = False
+
+    def _start(self, i: int, obs: Any, seed: Any, info: dict[str, Any] | None, options: Any = None) -> None:
+        """Env ``i``'s next episode starts with this reset row (the step data callback's view of it)."""
+        info = None if info is None else _env_info(info)
+        if self._step_callbacks is not None:
+            data = self._step_callbacks[i](env=self._vec, obs=obs, info=info or {})
+            obs, info = data["observation"], data["info"]
+        self._episodes[i] = _Episode(self._rows[i], obs, seed, info if self._record_infos else None, options)
 
     def _record_step(
         self, obs: Any, rewards: Any, terminations: Any, truncations: Any, infos: dict[str, Any]
@@ -359,43 +429,81 @@ class VectorDataCollector(gym.vector.VectorWrapper):
         rewards_list = np.asarray(rewards).tolist()
         terminations_list = np.asarray(terminations).tolist()
         truncations_list = np.asarray(truncations).tolist()
-        info_rows = infos_to_rows(infos, n_rows) if self._record_infos else None
+        info_rows = infos_to_rows(infos, n_rows) if self._needs_infos else None
         drawn = infos.get("episode_seed")
         drawn_mask = infos.get("_episode_seed")
+        restarted = infos.get("worker_restarted")
+        restarted_mask = infos.get("_worker_restarted")
+        callbacks = self._step_callbacks
         for row, i in enumerate(ids):
             obs_row = obs[row] if array_obs else get_row(space, obs, row)
+            if restarted is not None and restarted[row] and (restarted_mask is None or restarted_mask[row]):
+                # A worker restart ended this env's episode: its row is no transition the env made (the
+                # action was not applied, the observation is the new episode's), so the episode is left
+                # out, as one cut by reset. The rows after it are those of an ended env.
+                terminations_list[row], truncations_list[row] = False, True
+                self._episodes[i] = None
+                self._needs_reset[i] = False
             if self._needs_reset[i]:  # next_step: this row is the reset step of the next episode
                 self._needs_reset[i] = False
                 seed = drawn[row] if drawn is not None and (drawn_mask is None or drawn_mask[row]) else None
-                info = None if info_rows is None else _env_info(info_rows[row])
-                self._episodes[i] = _Episode(self._rows[i], obs_row, seed, info)
+                self._start(i, obs_row, seed, None if info_rows is None else info_rows[row])
                 continue
             episode = self._episodes[i]
             terminated, truncated = terminations_list[row], truncations_list[row]
-            ended = terminated or truncated
+            ended = terminated or truncated  # the env's own end: it resets
+            recorded_end = False  # the end of the recorded episode (a step data callback may move it)
             if episode is not None:
-                episode.actions.append(self._actions[i])
-                episode.rewards.append(rewards_list[row])
-                episode.terminations.append(terminated)
-                episode.truncations.append(truncated)
-                if ended and same_step:
-                    episode.observations.append(get_row(space, infos["final_obs"], row))
-                else:
-                    episode.observations.append(obs_row)
-                if episode.infos is not None and info_rows is not None:
+                last_obs = get_row(space, infos["final_obs"], row) if ended and same_step else obs_row
+                step_info = None
+                if info_rows is not None:
                     step_info = info_rows[row]
                     if ended and same_step:
                         step_info = step_info.get("final_info", {})
-                    episode.infos.append(_env_info(step_info))
-                if ended:
+                    step_info = _env_info(step_info)
+                action, reward, step_terminated, step_truncated = (
+                    self._actions[i],
+                    rewards_list[row],
+                    terminated,
+                    truncated,
+                )
+                if callbacks is not None:
+                    data = callbacks[i](
+                        env=self._vec,
+                        obs=last_obs,
+                        info=step_info or {},
+                        action=action,
+                        rew=reward,
+                        terminated=terminated,
+                        truncated=truncated,
+                    )
+                    last_obs, action, reward = data["observation"], data["action"], data["reward"]
+                    step_terminated, step_truncated = bool(data["terminated"]), bool(data["truncated"])
+                    step_info = data["info"]
+                episode.actions.append(action)
+                episode.rewards.append(reward)
+                episode.terminations.append(step_terminated)
+                episode.truncations.append(step_truncated)
+                episode.observations.append(last_obs)
+                if episode.infos is not None and step_info is not None:
+                    episode.infos.append(step_info)
+                recorded_end = step_terminated or step_truncated
+                if recorded_end:
                     self._finish(i, episode)
+                    if not ended:
+                        # The callback ended the episode, not the env: the next one goes on from here,
+                        # without a reset (and without a seed), as Minari's collector records it.
+                        infos_kept = None if episode.infos is None else step_info
+                        self._episodes[i] = _Episode(self._rows[i], last_obs, None, infos_kept)
+                        continue
             if not ended:
                 continue
+            # The env ended and resets (an episode the callback did not end is cut here: left out).
             self._episodes[i] = None
             if same_step:
                 seed = drawn[row] if drawn is not None and (drawn_mask is None or drawn_mask[row]) else None
-                info = None if info_rows is None else _env_info(info_rows[row])
-                self._episodes[i] = _Episode(self._rows[i], obs_row, seed, info)
+                reset_info = None if info_rows is None else info_rows[row]
+                self._start(i, obs_row, seed, reset_info)
             elif next_step:
                 self._needs_reset[i] = True
 
@@ -404,6 +512,7 @@ class VectorDataCollector(gym.vector.VectorWrapper):
             return
         buffer = EpisodeBuffer(
             seed=episode.seed,
+            options=episode.options or None,
             observations=episode.observations.stacked(),
             actions=episode.actions.stacked(),
             rewards=np.asarray(episode.rewards, dtype=np.float64),
@@ -442,36 +551,63 @@ class VectorDataCollector(gym.vector.VectorWrapper):
     ) -> minari.MinariDataset:
         """The episodes recorded so far as a new local Minari dataset (``MINARI_DATASETS_PATH``); takes
         `minari.DataCollector.create_dataset`'s arguments. The recorded episodes are then cleared, as
-        Minari's collector clears its buffers; episodes still running go to the next dataset."""
+        Minari's collector clears its buffers; episodes still running go to the next dataset.
+
+        A write that fails or is interrupted (Ctrl-C) leaves no dataset behind: the folder Minari made is
+        removed, the recorded episodes are kept, and the same id can be used again."""
         # Checked before Minari makes the dataset's folder, which a failure later would leave behind.
         minari.dataset.minari_dataset.parse_dataset_id(dataset_id)
         buffers, episode_metadata = self._buffers()
+        folder = Path(get_dataset_path(dataset_id))
+        existed = folder.exists()  # Minari refuses it: not this call's to remove
+        try:
+            dataset = self._write(
+                dataset_id,
+                buffers,
+                episode_metadata,
+                eval_env=eval_env,
+                algorithm_name=algorithm_name,
+                author=author,
+                author_email=author_email,
+                code_permalink=code_permalink,
+                ref_min_score=ref_min_score,
+                ref_max_score=ref_max_score,
+                expert_policy=expert_policy,
+                num_episodes_average_score=num_episodes_average_score,
+                description=description,
+                requirements=requirements,
+            )
+        except BaseException:
+            if not existed and folder.exists():
+                shutil.rmtree(folder, ignore_errors=True)
+            raise
+        del self._finished[: len(buffers)]
+        return dataset
+
+    def _write(
+        self,
+        dataset_id: str,
+        buffers: list[EpisodeBuffer],
+        episode_metadata: list[dict[str, Any]],
+        **metadata: Any,
+    ) -> minari.MinariDataset:
+        """The dataset of ``buffers`` with ``metadata`` (`create_dataset`'s keywords), written whole into a
+        new folder (`create_dataset` removes it if this raises)."""
         env_spec = _gym_env_spec(self._vec.spec)
         dataset = minari.create_dataset_from_buffers(
             dataset_id,
             buffers,
             env=env_spec,
-            eval_env=eval_env,
-            algorithm_name=algorithm_name,
-            author=author,
-            author_email=author_email,
-            code_permalink=code_permalink,
             action_space=self._act_space,
             observation_space=self._obs_space,
-            ref_min_score=ref_min_score,
-            ref_max_score=ref_max_score,
-            expert_policy=expert_policy,
-            num_episodes_average_score=num_episodes_average_score,
-            description=description,
             data_format=self._data_format,
-            requirements=requirements,
             jpeg_encoding=self._jpeg_encoding,
+            **metadata,
         )
         storage = dataset.storage
         if episode_metadata:
             storage.update_episode_metadata(episode_metadata)
         storage.update_metadata({SPEC_KEY: _spec_data(self._vec.spec)})
-        del self._finished[: len(buffers)]
         return minari.MinariDataset(storage.data_path)
 
     def add_to_dataset(self, dataset: minari.MinariDataset) -> None:
@@ -491,27 +627,74 @@ def _env_info(info: dict[str, Any]) -> dict[str, Any]:
 
 
 def _spec_data(spec: Any) -> dict[str, Any] | None:
-    """The torchwm spec as JSON data, or None where there is none to write (callables, a Gymnasium env)."""
+    """The torchwm spec as JSON data, or None where there is none to write (callables, a Gymnasium env, or
+    env arguments JSON cannot hold, such as an array: Minari leaves its ``env_spec`` out then too)."""
     if not isinstance(spec, VecSpec):
         return None
     try:
-        return spec.to_dict()
-    except ValueError:
+        data = spec.to_dict()
+        json.dumps(data)
+    except (TypeError, ValueError) as exc:
+        warnings.warn(
+            f"the torchwm spec of this vector env cannot be stored in the dataset ({exc}): "
+            f"make_vec_from_dataset will not rebuild it",
+            UserWarning,
+            stacklevel=3,
+        )
         return None
+    return data
 
 
-def _gym_env_spec(spec: Any) -> Any:
-    """Gymnasium's `EnvSpec` of one env, for Minari's ``env_spec`` (``recover_environment``): only where
-    ``gym.make(id, **env_kwargs)`` is the whole env (no torchwm wrappers, not the fused Atari env)."""
-    if not isinstance(spec, VecSpec) or spec.wrappers or spec.fused or spec.env_fns is not None:
+def _gym_env_spec(spec: Any) -> gym.envs.registration.EnvSpec | None:
+    """Gymnasium's `EnvSpec` of one env of the recorded stack, for Minari's ``env_spec``
+    (``dataset.recover_environment()``, and ``eval_env`` when none is given): for a plain Gymnasium env
+    (no torchwm wrappers), its own registered spec with the env's arguments, as Minari's collector stores
+    it; for any other stack, a spec whose entry point is `recorded_env` and whose ``torchwm_spec`` argument
+    is the `VecSpec` as data, so that ``gym.make`` builds the whole stack. None where there is nothing a
+    later process can rebuild (envs made of callables, a spec JSON cannot hold)."""
+    if not isinstance(spec, VecSpec) or spec.env_fns is not None:
         return None
-    if spec.source != "gym":
-        return None
+    env_spec: gym.envs.registration.EnvSpec | None = None
+    if spec.source == "gym" and not spec.wrappers and not spec.fused:
+        try:
+            base = gym.spec(spec.id)
+        except gym.error.Error:
+            base = None
+        if base is not None:
+            env_spec = dataclasses.replace(base, kwargs={**base.kwargs, **spec.env_kwargs})
+    if env_spec is None:
+        data = _spec_data(spec)
+        if data is None:
+            return None
+        env_spec = gym.envs.registration.EnvSpec(
+            id=spec.id,
+            entry_point=RECORDED_ENV_ENTRY_POINT,
+            kwargs={"torchwm_spec": data},
+            # The stack as built, nothing around it: its own time limit and checks are inside it.
+            order_enforce=False,
+            disable_env_checker=True,
+        )
     try:
-        base = gym.spec(spec.id)
-    except gym.error.Error:
+        env_spec.to_json()
+    except (TypeError, ValueError):  # an entry point or an argument JSON cannot hold
         return None
-    return dataclasses.replace(base, kwargs={**base.kwargs, **spec.env_kwargs})
+    return env_spec
+
+
+RECORDED_ENV_ENTRY_POINT = f"{__name__}:recorded_env"
+
+
+def recorded_env(torchwm_spec: dict[str, Any], render_mode: str | None = None) -> gym.Env:
+    """One env of the stack a dataset was recorded from (``torchwm_spec``: its `VecSpec` as data): the entry
+    point of the ``env_spec`` `VectorDataCollector` stores, which ``dataset.recover_environment()`` calls.
+    Seeded with ``reset(seed=...)``, the episode's seed in the dataset's metadata, and stepped with its
+    actions, it gives the recorded episode again."""
+    from torchwm.building import build_env
+
+    spec = VecSpec.from_dict(torchwm_spec)
+    if render_mode is not None:
+        spec = spec.replace(env_kwargs={**spec.env_kwargs, "render_mode": render_mode})
+    return build_env(spec)
 
 
 def dataset_spec(dataset: minari.MinariDataset) -> VecSpec:

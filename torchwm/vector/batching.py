@@ -64,7 +64,11 @@ def put_rows(space: gym.Space, batch: Any, index: Any, value: Any) -> None:
 
 
 def get_row(space: gym.Space, batch: Any, index: int) -> Any:
-    """One env's value from a batch (an action row, for example)."""
+    """One env's value from a batch (an action row, for example), or from an info that holds one value of
+    ``space`` per env (``infos["final_obs"]``, which Gymnasium batches as an object array of whole values
+    whatever the space)."""
+    if isinstance(batch, np.ndarray) and batch.dtype == object:
+        return batch[index]  # never a Dict or Tuple space's batch: those are a dict and a tuple
     if isinstance(space, spaces.Dict):
         return {key: get_row(sub, batch[key], index) for key, sub in space.spaces.items()}
     if isinstance(space, spaces.Tuple):

@@ -27,7 +27,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 
-from torchwm.errors import AlreadyPendingCallError, NoAsyncCallError
+from torchwm.errors import AlreadyPendingCallError, NoAsyncCallError, mark_dropped
 
 
 class StepState:
@@ -211,13 +211,16 @@ class StepState:
     def take_error(self) -> tuple[BaseException, list[int]]:
         """The first error kept by `step_failed`, for the recv that raises it. The envs of its send are no
         longer in flight (their results, ready or to come, are dropped: that recv collected them); envs of
-        other sends stay in flight. Returns the error and the busy workers whose steps are now
+        other sends stay in flight; the error's ``dropped_env_ids`` names the envs whose results it dropped
+        (`torchwm.errors.mark_dropped`). Returns the error and the busy workers whose steps are now
         abandoned."""
         send, error = self.errors.pop(0)
         mine = self.in_flight & (self.send_of == send)
         self.in_flight[mine] = False
-        for env in np.flatnonzero(mine).tolist():
+        dropped = np.flatnonzero(mine).tolist()
+        for env in dropped:
             self.ready.pop(env, None)
+        mark_dropped(error, dropped)
         abandoned = [
             w for w, ids in self.busy.items() if ids is not None and ids.size and self.send_of[ids[0]] == send
         ]

@@ -15,6 +15,7 @@ import numpy as np
 
 from torchwm.building import build_envs, closed_on_failure, spec_env_fns
 from torchwm.env_state import EnvState
+from torchwm.errors import mark_dropped
 from torchwm.hookspecs import hookimpl
 from torchwm.spec import VecSpec, with_env_fn
 from torchwm.vector.base import VectorEnv
@@ -71,7 +72,14 @@ class SyncStepper(Stepper):
 
     def send_step(self, ids: np.ndarray, actions: Any) -> None:
         ids_list = ids.tolist()
-        self.state.arrived(ids_list, self.group.step(ids_list, actions))
+        try:
+            infos = self.group.step(ids_list, actions)
+        except BaseException as exc:
+            # The envs stepped before the one that raised moved on, and their rows are not returned: the
+            # error names the whole send, as a pool's error does.
+            mark_dropped(exc, ids_list)
+            raise
+        self.state.arrived(ids_list, infos)
 
     def wait_ready(
         self, candidates: np.ndarray, count: int, timeout: float | None, *, min_ready: int | None = None

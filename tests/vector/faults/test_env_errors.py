@@ -91,6 +91,27 @@ def test_env_exception_names_env_worker_and_traceback(backend):
 
 
 @pytest.mark.parametrize("backend", PROCESS_BACKENDS)
+def test_an_env_error_names_the_envs_whose_results_its_send_dropped(backend):
+    vec = make_faulty(backend)
+    pids = vec.worker_pids
+    vec.reset()
+    vec.send(np.array([OK, OK]), env_ids=[0, 1])  # worker 0
+    vec.send(np.array([RAISE, OK]), env_ids=[2, 3])  # worker 1
+    with pytest.raises(WorkerError) as caught:
+        vec.recv()
+    # Envs 2 and 3 lost their step's results (env 3 may have taken it); envs 0 and 1, another send,
+    # keep theirs.
+    assert caught.value.dropped_env_ids == (2, 3)
+    obs, *_ = vec.recv()
+    assert np.array_equal(obs[:, 0], [1, 1])
+    vec.reset(env_ids=[2])
+    with pytest.raises(WorkerError) as caught:
+        vec.step(np.array([OK, RAISE, OK, OK]))
+    assert caught.value.dropped_env_ids == (0, 1, 2, 3)
+    assert_workers_gone(vec, pids)
+
+
+@pytest.mark.parametrize("backend", PROCESS_BACKENDS)
 @pytest.mark.parametrize("inline", [False, True])
 def test_replies_stay_in_step_after_many_env_errors(backend, inline):
     # An error in one worker while the other answers (subproc: a reply, then its raw observation
