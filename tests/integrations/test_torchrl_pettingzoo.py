@@ -11,7 +11,9 @@ collects over ``SerialEnv``.
 
 from __future__ import annotations
 
+import re
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -193,3 +195,26 @@ def test_a_pettingzoo_env_instance_is_copied_into_each_env():
     finally:
         env.close()
         reference.close()
+
+
+def training_page_recipe() -> str:
+    """The Python block of "training.md"'s section on TorchRL with a PettingZoo env."""
+    page = (Path(__file__).parents[2] / "docs" / "training.md").read_text()
+    section = page.split("\n## Multi-agent: TorchRL on a PettingZoo env\n", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"^```python\n(.*?)^```", section, re.DOTALL | re.MULTILINE)
+    return block
+
+
+def test_training_page_recipe_collects_what_serial_env_of_pettingzoo_wrapper_collects():
+    namespace: dict = {}
+    exec(compile(training_page_recipe(), "docs/training.md (Multi-agent: TorchRL)", "exec"), namespace)
+    assert namespace["env"].is_closed
+    reference = reference_env(lambda: simple_spread_v3.parallel_env(max_cycles=25), 4)
+    reference.set_seed(0)
+    torch.manual_seed(0)
+    collector = Collector(
+        reference, RandomPolicy(reference.full_action_spec), frames_per_batch=200, total_frames=400
+    )
+    expected = [batch["next", "agent", "reward"].sum().item() for batch in collector]
+    collector.shutdown()
+    assert namespace["team_rewards"] == expected and len(expected) == 2
