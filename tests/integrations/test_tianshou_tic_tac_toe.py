@@ -12,6 +12,8 @@ arguments that keep it within CI's budget (see `budget_args`).
 # (MIT, Copyright (c) 2022 Tianshou contributors; the full notice is in tianshou_tic_tac_toe.py).
 
 import argparse
+import re
+from pathlib import Path
 
 import pytest
 
@@ -35,3 +37,18 @@ def test_tic_tac_toe(tmp_path, backend: str) -> None:
 
     result, agent = train_agent(args, backend=backend)
     assert result.best_reward >= args.win_rate
+
+
+def training_page_recipe() -> str:
+    """The Python block of "training.md"'s section on Tianshou's tic-tac-toe."""
+    page = (Path(__file__).parents[2] / "docs" / "training.md").read_text()
+    section = page.split("\n## Multi-agent: Tianshou's tic-tac-toe\n", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"^```python\n(.*?)^```", section, re.DOTALL | re.MULTILINE)
+    return block
+
+
+def test_training_page_recipe_reaches_tianshous_win_rate() -> None:
+    namespace: dict = {}
+    exec(compile(training_page_recipe(), "docs/training.md (Multi-agent: Tianshou)", "exec"), namespace)
+    assert namespace["training_envs"].is_closed and namespace["test_envs"].is_closed
+    assert namespace["result"].best_reward >= get_args().win_rate  # 0.6, as Tianshou's test asks

@@ -143,7 +143,10 @@ def _masked_no_deaths():
 
 def test_agents_that_die_while_the_env_goes_on_need_use_mask_as_in_torchrl():
     options = {"done_on_any": False}
-    for env in (make_torchrl_env(masked_dying, 2, seed=0, **options), reference_env(masked_dying, 2, **options)):
+    for env in (
+        make_torchrl_env(masked_dying, 2, seed=0, **options),
+        reference_env(masked_dying, 2, **options),
+    ):
         td = env.reset()
         try:
             with pytest.raises(ValueError, match="you need to set use_mask=True"):

@@ -179,9 +179,7 @@ def get_agents(
             agent_opponent = deepcopy(agent_learn)
             agent_opponent.load_state_dict(torch.load(args.opponent_path))
         else:
-            agent_opponent = MARLRandomDiscreteMaskedOffPolicyAlgorithm(
-                action_space=env.action_space
-            )
+            agent_opponent = MARLRandomDiscreteMaskedOffPolicyAlgorithm(action_space=env.action_space)
 
     if args.agent_id == 1:
         agents = [agent_learn, agent_opponent]

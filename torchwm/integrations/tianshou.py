@@ -184,8 +184,8 @@ def _shimmed(env_fn: Callable[[], Any]) -> gym.Env:
         return TianshouPettingZooShim(env)
     if not isinstance(env, gym.Env):
         raise TypeError(
-            f"env_fns must return a gymnasium.Env or Tianshou's PettingZooEnv "
-            f"(tianshou.env.pettingzoo_env.PettingZooEnv), got {type(env).__module__}.{type(env).__qualname__}"
+            f"env_fns must return a gymnasium.Env or Tianshou's PettingZooEnv (tianshou.env.pettingzoo_env."
+            f"PettingZooEnv), got {type(env).__module__}.{type(env).__qualname__}"
         )
     return TianshouEnvShim(env)
 

@@ -213,9 +213,9 @@ def _pettingzoo_env(
     if unknown or categorical_action_encoding:
         given = unknown or ["categorical_action_encoding"]
         raise TypeError(
-            f"for a PettingZoo env, make_torchrl_env takes PettingZooWrapper's options {list(PETTINGZOO_OPTIONS[:4])} "
-            f"and backend_kwargs; got {given} (PettingZooWrapper's name for one-hot or integer actions is "
-            f"categorical_actions)"
+            f"for a PettingZoo env, make_torchrl_env takes PettingZooWrapper's options "
+            f"{list(PETTINGZOO_OPTIONS[:4])} and backend_kwargs; got {given} (PettingZooWrapper's name "
+            f"for one-hot or integer actions is categorical_actions)"
         )
     from torchwm.integrations.torchrl_pettingzoo import make_pettingzoo_torchrl_env
 

@@ -1,4 +1,5 @@
-"""`PettingZooTorchRLEnv`: N PettingZoo parallel envs as one TorchRL env, as ``ParallelEnv(N, PettingZooWrapper)``.
+"""`PettingZooTorchRLEnv`: N PettingZoo parallel envs as one TorchRL env, TorchRL's ``ParallelEnv`` of
+`PettingZooWrapper` in one call.
 
 A TorchRL user runs N PettingZoo envs as ``ParallelEnv(n, lambda: PettingZooWrapper(make(), group_map=...,
 use_mask=..., categorical_actions=..., done_on_any=...))``: one process per env, each a `PettingZooWrapper`.
