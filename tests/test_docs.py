@@ -22,6 +22,8 @@ RUN_BY_OTHER_TESTS = {
         "tests/integrations/test_torchrl.py",
         "tests/integrations/test_rllib.py",
         "tests/integrations/test_tianshou.py",  # its Collector and AsyncCollector examples
+        "tests/integrations/test_torchrl_pettingzoo.py",  # TorchRL on a PettingZoo env
+        "tests/integrations/test_tianshou_tic_tac_toe.py",  # Tianshou's tic-tac-toe
     ),
 }
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)

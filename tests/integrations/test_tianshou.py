@@ -38,6 +38,7 @@ batched them, Tianshou's ``AsyncCollector`` with ``wait_num < env_num`` collects
 # OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE
 # SOFTWARE.
 
+import copy
 import functools
 import os
 import re
@@ -1693,3 +1694,103 @@ def test_training_page_async_collector_example_collects_what_subproc_vector_env_
             )
     finally:
         plain_envs.close()
+
+
+# -- Tianshou's PettingZooEnv (turn-based multi-agent envs) ------------------------------------------
+
+
+def tictactoe_env() -> Any:
+    from pettingzoo.classic import tictactoe_v3
+    from tianshou.env.pettingzoo_env import PettingZooEnv
+
+    return PettingZooEnv(tictactoe_v3.env())
+
+
+def rps_env() -> Any:
+    """Rock-paper-scissors: Discrete actions and no action mask (PettingZooEnv's mask is all True)."""
+    from pettingzoo.classic import rps_v2
+    from tianshou.env.pettingzoo_env import PettingZooEnv
+
+    return PettingZooEnv(rps_v2.env(num_actions=3, max_cycles=4))
+
+
+def legal_actions(obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """A random legal action for each row of Tianshou's observations (its ``mask``)."""
+    return np.array([rng.choice(np.flatnonzero(row["mask"])) for row in obs])
+
+
+def assert_same_pettingzoo_observations(got: np.ndarray, expected: np.ndarray) -> None:
+    assert got.dtype == object and got.shape == expected.shape
+    for a, b in zip(got, expected, strict=True):
+        assert set(a) == set(b) == {"agent_id", "obs", "mask"}
+        assert a["agent_id"] == b["agent_id"]
+        assert np.array_equal(a["obs"], b["obs"]) and a["obs"].dtype == b["obs"].dtype
+        assert isinstance(a["mask"], list) and a["mask"] == b["mask"]
+
+
+@pytest.mark.parametrize("make_env", [tictactoe_env, rps_env], ids=["tictactoe", "rps"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_pettingzoo_envs_step_and_reset_as_in_dummy_vector_env(backend, make_env):
+    num_envs = 3
+    reference, venv = DummyVectorEnv([make_env] * num_envs), make_venv([make_env] * num_envs, backend)
+    assert venv.seed(7) == reference.seed(7) == [None] * num_envs  # what PettingZooEnv.seed returns
+    assert venv.get_env_attr("agents") == reference.get_env_attr("agents")
+    assert venv.action_space == reference.action_space
+    obs, info = venv.reset()
+    expected_obs, expected_info = reference.reset()
+    assert_same_pettingzoo_observations(obs, expected_obs)
+    assert list(info) == list(expected_info)
+    rng = np.random.default_rng(0)
+    episodes_ended = 0
+    for _ in range(40):
+        actions = legal_actions(expected_obs, rng)
+        got = venv.step(actions)
+        # Deep copies: PettingZooEnv returns its env's own info dicts and reward list, which later steps
+        # change in place.
+        expected = copy.deepcopy(reference.step(actions))
+        assert_same_pettingzoo_observations(got[0], expected[0])
+        assert got[1].shape == (num_envs, 2) and np.array_equal(got[1], expected[1])  # every agent's reward
+        assert np.array_equal(got[2], expected[2]) and np.array_equal(got[3], expected[3])
+        assert list(got[4]) == list(expected[4])
+        expected_obs = expected[0]
+        ended = np.flatnonzero(expected[2] | expected[3])
+        if ended.size:
+            episodes_ended += ended.size
+            obs, _ = venv.reset(ended)
+            reset_obs, _ = reference.reset(ended)
+            assert_same_pettingzoo_observations(obs, reset_obs)
+            expected_obs[ended] = reset_obs
+    assert episodes_ended >= 3  # the comparison went through whole episodes and resets
+
+
+def test_a_factory_of_something_else_names_what_env_fns_may_return():
+    with pytest.raises(TypeError, match="gymnasium.Env or Tianshou's PettingZooEnv") as error:
+        TianshouVectorEnv([lambda: object()], backend="sync")
+    assert "builtins.object" in str(error.value)
+
+
+@pytest.mark.parametrize("backend", ["sync", "shmem"])
+def test_multi_agent_collector_collects_what_it_collects_over_dummy_vector_env(backend):
+    """Tianshou's Collector with its multi-agent policy (random masked players), over tic-tac-toe."""
+    from tianshou.algorithm import MARLRandomDiscreteMaskedOffPolicyAlgorithm, MultiAgentOffPolicyAlgorithm
+
+    env = tictactoe_env()
+    players = [MARLRandomDiscreteMaskedOffPolicyAlgorithm(action_space=env.action_space) for _ in range(2)]
+    algorithm = MultiAgentOffPolicyAlgorithm(algorithms=players, env=env)
+    buffers = []
+    for venv in (DummyVectorEnv([tictactoe_env] * 4), make_venv([tictactoe_env] * 4, backend)):
+        venv.seed(1)
+        np.random.seed(1)  # the random players draw their logits from NumPy's global generator
+        collector = Collector[CollectStats](algorithm, venv, VectorReplayBuffer(400, 4))
+        collector.reset()
+        stats = collector.collect(n_episode=12)
+        assert stats.n_collected_episodes >= 12
+        buffer = collector.buffer
+        buffers.append(buffer[buffer.sample_indices(0)])  # every transition, in the buffer's order
+    expected, got = buffers
+    assert len(got) == len(expected) > 0
+    for key in ("act", "rew", "terminated", "truncated"):
+        assert np.array_equal(got[key], expected[key]), key
+    assert set(np.unique(got.rew)) <= {-1, 0, 1} and got.rew.shape == (len(got), 2)  # both players'
+    for key in ("agent_id", "obs", "mask"):
+        assert np.array_equal(got.obs[key], expected.obs[key]), key

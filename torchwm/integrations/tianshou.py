@@ -12,6 +12,13 @@ wrapped in a thin `TianshouEnvShim`, as Tianshou's Ray worker wraps it, so that
 `get_env_attr`/`set_env_attr` reach the env's ``unwrapped`` as Tianshou's workers do, and a seeded
 reset seeds the env's action space too.
 
+``env_fns`` may also return Tianshou's ``PettingZooEnv`` (a turn-based PettingZoo env for Tianshou's
+``MultiAgentPolicyManager``), as Tianshou's vector envs take it. Each such env runs whole in one slot of
+the torchwm backend, inside a `TianshouPettingZooShim` that turns what it returns into fixed-shape arrays
+(so that they ride shared memory on ``shmem``); the vector env gives them back as Tianshou's
+``DummyVectorEnv`` does: observations an object array of ``{"agent_id", "obs", "mask"}`` dicts, rewards
+``(N, A)``, one per agent of ``possible_agents`` (float64 here; Tianshou stacks the env's own numbers).
+
 Example:
     >>> import gymnasium as gym
     >>> from torchwm.integrations.tianshou import TianshouVectorEnv
@@ -43,13 +50,14 @@ from torchwm.vector.batching import get_row, infos_to_rows
 
 try:
     import torch
+    from tianshou.env.pettingzoo_env import PettingZooEnv
     from tianshou.env.venvs import GYM_RESERVED_KEYS, BaseVectorEnv
 except ImportError as exc:
     from torchwm.extras import missing_extra
 
     raise missing_extra("tianshou", "torchwm.integrations.tianshou") from exc
 
-__all__ = ["TianshouEnvShim", "TianshouVectorEnv"]
+__all__ = ["TianshouEnvShim", "TianshouPettingZooShim", "TianshouVectorEnv"]
 
 
 # The built-in process backends, and the options that split the envs over their workers.
@@ -90,9 +98,96 @@ class TianshouEnvShim(gym.Wrapper):
     def tianshou_set_env_attr(self, key: str, value: Any) -> None:
         setattr(self.env.unwrapped, key, value)
 
+    def tianshou_possible_agents(self) -> None:
+        """None: a single-agent env (a `TianshouPettingZooShim` answers its agents)."""
+        return None
 
-def _shimmed(env_fn: Callable[[], gym.Env]) -> TianshouEnvShim:
-    return TianshouEnvShim(env_fn())
+
+class TianshouPettingZooShim(gym.Env):
+    """Tianshou's ``PettingZooEnv`` as one ``gymnasium.Env`` of fixed-shape arrays, inside the env's worker.
+
+    ``PettingZooEnv`` returns ``{"agent_id": name, "obs": array, "mask": [bool, ...]}`` observations and a
+    list of every agent's reward; a torchwm vector env batches arrays of a fixed space and one reward per
+    env. So the shim's observation is a `spaces.Dict`: ``"agent_id"`` (the current agent's index in
+    ``possible_agents``), ``"obs"``, ``"mask"`` (the legal actions, when the action space is ``Discrete``)
+    and ``"rewards"`` (float64 ``(A,)``, what ``PettingZooEnv.step`` returned; zeros after a reset, which
+    returns none); `TianshouVectorEnv` turns them back into Tianshou's dicts and an ``(N, A)`` reward array.
+    Its own reward is 0.0, unused. Attributes are read and set on the ``PettingZooEnv`` (its
+    ``unwrapped`` is itself), as Tianshou's workers do.
+    """
+
+    def __init__(self, env: PettingZooEnv) -> None:
+        self.env = env
+        self.possible_agents = list(env.agents)  # PettingZooEnv.agents is its env's possible_agents
+        self._agent_index = {agent: i for i, agent in enumerate(self.possible_agents)}
+        space = env.observation_space
+        # PettingZooEnv gives the "observation" part of a masked env's observation, the mask apart.
+        self._masked = isinstance(space, spaces.Dict) and "action_mask" in space.spaces
+        obs_space = space["observation"] if self._masked else space
+        self._discrete = isinstance(env.action_space, spaces.Discrete)
+        fields: dict[str, gym.Space] = {
+            "agent_id": spaces.Discrete(len(self.possible_agents)),
+            "obs": obs_space,
+            "rewards": spaces.Box(-np.inf, np.inf, (len(self.possible_agents),), np.float64),
+        }
+        if self._discrete:
+            fields["mask"] = spaces.MultiBinary(int(env.action_space.n))
+        self.observation_space = spaces.Dict(fields)
+        self.action_space = env.action_space
+        self.metadata = dict(getattr(env, "metadata", None) or {})
+        self.render_mode = getattr(env.env, "render_mode", None)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
+        if seed is not None:
+            self.env.action_space.seed(seed)
+        # Only what was given: PettingZooEnv passes its arguments on to the AEC env's reset.
+        kwargs = {k: v for k, v in (("seed", seed), ("options", options)) if v is not None}
+        observation, info = self.env.reset(**kwargs)
+        return self._observation(observation, None), dict(info)
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+        observation, rewards, terminated, truncated, info = self.env.step(action)
+        return self._observation(observation, rewards), 0.0, bool(terminated), bool(truncated), dict(info)
+
+    def render(self, **kwargs: Any) -> Any:
+        return self.env.render(**kwargs)
+
+    def close(self) -> None:
+        self.env.close()
+
+    def tianshou_get_env_attr(self, key: str) -> Any:
+        return getattr(self.env.unwrapped, key)
+
+    def tianshou_set_env_attr(self, key: str, value: Any) -> None:
+        setattr(self.env.unwrapped, key, value)
+
+    def tianshou_possible_agents(self) -> list[Any]:
+        """The agents whose indices ``"agent_id"`` holds and whose rewards ``"rewards"`` holds, in order."""
+        return self.possible_agents
+
+    def _observation(self, observation: dict[str, Any], rewards: list[Any] | None) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "agent_id": self._agent_index[observation["agent_id"]],
+            "obs": observation["obs"],
+            "rewards": np.zeros(len(self.possible_agents))
+            if rewards is None
+            else np.asarray(rewards, np.float64),
+        }
+        if self._discrete:
+            out["mask"] = np.asarray(observation["mask"], dtype=np.int8)
+        return out
+
+
+def _shimmed(env_fn: Callable[[], Any]) -> gym.Env:
+    env = env_fn()
+    if isinstance(env, PettingZooEnv):
+        return TianshouPettingZooShim(env)
+    if not isinstance(env, gym.Env):
+        raise TypeError(
+            f"env_fns must return a gymnasium.Env or Tianshou's PettingZooEnv (tianshou.env.pettingzoo_env."
+            f"PettingZooEnv), got {type(env).__module__}.{type(env).__qualname__}"
+        )
+    return TianshouEnvShim(env)
 
 
 def _stack(rows: list[Any]) -> np.ndarray:
@@ -107,7 +202,8 @@ class TianshouVectorEnv(BaseVectorEnv):
     """Tianshou's ``SubprocVectorEnv(env_fns, wait_num, timeout)`` on any torchwm backend.
 
     Args:
-        env_fns: ``env_fns[i]()`` makes env ``i`` (a ``gymnasium.Env``), as in Tianshou.
+        env_fns: ``env_fns[i]()`` makes env ``i`` (a ``gymnasium.Env``, or Tianshou's ``PettingZooEnv``:
+            then every env must be one), as in Tianshou.
         backend: the torchwm backend: ``"sync"``, ``"subproc"``, ``"shmem"``, or a plugin's.
         wait_num: Tianshou's: in asynchronous simulation `step` returns as soon as ``wait_num`` envs
             have finished (the backend's ``batch_size``). ``None`` (or 0): every env stepped.
@@ -175,6 +271,12 @@ class TianshouVectorEnv(BaseVectorEnv):
             autoreset_mode="disabled",  # Tianshou's collectors reset the ended envs themselves
             backend_kwargs=options,
         )
+        # Tianshou's PettingZooEnv envs: the agents their observations and rewards are laid out by.
+        try:
+            self.possible_agents: list[Any] | None = self.vec.call("tianshou_possible_agents", env_ids=[0])[0]
+        except BaseException:
+            self.vec.close()
+            raise
 
     def _assert_is_not_closed(self) -> None:
         if self.is_closed:
@@ -262,6 +364,8 @@ class TianshouVectorEnv(BaseVectorEnv):
                 self._follow_in_flight()
                 raise
         obs, rewards, terminations, truncations, infos = result
+        if self.possible_agents is not None:
+            rewards = obs["rewards"].copy()  # (N, A): every agent's, as PettingZooEnv returns them
         done_ids = [int(i) for i in infos.get("env_id", ids)]
         if self.is_async:
             for i in done_ids:
@@ -287,6 +391,8 @@ class TianshouVectorEnv(BaseVectorEnv):
         else:
             seeds = list(seed)
         self.vec.reset(seed=seeds)
+        if self.possible_agents is not None:
+            return [None] * self.env_num  # DummyEnvWorker's answer: what PettingZooEnv.seed returns
         return [[s] for s in seeds]  # type: ignore[list-item]  # DummyEnvWorker's answer: [seed] (or [None])
 
     def render(self, **kwargs: Any) -> list[Any]:
@@ -336,10 +442,29 @@ class TianshouVectorEnv(BaseVectorEnv):
     def _observations(self, obs: Any, num_rows: int) -> np.ndarray:
         """torchwm's batch of observations as Tianshou batches them: `np.stack` of the envs' observations
         (an array of dicts for a ``Dict`` space, an object array for values that do not stack)."""
+        if self.possible_agents is not None:
+            return self._pettingzoo_observations(obs, num_rows)
         space = self.vec.single_observation_space
         if isinstance(space, ARRAY_SPACES) and isinstance(obs, np.ndarray):
             return obs
         return _stack([get_row(space, obs, i) for i in range(num_rows)])
+
+    def _pettingzoo_observations(self, obs: dict[str, Any], num_rows: int) -> np.ndarray:
+        """The shims' arrays as the dicts ``PettingZooEnv`` returns, in an object array (Tianshou's
+        ``np.stack`` of dicts): ``agent_id`` the agent's name, ``mask`` a list of ``np.bool_``."""
+        agents = self.possible_agents
+        assert agents is not None
+        space = self.vec.single_observation_space["obs"]  # type: ignore[index]
+        rows = []
+        for i in range(num_rows):
+            row: dict[str, Any] = {
+                "agent_id": agents[int(obs["agent_id"][i])],
+                "obs": get_row(space, obs["obs"], i),
+            }
+            if "mask" in obs:
+                row["mask"] = list(obs["mask"][i] == 1)
+            rows.append(row)
+        return _object_array(rows)
 
 
 def _object_array(rows: list[dict[Any, Any]]) -> np.ndarray:

@@ -27,6 +27,7 @@ Example:
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import gymnasium as gym
@@ -141,6 +142,10 @@ def make_torchrl_env(
         TypeError: ``env`` is neither a name nor a Gymnasium vector env, or `make_vec` arguments
             came with an env already built.
     """
+    if not isinstance(env, (str, gym.vector.VectorEnv)) and (callable(env) or _is_pettingzoo_env(env)):
+        return _pettingzoo_env(
+            env, num_envs, backend, seed, device, categorical_action_encoding, make_vec_kwargs
+        )
     if isinstance(env, str):
         mode = _autoreset_mode(make_vec_kwargs.pop("autoreset_mode", "same_step"))
         if mode not in TORCHRL_AUTORESET_MODES:
@@ -180,3 +185,45 @@ def make_torchrl_env(
             vec.close()
         raise
     return torchrl_env
+
+
+# PettingZooWrapper's options, and the backend's: what make_torchrl_env takes for a PettingZoo env.
+PETTINGZOO_OPTIONS = ("group_map", "use_mask", "categorical_actions", "done_on_any", "backend_kwargs")
+
+
+def _is_pettingzoo_env(env: Any) -> bool:
+    if "pettingzoo" not in sys.modules:
+        return False  # a PettingZoo env's class derives from PettingZoo's: it would be imported
+    from torchwm.multiagent.pettingzoo_import import pettingzoo_env_types
+
+    return isinstance(env, pettingzoo_env_types())
+
+
+def _pettingzoo_env(
+    env: Any,
+    num_envs: int | None,
+    backend: str | None,
+    seed: int | None,
+    device: Any,
+    categorical_action_encoding: bool,
+    options: dict[str, Any],
+) -> EnvBase:
+    """TorchRL's ``ParallelEnv(num_envs, lambda: PettingZooWrapper(make(), **options))`` as one env."""
+    unknown = sorted(set(options) - set(PETTINGZOO_OPTIONS))
+    if unknown or categorical_action_encoding:
+        given = unknown or ["categorical_action_encoding"]
+        raise TypeError(
+            f"for a PettingZoo env, make_torchrl_env takes PettingZooWrapper's options "
+            f"{list(PETTINGZOO_OPTIONS[:4])} and backend_kwargs; got {given} (PettingZooWrapper's name "
+            f"for one-hot or integer actions is categorical_actions)"
+        )
+    from torchwm.integrations.torchrl_pettingzoo import make_pettingzoo_torchrl_env
+
+    return make_pettingzoo_torchrl_env(
+        env,
+        1 if num_envs is None else num_envs,
+        backend=backend or "sync",
+        seed=seed,
+        device=device,
+        **options,
+    )
