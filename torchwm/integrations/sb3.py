@@ -58,7 +58,11 @@ class SB3VecEnv(VecEnv):
     """A torchwm vector env (``autoreset_mode="same_step"``) as a Stable-Baselines3 `VecEnv`.
 
     Args:
-        vec: the env, from `torchwm.make_vec` (any backend) with ``autoreset_mode="same_step"``.
+        vec: the env, from `torchwm.make_vec` (any backend) with ``autoreset_mode="same_step"``, or
+            `torchwm.multiagent.make_vec`'s agents layout (SuperSuit's ``concat_vec_envs_v1(...,
+            base_class="stable_baselines3")``): SB3's envs are then its rows (agents), while seeds,
+            options, ``get_attr``/``set_attr``/``env_method``/``env_is_wrapped`` and ``render`` reach the
+            PettingZoo env of each row (one answer per row, one frame per PettingZoo env).
             Closing the adapter closes it.
 
     Raises:
@@ -91,8 +95,7 @@ class SB3VecEnv(VecEnv):
             self.set_options(options)
         a = self._rows_per_env
         num_envs = self.num_envs // a
-        # Each PettingZoo env of an agents layout takes its first row's seed (SB3 gives row i seed + i).
-        given = [None if s is None else int(s) for s in self._seeds[::a]]
+        given = [None if s is None else int(s) for s in self._seeds[::a]]  # one per PettingZoo env
         groups = self._option_groups()
         first_seed = getattr(self.vec.spec, "seed", None)
         if len(groups) > 1 and self._first_reset and all(s is None for s in given) and first_seed is not None:
@@ -131,6 +134,16 @@ class SB3VecEnv(VecEnv):
         self._reset_seeds()
         self._reset_options()
         return obs
+
+    def seed(self, seed: int | None = None) -> Sequence[int | None]:
+        """SB3's ``seed``: the next reset seeds env ``i`` with ``seed + i``. In an agents layout ``i`` counts
+        PettingZoo envs, as ``make_vec(seed=...)`` and SuperSuit seed them: the rows of env ``i`` all
+        report ``seed + i``."""
+        seeds = super().seed(seed)
+        a = self._rows_per_env
+        if a > 1:
+            self._seeds = [int(seeds[0]) + i // a for i in range(self.num_envs)]  # type: ignore[arg-type]
+        return self._seeds
 
     def _option_groups(self) -> list[tuple[dict, list[int]]]:
         """The envs that have the same options (`set_options`), as (options, env ids), in env order.
