@@ -725,10 +725,14 @@ def test_an_agents_layout_is_a_full_batch_when_every_pettingzoo_env_returns():
     import torchwm.multiagent
 
     # batch_size counts PettingZoo envs (2 here), not rows (6): a full batch.
-    venv = SB3VecEnv(torchwm.multiagent.make_vec(spread_env, 2, backend="shmem", backend_kwargs={"batch_size": 2}))
+    venv = SB3VecEnv(
+        torchwm.multiagent.make_vec(spread_env, 2, backend="shmem", backend_kwargs={"batch_size": 2})
+    )
     venv.close()
     with pytest.raises(ValueError, match="batch_size=1"):
-        SB3VecEnv(torchwm.multiagent.make_vec(spread_env, 2, backend="shmem", backend_kwargs={"batch_size": 1}))
+        SB3VecEnv(
+            torchwm.multiagent.make_vec(spread_env, 2, backend="shmem", backend_kwargs={"batch_size": 1})
+        )
 
 
 def training_recipe(heading: str) -> str:

@@ -66,7 +66,9 @@ class AgentsEnv(gym.Env):
         if agent_spaces is not None and _has_spaces(agent_spaces, agents, observation_spaces, action_spaces):
             self.agent_spaces = agent_spaces
         else:
-            self.agent_spaces = AgentSpaces.read(agents, observation_spaces, action_spaces, pad_spaces=pad_spaces)
+            self.agent_spaces = AgentSpaces.read(
+                agents, observation_spaces, action_spaces, pad_spaces=pad_spaces
+            )
         self.possible_agents = self.agent_spaces.agents
         self.observation_space = self.agent_spaces.env_observation_space()
         self.action_space = self.agent_spaces.stacked_action_space()

@@ -64,16 +64,19 @@ class SuperSuitVecEnv(gym.vector.VectorEnv):
         """The PettingZoo env of the one-env vector env (a copy of the one given), as it is now."""
         if self.num_vector_envs != 1:
             raise AttributeError(
-                f"par_env is the PettingZoo env of pettingzoo_env_to_vec_env_v1's one-env vector env; this one "
-                f"runs {self.num_vector_envs} envs: use get_attr('par_env')"
+                f"par_env is the PettingZoo env of pettingzoo_env_to_vec_env_v1's one-env vector env; this "
+                f"one runs {self.num_vector_envs} envs: use get_attr('par_env')"
             )
         return self.agents_env.get_attr("par_env")[0]
 
-    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, list[dict]]:
+    # SuperSuit's infos are a list of one dict per row, not Gymnasium's dict of arrays.
+    def reset(  # type: ignore[override]
+        self, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, list[dict]]:
         """Reset every env (env ``i`` with ``seed + i``, as SuperSuit seeds them)."""
         return self.agents_env.reset(seed=seed, options=options)
 
-    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, list[dict]]:
+    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, list[dict]]:  # type: ignore[override]
         """Step every env with ``actions``, one row per agent (a batch, or a list of ``num_envs`` actions
         as SuperSuit takes them)."""
         return self.agents_env.step(self._batched(actions))
@@ -108,7 +111,8 @@ class SuperSuitVecEnv(gym.vector.VectorEnv):
                     f"expected {self.num_envs} actions, one per row (agent), got a list of {len(actions)}"
                 )
             space = self.single_action_space
-            return concatenate(space, actions, create_empty_array(space, self.num_envs))
+            out: Any = create_empty_array(space, self.num_envs)
+            return concatenate(space, actions, out)
         return actions
 
 

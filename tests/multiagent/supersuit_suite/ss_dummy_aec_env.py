@@ -20,8 +20,8 @@
 # OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN
 # THE SOFTWARE.
 #
-# Ported from SuperSuit 3.11.0 test/dummy_aec_env.py (commit 1312e6d, "Bump version to 3.11.0"), unchanged: the
-# AEC env test_supersuit_vector_dict.py vectorizes.
+# Ported from SuperSuit 3.11.0 test/dummy_aec_env.py (commit 1312e6d, "Bump version to 3.11.0"),
+# unchanged: the AEC env test_supersuit_vector_dict.py vectorizes.
 
 from pettingzoo import AECEnv
 from pettingzoo.utils.agent_selector import agent_selector
@@ -53,10 +53,7 @@ class DummyEnv(AECEnv):
         return self._observations[agent]
 
     def step(self, action, observe=True):
-        if (
-            self.terminations[self.agent_selection]
-            or self.truncations[self.agent_selection]
-        ):
+        if self.terminations[self.agent_selection] or self.truncations[self.agent_selection]:
             return self._was_dead_step(action)
         self._cumulative_rewards[self.agent_selection] = 0
         self.agent_selection = self._agent_selector.next()

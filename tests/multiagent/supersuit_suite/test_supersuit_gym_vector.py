@@ -42,10 +42,7 @@ def recursive_equal(info1, info2):
             return np.all(np.equal(info1, info2))
         elif isinstance(info1, dict) and isinstance(info2, dict):
             return all(
-                (
-                    set(info1.keys()) == set(info2.keys())
-                    and recursive_equal(info1[i], info2[i])
-                )
+                (set(info1.keys()) == set(info2.keys()) and recursive_equal(info1[i], info2[i]))
                 for i in info1.keys()
             )
         elif isinstance(info1, list) and isinstance(info2, list):
@@ -62,7 +59,7 @@ def check_vec_env_equivalency(venv1, venv2, check_info=True):
     obs1, _ = venv1.reset(seed=51)
     obs2, _ = venv2.reset(seed=51)
 
-    for i in range(400):
+    for i in range(400):  # noqa: B007 - SuperSuit's loop, as written
         action = [venv1.action_space.sample() for env in range(venv1.num_envs)]
         assert np.all(np.equal(obs1, obs2))
 

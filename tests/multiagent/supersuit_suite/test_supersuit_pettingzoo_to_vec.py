@@ -21,10 +21,10 @@
 # THE SOFTWARE.
 #
 # Ported from SuperSuit 3.11.0 test/test_vector/test_pettingzoo_to_vec.py (commit 1312e6d, "Bump version to
-# 3.11.0"). Adapted: only the construction. The SuperSuit calls are torchwm's (torchwm.multiagent; SuperSuit's
-# black_death_v3 wrapper of the PettingZoo env is SuperSuit's own), PettingZoo 1.27 names
-# knights-archers-zombies `_v11` (its `spawn_rate` became `spawn_delay`), and test_good_vecenv runs on the `num_cpus` parameter: 0 (sync, as in
-# SuperSuit) and 2 (shmem).
+# 3.11.0"). Adapted: only the construction. The SuperSuit calls are torchwm's (torchwm.multiagent;
+# SuperSuit's black_death_v3 wrapper of the PettingZoo env is SuperSuit's own), PettingZoo 1.27 names
+# knights-archers-zombies `_v11` (its `spawn_rate` became `spawn_delay`), and test_good_vecenv runs on the
+# `num_cpus` parameter: 0 (sync, as in SuperSuit) and 2 (shmem).
 
 import copy
 

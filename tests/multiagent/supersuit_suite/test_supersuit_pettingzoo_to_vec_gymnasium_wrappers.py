@@ -55,9 +55,7 @@ def test_vec_env_normalize_obs(env_fn, num_cpus):
     obs_range = np.amax(obs) - np.amin(obs)
     normalized_obs_range = np.amax(normalized_obs) - np.amin(normalized_obs)
     assert obs_range > 1, "Regular observation space should be greater than 1."
-    assert (
-        normalized_obs_range < 1.0e-4
-    ), "Normalized observation space should be smaller than 1.0e-4."
-    assert (
-        obs_range > normalized_obs_range
-    ), "Normalized observation space has more range than regular observation space."
+    assert normalized_obs_range < 1.0e-4, "Normalized observation space should be smaller than 1.0e-4."
+    assert obs_range > normalized_obs_range, (
+        "Normalized observation space has more range than regular observation space."
+    )

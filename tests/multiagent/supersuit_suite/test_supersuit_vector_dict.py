@@ -26,14 +26,12 @@
 # (its multiprocessing vector env was deprecated, SuperSuit #188), runs on shmem.
 
 import numpy as np
-import pytest
 from gymnasium.spaces import Box, Dict, Discrete, Tuple
 from gymnasium.vector.utils import concatenate, create_empty_array
 from pettingzoo.utils.conversions import aec_to_parallel
 from ss_dummy_aec_env import DummyEnv
 
 from torchwm.multiagent import concat_vec_envs_v1, pettingzoo_env_to_vec_env_v1
-
 
 n_agents = 5
 
@@ -121,4 +119,3 @@ def test_multi_threaded_concatenate():
     env = pettingzoo_env_to_vec_env_v1(env)
     env = concat_vec_envs_v1(env, 2, num_cpus=2)
     dict_vec_env_test(env)
-
