@@ -19,6 +19,7 @@ PAGES = sorted(ROOT.glob("docs/**/*.md"))
 RUN_BY_OTHER_TESTS = {
     ROOT / "docs" / "training.md": (
         "tests/test_training_recipes.py",  # CleanRL, Stable-Baselines3, skrl
+        "tests/integrations/test_sb3.py",  # multi-agent: SB3's PPO on pistonball
         "tests/integrations/test_torchrl.py",
         "tests/integrations/test_rllib.py",
         "tests/integrations/test_tianshou.py",  # its Collector and AsyncCollector examples

@@ -655,3 +655,139 @@ def test_env_is_wrapped_monitor_on_fused_atari_stacks():
         assert venv.env_is_wrapped(Monitor) == [recorded] * 2
         assert venv.env_is_wrapped(SubMonitor) == [False] * 2  # only Monitor itself is answered so
         venv.close()
+
+
+# -- torchwm.multiagent's agents layout: SB3's envs are the rows ------------------------------------------
+
+
+def spread_env():
+    from mpe2 import simple_spread_v3
+
+    # 5 cycles: episode ends (and same-step resets) early.
+    return simple_spread_v3.parallel_env(max_cycles=5)
+
+
+@pytest.mark.parametrize("backend", ["sync", "shmem"])
+def test_agents_layout_rows_step_as_supersuit_s_concat_vec_env(backend):
+    import supersuit
+
+    import torchwm.multiagent
+
+    venv = SB3VecEnv(torchwm.multiagent.make_vec(spread_env, 2, backend=backend))
+    theirs = supersuit.concat_vec_envs_v1(supersuit.pettingzoo_env_to_vec_env_v1(spread_env()), 2)
+    assert venv.num_envs == theirs.num_envs == 6
+    assert venv.observation_space == theirs.observation_space
+    venv.seed(7)
+    assert venv._seeds == [7, 7, 7, 8, 8, 8]  # PettingZoo env i gets 7 + i, as SuperSuit's reset(seed=7)
+    obs = venv.reset()
+    expected_obs, _ = theirs.reset(seed=7)
+    assert np.array_equal(obs, expected_obs)
+    rng = np.random.default_rng(0)
+    for _ in range(7):
+        actions = rng.integers(0, 5, 6)
+        obs, rewards, dones, infos = venv.step(actions)
+        expected = theirs.step(list(actions))
+        assert np.array_equal(obs, expected[0]) and np.array_equal(rewards, expected[1])
+        assert np.array_equal(dones, expected[2].astype(bool) | expected[3].astype(bool))
+        for info, expected_info in zip(infos, expected[4], strict=True):
+            if "terminal_observation" in expected_info:
+                assert np.array_equal(info["terminal_observation"], expected_info["terminal_observation"])
+                assert info["TimeLimit.truncated"] is True  # MPE's episodes end by max_cycles
+            else:
+                assert "terminal_observation" not in info
+    venv.close()
+
+
+def test_agents_layout_calls_answer_per_row_and_reach_the_row_s_pettingzoo_env():
+    import torchwm.multiagent
+
+    venv = SB3VecEnv(torchwm.multiagent.make_vec(spread_env, 2))
+    venv.reset()
+    assert venv.get_attr("render_mode") == [None] * 6
+    assert venv.env_is_wrapped(Monitor) == [False] * 6
+    venv.set_attr("marker", "a")
+    venv.set_attr("marker", "b", indices=[4])  # a row of PettingZoo env 1: all its rows see it
+    assert venv.get_attr("marker") == ["a", "a", "a", "b", "b", "b"]
+    assert venv.get_attr("marker", indices=[-1, 0, 3]) == ["b", "a", "b"]
+    ids = venv.env_method("__getattribute__", "par_env", indices=[0, 1, 5])
+    assert ids[0] is ids[1] and ids[0] is not ids[2]  # rows 0 and 1: one env, reached once (sync)
+    with pytest.raises(IndexError, match="out of range for 6 envs"):
+        venv.get_attr("marker", indices=[6])
+    venv.close()
+
+
+def test_agents_layout_rows_of_one_env_must_have_the_same_options():
+    import torchwm.multiagent
+
+    venv = SB3VecEnv(torchwm.multiagent.make_vec(spread_env, 2))
+    venv.set_options([{}, {}, {}, {"x": 1}, {"x": 1}, {"x": 1}])
+    venv.reset()  # one options dict per PettingZoo env: reset in two groups
+    venv.set_options([{}, {"x": 1}, {}, {}, {}, {}])
+    with pytest.raises(ValueError, match=r"rows 0\.\.2 are the agents of PettingZoo env 0"):
+        venv.reset()
+    venv.close()
+
+
+def test_an_agents_layout_is_a_full_batch_when_every_pettingzoo_env_returns():
+    import torchwm.multiagent
+
+    # batch_size counts PettingZoo envs (2 here), not rows (6): a full batch.
+    venv = SB3VecEnv(
+        torchwm.multiagent.make_vec(spread_env, 2, backend="shmem", backend_kwargs={"batch_size": 2})
+    )
+    venv.close()
+    with pytest.raises(ValueError, match="batch_size=1"):
+        SB3VecEnv(
+            torchwm.multiagent.make_vec(spread_env, 2, backend="shmem", backend_kwargs={"batch_size": 1})
+        )
+
+
+def training_recipe(heading: str) -> str:
+    """The Python block of docs/training.md's section whose heading starts with ``heading``."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).parents[2] / "docs" / "training.md").read_text()
+    section = text.split(f"\n## {heading}", 1)[1]
+    return re.search(r"^```python\n(.*?)^```", section, re.DOTALL | re.MULTILINE).group(1)
+
+
+def test_ppo_trains_on_pistonball_with_the_docs_multi_agent_recipe(monkeypatch):
+    # The recipe as written; PPO's learn and the SB3 vector env's steps recorded around it.
+    seen: dict = {"obs": [], "rewards": []}
+    learn, reset, step_wait = PPO.learn, SB3VecEnv.reset, SB3VecEnv.step_wait
+
+    def recording_learn(self, *args, **kwargs):
+        seen["before"] = [p.detach().clone() for p in self.policy.parameters()]
+        done = learn(self, *args, **kwargs)
+        seen["after"] = [p.detach().clone() for p in self.policy.parameters()]
+        seen["buffer"] = self.rollout_buffer
+        return done
+
+    def recording_reset(self, *args, **kwargs):
+        obs = reset(self, *args, **kwargs)
+        seen["obs"].append(obs.copy())
+        return obs
+
+    def recording_step_wait(self):
+        obs, rewards, dones, infos = step_wait(self)
+        seen["obs"].append(obs.copy())
+        seen["rewards"].append(rewards.copy())
+        return obs, rewards, dones, infos
+
+    monkeypatch.setattr(PPO, "learn", recording_learn)
+    monkeypatch.setattr(SB3VecEnv, "reset", recording_reset)
+    monkeypatch.setattr(SB3VecEnv, "step_wait", recording_step_wait)
+    exec(compile(training_recipe("Multi-agent"), "docs/training.md (multi-agent)", "exec"), {})
+
+    assert any(not torch.equal(a, b) for a, b in zip(seen["before"], seen["after"], strict=True))
+    buffer, n_steps = seen["buffer"], 32
+    # 1024 steps of 16 rows: two rollouts of 32 steps; the buffer holds the second, flattened env-major
+    # (SB3's swap_and_flatten) and channels first (SB3's VecTransposeImage before CnnPolicy).
+    assert len(seen["obs"]) == 1 + 64 and seen["obs"][0].shape == (16, 64, 64, 3)
+    last = np.stack(seen["obs"][-n_steps - 1 : -1])  # the observations the second rollout acted on
+    expected_obs = last.transpose(1, 0, 4, 2, 3).reshape(16 * n_steps, 3, 64, 64)
+    assert np.array_equal(buffer.observations, expected_obs)
+    # Rewards stay (steps, envs): SB3 flattens only what its minibatches read (no truncation in 64 steps
+    # of 125-cycle episodes, so no bootstrapped reward either).
+    assert np.array_equal(buffer.rewards, np.stack(seen["rewards"][-n_steps:]))

@@ -62,3 +62,26 @@ def test_spaces_it_cannot_carry_or_pad_are_refused(space, words):
             dict.fromkeys("xy", spaces.Discrete(2)),
             pad_spaces=True,
         )
+
+
+def test_batched_equals_gymnasium_s_batch_space():
+    from gymnasium.vector.utils import batch_space
+
+    from torchwm.multiagent.agent_spaces import batched
+
+    uniform = spaces.Box(0, 255, (4, 5, 3), dtype=np.uint8)
+    varying = spaces.Box(np.arange(6, dtype=np.float32), 10.0, dtype=np.float32)
+    for space in (uniform, varying, spaces.Discrete(3), spaces.Dict({"a": uniform})):
+        assert batched(space, 7) == batch_space(space, 7)
+
+
+def test_envs_of_one_process_share_their_spaces():
+    # make_vec gives every AgentsEnv the layout it read, so a vector env's check that its envs' spaces are
+    # equal finds them identical (for image observations, comparing them elementwise took seconds).
+    from support.pettingzoo_envs import scripted
+
+    import torchwm.multiagent as ma
+
+    with ma.make_vec(scripted(), 3) as envs:
+        observation_spaces = envs.inner.get_attr("observation_space")
+        assert observation_spaces[0] is observation_spaces[1] is observation_spaces[2]

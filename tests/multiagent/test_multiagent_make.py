@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 from support.pettingzoo_envs import scripted
 
@@ -39,15 +37,26 @@ def test_num_envs_must_be_a_positive_int():
         ma.make_vec(scripted(), 0)
 
 
-def test_layout_aec_without_the_turn_based_module_says_so(monkeypatch):
-    # None in sys.modules: importing torchwm.multiagent.aec fails as it does where the module is absent.
-    monkeypatch.setitem(sys.modules, "torchwm.multiagent.aec", None)
-    with pytest.raises(NotImplementedError, match='layout="aec"'):
-        ma.make_vec("pettingzoo.classic.tictactoe_v3", 1, layout="aec")
+def test_layout_aec_gives_an_aec_vector_env_of_the_module_s_turn_based_envs():
+    with ma.make_vec("pettingzoo.classic.tictactoe_v3", 2, layout="aec", seed=0) as envs:
+        assert isinstance(envs, ma.AECVectorEnv)
+        envs.reset()
+        assert envs.num_envs == 2 and envs.possible_agents == ["player_1", "player_2"]
+        assert envs.agent_selection == "player_1"
+        obs, *_ = envs.last()
+        assert obs["observation"].shape == (2, 3, 3, 2)
 
 
-def test_the_public_names_are_the_layouts_and_make_vec():
-    assert set(ma.__all__) >= {"make_vec", "AgentsVectorEnv", "ParallelVectorEnv"}
+def test_the_public_names_are_the_layouts_make_vec_and_supersuit_s_calls():
+    assert set(ma.__all__) >= {
+        "make_vec",
+        "AgentsVectorEnv",
+        "ParallelVectorEnv",
+        "AECVectorEnv",
+        "pettingzoo_env_to_vec_env_v1",
+        "concat_vec_envs_v1",
+        "vectorize_aec_env_v0",
+    }
     with ma.make_vec(scripted(), 1) as envs:
         assert isinstance(envs, ma.AgentsVectorEnv)
     with ma.make_vec(scripted(), 1, layout="parallel") as envs:

@@ -25,8 +25,10 @@ def check_full_batch(vec: Any, adapter: str) -> None:
         ValueError: the env has ``batch_size`` smaller than ``num_envs``.
     """
     batch_size = getattr(vec.unwrapped, "batch_size", None)
-    if batch_size is not None and batch_size < vec.num_envs:
-        raise ValueError(full_batch_error(adapter, batch_size, vec.num_envs))
+    # The agents layout of torchwm.multiagent counts its batch in PettingZoo envs, each of several rows.
+    num_envs = getattr(vec.unwrapped, "num_vector_envs", vec.num_envs)
+    if batch_size is not None and batch_size < num_envs:
+        raise ValueError(full_batch_error(adapter, batch_size, num_envs))
 
 
 def full_batch_error(adapter: str, batch_size: Any, num_envs: int) -> str:

@@ -68,7 +68,11 @@ class SB3VecEnv(VecEnv):
     """A torchwm vector env (``autoreset_mode="same_step"``) as a Stable-Baselines3 `VecEnv`.
 
     Args:
-        vec: the env, from `torchwm.make_vec` (any backend) with ``autoreset_mode="same_step"``.
+        vec: the env, from `torchwm.make_vec` (any backend) with ``autoreset_mode="same_step"``, or
+            `torchwm.multiagent.make_vec`'s agents layout (SuperSuit's ``concat_vec_envs_v1(...,
+            base_class="stable_baselines3")``): SB3's envs are then its rows (agents), while seeds,
+            options, ``get_attr``/``set_attr``/``env_method``/``env_is_wrapped`` and ``render`` reach the
+            PettingZoo env of each row (one answer per row, one frame per PettingZoo env).
             Closing the adapter closes it.
 
     Raises:
@@ -87,17 +91,28 @@ class SB3VecEnv(VecEnv):
             )
         check_full_batch(vec, "SB3VecEnv")
         self.vec = vec
+        # torchwm.multiagent's agents layout: SB3's envs are its rows, A per PettingZoo env, while seeds,
+        # options and calls reach the PettingZoo envs (torchwm's env_ids).
+        self._rows_per_env = int(getattr(vec.unwrapped, "num_agents_per_env", 1))
         self._first_reset = True
         super().__init__(vec.num_envs, vec.single_observation_space, vec.single_action_space)
 
-    def reset(self) -> VecEnvObs:
-        given = [None if s is None else int(s) for s in self._seeds]
+    def reset(self, seed: int | None = None, options: dict | None = None) -> VecEnvObs:
+        """SB3's reset (the seeds of `seed`, the options of `set_options`); ``seed`` and ``options`` are
+        SuperSuit's SB3 wrapper's, the same as calling `seed` and `set_options` first."""
+        if seed is not None:
+            self.seed(seed)
+        if options is not None:
+            self.set_options(options)
+        a = self._rows_per_env
+        num_envs = self.num_envs // a
+        given = [None if s is None else int(s) for s in self._seeds[::a]]  # one per PettingZoo env
         groups = self._option_groups()
         first_seed = getattr(self.vec.spec, "seed", None)
         if len(groups) > 1 and self._first_reset and all(s is None for s in given) and first_seed is not None:
             # The torchwm env's own first reset would use make_vec(seed=...) for every env: kept when the
             # envs are reset in groups below, where only the first group's reset would see it.
-            given = [first_seed + i for i in range(self.num_envs)]
+            given = [first_seed + i for i in range(num_envs)]
         if len(groups) == 1:
             options = groups[0][0]
             obs, infos = self.vec.reset(
@@ -119,8 +134,9 @@ class SB3VecEnv(VecEnv):
                     env_ids=ids,
                 )
                 infos.pop("env_id", None)
+                row_ids = [i * a + k for i in ids for k in range(a)]
                 for i, row, info in zip(
-                    ids, iterate(space, group_obs), infos_to_rows(infos, len(ids)), strict=True
+                    row_ids, iterate(space, group_obs), infos_to_rows(infos, len(row_ids)), strict=True
                 ):
                     rows[i], self.reset_infos[i] = row, info
             batch: Any = create_empty_array(space, self.num_envs)
@@ -130,10 +146,30 @@ class SB3VecEnv(VecEnv):
         self._reset_options()
         return obs
 
+    def seed(self, seed: int | None = None) -> Sequence[int | None]:
+        """SB3's ``seed``: the next reset seeds env ``i`` with ``seed + i``. In an agents layout ``i`` counts
+        PettingZoo envs, as ``make_vec(seed=...)`` and SuperSuit seed them: the rows of env ``i`` all
+        report ``seed + i``."""
+        seeds = super().seed(seed)
+        a = self._rows_per_env
+        if a > 1:
+            self._seeds = [int(seeds[0]) + i // a for i in range(self.num_envs)]  # type: ignore[arg-type]
+        return self._seeds
+
     def _option_groups(self) -> list[tuple[dict, list[int]]]:
-        """The envs that have the same options (`set_options`), as (options, env ids), in env order."""
+        """The envs that have the same options (`set_options`), as (options, env ids), in env order.
+
+        In an agents layout the rows of one PettingZoo env are reset together: their options must agree
+        (ValueError, before any env is reset)."""
+        a = self._rows_per_env
+        for i in range(0, self.num_envs, a):
+            if not all(_equal(self._options[i], self._options[i + k]) for k in range(1, a)):
+                raise ValueError(
+                    f"rows {i}..{i + a - 1} are the agents of PettingZoo env {i // a}, reset together, so "
+                    f"set_options must give them one options dict, got {self._options[i : i + a]!r:.200}"
+                )
         groups: list[tuple[dict, list[int]]] = []
-        for i, options in enumerate(self._options):
+        for i, options in enumerate(self._options[::a]):
             for group_options, ids in groups:
                 if _equal(group_options, options):
                     ids.append(i)
@@ -196,7 +232,7 @@ class SB3VecEnv(VecEnv):
 
     def set_attr(self, attr_name: str, value: Any, indices: VecEnvIndices = None) -> None:
         def set_on(env_ids: dict[str, list[int]]) -> list[None]:
-            count = len(env_ids.get("env_ids", range(self.num_envs)))
+            count = len(env_ids.get("env_ids", range(self.num_envs // self._rows_per_env)))
             # One value per env, so that a list or tuple value is set whole, as SB3 sets it.
             self.vec.set_attr(attr_name, [value] * count, **env_ids)
             return [None] * count
@@ -233,8 +269,10 @@ class SB3VecEnv(VecEnv):
         loops over its envs): empty ``indices`` call nothing, and an env named k times is reached k
         times, in rounds of distinct envs, so that each env sees its calls in the order of ``indices``.
         """
+        a = self._rows_per_env
         if indices is None:
-            return list(run({}))
+            # In an agents layout each PettingZoo env answers once, for each of its rows.
+            return [answer for answer in run({}) for _ in range(a)]
         # operator.index, as a list index: a float index is a TypeError, as in DummyVecEnv.
         given = [operator.index(i) for i in self._get_indices(indices)]
         outside = [i for i in given if not -self.num_envs <= i < self.num_envs]
@@ -244,20 +282,21 @@ class SB3VecEnv(VecEnv):
                 f"env indices {outside} out of range for {self.num_envs} envs "
                 f"(from {-self.num_envs} to {self.num_envs - 1}), in indices={indices!r}"
             )
-        ids = [i + self.num_envs if i < 0 else i for i in given]
-        rounds: list[list[int]] = []  # positions in ids, each round naming an env once
+        rows = [i + self.num_envs if i < 0 else i for i in given]
+        rounds: list[list[int]] = []  # positions in rows, each round naming a row once
         times: dict[int, int] = {}
-        for position, env in enumerate(ids):
-            k = times[env] = times.get(env, -1) + 1
+        for position, row in enumerate(rows):
+            k = times[row] = times.get(row, -1) + 1
             if k == len(rounds):
                 rounds.append([])
             rounds[k].append(position)
-        answers: list[Any] = [None] * len(ids)
+        answers: list[Any] = [None] * len(rows)
         for positions in rounds:
-            for position, answer in zip(
-                positions, run({"env_ids": [ids[p] for p in positions]}), strict=True
-            ):
-                answers[position] = answer
+            # Rows of one PettingZoo env (an agents layout) in a round reach it once and share its answer.
+            env_ids = list(dict.fromkeys(rows[p] // a for p in positions))
+            by_env = dict(zip(env_ids, run({"env_ids": env_ids}), strict=True))
+            for position in positions:
+                answers[position] = by_env[rows[position] // a]
         return answers
 
 

@@ -27,21 +27,15 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from torchwm.extras import MissingExtraError, install_command
+from torchwm.multiagent.pettingzoo_import import pettingzoo_env_types
 from torchwm.vector.batching import create_batch, get_row
-
-try:
-    from pettingzoo import AECEnv, ParallelEnv
-except ImportError as error:  # pragma: no cover - the extra is installed wherever the suite runs
-    raise MissingExtraError(
-        f"torchwm.multiagent needs pettingzoo, which is in torchwm's [pettingzoo] extra: "
-        f"{install_command('pettingzoo')}"
-    ) from error
 
 
 def check_aec_env(env: Any, source: str) -> None:
     """TypeError unless ``env`` is a PettingZoo ``AECEnv`` with ``possible_agents``; ``source`` says where
     it came from, for the message."""
+    # PettingZoo is imported on first use: importing torchwm.multiagent does not need it.
+    ParallelEnv, AECEnv = pettingzoo_env_types()  # noqa: N806 - the classes
     if isinstance(env, ParallelEnv):
         raise TypeError(
             f"{source} must be a PettingZoo AECEnv (turn-based), got the ParallelEnv {env!r:.200}: vectorize "

@@ -12,6 +12,7 @@ the vector envs of `torchwm.multiagent` read their per-agent spaces from it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +44,27 @@ def check_fixed_shape(space: spaces.Space, what: str) -> None:
             f"{what} is {space}: torchwm.multiagent carries agents' values in fixed-shape arrays, so every "
             f"space must be a Box, Discrete, MultiDiscrete or MultiBinary (or a Dict/Tuple of them)"
         )
+
+
+def batched(space: spaces.Space, n: int) -> spaces.Space:
+    """Gymnasium's ``batch_space(space, n)``, built from scalar bounds where a Box's bounds are uniform:
+    Gymnasium checks every element of array bounds, which for image observations of many agents (20
+    pistonball agents of 457x120x3) takes far longer than the envs' own construction."""
+    if isinstance(space, spaces.Box) and space.low.size:
+        low, high = space.low.flat[0], space.high.flat[0]
+        if (space.low == low).all() and (space.high == high).all():
+            return spaces.Box(low, high, (n, *space.shape), dtype=space.dtype)  # type: ignore[arg-type]
+    return batch_space(space, n)
+
+
+def same_space(a: spaces.Space, b: spaces.Space) -> bool:
+    """``a == b``, with Boxes of equal bounds found equal without Gymnasium's elementwise ``allclose``."""
+    if a is b:
+        return True
+    if isinstance(a, spaces.Box) and isinstance(b, spaces.Box) and a.shape == b.shape and a.dtype == b.dtype:
+        if np.array_equal(a.low, b.low) and np.array_equal(a.high, b.high):
+            return True
+    return bool(a == b)
 
 
 def _pad_to(array: np.ndarray, shape: tuple[int, ...], value: Any) -> np.ndarray:
@@ -165,32 +187,50 @@ class AgentSpaces:
     def num_agents(self) -> int:
         return len(self.agents)
 
-    @property
+    # Cached (the dataclass is frozen: its spaces never change): comparing large spaces is not free.
+    @functools.cached_property
     def shared_observation_space(self) -> spaces.Space | None:
         """The agents' one observation space, or None when they differ."""
         return _shared(self.observation_spaces, self.agents)
 
-    @property
+    @functools.cached_property
     def shared_action_space(self) -> spaces.Space | None:
         """The agents' one action space, or None when they differ."""
         return _shared(self.action_spaces, self.agents)
 
     def stacked_observation_space(self) -> spaces.Space:
-        """The agents' observations of one env: ``(A, ...)`` when they share a space, else a Dict by agent."""
+        """The agents' observations of one env: ``(A, ...)`` when they share a space, else a Dict by agent.
+
+        One object per `AgentSpaces`, so that the envs built from one (`AgentsEnv`'s ``agent_spaces``) share
+        their spaces and a vector env's check that they are equal is quick."""
+        return self._stacked_observation_space
+
+    @functools.cached_property
+    def _stacked_observation_space(self) -> spaces.Space:
         shared = self.shared_observation_space
         if shared is not None:
-            return batch_space(shared, self.num_agents)
+            return batched(shared, self.num_agents)
         return spaces.Dict({a: self.observation_spaces[a] for a in self.agents})
 
     def stacked_action_space(self) -> spaces.Space:
-        """The agents' actions of one env: ``(A, ...)`` when they share a space, else a Dict by agent."""
+        """The agents' actions of one env: ``(A, ...)`` when they share a space, else a Dict by agent (one
+        object per `AgentSpaces`)."""
+        return self._stacked_action_space
+
+    @functools.cached_property
+    def _stacked_action_space(self) -> spaces.Space:
         shared = self.shared_action_space
         if shared is not None:
-            return batch_space(shared, self.num_agents)
+            return batched(shared, self.num_agents)
         return spaces.Dict({a: self.action_spaces[a] for a in self.agents})
 
     def env_observation_space(self) -> spaces.Dict:
-        """The observation space of one `AgentsEnv`: every per-agent value a step gives, in arrays."""
+        """The observation space of one `AgentsEnv`: every per-agent value a step gives, in arrays (one
+        object per `AgentSpaces`)."""
+        return self._env_observation_space
+
+    @functools.cached_property
+    def _env_observation_space(self) -> spaces.Dict:
         a = self.num_agents
         flags = spaces.Box(0, 1, (a,), dtype=np.bool_)  # type: ignore[arg-type]
         fields: dict[str, spaces.Space] = {
@@ -242,4 +282,4 @@ class AgentSpaces:
 
 def _shared(by_agent: dict[str, spaces.Space], agents: tuple[str, ...]) -> spaces.Space | None:
     first = by_agent[agents[0]]
-    return first if all(by_agent[a] == first for a in agents[1:]) else None
+    return first if all(same_space(by_agent[a], first) for a in agents[1:]) else None

@@ -30,7 +30,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from torchwm.multiagent.agent_spaces import AgentSpaces
+from torchwm.multiagent.agent_spaces import AgentSpaces, same_space
 
 DEAD_AGENTS = ("error", "zero")
 
@@ -43,22 +43,32 @@ class AgentsEnv(gym.Env):
             env lives: in a worker on a process backend).
         dead_agents: ``"error"`` or ``"zero"`` (see the module).
         pad_spaces: pad observations and actions to one space (`AgentSpaces`).
+        agent_spaces: the layout `torchwm.multiagent.make_vec` read from its probe env, used where this
+            env's agents and spaces are the same (so that the envs of a process share their spaces); None
+            reads this env's own.
     """
 
     def __init__(
-        self, env_fn: Callable[[], Any], *, dead_agents: str = "error", pad_spaces: bool = False
+        self,
+        env_fn: Callable[[], Any],
+        *,
+        dead_agents: str = "error",
+        pad_spaces: bool = False,
+        agent_spaces: AgentSpaces | None = None,
     ) -> None:
         if dead_agents not in DEAD_AGENTS:
             raise ValueError(f"dead_agents must be one of {list(DEAD_AGENTS)}, got {dead_agents!r}")
         self.par_env = env_fn()
         self.dead_agents = dead_agents
         agents = list(self.par_env.possible_agents)
-        self.agent_spaces = AgentSpaces.read(
-            agents,
-            {a: self.par_env.observation_space(a) for a in agents},
-            {a: self.par_env.action_space(a) for a in agents},
-            pad_spaces=pad_spaces,
-        )
+        observation_spaces = {a: self.par_env.observation_space(a) for a in agents}
+        action_spaces = {a: self.par_env.action_space(a) for a in agents}
+        if agent_spaces is not None and _has_spaces(agent_spaces, agents, observation_spaces, action_spaces):
+            self.agent_spaces = agent_spaces
+        else:
+            self.agent_spaces = AgentSpaces.read(
+                agents, observation_spaces, action_spaces, pad_spaces=pad_spaces
+            )
         self.possible_agents = self.agent_spaces.agents
         self.observation_space = self.agent_spaces.env_observation_space()
         self.action_space = self.agent_spaces.stacked_action_space()
@@ -181,6 +191,20 @@ class AgentsEnv(gym.Env):
     def _info(self, infos: dict) -> dict[str, Any]:
         per_agent = [dict(infos.get(agent, {}) or {}) for agent in self.possible_agents]
         return {"agent_infos": per_agent} if any(per_agent) else {}
+
+
+def _has_spaces(
+    agent_spaces: AgentSpaces,
+    agents: list[str],
+    observation_spaces: dict[str, spaces.Space],
+    action_spaces: dict[str, spaces.Space],
+) -> bool:
+    """Whether ``agent_spaces`` was read from agents ``agents`` with these spaces."""
+    return (
+        tuple(agents) == agent_spaces.agents
+        and all(same_space(observation_spaces[a], agent_spaces.env_observation_spaces[a]) for a in agents)
+        and all(same_space(action_spaces[a], agent_spaces.env_action_spaces[a]) for a in agents)
+    )
 
 
 def _zeros(space: spaces.Space) -> Any:

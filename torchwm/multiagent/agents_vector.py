@@ -20,9 +20,8 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.vector.utils import batch_space
 
-from torchwm.multiagent.agent_spaces import AgentSpaces
+from torchwm.multiagent.agent_spaces import AgentSpaces, batched
 from torchwm.multiagent.env_batches import EnvStep, agent_row, join_rows, repeat_rows, split_rows
 from torchwm.multiagent.inner_env import InnerVectorEnv
 from torchwm.vector.batching import InfoBatcher
@@ -65,8 +64,8 @@ class AgentsVectorEnv(InnerVectorEnv, gym.vector.VectorEnv):
         self.num_envs = self.num_vector_envs * self.num_agents_per_env
         self.single_observation_space = single_observation
         self.single_action_space = single_action
-        self.observation_space = batch_space(single_observation, self.num_envs)
-        self.action_space = batch_space(single_action, self.num_envs)
+        self.observation_space = batched(single_observation, self.num_envs)
+        self.action_space = batched(single_action, self.num_envs)
         if seed is not None:
             self.action_space.seed(seed)
 

@@ -4,7 +4,7 @@ Every argument is checked, and one env is built here to read its agents and spac
 (`torchwm.multiagent.sources`), before any worker starts. The envs then run as `AgentsEnv` envs of a
 torchwm vector env built as `torchwm.make_vec_from_fns` builds one (so every backend, its options, seeds,
 autoreset modes and faults apply), under the layout: `AgentsVectorEnv` (``"agents"``),
-`ParallelVectorEnv` (``"parallel"``) or the turn-based ``"aec"`` (`torchwm.multiagent.aec`).
+`ParallelVectorEnv` (``"parallel"``) or `AECVectorEnv` (``"aec"``, turn-based: `torchwm.multiagent.aec`).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from torchwm.multiagent.aec import make_aec_vec
 from torchwm.multiagent.agent_spaces import AgentSpaces
 from torchwm.multiagent.agents_env import DEAD_AGENTS, AgentsEnv
 from torchwm.multiagent.agents_vector import INFO_FORMATS, AgentsVectorEnv
@@ -48,7 +49,8 @@ def make_vec(
         backend: any torchwm backend that builds envs from factories (``sync``, ``subproc``, ``shmem``,
             ``ray``); its options in ``backend_kwargs``.
         layout: ``"agents"`` (`AgentsVectorEnv`: ``N * A`` rows), ``"parallel"`` (`ParallelVectorEnv`:
-            dicts by agent of ``(N, ...)``) or ``"aec"`` (turn-based envs).
+            dicts by agent of ``(N, ...)``) or ``"aec"`` (`AECVectorEnv`: turn-based envs, SuperSuit's
+            ``VectorAECEnv`` API).
         autoreset_mode: ``"same_step"`` (default, SuperSuit's and SB3's), ``"next_step"`` or ``"disabled"``.
         dead_agents: ``"error"`` (an agent that leaves before its env ends raises ``AssertionError``) or
             ``"zero"`` (its rows are zeros, ``terminated`` True, ``agent_mask`` False until the reset).
@@ -119,7 +121,12 @@ def make_vec(
 
     from torchwm.factory import make_vec_from_fns
 
-    env_fns = [functools.partial(AgentsEnv, fn, dead_agents=dead_agents, pad_spaces=pad_spaces) for fn in fns]
+    env_fns = [
+        functools.partial(
+            AgentsEnv, fn, dead_agents=dead_agents, pad_spaces=pad_spaces, agent_spaces=agent_spaces
+        )
+        for fn in fns
+    ]
     inner = make_vec_from_fns(
         env_fns,
         backend=backend,
@@ -145,16 +152,7 @@ def _make_aec(
     backend_kwargs: dict[str, Any] | None,
     info_format: str,
 ) -> Any:
-    """The turn-based layout (`torchwm.multiagent.aec`, built beside this module)."""
-    try:
-        from torchwm.multiagent.aec import make_aec_vec  # type: ignore[import-not-found, unused-ignore]
-    except ImportError as exc:
-        if exc.name != "torchwm.multiagent.aec":
-            raise
-        raise NotImplementedError(
-            'layout="aec" (turn-based envs, AECVectorEnv) is not in this version of torchwm yet; use '
-            'layout="agents" or "parallel" for envs whose agents act at once'
-        ) from exc
+    """The turn-based layout: an `AECVectorEnv` of the envs ``fns`` make."""
     return make_aec_vec(
         fns,
         backend=backend,
