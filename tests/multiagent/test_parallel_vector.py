@@ -147,3 +147,37 @@ def test_an_agent_that_dies_under_dead_agents_error_raises_naming_zero():
         envs.reset()
         with pytest.raises(AssertionError, match='dead_agents="zero"'):
             envs.step({a: [0] for a in envs.agents})
+
+
+@pytest.mark.parametrize("backend", ["sync", "shmem"])
+@pytest.mark.parametrize(
+    ("name", "env_kwargs"),
+    [
+        ("mpe2.simple_spread_v3", {"max_cycles": 8}),
+        ("pettingzoo.butterfly.knights_archers_zombies_v11", {"max_zombies": 4, "max_cycles": 8}),
+    ],
+)
+def test_a_restored_pettingzoo_stack_gives_the_same_dicts_again(backend, name, env_kwargs):
+    kwargs = {"backend_kwargs": {"num_workers": 1}} if backend == "shmem" else {}
+    dead = {"dead_agents": "zero"} if "zombies" in name else {}
+    with ma.make_vec(
+        name, 2, layout="parallel", backend=backend, seed=4, **kwargs, **dead, **env_kwargs
+    ) as envs:
+        envs.reset()
+        rng = np.random.default_rng(9)
+        plan = [{a: _sample(envs.action_space(a), rng) for a in envs.agents} for _ in range(12)]
+        envs.step(plan[0])
+        states = envs.clone_state()
+        first = [tuple({a: np.copy(v) for a, v in part.items()} for part in envs.step(p)[:4]) for p in plan]
+        obs, _ = envs.restore_state(states)
+        assert set(obs) == set(envs.agents)
+        for t, actions in enumerate(plan):
+            for want, got in zip(first[t], envs.step(actions)[:4]):
+                for agent in envs.agents:
+                    np.testing.assert_array_equal(got[agent], want[agent], err_msg=f"{agent}, step {t}")
+
+
+def _sample(space, rng):
+    if isinstance(space, spaces.MultiDiscrete):
+        return rng.integers(0, space.nvec)
+    return rng.uniform(space.low, space.high).astype(space.dtype)
