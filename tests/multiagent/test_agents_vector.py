@@ -345,3 +345,48 @@ def test_pistonball_cannot_be_cloned_and_says_why(backend):
             envs.clone_state()
         obs, *_ = envs.step(np.zeros((3, 1), np.float32))  # nothing broke
         assert obs.shape[0] == 3
+
+
+@pytest.mark.parametrize("backend", ["shmem", "subproc"])
+@pytest.mark.parametrize("autoreset_mode", ["same_step", "next_step"])
+def test_a_restarted_worker_announces_each_lost_episode_on_every_agent_row(backend, autoreset_mode):
+    # Envs 0-1 on worker 0, 2-3 on worker 1: env 3 crashes its worker during a step of its own; env 2,
+    # idle on that worker, announces its lost episode on its next step; envs 0 and 1 go on as on sync.
+    import os
+
+    from torchwm.testing.multiagent_envs import arm, countdown_agents
+
+    kwargs = {"seed": 0, "autoreset_mode": autoreset_mode}
+    options = {"num_workers": 2, "restart_on_crash": True}
+    with (
+        ma.make_vec([countdown_agents()] * 4, 4, backend=backend, backend_kwargs=options, **kwargs) as envs,
+        ma.make_vec([countdown_agents()] * 4, 4, **kwargs) as ref,
+    ):
+        envs.reset()
+        ref.reset()
+        held = envs.step(np.ones(12, np.int64))[0].copy()
+        ref.step(np.ones(12, np.int64))
+        envs.call(arm, "crash", os.getpid(), env_ids=[3])
+        obs, rewards, terminations, truncations, infos = envs.step(np.full(3, 2), env_ids=[3])
+        np.testing.assert_array_equal(infos["env_id"], [3, 3, 3])
+        np.testing.assert_array_equal(infos["worker_restarted"], [True] * 3)
+        np.testing.assert_array_equal(truncations, [True] * 3)
+        np.testing.assert_array_equal(terminations, [False] * 3)
+        np.testing.assert_array_equal(rewards, [0.0] * 3)  # no step ran: no reward is made up
+        np.testing.assert_array_equal(obs[:, 1], obs[0, 1])  # the new episode's first rows (steps left)
+        if autoreset_mode == "same_step":
+            np.testing.assert_array_equal(np.stack(infos["final_obs"]), held[9:12])  # the rows held
+            assert infos["_final_obs"].all()
+        else:
+            assert "final_obs" not in infos
+        want = ref.step(np.full(9, 2), env_ids=[0, 1, 2])
+        obs, rewards, terminations, truncations, infos = envs.step(np.full(9, 2), env_ids=[0, 1, 2])
+        np.testing.assert_array_equal(infos["worker_restarted"], [False] * 6 + [True] * 3)
+        np.testing.assert_array_equal(infos["_worker_restarted"], [False] * 6 + [True] * 3)
+        np.testing.assert_array_equal(rewards[6:], [0.0] * 3)
+        np.testing.assert_array_equal(truncations[6:], [True] * 3)
+        np.testing.assert_array_equal(terminations[6:], [False] * 3)
+        for got, expected in zip((obs, rewards, terminations, truncations), want[:4]):
+            np.testing.assert_array_equal(got[:6], expected[:6])
+        if autoreset_mode == "same_step":
+            np.testing.assert_array_equal(np.stack(infos["final_obs"][6:]), held[6:9])

@@ -181,3 +181,24 @@ def _sample(space, rng):
     if isinstance(space, spaces.MultiDiscrete):
         return rng.integers(0, space.nvec)
     return rng.uniform(space.low, space.high).astype(space.dtype)
+
+
+def test_a_restarted_worker_ends_every_agents_episode_truncated_with_no_reward():
+    import os
+
+    from torchwm.testing.multiagent_envs import arm, countdown_agents
+
+    options = {"num_workers": 2, "restart_on_crash": True}
+    with ma.make_vec(
+        [countdown_agents()] * 2, 2, layout="parallel", backend="shmem", backend_kwargs=options, seed=0
+    ) as envs:
+        envs.reset()
+        held, *_ = envs.step({a: np.ones(2, np.int64) for a in envs.agents})
+        envs.call(arm, "crash", os.getpid(), env_ids=[1])
+        obs, rewards, terminations, truncations, infos = envs.step({a: np.full(2, 2) for a in envs.agents})
+        np.testing.assert_array_equal(infos["worker_restarted"], [False, True])
+        for k, agent in enumerate(envs.agents):
+            assert rewards[agent][1] == 0.0 and truncations[agent][1] and not terminations[agent][1]
+            assert rewards[agent][0] == 2 * (k + 1) + 0.5 * 2  # env 0 stepped on: its step 2, action 2
+            np.testing.assert_array_equal(infos["final_obs"][agent][1], held[agent][1])
+        np.testing.assert_array_equal(infos["_final_obs"], [False, True])
