@@ -390,3 +390,62 @@ def test_a_restarted_worker_announces_each_lost_episode_on_every_agent_row(backe
             np.testing.assert_array_equal(got[:6], expected[:6])
         if autoreset_mode == "same_step":
             np.testing.assert_array_equal(np.stack(infos["final_obs"][6:]), held[6:9])
+
+
+def test_batch_size_returns_whole_envs_whose_rows_are_sync_s():
+    # Envs 1 and 3 are slow: the first two envs ready are 0 and 2, all their agents' rows together.
+    from torchwm.testing.multiagent_envs import arm, countdown_agents
+
+    options = {"num_workers": 4, "batch_size": 2}
+    with (
+        ma.make_vec([countdown_agents()] * 4, 4, backend="shmem", backend_kwargs=options, seed=0) as envs,
+        ma.make_vec([countdown_agents()] * 4, 4, seed=0) as ref,
+    ):
+        assert envs.batch_size == 2
+        envs.reset()
+        ref.reset()
+        envs.call(arm, "delay", 0.5, env_ids=[1, 3])
+        actions = np.arange(12) % 3
+        envs.send(actions)
+        obs, rewards, terminations, truncations, infos = envs.recv()
+        np.testing.assert_array_equal(infos["env_id"], [0, 0, 0, 2, 2, 2])
+        assert envs.in_flight_ids == [1, 3]
+        want = ref.step(np.concatenate([actions[0:3], actions[6:9]]), env_ids=[0, 2])
+        for got, expected in zip((obs, rewards, terminations, truncations), want[:4]):
+            np.testing.assert_array_equal(got, expected)
+        # The envs received step again while 1 and 3 are in flight; then 1 and 3 come back.
+        envs.send(np.zeros(6, np.int64), env_ids=[2, 0])
+        later = [envs.recv(timeout=30), envs.recv(timeout=30)]
+        got_ids = sorted(tuple(dict.fromkeys(r[4]["env_id"].tolist())) for r in later)
+        assert got_ids == [(1, 3), (2, 0)]
+        assert envs.in_flight_ids == []
+
+
+@pytest.mark.parametrize("layout", ["agents", "parallel"])
+def test_recv_past_its_deadline_raises_timeout_and_the_step_stays_in_flight(layout):
+    from torchwm.testing.multiagent_envs import arm, countdown_agents
+
+    fns = [countdown_agents()] * 2
+    with (
+        ma.make_vec(fns, 2, layout=layout, backend="shmem", backend_kwargs=SHMEM, seed=0) as envs,
+        ma.make_vec(fns, 2, layout=layout, seed=0) as ref,
+    ):
+        envs.reset()
+        ref.reset()
+        actions = np.array([1, 2, 0, 2, 2, 1])
+        if layout == "parallel":
+            actions = {a: actions.reshape(2, 3)[:, k] for k, a in enumerate(envs.agents)}
+        want = ref.step(actions)
+        envs.call(arm, "delay", 1.5, env_ids=[1])
+        envs.send(actions)
+        with pytest.raises(TimeoutError):
+            envs.recv(timeout=0.2)
+        assert envs.in_flight_ids == [0, 1]
+        got = envs.recv(timeout=60)
+        assert envs.in_flight_ids == []
+        for part, expected in zip(got[:4], want[:4]):
+            if layout == "parallel":
+                for agent in envs.agents:
+                    np.testing.assert_array_equal(part[agent], expected[agent])
+            else:
+                np.testing.assert_array_equal(part, expected)

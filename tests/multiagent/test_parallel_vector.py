@@ -202,3 +202,34 @@ def test_a_restarted_worker_ends_every_agents_episode_truncated_with_no_reward()
             assert rewards[agent][0] == 2 * (k + 1) + 0.5 * 2  # env 0 stepped on: its step 2, action 2
             np.testing.assert_array_equal(infos["final_obs"][agent][1], held[agent][1])
         np.testing.assert_array_equal(infos["_final_obs"], [False, True])
+
+
+def test_env_ids_step_every_agent_of_the_envs_named_as_sync_does():
+    from torchwm.testing.multiagent_envs import countdown_agents
+
+    fns = [countdown_agents()] * 3
+    with (
+        ma.make_vec(
+            fns, 3, layout="parallel", backend="shmem", backend_kwargs={"num_workers": 3}, seed=0
+        ) as envs,
+        ma.make_vec(fns, 3, layout="parallel", seed=0) as ref,
+    ):
+        envs.reset()
+        ref.reset()
+        by_hand = [fn() for fn in fns]
+        for i, env in enumerate(by_hand):
+            env.reset(seed=i)
+        actions = {a: np.array([k, 2]) for k, a in enumerate(envs.agents)}
+        envs.send(actions, env_ids=[2, 0])
+        assert envs.in_flight_ids == [0, 2]
+        obs, rewards, terminations, truncations, infos = envs.recv()
+        np.testing.assert_array_equal(infos["env_id"], [2, 0])
+        want = ref.step(actions, env_ids=[2, 0])
+        for part, expected in zip((obs, rewards, terminations, truncations), want[:4]):
+            for agent in envs.agents:
+                np.testing.assert_array_equal(part[agent], expected[agent])
+        for row, i in enumerate([2, 0]):
+            o, r, *_ = by_hand[i].step({a: actions[a][row] for a in envs.agents})
+            for agent in envs.agents:
+                np.testing.assert_array_equal(obs[agent][row], o[agent])
+                assert rewards[agent][row] == np.float32(r[agent])
