@@ -210,14 +210,10 @@ class _Tally:
         rewards = np.asarray(_to_numpy(rewards), dtype=np.float64).reshape(len(ids), a)
         # An env's episode ends when all its rows end (the agents layout ends them together; a dead
         # agent's row ends earlier).
-        ends = (
-            (
-                np.asarray(_to_numpy(terminations), dtype=np.bool_)
-                | np.asarray(_to_numpy(truncations), dtype=np.bool_)
-            )
-            .reshape(len(ids), a)
-            .all(axis=1)
+        row_ends = np.asarray(_to_numpy(terminations), dtype=np.bool_) | np.asarray(
+            _to_numpy(truncations), dtype=np.bool_
         )
+        ends = np.asarray(np.asarray(row_ends).reshape(len(ids), a).all(axis=1))
         restarted = _info_column(infos, WORKER_RESTARTED, len(ids) * a)[::a]
         drawn = _info_column(infos, EPISODE_SEED, len(ids) * a)[::a]
         ended = []

@@ -64,7 +64,7 @@ class _StatePickler(cloudpickle.Pickler):
         return super().reducer_override(obj)
 
 
-def _blank(cls: type) -> Any:
+def _blank(cls: Any) -> Any:
     return cls.__new__(cls)
 
 

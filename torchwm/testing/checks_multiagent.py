@@ -89,9 +89,8 @@ def check_multiagent_layouts_match_sync(target: BackendUnderTest) -> None:
                 obs, _ = envs.reset()
                 want, _ = ref.reset()
                 _assert_same_step(what, 0, (want, {}, {}, {}), (obs, {}, {}, {}))
-                for t, actions in enumerate(plan, start=1):
-                    if layout == "parallel":
-                        actions = _by_agent(actions, envs.agents, N)  # noqa: PLW2901
+                for t, rows in enumerate(plan, start=1):
+                    actions = _by_agent(rows, envs.agents, N) if layout == "parallel" else rows
                     _assert_same_step(what, t, ref.step(actions), envs.step(actions))
 
 
@@ -216,9 +215,8 @@ def check_multiagent_restore_state(target: BackendUnderTest) -> None:
 
 def _copied_step(envs: Any, layout: str, actions: np.ndarray) -> tuple[Any, ...]:
     """A step of row actions in either layout: copies of its observations, rewards and flags."""
-    if layout == "parallel":
-        actions = _by_agent(actions, envs.agents, N)
+    given: Any = _by_agent(actions, envs.agents, N) if layout == "parallel" else actions
     return tuple(
         {key: np.copy(value) for key, value in part.items()} if isinstance(part, dict) else np.copy(part)
-        for part in envs.step(actions)[:4]
+        for part in envs.step(given)[:4]
     )
