@@ -245,7 +245,7 @@ def test_every_episode_has_its_seed_under_autoreset_seeds(mode, batch_size):
     """Issue 51 item 11: with ``autoreset_seeds=True`` every episode reports its seed, and the result gives
     each (it gave ``(4, 3, None, None, None, None)``): Gymnasium's ``seed + i`` for the first episode of env
     ``i``, then ``episode_seed(seed, i, k)``; Gymnasium's CartPole reset with it replays the episode."""
-    from torchwm.episode_seeds import episode_seed
+    from torchwm.vector.episode_seeds import episode_seed
 
     options = {"num_workers": 2, "context": "fork"} | ({} if batch_size is None else {"batch_size": 1})
     with torchwm.make_vec(
@@ -380,3 +380,62 @@ def test_evaluate_is_a_plain_function_of_the_evaluation_module():
 
     assert inspect.isfunction(evaluate) and evaluate is evaluate_of_module is torchwm.evaluate
     assert evaluate.__module__ == "torchwm.evaluation"
+
+
+def _agent_episodes_by_hand(num_envs, n_episodes, seed):
+    """Each PettingZoo env's episodes, stepped by hand with agent k playing action k: per env, a list of
+    (per-agent returns, length) for its quota of episodes."""
+    from torchwm.testing.multiagent_envs import CountdownAgentsEnv
+
+    out = []
+    for i in range(num_envs):
+        env, episodes = CountdownAgentsEnv(), []
+        env.reset(seed=seed + i)
+        for _ in range((n_episodes + i) // num_envs):
+            returns, length = np.zeros(3), 0
+            while env.agents:
+                _, rewards, *_ = env.step({a: k for k, a in enumerate(env.possible_agents)})
+                returns += [rewards[a] for a in env.possible_agents]
+                length += 1
+            episodes.append((returns.tolist(), length))
+            env.reset()
+        out.append(episodes)
+    return out
+
+
+@pytest.mark.parametrize(("backend", "batch_size"), [("sync", None), ("shmem", None), ("shmem", 1)])
+@pytest.mark.parametrize("mode", MODES)
+def test_the_agents_layout_counts_envs_episodes_with_each_agents_return(backend, batch_size, mode):
+    import torchwm.multiagent as ma
+    from torchwm.testing.multiagent_envs import countdown_agents
+
+    options = None if backend == "sync" else {"num_workers": 2, "batch_size": batch_size}
+    with ma.make_vec(
+        [countdown_agents()] * 2, 2, backend=backend, autoreset_mode=mode, backend_kwargs=options
+    ) as envs:
+        result = torchwm.evaluate(envs, lambda obs: obs[:, 0].astype(np.int64), n_episodes=5, seed=7)
+        possible_agents = envs.possible_agents
+    want = _agent_episodes_by_hand(2, 5, seed=7)
+    assert len(result) == 5 and result.agent_returns.shape == (5, len(possible_agents))
+    assert Counter(result.env_ids.tolist()) == {0: 2, 1: 3}  # PettingZoo envs' quotas, as SB3's
+    np.testing.assert_array_equal(result.returns, result.agent_returns.sum(axis=1))
+    for i in range(2):
+        mine = np.flatnonzero(result.env_ids == i)
+        got = [(result.agent_returns[e].tolist(), int(result.lengths[e])) for e in mine]
+        assert got == want[i], f"env {i}: {got} != {want[i]}"
+    assert result.seeds[int(np.flatnonzero(result.env_ids == 1)[0])] == 8
+
+
+def test_single_agent_results_have_no_agent_returns():
+    with torchwm.make_vec("CartPole-v1", 2, seed=0) as envs:
+        result = torchwm.evaluate(envs, lambda obs: np.zeros(len(obs), dtype=np.int64), n_episodes=2)
+    assert result.agent_returns is None
+
+
+def test_the_parallel_layout_is_refused_naming_the_agents_layout():
+    import torchwm.multiagent as ma
+    from torchwm.testing.multiagent_envs import countdown_agents
+
+    with ma.make_vec([countdown_agents()], 1, layout="parallel") as envs:
+        with pytest.raises(TypeError, match='layout="agents"'):
+            torchwm.evaluate(envs, lambda obs: obs, n_episodes=1)

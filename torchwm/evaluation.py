@@ -10,6 +10,11 @@ here with ``reset(options={"reset_mask": mask})``. With ``batch_size < num_envs`
 only, ``infos["env_id"]``) it steps EnvPool's way: the envs of each result are sent again at once, the
 policy sees their rows only, and the envs still in flight at the end are collected.
 
+Over the ``agents`` layout of `torchwm.multiagent` (rows are the agents of N PettingZoo envs, env-major),
+the unit is the PettingZoo env: its episode is one episode, ended when all its rows end (as the layout
+ends them together), the quotas are over the N envs, and each episode's return per agent is kept
+(``agent_returns``), its ``returns`` being their sum; the policy sees every agent's row.
+
 ``torchwm.evaluate(envs, policy, n_episodes)`` is the way in (this module's `evaluate`, imported by the
 package on first use); the result is an `EvaluationResult`.
 """
@@ -26,9 +31,9 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from torchwm.episode_seeds import EPISODE_SEED
 from torchwm.spec import check_seed
 from torchwm.vector.batching import take_rows
+from torchwm.vector.episode_seeds import EPISODE_SEED
 
 # The info key of the rows whose worker was restarted (torchwm's process backends, ``restart_on_crash``).
 WORKER_RESTARTED = "worker_restarted"
@@ -43,9 +48,9 @@ class EvaluationResult:
 
     Attributes:
         returns: each episode's sum of rewards (float64), as the env returned them (after the stack's
-            reward wrappers, such as ``clip_reward``).
+            reward wrappers, such as ``clip_reward``); over the ``agents`` layout, the sum over its agents.
         lengths: each episode's number of steps (int64), the reset step of ``next_step`` not counted.
-        env_ids: the env each episode ran in (int64).
+        env_ids: the env each episode ran in (int64); over the ``agents`` layout, the PettingZoo env.
         seeds: the seed each episode started from, where it is known: the seed its reset reported in
             ``infos["episode_seed"]`` (every episode of a torchwm env made with ``autoreset_seeds=True``);
             else ``seed + i`` for the first episode of env ``i`` when `evaluate` was given ``seed=``; None
@@ -53,6 +58,9 @@ class EvaluationResult:
         cut_episodes: how many episodes of the envs' shares a worker restart cut (``restart_on_crash``,
             ``infos["worker_restarted"]``): not counted, as the env did not end them; their envs ran others
             in their place.
+        agent_returns: over the ``agents`` layout of `torchwm.multiagent`, each episode's return per
+            agent, float64 ``(n_episodes, A)``, columns in ``envs.possible_agents`` order (an agent that
+            died early keeps what it earned); None for single-agent envs.
     """
 
     returns: np.ndarray
@@ -60,6 +68,7 @@ class EvaluationResult:
     env_ids: np.ndarray
     seeds: tuple[int | None, ...]
     cut_episodes: int = 0
+    agent_returns: np.ndarray | None = None
 
     @property
     def mean(self) -> float:
@@ -101,11 +110,14 @@ def evaluate(
             returns their actions: a NumPy array, a torch tensor (moved to the host) or anything the
             env's ``step`` takes. An SB3 model: ``lambda obs: model.predict(obs, deterministic=True)[0]``.
         n_episodes: how many episodes to count (an int >= 1); env ``i`` runs
-            ``(n_episodes + i) // num_envs`` of them, as SB3's ``evaluate_policy``.
+            ``(n_episodes + i) // num_envs`` of them, as SB3's ``evaluate_policy`` (over the ``agents``
+            layout: PettingZoo env ``i`` of ``num_vector_envs``).
         seed: the seed of the first reset (env ``i`` gets ``seed + i``, Gymnasium's rule); None: the
             env's own (``make_vec(seed=...)`` for a torchwm env never reset).
         deterministic: passed to the policy as ``policy(obs, deterministic=...)`` when given; the
             policy must then take that keyword. None (default): the policy is called with ``obs`` only.
+            Over the ``agents`` layout, ``obs`` holds every agent's row of the envs stepped, and the
+            policy gives one action per row.
         progress: show a tqdm progress bar of the episodes counted.
 
     Returns:
@@ -119,7 +131,9 @@ def evaluate(
         (2, 6)
         >>> envs.close()
     """
-    num_envs = _check_envs(envs)
+    rows = _check_envs(envs)
+    agents = _agents_per_env(envs)
+    num_envs = rows // (agents or 1)
     n_episodes = _check_count(n_episodes)
     act = _check_policy(policy, deterministic, envs.single_action_space)
     if seed is not None:
@@ -128,7 +142,7 @@ def evaluate(
         raise TypeError(f"progress must be True or False, got {progress!r}")
     mode = AutoresetMode(envs.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP))
     batch_size = getattr(envs, "batch_size", getattr(envs.unwrapped, "batch_size", None)) or num_envs
-    tally = _Tally(num_envs, n_episodes, seed, mode, progress)
+    tally = _Tally(num_envs, agents, n_episodes, seed, mode, progress)
     try:
         if batch_size < num_envs:
             _run_partial(envs, act, tally, seed)
@@ -143,12 +157,20 @@ class _Tally:
     """Each env's running episode, its seed and quota, and the episodes counted so far."""
 
     def __init__(
-        self, num_envs: int, n_episodes: int, seed: int | None, mode: AutoresetMode, progress: bool
+        self,
+        num_envs: int,
+        agents: int | None,
+        n_episodes: int,
+        seed: int | None,
+        mode: AutoresetMode,
+        progress: bool,
     ) -> None:
         self.mode = mode
+        self.per_agent = agents is not None  # the agents layout: returns kept per agent
+        self.agents = agents or 1  # rows per env
         self.targets = np.array([(n_episodes + i) // num_envs for i in range(num_envs)], dtype=np.int64)
         self.ended = np.zeros(num_envs, dtype=np.int64)  # episodes each env ended, counted or not
-        self.running_return = np.zeros(num_envs, dtype=np.float64)
+        self.running_return = np.zeros((num_envs, self.agents), dtype=np.float64)
         self.running_length = np.zeros(num_envs, dtype=np.int64)
         # next_step: the env's next result is the reset step after its episode's end.
         self.resetting = np.zeros(num_envs, dtype=np.bool_)
@@ -156,7 +178,7 @@ class _Tally:
         # first reset's infos say otherwise.
         self.seeds: list[int | None] = [None if seed is None else seed + i for i in range(num_envs)]
         self.cut_episodes = 0
-        self.episodes: list[tuple[float, int, int, int | None]] = []
+        self.episodes: list[tuple[np.ndarray, int, int, int | None]] = []
         self.bar: Any = None
         if progress:
             from tqdm.auto import tqdm
@@ -173,21 +195,27 @@ class _Tally:
         """A reset of envs ``ids``, at ``rows`` of its ``n_rows`` rows of ``infos``: their episodes' seeds, as
         the reset reported them (``episode_seed``); else, for the ``first`` reset, the seed already known,
         and None for the others (a reset without a seed draws none of its own)."""
-        drawn = _info_column(infos, EPISODE_SEED, n_rows)
+        drawn = _info_column(infos, EPISODE_SEED, n_rows * self.agents)
         for i, row in zip(ids, rows, strict=True):
-            if drawn[row] is not None or not first:
-                self.seeds[i] = drawn[row]
+            # An env's keys are on each of its agents' rows: its first row's.
+            if drawn[row * self.agents] is not None or not first:
+                self.seeds[i] = drawn[row * self.agents]
 
     def add(
         self, ids: np.ndarray, rewards: Any, terminations: Any, truncations: Any, infos: Mapping[str, Any]
     ) -> list[int]:
-        """The results of envs ``ids`` (one row each); returns the envs whose episode ended, or was cut."""
-        rewards = np.asarray(_to_numpy(rewards), dtype=np.float64)
-        ends = np.asarray(_to_numpy(terminations), dtype=np.bool_) | np.asarray(
+        """The results of envs ``ids`` (one row each, or A: its agents'); returns the envs whose episode
+        ended, or was cut."""
+        a = self.agents
+        rewards = np.asarray(_to_numpy(rewards), dtype=np.float64).reshape(len(ids), a)
+        # An env's episode ends when all its rows end (the agents layout ends them together; a dead
+        # agent's row ends earlier).
+        row_ends = np.asarray(_to_numpy(terminations), dtype=np.bool_) | np.asarray(
             _to_numpy(truncations), dtype=np.bool_
         )
-        restarted = _info_column(infos, WORKER_RESTARTED, len(ids))
-        drawn = _info_column(infos, EPISODE_SEED, len(ids))
+        ends = np.asarray(np.asarray(row_ends).reshape(len(ids), a).all(axis=1))
+        restarted = _info_column(infos, WORKER_RESTARTED, len(ids) * a)[::a]
+        drawn = _info_column(infos, EPISODE_SEED, len(ids) * a)[::a]
         ended = []
         for row, i in enumerate(ids.tolist()):
             if restarted[row]:
@@ -211,7 +239,7 @@ class _Tally:
             if ends[row]:
                 if self.ended[i] < self.targets[i]:
                     self.episodes.append(
-                        (self.running_return[i], int(self.running_length[i]), i, self.seeds[i])
+                        (self.running_return[i].copy(), int(self.running_length[i]), i, self.seeds[i])
                     )
                     if self.bar is not None:
                         self.bar.update(1)
@@ -232,19 +260,21 @@ class _Tally:
 
     def result(self) -> EvaluationResult:
         returns, lengths, env_ids, seeds = zip(*self.episodes, strict=True) if self.episodes else ((),) * 4
+        per_agent = np.array(returns, dtype=np.float64).reshape(len(self.episodes), self.agents)
         return EvaluationResult(
-            returns=np.array(returns, dtype=np.float64),
+            returns=per_agent.sum(axis=1),
             lengths=np.array(lengths, dtype=np.int64),
             env_ids=np.array(env_ids, dtype=np.int64),
             seeds=tuple(seeds),
             cut_episodes=self.cut_episodes,
+            agent_returns=per_agent if self.per_agent else None,
         )
 
 
 def _run_whole(envs: Any, act: Callable[[Any], Any], tally: _Tally, seed: int | None) -> None:
     """Every env steps at each step, as in SB3 (envs past their quota too; their episodes are not
     counted), so the policy always sees the whole batch in env order."""
-    num_envs = envs.num_envs
+    num_envs = tally.targets.size
     all_ids = np.arange(num_envs)
     obs, infos = envs.reset(seed=seed)
     tally.started(all_ids.tolist(), all_ids.tolist(), num_envs, infos, first=True)
@@ -254,7 +284,8 @@ def _run_whole(envs: Any, act: Callable[[Any], Any], tally: _Tally, seed: int | 
         if ended and tally.mode is AutoresetMode.DISABLED and not tally.done:
             mask = np.zeros(num_envs, dtype=np.bool_)
             mask[ended] = True
-            obs, infos = envs.reset(options={"reset_mask": mask})
+            # Over the agents layout the mask is over rows: all of an ended env's rows.
+            obs, infos = envs.reset(options={"reset_mask": np.repeat(mask, tally.agents)})
             tally.started(ended, ended, num_envs, infos)
 
 
@@ -279,20 +310,23 @@ def _step_partial(envs: Any, act: Callable[[Any], Any], tally: _Tally, seed: int
     obs, infos = envs.reset(seed=seed)
     # A reset returns every env, except in an EnvPool-style asynchronous mode (ale-native's): the first
     # batch_size envs ready. The others' first result is then their reset, which is no step.
-    ids = _ids(infos) if "env_id" in infos else np.arange(envs.num_envs)
+    a = tally.agents
+    num_envs = tally.targets.size
+    ids = _ids(infos, a) if "env_id" in infos else np.arange(num_envs)
     tally.started(ids.tolist(), list(range(ids.size)), ids.size, infos, first=True)
-    tally.resetting[np.setdiff1d(np.arange(envs.num_envs), ids)] = True
+    tally.resetting[np.setdiff1d(np.arange(num_envs), ids)] = True
     space = envs.single_action_space
     while not tally.done:
         envs.send(act(obs), env_ids=ids)
         obs, rewards, terminations, truncations, infos = envs.recv()
-        ids = _ids(infos)
+        ids = _ids(infos, a)
         ended = tally.add(ids, rewards, terminations, truncations, infos)
         if ended and tally.mode is AutoresetMode.DISABLED and not tally.done:
             # Envs that ended must be reset before they step again; the others go on at once.
             going_on = np.flatnonzero(~np.isin(ids, ended))
             if going_on.size:
-                envs.send(take_rows(space, act(obs), going_on), env_ids=ids[going_on])
+                rows = (going_on[:, None] * a + np.arange(a)).reshape(-1)  # all their agents' rows
+                envs.send(take_rows(space, act(obs), rows), env_ids=ids[going_on])
             ids = np.asarray(ended, dtype=np.int64)
             obs, infos = envs.reset(env_ids=ids)
             tally.started(ended, list(range(len(ended))), len(ended), infos)
@@ -339,11 +373,28 @@ def _info_column(infos: Mapping[str, Any], key: str, n_rows: int) -> list[Any]:
     ]
 
 
-def _ids(infos: Mapping[str, Any]) -> np.ndarray:
-    return np.asarray(_to_numpy(infos["env_id"]), dtype=np.int64)
+def _ids(infos: Mapping[str, Any], agents: int) -> np.ndarray:
+    """The envs of a partial result: ``infos["env_id"]`` (over the agents layout, one per env, not per
+    row)."""
+    return np.asarray(_to_numpy(infos["env_id"]), dtype=np.int64)[::agents]
+
+
+def _agents_per_env(envs: Any) -> int | None:
+    """A for the ``agents`` layout of `torchwm.multiagent` (rows are the agents of envs), else None."""
+    base = getattr(envs, "unwrapped", envs)
+    agents = getattr(base, "num_agents_per_env", None)
+    if isinstance(agents, int) and isinstance(getattr(base, "num_vector_envs", None), int):
+        return agents
+    return None
 
 
 def _check_envs(envs: Any) -> int:
+    if not isinstance(envs, gym.vector.VectorEnv) and hasattr(envs, "possible_agents"):
+        raise TypeError(
+            f"envs must be a vector env of rows; {type(envs).__name__} gives dicts by agent: evaluate the "
+            f'agents layout, torchwm.multiagent.make_vec(..., layout="agents"), whose result has '
+            f"per-agent returns"
+        )
     if not isinstance(envs, gym.vector.VectorEnv):
         hint = (
             "; for one gymnasium.Env, use torchwm.make_vec(id, num_envs=...) or "

@@ -41,3 +41,36 @@ def test_a_backend_registered_with_conformance_is_checked_as_it_says(fresh_plugi
     ]
     assert testing.BackendUnderTest("probe").skips == {"check_batch_size": "why not"}
     assert testing.variants("shmem") == [{}] and testing.checks_for("shmem") == testing.CHECKS
+
+
+MULTIAGENT = [check for check in testing.CHECKS if "multiagent" in check.__name__]
+
+
+def test_without_pettingzoo_the_multiagent_checks_are_skipped_with_the_reason(monkeypatch):
+    import importlib.util
+    import unittest
+
+    import pytest
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "pettingzoo" else real_find_spec(name, *a),
+    )
+    assert len(MULTIAGENT) == 4
+    with pytest.raises(unittest.SkipTest, match=r'pip install "torchwm\[pettingzoo\]"'):
+        MULTIAGENT[0](testing.BackendUnderTest("sync"))
+    monkeypatch.setattr(testing, "CHECKS", MULTIAGENT)
+    results = testing.run_checks("sync")
+    assert [r.name for r in results] == [c.__name__ for c in MULTIAGENT]
+    assert all(r.skipped and r.passed and "PettingZoo" in r.message for r in results)
+
+
+def test_backends_that_build_envs_from_an_id_skip_the_multiagent_checks_saying_why():
+    for name in ("ale-native", "envpool"):
+        if name not in registry("backend").names():
+            continue
+        skips = testing.BackendUnderTest(name).skips
+        for check in MULTIAGENT:
+            assert "from an env id" in skips[check.__name__], (name, check.__name__)

@@ -290,3 +290,162 @@ def test_clone_and_restore_give_the_same_rows_again():
         again = envs.step(np.full(6, 2))
         for a, b in zip(first[:4], again[:4]):
             np.testing.assert_array_equal(a, b)
+
+
+def _kaz():
+    from pettingzoo.butterfly import knights_archers_zombies_v11
+
+    return knights_archers_zombies_v11.parallel_env(max_zombies=4, max_cycles=8)
+
+
+# PettingZoo stacks whose whole state a clone holds: MPE's (EzPickle, a pygame font), and
+# knights-archers-zombies (pygame sprites and surfaces, agents that die).
+STACKS = {
+    "simple_spread": ("mpe2.simple_spread_v3", {"max_cycles": 8}),
+    "knights_archers_zombies": (_kaz, {"dead_agents": "zero"}),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("stack", sorted(STACKS))
+def test_a_restored_pettingzoo_stack_gives_the_same_rows_again(backend, stack):
+    # PettingZoo's envs are EzPickle objects: a state must hold the env itself, not its arguments; the
+    # episodes end (max_cycles 8) and autoreset from the copied RNG within the plan.
+    import pickle
+
+    env, kwargs = STACKS[stack]
+    with ma.make_vec(env, 2, seed=4, **_kwargs(backend), **kwargs) as envs:
+        envs.reset()
+        envs.action_space.seed(9)
+        plan = [envs.action_space.sample() for _ in range(12)]
+        envs.step(plan[0])
+        states = pickle.loads(pickle.dumps(envs.clone_state()))
+        first = [tuple(np.copy(x) for x in envs.step(actions)[:4]) for actions in plan]
+        assert any(f[2].any() or f[3].any() for f in first)  # an episode ended within the plan
+        envs.restore_state(states)
+        for t, actions in enumerate(plan):
+            for want, got in zip(first[t], envs.step(actions)[:4]):
+                np.testing.assert_array_equal(got, want, err_msg=f"step {t} after restore_state")
+        # Env 0's state restored into env 1: env 1's rows follow env 0's.
+        envs.restore_state([states[0], states[0]])
+        for t, actions in enumerate(plan):
+            a = envs.num_agents_per_env
+            got = envs.step(np.concatenate([actions[:a], actions[:a]]))[0]
+            np.testing.assert_array_equal(got[a:], first[t][0][:a], err_msg=f"env 1 at step {t}")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_pistonball_cannot_be_cloned_and_says_why(backend):
+    # pymunk's pickle leaves out Chipmunk's contact cache: a copy's ball drifts from the first step on.
+    with ma.make_vec(
+        "pettingzoo.butterfly.pistonball_v6", 1, seed=4, n_pistons=3, **_kwargs(backend)
+    ) as envs:
+        envs.reset()
+        with pytest.raises(TypeError, match="pymunk Space.*contact cache"):
+            envs.clone_state()
+        obs, *_ = envs.step(np.zeros((3, 1), np.float32))  # nothing broke
+        assert obs.shape[0] == 3
+
+
+@pytest.mark.parametrize("backend", ["shmem", "subproc"])
+@pytest.mark.parametrize("autoreset_mode", ["same_step", "next_step"])
+def test_a_restarted_worker_announces_each_lost_episode_on_every_agent_row(backend, autoreset_mode):
+    # Envs 0-1 on worker 0, 2-3 on worker 1: env 3 crashes its worker during a step of its own; env 2,
+    # idle on that worker, announces its lost episode on its next step; envs 0 and 1 go on as on sync.
+    import os
+
+    from torchwm.testing.multiagent_envs import arm, countdown_agents
+
+    kwargs = {"seed": 0, "autoreset_mode": autoreset_mode}
+    options = {"num_workers": 2, "restart_on_crash": True}
+    with (
+        ma.make_vec([countdown_agents()] * 4, 4, backend=backend, backend_kwargs=options, **kwargs) as envs,
+        ma.make_vec([countdown_agents()] * 4, 4, **kwargs) as ref,
+    ):
+        envs.reset()
+        ref.reset()
+        held = envs.step(np.ones(12, np.int64))[0].copy()
+        ref.step(np.ones(12, np.int64))
+        envs.call(arm, "crash", os.getpid(), env_ids=[3])
+        obs, rewards, terminations, truncations, infos = envs.step(np.full(3, 2), env_ids=[3])
+        np.testing.assert_array_equal(infos["env_id"], [3, 3, 3])
+        np.testing.assert_array_equal(infos["worker_restarted"], [True] * 3)
+        np.testing.assert_array_equal(truncations, [True] * 3)
+        np.testing.assert_array_equal(terminations, [False] * 3)
+        np.testing.assert_array_equal(rewards, [0.0] * 3)  # no step ran: no reward is made up
+        np.testing.assert_array_equal(obs[:, 1], obs[0, 1])  # the new episode's first rows (steps left)
+        if autoreset_mode == "same_step":
+            np.testing.assert_array_equal(np.stack(infos["final_obs"]), held[9:12])  # the rows held
+            assert infos["_final_obs"].all()
+        else:
+            assert "final_obs" not in infos
+        want = ref.step(np.full(9, 2), env_ids=[0, 1, 2])
+        obs, rewards, terminations, truncations, infos = envs.step(np.full(9, 2), env_ids=[0, 1, 2])
+        np.testing.assert_array_equal(infos["worker_restarted"], [False] * 6 + [True] * 3)
+        np.testing.assert_array_equal(infos["_worker_restarted"], [False] * 6 + [True] * 3)
+        np.testing.assert_array_equal(rewards[6:], [0.0] * 3)
+        np.testing.assert_array_equal(truncations[6:], [True] * 3)
+        np.testing.assert_array_equal(terminations[6:], [False] * 3)
+        for got, expected in zip((obs, rewards, terminations, truncations), want[:4]):
+            np.testing.assert_array_equal(got[:6], expected[:6])
+        if autoreset_mode == "same_step":
+            np.testing.assert_array_equal(np.stack(infos["final_obs"][6:]), held[6:9])
+
+
+def test_batch_size_returns_whole_envs_whose_rows_are_sync_s():
+    # Envs 1 and 3 are slow: the first two envs ready are 0 and 2, all their agents' rows together.
+    from torchwm.testing.multiagent_envs import arm, countdown_agents
+
+    options = {"num_workers": 4, "batch_size": 2}
+    with (
+        ma.make_vec([countdown_agents()] * 4, 4, backend="shmem", backend_kwargs=options, seed=0) as envs,
+        ma.make_vec([countdown_agents()] * 4, 4, seed=0) as ref,
+    ):
+        assert envs.batch_size == 2
+        envs.reset()
+        ref.reset()
+        envs.call(arm, "delay", 0.5, env_ids=[1, 3])
+        actions = np.arange(12) % 3
+        envs.send(actions)
+        obs, rewards, terminations, truncations, infos = envs.recv()
+        np.testing.assert_array_equal(infos["env_id"], [0, 0, 0, 2, 2, 2])
+        assert envs.in_flight_ids == [1, 3]
+        want = ref.step(np.concatenate([actions[0:3], actions[6:9]]), env_ids=[0, 2])
+        for got, expected in zip((obs, rewards, terminations, truncations), want[:4]):
+            np.testing.assert_array_equal(got, expected)
+        # The envs received step again while 1 and 3 are in flight; then 1 and 3 come back.
+        envs.send(np.zeros(6, np.int64), env_ids=[2, 0])
+        later = [envs.recv(timeout=30), envs.recv(timeout=30)]
+        got_ids = sorted(tuple(dict.fromkeys(r[4]["env_id"].tolist())) for r in later)
+        assert got_ids == [(1, 3), (2, 0)]
+        assert envs.in_flight_ids == []
+
+
+@pytest.mark.parametrize("layout", ["agents", "parallel"])
+def test_recv_past_its_deadline_raises_timeout_and_the_step_stays_in_flight(layout):
+    from torchwm.testing.multiagent_envs import arm, countdown_agents
+
+    fns = [countdown_agents()] * 2
+    with (
+        ma.make_vec(fns, 2, layout=layout, backend="shmem", backend_kwargs=SHMEM, seed=0) as envs,
+        ma.make_vec(fns, 2, layout=layout, seed=0) as ref,
+    ):
+        envs.reset()
+        ref.reset()
+        actions = np.array([1, 2, 0, 2, 2, 1])
+        if layout == "parallel":
+            actions = {a: actions.reshape(2, 3)[:, k] for k, a in enumerate(envs.agents)}
+        want = ref.step(actions)
+        envs.call(arm, "delay", 1.5, env_ids=[1])
+        envs.send(actions)
+        with pytest.raises(TimeoutError):
+            envs.recv(timeout=0.2)
+        assert envs.in_flight_ids == [0, 1]
+        got = envs.recv(timeout=60)
+        assert envs.in_flight_ids == []
+        for part, expected in zip(got[:4], want[:4]):
+            if layout == "parallel":
+                for agent in envs.agents:
+                    np.testing.assert_array_equal(part[agent], expected[agent])
+            else:
+                np.testing.assert_array_equal(part, expected)

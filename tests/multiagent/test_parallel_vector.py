@@ -147,3 +147,89 @@ def test_an_agent_that_dies_under_dead_agents_error_raises_naming_zero():
         envs.reset()
         with pytest.raises(AssertionError, match='dead_agents="zero"'):
             envs.step({a: [0] for a in envs.agents})
+
+
+@pytest.mark.parametrize("backend", ["sync", "shmem"])
+@pytest.mark.parametrize(
+    ("name", "env_kwargs"),
+    [
+        ("mpe2.simple_spread_v3", {"max_cycles": 8}),
+        ("pettingzoo.butterfly.knights_archers_zombies_v11", {"max_zombies": 4, "max_cycles": 8}),
+    ],
+)
+def test_a_restored_pettingzoo_stack_gives_the_same_dicts_again(backend, name, env_kwargs):
+    kwargs = {"backend_kwargs": {"num_workers": 1}} if backend == "shmem" else {}
+    dead = {"dead_agents": "zero"} if "zombies" in name else {}
+    with ma.make_vec(
+        name, 2, layout="parallel", backend=backend, seed=4, **kwargs, **dead, **env_kwargs
+    ) as envs:
+        envs.reset()
+        rng = np.random.default_rng(9)
+        plan = [{a: _sample(envs.action_space(a), rng) for a in envs.agents} for _ in range(12)]
+        envs.step(plan[0])
+        states = envs.clone_state()
+        first = [tuple({a: np.copy(v) for a, v in part.items()} for part in envs.step(p)[:4]) for p in plan]
+        obs, _ = envs.restore_state(states)
+        assert set(obs) == set(envs.agents)
+        for t, actions in enumerate(plan):
+            for want, got in zip(first[t], envs.step(actions)[:4]):
+                for agent in envs.agents:
+                    np.testing.assert_array_equal(got[agent], want[agent], err_msg=f"{agent}, step {t}")
+
+
+def _sample(space, rng):
+    if isinstance(space, spaces.MultiDiscrete):
+        return rng.integers(0, space.nvec)
+    return rng.uniform(space.low, space.high).astype(space.dtype)
+
+
+def test_a_restarted_worker_ends_every_agents_episode_truncated_with_no_reward():
+    import os
+
+    from torchwm.testing.multiagent_envs import arm, countdown_agents
+
+    options = {"num_workers": 2, "restart_on_crash": True}
+    with ma.make_vec(
+        [countdown_agents()] * 2, 2, layout="parallel", backend="shmem", backend_kwargs=options, seed=0
+    ) as envs:
+        envs.reset()
+        held, *_ = envs.step({a: np.ones(2, np.int64) for a in envs.agents})
+        envs.call(arm, "crash", os.getpid(), env_ids=[1])
+        obs, rewards, terminations, truncations, infos = envs.step({a: np.full(2, 2) for a in envs.agents})
+        np.testing.assert_array_equal(infos["worker_restarted"], [False, True])
+        for k, agent in enumerate(envs.agents):
+            assert rewards[agent][1] == 0.0 and truncations[agent][1] and not terminations[agent][1]
+            assert rewards[agent][0] == 2 * (k + 1) + 0.5 * 2  # env 0 stepped on: its step 2, action 2
+            np.testing.assert_array_equal(infos["final_obs"][agent][1], held[agent][1])
+        np.testing.assert_array_equal(infos["_final_obs"], [False, True])
+
+
+def test_env_ids_step_every_agent_of_the_envs_named_as_sync_does():
+    from torchwm.testing.multiagent_envs import countdown_agents
+
+    fns = [countdown_agents()] * 3
+    with (
+        ma.make_vec(
+            fns, 3, layout="parallel", backend="shmem", backend_kwargs={"num_workers": 3}, seed=0
+        ) as envs,
+        ma.make_vec(fns, 3, layout="parallel", seed=0) as ref,
+    ):
+        envs.reset()
+        ref.reset()
+        by_hand = [fn() for fn in fns]
+        for i, env in enumerate(by_hand):
+            env.reset(seed=i)
+        actions = {a: np.array([k, 2]) for k, a in enumerate(envs.agents)}
+        envs.send(actions, env_ids=[2, 0])
+        assert envs.in_flight_ids == [0, 2]
+        obs, rewards, terminations, truncations, infos = envs.recv()
+        np.testing.assert_array_equal(infos["env_id"], [2, 0])
+        want = ref.step(actions, env_ids=[2, 0])
+        for part, expected in zip((obs, rewards, terminations, truncations), want[:4]):
+            for agent in envs.agents:
+                np.testing.assert_array_equal(part[agent], expected[agent])
+        for row, i in enumerate([2, 0]):
+            o, r, *_ = by_hand[i].step({a: actions[a][row] for a in envs.agents})
+            for agent in envs.agents:
+                np.testing.assert_array_equal(obs[agent][row], o[agent])
+                assert rewards[agent][row] == np.float32(r[agent])

@@ -31,6 +31,7 @@ import numpy as np
 from gymnasium import spaces
 
 from torchwm.multiagent.agent_spaces import AgentSpaces, same_space
+from torchwm.multiagent.env_copy import env_bytes, env_from_bytes
 
 DEAD_AGENTS = ("error", "zero")
 
@@ -149,6 +150,30 @@ class AgentsEnv(gym.Env):
 
     def render(self) -> Any:
         return self.par_env.render()
+
+    # -- saved states (`torchwm.plugin_api.StatefulLayer`) -----------------------------------------
+
+    def get_torchwm_state(self) -> dict[str, Any]:
+        """The whole PettingZoo env (every wrapper, the raw env, its RNG) as bytes, and which agents are
+        alive or dead: `torchwm.multiagent.env_copy`. TypeError for an env that cannot be pickled."""
+        return {"par_env": env_bytes(self.par_env), "live": self._live.copy(), "dead": self._dead.copy()}
+
+    def set_torchwm_state(self, state: dict[str, Any]) -> None:
+        # A new copy each time: the state may be restored again, into this env or another.
+        self.par_env = env_from_bytes(state["par_env"])
+        self._live = np.array(state["live"], dtype=np.bool_)
+        self._dead = np.array(state["dead"], dtype=np.bool_)
+
+    @staticmethod
+    def check_torchwm_state(state: Any) -> None:
+        """TypeError for a value `get_torchwm_state` could not have returned."""
+        if not isinstance(state, dict) or set(state) != {"par_env", "live", "dead"}:
+            got = sorted(state) if isinstance(state, dict) else type(state).__name__
+            raise TypeError(f"an AgentsEnv state is a dict with keys ['dead', 'live', 'par_env'], got {got}")
+        if not isinstance(state["par_env"], bytes):
+            raise TypeError(
+                f"an AgentsEnv state holds its PettingZoo env as bytes, got {type(state['par_env']).__name__}"
+            )
 
     def close(self) -> None:
         self.par_env.close()

@@ -90,9 +90,11 @@ class AgentsVectorEnv(InnerVectorEnv, gym.vector.VectorEnv):
         actions = self._checked_actions(self.single_action_space, actions, rows)
         self._inner_send(split_rows(actions, envs, self.num_agents_per_env), env_ids)
 
-    def recv(self) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, Any]:
-        """The rows of the envs sent (all of them, or the first ``batch_size`` ready: whole envs)."""
-        return self._rows(self._inner_recv())
+    def recv(self, timeout: float | None = None) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, Any]:
+        """The rows of the envs sent (all of them, or the first ``batch_size`` ready: whole envs, each
+        row's env in ``infos["env_id"]``). ``timeout``: seconds to wait (default: the backend's), then
+        `EnvTimeoutError` (a ``TimeoutError``), the step still in flight."""
+        return self._rows(self._inner_recv(timeout))
 
     def step(self, actions: Any, env_ids: Any = None) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, Any]:
         self.send(actions, env_ids)

@@ -3,8 +3,9 @@
 The inner vector env (N rows, one per PettingZoo env) returns each env's agents in the `spaces.Dict`
 observation of `torchwm.multiagent.agents_env`; `EnvStep` takes one of its results apart: the agents'
 observations, rewards and flags (under ``same_step``, those of an env that ended are the ones in
-``infos["final_obs"]``, since its observation row is already the new episode's), the agents' infos and
-the env-level infos. The layouts (`torchwm.multiagent.agents_vector`, `torchwm.multiagent.parallel_vector`)
+``infos["final_obs"]``, since its observation row is already the new episode's; those of an env whose
+worker was restarted are the lost episode's end: truncated, reward 0), the agents' infos and the
+env-level infos. The layouts (`torchwm.multiagent.agents_vector`, `torchwm.multiagent.parallel_vector`)
 lay them out as rows or as dicts. Also here: the reshapes between ``(N, A, ...)`` and ``(N*A, ...)``
 batches, views where NumPy can.
 """
@@ -19,6 +20,8 @@ import numpy as np
 # Keys of the inner vector env's infos that `EnvStep` reads itself; every other key is the env's (its
 # ``episode_seed``, a restart's words) and is given for each of its agents.
 AGENT_INFO_KEYS = ("agent_infos", "final_obs", "final_info", "env_id")
+# The key of the envs whose worker was restarted (``restart_on_crash``): env-level, given to every agent.
+WORKER_RESTARTED = "worker_restarted"
 
 
 def join_rows(batch: Any, rows: int) -> Any:
@@ -96,14 +99,22 @@ class EnvStep:
         final_observations: list[Any] = [None] * n
         final_agent_infos: list[list[dict] | None] = [None] * n
         final_info = infos.get("final_info", {})
+        restarted = _restarted(infos, n)
         for e in np.flatnonzero(ended).tolist():
-            # The env was reset in this step: its agents' rewards and flags are the ending step's.
             final = infos["final_obs"][e]
+            final_observations[e] = final["obs"]
+            if restarted[e]:
+                continue  # the row before the crash: its rewards and flags were the step before's
+            # The env was reset in this step: its agents' rewards and flags are the ending step's.
             rewards[e] = final["reward"]
             terminations[e] = final["terminated"]
             truncations[e] = final["truncated"]
-            final_observations[e] = final["obs"]
             final_agent_infos[e] = _agent_infos_of(final_info, e)
+        # A restarted worker's env lost its episode: every agent's row ends truncated, no step ran (reward 0).
+        # Its observation row is the new episode's, whose flags are False.
+        rewards[restarted] = 0.0
+        terminations[restarted] = False
+        truncations[restarted] = True
         return cls(
             observations=obs["obs"],
             rewards=rewards,
@@ -120,6 +131,15 @@ class EnvStep:
             env_infos={key: value for key, value in infos.items() if key.lstrip("_") not in AGENT_INFO_KEYS},
             env_ids=env_ids,
         )
+
+
+def _restarted(infos: dict[str, Any], n: int) -> np.ndarray:
+    """Which of the ``n`` envs a worker restart reset (``restart_on_crash``, ``infos["worker_restarted"]``):
+    bool ``(n,)``."""
+    if WORKER_RESTARTED not in infos:
+        return np.zeros(n, dtype=np.bool_)
+    flags = np.asarray(infos[WORKER_RESTARTED], dtype=np.bool_)
+    return flags & np.asarray(infos.get(f"_{WORKER_RESTARTED}", np.ones(n, dtype=np.bool_)), dtype=np.bool_)
 
 
 def _agent_infos_of(infos: dict[str, Any], e: int) -> list[dict] | None:

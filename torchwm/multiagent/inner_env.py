@@ -3,8 +3,9 @@
 Both `AgentsVectorEnv` and `ParallelVectorEnv` hold a torchwm vector env of N rows, one per PettingZoo
 env (each an `AgentsEnv`), on any backend. This base class forwards to it what is the same in both
 layouts: resets and steps by env (``env_ids`` name PettingZoo envs, whose agents move together),
-``send``/``recv``, ``call``/``get_attr``/``set_attr`` (one value per env), ``render``, saving and
-restoring envs, closing, and the context manager; the layouts only lay the arrays out.
+``send``/``recv`` (with ``recv(timeout=)`` and ``in_flight_ids``), ``call``/``get_attr``/``set_attr``
+(one value per env), ``render``, saving and restoring envs, closing, and the context manager; the
+layouts only lay the arrays out.
 """
 
 from __future__ import annotations
@@ -77,13 +78,21 @@ class InnerVectorEnv:
             return
         send(actions, env_ids)
 
-    def _inner_recv(self) -> EnvStep:
+    @property
+    def in_flight_ids(self) -> list[int]:
+        """The envs (not agents) with a step in flight: sent, not yet returned by ``recv``, in env order."""
+        return list(getattr(self.inner, "in_flight_ids", []))
+
+    def _inner_recv(self, timeout: float | None) -> EnvStep:
         stepped = self._stepped
         if stepped is not None:
             self._stepped = None
             obs, _, _, _, infos = stepped
-        else:
+        elif timeout is None:
             obs, _, _, _, infos = self.inner.recv()
+        else:
+            # A step past the deadline raises the inner env's EnvTimeoutError and stays in flight.
+            obs, _, _, _, infos = self.inner.recv(timeout=timeout)
         ids = np.asarray(infos.pop("env_id")) if "env_id" in infos else self._all_env_ids
         return EnvStep.read(obs, infos, ids)
 

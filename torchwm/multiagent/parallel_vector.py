@@ -167,9 +167,13 @@ class ParallelVectorEnv(InnerVectorEnv):
         }
         self._inner_send(self._stacked_env_actions(checked, n), env_ids)
 
-    def recv(self) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
-        """``(observations, rewards, terminations, truncations, infos)`` of the envs sent, dicts by agent."""
-        step = self._inner_recv()
+    def recv(
+        self, timeout: float | None = None
+    ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
+        """``(observations, rewards, terminations, truncations, infos)`` of the envs sent (all of them, or
+        the first ``batch_size`` ready, ``infos["env_id"]``), dicts by agent. ``timeout``: seconds to wait
+        (default: the backend's), then `EnvTimeoutError` (a ``TimeoutError``), the step still in flight."""
+        step = self._inner_recv(timeout)
         return (
             self._by_key(step.observations),
             self._columns(step.rewards),

@@ -28,13 +28,17 @@ methods, for example).
 The checks live in modules by what they check: ``checks_stepping`` (spaces, autoreset, seeding, bad
 actions), ``checks_states`` (``clone_state``/``restore_state``, under faults too), ``checks_async``
 (``env_ids``, ``send``/``recv``, ``batch_size``), ``checks_calls`` (attributes, ``timeout``),
-``checks_faults``, ``checks_seeds`` (where seeded autoresets' seeds come from) and ``checks_closing``;
-``envs`` holds the envs they step and ``target`` what a check is given.
+``checks_faults``, ``checks_seeds`` (where seeded autoresets' seeds come from), ``checks_closing`` and
+``checks_multiagent`` (PettingZoo envs under `torchwm.multiagent`: layouts against ``sync``,
+``env_ids``, restarts, saved states); ``envs`` and ``multiagent_envs`` hold the envs they step and
+``target`` what a check is given. A check that cannot run here (the multi-agent ones without PettingZoo)
+raises `unittest.SkipTest` with the reason: pytest reports a skip, `run_checks` a skipped result.
 """
 
 from __future__ import annotations
 
 import traceback
+import unittest
 from collections.abc import Callable
 from typing import Any
 
@@ -61,6 +65,12 @@ from torchwm.testing.checks_faults import (
     check_a_restart_announces_every_lost_episode,
     check_an_env_error_fails_its_own_send_only,
     check_recv_waits_again_after_a_timeout,
+)
+from torchwm.testing.checks_multiagent import (
+    check_multiagent_env_ids,
+    check_multiagent_layouts_match_sync,
+    check_multiagent_restart_announces_every_lost_episode,
+    check_multiagent_restore_state,
 )
 from torchwm.testing.checks_seeds import (
     check_a_restarted_worker_goes_on_with_its_envs_seeds,
@@ -131,6 +141,10 @@ __all__ = [
     "check_a_damaged_state_changes_no_env",
     "check_restore_after_a_restart_steps_the_restored_state",
     "check_clone_after_a_restart_names_the_lost_episode",
+    "check_multiagent_layouts_match_sync",
+    "check_multiagent_env_ids",
+    "check_multiagent_restart_announces_every_lost_episode",
+    "check_multiagent_restore_state",
 ]
 
 CHECKS: list[Callable[[BackendUnderTest], None]] = [
@@ -166,6 +180,10 @@ CHECKS: list[Callable[[BackendUnderTest], None]] = [
     check_a_damaged_state_changes_no_env,
     check_restore_after_a_restart_steps_the_restored_state,
     check_clone_after_a_restart_names_the_lost_episode,
+    check_multiagent_layouts_match_sync,
+    check_multiagent_env_ids,
+    check_multiagent_restart_announces_every_lost_episode,
+    check_multiagent_restore_state,
 ]
 
 
@@ -190,6 +208,8 @@ def run_checks(backend: str, backend_kwargs: dict[str, Any] | None = None) -> li
             continue
         try:
             check(target)
+        except unittest.SkipTest as exc:  # the check cannot run here (a missing optional install)
+            results.append(CheckResult(check.__name__, True, str(exc), skipped=True))
         except AssertionError as exc:
             results.append(CheckResult(check.__name__, False, str(exc)))
         except Exception:

@@ -47,6 +47,16 @@ ALE_NATIVE_SKIPS = {
     "restart_on_crash",
     "check_clone_after_a_restart_names_the_lost_episode": "no clone_state or restore_state, and no "
     "restart_on_crash",
+    **{
+        name: "ALE's C++ AtariVectorEnv builds its envs from an env id: it cannot run PettingZoo envs, "
+        "which torchwm.multiagent gives backends as factories"
+        for name in (
+            "check_multiagent_layouts_match_sync",
+            "check_multiagent_env_ids",
+            "check_multiagent_restart_announces_every_lost_episode",
+            "check_multiagent_restore_state",
+        )
+    },
 }
 
 # The ``conformance`` metadata of torchwm's own backends, by backend name: read when the backend's
