@@ -37,6 +37,7 @@ from torchwm.spec import (
     env_fns_of,
     resolve_wrapper,
     resolve_wrappers,
+    setup_keywords,
     setup_options,
     wrapper_env_kwargs,
     wrapper_options,
@@ -421,7 +422,7 @@ def make_vec(
     """
     check_single_env(id, "make_vec was given")
     # The setup options by name; the other keyword arguments are the env's.
-    taken = {option.name for option in setup_options()} - {"id", "num_envs", "env_kwargs"}
+    taken = setup_keywords()
     setup = {name: value for name, value in options.items() if name in taken}
     env_kwargs = {name: value for name, value in options.items() if name not in taken}
     if isinstance(id, EnvSpec):

@@ -394,6 +394,12 @@ def setup_options() -> tuple[SetupOption, ...]:
     return tuple(options)
 
 
+def setup_keywords() -> frozenset[str]:
+    """The options `torchwm.make_vec` takes as keyword arguments: every one but the id and num_envs, which
+    come first, and env_kwargs, which are its other keyword arguments."""
+    return frozenset(option.name for option in setup_options()) - {"id", "num_envs", "env_kwargs"}
+
+
 def package_versions() -> dict[str, str | None]:
     versions: dict[str, str | None] = {}
     for name in ("torchwm", "gymnasium", "ale-py"):
