@@ -6,7 +6,10 @@ explicit, the number of envs, the seed, the autoreset mode (and whether autorese
 backend.
 It is a frozen dataclass: it pickles, prints, and round-trips through
 `VecSpec.to_dict` / `VecSpec.from_dict`, so a spec dumped to a file rebuilds
-the same env elsewhere. `resolve_wrappers` turns what a user wrote
+the same env elsewhere. The fields a user gives are declared once, with
+`setup_field`: each carries a `SetupOption` (its check, help, config type),
+and `setup_options` is what `make_vec`, the config file and the command line
+derive their parameters, keys and flags from. `resolve_wrappers` turns what a user wrote
 (``"frame_stack"``, ``{"name": "frame_stack", "stack_size": 4}`` or a
 callable) into `WrapperSpec` items, checking names and option types against
 the registered factory's signature before anything is built. `check_count`,
