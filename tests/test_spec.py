@@ -148,6 +148,7 @@ def test_a_field_declared_in_spec_py_alone_reaches_every_entry_point(tmp_path):
     """A new setup option is one `setup_field` in spec.py: make_vec (signature, docstring, checks),
     make_vec_from_fns, resolve_spec, the config keys and their messages, the resolved config, the setup
     flags of ``torchwm run`` and ``record`` and the conformance kit take it, with no other file changed."""
+    import os
     import shutil
     import subprocess
     import sys
@@ -176,7 +177,7 @@ def test_a_field_declared_in_spec_py_alone_reaches_every_entry_point(tmp_path):
         text=True,
         timeout=300,
         cwd=tmp_path,
-        env={**__import__("os").environ, "PYTHONPATH": str(tmp_path)},
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
     )
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]
 

@@ -201,20 +201,17 @@ def resolve_spec(id: str, num_envs: int = 1, **options: Any) -> VecSpec:
     )
 
 
-def _parameter(option: SetupOption, kind: Any = inspect.Parameter.KEYWORD_ONLY, **changes: Any) -> Any:
-    """``option`` as a parameter of a derived signature (`inspect.Parameter`)."""
-    default = inspect.Parameter.empty if option.default is dataclasses.MISSING else option.default
-    declared = {"default": default, "annotation": option.annotation, **changes}
-    return inspect.Parameter(option.name, kind, **declared)
-
-
-def _setup_parameters(options: Sequence[SetupOption], positional: Sequence[str]) -> list[Any]:
+def _setup_parameters(options: Sequence[SetupOption], positional: Sequence[str]) -> list[inspect.Parameter]:
+    """``options`` as the parameters of a derived signature: those named in ``positional`` first (they come
+    first among the options), the others keyword-only."""
     return [
-        _parameter(
-            option,
+        inspect.Parameter(
+            option.name,
             inspect.Parameter.POSITIONAL_OR_KEYWORD
             if option.name in positional
             else inspect.Parameter.KEYWORD_ONLY,
+            default=inspect.Parameter.empty if option.default is dataclasses.MISSING else option.default,
+            annotation=option.annotation,
         )
         for option in options
     ]
