@@ -154,7 +154,7 @@ def test_run_and_record_take_one_set_of_setup_arguments():
     import argparse
 
     from torchwm.cli import build_parser
-    from torchwm.cli.common import load_setup
+    from torchwm.cli.setup import load_setup
 
     subparsers = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     commands = subparsers.choices
@@ -630,7 +630,7 @@ def test_run_steps_per_second_exclude_the_start_up(monkeypatch, capsys):
     import numpy as np
 
     monkeypatch.setattr(time, "perf_counter", lambda: now[0])  # what torchwm run times its figures with
-    monkeypatch.setattr(cli, "_build", lambda spec: SlowToStart(spec.num_envs))
+    monkeypatch.setattr(cli, "build_envs", lambda spec: SlowToStart(spec.num_envs))
     assert main(["run", "CartPole-v1", "--num-envs", "2", "--steps", "40", "--no-progress"]) == 0
     out = capsys.readouterr().out
     # 40 steps x 2 envs in 20 s of stepping: 4 env steps/s; with the 130 s of start-up it would be 0.5.
@@ -1249,7 +1249,7 @@ def test_the_slow_start_note_gives_the_command_line_spelling_once(monkeypatch, c
 
     from torchwm.factory import make_vec_from_spec
 
-    monkeypatch.setattr(cli, "_build", build_slowly)
+    monkeypatch.setattr(cli, "build_envs", build_slowly)
     assert main(["run", "CartPole-v1", "--steps", "2", "--no-progress"]) == 0
     notes = [line for line in capsys.readouterr().err.splitlines() if "to build its envs" in line]
     assert notes == [

@@ -622,3 +622,17 @@ def test_a_large_but_honest_config_is_not_refused():
         "versions": {f"p{i}": "1" for i in range(5000)},
     }
     assert torchwm.load_config(data).id == "CartPole-v1"
+
+
+def test_the_config_keys_are_the_setup_options_and_the_files_own():
+    """Each setup option (`torchwm.spec.setup_options`) is a key, with its default; the file adds only the
+    backends tables, what the resolved config writes and [run]."""
+    from torchwm.config import ConfigModel
+    from torchwm.spec import setup_options
+
+    options = [option.name for option in setup_options()]
+    assert list(ConfigModel.model_fields) == [*options, "backends", "family", "versions", "run"]
+    for option in setup_options():
+        if option.name != "id":
+            assert ConfigModel.model_fields[option.name].default == option.default, option.name
+    assert ConfigModel.model_fields["id"].is_required()

@@ -19,6 +19,7 @@ config", see `dump_config`) loads back into an equal spec.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 import re
@@ -38,10 +39,12 @@ from torchwm.errors import ConfigError, UnknownNameError, WorkerError, WrapperOp
 from torchwm.factory import _plain_containers, env_keyword_arguments, make_vec_from_spec, resolve_spec
 from torchwm.plugins import backend_options, registry
 from torchwm.spec import (
+    SetupOption,
     VecSpec,
     expected_text,
     package_versions,
     resolve_wrapper,
+    setup_options,
     show_value,
 )
 
@@ -74,29 +77,35 @@ class RunOptions(BaseModel):
     policy: str | None = Field(None, pattern=r"^[\w.]+:[\w.]+$")
 
 
-class ConfigModel(BaseModel):
-    """The keys of a config file; `VecSpec` fields plus ``size`` and the ``[run]`` table."""
+def _config_field(option: SetupOption) -> tuple[Any, Any]:
+    """A setup option as a key of `ConfigModel`: its type, and its default (required without one)."""
+    default = ... if option.default is dataclasses.MISSING else option.default
+    return option.config_type, Field(default, strict=option.config_strict)
 
-    model_config = ConfigDict(extra="forbid", strict=True)
 
-    id: str
-    num_envs: int = Field(1, ge=1)
-    backend: str = "sync"
-    source: str = "gym"
-    seed: int | None = Field(None, ge=0)
-    autoreset_mode: str = "next_step"
-    autoreset_seeds: bool = False
-    size: tuple[pydantic.PositiveInt, pydantic.PositiveInt] | None = Field(None, strict=False)
-    fused: bool = True
-    env_kwargs: dict[str, Any] = Field(default_factory=dict)
-    backend_kwargs: dict[str, Any] = Field(default_factory=dict)
+# The keys of a config file that are no setup option.
+_FILE_KEYS: dict[str, Any] = {
     # Options per backend name; the table of the backend in use applies (backend_kwargs wins over it).
-    backends: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    wrappers: list[str | dict[str, Any]] | None = None
+    "backends": (dict[str, dict[str, Any]], Field(default_factory=dict)),
     # Written by VecSpec.to_dict (the resolved config): checked, not needed.
-    family: Literal["atari", "generic"] | None = None
-    versions: dict[str, str | None] | None = None
-    run: RunOptions = Field(default_factory=lambda: RunOptions())
+    "family": (Literal["atari", "generic"] | None, None),
+    "versions": (dict[str, str | None] | None, None),
+    "run": (RunOptions, Field(default_factory=lambda: RunOptions())),
+}
+
+# The keys of a config file: one per setup option (`torchwm.spec.setup_options`; derived, so that a new
+# option is a key without another line), then the file's own.
+_CONFIG_KEYS: dict[str, Any] = {
+    **{option.name: _config_field(option) for option in setup_options()},
+    **_FILE_KEYS,
+}
+ConfigModel = pydantic.create_model(
+    "ConfigModel",
+    __config__=ConfigDict(extra="forbid", strict=True),
+    __doc__="The keys of a config file: the setup options (`VecSpec` fields and ``size``), ``backends``, "
+    "``family``, ``versions`` and the ``[run]`` table.",
+    **_CONFIG_KEYS,
+)
 
 
 def load_config(source: str | os.PathLike[str] | Mapping[str, Any], overrides: Sequence[str] = ()) -> VecSpec:
@@ -420,41 +429,30 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str,
 def validate_config(data: Mapping[str, Any]) -> tuple[VecSpec, RunOptions]:
     """Check a raw table key by key and resolve it into a `VecSpec` (plus the ``[run]`` table)."""
     try:
-        model = ConfigModel.model_validate(dict(data))
+        # The model's keys by name (derived from the setup options, so not attributes a type checker sees).
+        keys: dict[str, Any] = dict(ConfigModel.model_validate(dict(data)))
     except pydantic.ValidationError as exc:
         raise ConfigError(_describe(exc.errors()[0], data)) from None
 
     # The keys resolve_spec checks (id, backend, source, autoreset_mode, wrappers) are checked there
     # and only there; this adds what a file needs: the key at fault, and the checks of keys that only
     # a file has (backends tables, family, versions).
-    for name in model.backends:
+    for name in keys["backends"]:
         # A table for a backend that is not installed (a plugin's) is kept for machines that have it;
         # a name close to an installed backend's is a typo.
         if name not in registry("backend") and did_you_mean(name, registry("backend").names()):
             raise ConfigError(
                 f"backends.{name}: {UnknownNameError('backend', name, registry('backend').names())}"
             )
-    backend_kwargs = {**model.backends.get(model.backend, {}), **model.backend_kwargs}
-    env_kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in model.env_kwargs.items()}
+    backend_kwargs = {**keys["backends"].get(keys["backend"], {}), **(keys["backend_kwargs"] or {})}
+    env_kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in (keys["env_kwargs"] or {}).items()}
     try:
-        resolved = names.resolve(model.id, env_kwargs)
-        if model.wrappers is not None:
-            for index, item in enumerate(model.wrappers):
+        resolved = names.resolve(keys["id"], env_kwargs)
+        if keys["wrappers"] is not None:
+            for index, item in enumerate(keys["wrappers"]):
                 _check_wrapper(index, item, resolved.family, resolved.id)
-        spec = resolve_spec(
-            model.id,
-            model.num_envs,
-            backend=model.backend,
-            wrappers=model.wrappers,
-            seed=model.seed,
-            autoreset_mode=model.autoreset_mode,
-            source=model.source,
-            size=model.size,
-            backend_kwargs=backend_kwargs,
-            fused=model.fused,
-            env_kwargs=env_kwargs,
-            autoreset_seeds=model.autoreset_seeds,
-        )
+        given = {option.name: keys[option.name] for option in setup_options()}
+        spec = resolve_spec(**{**given, "backend_kwargs": backend_kwargs, "env_kwargs": env_kwargs})
     except UnknownNameError as exc:
         raise ConfigError(f"{_KEY_OF_KIND.get(exc.kind, exc.kind)}: {exc}") from exc
     except ConfigError:
@@ -464,16 +462,16 @@ def validate_config(data: Mapping[str, Any]) -> tuple[VecSpec, RunOptions]:
         # which is the file's key.
         key = next((k for k in ConfigModel.model_fields if str(exc).startswith(f"{k} ")), None)
         raise ConfigError(f"{key}: {exc}" if key else str(exc)) from exc
-    check_backend_options(model.backend, backend_kwargs, model.backend_kwargs)
-    if model.source in ("gym", "ale"):
-        _check_env_kwargs(spec.id, model.env_kwargs)
-    if model.family is not None and model.family != spec.family:
+    check_backend_options(keys["backend"], backend_kwargs, keys["backend_kwargs"] or {})
+    if keys["source"] in ("gym", "ale") and keys["env_kwargs"]:
+        _check_env_kwargs(spec.id, keys["env_kwargs"])
+    if keys["family"] is not None and keys["family"] != spec.family:
         raise ConfigError(
-            f"family: {model.id!r} is a {spec.family} env, but the config says {model.family!r}"
+            f"family: {keys['id']!r} is a {spec.family} env, but the config says {keys['family']!r}"
         )
-    if model.versions:
-        _warn_versions(model.versions)
-    return spec, model.run
+    if keys["versions"]:
+        _warn_versions(keys["versions"])
+    return spec, keys["run"]
 
 
 def dump_config(

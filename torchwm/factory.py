@@ -11,6 +11,7 @@ id, ``vectorization_mode`` and ``vector_kwargs`` (`gymnasium_arguments`).
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import sys
 from collections.abc import Sequence
@@ -31,13 +32,13 @@ from torchwm.errors import InvalidOptionError, InvalidOptionTypeError, Unsupport
 from torchwm.plugins import backend_options, registry
 from torchwm.spec import (
     EPISODE_STATISTICS,
+    SetupOption,
     VecSpec,
-    check_count,
-    check_seed,
     env_fns_of,
-    parse_autoreset_mode,
     resolve_wrapper,
     resolve_wrappers,
+    setup_keywords,
+    setup_options,
     wrapper_env_kwargs,
     wrapper_options,
 )
@@ -138,18 +139,6 @@ def gymnasium_arguments(
     return backend or "sync", backend_kwargs, autoreset_mode
 
 
-def _check_size(size: Any) -> tuple[int, int] | None:
-    if size is None:
-        return None
-    if (
-        not isinstance(size, (tuple, list))
-        or len(size) != 2
-        or any(isinstance(v, bool) or not isinstance(v, int) or v <= 0 for v in size)
-    ):
-        raise ValueError(f"size must be two positive ints (width, height), got {size!r}")
-    return (int(size[0]), int(size[1]))
-
-
 def _plain_containers(value: Any) -> Any:
     """OmegaConf's DictConfig/ListConfig (what Hydra's ``instantiate`` passes) as plain dicts and lists."""
     omegaconf = sys.modules.get("omegaconf")  # never imported here: only Hydra users have such values
@@ -158,43 +147,35 @@ def _plain_containers(value: Any) -> Any:
     return value
 
 
-def resolve_spec(
-    id: str,
-    num_envs: int = 1,
-    *,
-    backend: str = "sync",
-    wrappers: Sequence[Any] | None = None,
-    seed: int | None = None,
-    autoreset_mode: Any = "next_step",
-    source: str = "gym",
-    size: Any = None,
-    backend_kwargs: dict[str, Any] | None = None,
-    fused: bool = True,
-    env_kwargs: dict[str, Any] | None = None,
-    autoreset_seeds: bool = False,
-) -> VecSpec:
-    """Check every argument and make every default explicit; builds nothing."""
-    wrappers, size, backend_kwargs = (_plain_containers(v) for v in (wrappers, size, backend_kwargs))
-    env_kwargs = {k: _plain_containers(v) for k, v in (env_kwargs or {}).items()}
-    num_envs = check_count("num_envs", num_envs)
-    if seed is not None:
-        seed = check_seed(seed)
-    if not isinstance(backend, str):
-        raise TypeError(f"backend must be a registered backend name (a str), got {backend!r}")
-    if not isinstance(source, str):
-        raise TypeError(f"source must be a registered source name (a str), got {source!r}")
-    if backend_kwargs is not None and not isinstance(backend_kwargs, dict):
-        raise TypeError(f"backend_kwargs must be a dict, got {backend_kwargs!r}")
-    if not isinstance(fused, bool):
-        raise TypeError(f"fused must be a bool, got {fused!r}")
-    registry("backend").get(backend)
-    registry("source").get(source)
-    mode = parse_autoreset_mode(autoreset_mode)
-    size = _check_size(size)
+def setup_arguments(caller: str, given: dict[str, Any], options: Sequence[SetupOption]) -> dict[str, Any]:
+    """``given`` with every option of ``options`` (each default filled in, OmegaConf containers made plain),
+    in their order; a name that is none of them is Python's TypeError for an unexpected keyword argument."""
+    names = {option.name for option in options}
+    for name in given:
+        if name not in names:
+            raise TypeError(f"{caller}() got an unexpected keyword argument {name!r}")
+    return {
+        option.name: _plain_containers(given[option.name] if option.name in given else option.default)
+        for option in options
+    }
 
-    resolved = names.resolve(id, env_kwargs)
+
+def resolve_spec(id: str, num_envs: int = 1, **options: Any) -> VecSpec:
+    """Check every argument and make every default explicit; builds nothing.
+
+    Takes the setup options (`torchwm.spec.setup_options`: make_vec's, with the env's keyword arguments as
+    ``env_kwargs``); its signature is derived from them.
+    """
+    given = setup_arguments("resolve_spec", {"id": id, "num_envs": num_envs, **options}, setup_options())
+    # Each option's own check, in the options' order; the id, its env kwargs and the wrappers are resolved
+    # together below.
+    checked = {option.name: option.check(given[option.name]) for option in setup_options() if option.check}
+    size = checked.pop("size")
+    env_kwargs = dict(given["env_kwargs"] or {})
+
+    resolved = names.resolve(given["id"], env_kwargs)
     _check_wrapper_options_given_to_env(resolved.id, env_kwargs)
-    wrapper_specs = resolve_wrappers(wrappers, family=resolved.family, env_id=resolved.id)
+    wrapper_specs = resolve_wrappers(given["wrappers"], family=resolved.family, env_id=resolved.id)
     if size is not None:
         # Pixels first (after episode_statistics, which stays on the env itself), so that every wrapper above
         # sees the rendered frames.
@@ -204,36 +185,43 @@ def resolve_spec(
     kwargs = {**wrapper_env_kwargs(wrapper_specs), **resolved.kwargs}
     if (
         resolved.family == "atari"
-        and "frameskip" not in (env_kwargs or {})
+        and "frameskip" not in env_kwargs
         and any(w.name == "atari_preprocessing" for w in wrapper_specs)
     ):
         # AtariPreprocessing skips frames itself and needs the emulator to skip none.
         kwargs["frameskip"] = 1
     spec = VecSpec(
-        id=resolved.id,
-        num_envs=num_envs,
-        source=source,
-        env_kwargs=kwargs,
-        wrappers=wrapper_specs,
-        seed=seed,
-        autoreset_mode=mode,
-        autoreset_seeds=autoreset_seeds,
-        backend=backend,
-        backend_kwargs=dict(backend_kwargs or {}),
-        family=resolved.family,
+        **checked, id=resolved.id, env_kwargs=kwargs, wrappers=wrapper_specs, family=resolved.family
     )
     check_spec_options(spec)
     # Decided here, not when an env is built, so that the spec (and a config dumped from it) says what is
-    # built.
+    # built: ``fused`` given is "allowed", ``spec.fused`` is "built fused".
     return spec.replace(
-        fused=fused and spec.family == "atari" and unfusable_reason(without_recorders(spec)[0]) is None
+        fused=spec.fused and spec.family == "atari" and unfusable_reason(without_recorders(spec)[0]) is None
     )
 
 
-# resolve_spec's parameters by name. make_vec takes each of them under the same name (env_kwargs as
-# **env_kwargs) and passes them all on, so that a parameter added to both goes through without another line;
-# tests/test_make.py fails if one of the two gets a parameter the other has not.
-SPEC_PARAMETERS = tuple(inspect.signature(resolve_spec).parameters)
+def _setup_parameters(options: Sequence[SetupOption], positional: Sequence[str]) -> list[inspect.Parameter]:
+    """``options`` as the parameters of a derived signature: those named in ``positional`` first (they come
+    first among the options), the others keyword-only."""
+    return [
+        inspect.Parameter(
+            option.name,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD
+            if option.name in positional
+            else inspect.Parameter.KEYWORD_ONLY,
+            default=inspect.Parameter.empty if option.default is dataclasses.MISSING else option.default,
+            annotation=option.annotation,
+        )
+        for option in options
+    ]
+
+
+# The signature users see (help(), IDEs) is the options', so that an option added to VecSpec is a parameter
+# here without another line.
+resolve_spec.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+    _setup_parameters(setup_options(), ("id", "num_envs")), return_annotation="VecSpec"
+)
 
 
 def env_keyword_arguments(env_id: str) -> list[str] | None:
@@ -399,29 +387,27 @@ def make_vec(
     id: str | EnvSpec,
     num_envs: int = 1,
     *,
-    backend: str | None = None,
-    wrappers: Sequence[Any] | None = None,
-    seed: int | None = None,
-    autoreset_mode: Any = "next_step",
-    source: str = "gym",
-    size: Any = None,
-    backend_kwargs: dict[str, Any] | None = None,
-    fused: bool = True,
-    autoreset_seeds: bool = False,
     vectorization_mode: Any = None,
     vector_kwargs: dict[str, Any] | None = None,
-    **env_kwargs: Any,
+    **options: Any,
 ) -> gym.vector.VectorEnv:
     """A vector env of ``num_envs`` copies of ``id`` on ``backend`` (default ``"sync"``).
 
-    ``id`` may be a ``gymnasium.envs.registration.EnvSpec`` (its id, and the kwargs it changes from
-    the registration). ``vectorization_mode`` and ``vector_kwargs`` are ``gymnasium.make_vec``'s names:
-    ``"sync"`` is ``backend="sync"``, ``"async"`` is ``backend="shmem"`` (``"subproc"`` with
+    The setup options below are `VecSpec`'s (`torchwm.spec.setup_options`), and this function's signature
+    is derived from them; any other keyword argument goes to the env. ``id`` may be a
+    ``gymnasium.envs.registration.EnvSpec`` (its id, and the kwargs it changes from the registration).
+    ``vectorization_mode`` and ``vector_kwargs`` are ``gymnasium.make_vec``'s names: ``"sync"`` is
+    ``backend="sync"``, ``"async"`` is ``backend="shmem"`` (``"subproc"`` with
     ``vector_kwargs={"shared_memory": False}``); their ``copy``, ``context``, ``max_concurrency``
     (``num_workers``), ``observation_mode`` and ``autoreset_mode`` map to torchwm's arguments, anything
-    else fails naming torchwm's argument. ``autoreset_seeds=True`` starts every episode of every env from
-    a seed of its own, drawn from ``numpy.random.SeedSequence(seed)`` and reported in
-    ``infos["episode_seed"]`` (docs/datasets.md, "Seeded autoresets").
+    else fails naming torchwm's argument. ``autoreset_seeds=True`` draws each seed from
+    ``numpy.random.SeedSequence(seed)`` (docs/datasets.md, "Seeded autoresets").
+
+    Args:
+        {setup_args}
+        vectorization_mode: ``gymnasium.make_vec``'s ``"sync"`` or ``"async"``, instead of ``backend``.
+        vector_kwargs: ``gymnasium.make_vec``'s options of that mode.
+        **env_kwargs: keyword arguments of the env.
 
     Example:
         >>> import torchwm
@@ -432,32 +418,38 @@ def make_vec(
         >>> envs.close()
     """
     check_single_env(id, "make_vec was given")
+    # The setup options by name; the other keyword arguments are the env's.
+    taken = setup_keywords()
+    setup = {name: value for name, value in options.items() if name in taken}
+    env_kwargs = {name: value for name, value in options.items() if name not in taken}
     if isinstance(id, EnvSpec):
         id, changed, arguments = _env_spec_arguments(id)
         env_kwargs = {**changed, **env_kwargs}
         num_envs = arguments.get("num_envs", num_envs)
         vectorization_mode = arguments.get("vectorization_mode", vectorization_mode)
         vector_kwargs = arguments.get("vector_kwargs", vector_kwargs)
-        wrappers = arguments.get("wrappers", wrappers)
-    backend, backend_kwargs, autoreset_mode = gymnasium_arguments(
-        backend, backend_kwargs, autoreset_mode, vectorization_mode, vector_kwargs
+        if "wrappers" in arguments:
+            setup["wrappers"] = arguments["wrappers"]
+    setup["backend"], setup["backend_kwargs"], setup["autoreset_mode"] = gymnasium_arguments(
+        setup.get("backend"),
+        setup.get("backend_kwargs"),
+        setup.get("autoreset_mode", VecSpec.autoreset_mode),
+        vectorization_mode,
+        vector_kwargs,
     )
-    given = locals()
-    return make_vec_from_spec(resolve_spec(**{name: given[name] for name in SPEC_PARAMETERS}))
+    given = {**setup, "id": id, "num_envs": num_envs, "env_kwargs": env_kwargs}
+    return make_vec_from_spec(resolve_spec(**setup_arguments("make_vec", given, setup_options())))
 
 
-def make_vec_from_fns(
-    env_fns: Sequence[Any],
-    *,
-    backend: str = "sync",
-    seed: int | None = None,
-    autoreset_mode: Any = "next_step",
-    backend_kwargs: dict[str, Any] | None = None,
-    autoreset_seeds: bool = False,
-) -> gym.vector.VectorEnv:
+def make_vec_from_fns(env_fns: Sequence[Any], **options: Any) -> gym.vector.VectorEnv:
     """A vector env of the envs ``env_fns`` make, one each: Gymnasium's ``SyncVectorEnv(env_fns)`` and
     ``AsyncVectorEnv(env_fns)`` on any torchwm backend that builds envs from ``spec.env_fns``
     (``sync``, ``subproc``, ``shmem``, and ``ray`` from the torchwm-ray plugin).
+
+    Takes the setup options that do not describe an env id's envs (its signature is derived from them).
+
+    Args:
+        {setup_args}
 
     Example:
         >>> import gymnasium as gym, torchwm
@@ -475,14 +467,12 @@ def make_vec_from_fns(
             f"env_fns must be a non-empty list of callables that each return a gymnasium.Env, "
             f"got {env_fns!r:.200}"
         )
-    if not isinstance(backend, str):
-        raise TypeError(f"backend must be a registered backend name (a str), got {backend!r}")
-    if backend_kwargs is not None and not isinstance(backend_kwargs, dict):
-        raise TypeError(f"backend_kwargs must be a dict, got {backend_kwargs!r}")
-    if seed is not None:
-        seed = check_seed(seed)
-    options = backend_options(backend)
-    if options is not None and "env_fn" not in options:
+    taken = _env_fns_options()
+    given = setup_arguments("make_vec_from_fns", options, taken)
+    checked = {option.name: option.check(given[option.name]) for option in taken if option.check}
+    backend = checked["backend"]
+    backend_options_taken = backend_options(backend)
+    if backend_options_taken is not None and "env_fn" not in backend_options_taken:
         # A backend that builds its envs from the spec's id (ale-native, envpool) would not run these.
         raise UnsupportedStackError(
             f"backend {backend!r} builds its envs from an env id and cannot run factories (env_fns); use "
@@ -491,16 +481,68 @@ def make_vec_from_fns(
     label = getattr(env_fns[0], "__qualname__", None) or type(env_fns[0]).__name__
     # The factories are part of the spec (vec.spec.env_fns): the backend builds what the spec says.
     spec = VecSpec(
+        **checked,
         id=f"<env_fns {label}>",
         num_envs=len(env_fns),
-        seed=seed,
-        autoreset_mode=parse_autoreset_mode(autoreset_mode),
-        autoreset_seeds=autoreset_seeds,
-        backend=backend,
-        backend_kwargs=dict(backend_kwargs or {}),
         env_fns=env_fns_of(list(env_fns), len(env_fns), "make_vec_from_fns"),
     )
     return make_vec_from_spec(spec)
+
+
+def _env_fns_options() -> list[SetupOption]:
+    return [option for option in setup_options() if option.with_env_fns]
+
+
+def _with_args(doc: str | None, options: Sequence[SetupOption]) -> str:
+    """``doc`` with its ``{setup_args}`` line replaced by Google-style ``Args:`` lines of ``options``, from
+    their help, indented as that line is (Python 3.13 strips a docstring's common indentation)."""
+    text = doc or ""
+    line = next((line for line in text.splitlines() if line.strip() == "{setup_args}"), None)
+    if line is None:
+        return text
+    indent = line[: len(line) - len(line.lstrip())]
+    entries = []
+    for option in options:
+        default = "" if option.default is dataclasses.MISSING else f" Default: ``{option.default!r}``."
+        entries.append(f"{indent}{option.name}: {option.help}.{default}")
+    return text.replace(line, "\n".join(entries), 1)
+
+
+def _derive_signatures() -> None:
+    """make_vec's and make_vec_from_fns' signatures and ``Args:`` from the setup options."""
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    options = setup_options()
+    parameters = []
+    for parameter in _setup_parameters(options, ("id", "num_envs")):
+        if parameter.name == "id":
+            parameter = parameter.replace(annotation="str | EnvSpec")
+        elif parameter.name == "backend":
+            # None: "sync", or what vectorization_mode says.
+            parameter = parameter.replace(default=None, annotation="str | None")
+        if parameter.name != "env_kwargs":
+            parameters.append(parameter)
+    parameters += [
+        inspect.Parameter("vectorization_mode", keyword, default=None, annotation="Any"),
+        inspect.Parameter("vector_kwargs", keyword, default=None, annotation="dict[str, Any] | None"),
+        inspect.Parameter("env_kwargs", inspect.Parameter.VAR_KEYWORD, annotation="Any"),
+    ]
+    make_vec.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        parameters, return_annotation="gym.vector.VectorEnv"
+    )
+    documented = [option for option in options if option.name != "env_kwargs"]
+    make_vec.__doc__ = _with_args(make_vec.__doc__, documented)
+
+    from_fns = [
+        inspect.Parameter("env_fns", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation="Sequence[Any]")
+    ]
+    from_fns += _setup_parameters(_env_fns_options(), ())
+    make_vec_from_fns.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        from_fns, return_annotation="gym.vector.VectorEnv"
+    )
+    make_vec_from_fns.__doc__ = _with_args(make_vec_from_fns.__doc__, _env_fns_options())
+
+
+_derive_signatures()
 
 
 def make_vec_from_spec(spec: VecSpec) -> gym.vector.VectorEnv:

@@ -6,7 +6,10 @@ explicit, the number of envs, the seed, the autoreset mode (and whether autorese
 backend.
 It is a frozen dataclass: it pickles, prints, and round-trips through
 `VecSpec.to_dict` / `VecSpec.from_dict`, so a spec dumped to a file rebuilds
-the same env elsewhere. `resolve_wrappers` turns what a user wrote
+the same env elsewhere. The fields a user gives are declared once, with
+`setup_field`: each carries a `SetupOption` (its check, help, config type),
+and `setup_options` is what `make_vec`, the config file and the command line
+derive their parameters, keys and flags from. `resolve_wrappers` turns what a user wrote
 (``"frame_stack"``, ``{"name": "frame_stack", "stack_size": 4}`` or a
 callable) into `WrapperSpec` items, checking names and option types against
 the registered factory's signature before anything is built. `check_count`,
@@ -21,6 +24,7 @@ wrapper needs, are imported inside the functions that use them.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.metadata
 import inspect
 import json
@@ -30,8 +34,9 @@ import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
+import annotated_types
 from gymnasium.vector import AutoresetMode
 
 from torchwm.errors import InvalidSeedError, WrapperOptionError, did_you_mean
@@ -77,27 +82,224 @@ class WrapperSpec:
         return f"{self.name}({options})"
 
 
+# The metadata key under which a `VecSpec` field holds its `SetupOption`.
+SETUP_OPTION = "torchwm_setup_option"
+
+
+@dataclass(frozen=True)
+class SetupOption:
+    """One option of the setup a user gives: a `VecSpec` field's metadata (``size`` is the one option that
+    is no field: it becomes the ``pixels`` wrapper).
+
+    Everything that takes a setup is derived from these (`setup_options`): `torchwm.make_vec`'s,
+    `make_vec_from_fns`'s and `resolve_spec`'s parameters and checks, the keys of a config file, the setup
+    flags of the ``torchwm`` commands and the options of the conformance kit's ``BackendUnderTest.make``,
+    so that a new option is one field here.
+    """
+
+    name: str
+    default: Any  # what a user who does not give the option gets (make_vec's default, the config key's)
+    help: str  # one sentence: make_vec's docstring, the command-line flag's help
+    annotation: str  # the parameter's type in make_vec's signature
+    config_type: Any  # the config key's type, checked by pydantic (strictly, unless config_strict is False)
+    # A user's value -> the spec's; raises TypeError or ValueError whose message starts with the option's
+    # name. None: `resolve_spec` resolves the value together with the env id (id, env_kwargs, wrappers).
+    check: Callable[[Any], Any] | None = None
+    config_strict: bool = True
+    flag: bool = False  # a flag of the commands that build a setup (``--num-envs``), over the config's key
+    with_env_fns: bool = True  # `make_vec_from_fns` takes it too (False: it describes the env id's envs)
+    # Checked where every spec is made (a replace, a dict, the vector env's setter), not only by make_vec:
+    # for a cheap check that needs no registry.
+    on_every_spec: bool = False
+
+
+def setup_field(default: Any, *, field_default: Any = dataclasses.MISSING, **option: Any) -> Any:
+    """A `VecSpec` field and its `SetupOption` (``name`` is the field's). ``field_default``: the field's
+    own default where it differs from the user's (``fused``: allowed by default, decided by
+    `resolve_spec`); a dict default is a new empty dict each time."""
+    own = default if field_default is dataclasses.MISSING else field_default
+    metadata = {SETUP_OPTION: {"default": default, **option}}
+    if isinstance(own, dict):
+        return field(default_factory=dict, metadata=metadata)
+    if own is dataclasses.MISSING:
+        return field(metadata=metadata)
+    return field(default=own, metadata=metadata)
+
+
+def check_bool(name: str) -> Callable[[Any], bool]:
+    def check(value: Any) -> bool:
+        if not isinstance(value, bool):
+            raise TypeError(f"{name} must be a bool, got {value!r} ({type(value).__name__})")
+        return value
+
+    return check
+
+
+def check_registered(kind: str) -> Callable[[Any], str]:
+    """A registered name of ``kind`` (backend, source): a str the registry knows, else `UnknownNameError`
+    with the closest names."""
+
+    def check(value: Any) -> str:
+        if not isinstance(value, str):
+            raise TypeError(f"{kind} must be a registered {kind} name (a str), got {value!r}")
+        from torchwm.plugins import registry  # the registry loads plugins: only when a setup is checked
+
+        registry(kind).get(value)
+        return value
+
+    return check
+
+
+def check_options(name: str) -> Callable[[Any], dict[str, Any]]:
+    """A dict of keyword options; None is none."""
+
+    def check(value: Any) -> dict[str, Any]:
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise TypeError(f"{name} must be a dict, got {value!r}")
+        return dict(value)
+
+    return check
+
+
+def check_optional_seed(value: Any) -> int | None:
+    return None if value is None else check_seed(value)
+
+
+def check_size(size: Any) -> tuple[int, int] | None:
+    """``(width, height)`` in pixels, or None."""
+    if size is None:
+        return None
+    if (
+        not isinstance(size, (tuple, list))
+        or len(size) != 2
+        or any(isinstance(v, bool) or not isinstance(v, int) or v <= 0 for v in size)
+    ):
+        raise ValueError(f"size must be two positive ints (width, height), got {size!r}")
+    return (int(size[0]), int(size[1]))
+
+
+def parse_autoreset_mode(mode: Any) -> str:
+    """``"next_step"``, ``"NextStep"`` or ``AutoresetMode.NEXT_STEP`` -> ``"next_step"``."""
+    if isinstance(mode, AutoresetMode):
+        return next(k for k, v in AUTORESET_MODES.items() if v is mode)
+    if isinstance(mode, str):
+        for key, enum in AUTORESET_MODES.items():
+            if mode in (key, enum.value, enum.name):
+                return key
+    raise ValueError(f"autoreset_mode must be one of {sorted(AUTORESET_MODES)}, got {mode!r}")
+
+
+_PositiveInt = Annotated[int, annotated_types.Gt(0)]
+
+
 @dataclass(frozen=True)
 class VecSpec:
-    """What to build, with every default explicit. `vec.spec` returns it."""
+    """What to build, with every default explicit. `vec.spec` returns it.
 
-    id: str
-    num_envs: int = 1
-    source: str = "gym"
-    env_kwargs: dict[str, Any] = field(default_factory=dict)
-    wrappers: tuple[WrapperSpec, ...] = ()
-    seed: int | None = None
-    autoreset_mode: str = "next_step"
+    The fields a user gives are declared with `setup_field`: their checks, help and config types are read
+    from here by everything that takes a setup (`SetupOption`).
+    """
+
+    id: str = setup_field(
+        dataclasses.MISSING,
+        help='a Gymnasium id or an Atari game name ("pong")',
+        annotation="str",
+        config_type=str,
+        with_env_fns=False,
+    )
+    num_envs: int = setup_field(
+        1,
+        help="number of envs in the vector env",
+        annotation="int",
+        config_type=Annotated[int, annotated_types.Ge(1)],
+        check=lambda value: check_count("num_envs", value),
+        flag=True,
+        with_env_fns=False,
+    )
+    source: str = setup_field(
+        "gym",
+        help="how one env is made: gym, ale, or a plugin's (torchwm list sources)",
+        annotation="str",
+        config_type=str,
+        check=check_registered("source"),
+        with_env_fns=False,
+    )
+    env_kwargs: dict[str, Any] = setup_field(
+        None,
+        field_default={},
+        help="keyword arguments of the env (make_vec takes them as its other keyword arguments)",
+        annotation="dict[str, Any] | None",
+        config_type=dict[str, Any],
+        with_env_fns=False,
+    )
+    wrappers: tuple[WrapperSpec, ...] = setup_field(
+        None,
+        field_default=(),
+        help="the wrapper stack: names, mappings of a name and options, or callables env -> env; None is "
+        "the family default (the Atari stack for ALE ids), [] none",
+        annotation="Sequence[Any] | None",
+        config_type=list[str | dict[str, Any]] | None,
+        with_env_fns=False,
+    )
+    seed: int | None = setup_field(
+        None,
+        help="seed of the first reset (env i gets seed + i) and of the action space",
+        annotation="int | None",
+        config_type=Annotated[int, annotated_types.Ge(0)] | None,
+        check=check_optional_seed,
+        flag=True,
+    )
+    autoreset_mode: str = setup_field(
+        "next_step",
+        help="next_step, same_step or disabled, with Gymnasium's meaning",
+        annotation="Any",
+        config_type=str,
+        check=parse_autoreset_mode,
+        flag=True,
+    )
     # Every episode of every env starts from a seed of its own, drawn from a SeedSequence of the seed and
     # reported in infos["episode_seed"] (`torchwm.vector.episode_seeds`); off: Gymnasium's behaviour.
-    autoreset_seeds: bool = False
-    backend: str = "sync"
-    backend_kwargs: dict[str, Any] = field(default_factory=dict)
+    autoreset_seeds: bool = setup_field(
+        False,
+        help="start every episode of every env from a seed of its own, drawn from the seed and reported in "
+        'infos["episode_seed"] (sync, subproc, shmem, ray)',
+        annotation="bool",
+        config_type=bool,
+        check=check_bool("autoreset_seeds"),
+        flag=True,
+        on_every_spec=True,
+    )
+    backend: str = setup_field(
+        "sync",
+        help="a registered backend (torchwm list backends)",
+        annotation="str",
+        config_type=str,
+        check=check_registered("backend"),
+        flag=True,
+    )
+    backend_kwargs: dict[str, Any] = setup_field(
+        None,
+        field_default={},
+        help="options of the backend (num_workers, batch_size, context, ...)",
+        annotation="dict[str, Any] | None",
+        config_type=dict[str, Any],
+        check=check_options("backend_kwargs"),
+    )
     family: str = "generic"  # "atari" for ALE envs; decides the default stack and the fused path
     # Python backends build the fused Atari env, equal to the stack, instead of the wrapper chain.
     # resolve_spec sets it where the fused env can run the stack exactly (and ``make_vec(fused=False)`` did
     # not forbid it).
-    fused: bool = False
+    fused: bool = setup_field(
+        True,
+        field_default=False,
+        help="let Python backends use the fused Atari env where it gives the same arrays as the wrappers",
+        annotation="bool",
+        config_type=bool,
+        check=check_bool("fused"),
+        with_env_fns=False,
+    )
     # One no-argument env factory per env (`torchwm.make_vec_from_fns`), built instead of ``id``; callables,
     # so a spec that has them cannot be written as data (`to_dict` refuses it, as for callable wrappers).
     env_fns: tuple[Callable[[], Any], ...] | None = None
@@ -105,11 +307,9 @@ class VecSpec:
     def __post_init__(self) -> None:
         # Checked here, where every spec is made (make_vec, make_vec_from_fns, a dict, a replace, the vector
         # env's setter), once.
-        if not isinstance(self.autoreset_seeds, bool):
-            raise TypeError(
-                f"autoreset_seeds must be a bool, got {self.autoreset_seeds!r} "
-                f"({type(self.autoreset_seeds).__name__})"
-            )
+        for option in setup_options():
+            if option.on_every_spec and option.check is not None:
+                option.check(getattr(self, option.name))
 
     @property
     def autoreset(self) -> AutoresetMode:
@@ -132,21 +332,14 @@ class VecSpec:
                 f"the wrappers {callables} are callables and cannot be written as data; register them "
                 f"with a plugin (register_wrappers) and name them instead"
             )
-        data = {
-            "id": self.id,
-            "num_envs": self.num_envs,
-            "source": self.source,
-            "env_kwargs": _plain(self.env_kwargs),
-            "wrappers": [{"name": w.name, **_plain(w.kwargs)} for w in self.wrappers],
-            "seed": self.seed,
-            "autoreset_mode": self.autoreset_mode,
-            "autoreset_seeds": self.autoreset_seeds,
-            "backend": self.backend,
-            "backend_kwargs": _plain(self.backend_kwargs),
-            "family": self.family,
-            "fused": self.fused,
-            "versions": package_versions(),
-        }
+        data: dict[str, Any] = {}
+        for spec_field in dataclasses.fields(self):
+            value = getattr(self, spec_field.name)
+            if spec_field.name == "wrappers":
+                data["wrappers"] = [{"name": w.name, **_plain(w.kwargs)} for w in value]
+            elif spec_field.name != "env_fns":
+                data[spec_field.name] = _plain(value)
+        data["versions"] = package_versions()
         return data
 
     @classmethod
@@ -165,16 +358,49 @@ class VecSpec:
         return cls(**data)
 
     def __repr__(self) -> str:
-        wrappers = ", ".join(repr(w) for w in self.wrappers)
-        return (
-            f"VecSpec(id={self.id!r}, num_envs={self.num_envs}, backend={self.backend!r}, "
-            f"source={self.source!r}, seed={self.seed!r}, autoreset_mode={self.autoreset_mode!r}, "
-            + ("autoreset_seeds=True, " if self.autoreset_seeds else "")
-            + f"env_kwargs={self.env_kwargs!r}, wrappers=[{wrappers}], "
-            f"backend_kwargs={self.backend_kwargs!r}, family={self.family!r}, fused={self.fused!r}"
-            + ("" if self.env_fns is None else f", env_fns=<{len(self.env_fns)} callables>")
-            + ")"
-        )
+        shown = []
+        for spec_field in dataclasses.fields(self):
+            value = getattr(self, spec_field.name)
+            if spec_field.name == "wrappers":
+                shown.append(f"wrappers=[{', '.join(repr(w) for w in value)}]")
+            elif spec_field.name == "env_fns":
+                if value is not None:
+                    shown.append(f"env_fns=<{len(value)} callables>")
+            else:
+                shown.append(f"{spec_field.name}={value!r}")
+        return f"VecSpec({', '.join(shown)})"
+
+
+# ``size`` is asked for like the fields, and becomes the ``pixels`` wrapper at the bottom of the stack
+# (`resolve_spec`), so a spec holds it as that wrapper.
+SIZE_OPTION = SetupOption(
+    name="size",
+    default=None,
+    help="(width, height): observations become rendered RGB frames of that size",
+    annotation="Any",
+    config_type=tuple[_PositiveInt, _PositiveInt] | None,
+    config_strict=False,  # a file's [64, 64] is a list
+    check=check_size,
+    with_env_fns=False,
+)
+
+
+@functools.cache
+def setup_options() -> tuple[SetupOption, ...]:
+    """Every option of a setup, in `VecSpec`'s field order, with ``size`` after ``wrappers``."""
+    options = []
+    for spec_field in dataclasses.fields(VecSpec):
+        if SETUP_OPTION in spec_field.metadata:
+            options.append(SetupOption(name=spec_field.name, **spec_field.metadata[SETUP_OPTION]))
+            if spec_field.name == "wrappers":
+                options.append(SIZE_OPTION)
+    return tuple(options)
+
+
+def setup_keywords() -> frozenset[str]:
+    """The options `torchwm.make_vec` takes as keyword arguments: every one but the id and num_envs, which
+    come first, and env_kwargs, which are its other keyword arguments."""
+    return frozenset(option.name for option in setup_options()) - {"id", "num_envs", "env_kwargs"}
 
 
 def package_versions() -> dict[str, str | None]:
@@ -239,17 +465,6 @@ def check_timeout(value: Any, name: str = "timeout") -> float | None:
     if math.isnan(value) or value <= 0:
         raise ValueError(f"{name} must be a number of seconds > 0, or None for no limit, got {value!r}")
     return None if math.isinf(value) else float(value)
-
-
-def parse_autoreset_mode(mode: Any) -> str:
-    """``"next_step"``, ``"NextStep"`` or ``AutoresetMode.NEXT_STEP`` -> ``"next_step"``."""
-    if isinstance(mode, AutoresetMode):
-        return next(k for k, v in AUTORESET_MODES.items() if v is mode)
-    if isinstance(mode, str):
-        for key, enum in AUTORESET_MODES.items():
-            if mode in (key, enum.value, enum.name):
-                return key
-    raise ValueError(f"autoreset_mode must be one of {sorted(AUTORESET_MODES)}, got {mode!r}")
 
 
 def wrapper_options(factory: Callable[..., Any]) -> dict[str, inspect.Parameter]:

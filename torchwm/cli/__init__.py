@@ -16,7 +16,9 @@ video ``run --video`` could not finish, exits 1 and Ctrl-C during ``run``
 exits 130 after printing the figures so far.
 
 Each command is a module of this package (`listing_command`, `run`, `record`, `bench`, `check`; ``bench``
-measures with the `torchwm.bench` library); what they share is in `common`.
+measures with the `torchwm.bench` library) that registers its parser and handler with ``register(commands)``,
+as tox's commands do; `COMMANDS` lists them for `build_parser`. What they share is in `common`, and the
+setup the commands that build an env take (CONFIG_OR_ENV_ID, the setup flags, ``--set``) in `setup`.
 """
 
 from __future__ import annotations
@@ -29,10 +31,21 @@ from collections.abc import Sequence
 
 from torchwm.cli import bench, check, listing_command, record, run
 from torchwm.cli.check import check_target
-from torchwm.cli.common import OneLineParser, explain, first_line, status_of, unknown_arguments, version
+from torchwm.cli.common import (
+    Commands,
+    OneLineParser,
+    explain,
+    first_line,
+    status_of,
+    unknown_arguments,
+    version,
+)
 from torchwm.cli.summary import length_unit
 
-__all__ = ["build_parser", "check_target", "length_unit", "main"]
+__all__ = ["COMMANDS", "build_parser", "check_target", "length_unit", "main"]
+
+# The modules of the commands, in the order ``torchwm --help`` lists them: each has ``register(commands)``.
+COMMANDS = (listing_command, run, record, bench, check)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -48,8 +61,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         unknown_arguments(getattr(args, "parser", parser), unknown)
     if args.command is None:
+        names = [action.dest for action in _commands(parser)._choices_actions]
         parser.error(
-            "a command is required: list, run, record, bench or check (torchwm --help describes them)"
+            f"a command is required: {', '.join(names[:-1])} or {names[-1]} (torchwm --help describes them)"
         )
     logged = NoteCollector()
     torchwm_logger = logging.getLogger("torchwm")
@@ -97,10 +111,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"torchwm {version('torchwm')}")
     common = OneLineParser(add_help=False)
     common.add_argument("--traceback", action="store_true", help="show the full traceback of an error")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
-    listing_command.add_parser(commands, [common])
-    run.add_parser(commands, [common])
-    record.add_parser(commands, [common])
-    bench.add_parser(commands, [common])
-    check.add_parser(commands, [common])
+    commands = Commands(
+        parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser), [common]
+    )
+    for command in COMMANDS:
+        command.register(commands)
     return parser
+
+
+def _commands(parser: argparse.ArgumentParser) -> argparse._SubParsersAction[OneLineParser]:
+    (subparsers,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return subparsers

@@ -1,4 +1,4 @@
-"""``torchwm bench``: its arguments (`add_parser`; ``python -m torchwm.bench`` runs this same command) and
+"""``torchwm bench``: its arguments (`register`; ``python -m torchwm.bench`` runs this same command) and
 what it does (`run_command`): check, measure with `torchwm.bench`, print the table and what ran, write the
 plot and the JSON."""
 
@@ -23,7 +23,7 @@ from torchwm.bench import (
     run_bench,
     stack_refusal,
 )
-from torchwm.cli.common import OneLineParser
+from torchwm.cli.common import Commands
 from torchwm.config import apply_overrides, is_config_reference, load_config, memory_message
 from torchwm.errors import ConfigError, TorchwmError, UnsupportedStackError
 from torchwm.extras import missing_extra
@@ -53,11 +53,9 @@ def _positive(text: str) -> int:
 DEFAULT_SIZES = [8, 16, 32]
 
 
-def add_parser(commands: argparse._SubParsersAction[OneLineParser], parents: list[OneLineParser]) -> None:
-    parser = commands.add_parser(
-        "bench",
-        parents=parents,
-        help="steps per second of backends and their peers side by side (torchwm.bench)",
+def register(commands: Commands) -> None:
+    parser = commands.add_command(
+        "bench", "steps per second of backends and their peers side by side (torchwm.bench)", run_command
     )
     parser.add_argument(
         "config",
@@ -124,7 +122,6 @@ def add_parser(commands: argparse._SubParsersAction[OneLineParser], parents: lis
         "--json", default=None, metavar="FILE", help="write the results, machine and versions as JSON"
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
-    parser.set_defaults(handler=run_command, parser=parser)
 
 
 def _setup(args: argparse.Namespace) -> tuple[Any, str | None]:

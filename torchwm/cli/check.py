@@ -16,12 +16,12 @@ from torchwm.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_USAGE,
-    OneLineParser,
+    Commands,
     UsageError,
-    add_set_argument,
     config_format,
 )
 from torchwm.cli.config_errors import config_errors
+from torchwm.cli.setup import add_set_argument
 from torchwm.config import (
     CONFIG_SUFFIXES,
     apply_overrides,
@@ -33,11 +33,11 @@ from torchwm.errors import did_you_mean
 from torchwm.plugins import registry
 
 
-def add_parser(commands: argparse._SubParsersAction[OneLineParser], parents: list[OneLineParser]) -> None:
-    parser = commands.add_parser(
+def register(commands: Commands) -> None:
+    parser = commands.add_command(
         "check",
-        parents=parents,
-        help="validate a config file, or run the conformance checks (torchwm.testing) on a backend",
+        "validate a config file, or run the conformance checks (torchwm.testing) on a backend",
+        cmd_check,
     )
     parser.add_argument(
         "target",
@@ -49,12 +49,7 @@ def add_parser(commands: argparse._SubParsersAction[OneLineParser], parents: lis
     parser.add_argument(
         "--config", metavar="CONFIG", help="the config file or shipped config to validate (never a backend)"
     )
-    add_set_argument(
-        parser,
-        help="a backend: one of its options, num_workers=2 (or backend_kwargs.num_workers=2); "
-        "a config: a key override, as torchwm run --set takes it",
-    )
-    parser.set_defaults(handler=cmd_check, parser=parser)
+    add_set_argument(parser)
 
 
 def cmd_check(args: argparse.Namespace) -> int:

@@ -2,8 +2,8 @@
 
 A user error (a bad option, a missing file, an unknown name, a missing extra) is one of `INPUT_ERRORS`:
 `status_of` maps it to status 2 and `explain` to the line printed for it; a failed check or measurement
-is status 1. `add_setup_arguments` declares, and `load_setup` reads, the setup ``run`` and ``record`` build;
-``check`` takes its ``--set`` (`add_set_argument`). `config_format` serves both ``run`` and ``check``.
+is status 1. `Commands` is where each command registers its parser and handler. `config_format` serves both
+``run`` and ``check``; the setup a command builds is `torchwm.cli.setup`'s.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ import argparse
 import importlib.metadata
 import re
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import gymnasium
 
 from torchwm.bench import BenchChildError
-from torchwm.config import find_config, is_config_reference, load_run_config
+from torchwm.config import find_config, is_config_reference
 from torchwm.errors import (
     ConfigError,
     DuplicateNameError,
@@ -46,6 +46,26 @@ INPUT_ERRORS = (
     MissingExtraError,
     gymnasium.error.DependencyNotInstalled,
 )
+
+
+class Commands:
+    """Where each command registers itself, as tox's commands do (``parser.add_command``): a command's module
+    has ``register(commands)``, which calls `add_command` with its name, help and handler and adds its
+    arguments to the parser it gets back; `torchwm.cli.build_parser` calls each module's."""
+
+    def __init__(self, subparsers: argparse._SubParsersAction[OneLineParser], parents: list[OneLineParser]):
+        self._subparsers = subparsers
+        self._parents = parents
+        self.names: list[str] = []
+
+    def add_command(
+        self, name: str, help: str, handler: Callable[[argparse.Namespace], int]
+    ) -> OneLineParser:
+        """The parser of the command ``name``, whose ``handler(args)`` returns the exit status."""
+        parser = self._subparsers.add_parser(name, parents=self._parents, help=help)
+        parser.set_defaults(handler=handler, parser=parser)
+        self.names.append(name)
+        return parser
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -119,45 +139,3 @@ def _int_at_least(minimum: int) -> Callable[[str], int]:
 
 
 positive_int = _int_at_least(1)
-non_negative_int = _int_at_least(0)
-
-
-def add_setup_arguments(parser: argparse.ArgumentParser) -> None:
-    """The setup a command builds, as ``torchwm run`` and ``torchwm record`` take it: CONFIG_OR_ENV_ID,
-    ``--num-envs``, ``--backend``, ``--seed`` and ``--set``; `load_setup` reads them."""
-    parser.add_argument(
-        "target",
-        metavar="CONFIG_OR_ENV_ID",
-        help="a config file (.toml, .yaml, .yml, .json), a shipped config by name (torchwm list configs: "
-        "pong, ...), or an env id such as ALE/Pong-v5",
-    )
-    parser.add_argument("--num-envs", type=positive_int, help="number of envs (overrides num_envs)")
-    parser.add_argument(
-        "--backend", help="backend name (overrides backend; backend_kwargs it does not take are dropped)"
-    )
-    parser.add_argument(
-        "--seed", type=non_negative_int, help="seed of the first reset and of the random policy"
-    )
-    add_set_argument(
-        parser,
-        help="override a config key: num_envs=16, backends.shmem.num_workers=2, wrappers[1].stack_size=2",
-    )
-
-
-def add_set_argument(parser: argparse.ArgumentParser, help: str) -> None:
-    """``--set KEY=VALUE``, as often as wanted, into ``args.overrides``."""
-    parser.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help=help
-    )
-
-
-def load_setup(args: argparse.Namespace) -> tuple[Any, Any]:
-    """The `VecSpec` and the ``[run]`` options of `add_setup_arguments`' arguments: the config or env id, with
-    ``--num-envs``, ``--seed`` and ``--backend`` over its keys, as ``--set`` is."""
-    overrides = list(args.overrides)
-    if args.num_envs is not None:
-        overrides.append(f"num_envs={args.num_envs}")
-    if args.seed is not None:
-        overrides.append(f"seed={args.seed}")
-    target = args.target if is_config_reference(args.target) else {"id": args.target}
-    return load_run_config(target, overrides, backend=args.backend)

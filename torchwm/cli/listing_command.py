@@ -8,21 +8,18 @@ from collections.abc import Sequence
 
 from torchwm import listing
 from torchwm.atari_kernel import kernel_status
-from torchwm.cli.common import EXIT_OK, OneLineParser, UsageError, version
+from torchwm.cli.common import EXIT_OK, Commands, UsageError, version
 from torchwm.errors import did_you_mean
 from torchwm.plugins import DEFAULT_PLUGINS, failed_plugins, plugin_manager, registry
 
 KINDS = ("backends", "wrappers", "sources", "plugins", "configs")
 
 
-def add_parser(commands: argparse._SubParsersAction[OneLineParser], parents: list[OneLineParser]) -> None:
-    parser = commands.add_parser(
-        "list",
-        parents=parents,
-        help="registered backends, wrappers, sources, plugins and the shipped configs",
+def register(commands: Commands) -> None:
+    parser = commands.add_command(
+        "list", "registered backends, wrappers, sources, plugins and the shipped configs", cmd_list
     )
     parser.add_argument("kind", nargs="?", metavar="KIND", help=f"one of {', '.join(KINDS)} (default: all)")
-    parser.set_defaults(handler=cmd_list, parser=parser)
 
 
 def cmd_list(args: argparse.Namespace) -> int:

@@ -22,21 +22,14 @@ import numpy as np
 from gymnasium.vector.utils import batch_space
 from tqdm import tqdm
 
-from torchwm.cli.common import (
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    OneLineParser,
-    UsageError,
-    add_setup_arguments,
-    load_setup,
-    positive_int,
-)
+from torchwm.cli.common import EXIT_INTERRUPTED, EXIT_OK, Commands, UsageError, positive_int
+from torchwm.cli.setup import add_setup_arguments, build_envs, load_policy, load_setup
 from torchwm.vector.batching import take_rows
 
 
-def add_parser(commands: argparse._SubParsersAction[OneLineParser], parents: list[OneLineParser]) -> None:
-    parser = commands.add_parser(
-        "record", parents=parents, help="record episodes of a config or an env id to a Minari dataset"
+def register(commands: Commands) -> None:
+    parser = commands.add_command(
+        "record", "record episodes of a config or an env id to a Minari dataset", cmd_record
     )
     parser.add_argument("--episodes", type=positive_int, required=True, help="episodes to record")
     parser.add_argument(
@@ -46,12 +39,9 @@ def add_parser(commands: argparse._SubParsersAction[OneLineParser], parents: lis
     parser.add_argument("--overwrite", action="store_true", help="replace a local dataset of that id")
     add_setup_arguments(parser)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.set_defaults(handler=cmd_record, parser=parser)
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    from torchwm.cli.run import _build, load_policy
-
     integration = _minari()  # a missing extra: one line, before anything else
     import minari
     from minari.dataset.minari_dataset import parse_dataset_id
@@ -71,7 +61,7 @@ def cmd_record(args: argparse.Namespace) -> int:
     spec, _ = load_setup(args)
     spec = spec.replace(autoreset_seeds=True)
     began = time.perf_counter()
-    envs = integration.VectorDataCollector(_build(spec), max_episodes=args.episodes)
+    envs = integration.VectorDataCollector(build_envs(spec), max_episodes=args.episodes)
     print(
         f"torchwm record: {spec.id} x {spec.num_envs} envs on {spec.backend} "
         f"(autoreset {spec.autoreset_mode}, seed {spec.seed}), {args.episodes} episodes",

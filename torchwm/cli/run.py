@@ -9,12 +9,10 @@ the figures so far and exits 130; a video that could not be finished exits 1.
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import re
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,25 +24,22 @@ from torchwm.cli.common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     INPUT_ERRORS,
-    OneLineParser,
+    Commands,
     UsageError,
-    add_setup_arguments,
     config_format,
-    load_setup,
     positive_int,
 )
+from torchwm.cli.setup import add_setup_arguments, build_envs, load_policy, load_setup
 from torchwm.cli.summary import EpisodeTracker, RunReport, print_summary
-from torchwm.config import dump_config, is_memory_error, memory_message
-from torchwm.errors import NoAsyncCallError, WorkerError
-from torchwm.factory import RECORDERS, make_vec_from_spec
+from torchwm.config import dump_config
+from torchwm.errors import NoAsyncCallError
+from torchwm.factory import RECORDERS
 from torchwm.vector.batching import take_rows
 from torchwm.wrappers.record_video import VideoWriteError, check_recording
 
 
-def add_parser(commands: argparse._SubParsersAction[OneLineParser], parents: list[OneLineParser]) -> None:
-    parser = commands.add_parser(
-        "run", parents=parents, help="build an env from a config or an env id and step it"
-    )
+def register(commands: Commands) -> None:
+    parser = commands.add_command("run", "build an env from a config or an env id and step it", cmd_run)
     parser.add_argument(
         "--steps", type=positive_int, help="vector steps to run (default: [run] steps, or 1000)"
     )
@@ -72,7 +67,6 @@ def add_parser(commands: argparse._SubParsersAction[OneLineParser], parents: lis
         help="record env 0's episodes to MP4 files in DIR (record_video, "
         "Gymnasium's episode schedule; needs torchwm's [video] extra)",
     )
-    parser.set_defaults(handler=cmd_run, parser=parser)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -107,7 +101,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     video_error: VideoWriteError | None = None
     began = time.perf_counter()
     try:
-        envs = _build(spec)
+        envs = build_envs(spec)
     except KeyboardInterrupt:
         print("torchwm run: interrupted while building the env", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -201,21 +195,6 @@ def _collect_in_flight(envs: Any, count: int) -> None:
             return  # a backend that keeps no envs in flight between batches (ale-native: ALE's own)
 
 
-def _build(spec: Any) -> Any:
-    try:
-        return make_vec_from_spec(spec)
-    except (MemoryError, WorkerError) as exc:
-        if not is_memory_error(exc):
-            raise
-        raise UsageError(memory_message(spec, exc)) from exc
-    except (TypeError, ValueError) as exc:
-        # An option value the backend or the env refuses (a bad backend_kwargs or env_kwargs value) is bad
-        # input.
-        if isinstance(exc, INPUT_ERRORS):
-            raise
-        raise UsageError(f"building {spec.id} x {spec.num_envs} on {spec.backend!r} failed: {exc}") from exc
-
-
 def recorders_of(spec: Any) -> list[Any]:
     return [w for w in spec.wrappers if w.fn is None and w.name in RECORDERS]
 
@@ -263,23 +242,3 @@ def _progress(total: int, disable: bool) -> Any:
     return tqdm(
         total=total, unit="step", file=sys.stderr, disable=disable, mininterval=0.5, dynamic_ncols=True
     )
-
-
-def load_policy(name: str) -> Callable[[Any, Any], Any]:
-    """``"module:function"`` -> the function; the current directory is importable, as with ``python -m``."""
-    module_name, sep, attribute = name.partition(":")
-    if not sep or not module_name or not attribute:
-        raise UsageError(f"--policy expects module:function, got {name!r}")
-    if os.getcwd() not in sys.path and "" not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        target: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise UsageError(f"--policy {name}: cannot import {module_name!r}: {exc}") from exc
-    for part in attribute.split("."):
-        if not hasattr(target, part):
-            raise UsageError(f"--policy {name}: {module_name!r} has no attribute {attribute!r}")
-        target = getattr(target, part)
-    if not callable(target):
-        raise UsageError(f"--policy {name}: {attribute!r} is not callable")
-    return target

@@ -18,6 +18,7 @@ import numpy as np
 
 import torchwm
 from torchwm.plugins import registry
+from torchwm.spec import setup_keywords
 from torchwm.testing.envs import ATARI_FRAME_LIMIT, ATARI_ID, COUNTDOWN_ID
 
 DEADLINE = 60.0  # seconds a check waits for what must happen, generous for a loaded machine
@@ -101,28 +102,26 @@ class BackendUnderTest:
         """The backend_kwargs each check runs with, one run per entry (``[{}]``: once, with none)."""
         return [dict(variant) for variant in self.conformance.get("variants", [{}])]
 
-    def make(
-        self,
-        num_envs: int = 4,
-        *,
-        autoreset_mode: str = "next_step",
-        seed: int | None = None,
-        backend: str | None = None,
-        autoreset_seeds: bool = False,
-        **backend_kwargs: Any,
-    ) -> Any:
-        """The check env on this backend (or on ``backend``, for comparisons)."""
+    def make(self, num_envs: int = 4, *, backend: str | None = None, **options: Any) -> Any:
+        """The check env on this backend (or on ``backend``, for comparisons).
+
+        ``options``: `torchwm.make_vec`'s setup options (``seed``, ``autoreset_mode``, ``autoreset_seeds``,
+        ...: whatever `torchwm.spec.setup_options` declares) go to make_vec; any other keyword is a
+        backend option, over the variant's (on ``backend``, only those given).
+        """
+        taken = setup_keywords()
+        setup = {name: value for name, value in options.items() if name in taken}
+        backend_kwargs = {name: value for name, value in options.items() if name not in taken}
         kwargs = {**self.backend_kwargs, **backend_kwargs} if backend is None else {}
+        kwargs.update(setup.pop("backend_kwargs", None) or {})
         atari = self.family == "atari"
         frame_limit: dict[str, Any] = {"max_num_frames_per_episode": ATARI_FRAME_LIMIT} if atari else {}
         return torchwm.make_vec(
             ATARI_ID if atari else COUNTDOWN_ID,
             num_envs,
             backend=backend or self.name,
-            seed=seed,
-            autoreset_mode=autoreset_mode,
-            autoreset_seeds=autoreset_seeds,
             backend_kwargs=kwargs,
+            **setup,
             **frame_limit,
         )
 
