@@ -157,7 +157,7 @@ def test_close_from_another_thread_waits_for_the_step_under_way(monkeypatch):
         closing = Caller(vec.close)
         closing.start()
         deadline = time.monotonic() + DEADLINE
-        while vec._closer is None and closing.is_alive() and time.monotonic() < deadline:
+        while vec._hold.closer is None and closing.is_alive() and time.monotonic() < deadline:
             time.sleep(0.001)
         gated.gate.set()
         stepping.finish()

@@ -64,6 +64,13 @@ def test_a_reset_without_env_ids_resets_every_env_without_seeds():
     assert seeds == [None, None, None]
 
 
+def test_the_default_seed_stands_in_for_a_missing_seed_only():
+    _, seeds, _ = call_arguments.reset_request(None, None, [1, 2], 3, default_seed=40)  # make_vec's seed
+    assert seeds == [41, 42]
+    _, seeds, _ = call_arguments.reset_request(7, None, [1], 3, default_seed=40)
+    assert seeds == [8]
+
+
 @pytest.mark.parametrize(
     ("seed", "options", "env_ids", "error", "words"),
     [

@@ -278,3 +278,14 @@ def test_the_writer_check_finds_a_write_outside_step_state(tmp_path):
         "changes StepState.busy (pop)",
         "assigns StepState.in_flight",
     ]
+
+
+def test_an_env_whose_episode_ended_is_named_until_reset():
+    state = StepState(3, 3)
+    terminations = np.array([False, True, False])
+    truncations = np.array([False, False, True])
+    state.check_not_ended(np.array([0]), terminations, truncations)
+    with pytest.raises(
+        ValueError, match=r"^envs \[2, 1\] ended their episode and autoreset_mode is 'disabled'"
+    ):
+        state.check_not_ended(np.array([2, 0, 1]), terminations, truncations)

@@ -1,9 +1,12 @@
 """The one-thread hold of a vector env (`torchwm.vector.thread_hold`): one call at a time, from any thread in
 turn; a second thread's call meanwhile is refused in Gymnasium's type, naming the backend and the call, and
-the hold is given back whatever the call did (returned, raised)."""
+the hold is given back whatever the call did (returned, raised). The `ThreadHold` object on its own: closed
+until opened, one close of its stepper, a call cut short by another thread's close, a copy free of the
+original's lock."""
 
 from __future__ import annotations
 
+import copy
 import threading
 
 import gymnasium as gym
@@ -11,7 +14,8 @@ import numpy as np
 import pytest
 
 import torchwm
-from torchwm.errors import AlreadyPendingCallError
+from torchwm.errors import AlreadyPendingCallError, ClosedEnvironmentError
+from torchwm.vector.thread_hold import ThreadHold
 
 DEADLINE = 30.0
 
@@ -91,3 +95,65 @@ def test_a_call_while_another_thread_holds_the_env_is_refused_naming_backend_and
     vec.set_attr("x", [1, 2])  # the refused call changed nothing, and the hold is free again
     assert vec.get_attr("x") == (1, 2)
     vec.close()
+
+
+class StubStepper:
+    """What a `ThreadHold` asks of its stepper: whether it closed itself, cutting a call short, closing."""
+
+    closed = False
+    close_wait_seconds = 0.05  # the call under way below never leaves: the close waits this long for it
+
+    def __init__(self):
+        self.closes = 0
+        self.interrupts = 0
+
+    def interrupt(self):
+        self.interrupts += 1
+        return True
+
+    def close(self):
+        self.closes += 1
+
+
+def test_a_hold_on_its_own_is_closed_until_opened_and_closes_its_stepper_once():
+    stepper = StubStepper()
+    hold = ThreadHold(stepper, owner="StubVectorEnv (Stub-v0)", backend="stub")
+    assert hold.closed  # until the vector env that holds it is built
+    hold.closed = False
+    with hold.held("resetting"):
+        assert hold.user == threading.get_ident()
+    assert hold.user is None and hold.in_use.acquire(blocking=False)
+    hold.in_use.release()
+    hold.close()
+    hold.close()
+    assert hold.closed and stepper.closes == 1 and stepper.interrupts == 0
+    with pytest.raises(
+        ClosedEnvironmentError, match=r"^StubVectorEnv \(Stub-v0\) is closed; make a new one$"
+    ):
+        hold.enter("sending a step")
+
+
+def test_a_close_from_another_thread_cuts_the_call_under_way_short():
+    stepper = StubStepper()
+    hold = ThreadHold(stepper, owner="StubVectorEnv (Stub-v0)", backend="stub")
+    hold.closed = False
+    hold.enter("resetting")  # this thread's call is under way
+    closing = threading.Thread(target=hold.close)
+    closing.start()
+    closing.join(DEADLINE)
+    assert not closing.is_alive()
+    assert hold.closed and stepper.interrupts == 1 and stepper.closes == 1
+    freed = RuntimeError("the buffer the close freed")
+    with pytest.raises(ClosedEnvironmentError) as caught:
+        hold.raise_if_closed_meanwhile("resetting", freed)
+    assert str(caught.value) == "stub: another thread closed this vector env while resetting; make a new one"
+    assert caught.value.__cause__ is freed
+
+
+def test_a_copy_of_a_hold_in_use_is_free():
+    hold = ThreadHold(StubStepper(), owner="StubVectorEnv (Stub-v0)", backend="stub")
+    hold.closed = False
+    hold.enter("resetting")
+    copied = copy.deepcopy(hold)
+    assert copied.user is None and copied.closer is None and not copied.closed
+    assert copied.in_use.acquire(blocking=False)

@@ -16,8 +16,10 @@ The backends, one module each (the name is the backend's):
 
 What they are built from:
 
-- `base`: `VectorEnv`, the contract every backend keeps, over the backend's stepper; its one-thread
-  hold and close from any thread (`thread_hold`), and `clone_state`/`restore_state` (`saved_states`).
+- `base`: `VectorEnv`, the contract every backend keeps, over the backend's stepper. Its parts are objects
+  it holds: the one-thread hold and close from any thread (`thread_hold.ThreadHold`), the states of
+  `clone_state`/`restore_state` (`saved_states.SavedStates`) and the call pending in Gymnasium's terms
+  (`gymnasium_async.PendingCalls`).
 - `stepper`: `Stepper`, what a backend implements (reset, step, wait, call, set_attr, the states'
   clone and restore, close), and the option checks every stepper shares (`checked_batch_size`,
   `resolve_spaces`).

@@ -34,6 +34,7 @@ from torchwm.atari_vector_env import check_ale_seeds, check_first_seed
 from torchwm.errors import ClosedEnvironmentError
 from torchwm.hookspecs import hookimpl
 from torchwm.spec import VecSpec, check_count, check_timeout
+from torchwm.vector import call_arguments
 from torchwm.vector.ale_native_spec import BACKEND_OPTIONS, INFO_KEYS, ale_vector_kwargs, unsupported_stack
 from torchwm.vector.base import VectorEnv
 from torchwm.vector.batching import check_actions
@@ -106,8 +107,8 @@ class AleStepper(Stepper):
         self.single_observation_space = single_obs
         self.single_action_space = ale_env.single_action_space
         self.metadata = {"render_modes": []}
-        # Whether each env's episode ended, for autoreset_mode 'disabled' (`_check_not_ended`); ALE's own
-        # results are returned as they come, never copied into rows.
+        # Whether each env's episode ended, for autoreset_mode 'disabled' (`StepState.check_not_ended`);
+        # ALE's own results are returned as they come, never copied into rows.
         self.terminations = np.zeros(self.num_envs, dtype=np.bool_)
         self.truncations = np.zeros(self.num_envs, dtype=np.bool_)
 
@@ -234,9 +235,11 @@ class AleNativeVectorEnv(VectorEnv):
         actions) and for its no-op draws, where Gymnasium's AtariEnv derives both from a
         `numpy.random.SeedSequence`, so the same seed gives other no-op counts than ``sync``.
         """
-        with self._held("resetting"):
-            self._check_nothing_pending("reset")
-            ids, seeds, options = self._reset_request(seed, options, env_ids)
+        with self._hold.held("resetting"):
+            self._pending.check_nothing_pending("reset")
+            ids, seeds, options = call_arguments.reset_request(
+                seed, options, env_ids, self.num_envs, self._first_reset_seed
+            )
             if options:
                 raise ValueError(f"ale-native reset takes no options but 'reset_mask', got {sorted(options)}")
             if ids.size < self.num_envs and (self._async or not self._state.all_reset):
@@ -269,7 +272,7 @@ class AleNativeVectorEnv(VectorEnv):
         ALE cannot step any other subset.
         """
         # ALE has one batch in flight at a time, whichever envs send() names.
-        self._check_nothing_pending("step_async")
+        self._pending.check_nothing_pending("step_async")
         if not self._state.all_reset:
             raise gym.error.ResetNeeded("call reset() before step() or send()")
         if env_ids is not None:
@@ -289,7 +292,8 @@ class AleNativeVectorEnv(VectorEnv):
         actions = actions.astype(np.float32 if self._continuous else np.int64, copy=False)
         if env_ids is not None and not np.array_equal(ids, self._last_ids):
             actions = actions[np.argsort(ids)[np.argsort(np.argsort(self._last_ids))]]
-        self._check_not_ended(self._last_ids)
+        if self.autoreset_mode is AutoresetMode.DISABLED:
+            self._state.check_not_ended(self._last_ids, self._stepper.terminations, self._stepper.truncations)
         if self._continuous:
             self._stepper.ale_env.send(actions)
         else:
@@ -317,7 +321,7 @@ class AleNativeVectorEnv(VectorEnv):
         ids = infos["env_id"]
         if self._async:
             self._last_ids = ids.astype(np.int64)
-        if self.autoreset_mode is AutoresetMode.DISABLED:  # for _check_not_ended; ALE keeps no rows else
+        if self.autoreset_mode is AutoresetMode.DISABLED:  # for check_not_ended; ALE keeps no rows else
             self._stepper.terminations[ids] = terminations
             self._stepper.truncations[ids] = truncations
         infos = self._with_masks(infos)

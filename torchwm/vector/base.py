@@ -1,29 +1,24 @@
 """The base class of every torchwm vector env: the vector contract in one place.
 
-`VectorEnv` subclasses Gymnasium's `VectorEnv` and implements the public
-methods (`reset`, `step`, `send`, `recv`, `call`, `get_attr`, `set_attr`,
-`render`, `close`) once: seeds, ``env_ids``, ``reset_mask``, action checks,
-which envs have an action in flight, the order of rows, infos, closing. What
-only a backend knows, how its envs are reset, stepped, called and closed, it
-hands to its `torchwm.vector.stepper.Stepper` (``_stepper``), once the
-caller's arguments are checked: a step goes from here to the stepper and back
-once. Which envs are in flight, ready, or must be reset lives in the
+`VectorEnv` subclasses Gymnasium's `VectorEnv` and implements the public methods (`reset`, `step`,
+`send`, `recv`, `call`, `get_attr`, `set_attr`, `render`, `close`, the states' and Gymnasium's async
+names) once: seeds, ``env_ids``, ``reset_mask``, action checks, the order of rows, infos, closing. What
+only a backend knows, how its envs are reset, stepped, called and closed, it hands to its
+`torchwm.vector.stepper.Stepper` (``_stepper``) once the caller's arguments are checked: a step goes
+from here to the stepper and back once. Which envs are in flight, ready, or must be reset lives in the
 stepper's `torchwm.vector.step_state.StepState` (``_state`` here too).
 
-One thread at a time: `send`, `recv`, `reset`, `call` and `set_attr` hold a lock for their call, and
-refuse (`AlreadyPendingCallError`) a call from a second thread meanwhile; a call that another thread's
-`close` cut short raises `ClosedEnvironmentError` (`torchwm.vector.thread_hold`). Saving and restoring
-envs is `torchwm.vector.saved_states`.
-
-Gymnasium's asynchronous names (``reset_async``, ``step_wait``, ...) are
-`torchwm.vector.gymnasium_async`.
+Every method of the class is in this file; its parts are objects it holds, each in its own module:
+``_hold`` (`torchwm.vector.thread_hold.ThreadHold`: one thread at a time, and a close from any thread),
+``_saved_states`` (`torchwm.vector.saved_states.SavedStates`: the states of `clone_state` and
+`restore_state`, checked whole before any env changes) and ``_pending``
+(`torchwm.vector.gymnasium_async.PendingCalls`: the reset `reset_async` holds, or a step in flight, and
+the refusal of a call meanwhile in Gymnasium's words).
 """
 
 from __future__ import annotations
 
-import inspect
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -32,17 +27,20 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from torchwm.errors import AlreadyPendingCallError, EnvTimeoutError, UnsupportedStackError
+from torchwm.env_state import EnvState
 from torchwm.spec import VecSpec, check_count, check_timeout
-from torchwm.vector import call_arguments
+from torchwm.vector import call_arguments, episode_seeds
 from torchwm.vector.batching import ARRAY_SPACES, InfoBatcher, check_actions, take_rows, view_rows
-from torchwm.vector.gymnasium_async import GymnasiumAsyncCalls
+from torchwm.vector.gymnasium_async import PendingCalls
 from torchwm.vector.saved_states import SavedStates
-from torchwm.vector.stepper import Stepper
-from torchwm.vector.thread_hold import OneThreadHold
+from torchwm.vector.stepper import Stepper, wait_ready_with_deadline
+from torchwm.vector.thread_hold import ThreadHold
+
+# What step and recv return: observations, rewards, terminations, truncations, infos (Gymnasium's order).
+StepResult = tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]
 
 
-class VectorEnv(OneThreadHold, SavedStates, GymnasiumAsyncCalls, gym.vector.VectorEnv):
+class VectorEnv(gym.vector.VectorEnv):
     """A Gymnasium vector env over a backend's `Stepper`, with Tianshou's and EnvPool's partial and async
     calls.
 
@@ -52,11 +50,9 @@ class VectorEnv(OneThreadHold, SavedStates, GymnasiumAsyncCalls, gym.vector.Vect
             next call overwrites).
     """
 
-    # Closed until __init__ has built it: a backend whose stepper fails to start is neither closed again
-    # nor asked about pending calls.
-    closed: bool = True
-
     def __init__(self, stepper: Stepper, *, copy: bool = True) -> None:
+        owner, backend = f"{type(self).__name__} ({stepper.spec.id})", stepper.spec.backend
+        self._hold = ThreadHold(stepper, owner=owner, backend=backend)  # closed until _init opens it
         try:
             self._init(stepper, copy)
         except BaseException:
@@ -74,11 +70,8 @@ class VectorEnv(OneThreadHold, SavedStates, GymnasiumAsyncCalls, gym.vector.Vect
         # One array per batch (a Box, Discrete, ...): recv copies it without walking the space.
         self._array_rows = isinstance(single_observation_space, ARRAY_SPACES)
         self.single_action_space = stepper.single_action_space
-        self.observation_space = (
-            batch_space(single_observation_space, n)
-            if stepper.observation_space is None
-            else stepper.observation_space
-        )
+        batched = stepper.observation_space  # None: Gymnasium's batch of the single space
+        self.observation_space = batch_space(single_observation_space, n) if batched is None else batched
         # batch_space gives the batched space a copy of env 0's action-space generator, as in Gymnasium:
         # vector envs of identically seeded envs sample the same actions. Reseeded only for a given seed.
         self.action_space = batch_space(self.single_action_space, n)
@@ -92,21 +85,20 @@ class VectorEnv(OneThreadHold, SavedStates, GymnasiumAsyncCalls, gym.vector.Vect
         self._first_reset_seed = spec.seed
         # Seeded autoresets (`torchwm.vector.episode_seeds`): the stepper's book, None where it has none.
         self._episode_seeds = stepper.episode_seeds
-        self._switch_episode_seeds(spec.autoreset_seeds)
+        episode_seeds.switch(self._episode_seeds, spec.autoreset_seeds, spec.backend)
         # the last seed each env was reset with; -1: none (seeds may exceed int64)
         self._given_seeds = [-1] * n
-        self._pending_reset: tuple[Any, Any] | None = None  # (seed, options) of reset_async, for reset_wait
-        # Held by the call that talks to the envs: one thread at a time (`_enter`).
-        self._in_use = threading.Lock()
-        # Held by the close under way: a second close(), from any thread, waits for it and then returns.
-        self._closing = threading.RLock()
-        self._user: int | None = None  # the thread whose call holds `_in_use`
-        # The thread that closes this env (None: not closing): a call under way in another thread then
-        # raises ClosedEnvironmentError, whatever the close cut short in it.
-        self._closer: int | None = None
+        self._pending = PendingCalls(stepper.state)
+        self._saved_states = SavedStates(stepper, spec, single_observation_space)
         self._all_ids = np.arange(n)
         self._all_ids.flags.writeable = False  # shared by every full-batch call
-        self.closed = False
+        self._hold.closed = False  # built: open
+
+    @property
+    def closed(self) -> bool:  # type: ignore[override]  # Gymnasium's is an attribute its close() sets
+        """Whether the env was closed (also before its construction finished)."""
+        hold = self.__dict__.get("_hold")
+        return hold is None or hold.closed
 
     @property
     def timeout(self) -> float | None:
@@ -155,18 +147,8 @@ class VectorEnv(OneThreadHold, SavedStates, GymnasiumAsyncCalls, gym.vector.Vect
     @autoreset_seeds.setter
     def autoreset_seeds(self, value: bool) -> None:
         spec = self._vec_spec.replace(autoreset_seeds=value)  # the type is checked by the spec
-        self._switch_episode_seeds(value)
+        episode_seeds.switch(self._episode_seeds, value, spec.backend)
         self._vec_spec = spec
-
-    def _switch_episode_seeds(self, on: bool) -> None:
-        if self._episode_seeds is not None:
-            self._episode_seeds.switch(on)
-        elif on:
-            raise UnsupportedStackError(
-                f"autoreset_seeds needs a backend that builds its envs in Python: backend "
-                f"{self._vec_spec.backend!r} builds its own; use 'sync', 'subproc', 'shmem' or 'ray' "
-                f"(torchwm-ray)"
-            )
 
     def reset(
         self,
@@ -180,9 +162,11 @@ class VectorEnv(OneThreadHold, SavedStates, GymnasiumAsyncCalls, gym.vector.Vect
         ``seed=s`` seeds env ``i`` with ``s + i``, as Gymnasium does; a list gives one seed per env reset.
         The first reset uses ``make_vec(seed=...)`` when no seed is given.
         """
-        with self._held("resetting"):
-            ids, seeds, options = self._reset_request(seed, options, env_ids)
-            self._check_can_reset(ids)
+        with self._hold.held("resetting"):
+            ids, seeds, options = call_arguments.reset_request(
+                seed, options, env_ids, self.num_envs, self._first_reset_seed
+            )
+            self._pending.check_can_reset(ids, self._stepper.resets_while_stepping)
             given = self._first_reset_seed if seed is None else seed
             self._first_reset_seed = None
             book = self._episode_seeds
@@ -194,38 +178,34 @@ class VectorEnv(OneThreadHold, SavedStates, GymnasiumAsyncCalls, gym.vector.Vect
                 infos = self._stepper.reset_envs(ids, seeds, options, streams)
                 book.was_reset(ids.tolist(), seeds, streams)
             self._mark_reset(ids, seeds)
-            if env_ids is not None:
-                obs, _, _, _, batched = self._rows(ids, infos)
-                return obs, batched
-            return self._all_rows(), InfoBatcher(self.num_envs).batch(self._spread(ids, infos))
+            return self._reset_rows(ids, infos, whole=env_ids is None)
 
-    def step(
-        self, actions: Any, env_ids: Any = None
-    ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+    def step(self, actions: Any, env_ids: Any = None) -> StepResult:
         """`send` then `recv`: all envs, or the rows of ``env_ids`` (``infos["env_id"]`` says which)."""
         self.send(actions, env_ids)
         return self.recv()
 
     def send(self, actions: Any, env_ids: Any = None) -> None:
         """Start stepping envs ``env_ids`` (all by default); `recv` collects the results."""
-        # The one-thread hold (`torchwm.vector.thread_hold`) of send and recv, written out here rather than
-        # as a context manager: no call on the hot path. A backend changes `_send`/`_recv`, never the hold.
-        if self.closed or self._closer is not None or not self._in_use.acquire(blocking=False):
-            self._enter("sending a step")  # refuses the call, or takes the env after all
-        self._user = threading.get_ident()
+        # The one-thread hold (`ThreadHold`) of send and recv, written out here rather than as a context
+        # manager: no call on the hot path. A backend changes `_send`/`_recv`, never the hold.
+        hold = self._hold
+        if hold.closed or hold.closer is not None or not hold.in_use.acquire(blocking=False):
+            hold.enter("sending a step")  # refuses the call, or takes the env after all
+        hold.user = threading.get_ident()
         try:
             self._send(actions, env_ids)
         except Exception as exc:
-            self._raise_if_closed_meanwhile("sending a step", exc)
+            hold.raise_if_closed_meanwhile("sending a step", exc)
             raise
         finally:
-            self._user = None
-            self._in_use.release()
+            hold.user = None
+            hold.in_use.release()
 
     def _send(self, actions: Any, env_ids: Any) -> None:
         """`send` under the hold: checks the envs and actions, hands them to the stepper."""
-        if self._pending_reset is not None:
-            self._check_nothing_pending("step_async")
+        if self._pending.held_reset is not None:
+            self._pending.check_nothing_pending("step_async")
         ids = self._all_ids if env_ids is None else self._env_ids(env_ids)
         self._state.check_can_send(ids)
         # Values are the env's business, as in Gymnasium (only count, shape and dtype are checked),
@@ -238,7 +218,7 @@ class VectorEnv(OneThreadHold, SavedStates, GymnasiumAsyncCalls, gym.vector.Vect
             env_ids=ids,
         )
         if self.autoreset_mode is AutoresetMode.DISABLED:
-            self._check_not_ended(ids)
+            self._state.check_not_ended(ids, self._stepper.terminations, self._stepper.truncations)
         natural = ids is self._all_ids
         # recv returns a whole batch sent in env order as it is: no rank is read
         ranked = None if natural and self.batch_size == self.num_envs else ids
@@ -249,9 +229,7 @@ class VectorEnv(OneThreadHold, SavedStates, GymnasiumAsyncCalls, gym.vector.Vect
         self._stepper.send_step(ids, actions)
         self._state.sent(ids, ranked, natural)
 
-    def recv(
-        self, timeout: float | None = None, *, min_ready: int | None = None
-    ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+    def recv(self, timeout: float | None = None, *, min_ready: int | None = None) -> StepResult:
         """Results of envs in flight: all of them, or the first ``batch_size`` ready.
 
         ``timeout``: seconds to wait (default: the backend's ``timeout``), then `EnvTimeoutError`. With
@@ -264,21 +242,20 @@ class VectorEnv(OneThreadHold, SavedStates, GymnasiumAsyncCalls, gym.vector.Vect
         ``env_ids`` within a send, earlier sends first), and ``infos["env_id"]`` says which env each
         row is, as `reset` and `call` keep the order of their ``env_ids``.
         """
-        if self.closed or self._closer is not None or not self._in_use.acquire(blocking=False):
-            self._enter("receiving a step")  # refuses the call, or takes the env after all
-        self._user = threading.get_ident()
+        hold = self._hold
+        if hold.closed or hold.closer is not None or not hold.in_use.acquire(blocking=False):
+            hold.enter("receiving a step")  # refuses the call, or takes the env after all
+        hold.user = threading.get_ident()
         try:
             return self._recv(timeout, min_ready)
         except Exception as exc:
-            self._raise_if_closed_meanwhile("receiving a step", exc)
+            hold.raise_if_closed_meanwhile("receiving a step", exc)
             raise
         finally:
-            self._user = None
-            self._in_use.release()
+            hold.user = None
+            hold.in_use.release()
 
-    def _recv(
-        self, timeout: float | None, min_ready: int | None
-    ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+    def _recv(self, timeout: float | None, min_ready: int | None) -> StepResult:
         """`recv` under the hold: waits for the stepper's envs, returns their rows."""
         timeout = self._stepper.timeout if timeout is None else check_timeout(timeout, "recv(timeout=)")
         state = self._state
@@ -287,8 +264,8 @@ class VectorEnv(OneThreadHold, SavedStates, GymnasiumAsyncCalls, gym.vector.Vect
         if min_ready is None:
             ids, infos = self._stepper.wait_ready(candidates, count, timeout)
         else:
-            ids, infos = self._wait_with_deadline(
-                candidates, count, timeout, min(check_count("min_ready", min_ready), count)
+            ids, infos = wait_ready_with_deadline(
+                self._stepper, candidates, count, timeout, min(check_count("min_ready", min_ready), count)
             )
         if len(ids) == self.num_envs and state.in_env_order:
             state.received(slice(None))
@@ -349,8 +326,8 @@ class VectorEnv(OneThreadHold, SavedStates, GymnasiumAsyncCalls, gym.vector.Vect
         its worker; it travels pickled, so define it at a module's top level): SB3's
         ``env_is_wrapped`` runs its ``isinstance`` test this way."""
         doing = f"calling {name!r}" if isinstance(name, str) else f"calling {getattr(name, '__name__', name)}"
-        with self._held(doing):
-            self._check_nothing_pending("call_async")
+        with self._hold.held(doing):
+            self._pending.check_nothing_pending("call_async")
             return tuple(self._stepper.call(name, args, kwargs, self._env_ids(env_ids).tolist()))
 
     def get_attr(self, name: str, env_ids: Any = None) -> tuple[Any, ...]:
@@ -360,8 +337,8 @@ class VectorEnv(OneThreadHold, SavedStates, GymnasiumAsyncCalls, gym.vector.Vect
     def set_attr(self, name: str, values: Any, env_ids: Any = None) -> None:
         """Set attribute ``name`` on every env, or on the envs ``env_ids``: one value for all, or a list/tuple
         of one per env (in the order of ``env_ids``)."""
-        with self._held(f"setting {name!r}"):
-            self._check_nothing_pending("set_attr")
+        with self._hold.held(f"setting {name!r}"):
+            self._pending.check_nothing_pending("set_attr")
             ids = self._env_ids(env_ids).tolist()
             if not isinstance(values, (list, tuple)):
                 values = [values] * len(ids)
@@ -374,8 +351,74 @@ class VectorEnv(OneThreadHold, SavedStates, GymnasiumAsyncCalls, gym.vector.Vect
     def render(self) -> tuple[Any, ...]:
         return self.call("render")
 
+    def clone_state(self, env_ids: Any = None) -> tuple[EnvState, ...]:
+        """The state of every env, or of the envs ``env_ids`` (in that order): one picklable `EnvState`
+        each, the whole stack's (every wrapper, the emulator or physics and their generators), with its
+        last observation, autoreset bookkeeping and what it belongs to (the spec's identity, the
+        observations' shape). `restore_state` puts an env back in it; the envs are unchanged (docs/state.md).
+
+        Raises:
+            TypeError: a wrapper or env cannot be saved (named by its class); nothing changed.
+            AlreadyPendingCallError: a step is in flight (`recv` it first), as for `reset`.
+            WorkerError: an env lost its episode to a worker's restart (``restart_on_crash``) that its
+                next step has not reported yet; nothing changed.
+            NotImplementedError: the backend cannot save states (``ale-native``).
+        """
+        with self._hold.held("cloning env states"):
+            return self._saved_states.clone(self._state_call_ids(env_ids, "clone_state"))
+
+    def restore_state(self, states: Any, env_ids: Any = None) -> tuple[Any, dict[str, Any]]:
+        """Put every env, or the envs ``env_ids``, in ``states`` (one `EnvState` from `clone_state` each, in
+        the order of ``env_ids``; from any env of the same spec, on any backend). Returns their observations
+        and infos as `reset` does (with ``env_ids``: their rows, in that order, and ``infos["env_id"]``).
+        The same actions then give the same observations, rewards, terminations and truncations, bit for bit.
+
+        Raises:
+            TypeError, ValueError: ``states`` are no states of these envs' stacks, or a state is damaged;
+                every state is checked before any env changes, so nothing changed.
+            AlreadyPendingCallError: a step is in flight, as for `reset`.
+        """
+        with self._hold.held("restoring env states"):
+            ids = self._state_call_ids(env_ids, "restore_state")
+            infos = self._saved_states.restore(states, ids)
+            return self._reset_rows(ids, infos, whole=env_ids is None)
+
+    # -- Gymnasium's asynchronous names (``AsyncVectorEnv``'s) ---------------------------------------
+
+    def reset_async(
+        self, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
+    ) -> None:
+        """Check a reset of every env (or of ``options["reset_mask"]``), as Gymnasium checks it, and hold it
+        until `reset_wait` runs it; until then a step, reset or call raises `AlreadyPendingCallError`."""
+        self._hold.check_open()
+        self._pending.check_nothing_pending("reset_async")
+        call_arguments.reset_request(seed, options, None, self.num_envs, self._first_reset_seed)  # checked
+        self._pending.hold_reset(seed, options)
+
+    def reset_wait(self, timeout: float | None = None) -> tuple[Any, dict[str, Any]]:
+        """The reset `reset_async` held, run now within ``timeout`` seconds (default: the backend's
+        ``timeout``), else `EnvTimeoutError`, a ``multiprocessing.TimeoutError`` as in Gymnasium."""
+        self._hold.check_open()
+        timeout = self.timeout if timeout is None else check_timeout(timeout, "reset_wait(timeout=)")
+        seed, options = self._pending.take_reset()
+        # A stepper's methods take no timeout (the documented plugin interface): it reads its `timeout` for
+        # each wait on its envs, so this reset's deadline is set there, for this call only.
+        default_timeout, self.timeout = self.timeout, timeout
+        try:
+            return self.reset(seed=seed, options=options)
+        finally:
+            self.timeout = default_timeout
+
+    def step_async(self, actions: Any) -> None:
+        """`send` of every env's action."""
+        self.send(actions)
+
+    def step_wait(self, timeout: float | None = None) -> StepResult:
+        """`recv` (all envs unless ``batch_size`` is set)."""
+        return self.recv(timeout)
+
     def close_extras(self, **kwargs: Any) -> None:
-        self._close_now()
+        self._hold.close()
 
     def close(self, **kwargs: Any) -> None:
         """Release every env, worker and buffer; safe to call twice.
@@ -386,19 +429,10 @@ class VectorEnv(OneThreadHold, SavedStates, GymnasiumAsyncCalls, gym.vector.Vect
         """
         if self.closed:
             return
-        pending = self._pending_call()
+        pending = self._pending.pending()
         if pending is not None:
             gym.logger.warn(f"Calling `close` while waiting for a pending call to `{pending}` to complete.")
-        self._close_now()
-
-    def __getstate__(self) -> dict[str, Any]:
-        # A copy (deepcopy, pickle) has a hold of its own: a lock is neither copied nor pickled.
-        state = self.__dict__.copy()
-        state.update(_in_use=None, _closing=None, _user=None, _closer=None)
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state, _in_use=threading.Lock(), _closing=threading.RLock())
+        self._hold.close()
 
     def __enter__(self) -> VectorEnv:
         return self
@@ -408,7 +442,7 @@ class VectorEnv(OneThreadHold, SavedStates, GymnasiumAsyncCalls, gym.vector.Vect
 
     def __del__(self) -> None:
         try:
-            self._close_now()  # no warning about pending calls from the garbage collector
+            self._hold.close()  # no warning about pending calls from the garbage collector
         except Exception:
             pass
 
@@ -420,79 +454,15 @@ class VectorEnv(OneThreadHold, SavedStates, GymnasiumAsyncCalls, gym.vector.Vect
 
     # -- helpers ---------------------------------------------------------------------------------
 
-    def _pending_call(self) -> str | None:
-        """The call still pending, by Gymnasium's name for it: ``"reset"`` (`reset_async`), ``"step"`` or
-        None."""
-        return "reset" if self._pending_reset is not None else self._state.pending()
-
-    def _check_nothing_pending(self, calling: str) -> None:
-        """AlreadyPendingCallError (Gymnasium's words, then torchwm's detail) if a step or reset is
-        pending."""
-        pending = self._pending_call()
-        if pending is None:
-            return
-        if pending == "reset":
-            detail = "reset_async() was called: reset_wait() first"
-        else:
-            detail = (
-                f"envs {np.flatnonzero(self._state.in_flight).tolist()} have actions in flight; recv() first"
-            )
-        raise AlreadyPendingCallError(
-            f"Calling `{calling}` while waiting for a pending call to `{pending}` to complete ({detail}).",
-            pending,
-        )
-
-    def _wait_with_deadline(
-        self, candidates: np.ndarray, count: int, timeout: float | None, min_ready: int
-    ) -> tuple[np.ndarray, list[dict]]:
-        """`Stepper.wait_ready` with `recv`'s ``min_ready``: the stepper's own, or for a stepper whose
-        ``wait_ready`` does not take it, a wait to the deadline and then for ``min_ready`` envs (within
-        the backend's ``timeout``, from the start)."""
-        if "min_ready" in inspect.signature(self._stepper.wait_ready).parameters:
-            return self._stepper.wait_ready(candidates, count, timeout, min_ready=min_ready)
-        started = time.monotonic()
-        try:
-            return self._stepper.wait_ready(candidates, count, timeout)
-        except EnvTimeoutError:
-            rest = None if self.timeout is None else max(self.timeout - (time.monotonic() - started), 0.0)
-            return self._stepper.wait_ready(candidates, min_ready, rest)
-
-    def _check_can_reset(self, ids: np.ndarray) -> None:
-        """AlreadyPendingCallError if a reset of envs ``ids`` cannot run now: a `reset_async` is pending, or
-        one of them has a step in flight (or any env has, on a backend that steps a batch as a whole)."""
-        if self._pending_reset is not None or not self._stepper.resets_while_stepping:
-            self._check_nothing_pending("reset")
-        else:
-            self._state.check_can_reset(ids)
-
-    def _check_not_ended(self, ids: np.ndarray) -> None:
-        """Under autoreset_mode 'disabled', a ValueError if an env of ``ids`` ended its episode (its
-        ``_terminations``/``_truncations`` row) and was not reset since."""
-        if self.autoreset_mode is AutoresetMode.DISABLED:
-            ended = ids[self._stepper.terminations[ids] | self._stepper.truncations[ids]]
-            if ended.size:
-                raise ValueError(
-                    f"envs {ended.tolist()} ended their episode and autoreset_mode is 'disabled': reset them "
-                    f"first, e.g. reset(options={{'reset_mask': mask}})"
-                )
-
-    def _all_rows(self) -> Any:
-        """The observations of every env: a copy, or with ``copy=False`` the batch itself."""
-        if self.copy:
-            return take_rows(self.single_observation_space, self._stepper.observations, None)
-        return view_rows(self.single_observation_space, self._stepper.observations, None)
+    def _state_call_ids(self, env_ids: Any, calling: str) -> np.ndarray:
+        """The envs of a `clone_state`/`restore_state`, once the backend and the pending calls allow it."""
+        self._saved_states.check_supported()
+        ids = self._env_ids(env_ids)
+        self._pending.check_nothing_pending(calling)
+        return ids
 
     def _env_ids(self, env_ids: Any) -> np.ndarray:
         return self._all_ids if env_ids is None else call_arguments.env_ids(env_ids, self.num_envs)
-
-    def _reset_request(
-        self, seed: Any, options: Any, env_ids: Any
-    ) -> tuple[np.ndarray, list[int | None], dict | None]:
-        """The envs a reset resets, their seeds (make_vec's seed for the first reset) and the envs'
-        options, every argument checked (`torchwm.vector.call_arguments.reset_request`)."""
-        return call_arguments.reset_request(
-            self._first_reset_seed if seed is None else seed, options, env_ids, self.num_envs
-        )
 
     def _mark_reset(self, ids: np.ndarray, seeds: list[int | None]) -> None:
         """Envs ``ids`` were reset with ``seeds``: remember the seeds (for `np_random_seed`; a reset without
@@ -502,16 +472,20 @@ class VectorEnv(OneThreadHold, SavedStates, GymnasiumAsyncCalls, gym.vector.Vect
                 self._given_seeds[i] = seed
         self._state.was_reset(ids)
 
-    def _spread(self, ids: np.ndarray, infos: list[dict]) -> list[dict]:
-        """Infos of ``ids`` placed at their env positions in a list of ``num_envs``."""
+    def _reset_rows(self, ids: np.ndarray, infos: list[dict], *, whole: bool) -> tuple[Any, dict[str, Any]]:
+        """What a reset or restore of envs ``ids`` returns: every env's rows and the infos of ``ids`` at
+        their env positions (``whole``: no ``env_ids`` given), else the rows of ``ids`` in that order."""
+        if not whole:
+            obs, _, _, _, batched = self._rows(ids, infos)
+            return obs, batched
         spread: list[dict] = [{}] * self.num_envs
         for i, info in zip(ids.tolist(), infos, strict=True):
             spread[i] = info
-        return spread
+        rows = take_rows if self.copy else view_rows  # copy=False: the batch itself
+        obs = rows(self.single_observation_space, self._stepper.observations, None)
+        return obs, InfoBatcher(self.num_envs).batch(spread)
 
-    def _rows(
-        self, ids: np.ndarray, infos: list[dict]
-    ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+    def _rows(self, ids: np.ndarray, infos: list[dict]) -> StepResult:
         batched = InfoBatcher(ids.size).batch(infos)
         batched["env_id"] = ids.copy()
         return (

@@ -48,10 +48,13 @@ def reset_mask_ids(mask: Any, num_envs: int) -> np.ndarray:
 
 
 def reset_request(
-    seed: Any, options: Any, ids_given: Any, num_envs: int
+    seed: Any, options: Any, ids_given: Any, num_envs: int, default_seed: Any = None
 ) -> tuple[np.ndarray, list[int | None], dict | None]:
     """The envs a reset resets (``env_ids``, or ``options['reset_mask']``, or all), their seeds and the
-    options the envs get (without ``reset_mask``)."""
+    options the envs get (without ``reset_mask``). ``default_seed``: the seed when ``seed`` is None
+    (``make_vec(seed=...)``'s, for a vector env's first reset)."""
+    if seed is None:
+        seed = default_seed
     if options is not None and not isinstance(options, dict):
         raise TypeError(f"options must be a dict or None, got {options!r:.200} ({type(options).__name__})")
     options = dict(options) if options else None

@@ -22,6 +22,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from torchwm.errors import UnsupportedStackError
+
 # The info key (with its ``_episode_seed`` mask once batched) that reports the seed an episode started with.
 EPISODE_SEED = "episode_seed"
 
@@ -33,6 +35,19 @@ def episode_seed(root: int, env_index: int, episode: int) -> int:
     takes."""
     sequence = np.random.SeedSequence(root, spawn_key=(env_index, episode))
     return int(sequence.generate_state(1)[0])
+
+
+def switch(book: EpisodeSeedBook | None, on: bool, backend: str) -> None:
+    """Turn seeded autoresets on or off in a stepper's ``book`` (`EpisodeSeedBook.switch`); a stepper with
+    none (its envs are not reset by an `EnvGroup`: backend ``backend``) refuses ``on`` with
+    `UnsupportedStackError`."""
+    if book is not None:
+        book.switch(on)
+    elif on:
+        raise UnsupportedStackError(
+            f"autoreset_seeds needs a backend that builds its envs in Python: backend {backend!r} builds its "
+            f"own; use 'sync', 'subproc', 'shmem' or 'ray' (torchwm-ray)"
+        )
 
 
 class SeedStream(NamedTuple):

@@ -1,9 +1,11 @@
-"""Gymnasium's asynchronous names of a vector env's calls: `reset_async`/`reset_wait` and
-`step_async`/`step_wait`, as ``AsyncVectorEnv`` has them, over `torchwm.vector.base.VectorEnv`'s `reset`,
-`send` and `recv` (mixed into it).
+"""Which of Gymnasium's asynchronous calls is pending on a vector env: `PendingCalls`.
 
-``step_async``/``step_wait`` are `send`/`recv`. `reset_async` checks a reset and holds it; `reset_wait`
-runs it under its own timeout, so that no reset is under way between the two calls.
+`torchwm.vector.base.VectorEnv` has ``AsyncVectorEnv``'s names: ``step_async``/``step_wait`` are its `send`
+and `recv`; `reset_async` checks a reset of every env and holds it here (``held_reset``), and `reset_wait`
+takes it and runs it under its own timeout, so that no reset is under way between the two calls. A call
+meanwhile, or a call while envs have a step in flight (the `StepState`'s), is refused as Gymnasium's
+``AsyncVectorEnv`` refuses it: `AlreadyPendingCallError` naming the pending call, in its words, then
+torchwm's detail.
 """
 
 from __future__ import annotations
@@ -12,67 +14,66 @@ from typing import Any
 
 import numpy as np
 
-from torchwm.errors import NoAsyncCallError
-from torchwm.spec import check_timeout
+from torchwm.errors import AlreadyPendingCallError, NoAsyncCallError
+from torchwm.vector.step_state import StepState
 
 
-class GymnasiumAsyncCalls:
-    """``reset_async``, ``reset_wait``, ``step_async`` and ``step_wait`` (see the module docstring)."""
+class PendingCalls:
+    """The pending call of one vector env: the reset `reset_async` holds, or a step in flight.
 
-    timeout: float | None
-    _pending_reset: tuple[Any, Any] | None
-    reset: Any
-    send: Any
-    recv: Any
-    _check_open: Any
-    _check_nothing_pending: Any
-    _reset_request: Any
+    Args:
+        state: the step state of the vector env's stepper (which envs are in flight).
 
-    def reset_async(
-        self, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
-    ) -> None:
-        """Gymnasium's ``AsyncVectorEnv.reset_async``: check a reset of every env (or of
-        ``options["reset_mask"]``), and hold it until `reset_wait` runs it.
+    Attributes:
+        held_reset: ``(seed, options)`` of the reset `reset_async` asked for (None: none is held).
+    """
 
-        Its arguments are checked here, as Gymnasium checks them. Until `reset_wait`, a step, reset or
-        call raises `AlreadyPendingCallError`.
-        """
-        self._check_open()
-        self._check_nothing_pending("reset_async")
-        self._reset_request(seed, options, None)  # checked now; nothing changes
-        self._pending_reset = (seed, None if options is None else dict(options))
+    def __init__(self, state: StepState) -> None:
+        self.state = state
+        self.held_reset: tuple[Any, dict[str, Any] | None] | None = None
 
-    def reset_wait(self, timeout: float | None = None) -> tuple[Any, dict[str, Any]]:
-        """Gymnasium's ``AsyncVectorEnv.reset_wait``: the reset `reset_async` asked for, within ``timeout``
-        seconds (default: the backend's ``timeout``), else `EnvTimeoutError`, a
-        ``multiprocessing.TimeoutError`` as in Gymnasium.
+    def pending(self) -> str | None:
+        """The call still pending, by Gymnasium's name for it: ``"reset"`` (`reset_async`), ``"step"`` or
+        None."""
+        return "reset" if self.held_reset is not None else self.state.pending()
 
-        The reset runs here, so it is not under way between the two calls.
-        """
-        self._check_open()
-        timeout = self.timeout if timeout is None else check_timeout(timeout, "reset_wait(timeout=)")
-        if self._pending_reset is None:
+    def check_nothing_pending(self, calling: str) -> None:
+        """AlreadyPendingCallError (Gymnasium's words, then torchwm's detail) if a step or reset is pending;
+        ``calling`` is Gymnasium's name of the call refused (``"step_async"``, ``"call_async"``, ...)."""
+        pending = self.pending()
+        if pending is None:
+            return
+        if pending == "reset":
+            detail = "reset_async() was called: reset_wait() first"
+        else:
+            detail = (
+                f"envs {np.flatnonzero(self.state.in_flight).tolist()} have actions in flight; recv() first"
+            )
+        raise AlreadyPendingCallError(
+            f"Calling `{calling}` while waiting for a pending call to `{pending}` to complete ({detail}).",
+            pending,
+        )
+
+    def check_can_reset(self, ids: np.ndarray, resets_while_stepping: bool) -> None:
+        """AlreadyPendingCallError if a reset of envs ``ids`` cannot run now: a `reset_async` is pending, or
+        one of them has a step in flight (or any env has, for a stepper that does not reset envs while
+        others step: ``resets_while_stepping`` False)."""
+        if self.held_reset is not None or not resets_while_stepping:
+            self.check_nothing_pending("reset")
+        else:
+            self.state.check_can_reset(ids)
+
+    def hold_reset(self, seed: Any, options: dict[str, Any] | None) -> None:
+        """Hold a reset, checked already; the options are copied, as the caller may change its dict."""
+        self.held_reset = (seed, None if options is None else dict(options))
+
+    def take_reset(self) -> tuple[Any, dict[str, Any] | None]:
+        """The reset held, now no longer held; `NoAsyncCallError` (Gymnasium's words) if none is."""
+        if self.held_reset is None:
             raise NoAsyncCallError(
                 "Calling `reset_wait` without any prior call to `reset_async`. (Or call reset(), which does "
                 "both.)",
                 "reset",
             )
-        (seed, options), self._pending_reset = self._pending_reset, None
-        # A stepper's methods take no timeout (their signatures are the documented plugin interface): every
-        # stepper reads its `timeout` for each wait on its envs, so this reset's deadline is set there,
-        # for this call only.
-        default_timeout, self.timeout = self.timeout, timeout
-        try:
-            return self.reset(seed=seed, options=options)
-        finally:
-            self.timeout = default_timeout
-
-    def step_async(self, actions: Any) -> None:
-        """Gymnasium's ``AsyncVectorEnv.step_async``: `send` of every env's action."""
-        self.send(actions)
-
-    def step_wait(
-        self, timeout: float | None = None
-    ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """Gymnasium's ``AsyncVectorEnv.step_wait``: `recv` (all envs unless ``batch_size`` is set)."""
-        return self.recv(timeout)
+        request, self.held_reset = self.held_reset, None
+        return request

@@ -1,4 +1,5 @@
-"""Saving and restoring the envs of a vector env: `clone_state` and `restore_state` (docs/state.md).
+"""Saving and restoring the envs of a vector env: `SavedStates`, behind `clone_state` and `restore_state`
+(docs/state.md).
 
 Each env's whole stack is saved where it lives (`torchwm.env_state`, through the stepper's
 `clone_states`, one round trip: the `torchwm.vector.messages.CloneStates` command of a pool), with its
@@ -8,84 +9,63 @@ its observation, each layer's state this process knows the rule of) before any m
 worker, so that a state that does not fit changes no env on any worker; the stepper's `restore_states`
 (`RestoreStates`, one round trip) then checks each state against its env and restores them, the rows
 written once where the envs live, and the step state learns that those envs were reset.
+
+`torchwm.vector.base.VectorEnv` holds one `SavedStates` over its stepper: its `clone_state` and
+`restore_state` take the hold, choose the envs and return the rows; the states are this object's.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-from collections.abc import Callable
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
 from torchwm.env_state import EnvState, StackIdentity, check_state
 from torchwm.spec import VecSpec
-from torchwm.vector.batching import InfoBatcher
-from torchwm.vector.step_state import StepState
 from torchwm.vector.stepper import Stepper
 
 
 class SavedStates:
-    """`clone_state` and `restore_state` of `torchwm.vector.base.VectorEnv` (mixed into it)."""
+    """The states of one stepper's envs: saved, stamped with their stack, checked, restored.
 
-    num_envs: int
-    single_observation_space: Any
-    _vec_spec: VecSpec
-    _stepper: Stepper
-    _state: StepState
-    _held: Callable[[str], contextlib.AbstractContextManager[None]]
-    _env_ids: Callable[[Any], np.ndarray]
-    _check_nothing_pending: Callable[[str], None]
-    _rows: Callable[..., Any]
-    _all_rows: Callable[[], Any]
-    _spread: Callable[[np.ndarray, list[dict]], list[dict]]
+    Args:
+        stepper: the envs whose states are saved and restored.
+        spec, single_observation_space: what the envs are, for their `StackIdentity` (which no later change
+            of the vector env's spec, as ``autoreset_seeds``, changes).
+    """
 
-    def clone_state(self, env_ids: Any = None) -> tuple[EnvState, ...]:
-        """The state of every env, or of the envs ``env_ids`` (in that order): one picklable `EnvState`
-        each, the whole stack's (every wrapper, the emulator or physics and their generators), with the
-        env's last observation, its autoreset bookkeeping and what it belongs to (the spec's identity and
-        the observations' shape). `restore_state` puts an env back in it; the envs are unchanged. See
-        docs/state.md.
+    def __init__(self, stepper: Stepper, spec: VecSpec, single_observation_space: gym.Space) -> None:
+        self.stepper = stepper
+        self.spec = spec
+        self.single_observation_space = single_observation_space
 
-        Raises:
-            TypeError: a wrapper or env cannot be saved (named by its class); nothing changed.
-            AlreadyPendingCallError: a step is in flight (`recv` it first), as for `reset`.
-            WorkerError: an env lost its episode to a worker's restart (``restart_on_crash``) that its
-                next step has not reported yet; nothing changed.
-            NotImplementedError: the backend cannot save states (``ale-native``).
-        """
-        with self._held("cloning env states"):
-            ids = self._state_call_ids(env_ids, "clone_state")
-            stack = self._stack_identity()
-            return tuple(dataclasses.replace(state, stack=stack) for state in self._stepper.clone_states(ids))
+    def stack(self) -> StackIdentity:
+        """What the envs' states belong to."""
+        return StackIdentity.of(self.spec, self.single_observation_space)
 
-    def restore_state(self, states: Any, env_ids: Any = None) -> tuple[Any, dict[str, Any]]:
-        """Put every env, or the envs ``env_ids``, in ``states`` (one `EnvState` from `clone_state` each, in
-        the order of ``env_ids``; from any env built from the same spec, on any backend). Returns the
-        restored envs' observations and infos, batched as `reset` returns them: every env's rows without
-        ``env_ids``, else the rows of ``env_ids`` in that order with ``infos["env_id"]``. The same actions
-        then give the same observations, rewards, terminations and truncations, bit for bit.
+    def check_supported(self) -> None:
+        """`NotImplementedError` (the stepper's words) on a backend that cannot save states."""
+        refusal = self.stepper.state_refusal
+        if refusal is not None:
+            raise NotImplementedError(refusal)
 
-        Raises:
-            TypeError, ValueError: ``states`` are no states of these envs' stacks, or a state is damaged;
-                every state is checked before any env changes, so nothing changed.
-            AlreadyPendingCallError: a step is in flight, as for `reset`.
-        """
-        with self._held("restoring env states"):
-            ids = self._state_call_ids(env_ids, "restore_state")
-            self._check_states(states, ids)
-            infos = self._stepper.restore_states(ids, list(states))
-            self._state.was_reset(ids)
-            if env_ids is not None:
-                obs_rows, _, _, _, batched = self._rows(ids, infos)
-                return obs_rows, batched
-            return self._all_rows(), InfoBatcher(self.num_envs).batch(self._spread(ids, infos))
+    def clone(self, ids: np.ndarray) -> tuple[EnvState, ...]:
+        """The states of envs ``ids`` (in that order), each stamped with the stack it belongs to."""
+        stack = self.stack()
+        return tuple(dataclasses.replace(state, stack=stack) for state in self.stepper.clone_states(ids))
 
-    def _stack_identity(self) -> StackIdentity:
-        return StackIdentity.of(self._vec_spec, self.single_observation_space)
+    def restore(self, states: Any, ids: np.ndarray) -> list[dict]:
+        """Put envs ``ids`` in ``states`` (one each, in that order), every state checked first; their rows
+        are written as a reset writes them, and the step state knows they were reset. Their infos, in the
+        order of ``ids``."""
+        self.check_states(states, ids)
+        infos = self.stepper.restore_states(ids, list(states))
+        self.stepper.state.was_reset(ids)
+        return infos
 
-    def _check_states(self, states: Any, ids: np.ndarray) -> None:
+    def check_states(self, states: Any, ids: np.ndarray) -> None:
         """Every state of a restore, checked before anything is sent (see `check_state`)."""
         if isinstance(states, EnvState) or not isinstance(states, (list, tuple)):
             raise TypeError(
@@ -94,7 +74,7 @@ class SavedStates:
             )
         if len(states) != ids.size:
             raise ValueError(f"restore_state expected {ids.size} states, one per env, got {len(states)}")
-        stack = self._stack_identity()
+        stack = self.stack()
         for i, state in zip(ids.tolist(), states, strict=True):
             if not isinstance(state, EnvState):
                 raise TypeError(
@@ -110,12 +90,3 @@ class SavedStates:
                 check_state(state, stack)
             except (TypeError, ValueError) as exc:
                 raise type(exc)(f"restore_state: the state given for env {i} does not fit: {exc}") from None
-
-    def _state_call_ids(self, env_ids: Any, calling: str) -> np.ndarray:
-        """The envs of a `clone_state`/`restore_state`, once the backend and the step state allow it."""
-        refusal = self._stepper.state_refusal
-        if refusal is not None:
-            raise NotImplementedError(refusal)
-        ids = self._env_ids(env_ids)
-        self._check_nothing_pending(calling)
-        return ids

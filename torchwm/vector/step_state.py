@@ -118,6 +118,16 @@ class StepState:
                     "step",
                 )
 
+    def check_not_ended(self, ids: np.ndarray, terminations: np.ndarray, truncations: np.ndarray) -> None:
+        """Under autoreset mode 'disabled' (the caller's to know), a ValueError if an env of ``ids`` ended its
+        episode (its row of the batch's ``terminations``/``truncations``) and was not reset since."""
+        ended = ids[terminations[ids] | truncations[ids]]
+        if ended.size:
+            raise ValueError(
+                f"envs {ended.tolist()} ended their episode and autoreset_mode is 'disabled': reset them "
+                f"first, e.g. reset(options={{'reset_mask': mask}})"
+            )
+
     def recv_started(self) -> np.ndarray:
         """A recv begins: the envs in flight, or NoAsyncCallError (Gymnasium's words) if none is."""
         candidates = np.flatnonzero(self.in_flight)

@@ -20,6 +20,8 @@ anything starts.
 from __future__ import annotations
 
 import abc
+import inspect
+import time
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -29,6 +31,7 @@ from gymnasium.spaces.utils import is_space_dtype_shape_equiv
 from gymnasium.vector.utils import batch_differing_spaces, batch_space
 
 from torchwm.env_state import EnvState
+from torchwm.errors import EnvTimeoutError
 from torchwm.spec import VecSpec, check_count, check_timeout
 from torchwm.vector.episode_seeds import EpisodeSeedBook, SeedStream
 from torchwm.vector.step_state import StepState
@@ -124,6 +127,23 @@ def resolve_spaces(
         n = len(observation_spaces)
         batched = batch_space(single, n) if same else batch_differing_spaces(observation_spaces)
     return single, batched, action_spaces[0]
+
+
+def wait_ready_with_deadline(
+    stepper: Stepper, candidates: np.ndarray, count: int, timeout: float | None, min_ready: int
+) -> tuple[np.ndarray, list[dict]]:
+    """`Stepper.wait_ready` with `recv`'s ``min_ready``: the stepper's own, or for a stepper whose
+    ``wait_ready`` does not take it, a wait to the deadline and then for ``min_ready`` envs (within the
+    stepper's ``timeout``, from the start)."""
+    if "min_ready" in inspect.signature(stepper.wait_ready).parameters:
+        return stepper.wait_ready(candidates, count, timeout, min_ready=min_ready)
+    started = time.monotonic()
+    try:
+        return stepper.wait_ready(candidates, count, timeout)
+    except EnvTimeoutError:
+        limit = stepper.timeout
+        rest = None if limit is None else max(limit - (time.monotonic() - started), 0.0)
+        return stepper.wait_ready(candidates, min_ready, rest)
 
 
 class Stepper(abc.ABC):

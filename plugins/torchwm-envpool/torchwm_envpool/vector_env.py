@@ -323,7 +323,7 @@ class EnvPoolVectorEnv(VectorEnv):
             or not state.in_env_order
         ):
             return super().recv(timeout, min_ready=min_ready)
-        with self._held("receiving a step"):
+        with self._hold.held("receiving a step"):
             if timeout is not None:
                 # as the base class would: the shortcut waits without one
                 checks.check_timeout(timeout, "recv(timeout=)")
