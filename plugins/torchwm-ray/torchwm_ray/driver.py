@@ -157,7 +157,7 @@ class RayActorHandle(WorkerHandle):
         self._batch = batch
         self._command = (None, [self._call("attach", batch.observation_space)])
 
-    def send(self, command: messages.ControlCommand) -> None:
+    def send(self, command: messages.ControlCommand | messages.Step) -> None:
         if self.state.graph is not None and ray.is_initialized():
             self.state.graph.settle()
         if isinstance(command, messages.Reset):
