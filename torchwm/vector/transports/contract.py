@@ -27,7 +27,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeAlias
 
 import gymnasium as gym
 import numpy as np
@@ -276,6 +276,9 @@ class WorkerGroup:
         TypeError, ValueError: a bad option (as Gymnasium raises for a bad argument), before anything starts.
     """
 
+    # The pool's checked options, as the constructor and `split` take them (a transport names the type
+    # through its base class).
+    Settings: TypeAlias = PoolSettings
     # The backend options of the group's own, with their defaults (beside the pool's, `POOL_OPTIONS`).
     OPTIONS: ClassVar[dict[str, Any]] = {}
     # The class of the parent's end of one worker.
@@ -299,6 +302,11 @@ class WorkerGroup:
         (``pool.split_given`` and ``pool.inline`` False), waiting at most ``pool.timeout`` for what it
         builds, and say what it measured in `worker_choice`."""
         return pool.worker_slices
+
+    def split_evenly(self, num_envs: int, workers: int) -> list[range]:
+        """``num_envs`` envs over ``workers`` workers (at most one per env), as even as possible, larger
+        shares first: the `split` of a group that chose its own count of workers."""
+        return split_envs(num_envs, workers, None, self.backend)
 
     def worker(self, index: int, envs: range) -> WorkerHandle:
         """The parent's end of worker ``index``, whose envs are ``envs`` (global ids); nothing starts yet."""
@@ -343,6 +351,11 @@ class WorkerHandle(ABC):
         envs: the global ids of its envs.
         group: the pool's `WorkerGroup`, shared by every handle of the vector env.
     """
+
+    # The types its methods take (a transport names them through its base class): what `start` builds
+    # the envs from, the rows `attach` gives.
+    Payload: TypeAlias = WorkerPayload
+    Batch: TypeAlias = Batch
 
     # The pool's timeout (`PoolStepper` keeps it current): how long a handle may wait for the rest of a
     # reply when the pool gave no deadline (`finish_step(None)`).
