@@ -101,10 +101,6 @@ class LocalWorker(WorkerHandle):
     def abandon_step(self) -> None:
         self._step = None
 
-    @property
-    def alive(self) -> bool:
-        return True
-
     def describe(self) -> str:
         return (
             f"worker {self.index} (envs {self.envs.start}-{self.envs.stop - 1}, in the parent process, "
