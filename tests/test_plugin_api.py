@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import doctest
 import functools
+import inspect
 import re
 import types
 from pathlib import Path
@@ -160,9 +161,7 @@ def test_the_api_holds_what_a_transport_author_needs():
         "hookimpl",
         "Batch",
         "WorkerPayload",
-        "PoolSettings",
         "WorkerPool",
-        "split_envs",
         "checks",
         "messages",
         "rows",
@@ -174,6 +173,9 @@ def test_the_api_holds_what_a_transport_author_needs():
     assert needed <= set(api.__all__)
     assert api.VectorEnv is torchwm.VectorEnv
     assert api.VecSpec is torchwm.VecSpec and api.hookimpl is torchwm.hookimpl
+    # The types a transport's methods take, through the classes that take them.
+    assert api.WorkerHandle.Payload is api.WorkerPayload and api.WorkerHandle.Batch is api.Batch
+    assert api.WorkerGroup.Settings.__name__ == "PoolSettings" and callable(api.WorkerGroup.split_evenly)
     # What a handle raises to the pool is with the other errors.
     assert issubclass(torchwm.errors.WorkerGone, Exception)
     assert issubclass(torchwm.errors.StepLost, TimeoutError)
@@ -343,3 +345,119 @@ def test_a_pool_shows_its_workers():
         assert [worker.pid for worker in workers] == envs.worker_pids
         workers.clear()
         assert len(envs.workers) == 2  # a new list each time
+
+
+# -- a narrow contract: what a transport implements, what the Ray plugin imports -----------------------
+
+MOST_ABSTRACT_METHODS = 6  # Tianshou's EnvWorker has six
+MOST_RAY_NAMES = 10
+RAY_FILES = sorted(ROOT.glob("plugins/torchwm-ray/torchwm_ray/**/*.py"))
+
+
+def test_a_transport_implements_at_most_six_methods_of_the_worker_handle():
+    abstract = torchwm.plugin_api.WorkerHandle.__abstractmethods__
+    assert len(abstract) <= MOST_ABSTRACT_METHODS, sorted(abstract)
+    assert sorted(abstract) == ["attach", "close", "poll", "reply", "send", "start"]
+
+
+def plugin_api_names(paths: list[Path]) -> set[str]:
+    """The names ``paths`` import from `torchwm.plugin_api` (``import torchwm.plugin_api`` counts as its whole
+    ``__all__``: the names it reaches are not counted one by one)."""
+    names: set[str] = set()
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module == "torchwm.plugin_api":
+                names |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module == "torchwm":
+                if any(alias.name == "plugin_api" for alias in node.names):
+                    names |= set(torchwm.plugin_api.__all__)
+            elif isinstance(node, ast.Import) and any(a.name == "torchwm.plugin_api" for a in node.names):
+                names |= set(torchwm.plugin_api.__all__)
+    return names
+
+
+def test_the_name_count_sees_every_form_of_import(tmp_path):
+    one = tmp_path / "one.py"
+    one.write_text(
+        "from torchwm.plugin_api import Deadline, messages\nfrom torchwm.errors import WorkerGone\n"
+    )
+    assert plugin_api_names([one]) == {"Deadline", "messages"}
+    whole = tmp_path / "whole.py"
+    whole.write_text("import torchwm.plugin_api as api\n")
+    assert plugin_api_names([one, whole]) == set(torchwm.plugin_api.__all__)
+
+
+def test_the_ray_plugin_imports_at_most_ten_names_of_the_plugin_api_and_else_only_errors():
+    names = plugin_api_names(RAY_FILES)
+    assert len(names) <= MOST_RAY_NAMES, sorted(names)
+    modules = {name for path in RAY_FILES for _, name in torchwm_imports(ast.parse(path.read_text("utf-8")))}
+    assert modules <= {"torchwm.plugin_api", "torchwm.errors"}
+
+
+def privates_of_torchwm_classes(cls: type) -> set[str]:
+    """The ``_``-prefixed attributes the torchwm classes of ``cls``'s MRO give their objects (read from
+    their source: class attributes, methods and ``self._name = ...``)."""
+    names: set[str] = set()
+    for base in cls.__mro__:
+        if not base.__module__.startswith("torchwm."):
+            continue
+        source = Path(inspect.getsourcefile(base) or "")
+        for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and node.name == base.__name__:
+                names |= defined_privates([node])
+    return names
+
+
+def inherited_private_reads(tree: ast.AST, api: dict[str, object]) -> list[int]:
+    """The lines of ``tree`` where a class reads ``self._name`` (or ``cls._name``) that a torchwm base class
+    of it gives its objects: a plugin's subclass reading its base's internals. Bases are resolved in
+    ``api`` (the plugin API's names) or among the classes of ``tree``."""
+    classes = {node.name: node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)}
+
+    def torchwm_bases(node: ast.ClassDef) -> list[type]:
+        found: list[type] = []
+        for base in node.bases:
+            text = ast.unparse(base)
+            if text in classes:
+                found += torchwm_bases(classes[text])
+                continue
+            try:
+                value = eval(text, dict(api))  # noqa: S307 - a base-class expression of the plugin's code
+            except Exception:
+                continue
+            if isinstance(value, type) and value.__module__.startswith("torchwm."):
+                found.append(value)
+        return found
+
+    lines = []
+    for node in classes.values():
+        inherited = set().union(*(privates_of_torchwm_classes(base) for base in torchwm_bases(node)))
+        for attribute in ast.walk(node):
+            if (
+                isinstance(attribute, ast.Attribute)
+                and isinstance(attribute.value, ast.Name)
+                and attribute.value.id in ("self", "cls")
+                and attribute.attr in inherited
+            ):
+                lines.append(attribute.lineno)
+    return sorted(set(lines))
+
+
+def test_the_check_finds_a_read_of_a_base_classs_private():
+    plugin = ast.parse(
+        "class Env(VectorEnv):\n"
+        "    def engine(self):\n"
+        "        self._mine = 1\n"  # its own
+        "        return self._stepper.pool\n"  # 4: VectorEnv's
+        "class Handle(WorkerHandle):\n"
+        "    def start(self, payload):\n"
+        "        self._step = None\n"  # not a WorkerHandle private (a transport's of torchwm's own)
+    )
+    assert inherited_private_reads(plugin, vars(torchwm.plugin_api)) == [4]
+
+
+@pytest.mark.parametrize("path", PLUGIN_FILES, ids=lambda path: str(path.relative_to(ROOT)))
+def test_plugins_read_no_private_attribute_of_their_torchwm_base_classes(path):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = inherited_private_reads(tree, vars(torchwm.plugin_api))
+    assert found == [], [path.read_text(encoding="utf-8").splitlines()[line - 1].strip() for line in found]

@@ -11,7 +11,8 @@ import sys
 import gymnasium as gym
 import pytest
 
-from torchwm.errors import WorkerError, worker_error
+from torchwm.errors import WorkerError
+from torchwm.vector.pool_faults import worker_error
 
 HELPER = """\
 import gymnasium as gym

@@ -221,56 +221,6 @@ def _make_worker_error_class(original_type: type[BaseException] | None) -> type[
     return cls
 
 
-def worker_error(
-    message: str,
-    *,
-    original_type: type[BaseException] | None = None,
-    start_method: str | None = None,
-    **details: Any,
-) -> WorkerError:
-    """A `WorkerError` (``details``: ``env_index``, ``worker_index``, ``remote_traceback``) that is also an
-    instance of ``original_type`` where `worker_error_class` allows it.
-
-    ``start_method`` is how the worker's process was started (``"fork"``, ``"forkserver"``, ``"spawn"``),
-    None where that is unknown or the worker is no process of multiprocessing's.
-    """
-    if (
-        isinstance(original_type, type)
-        and issubclass(original_type, gymnasium.error.UnregisteredEnv)
-        and start_method != "fork"
-    ):
-        message += _unregistered_id_hint(start_method)
-    return worker_error_class(original_type)(message, **details)
-
-
-def _unregistered_id_hint(start_method: str | None) -> str:
-    """Why a worker does not know an id (NamespaceNotFound, NameNotFound, VersionNotFound) that the
-    script may have registered, and what to do. Gymnasium's own words ("Have you installed the proper
-    package?") mislead here: the package is installed, but the worker never ran the registration."""
-    if start_method == "forkserver":
-        why = (
-            "this worker was started by the 'forkserver' start method (torchwm's default), which runs none "
-            "of your script's top level"
-        )
-    elif start_method == "spawn":
-        why = (
-            "this worker was started by the 'spawn' start method, which runs your script's top level again "
-            "but not its `if __name__ == '__main__':` block"
-        )
-    else:
-        why = (
-            "a worker started by the 'forkserver' start method (torchwm's default) runs none of your "
-            "script's top level, and one started by 'spawn' runs it again but not its "
-            "`if __name__ == '__main__':` block"
-        )
-    return (
-        f". If your script registers this id (gym.register(...), gym.register_envs(ale_py)): {why}, so the "
-        "id is unknown there. Register it inside the env factory (or at the top of the module that "
-        "defines the factory, if that is not your script), or pass backend_kwargs={'context': 'fork'}: "
-        "forked workers start with every id registered before the vector env was made"
-    )
-
-
 class WrapperOptionError(TorchwmError, gymnasium.error.Error, TypeError, ValueError):
     """A wrapper of a stack with a bad option: unknown, of the wrong type, or no name at all.
 

@@ -17,10 +17,12 @@ The names, by job:
   `build_env`, one env of a spec; `parse_for`, the Atari stack of a spec a backend runs natively.
 - `checks`, the input checks every entry point shares, so that a plugin refuses bad input alike:
   ``checks.check_count``, ``checks.check_timeout``, ``checks.check_batch_size``.
-- A pool backend: `WorkerPool` over a `WorkerGroup` per vector env and a `WorkerHandle` per worker;
-  `PoolSettings`, the pool's options checked; `split_envs`, the split of envs over workers;
-  `WorkerPayload`, what a worker builds its envs from; `Batch`, the rows the workers write; `Deadline`,
-  the time a wait may take (a handle's errors, ``WorkerGone`` and ``StepLost``, are in `torchwm.errors`).
+- A pool backend: `WorkerPool` over a `WorkerGroup` per vector env and a `WorkerHandle` per worker (six
+  abstract methods); the types their methods take are reached through them too:
+  ``WorkerGroup.Settings``, the pool's options checked, and ``WorkerGroup.split_evenly``, the split of
+  envs over a count of workers the group chose; `WorkerPayload` (``WorkerHandle.Payload``), what a worker
+  builds its envs from; `Batch` (``WorkerHandle.Batch``), the rows the workers write; `Deadline`, the
+  time a wait may take (a handle's errors, ``WorkerGone`` and ``StepLost``, are in `torchwm.errors`).
 - A worker: `EnvGroup`, the envs one worker steps, and `messages`, the module of the typed messages
   between the pool and a worker: the control commands (``messages.ControlCommand``: ``Reset``,
   ``Call``, ``SetAttr``, ``NeedsReset``, ``CloneStates``, ``RestoreStates``, whose answer carries the
@@ -44,19 +46,11 @@ from torchwm.hookspecs import hookimpl
 from torchwm.spec import VecSpec, check_count, check_timeout
 from torchwm.vector import messages
 from torchwm.vector.base import VectorEnv
-from torchwm.vector.batching import ARRAY_SPACES, create_batch, slice_rows, take_rows
+from torchwm.vector.batching import ARRAY_SPACES, create_batch, info_rows, slice_rows, take_rows
 from torchwm.vector.env_group import EnvGroup
 from torchwm.vector.pool import WorkerPool
 from torchwm.vector.stepper import Stepper, check_batch_size
-from torchwm.vector.transports.contract import (
-    Batch,
-    Deadline,
-    PoolSettings,
-    WorkerGroup,
-    WorkerHandle,
-    WorkerPayload,
-    split_envs,
-)
+from torchwm.vector.transports.contract import Batch, Deadline, WorkerGroup, WorkerHandle, WorkerPayload
 from torchwm.vector.transports.shared_memory import SharedBlock
 from torchwm.wrappers.atari_stack import parse_for
 
@@ -83,12 +77,14 @@ checks = _namespace(
 rows = _namespace(
     "rows",
     """The rows of a batch of any space, as Gymnasium batches it: `create_batch` (a zeroed batch of n rows),
-    `take_rows` (a copy of some rows), `slice_rows` (a view of a range of rows, one worker's), and
-    `ARRAY_SPACES`, the tuple of space classes batched as one numpy array (any other space is a dict,
-    tuple or object array of them).
+    `take_rows` (a copy of some rows), `slice_rows` (a view of a range of rows, one worker's),
+    `info_rows` (the infos of many envs as rows of one block of columns, which a vector env batches a
+    column at a time), and `ARRAY_SPACES`, the tuple of space classes batched as one numpy array (any
+    other space is a dict, tuple or object array of them).
     """,
     ARRAY_SPACES=ARRAY_SPACES,
     create_batch=create_batch,
+    info_rows=info_rows,
     slice_rows=slice_rows,
     take_rows=take_rows,
 )
@@ -97,7 +93,6 @@ __all__ = [
     "Batch",
     "Deadline",
     "EnvGroup",
-    "PoolSettings",
     "SharedBlock",
     "Stepper",
     "VecSpec",
@@ -113,5 +108,4 @@ __all__ = [
     "parse_for",
     "resolve_spec",
     "rows",
-    "split_envs",
 ]

@@ -193,23 +193,23 @@ def test_in_flight_ids_lists_the_envs_sent_and_not_yet_received(backend):
 def test_a_ctrl_c_in_the_middle_of_a_restart_leaves_envs_that_ask_for_a_reset_then_work(backend, monkeypatch):
     import os
 
-    from torchwm.vector.pool_stepper import PoolStepper
+    from torchwm.vector.pool_faults import PoolFaults
 
     envs = torchwm.make_vec(
         testing.COUNTDOWN_ID, 4, backend=backend, backend_kwargs={"num_workers": 2, "restart_on_crash": True}
     )
     with envs, torchwm.make_vec(testing.COUNTDOWN_ID, 4, backend="sync") as reference:
         envs.reset(seed=0)
-        started = PoolStepper._started
+        started = PoolFaults.started
 
         def interrupted(self, handle, deadline, doing):
             # The Ctrl-C comes once the new worker started, before its answers are read.
             if doing == "restarting after a crash":
-                monkeypatch.setattr(PoolStepper, "_started", started)
+                monkeypatch.setattr(PoolFaults, "started", started)
                 raise KeyboardInterrupt
             return started(self, handle, deadline, doing)
 
-        monkeypatch.setattr(PoolStepper, "_started", interrupted)
+        monkeypatch.setattr(PoolFaults, "started", interrupted)
         envs.set_attr("crash", os.getpid(), env_ids=[3])
         with pytest.raises(KeyboardInterrupt):
             envs.step(np.zeros(4, dtype=np.int64))

@@ -1,9 +1,11 @@
 """The control commands of a worker pool: reset, call, set_attr and the states' clone and restore, sent to
 every involved worker at once.
 
-`PoolCommands` is the part of `torchwm.vector.pool_stepper.PoolStepper` that routes a command's
-``env_ids`` to each worker's local indices, sends every worker its command, then gathers every answer
-(`_broadcast`): the commands run in parallel, and a worker still stepping other envs is waited for first.
+`PoolCommands` is an object the pool's stepper (`torchwm.vector.pool_stepper.PoolStepper`) holds: it
+routes a command's ``env_ids`` to each worker's local indices, sends every worker its command, then
+gathers every answer through the pool's faults (`torchwm.vector.pool_faults.PoolFaults.answer`), so that
+the commands run in parallel; a worker still stepping other envs is waited for first (the stepper's wait,
+given as ``wait_until``).
 """
 
 from __future__ import annotations
@@ -14,9 +16,7 @@ from typing import Any
 import numpy as np
 
 from torchwm.env_state import EnvState
-from torchwm.errors import (
-    WorkerError,
-)
+from torchwm.errors import WorkerError
 from torchwm.vector.messages import (
     Call,
     CloneStates,
@@ -27,19 +27,44 @@ from torchwm.vector.messages import (
     SetAttr,
 )
 from torchwm.vector.pool_faults import PoolFaults
+from torchwm.vector.step_state import StepState
 from torchwm.vector.transports.contract import (
     Deadline,
+    WorkerHandle,
 )
 
 
-class PoolCommands(PoolFaults):
-    """Reset, call, set_attr, clone_states and restore_states of a worker pool's stepper (mixed into
-    `PoolStepper`)."""
+class PoolCommands:
+    """Reset, call, set_attr, clone_states and restore_states of a worker pool.
 
-    worker_slices: list[range]
-    _worker_of: np.ndarray
-    _check_usable: Callable[[], None]
-    _poll_until: Callable[..., None]
+    Args:
+        handles: the pool's handles (the same list, kept current by the pool).
+        worker_slices: the envs of each worker.
+        worker_of: the worker of each env.
+        state: the pool's step state (which workers are busy).
+        faults: the pool's faults: each answer goes through them.
+        wait_until: the pool's wait, ``wait_until(satisfied, deadline, doing)``: takes in finished steps
+            until ``satisfied()``.
+        timeout: the seconds each command may take (the pool keeps it current).
+    """
+
+    def __init__(
+        self,
+        handles: list[WorkerHandle],
+        worker_slices: list[range],
+        worker_of: np.ndarray,
+        state: StepState,
+        faults: PoolFaults,
+        wait_until: Callable[[Callable[[], bool], Deadline, str], None],
+        timeout: float | None,
+    ) -> None:
+        self._handles = handles
+        self.worker_slices = worker_slices
+        self._worker_of = worker_of
+        self.state = state
+        self.faults = faults
+        self._wait_until = wait_until
+        self.timeout = timeout
 
     def _broadcast(self, commands: dict[int, ControlCommand], doing: str) -> dict[int, Any]:
         """Send each worker its command, then gather every answer (commands run in parallel).
@@ -48,14 +73,13 @@ class PoolCommands(PoolFaults):
         that died fails the vector env, unless ``restart_on_crash`` restarts it and the command is sent
         again. Runs under the calling method's hold of the vector env (`VectorEnv._enter`).
         """
-        self._check_usable()
         deadline = Deadline.after(self.timeout)
         # A worker still stepping other envs (a reset of some envs while others are in flight) runs
         # one thing at a time: its step is taken in first, and waits among the ready envs for recv.
         busy = self.state.busy
         stepping = [w for w in commands if busy.get(w) is not None]
         if stepping:
-            self._poll_until(lambda: all(busy.get(w) is None for w in stepping), deadline, doing)
+            self._wait_until(lambda: all(busy.get(w) is None for w in stepping), deadline, doing)
         for w, command in commands.items():
             self._handles[w].send(command)
         replies: dict[int, Any] = {}
@@ -63,7 +87,7 @@ class PoolCommands(PoolFaults):
         for w in commands:
             handle = self._handles[w]
             try:
-                replies[w] = self._answer(handle, deadline, doing, resend=commands[w])
+                replies[w] = self.faults.answer(handle, deadline, doing, resend=commands[w])
             except WorkerError as error:
                 if first_error is None:
                     first_error = error
@@ -71,7 +95,7 @@ class PoolCommands(PoolFaults):
             raise first_error
         return replies
 
-    def reset_envs(
+    def reset(
         self, ids: np.ndarray, seeds: list[int | None], options: dict | None, streams: list | None = None
     ) -> list[dict]:
         positions: dict[int, list[int]] = {}
@@ -87,8 +111,7 @@ class PoolCommands(PoolFaults):
                 None if streams is None else [streams[p] for p in where],
             )
         replies = self._broadcast(commands, "resetting")
-        for env in ids.tolist():
-            self._restarted.pop(env, None)  # reset now: no episode of theirs to end
+        self.faults.forget_restarts(ids.tolist())  # reset now: no episode of theirs to end
         infos: list[dict] = [{}] * len(ids)
         for w, reply in replies.items():
             for p, info in zip(positions[w], reply, strict=True):
@@ -129,7 +152,7 @@ class PoolCommands(PoolFaults):
 
     def clone_states(self, ids: np.ndarray) -> list[EnvState]:
         env_ids = ids.tolist()
-        self._refuse_lost_episodes(env_ids)
+        self.faults.refuse_lost_episodes(env_ids, self._worker_of)
         positions = self._by_worker(env_ids)
         replies = self._broadcast(
             {
@@ -140,25 +163,8 @@ class PoolCommands(PoolFaults):
         )
         # A worker that died while cloning was restarted and answered with its new episodes' states, which
         # are not the episodes the caller holds: refused as well (the restart is announced at their step).
-        self._refuse_lost_episodes(env_ids)
+        self.faults.refuse_lost_episodes(env_ids, self._worker_of)
         return self._in_order(len(env_ids), positions, replies)
-
-    def _refuse_lost_episodes(self, ids: list[int]) -> None:
-        """A `WorkerError` if an env of ``ids`` lost its episode to a worker's restart that its next step
-        has not announced yet (its state would be the new episode's, unlike the caller's last rows)."""
-        lost = [env for env in ids if env in self._restarted]
-        if not lost:
-            return
-        w = int(self._worker_of[lost[0]])
-        named = f"env {lost[0]}" if len(lost) == 1 else f"envs {lost}"
-        its, it = ("its episode", "it") if len(lost) == 1 else ("their episodes", "them")
-        raise WorkerError(
-            f"{self.backend_name}: {named} lost {its} when {self._handles[w].describe()} was restarted "
-            f"after a crash, so there is no state of {its} to clone; reset or restore {it} (the next step "
-            f"reports the restart)",
-            env_index=lost[0],
-            worker_index=w,
-        )
 
     def restore_states(self, ids: np.ndarray, states: list[EnvState]) -> list[dict]:
         env_ids = ids.tolist()
@@ -172,8 +178,7 @@ class PoolCommands(PoolFaults):
             },
             "restoring env states",
         )
-        for env in env_ids:
-            self._restarted.pop(env, None)  # restored: the episode a restart ended is replaced, as by reset
+        self.faults.forget_restarts(env_ids)  # restored: the episode a restart ended is replaced, as by reset
         return self._in_order(len(env_ids), positions, replies)
 
     def set_attr(self, name: str, values: list[Any], ids: list[int]) -> None:

@@ -8,21 +8,21 @@ worker (`torchwm.vector.transports.contract`). A step is one loop, send, wait, t
     (base.py)          each involved worker   (the transport)            rows written into the batch
                        gets its rows                                           │
                        (StepState: busy)                                       v
-    VectorEnv.recv <── wait_ready <──────── _finish(w, outcome) <──── WorkerHandle.poll, finish_step
-    (rows in the       poll every busy       the outcome as a value, one answer each:
-     caller's order)   worker, sleep on      rows        -> StepState.arrived (ready)
-                       the group until       ErrorReply  -> StepState.step_failed (the recv that
-                       enough envs are                      collects those envs raises it)
-                       ready (collect)       WorkerGone  -> restart its envs (_on_crash) or fail
-                                             late        -> busy again; EnvTimeoutError
+    VectorEnv.recv <── wait_ready <──────── _finish(w, reply) <────── WorkerHandle.poll, finish_step
+    (rows in the       poll every busy       rows   -> StepState.arrived (ready)
+     caller's order)   worker, sleep on      a fault (ErrorReply, WorkerGone, TimeoutError)
+                       the group until          -> PoolFaults.outcome: one outcome, acted on here
+                       enough envs are             (_take_fault): an env's error kept for the recv
+                       ready (collect)             that collects it, a restart's envs ready, or raised
 
 An env's error is raised by the recv that collects its envs, never by another call: other sends keep
 their rows, and no error path waits out another worker's step. A death fails the vector env at once (all
 its envs lost their workers' state) unless the worker is restarted.
 
-Faults and restarts are `torchwm.vector.pool_faults`, reset/call/set_attr `torchwm.vector.pool_commands`,
-the options `torchwm.vector.pool_options`. Closing ends every worker within a deadline (also at garbage
-collection, `weakref.finalize`).
+The stepper holds its parts: the faults and restarts (`torchwm.vector.pool_faults.PoolFaults`, which
+turns every fault into one outcome), the control commands reset/call/set_attr and the states' clone and
+restore (`torchwm.vector.pool_commands.PoolCommands`); the options are `torchwm.vector.pool_options`.
+Closing ends every worker within a deadline (also at garbage collection, `weakref.finalize`).
 """
 
 from __future__ import annotations
@@ -35,37 +35,32 @@ from typing import Any, NoReturn
 import numpy as np
 
 from torchwm.building import spec_env_fns
-from torchwm.errors import (
-    ClosedEnvironmentError,
-    EnvTimeoutError,
-    WorkerError,
-    WorkerGone,
-)
+from torchwm.env_state import EnvState
+from torchwm.errors import ClosedEnvironmentError, EnvTimeoutError, WorkerError, WorkerGone
 from torchwm.spec import VecSpec, with_env_fn
 from torchwm.vector.batching import slice_rows, take_rows
 from torchwm.vector.episode_seeds import EpisodeSeedBook
-from torchwm.vector.messages import (
-    ErrorReply,
-)
+from torchwm.vector.messages import ErrorReply
 from torchwm.vector.pool_commands import PoolCommands
+from torchwm.vector.pool_faults import Dropped, PoolFaults, Replaced, StepFailed
 from torchwm.vector.pool_options import check_pool_options
 from torchwm.vector.stepper import Stepper, resolve_spaces
 from torchwm.vector.transports.contract import (
-    CLOSE_GRACE_SECONDS,
     Batch,
     Deadline,
     WorkerChoice,
-    WorkerGroup,
     WorkerHandle,
     WorkerPayload,
+    end_workers,
     gym_specs_of,
     poll_wait,
+    shutdown,
 )
 from torchwm.vector.transports.local import LocalWorker
 
 # What a worker's step comes back as (`PoolStepper._finish`): its envs' infos, an env's error, a death, or
 # a reply not read by its deadline (`StepLost`: one that cannot be waited for again).
-Outcome = list[dict] | ErrorReply | WorkerGone | TimeoutError
+Reply = list[dict] | ErrorReply | WorkerGone | TimeoutError
 
 
 def _no_longer(seconds: float | None, than: float | None) -> bool:
@@ -89,48 +84,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_Forks.after_in_child)
 
 
-def end_workers(handles: list[WorkerHandle]) -> None:
-    """Ask every worker to end, then end each within one deadline."""
-    for handle in handles:
-        handle.stop()
-    deadline = Deadline.after(CLOSE_GRACE_SECONDS)
-    try:
-        for handle in handles:
-            handle.close(deadline)
-    except BaseException:
-        # Interrupted (Ctrl-C) while the workers end on their own (an env's slow close): each is ended now,
-        # so that close() never leaves a process it started, interrupted or not.
-        now = Deadline.after(0.0)
-        for handle in handles:
-            try:
-                handle.close(now)
-            except Exception:  # noqa: BLE001 - the others are still ended; the interruption is raised
-                pass
-        raise
-
-
-def shutdown(group: WorkerGroup, handles: list[WorkerHandle], batch: Batch | None, owner: int) -> None:
-    """End every worker within a deadline (ask all, then end each), then free the batch and the group.
-
-    Only in process ``owner``, the one that started the workers: a forked copy of the vector env (a
-    data loader's worker, an evaluator) that is closed or collected, or that exits, must not end the
-    parent's workers nor write to their channels; its own copy is simply dropped.
-
-    Module-level (not a method) so that `weakref.finalize` can call it without keeping the env alive.
-    """
-    if os.getpid() != owner:
-        return
-    try:
-        end_workers(handles)
-    finally:
-        try:
-            if batch is not None:
-                batch.release()
-        finally:
-            group.close()
-
-
-class PoolStepper(PoolCommands, Stepper):
+class PoolStepper(Stepper):
     """The envs of a `WorkerPool`, split over workers and reached through the backend's `WorkerGroup` and
     `WorkerHandle` (`torchwm.vector.transports.contract`).
 
@@ -163,7 +117,6 @@ class PoolStepper(PoolCommands, Stepper):
             # core, or the user's split).
             self.worker_choice: WorkerChoice | None = group.worker_choice
             self.num_workers = len(self.worker_slices)
-            self.restart_on_crash = settings.restart_on_crash
             self._inline = settings.inline
             self._worker_of = np.concatenate([np.full(len(r), w) for w, r in enumerate(self.worker_slices)])
             self._worker_ids = [np.arange(r.start, r.stop) for r in self.worker_slices]
@@ -172,10 +125,27 @@ class PoolStepper(PoolCommands, Stepper):
                 WorkerPayload(w, env_fns[r.start : r.stop], r.start, spec.autoreset, gym_specs)
                 for w, r in enumerate(self.worker_slices)
             ]
-            self._failure: WorkerError | None = None
-            # Idle envs of a restarted worker -> the restart's infos, which their next step returns.
-            self._restarted: dict[int, dict] = {}
-            self._half_restarted: set[int] = set()  # workers whose restart was interrupted
+            self.faults = PoolFaults(
+                backend,
+                self.state,
+                group,
+                self._handles,
+                self._payloads,
+                settings.restart_on_crash,
+                spec.autoreset,
+                self.episode_seeds,
+            )
+            # The faults' queue of restarts to announce (the same dict): read on every send.
+            self._restarted = self.faults.restarted
+            self.commands = PoolCommands(
+                self._handles,
+                self.worker_slices,
+                self._worker_of,
+                self.state,
+                self.faults,
+                self._poll_until,
+                self.timeout,
+            )
             # For batch_size < num_envs: the envs in flight that were passed over for too long
             # (`StepState.overdue`): recv waits for those.
             self._overdue: list[int] = []
@@ -190,7 +160,7 @@ class PoolStepper(PoolCommands, Stepper):
             deadline = Deadline.after(settings.timeout)
             for handle in self._handles:
                 handle.start(self._payloads[handle.index])
-            shares = [self._started(handle, deadline, "starting its envs") for handle in self._handles]
+            shares = [self.faults.started(handle, deadline, "starting its envs") for handle in self._handles]
             self.single_observation_space, self.observation_space, self.single_action_space = resolve_spaces(
                 pool.__name__,
                 settings.observation_mode,
@@ -206,6 +176,7 @@ class PoolStepper(PoolCommands, Stepper):
             self._finalizer = weakref.finalize(
                 self, shutdown, group, self._handles, self._batch, self._owner_pid
             )
+            self.faults.batch = self._batch
             self.observations = self._batch.observations
             self.rewards = self._batch.rewards
             self.terminations = self._batch.terminations
@@ -213,7 +184,7 @@ class PoolStepper(PoolCommands, Stepper):
             for handle in self._handles:
                 handle.attach(self._batch)
             for handle in self._handles:
-                self._answer(handle, deadline, "attaching its buffers")
+                self.faults.answer(handle, deadline, "attaching its buffers")
         except BaseException:
             self._finalizer()
             raise
@@ -228,13 +199,20 @@ class PoolStepper(PoolCommands, Stepper):
         self._timeout_seconds = value
         for handle in self._handles:
             handle.reply_timeout = value
+        commands = self.__dict__.get("commands")  # None while the constructor sets the first value
+        if commands is not None:
+            commands.timeout = value
+
+    @property
+    def restart_on_crash(self) -> bool:
+        return self.faults.restart_on_crash
 
     # -- stepping: what the vector env calls -----------------------------------------------------
 
     def send_step(self, ids: np.ndarray, actions: Any) -> None:
         """Hand each involved worker its rows of ``actions``; a busy one is waited for first (a worker runs
         one step at a time)."""
-        if _Forks.count != self._owner_forks or self._failure is not None or self._half_restarted:
+        if _Forks.count != self._owner_forks or self.faults.unusable:
             self._check_usable()
         try:
             busy = self.state.busy
@@ -247,7 +225,8 @@ class PoolStepper(PoolCommands, Stepper):
                     "waiting for busy workers",
                 )
             if self._restarted:  # after the wait, which may have restarted a worker
-                ids, actions = self._announce_restarts(ids, actions)
+                ids, actions, announced, infos = self.faults.announce_restarts(ids, actions)
+                self.state.arrived(announced, infos)
                 whole = ids.size == self.num_envs
             if whole:
                 space = self.single_action_space
@@ -281,7 +260,7 @@ class PoolStepper(PoolCommands, Stepper):
     def wait_ready(
         self, candidates: np.ndarray, count: int, timeout: float | None, *, min_ready: int | None = None
     ) -> tuple[np.ndarray, list[dict]]:
-        if _Forks.count != self._owner_forks or self._failure is not None:
+        if _Forks.count != self._owner_forks or self.faults.unusable:
             self._check_usable()
         state = self.state
         self._wanted = count
@@ -391,42 +370,45 @@ class PoolStepper(PoolCommands, Stepper):
         return self.group.wait(handles, timeout, need_all)
 
     def _finish(
-        self, w: int, deadline: Deadline | None, outcome: Outcome | None = None, doing: str = "stepping"
+        self, w: int, deadline: Deadline | None, reply: Reply | None = None, doing: str = "stepping"
     ) -> None:
-        """Worker ``w``'s step is over: its outcome, read as a value, becomes its envs' answer. The one place
-        where each kind of outcome has its one answer:
-
-        - rows (the infos of its envs): the envs are ready;
-        - an env's error (`ErrorReply`): kept for the recv that collects those envs, which raises it and
-          fails that send only; the env that raised must be reset;
-        - a death (`WorkerGone`; passed as ``outcome``, with what the pool was ``doing``, when the pool
-          found the worker dead): a restart whose result is its envs' (``restart_on_crash``), or the
-          vector env fails for good;
-        - a late reply (`TimeoutError`): the worker stays busy and the recv times out; a step that cannot
-          be waited for again (`StepLost`) closes the vector env.
-        """
-        handle = self._handles[w]
-        if outcome is None:
+        """Worker ``w``'s step is over: its reply, read as a value, becomes its envs' answer. Rows (the infos
+        of its envs) make them ready; anything else (an env's error, a death, a late reply) is a fault, and
+        the faults object says what it comes to (`_take_fault`). ``reply``: a death the pool found itself
+        (`WorkerGone`), with what it was ``doing``."""
+        if reply is None:
             try:
-                outcome = handle.finish_step(deadline)
+                reply = self._handles[w].finish_step(deadline)
             except (WorkerGone, TimeoutError) as fault:
-                outcome = fault
-        if isinstance(outcome, (WorkerGone, TimeoutError)):
+                reply = fault
+        if isinstance(reply, (ErrorReply, WorkerGone, TimeoutError)):
             # A fault met before any wait gets the pool's deadline: the restart's, and the message's.
-            self._take_fault(w, outcome, deadline or Deadline.after(self.timeout), doing)
+            self._take_fault(w, reply, deadline or Deadline.after(self.timeout), doing)
             return
         ids = self.state.worker_finished(w)
-        if ids is None:
-            return  # an abandoned step (see _abandon_step): its results are dropped
-        if isinstance(outcome, ErrorReply):
-            # The env that raised has no state its rows show (for the worker's own error: its envs of this
-            # step). The error is a result like rows: the recv that collects it raises it.
-            self.state.mark_for_reset(
-                ids if outcome.env is None else np.array([handle.envs.start + outcome.env])
-            )
-            self.state.step_failed(ids, self._remote_error(handle, outcome, "stepping"))
-            return
-        self.state.arrived(ids, outcome)
+        if ids is not None:  # else an abandoned step (see _abandon_step): its results are dropped
+            self.state.arrived(ids, reply)
+
+    def _take_fault(
+        self, w: int, fault: ErrorReply | WorkerGone | TimeoutError, deadline: Deadline, doing: str
+    ) -> None:
+        """Act on what worker ``w``'s fault comes to (`PoolFaults.outcome`, the one place that decides)."""
+        state = self.state
+        ids = state.worker_gone(w)  # not busy any more; its envs, or None for an abandoned step
+        outcome = self.faults.outcome(self._handles[w], ids, fault, deadline, doing)
+        if isinstance(outcome, StepFailed):
+            # The error is a result like rows: the recv that collects those envs raises it.
+            state.mark_for_reset(outcome.must_reset)
+            state.step_failed(outcome.ids, outcome.error)
+        elif isinstance(outcome, Replaced):
+            state.arrived(outcome.ids, outcome.infos)
+        elif not isinstance(outcome, Dropped):
+            if outcome.resume:
+                state.worker_resumed(w, ids)  # still to come: the next recv waits for it
+            if outcome.close:
+                self.closed = True  # the vector env closes on seeing it
+                self.close()
+            raise outcome.error from None
 
     def _enough_ready(self) -> bool:
         """Whether recv can return: the envs it wants ready (``_wanted`` of them), and every overdue env
@@ -459,13 +441,8 @@ class PoolStepper(PoolCommands, Stepper):
     def _check_usable(self) -> None:
         if _Forks.count != self._owner_forks:
             self._refuse_in_forked_copy()
-        if self._failure is not None:
-            raise WorkerError(
-                f"{self.backend_name}: this vector env lost a worker earlier ({self._failure.args[0]})",
-                worker_index=self._failure.worker_index,
-            )
-        if self._half_restarted:
-            self._redo_restarts()
+        if self.faults.unusable:
+            self.faults.check_usable(self.timeout)
 
     def _refuse_in_forked_copy(self) -> NoReturn:
         """This object was copied into a forked process: the workers are its parent's. The copy says it is
@@ -480,14 +457,39 @@ class PoolStepper(PoolCommands, Stepper):
     def interrupt(self) -> bool:
         # Another thread's call ends with its workers (its waits then raise ClosedEnvironmentError), and the
         # buffers it reads are freed once it has left. Not in a forked copy: the workers are the owner's.
-        self.restart_on_crash = False  # a worker this close ends is not to be replaced
+        self.faults.restart_on_crash = False  # a worker this close ends is not to be replaced
         if os.getpid() != self._owner_pid:
             return False
         end_workers(self._handles)
         return True
 
+    # -- control commands: the commands object's, once the vector env is usable -----------------
+
+    def reset_envs(
+        self, ids: np.ndarray, seeds: list[int | None], options: dict | None, streams: list | None = None
+    ) -> list[dict]:
+        self._check_usable()
+        return self.commands.reset(ids, seeds, options, streams)
+
+    def call(self, name: str | Callable, args: tuple, kwargs: dict, ids: list[int]) -> list[Any]:
+        self._check_usable()
+        return self.commands.call(name, args, kwargs, ids)
+
+    def set_attr(self, name: str, values: list[Any], ids: list[int]) -> None:
+        self._check_usable()
+        self.commands.set_attr(name, values, ids)
+
+    def clone_states(self, ids: np.ndarray) -> list[EnvState]:
+        self._check_usable()
+        return self.commands.clone_states(ids)
+
+    def restore_states(self, ids: np.ndarray, states: list[EnvState]) -> list[dict]:
+        self._check_usable()
+        return self.commands.restore_states(ids, states)
+
     def close(self) -> None:
-        self.restart_on_crash = False
+        if "faults" in self.__dict__:
+            self.faults.restart_on_crash = False
         # The batch arrays may be views of memory the handle frees: dropped first, so that close() frees it
         # at once (views handed out with copy=False keep it until they go).
         for name in ("observations", "rewards", "terminations", "truncations"):

@@ -21,7 +21,7 @@ import numpy as np
 from gymnasium import spaces
 
 from torchwm.errors import AlreadyPendingCallError, EnvTimeoutError
-from torchwm.plugin_api import Batch, Stepper, VecSpec, VectorEnv, checks
+from torchwm.plugin_api import Batch, Stepper, VecSpec, VectorEnv, checks, rows
 from torchwm_envpool.translate import EnvPoolPlan, translate
 
 INFO_KEYS = ("lives", "elapsed_step")  # per-env infos kept from EnvPool's (not its RAM copy nor player ids)
@@ -231,9 +231,10 @@ class EnvPoolStepper(Stepper):
         terminations: Any,
         truncations: Any,
         info: dict[str, Any],
-        per_env_infos: bool = True,
-    ) -> dict[int, dict]:
-        """Put EnvPool's rows into the batch (blanking stack padding); return the infos by env id."""
+    ) -> dict[int, Any]:
+        """Put EnvPool's rows into the batch (blanking stack padding); return the infos by env id, as rows of
+        one block of columns (`torchwm.plugin_api.rows.info_rows`), which the vector env batches a column at
+        a time rather than env by env."""
         env_ids = info["env_id"]
         elapsed = info["elapsed_step"]
         if self._plan.squeeze_stack:
@@ -250,14 +251,12 @@ class EnvPoolStepper(Stepper):
             padded = np.flatnonzero(elapsed < self._plan.stack_size - 1)
             for k in padded.tolist():
                 self.observations[env_ids[k], : self._plan.stack_size - 1 - int(elapsed[k])] = 0
-        if not per_env_infos:
-            return {}
         keys = [key for key in INFO_KEYS if key in info]
-        columns = [info[key].tolist() for key in keys]
-        return {
-            int(i): dict(zip(keys, values, strict=True))
-            for i, *values in zip(env_ids.tolist(), *columns, strict=True)
-        }
+        block = np.zeros((env_ids.size, len(keys)), dtype=np.int64)  # EnvPool's int32 columns, as Python ints
+        for column, key in enumerate(keys):
+            block[:, column] = info[key]
+        infos = rows.info_rows(tuple((key, int) for key in keys), block)
+        return dict(zip(env_ids.tolist(), infos, strict=True))
 
 
 class EnvPoolVectorEnv(VectorEnv):
@@ -280,8 +279,6 @@ class EnvPoolVectorEnv(VectorEnv):
         (8, 4, 84, 84)
     """
 
-    _stepper: EnvPoolStepper
-
     def __init__(
         self,
         spec: VecSpec,
@@ -300,47 +297,9 @@ class EnvPoolVectorEnv(VectorEnv):
             timeout=timeout,
         )
         super().__init__(stepper, copy=copy)
+        self._envpool_stepper = stepper
 
     @property
     def envpool(self) -> Any:
         """The EnvPool object itself (its config, its own methods)."""
-        return self._stepper.pool
-
-    def recv(
-        self, timeout: float | None = None, *, min_ready: int | None = None
-    ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """`torchwm.VectorEnv.recv`, with a shortcut for the common case: every env in one EnvPool wait.
-
-        Then the infos are batched as whole columns rather than env by env, which on Pong is
-        half of what the backend adds to EnvPool's own step. The result is the same.
-        """
-        stepper, state = self._stepper, self._state
-        if (
-            self.closed
-            or stepper.is_async
-            or state.ready
-            or not state.in_flight.all()
-            or not state.in_env_order
-        ):
-            return super().recv(timeout, min_ready=min_ready)
-        with self._hold.held("receiving a step"):
-            if timeout is not None:
-                # as the base class would: the shortcut waits without one
-                checks.check_timeout(timeout, "recv(timeout=)")
-            obs, rewards, terminations, truncations, info = stepper.pool.recv(reset=False, return_info=True)
-            stepper.store(obs, rewards, terminations, truncations, info, per_env_infos=False)
-            state.received(slice(None))
-            batched: dict[str, Any] = {}
-            for key in INFO_KEYS:
-                if key in info:
-                    column = np.zeros(self.num_envs, dtype=np.int64)  # Gymnasium's dtype for int infos
-                    column[info["env_id"]] = info[key]
-                    batched[key], batched[f"_{key}"] = column, np.ones(self.num_envs, dtype=np.bool_)
-            observations = stepper.observations.copy() if self.copy else stepper.observations
-            return (
-                observations,
-                stepper.rewards.copy(),
-                stepper.terminations.copy(),
-                stepper.truncations.copy(),
-                batched,
-            )
+        return self._envpool_stepper.pool

@@ -17,8 +17,8 @@ from torchwm_ray import actor, connection
 import torchwm
 import torchwm.testing
 from torchwm.errors import WorkerError
-from torchwm.plugin_api import split_envs
 from torchwm.plugins import registry
+from torchwm.vector.transports.contract import split_envs
 
 
 def test_backend_comes_from_the_plugin_entry_point():

@@ -30,9 +30,12 @@ plugin costs other backends nothing.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from torchwm.plugin_api import VecSpec, VectorEnv, hookimpl
+from torchwm.plugin_api import VecSpec, hookimpl
+
+if TYPE_CHECKING:
+    from torchwm_ray.vector_env import RayVectorEnv
 
 __version__ = "0.1.0"
 
@@ -57,7 +60,7 @@ def make_ray_vector_env(
     copy: bool = True,
     env_fn: Any = None,
     observation_mode: Any = "same",
-) -> VectorEnv:
+) -> RayVectorEnv:
     """The backend factory; the options are those of `torchwm_ray.vector_env.RayVectorEnv`.
 
     Spelled out here (not ``**kwargs``) so that ``torchwm list`` shows them without importing Ray.

@@ -24,7 +24,7 @@ import ray
 from gymnasium import spaces
 from ray import cloudpickle
 
-from torchwm.plugin_api import EnvGroup, WorkerPayload, messages, rows
+from torchwm.plugin_api import EnvGroup, WorkerHandle, messages, rows
 from torchwm_ray.connection import exit_with_raylet
 from torchwm_ray.failures import ActorRestarted, EnvFailure
 
@@ -58,7 +58,7 @@ class EnvActor:
             # Unpickled here rather than by Ray: an env class this node cannot import (its package is
             # missing) is then this actor's error reply, with the ImportError, instead of a dead actor
             # whose cause is only in the node's log files.
-            self.payload: WorkerPayload = cloudpickle.loads(payload)
+            self.payload: WorkerHandle.Payload = cloudpickle.loads(payload)
             self.envs, self.failed = self.payload.build_envs(), None
         except Exception as exc:
             self.envs, self.failed = [], EnvFailure.of(exc, None).reply

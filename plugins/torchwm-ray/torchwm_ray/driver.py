@@ -29,7 +29,7 @@ import ray.exceptions
 from ray import cloudpickle
 
 from torchwm.errors import WorkerGone
-from torchwm.plugin_api import Batch, Deadline, WorkerHandle, WorkerPayload, messages
+from torchwm.plugin_api import Deadline, WorkerHandle, messages
 from torchwm_ray.actor import EnvActor
 from torchwm_ray.connection import LocalRay
 from torchwm_ray.failures import RAY_GONE, ActorEnd, ActorRestarted, EnvFailure, actor_gone, lost_ray
@@ -55,7 +55,7 @@ class RayActorHandle(WorkerHandle):
         self._pid: int | None = None
         self._owns_ray = False
         self._all_ids = np.arange(envs.start, envs.stop)
-        self._batch: Batch | None = None
+        self._batch: WorkerHandle.Batch | None = None
         self._chunks = 0
         self._starting: Any = None  # the ref of describe(), until started() reads it
         # a control command and its refs
@@ -67,7 +67,7 @@ class RayActorHandle(WorkerHandle):
 
     # -- lifecycle -------------------------------------------------------------------------------
 
-    def start(self, payload: WorkerPayload) -> None:
+    def start(self, payload: WorkerHandle.Payload) -> None:
         if not self._owns_ray:
             self._owns_ray = LocalRay.acquire(self.settings.address, self.settings.init_kwargs)
         self._options = self.settings.actor_options(self.index, self.state.placement_group)
@@ -78,7 +78,7 @@ class RayActorHandle(WorkerHandle):
         if self.state.graph is not None:
             self.state.graph.members.append(self)
 
-    def restart(self, payload: WorkerPayload) -> None:
+    def restart(self, payload: WorkerHandle.Payload) -> None:
         # Ray restarts the actor itself (max_restarts); describe() waits for it to be back.
         self._step, self._command = None, None
         self._starting = self._call("describe")
@@ -141,10 +141,6 @@ class RayActorHandle(WorkerHandle):
                 LocalRay.release(stop=self.settings.stop_ray_on_close)
 
     @property
-    def alive(self) -> bool:
-        return True  # a dead actor's calls fail: the waits report it
-
-    @property
     def pid(self) -> int | None:
         return self._pid
 
@@ -153,11 +149,11 @@ class RayActorHandle(WorkerHandle):
 
     # -- control commands --------------------------------------------------------------------------
 
-    def attach(self, batch: Batch) -> None:
+    def attach(self, batch: WorkerHandle.Batch) -> None:
         self._batch = batch
         self._command = (None, [self._call("attach", batch.observation_space)])
 
-    def send(self, command: messages.ControlCommand) -> None:
+    def send(self, command: messages.ControlCommand | messages.Step) -> None:
         if self.state.graph is not None and ray.is_initialized():
             self.state.graph.settle()
         if isinstance(command, messages.Reset):

@@ -16,7 +16,7 @@ from typing import Any
 import gymnasium as gym
 
 from torchwm.errors import UnsupportedStackError
-from torchwm.plugin_api import Batch, PoolSettings, SharedBlock, VecSpec, WorkerGroup, WorkerHandle
+from torchwm.plugin_api import SharedBlock, VecSpec, WorkerGroup, WorkerHandle
 from torchwm_ray.compiled_graph import CompiledStep
 from torchwm_ray.driver import RayActorHandle, wait_for_actors
 from torchwm_ray.placement import DEFAULT_TIMEOUT, remove_group
@@ -37,16 +37,24 @@ class RayGroup(WorkerGroup):
     OPTIONS = RAY_OPTIONS
 
     def __init__(
-        self, backend: str, spec: VecSpec, env_fns: list[Any], options: dict[str, Any], pool: PoolSettings
+        self,
+        backend: str,
+        spec: VecSpec,
+        env_fns: list[Any],
+        options: dict[str, Any],
+        pool: WorkerGroup.Settings,
     ) -> None:
         super().__init__(backend, spec, env_fns, options, pool)
-        self.settings, self._worker_slices = configure(backend, spec, env_fns, options, pool)
+        self.settings, actors = configure(backend, spec, env_fns, options, pool)
+        self._worker_slices = (
+            pool.worker_slices if actors is None else self.split_evenly(len(env_fns), actors)
+        )
         self.block = SharedBlock() if self.settings.steps is StepPath.SHARED_MEMORY else None
         graph = CompiledStep(DEFAULT_TIMEOUT) if self.settings.steps is StepPath.COMPILED_GRAPH else None
         self.state = PoolState(graph=graph)
         self.state.placement_group = self.settings.placement.reserve(len(self._worker_slices), pool.timeout)
 
-    def split(self, spec: VecSpec, env_fns: list[Any], pool: PoolSettings) -> list[range]:
+    def split(self, spec: VecSpec, env_fns: list[Any], pool: WorkerGroup.Settings) -> list[range]:
         return self._worker_slices
 
     def worker(self, index: int, envs: range) -> WorkerHandle:
@@ -56,7 +64,7 @@ class RayGroup(WorkerGroup):
 
     def create_batch(
         self, observation_space: gym.Space, action_space: gym.Space, num_envs: int, num_workers: int
-    ) -> Batch:
+    ) -> WorkerHandle.Batch:
         if self.block is None:
             return super().create_batch(observation_space, action_space, num_envs, num_workers)
         try:

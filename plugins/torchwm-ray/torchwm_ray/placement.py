@@ -26,7 +26,6 @@ import ray
 import ray.util.scheduling_strategies
 
 from torchwm.errors import EnvTimeoutError, WorkerGone
-from torchwm.plugin_api import split_envs
 
 STRATEGIES = ("STRICT_SPREAD", "SPREAD", "STRICT_PACK", "PACK")
 DEFAULT_TIMEOUT = 120.0  # seconds; actors may first have to be scheduled and import torchwm
@@ -74,11 +73,6 @@ class ActorPlacement:
                 )
         common = {} if per_actor is not None else every[0]
         return cls(per_actor, common, placement)
-
-    @staticmethod
-    def split(num_envs: int, actors: int, backend: str) -> list[range]:
-        """The envs of each of ``actors`` actors (at most one actor per env), as `split_envs` splits them."""
-        return split_envs(num_envs, actors, None, backend, "actor")
 
     def actors(self, count: int) -> int:
         """The number of actors, checked against a list of per-actor options (``count``: the split's)."""

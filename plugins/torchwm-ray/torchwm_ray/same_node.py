@@ -34,7 +34,7 @@ import ray
 from ray import cloudpickle
 
 from torchwm.errors import WorkerGone
-from torchwm.plugin_api import Deadline, SharedBlock, WorkerPayload, messages
+from torchwm.plugin_api import Deadline, SharedBlock, messages
 from torchwm_ray.connection import LocalRay, exit_with_raylet, last_line
 from torchwm_ray.failures import RAY_GONE
 from torchwm_ray.placement import DEFAULT_TIMEOUT, SCHEDULING_GRACE, check_schedulable
@@ -117,7 +117,7 @@ class SameNodeActorHandle(SharedBlock.Handle):
 
     # -- lifecycle -------------------------------------------------------------------------------
 
-    def start(self, payload: WorkerPayload) -> None:
+    def start(self, payload: SharedBlock.Handle.Payload) -> None:
         settings = self.settings
         self._start_deadline = None
         if not self._owns_ray:
@@ -194,7 +194,7 @@ class SameNodeActorHandle(SharedBlock.Handle):
     def describe(self) -> str:
         return f"Ray actor {self.index} (envs {list(self.envs)})"
 
-    def restart(self, payload: WorkerPayload) -> None:
+    def restart(self, payload: SharedBlock.Handle.Payload) -> None:
         self.restarts_done += 1
         super().restart(payload)
 

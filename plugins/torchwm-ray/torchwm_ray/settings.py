@@ -16,7 +16,7 @@ from typing import Any
 
 import ray
 
-from torchwm.plugin_api import PoolSettings, VecSpec
+from torchwm.plugin_api import VecSpec, WorkerGroup
 from torchwm_ray.connection import (
     LocalRay,
     check_address,
@@ -101,7 +101,7 @@ class RaySettings:
 
 
 def choose_step_path(
-    options: dict[str, Any], shared_memory: bool, env_count: int, pool: PoolSettings
+    options: dict[str, Any], shared_memory: bool, env_count: int, pool: WorkerGroup.Settings
 ) -> StepPath:
     """How steps of all envs travel, for the checked ``options`` (``shared_memory`` decided)."""
     if shared_memory:
@@ -118,10 +118,11 @@ def choose_step_path(
 
 
 def configure(
-    backend: str, spec: VecSpec, env_fns: list[Any], options: dict[str, Any], pool: PoolSettings
-) -> tuple[RaySettings, list[range]]:
+    backend: str, spec: VecSpec, env_fns: list[Any], options: dict[str, Any], pool: WorkerGroup.Settings
+) -> tuple[RaySettings, int | None]:
     """Check the ray options against the pool's checked settings, before any actor starts (TypeError,
-    ValueError); connect to Ray and split the envs over the actors. Returns the settings and the split."""
+    ValueError); connect to Ray and count the actors. Returns the settings and the count of actors the envs
+    are split over evenly (None: the pool's split, the user's)."""
     options = {**RAY_OPTIONS, **options}
     address, init_kwargs = options["address"], options["init_kwargs"]
     max_restarts = options["max_restarts"]
@@ -136,15 +137,15 @@ def configure(
     shared_memory = options["shared_memory"]
     if shared_memory is not None and not isinstance(shared_memory, bool):
         raise TypeError(f"shared_memory must be None (where it can), True or False; got {shared_memory!r}")
-    worker_slices = pool.worker_slices
+    actors: int | None = None
     if not (pool.split_given or pool.inline) and placement.per_actor is not None:
-        worker_slices = placement.split(len(env_fns), len(placement.per_actor), backend)
-    placement.actors(len(worker_slices))
+        actors = min(len(placement.per_actor), len(env_fns))  # at most one actor per env
+    placement.actors(len(pool.worker_slices) if actors is None else actors)
     check_address(address)  # a second env asking for another Ray: refused before anything starts
     LocalRay.connect(address, init_kwargs)
     if not (pool.split_given or pool.inline) and placement.per_actor is None:
         # One actor per CPU of the cluster (not of this machine), at most one per env.
-        worker_slices = placement.split(len(env_fns), cluster_cpus(), backend)
+        actors = min(cluster_cpus(), len(env_fns))
     # Every actor on this machine: the shared block of `torchwm_ray.same_node` (a user who turned the
     # graph off asked for actor calls).
     if shared_memory is None:
@@ -172,4 +173,4 @@ def configure(
         stop_ray_on_close=bool(options["stop_ray_on_close"]),
         timeout=pool.timeout,
     )
-    return settings, worker_slices
+    return settings, actors

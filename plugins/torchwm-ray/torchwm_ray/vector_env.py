@@ -42,7 +42,7 @@ class RayVectorEnv(WorkerPool):
         num_actors: how many actors (default: one per CPU of the cluster, ``ray.cluster_resources()["CPU"]``,
             at most ``num_envs``; with a list of ``actor_options``, one per dict).
         envs_per_actor: envs in each actor (the last one takes the rest); give this or ``num_actors``, or
-            both if they agree. The split is `torchwm.plugin_api.split_envs`'s, as for ``num_workers``.
+            both if they agree. The split is the pool's, as for ``num_workers``.
         address: the Ray to connect to: ``None`` (the Ray this process is connected to, else ``RAY_ADDRESS``,
             else a private local Ray), ``"local"`` (a private local Ray), ``"auto"``, ``"host:port"`` or
             ``"ray://host:port"`` (Ray Client; steps are then actor calls). A process connects to one Ray at a

@@ -6,8 +6,10 @@ A `torchwm.vector.pool.WorkerPool` reaches its workers through two objects a bac
   decides the split of the envs over workers, makes the `Batch` the workers write into and the handle
   of each worker, sleeps until one of them may have finished (`WorkerGroup.wait`), and holds what is
   pool-wide until `WorkerGroup.close`;
-- one `WorkerHandle` per worker, the parent's end of it: start and attach, control commands and their
-  replies, ``send_step``/``poll``/``finish_step``/``abandon_step``, and ``alive``/``close``.
+- one `WorkerHandle` per worker, the parent's end of it, shaped as Tianshou's ``EnvWorker``: six methods a
+  transport implements (``start``, ``attach``, ``send``, ``reply``, ``poll``, ``close``); a step is a
+  ``Step`` message and its answer a reply unless the transport has a faster way (``send_step``,
+  ``finish_step``), and the rest has defaults.
 
 A transport module holds both ends of its wire (``local``, ``pipe``, ``shared_memory`` here, the Ray
 actors in torchwm-ray). This module is all a transport imports of the pool's side: the two classes,
@@ -25,7 +27,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeAlias
 
 import gymnasium as gym
 import numpy as np
@@ -35,7 +37,7 @@ from torchwm.building import build_envs
 from torchwm.errors import WorkerGone
 from torchwm.spec import VecSpec
 from torchwm.vector.batching import create_batch, put_rows, slice_rows
-from torchwm.vector.messages import ControlCommand, ErrorReply, ShareDescription
+from torchwm.vector.messages import ControlCommand, ErrorReply, ShareDescription, Step
 
 
 @dataclass(frozen=True)
@@ -274,6 +276,9 @@ class WorkerGroup:
         TypeError, ValueError: a bad option (as Gymnasium raises for a bad argument), before anything starts.
     """
 
+    # The pool's checked options, as the constructor and `split` take them (a transport names the type
+    # through its base class).
+    Settings: TypeAlias = PoolSettings
     # The backend options of the group's own, with their defaults (beside the pool's, `POOL_OPTIONS`).
     OPTIONS: ClassVar[dict[str, Any]] = {}
     # The class of the parent's end of one worker.
@@ -297,6 +302,11 @@ class WorkerGroup:
         (``pool.split_given`` and ``pool.inline`` False), waiting at most ``pool.timeout`` for what it
         builds, and say what it measured in `worker_choice`."""
         return pool.worker_slices
+
+    def split_evenly(self, num_envs: int, workers: int) -> list[range]:
+        """``num_envs`` envs over ``workers`` workers (at most one per env), as even as possible, larger
+        shares first: the `split` of a group that chose its own count of workers."""
+        return split_envs(num_envs, workers, None, self.backend)
 
     def worker(self, index: int, envs: range) -> WorkerHandle:
         """The parent's end of worker ``index``, whose envs are ``envs`` (global ids); nothing starts yet."""
@@ -328,15 +338,24 @@ class WorkerGroup:
 class WorkerHandle(ABC):
     """The parent's end of one worker: how the pool reaches it, whatever carries the bytes.
 
-    Eleven members are abstract; the rest have defaults. Every wait takes a `Deadline` and raises the
-    built-in `TimeoutError` when it passes (`StepLost` when that step can never be waited for again),
-    and `WorkerGone` when the worker cannot answer any more.
+    Six methods are abstract, as Tianshou's ``EnvWorker`` has six: `start`, `attach`, `send`, `reply`,
+    `poll` and `close`. The rest have defaults a transport may replace: the answer to `start` is its
+    first reply (`started`); a step is a `Step` message (`send_step`) whose infos are its reply
+    (`finish_step`); an abandoned step's results come and the pool drops them (`abandon_step`); the worker
+    is taken as alive, its death reported by the waits (`alive`, `gone`). Every wait takes a `Deadline`
+    and raises the built-in `TimeoutError` when it passes (`StepLost` when that step can never be waited
+    for again), and `WorkerGone` when the worker cannot answer any more.
 
     Args:
         index: the worker's index in the pool.
         envs: the global ids of its envs.
         group: the pool's `WorkerGroup`, shared by every handle of the vector env.
     """
+
+    # The types its methods take (a transport names them through its base class): what `start` builds
+    # the envs from, the rows `attach` gives.
+    Payload: TypeAlias = WorkerPayload
+    Batch: TypeAlias = Batch
 
     # The pool's timeout (`PoolStepper` keeps it current): how long a handle may wait for the rest of a
     # reply when the pool gave no deadline (`finish_step(None)`).
@@ -350,54 +369,60 @@ class WorkerHandle(ABC):
     def start(self, payload: WorkerPayload) -> None:
         """Start the worker building its envs (``payload.build_envs()`` there); return at once."""
 
-    @abstractmethod
     def started(self, deadline: Deadline) -> ShareDescription | ErrorReply:
-        """Wait until the envs are built: `describe_share` of them, or the `ErrorReply` of what raised."""
+        """Wait until the envs are built: `describe_share` of them, or the `ErrorReply` of what raised.
+        Default: the worker's first reply (`reply`)."""
+        return self.reply(deadline)  # type: ignore[no-any-return]
 
     @abstractmethod
     def attach(self, batch: Batch) -> None:
         """Give the worker its rows of ``batch`` (``batch.rows(start, stop)``); answered through `reply`."""
 
     @abstractmethod
-    def send(self, command: ControlCommand) -> None:
-        """Send one control command (`Reset`, `Call`, `SetAttr`, `NeedsReset`); return at once, so that the
-        pool sends every worker its command before it waits for the first answer."""
+    def send(self, command: ControlCommand | Step) -> None:
+        """Send one control command (`Reset`, `Call`, `SetAttr`, `NeedsReset`, `CloneStates`,
+        `RestoreStates`), or a `Step` (the default `send_step`); return at once, so that the pool sends
+        every worker its command before it waits for the first answer."""
 
     @abstractmethod
     def reply(self, deadline: Deadline) -> Any:
-        """The answer to the last command (or `attach`), or its `ErrorReply`; a `Reset`'s rows are in the
-        batch when it returns."""
+        """The answer to the last message (the envs built after `start`, `attach`, a command, a `Step`), or
+        its `ErrorReply`; a `Reset`'s or a `Step`'s rows are in the batch when it returns."""
 
-    @abstractmethod
     def send_step(self, local_ids: list[int] | None, actions: Any) -> None:
         """Start a step of the worker's envs ``local_ids`` (None: all of them; else ascending, one row of
-        ``actions`` each); return at once. One step at a time per worker."""
+        ``actions`` each); return at once. One step at a time per worker. Default: `send` a `Step`
+        (``actions`` may be a view of the caller's array, which it may change once this returns: a
+        transport that reads them later copies them)."""
+        self.send(Step(local_ids, actions))
 
     @abstractmethod
     def poll(self) -> bool:
         """Whether the step sent has finished (without waiting)."""
 
-    @abstractmethod
     def finish_step(self, deadline: Deadline | None) -> list[dict] | ErrorReply:
         """The finished step's infos, one per env in the order of ``local_ids``, its rows in the batch; or
         the `ErrorReply` of the env that raised. After `abandon_step`: anything (it is dropped).
 
         ``deadline``: when a wait for the rest of the reply must end; None when the pool found the step over
         before it began any wait (it then made no deadline): a handle that must still wait takes
-        `reply_deadline`'s."""
+        `reply_deadline`'s. Default: the step's `reply`."""
+        return self.reply(self.reply_deadline(deadline))  # type: ignore[no-any-return]
 
     def reply_deadline(self, deadline: Deadline | None) -> Deadline:
         """``deadline``, or for `finish_step(None)` one of the pool's ``reply_timeout`` from now."""
         return Deadline.after(self.reply_timeout) if deadline is None else deadline
 
-    @abstractmethod
-    def abandon_step(self) -> None:
-        """The step in flight is not wanted any more (Ctrl-C): drop its results when it finishes."""
+    def abandon_step(self) -> None:  # noqa: B027 - optional: the pool drops an abandoned step's results
+        """The step in flight is not wanted any more (Ctrl-C): its results may be dropped when it finishes.
+        Default: nothing (they come, and the pool drops them); a transport that can skip reading them says
+        so here."""
 
     @property
-    @abstractmethod
     def alive(self) -> bool:
-        """Whether the worker can still answer."""
+        """Whether the worker can still answer (default True: its death is reported by the waits, as
+        `WorkerGone`)."""
+        return True
 
     @abstractmethod
     def close(self, deadline: Deadline) -> None:
@@ -424,3 +449,44 @@ class WorkerHandle(ABC):
     def stop(self) -> None:  # noqa: B027 - optional: a handle with nothing to ask leaves it
         """Ask the worker to end and return at once; `close` waits for it (the pool asks every worker
         first, so that they end side by side)."""
+
+
+def end_workers(handles: list[WorkerHandle]) -> None:
+    """Ask every worker to end, then end each within one deadline."""
+    for handle in handles:
+        handle.stop()
+    deadline = Deadline.after(CLOSE_GRACE_SECONDS)
+    try:
+        for handle in handles:
+            handle.close(deadline)
+    except BaseException:
+        # Interrupted (Ctrl-C) while the workers end on their own (an env's slow close): each is ended now,
+        # so that close() never leaves a process it started, interrupted or not.
+        now = Deadline.after(0.0)
+        for handle in handles:
+            try:
+                handle.close(now)
+            except Exception:  # noqa: BLE001 - the others are still ended; the interruption is raised
+                pass
+        raise
+
+
+def shutdown(group: WorkerGroup, handles: list[WorkerHandle], batch: Batch | None, owner: int) -> None:
+    """End every worker within a deadline (ask all, then end each), then free the batch and the group.
+
+    Only in process ``owner``, the one that started the workers: a forked copy of the vector env (a
+    data loader's worker, an evaluator) that is closed or collected, or that exits, must not end the
+    parent's workers nor write to their channels; its own copy is simply dropped.
+
+    Module-level (not a method) so that `weakref.finalize` can call it without keeping the env alive.
+    """
+    if os.getpid() != owner:
+        return
+    try:
+        end_workers(handles)
+    finally:
+        try:
+            if batch is not None:
+                batch.release()
+        finally:
+            group.close()

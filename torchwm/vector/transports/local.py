@@ -19,7 +19,14 @@ import gymnasium as gym
 
 from torchwm.vector.batching import take_rows
 from torchwm.vector.env_group import EnvGroup
-from torchwm.vector.messages import ControlCommand, ErrorReply, ShareDescription, describe_share, error_reply
+from torchwm.vector.messages import (
+    ControlCommand,
+    ErrorReply,
+    ShareDescription,
+    Step,
+    describe_share,
+    error_reply,
+)
 from torchwm.vector.transports.contract import Batch, Deadline, WorkerHandle, WorkerPayload
 
 
@@ -56,7 +63,8 @@ class LocalWorker(WorkerHandle):
         )
         self._command = None
 
-    def send(self, command: ControlCommand) -> None:
+    def send(self, command: ControlCommand | Step) -> None:
+        assert not isinstance(command, Step), "the parent's own share steps through send_step"
         self._command = command
 
     def reply(self, deadline: Deadline) -> Any:
@@ -92,10 +100,6 @@ class LocalWorker(WorkerHandle):
 
     def abandon_step(self) -> None:
         self._step = None
-
-    @property
-    def alive(self) -> bool:
-        return True
 
     def describe(self) -> str:
         return (

@@ -49,7 +49,6 @@ from torchwm.vector.transports.contract import (
     WorkerPayload,
     default_num_workers,
     gym_specs_of,
-    split_envs,
 )
 from torchwm.vector.transports.futex import futex_wait, futex_wake
 from torchwm.vector.transports.handoff import MAX_SPIN_SECONDS, WaitTuner
@@ -346,7 +345,7 @@ class SharedMemoryGroup(ProcessGroup):
         )
         if self.worker_choice is None:
             return pool.worker_slices
-        return split_envs(spec.num_envs, self.worker_choice.workers, None, self.backend)
+        return self.split_evenly(spec.num_envs, self.worker_choice.workers)
 
     def __repr__(self) -> str:
         return f"context={self.start_method!r}, spin_seconds={self.spin_seconds!r}"
