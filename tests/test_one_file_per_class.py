@@ -29,15 +29,6 @@ PACKAGES = [
     ROOT / "plugins" / "torchwm-envpool" / "torchwm_envpool",
 ]
 
-# Known remainder: PoolStepper is still spread over pool_stepper.py and its mixins PoolCommands
-# (pool_commands.py) and PoolFaults (pool_faults.py); another branch composes it. Remove this entry when
-# that branch is merged (`test_the_known_remainder_is_not_done_yet` fails then, to say so).
-KNOWN_REMAINDER = {
-    "torchwm/vector/pool_stepper.py",
-    "torchwm/vector/pool_commands.py",
-    "torchwm/vector/pool_faults.py",
-}
-
 RECORD_BASES = {"NamedTuple", "TypedDict", "Protocol", "Enum", "IntEnum", "StrEnum", "Flag", "IntFlag"}
 
 
@@ -198,13 +189,7 @@ def findings(packages: list[Path], checkout: Path) -> list[Finding]:
 
 
 def test_no_class_is_spread_over_files_by_mixins():
-    remaining = [finding for finding in findings(PACKAGES, ROOT) if finding.file not in KNOWN_REMAINDER]
-    assert remaining == []
-
-
-def test_the_known_remainder_is_not_done_yet():
-    spread = {finding.file for finding in findings(PACKAGES, ROOT)}
-    assert sorted(KNOWN_REMAINDER - spread) == [], "composed now: remove these files from KNOWN_REMAINDER"
+    assert findings(PACKAGES, ROOT) == []
 
 
 def write(folder: Path, files: dict[str, str]) -> None:

@@ -47,12 +47,11 @@ def test_layout_aec_gives_an_aec_vector_env_of_the_module_s_turn_based_envs():
         assert obs["observation"].shape == (2, 3, 3, 2)
 
 
-def test_the_public_names_are_the_layouts_make_vec_and_supersuit_s_calls():
-    assert set(ma.__all__) >= {
-        "make_vec",
-        "AgentsVectorEnv",
-        "ParallelVectorEnv",
-        "AECVectorEnv",
+def test_the_public_names_are_the_layouts_and_make_vec_and_supersuit_s_calls_are_an_integration():
+    import torchwm.integrations.supersuit as supersuit
+
+    assert set(ma.__all__) == {"make_vec", "AgentsVectorEnv", "ParallelVectorEnv", "AECVectorEnv"}
+    assert set(supersuit.__all__) >= {
         "pettingzoo_env_to_vec_env_v1",
         "concat_vec_envs_v1",
         "vectorize_aec_env_v0",

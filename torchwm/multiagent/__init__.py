@@ -6,29 +6,21 @@
 ``make_vec(env, num_envs, layout=...)`` gives an `AgentsVectorEnv` (``"agents"``: a Gymnasium vector env
 of ``num_envs * A`` rows, one per agent), a `ParallelVectorEnv` (``"parallel"``: dicts by agent) or an
 `AECVectorEnv` (``"aec"``: turn-based envs, SuperSuit's ``VectorAECEnv`` API). SuperSuit's calls
-(``pettingzoo_env_to_vec_env_v1``, ``concat_vec_envs_v1``, ``vectorize_aec_env_v0``) are here under their
-names. It needs PettingZoo (torchwm's ``pettingzoo`` extra), imported by this package only.
+(``pettingzoo_env_to_vec_env_v1``, ``concat_vec_envs_v1``, ``vectorize_aec_env_v0``) are in
+`torchwm.integrations.supersuit`, beside the other peers' adapters. It needs PettingZoo (torchwm's
+``pettingzoo`` extra), imported by this package only.
 """
 
 from __future__ import annotations
 
-from torchwm.multiagent.aec import AECVectorEnv, vectorize_aec_env_v0
+from torchwm.multiagent.aec import AECVectorEnv
 from torchwm.multiagent.agents_vector import AgentsVectorEnv
 from torchwm.multiagent.make import make_vec
 from torchwm.multiagent.parallel_vector import ParallelVectorEnv
-from torchwm.multiagent.supersuit import (
-    SuperSuitVecEnv,
-    concat_vec_envs_v1,
-    pettingzoo_env_to_vec_env_v1,
-)
 
 __all__ = [
     "AECVectorEnv",
     "AgentsVectorEnv",
     "ParallelVectorEnv",
-    "SuperSuitVecEnv",
-    "concat_vec_envs_v1",
     "make_vec",
-    "pettingzoo_env_to_vec_env_v1",
-    "vectorize_aec_env_v0",
 ]

@@ -31,7 +31,7 @@ from gymnasium.vector.utils import concatenate, create_empty_array
 from pettingzoo.utils.conversions import aec_to_parallel
 from ss_dummy_aec_env import DummyEnv
 
-from torchwm.multiagent import concat_vec_envs_v1, pettingzoo_env_to_vec_env_v1
+from torchwm.integrations.supersuit import concat_vec_envs_v1, pettingzoo_env_to_vec_env_v1
 
 n_agents = 5
 

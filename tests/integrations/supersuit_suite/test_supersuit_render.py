@@ -29,7 +29,7 @@ import pytest
 from pettingzoo.butterfly import pistonball_v6
 from stable_baselines3.common.vec_env import VecVideoRecorder
 
-import torchwm.multiagent as ss
+import torchwm.integrations.supersuit as ss
 
 
 def schedule(episode_idx):

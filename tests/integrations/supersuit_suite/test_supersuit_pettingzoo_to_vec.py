@@ -34,7 +34,7 @@ from mpe2 import simple_spread_v3, simple_world_comm_v3
 from pettingzoo.butterfly import knights_archers_zombies_v11 as knights_archers_zombies_v10
 from supersuit import black_death_v3
 
-from torchwm.multiagent import concat_vec_envs_v1, pettingzoo_env_to_vec_env_v1
+from torchwm.integrations.supersuit import concat_vec_envs_v1, pettingzoo_env_to_vec_env_v1
 
 
 def test_good_env():

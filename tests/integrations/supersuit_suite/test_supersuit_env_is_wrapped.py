@@ -30,7 +30,7 @@ import pytest
 from mpe2 import simple_spread_v3
 from supersuit.generic_wrappers.frame_skip import frame_skip_gym
 
-from torchwm.multiagent import concat_vec_envs_v1, pettingzoo_env_to_vec_env_v1
+from torchwm.integrations.supersuit import concat_vec_envs_v1, pettingzoo_env_to_vec_env_v1
 
 
 @pytest.mark.parametrize("num_cpus", [0, 2])

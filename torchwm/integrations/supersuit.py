@@ -1,9 +1,10 @@
-"""SuperSuit's vector calls, one rename away: `pettingzoo_env_to_vec_env_v1`, `concat_vec_envs_v1`.
+"""SuperSuit's vector calls, one rename away: `pettingzoo_env_to_vec_env_v1`, `concat_vec_envs_v1`,
+`vectorize_aec_env_v0`.
 
-A SuperSuit user changes ``import supersuit as ss`` to ``import torchwm.multiagent as ss`` (or the names'
-import) and nothing else: these are thin over `torchwm.multiagent.make_vec` (the ``agents`` layout, agents
-as rows, ``autoreset_mode="same_step"``), and the objects they return expose what SuperSuit 3.11's
-``MarkovVectorEnv`` and ``ConcatVecEnv`` expose: ``num_envs`` rows (agents of every env),
+A SuperSuit user changes ``import supersuit as ss`` to ``import torchwm.integrations.supersuit as ss``
+(or the names' import) and nothing else: these are thin over `torchwm.multiagent.make_vec` (the
+``agents`` layout, agents as rows, ``autoreset_mode="same_step"``), and the objects they return expose
+what SuperSuit 3.11's ``MarkovVectorEnv`` and ``ConcatVecEnv`` expose: ``num_envs`` rows (agents of every env),
 ``observation_space`` and ``action_space`` of *one* agent (SuperSuit's meaning, not Gymnasium 1.x's
 batched one; ``single_observation_space`` and ``single_action_space`` are the same spaces), ``reset(seed,
 options) -> (obs, [info per row])``, ``step(actions) -> (obs, rewards, terminations, truncations, [info
@@ -11,7 +12,10 @@ per row])`` (an ended env's rows carry ``terminal_observation``), ``step_async``
 ``render()`` (the first env's frame), ``env_is_wrapped`` (one answer per row), ``close``, and ``par_env``
 for the one-env vector env. ``concat_vec_envs_v1(..., base_class="stable_baselines3")`` gives
 `torchwm.integrations.sb3.SB3VecEnv` over the agents layout. ``vectorize_aec_env_v0`` (turn-based envs)
-is in `torchwm.multiagent.aec`.
+is `torchwm.multiagent.aec`'s, under its SuperSuit name here too.
+
+An integration, as the other peers' are: it stands on `torchwm.multiagent` and on
+`torchwm.integrations.sb3`, and nothing under it imports it.
 
 Where torchwm differs: flags are bool (SuperSuit's are uint8, the same values), the envs run on any
 backend (``num_cpus > 1`` is ``shmem``; ``backend=`` picks another), and a Gymnasium 1.x vector env of the
@@ -26,9 +30,17 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector.utils import concatenate, create_empty_array
 
+from torchwm.multiagent.aec import vectorize_aec_env_v0
 from torchwm.multiagent.agents_vector import AgentsVectorEnv
 from torchwm.multiagent.make import make_vec
 from torchwm.multiagent.pettingzoo_import import pettingzoo_env_types
+
+__all__ = [
+    "SuperSuitVecEnv",
+    "concat_vec_envs_v1",
+    "pettingzoo_env_to_vec_env_v1",
+    "vectorize_aec_env_v0",
+]
 
 BASE_CLASSES = ("gymnasium", "stable_baselines3")
 
@@ -170,7 +182,7 @@ def concat_vec_envs_v1(
 
     Example:
         >>> from mpe2 import simple_spread_v3
-        >>> import torchwm.multiagent as ss
+        >>> import torchwm.integrations.supersuit as ss
         >>> env = ss.pettingzoo_env_to_vec_env_v1(simple_spread_v3.parallel_env())
         >>> envs = ss.concat_vec_envs_v1(env, 4, num_cpus=0)
         >>> obs, infos = envs.reset(seed=0)

@@ -31,7 +31,7 @@ import pytest
 from gymnasium.wrappers import NormalizeObservation
 from pettingzoo.butterfly import pistonball_v6
 
-import torchwm.multiagent as ss
+import torchwm.integrations.supersuit as ss
 
 
 @pytest.mark.parametrize("num_cpus", [0, 2])

@@ -1,4 +1,4 @@
-"""`torchwm.multiagent.supersuit`: SuperSuit's vector calls, compared with SuperSuit 3.11's own objects.
+"""`torchwm.integrations.supersuit`: SuperSuit's vector calls, compared with SuperSuit 3.11's own objects.
 
 The same PettingZoo env, seeds and actions through SuperSuit's ``pettingzoo_env_to_vec_env_v1`` /
 ``concat_vec_envs_v1`` and through torchwm's give equal observations, rewards, flags (SuperSuit's uint8,
@@ -15,7 +15,7 @@ import supersuit
 from mpe2 import simple_spread_v3
 from pettingzoo.classic import tictactoe_v3
 
-import torchwm.multiagent as ma
+import torchwm.integrations.supersuit as ma
 
 
 def spread(**kwargs):

@@ -30,7 +30,7 @@
 import numpy as np
 from mpe2 import simple_spread_v3
 
-from torchwm.multiagent import concat_vec_envs_v1, pettingzoo_env_to_vec_env_v1
+from torchwm.integrations.supersuit import concat_vec_envs_v1, pettingzoo_env_to_vec_env_v1
 
 
 def recursive_equal(info1, info2):
