@@ -4,7 +4,8 @@
 A SuperSuit user changes ``import supersuit as ss`` to ``import torchwm.integrations.supersuit as ss``
 (or the names' import) and nothing else: these are thin over `torchwm.multiagent.make_vec` (the
 ``agents`` layout, agents as rows, ``autoreset_mode="same_step"``), and the objects they return expose
-what SuperSuit 3.11's ``MarkovVectorEnv`` and ``ConcatVecEnv`` expose: ``num_envs`` rows (agents of every env),
+what SuperSuit 3.11's ``MarkovVectorEnv`` and ``ConcatVecEnv`` expose: ``num_envs`` rows (agents of every
+env),
 ``observation_space`` and ``action_space`` of *one* agent (SuperSuit's meaning, not Gymnasium 1.x's
 batched one; ``single_observation_space`` and ``single_action_space`` are the same spaces), ``reset(seed,
 options) -> (obs, [info per row])``, ``step(actions) -> (obs, rewards, terminations, truncations, [info
