@@ -1,19 +1,18 @@
 """SuperSuit's vector calls, one rename away: `pettingzoo_env_to_vec_env_v1`, `concat_vec_envs_v1`,
 `vectorize_aec_env_v0`.
 
-A SuperSuit user changes ``import supersuit as ss`` to ``import torchwm.integrations.supersuit as ss``
-(or the names' import) and nothing else: these are thin over `torchwm.multiagent.make_vec` (the
-``agents`` layout, agents as rows, ``autoreset_mode="same_step"``), and the objects they return expose
-what SuperSuit 3.11's ``MarkovVectorEnv`` and ``ConcatVecEnv`` expose: ``num_envs`` rows (agents of every
-env),
-``observation_space`` and ``action_space`` of *one* agent (SuperSuit's meaning, not Gymnasium 1.x's
-batched one; ``single_observation_space`` and ``single_action_space`` are the same spaces), ``reset(seed,
-options) -> (obs, [info per row])``, ``step(actions) -> (obs, rewards, terminations, truncations, [info
-per row])`` (an ended env's rows carry ``terminal_observation``), ``step_async``/``step_wait``,
-``render()`` (the first env's frame), ``env_is_wrapped`` (one answer per row), ``close``, and ``par_env``
-for the one-env vector env. ``concat_vec_envs_v1(..., base_class="stable_baselines3")`` gives
-`torchwm.integrations.sb3.SB3VecEnv` over the agents layout. ``vectorize_aec_env_v0`` (turn-based envs)
-is `torchwm.multiagent.aec`'s, under its SuperSuit name here too.
+A SuperSuit user changes ``import supersuit as ss`` to ``import torchwm.integrations.supersuit as ss`` (or
+the names' import) and nothing else: these are thin over `torchwm.multiagent.make_vec` (the ``agents``
+layout, agents as rows, ``autoreset_mode="same_step"``), and the objects they return expose what SuperSuit
+3.11's ``MarkovVectorEnv`` and ``ConcatVecEnv`` expose: ``num_envs`` rows (agents of every env),
+``observation_space`` and ``action_space`` of *one* agent (SuperSuit's meaning, not Gymnasium 1.x's batched
+one; ``single_observation_space`` and ``single_action_space`` are the same spaces), ``reset(seed, options)
+-> (obs, [info per row])``, ``step(actions) -> (obs, rewards, terminations, truncations, [info per row])``
+(an ended env's rows carry ``terminal_observation``), ``step_async``/``step_wait``, ``render()`` (the first
+env's frame), ``env_is_wrapped`` (one answer per row), ``close``, and ``par_env`` for the one-env vector
+env. ``concat_vec_envs_v1(..., base_class="stable_baselines3")`` gives `torchwm.integrations.sb3.SB3VecEnv`
+over the agents layout. ``vectorize_aec_env_v0`` (turn-based envs) is `torchwm.multiagent.aec`'s, under its
+SuperSuit name here too.
 
 An integration, as the other peers' are: it stands on `torchwm.multiagent` and on
 `torchwm.integrations.sb3`, and nothing under it imports it.
