@@ -5,16 +5,21 @@ as rows (SuperSuit's layout, torchwm's ``layout="agents"``), stepped with random
 timing. Every measurement runs in a fresh process, and the rounds alternate between the vectorizers, so
 that the machine's drift weighs on all of them; each prints the best of ``--blocks`` blocks of
 ``--steps`` steps. The peers: SuperSuit's ``concat_vec_envs_v1`` with ``num_cpus`` 0 (in this process), 1
-and 2 (its multiprocessing vector env). PufferLib 3.0 is measured where it imports.
+and 2 (its multiprocessing vector env). PufferLib 3.0 is measured where it imports. ``by-hand`` is the envs
+stepped one after another in one process with no vectorizer: that rate times the number of cores is the
+most any vectorizer can reach on this machine, so the run says how far above SuperSuit a vectorizer can
+be here at all.
 
     python benchmarks/multiagent_speed.py --rounds 3
 
-The ratio printed is torchwm ``shmem`` against the best SuperSuit of the same round.
+The ratios printed: torchwm ``shmem`` against the best SuperSuit of the same round, and that ceiling
+against the same.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -28,8 +33,28 @@ SCRIPT = r"""
 import importlib, sys, time
 import numpy as np
 
-module, num_envs, kind, steps, blocks = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+module, kind = sys.argv[1], sys.argv[3]
+num_envs, steps, blocks = int(sys.argv[2]), int(sys.argv[4]), int(sys.argv[5])
 make = importlib.import_module(module).parallel_env
+if kind == "by-hand":
+    # The envs alone, stepped one after the other in this process: no vectorizer can beat this rate times
+    # the number of cores.
+    envs_by_hand = [make() for _ in range(num_envs)]
+    for k, env in enumerate(envs_by_hand):
+        env.reset(seed=k)
+    agents = envs_by_hand[0].possible_agents
+    plans = [[{a: env.action_space(a).sample() for a in agents} for env in envs_by_hand] for _ in range(16)]
+    best = float("inf")
+    for _ in range(blocks):
+        start = time.perf_counter()
+        for k in range(steps):
+            for env, actions in zip(envs_by_hand, plans[k % 16]):
+                if not env.agents:
+                    env.reset()
+                env.step({a: actions[a] for a in env.agents})
+        best = min(best, (time.perf_counter() - start) / steps)
+    print(num_envs * len(agents) / best)
+    raise SystemExit
 if kind.startswith("supersuit"):
     import supersuit
     cpus = int(kind.rsplit("-", 1)[1])
@@ -51,7 +76,6 @@ else:
     space = envs.single_action_space
 rows = envs.num_envs
 envs.reset(seed=0)
-rng = np.random.default_rng(0)
 actions = [np.stack([space.sample() for _ in range(rows)]) for _ in range(16)]
 best = float("inf")
 for _ in range(blocks):
@@ -63,7 +87,9 @@ envs.close()
 print(rows / best)
 """
 
-KINDS = ["torchwm-shmem", "torchwm-sync", "supersuit-0", "supersuit-1", "supersuit-2", "pufferlib"]
+CORES = len(os.sched_getaffinity(0))
+
+KINDS = ["by-hand", "torchwm-shmem", "torchwm-sync", "supersuit-0", "supersuit-1", "supersuit-2", "pufferlib"]
 
 
 def measure(module: str, num_envs: int, kind: str, steps: int, blocks: int) -> float | None:
@@ -93,10 +119,12 @@ def main() -> None:
                 if rate is not None:
                     results[kind].append(rate)
             peer = max(results[kind][-1] for kind in KINDS if kind.startswith("supersuit"))
+            ceiling = results["by-hand"][-1] * CORES
             line = ", ".join(f"{kind} {values[-1]:,.0f}" for kind, values in results.items() if values)
             print(
                 f"{name} x{args.num_envs} round {round_ + 1}: {line} agent steps/s; "
-                f"torchwm-shmem / best SuperSuit {results['torchwm-shmem'][-1] / peer:.2f}x",
+                f"torchwm-shmem / best SuperSuit {results['torchwm-shmem'][-1] / peer:.2f}x; the most any "
+                f"vectorizer can reach here (by hand x {CORES} cores) / best SuperSuit {ceiling / peer:.2f}x",
                 flush=True,
             )
         medians = {kind: statistics.median(values) for kind, values in results.items() if values}
