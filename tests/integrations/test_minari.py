@@ -125,9 +125,34 @@ def test_cartpole_episodes_replay_from_their_seeds_in_gym_make(backend, mode, ba
     assert {7, 8, 9} <= set(seeds)
 
 
-def test_without_autoreset_seeds_only_first_episodes_have_a_seed():
-    with VectorDataCollector(torchwm.make_vec("CartPole-v1", 2, seed=3)) as envs:
-        record(envs, 4)
+@pytest.mark.parametrize("backend", ["sync", "shmem"])
+def test_every_episode_has_its_seed_whatever_the_vector_env_was_made_with(backend):
+    # Made without autoreset_seeds: the collector turns them on, as Minari's collector seeds every episode.
+    vec = torchwm.make_vec("CartPole-v1", 2, backend=backend, seed=3)
+    assert not vec.autoreset_seeds
+    with VectorDataCollector(vec) as envs:
+        assert vec.autoreset_seeds and envs.spec.autoreset_seeds
+        record(envs, 6)
+        dataset = envs.create_dataset("test/seeded-v0")
+    metadata = replay(dataset, lambda _: gym.make("CartPole-v1"))  # every episode, from its seed
+    seeds = [int(meta["seed"]) for meta in metadata]
+    assert len(seeds) >= 6 and len(set(seeds)) == len(seeds)
+    first = {}
+    for meta in metadata:
+        first.setdefault(int(meta["env_id"]), int(meta["seed"]))
+    assert first == {0: 3, 1: 4}  # each env's first episode keeps Gymnasium's seed + i
+    assert dataset_spec(dataset).autoreset_seeds  # the rebuilt stack seeds its episodes too
+
+
+def test_a_vector_env_that_cannot_seed_autoresets_is_recorded_with_a_warning():
+    vec = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")] * 2)
+    with pytest.warns(UserWarning, match="only the first episode of each env will have a seed"):
+        envs = VectorDataCollector(vec)
+    with envs:
+        envs.reset(seed=3)
+        envs.action_space.seed(0)
+        while envs.num_episodes < 4:
+            envs.step(envs.action_space.sample())
         dataset = envs.create_dataset("test/unseeded-v0")
     metadata = list(dataset.storage.get_episode_metadata(range(dataset.total_episodes)))
     first = {}

@@ -11,9 +11,11 @@ order they end. An episode that does not end, cut by a `reset` or `restore_state
 in a vector env every `create_dataset` would cut ``num_envs`` of them, with truncations the env never
 gave); an episode running at `create_dataset` that ends later goes to the next dataset.
 
-Each episode's seed is in its metadata (``dataset.storage.get_episode_metadata([i])``'s ``"seed"``):
-under ``make_vec(..., autoreset_seeds=True)`` every episode has one (``infos["episode_seed"]``); without it
-only the first episode of each env has a seed (the one its reset was given), later ones have none.
+Each episode's seed is in its metadata (``dataset.storage.get_episode_metadata([i])``'s ``"seed"``): as
+Minari's collector gives every episode a seed, this one turns on the vector env's seeded autoresets
+(``envs.autoreset_seeds = True``, ``infos["episode_seed"]``), so every episode from its first reset on
+has the seed that replays it. A vector env that cannot seed autoresets (``ale-native``, ``envpool``,
+Gymnasium's own) is recorded with a warning: only each env's first episode has a seed there.
 Frames are stored lossless (``jpeg_encoding=False``, where Minari's default JPEG-encodes uint8 images),
 the torchwm `VecSpec` goes to the dataset's metadata (``"torchwm_spec"``), and
 `make_vec_from_dataset` builds the same stack again. Arrays are built here with NumPy (Minari's
@@ -37,6 +39,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
+from torchwm.errors import UnsupportedStackError
 from torchwm.spec import VecSpec
 from torchwm.vector.base import VectorEnv as TorchwmVectorEnv
 from torchwm.vector.batching import ARRAY_SPACES, get_row, infos_to_rows
@@ -177,8 +180,10 @@ class VectorDataCollector(gym.vector.VectorWrapper):
     returns what ``envs`` returns.
 
     Args:
-        envs: the vector env, any backend and autoreset mode; with ``autoreset_seeds=True`` every episode
-            has the seed that replays it.
+        envs: the vector env, any backend and autoreset mode. Its seeded autoresets are turned on
+            (``envs.autoreset_seeds = True``, from its next reset), so that every episode has the seed that
+            replays it, whatever options it was made with; one that cannot seed them is recorded with a
+            `UserWarning` (only each env's first episode has a seed).
         record_infos: store each step's infos (the keys present at every step of an episode), as
             Minari's ``record_infos``.
         observation_space, action_space, data_format: as `minari.DataCollector`'s (default: the envs'
@@ -196,7 +201,7 @@ class VectorDataCollector(gym.vector.VectorWrapper):
     Example:
         >>> import torchwm
         >>> from torchwm.integrations.minari import VectorDataCollector
-        >>> envs = VectorDataCollector(torchwm.make_vec("CartPole-v1", 2, seed=0, autoreset_seeds=True))
+        >>> envs = VectorDataCollector(torchwm.make_vec("CartPole-v1", 2, seed=0))
         >>> _ = envs.reset()
         >>> while envs.num_episodes < 3:
         ...     _ = envs.step(envs.action_space.sample())
@@ -222,6 +227,7 @@ class VectorDataCollector(gym.vector.VectorWrapper):
         self._vec: Any = envs  # torchwm's methods too (send, recv, restore_state, env_ids)
         if max_episodes is not None and (isinstance(max_episodes, bool) or int(max_episodes) < 1):
             raise ValueError(f"max_episodes must be an int >= 1 or None, got {max_episodes!r}")
+        _seed_every_episode(envs)
         self._record_infos = bool(record_infos)
         self._obs_space = observation_space or envs.single_observation_space
         self._act_space = action_space or envs.single_action_space
@@ -620,6 +626,28 @@ class VectorDataCollector(gym.vector.VectorWrapper):
         if dataset.episode_indices is not None:
             dataset.episode_indices = np.append(dataset.episode_indices, first + np.arange(len(buffers)))
         del self._finished[: len(buffers)]
+
+
+def _seed_every_episode(envs: gym.vector.VectorEnv) -> None:
+    """Turn on ``envs``' seeded autoresets, as Minari's collector seeds every episode (a reset without a
+    seed draws one); warn where the vector env cannot, before anything is recorded."""
+    unwrapped = envs.unwrapped
+    if isinstance(unwrapped, TorchwmVectorEnv):
+        if unwrapped.autoreset_seeds:
+            return
+        try:
+            unwrapped.autoreset_seeds = True
+            return
+        except UnsupportedStackError as exc:
+            reason = str(exc)
+    else:
+        reason = f"{type(unwrapped).__name__} is not a torchwm vector env"
+    warnings.warn(
+        f"VectorDataCollector: only the first episode of each env will have a seed, later episodes none "
+        f"(they cannot be replayed from a seed): this vector env cannot seed its autoresets ({reason})",
+        UserWarning,
+        stacklevel=3,
+    )
 
 
 def _env_info(info: dict[str, Any]) -> dict[str, Any]:

@@ -23,12 +23,15 @@ and end by termination or truncation, against Gymnasium's own
 frame limit. A backend that cannot meet a check registers
 ``conformance={"skip": {"check_name": "why"}}``, and ``conformance={"variants":
 [{...backend_kwargs...}, ...]}`` runs every check once per variant (start
-methods, for example).
+methods, for example). A check that cannot run where it is (a missing extra, a
+feature the backend refuses) raises `CheckSkipped` with the reason, a skip for
+`run_checks` and for pytest alike.
 
 The checks live in modules by what they check: ``checks_stepping`` (spaces, autoreset, seeding, bad
 actions), ``checks_states`` (``clone_state``/``restore_state``, under faults too), ``checks_async``
 (``env_ids``, ``send``/``recv``, ``batch_size``), ``checks_calls`` (attributes, ``timeout``),
-``checks_faults``, ``checks_seeds`` (where seeded autoresets' seeds come from) and ``checks_closing``;
+``checks_faults``, ``checks_seeds`` (where seeded autoresets' seeds come from), ``checks_datasets`` (what a
+`VectorDataCollector` records over the backend: it needs the ``minari`` extra) and ``checks_closing``;
 ``envs`` holds the envs they step and ``target`` what a check is given.
 """
 
@@ -57,6 +60,7 @@ from torchwm.testing.checks_closing import (
     check_close_from_another_thread,
     check_close_from_two_threads_at_once,
 )
+from torchwm.testing.checks_datasets import check_every_recorded_episode_replays_from_its_seed
 from torchwm.testing.checks_faults import (
     check_a_restart_announces_every_lost_episode,
     check_an_env_error_fails_its_own_send_only,
@@ -85,7 +89,7 @@ from torchwm.testing.checks_stepping import (
     check_spaces_and_dtypes,
 )
 from torchwm.testing.envs import ATARI_FRAME_LIMIT, ATARI_ID, COUNTDOWN_ID, CountdownEnv
-from torchwm.testing.target import DEADLINE, BackendUnderTest, CheckResult
+from torchwm.testing.target import DEADLINE, BackendUnderTest, CheckResult, CheckSkipped
 
 __all__ = [
     "ATARI_FRAME_LIMIT",
@@ -95,6 +99,7 @@ __all__ = [
     "DEADLINE",
     "BackendUnderTest",
     "CheckResult",
+    "CheckSkipped",
     "CountdownEnv",
     "checks_for",
     "run_checks",
@@ -131,6 +136,7 @@ __all__ = [
     "check_a_damaged_state_changes_no_env",
     "check_restore_after_a_restart_steps_the_restored_state",
     "check_clone_after_a_restart_names_the_lost_episode",
+    "check_every_recorded_episode_replays_from_its_seed",
 ]
 
 CHECKS: list[Callable[[BackendUnderTest], None]] = [
@@ -166,6 +172,7 @@ CHECKS: list[Callable[[BackendUnderTest], None]] = [
     check_a_damaged_state_changes_no_env,
     check_restore_after_a_restart_steps_the_restored_state,
     check_clone_after_a_restart_names_the_lost_episode,
+    check_every_recorded_episode_replays_from_its_seed,
 ]
 
 
@@ -190,6 +197,8 @@ def run_checks(backend: str, backend_kwargs: dict[str, Any] | None = None) -> li
             continue
         try:
             check(target)
+        except CheckSkipped as exc:
+            results.append(CheckResult(check.__name__, True, str(exc), skipped=True))
         except AssertionError as exc:
             results.append(CheckResult(check.__name__, False, str(exc)))
         except Exception:

@@ -498,17 +498,11 @@ SETUPS = [("sync", 1), ("sync", 2), ("shmem", 1), ("shmem", 2)]
 
 def collector(env_id, backend, num_envs, seed=None, env_kwargs=None, **collector_kwargs):
     """``DataCollector(gym.make(env_id, **env_kwargs), **collector_kwargs)``: a `VectorDataCollector` of
-    ``num_envs`` envs of ``env_id`` on ``backend``, every episode seeded (``autoreset_seeds``). shmem's
+    ``num_envs`` envs of ``env_id`` on ``backend`` (which seeds every episode, as Minari's). shmem's
     workers are forked, so that they know the dummy envs this module registers."""
     options = {"context": "fork"} if backend == "shmem" else None
     vec = torchwm.make_vec(
-        env_id,
-        num_envs,
-        backend=backend,
-        seed=seed,
-        autoreset_seeds=True,
-        backend_kwargs=options,
-        **(env_kwargs or {}),
+        env_id, num_envs, backend=backend, seed=seed, backend_kwargs=options, **(env_kwargs or {})
     )
     return VectorDataCollector(vec, **collector_kwargs)
 
