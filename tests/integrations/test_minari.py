@@ -382,6 +382,69 @@ def test_a_plain_gymnasium_env_keeps_its_own_env_spec_and_a_wrapped_one_gets_the
     env.close()
 
 
+class CountedEnv(gym.Env):
+    """Counts its instances not yet closed (``alive``); episodes of 3 steps."""
+
+    alive = 0
+
+    def __init__(self):
+        self.observation_space = gym.spaces.Box(0.0, 3.0, (1,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        CountedEnv.alive += 1
+        self.closed = False
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        return np.full(1, self.t, np.float32), float(action), self.t >= 3, False, {}
+
+    def close(self):
+        if not self.closed:
+            self.closed = True
+            CountedEnv.alive -= 1
+
+
+if "TorchwmTest/Counted-v0" not in gym.registry:
+    gym.register("TorchwmTest/Counted-v0", entry_point=f"{__name__}:CountedEnv")  # a spec JSON holds
+
+
+@pytest.mark.parametrize("wrappers", [[], ["clip_reward"]], ids=["plain", "torchwm-stack"])
+def test_create_dataset_leaves_no_env_open(wrappers):
+    # Minari's create_dataset_from_buffers builds the recorded env (gym.make of the stored spec) to read
+    # its spaces, and another for reference scores, and closes neither.
+    CountedEnv.alive = 0
+    vec = torchwm.make_vec("TorchwmTest/Counted-v0", 2, seed=0, wrappers=wrappers)
+    with VectorDataCollector(vec) as envs:
+        assert CountedEnv.alive == 2  # the vector env's own
+        record(envs, 2)
+        envs.create_dataset("test/counted-v0")
+        assert CountedEnv.alive == 2
+        record(envs, 2)
+        scored = envs.create_dataset(
+            "test/counted-scored-v0", expert_policy=lambda obs: 1, num_episodes_average_score=2
+        )
+        assert CountedEnv.alive == 2
+    assert CountedEnv.alive == 0
+    # The scores Minari computes: a random policy's for the minimum, the expert's for the maximum, each over
+    # num_episodes_average_score episodes of the eval env.
+    from minari.utils import RandomPolicy, get_average_reference_score
+
+    eval_env = scored.recover_environment(eval_env=True)
+    assert scored.storage.metadata["ref_min_score"] == get_average_reference_score(
+        eval_env, RandomPolicy(eval_env), 2
+    )
+    assert scored.storage.metadata["ref_max_score"] == 3.0  # 3 steps of reward 1
+    assert scored.storage.metadata["num_episodes_average_score"] == 2
+    eval_env.close()
+    with VectorDataCollector(torchwm.make_vec("CartPole-v1")) as envs:
+        with pytest.raises(ValueError, match="expert_policy` and `ref_max_score"):
+            envs.create_dataset("test/both-v0", expert_policy=lambda obs: 0, ref_max_score=1.0)
+
+
 def test_a_missing_extra_is_one_line_naming_it():
     code = (
         "import sys; sys.modules['minari'] = None\n"

@@ -37,6 +37,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
+from gymnasium.envs.registration import EnvSpec
 from gymnasium.vector import AutoresetMode
 
 from torchwm.errors import UnsupportedStackError
@@ -50,6 +51,7 @@ try:
     from minari.data_collector import EpisodeBuffer
     from minari.data_collector.callbacks import EpisodeMetadataCallback, StepDataCallback
     from minari.storage.datasets_root_dir import get_dataset_path
+    from minari.utils import RandomPolicy, get_average_reference_score
 except ImportError as exc:
     from torchwm.extras import missing_extra
 
@@ -600,10 +602,18 @@ class VectorDataCollector(gym.vector.VectorWrapper):
         """The dataset of ``buffers`` with ``metadata`` (`create_dataset`'s keywords), written whole into a
         new folder (`create_dataset` removes it if this raises)."""
         env_spec = _gym_env_spec(self._vec.spec)
+        # Minari builds an env with gym.make for the reference scores and never closes it: they are computed
+        # here instead (`_reference_scores`), in an env closed after.
+        expert_policy = metadata.pop("expert_policy")
+        ref_min_score = metadata.pop("ref_min_score")
+        ref_max_score = metadata.pop("ref_max_score")
+        num_episodes_average_score = metadata.pop("num_episodes_average_score")
+        if expert_policy is not None and ref_max_score is not None:
+            raise ValueError("Can't pass a value for `expert_policy` and `ref_max_score` at the same time.")
         dataset = minari.create_dataset_from_buffers(
             dataset_id,
             buffers,
-            env=env_spec,
+            env=None if env_spec is None else _SpecAndSpaces(env_spec, self._obs_space, self._act_space),
             action_space=self._act_space,
             observation_space=self._obs_space,
             data_format=self._data_format,
@@ -613,7 +623,15 @@ class VectorDataCollector(gym.vector.VectorWrapper):
         storage = dataset.storage
         if episode_metadata:
             storage.update_episode_metadata(episode_metadata)
-        storage.update_metadata({SPEC_KEY: _spec_data(self._vec.spec)})
+        eval_env = metadata["eval_env"]
+        scores = _reference_scores(
+            env_spec if eval_env is None else _env_spec_of(eval_env),
+            expert_policy,
+            ref_min_score,
+            ref_max_score,
+            num_episodes_average_score,
+        )
+        storage.update_metadata({SPEC_KEY: _spec_data(self._vec.spec), **scores})
         return minari.MinariDataset(storage.data_path)
 
     def add_to_dataset(self, dataset: minari.MinariDataset) -> None:
@@ -626,6 +644,54 @@ class VectorDataCollector(gym.vector.VectorWrapper):
         if dataset.episode_indices is not None:
             dataset.episode_indices = np.append(dataset.episode_indices, first + np.arange(len(buffers)))
         del self._finished[: len(buffers)]
+
+
+class _SpecAndSpaces(gym.Env):
+    """What `minari.create_dataset_from_buffers` reads of its ``env`` argument, the recorded stack's spec and
+    spaces, without the stack: given a spec, Minari builds the env with ``gym.make`` to read its spaces and
+    never closes it (an ALE emulator for Atari, at every `create_dataset`)."""
+
+    def __init__(self, spec: EnvSpec, observation_space: gym.Space, action_space: gym.Space) -> None:
+        self.spec = spec
+        self.observation_space = observation_space
+        self.action_space = action_space
+
+
+def _env_spec_of(env: str | EnvSpec | gym.Env) -> EnvSpec | None:
+    """The spec of an ``eval_env`` as Minari reads it (an id, a spec or an env)."""
+    if isinstance(env, str):
+        return gym.spec(env)
+    if isinstance(env, EnvSpec):
+        return env
+    return env.spec
+
+
+def _reference_scores(
+    eval_spec: EnvSpec | None,
+    expert_policy: Callable[[Any], Any] | None,
+    ref_min_score: float | None,
+    ref_max_score: float | None,
+    num_episodes: int,
+) -> dict[str, Any]:
+    """The reference scores as Minari computes and stores them (`minari.utils.get_average_reference_score`
+    of a random policy for the minimum, of ``expert_policy`` for the maximum, in the eval env), none unless
+    an expert policy or a maximum is given, in an env that is closed after."""
+    if eval_spec is None or (expert_policy is None and ref_max_score is None):
+        return {}
+    if ref_min_score is None or expert_policy is not None:
+        env = gym.make(eval_spec)
+        try:
+            if ref_min_score is None:
+                ref_min_score = get_average_reference_score(env, RandomPolicy(env), num_episodes)
+            if expert_policy is not None:
+                ref_max_score = get_average_reference_score(env, expert_policy, num_episodes)
+        finally:
+            env.close()
+    return {
+        "ref_max_score": ref_max_score,
+        "ref_min_score": ref_min_score,
+        "num_episodes_average_score": num_episodes,
+    }
 
 
 def _seed_every_episode(envs: gym.vector.VectorEnv) -> None:
