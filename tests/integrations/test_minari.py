@@ -17,6 +17,8 @@ import pytest
 
 pytest.importorskip("minari")
 
+from minari import StepDataCallback  # noqa: E402
+
 import torchwm  # noqa: E402
 from torchwm.building import build_env  # noqa: E402
 from torchwm.cli import main  # noqa: E402
@@ -213,6 +215,118 @@ def test_infos_are_recorded_when_asked(mode):
         # one info per observation, the reset's first and the final step's last
         assert episode.infos["count"].tolist() == list(range(len(episode.observations)))
         assert "episode_seed" not in episode.infos and "final_obs" not in episode.infos
+
+
+class ExtraKeyOnce(StepCount):
+    """StepCount whose first episode's infos gain a key at its step 2 (what Minari cannot store)."""
+
+    episodes = 0
+
+    def reset(self, **kwargs):
+        self.episodes += 1
+        return super().reset(**kwargs)
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        if self.episodes == 1 and self.count >= 2:
+            info = {**info, "extra": 1}
+        return obs, reward, terminated, truncated, info
+
+
+def test_info_keys_that_change_in_an_episode_raise_as_minaris_collector_and_lose_no_other_episode():
+    vec = torchwm.make_vec_from_fns(
+        [lambda: StepCount(gym.make("CartPole-v1")), lambda: ExtraKeyOnce(gym.make("CartPole-v1"))], seed=0
+    )
+    with VectorDataCollector(vec, record_infos=True) as envs:
+        envs.reset()
+        envs.step(np.zeros(2, np.int64))
+        with pytest.raises(ValueError, match=r"env 1 began its episode with info keys \['count'\], then"):
+            envs.step(np.zeros(2, np.int64))
+        envs.action_space.seed(0)
+        while envs.num_episodes < 4:
+            envs.step(envs.action_space.sample())  # env 0 goes on, env 1 records its next episodes
+        dataset = envs.create_dataset("test/changed-keys-v0")
+    metadata = replay(dataset, lambda _: gym.make("CartPole-v1"))
+    first = {}
+    for episode, meta in zip(dataset.iterate_episodes(), metadata, strict=True):
+        first.setdefault(int(meta["env_id"]), int(meta["seed"]))
+        assert episode.infos["count"].tolist() == list(range(len(episode.observations)))
+    # env 0's first episode was recorded whole through the error; env 1's first episode was left out.
+    assert first[0] == 0 and first.get(1, 1) != 1
+
+
+class CutAfterThree(StepDataCallback):
+    """Doubles every reward and truncates each recorded episode after 3 steps of its own (the env goes on, so
+    the next episode starts from that step); keeps the observations it is given."""
+
+    made: list = []
+
+    def __init__(self):
+        super().__init__()
+        self.steps = 0
+        self.seen = []
+        CutAfterThree.made.append(self)
+
+    def __call__(self, env, **kwargs):
+        data = super().__call__(env, **kwargs)
+        self.seen.append(np.array(data["observation"]))
+        if data["action"] is None:  # a reset
+            self.steps = 0
+            return data
+        self.steps += 1
+        data["reward"] = 2 * data["reward"]
+        if self.steps == 3:
+            data["truncated"] = True
+        if data["terminated"] or data["truncated"]:
+            self.steps = 0
+        return data
+
+
+@pytest.mark.parametrize(("backend", "mode"), [("sync", "next_step"), ("shmem", "same_step")])
+def test_a_step_data_callback_runs_per_env_and_changes_and_cuts_the_recorded_episodes(backend, mode):
+    CutAfterThree.made = []
+    vec = torchwm.make_vec("CartPole-v1", 2, backend=backend, seed=5, autoreset_mode=mode)
+    with VectorDataCollector(vec, step_data_callback=CutAfterThree) as envs:
+        record(envs, 30)
+        dataset = envs.create_dataset(f"test/callback-{backend}-{mode}-v0")
+    assert len(CutAfterThree.made) == 2  # one callback per env
+    episodes = list(dataset.iterate_episodes())
+    metadata = list(dataset.storage.get_episode_metadata(range(dataset.total_episodes)))
+    for env_id, callback in enumerate(CutAfterThree.made):
+        mine = [(e, m) for e, m in zip(episodes, metadata, strict=True) if int(m["env_id"]) == env_id]
+        # Chains of cut episodes: each starts with a reset (a seed) and goes on without one.
+        chains: list = []
+        for episode, meta in mine:
+            assert len(episode.actions) <= 3 and (episode.terminations[-1] or episode.truncations[-1])
+            assert np.all(episode.rewards == 2.0)  # CartPole's 1 per step, doubled
+            if meta.get("seed") is not None:
+                chains.append((int(meta["seed"]), [episode]))
+            else:
+                assert chains, "an episode without a seed starts no chain"
+                np.testing.assert_array_equal(episode.observations[0], chains[-1][1][-1].observations[-1])
+                chains[-1][1].append(episode)
+        assert len(chains) >= 2 and any(len(chain) > 1 for _, chain in chains)
+        seen = []
+        env = gym.make("CartPole-v1")
+        for number, (seed, chain) in enumerate(chains):
+            obs, _ = env.reset(seed=seed)
+            seen.append(obs)
+            for position, episode in enumerate(chain):
+                np.testing.assert_array_equal(episode.observations[0], obs)
+                for action, recorded in zip(episode.actions, episode.observations[1:], strict=True):
+                    obs, reward, terminated, truncated, _ = env.step(action)
+                    np.testing.assert_array_equal(obs, recorded)
+                    seen.append(obs)
+                # The env's own episode ends where the next chain starts (its reset); the cuts before are the
+                # callback's (the last chain may still run).
+                if position < len(chain) - 1:
+                    assert not (terminated or truncated) and episode.truncations[-1]
+                elif number < len(chains) - 1:
+                    assert terminated or truncated
+        # This env's callback was given this env's rows, and no other env's.
+        assert len(callback.seen) >= len(seen)
+        for ours, theirs in zip(seen, callback.seen, strict=False):
+            np.testing.assert_array_equal(ours, theirs)
 
 
 class Saboteur(gym.Wrapper):

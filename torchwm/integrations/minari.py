@@ -150,6 +150,7 @@ class _Episode:
 
     __slots__ = (
         "actions",
+        "info_keys",
         "infos",
         "observations",
         "options",
@@ -172,6 +173,7 @@ class _Episode:
         self.terminations: list[bool] = []
         self.truncations: list[bool] = []
         self.infos: list[dict[str, Any]] | None = None if info is None else [info]
+        self.info_keys = None if info is None else _info_keys(info)  # every step's infos must have them
 
 
 class VectorDataCollector(gym.vector.VectorWrapper):
@@ -443,6 +445,7 @@ class VectorDataCollector(gym.vector.VectorWrapper):
         restarted = infos.get("worker_restarted")
         restarted_mask = infos.get("_worker_restarted")
         callbacks = self._step_callbacks
+        changed: list[tuple[int, dict[str, Any], dict[str, Any]]] = []  # (env, first info, step info)
         for row, i in enumerate(ids):
             obs_row = obs[row] if array_obs else get_row(space, obs, row)
             if restarted is not None and restarted[row] and (restarted_mask is None or restarted_mask[row]):
@@ -488,22 +491,28 @@ class VectorDataCollector(gym.vector.VectorWrapper):
                     last_obs, action, reward = data["observation"], data["action"], data["reward"]
                     step_terminated, step_truncated = bool(data["terminated"]), bool(data["truncated"])
                     step_info = data["info"]
-                episode.actions.append(action)
-                episode.rewards.append(reward)
-                episode.terminations.append(step_terminated)
-                episode.truncations.append(step_truncated)
-                episode.observations.append(last_obs)
-                if episode.infos is not None and step_info is not None:
-                    episode.infos.append(step_info)
-                recorded_end = step_terminated or step_truncated
-                if recorded_end:
-                    self._finish(i, episode)
-                    if not ended:
-                        # The callback ended the episode, not the env: the next one goes on from here,
-                        # without a reset (and without a seed), as Minari's collector records it.
-                        infos_kept = None if episode.infos is None else step_info
-                        self._episodes[i] = _Episode(self._rows[i], last_obs, None, infos_kept)
-                        continue
+                if episode.infos is not None and _info_keys(step_info or {}) != episode.info_keys:
+                    # Minari cannot store an episode whose info keys change (its collector raises): the
+                    # episode is left out, the other rows recorded, and the error raised after them.
+                    changed.append((i, episode.infos[0], step_info or {}))
+                    self._episodes[i] = None
+                else:
+                    episode.actions.append(action)
+                    episode.rewards.append(reward)
+                    episode.terminations.append(step_terminated)
+                    episode.truncations.append(step_truncated)
+                    episode.observations.append(last_obs)
+                    if episode.infos is not None and step_info is not None:
+                        episode.infos.append(step_info)
+                    recorded_end = step_terminated or step_truncated
+                    if recorded_end:
+                        self._finish(i, episode)
+                        if not ended:
+                            # The callback ended the episode, not the env: the next one goes on from here,
+                            # without a reset (and without a seed), as Minari's collector records it.
+                            infos_kept = None if episode.infos is None else step_info
+                            self._episodes[i] = _Episode(self._rows[i], last_obs, None, infos_kept)
+                            continue
             if not ended:
                 continue
             # The env ended and resets (an episode the callback did not end is cut here: left out).
@@ -514,6 +523,18 @@ class VectorDataCollector(gym.vector.VectorWrapper):
                 self._start(i, obs_row, seed, reset_info)
             elif next_step:
                 self._needs_reset[i] = True
+        if changed:
+            raise ValueError(
+                "record_infos: an env's info keys changed during an episode, which Minari's datasets cannot "
+                "store (Minari's DataCollector raises here too); "
+                + "; ".join(
+                    f"env {i} began its episode with info keys {_key_names(first)}, then gave "
+                    f"{_key_names(info)}"
+                    for i, first, info in changed
+                )
+                + ". Those episodes are left out; give the same keys at every step (a step_data_callback can "
+                "pad them) or record_infos=False"
+            )
 
     def _finish(self, env_id: int, episode: _Episode) -> None:
         if self._max_episodes is not None and len(self._finished) >= self._max_episodes:
@@ -632,6 +653,8 @@ class VectorDataCollector(gym.vector.VectorWrapper):
             num_episodes_average_score,
         )
         storage.update_metadata({SPEC_KEY: _spec_data(self._vec.spec), **scores})
+        # As Minari's storage measures it after each write: the size with what was added here.
+        storage.update_metadata({"dataset_size": storage.get_size()})
         return minari.MinariDataset(storage.data_path)
 
     def add_to_dataset(self, dataset: minari.MinariDataset) -> None:
@@ -714,6 +737,17 @@ def _seed_every_episode(envs: gym.vector.VectorEnv) -> None:
         UserWarning,
         stacklevel=3,
     )
+
+
+def _info_keys(info: dict[str, Any]) -> frozenset:
+    """The keys of an info, nested dicts' too: what must stay the same through an episode."""
+    return frozenset(
+        (key, _info_keys(value) if isinstance(value, dict) else None) for key, value in info.items()
+    )
+
+
+def _key_names(info: dict[str, Any]) -> list[str]:
+    return sorted(str(key) for key in info)
 
 
 def _env_info(info: dict[str, Any]) -> dict[str, Any]:
