@@ -188,8 +188,8 @@ class VectorDataCollector(gym.vector.VectorWrapper):
             (``envs.autoreset_seeds = True``, from its next reset), so that every episode has the seed that
             replays it, whatever options it was made with; one that cannot seed them is recorded with a
             `UserWarning` (only each env's first episode has a seed).
-        record_infos: store each step's infos (the keys present at every step of an episode), as
-            Minari's ``record_infos``.
+        record_infos: store each step's infos, as Minari's ``record_infos``: an episode's infos must keep
+            the same keys (`step` raises `ValueError` otherwise, as Minari's collector does).
         observation_space, action_space, data_format: as `minari.DataCollector`'s (default: the envs'
             single spaces, Minari's default format).
         jpeg_encoding: JPEG-encode image observations (lossy): off by default, unlike Minari's.
