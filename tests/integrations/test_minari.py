@@ -17,6 +17,8 @@ import pytest
 
 pytest.importorskip("minari")
 
+from minari import StepDataCallback  # noqa: E402
+
 import torchwm  # noqa: E402
 from torchwm.building import build_env  # noqa: E402
 from torchwm.cli import main  # noqa: E402
@@ -125,9 +127,34 @@ def test_cartpole_episodes_replay_from_their_seeds_in_gym_make(backend, mode, ba
     assert {7, 8, 9} <= set(seeds)
 
 
-def test_without_autoreset_seeds_only_first_episodes_have_a_seed():
-    with VectorDataCollector(torchwm.make_vec("CartPole-v1", 2, seed=3)) as envs:
-        record(envs, 4)
+@pytest.mark.parametrize("backend", ["sync", "shmem"])
+def test_every_episode_has_its_seed_whatever_the_vector_env_was_made_with(backend):
+    # Made without autoreset_seeds: the collector turns them on, as Minari's collector seeds every episode.
+    vec = torchwm.make_vec("CartPole-v1", 2, backend=backend, seed=3)
+    assert not vec.autoreset_seeds
+    with VectorDataCollector(vec) as envs:
+        assert vec.autoreset_seeds and envs.spec.autoreset_seeds
+        record(envs, 6)
+        dataset = envs.create_dataset("test/seeded-v0")
+    metadata = replay(dataset, lambda _: gym.make("CartPole-v1"))  # every episode, from its seed
+    seeds = [int(meta["seed"]) for meta in metadata]
+    assert len(seeds) >= 6 and len(set(seeds)) == len(seeds)
+    first = {}
+    for meta in metadata:
+        first.setdefault(int(meta["env_id"]), int(meta["seed"]))
+    assert first == {0: 3, 1: 4}  # each env's first episode keeps Gymnasium's seed + i
+    assert dataset_spec(dataset).autoreset_seeds  # the rebuilt stack seeds its episodes too
+
+
+def test_a_vector_env_that_cannot_seed_autoresets_is_recorded_with_a_warning():
+    vec = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")] * 2)
+    with pytest.warns(UserWarning, match="only the first episode of each env will have a seed"):
+        envs = VectorDataCollector(vec)
+    with envs:
+        envs.reset(seed=3)
+        envs.action_space.seed(0)
+        while envs.num_episodes < 4:
+            envs.step(envs.action_space.sample())
         dataset = envs.create_dataset("test/unseeded-v0")
     metadata = list(dataset.storage.get_episode_metadata(range(dataset.total_episodes)))
     first = {}
@@ -188,6 +215,118 @@ def test_infos_are_recorded_when_asked(mode):
         # one info per observation, the reset's first and the final step's last
         assert episode.infos["count"].tolist() == list(range(len(episode.observations)))
         assert "episode_seed" not in episode.infos and "final_obs" not in episode.infos
+
+
+class ExtraKeyOnce(StepCount):
+    """StepCount whose first episode's infos gain a key at its step 2 (what Minari cannot store)."""
+
+    episodes = 0
+
+    def reset(self, **kwargs):
+        self.episodes += 1
+        return super().reset(**kwargs)
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        if self.episodes == 1 and self.count >= 2:
+            info = {**info, "extra": 1}
+        return obs, reward, terminated, truncated, info
+
+
+def test_info_keys_that_change_in_an_episode_raise_as_minaris_collector_and_lose_no_other_episode():
+    vec = torchwm.make_vec_from_fns(
+        [lambda: StepCount(gym.make("CartPole-v1")), lambda: ExtraKeyOnce(gym.make("CartPole-v1"))], seed=0
+    )
+    with VectorDataCollector(vec, record_infos=True) as envs:
+        envs.reset()
+        envs.step(np.zeros(2, np.int64))
+        with pytest.raises(ValueError, match=r"env 1 began its episode with info keys \['count'\], then"):
+            envs.step(np.zeros(2, np.int64))
+        envs.action_space.seed(0)
+        while envs.num_episodes < 4:
+            envs.step(envs.action_space.sample())  # env 0 goes on, env 1 records its next episodes
+        dataset = envs.create_dataset("test/changed-keys-v0")
+    metadata = replay(dataset, lambda _: gym.make("CartPole-v1"))
+    first = {}
+    for episode, meta in zip(dataset.iterate_episodes(), metadata, strict=True):
+        first.setdefault(int(meta["env_id"]), int(meta["seed"]))
+        assert episode.infos["count"].tolist() == list(range(len(episode.observations)))
+    # env 0's first episode was recorded whole through the error; env 1's first episode was left out.
+    assert first[0] == 0 and first.get(1, 1) != 1
+
+
+class CutAfterThree(StepDataCallback):
+    """Doubles every reward and truncates each recorded episode after 3 steps of its own (the env goes on, so
+    the next episode starts from that step); keeps the observations it is given."""
+
+    made: list = []
+
+    def __init__(self):
+        super().__init__()
+        self.steps = 0
+        self.seen = []
+        CutAfterThree.made.append(self)
+
+    def __call__(self, env, **kwargs):
+        data = super().__call__(env, **kwargs)
+        self.seen.append(np.array(data["observation"]))
+        if data["action"] is None:  # a reset
+            self.steps = 0
+            return data
+        self.steps += 1
+        data["reward"] = 2 * data["reward"]
+        if self.steps == 3:
+            data["truncated"] = True
+        if data["terminated"] or data["truncated"]:
+            self.steps = 0
+        return data
+
+
+@pytest.mark.parametrize(("backend", "mode"), [("sync", "next_step"), ("shmem", "same_step")])
+def test_a_step_data_callback_runs_per_env_and_changes_and_cuts_the_recorded_episodes(backend, mode):
+    CutAfterThree.made = []
+    vec = torchwm.make_vec("CartPole-v1", 2, backend=backend, seed=5, autoreset_mode=mode)
+    with VectorDataCollector(vec, step_data_callback=CutAfterThree) as envs:
+        record(envs, 30)
+        dataset = envs.create_dataset(f"test/callback-{backend}-{mode}-v0")
+    assert len(CutAfterThree.made) == 2  # one callback per env
+    episodes = list(dataset.iterate_episodes())
+    metadata = list(dataset.storage.get_episode_metadata(range(dataset.total_episodes)))
+    for env_id, callback in enumerate(CutAfterThree.made):
+        mine = [(e, m) for e, m in zip(episodes, metadata, strict=True) if int(m["env_id"]) == env_id]
+        # Chains of cut episodes: each starts with a reset (a seed) and goes on without one.
+        chains: list = []
+        for episode, meta in mine:
+            assert len(episode.actions) <= 3 and (episode.terminations[-1] or episode.truncations[-1])
+            assert np.all(episode.rewards == 2.0)  # CartPole's 1 per step, doubled
+            if meta.get("seed") is not None:
+                chains.append((int(meta["seed"]), [episode]))
+            else:
+                assert chains, "an episode without a seed starts no chain"
+                np.testing.assert_array_equal(episode.observations[0], chains[-1][1][-1].observations[-1])
+                chains[-1][1].append(episode)
+        assert len(chains) >= 2 and any(len(chain) > 1 for _, chain in chains)
+        seen = []
+        env = gym.make("CartPole-v1")
+        for number, (seed, chain) in enumerate(chains):
+            obs, _ = env.reset(seed=seed)
+            seen.append(obs)
+            for position, episode in enumerate(chain):
+                np.testing.assert_array_equal(episode.observations[0], obs)
+                for action, recorded in zip(episode.actions, episode.observations[1:], strict=True):
+                    obs, reward, terminated, truncated, _ = env.step(action)
+                    np.testing.assert_array_equal(obs, recorded)
+                    seen.append(obs)
+                # The env's own episode ends where the next chain starts (its reset); the cuts before are the
+                # callback's (the last chain may still run).
+                if position < len(chain) - 1:
+                    assert not (terminated or truncated) and episode.truncations[-1]
+                elif number < len(chains) - 1:
+                    assert terminated or truncated
+        # This env's callback was given this env's rows, and no other env's.
+        assert len(callback.seen) >= len(seen)
+        for ours, theirs in zip(seen, callback.seen, strict=False):
+            np.testing.assert_array_equal(ours, theirs)
 
 
 class Saboteur(gym.Wrapper):
@@ -355,6 +494,69 @@ def test_a_plain_gymnasium_env_keeps_its_own_env_spec_and_a_wrapped_one_gets_the
     assert [w.name for w in dataset_spec(wrapped).wrappers] == ["clip_reward"]
     replay(wrapped, lambda _: wrapped.recover_environment())
     env.close()
+
+
+class CountedEnv(gym.Env):
+    """Counts its instances not yet closed (``alive``); episodes of 3 steps."""
+
+    alive = 0
+
+    def __init__(self):
+        self.observation_space = gym.spaces.Box(0.0, 3.0, (1,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        CountedEnv.alive += 1
+        self.closed = False
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        return np.full(1, self.t, np.float32), float(action), self.t >= 3, False, {}
+
+    def close(self):
+        if not self.closed:
+            self.closed = True
+            CountedEnv.alive -= 1
+
+
+if "TorchwmTest/Counted-v0" not in gym.registry:
+    gym.register("TorchwmTest/Counted-v0", entry_point=f"{__name__}:CountedEnv")  # a spec JSON holds
+
+
+@pytest.mark.parametrize("wrappers", [[], ["clip_reward"]], ids=["plain", "torchwm-stack"])
+def test_create_dataset_leaves_no_env_open(wrappers):
+    # Minari's create_dataset_from_buffers builds the recorded env (gym.make of the stored spec) to read
+    # its spaces, and another for reference scores, and closes neither.
+    CountedEnv.alive = 0
+    vec = torchwm.make_vec("TorchwmTest/Counted-v0", 2, seed=0, wrappers=wrappers)
+    with VectorDataCollector(vec) as envs:
+        assert CountedEnv.alive == 2  # the vector env's own
+        record(envs, 2)
+        envs.create_dataset("test/counted-v0")
+        assert CountedEnv.alive == 2
+        record(envs, 2)
+        scored = envs.create_dataset(
+            "test/counted-scored-v0", expert_policy=lambda obs: 1, num_episodes_average_score=2
+        )
+        assert CountedEnv.alive == 2
+    assert CountedEnv.alive == 0
+    # The scores Minari computes: a random policy's for the minimum, the expert's for the maximum, each over
+    # num_episodes_average_score episodes of the eval env.
+    from minari.utils import RandomPolicy, get_average_reference_score
+
+    eval_env = scored.recover_environment(eval_env=True)
+    assert scored.storage.metadata["ref_min_score"] == get_average_reference_score(
+        eval_env, RandomPolicy(eval_env), 2
+    )
+    assert scored.storage.metadata["ref_max_score"] == 3.0  # 3 steps of reward 1
+    assert scored.storage.metadata["num_episodes_average_score"] == 2
+    eval_env.close()
+    with VectorDataCollector(torchwm.make_vec("CartPole-v1")) as envs:
+        with pytest.raises(ValueError, match="expert_policy` and `ref_max_score"):
+            envs.create_dataset("test/both-v0", expert_policy=lambda obs: 0, ref_max_score=1.0)
 
 
 def test_a_missing_extra_is_one_line_naming_it():

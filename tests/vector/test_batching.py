@@ -155,3 +155,41 @@ def test_get_row_reads_final_obs_of_nested_spaces_as_gymnasium_batches_them():
     # One whole observation per env, the same on both.
     for ours, theirs in zip(finals["torchwm"], finals["gymnasium"], strict=True):
         assert np.array_equal(ours["position"], theirs["position"]) and ours["parts"] == theirs["parts"]
+
+
+@pytest.mark.parametrize(
+    ("seeds", "dtype"),
+    [
+        ([2**63, None, 5], np.uint64),  # every seed fits uint64
+        ([2**64 - 1, 2**64, None], object),  # one does not: an object array of ints
+    ],
+    ids=["uint64", "object"],
+)
+def test_episode_seeds_beyond_int64_come_back_whole(seeds, dtype):
+    infos = [{"lives": 3} if seed is None else {"lives": 3, "episode_seed": seed} for seed in seeds]
+    batched = InfoBatcher(len(infos)).batch(infos)
+    assert batched["episode_seed"].dtype == dtype
+    assert batched["_episode_seed"].tolist() == [seed is not None for seed in seeds]
+    given = [row for row, seed in enumerate(seeds) if seed is not None]
+    assert [int(batched["episode_seed"][row]) for row in given] == [seeds[row] for row in given]
+    # The other keys as Gymnasium batches them.
+    assert_same({k: batched[k] for k in ("lives", "_lives")}, gymnasium_batch([{"lives": 3}] * len(seeds)))
+
+
+def test_an_envs_own_int_beyond_int64_is_refused_as_gymnasium_refuses_it():
+    infos = [{"episode_seed": 2**63, "count": 2**63}, {"episode_seed": 1, "count": 1}]
+    with pytest.raises(OverflowError):
+        gymnasium_batch([{"count": 2**63}, {"count": 1}])
+    with pytest.raises(OverflowError):
+        InfoBatcher(2).batch(infos)
+
+
+@pytest.mark.parametrize("seed", [2**63 - 1, 2**64 - 1])
+def test_a_seeded_reset_beyond_int64_reports_every_seed(seed):
+    # Env 1's seed is seed + 1, past int64 (or uint64); each replays its episode in gym.make.
+    with torchwm.make_vec("CartPole-v1", 2, autoreset_seeds=True) as envs:
+        obs, infos = envs.reset(seed=seed)
+    assert [int(value) for value in infos["episode_seed"]] == [seed, seed + 1]
+    for i in range(2):
+        first, _ = gym.make("CartPole-v1").reset(seed=int(infos["episode_seed"][i]))
+        np.testing.assert_array_equal(first, obs[i])

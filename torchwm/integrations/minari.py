@@ -11,9 +11,11 @@ order they end. An episode that does not end, cut by a `reset` or `restore_state
 in a vector env every `create_dataset` would cut ``num_envs`` of them, with truncations the env never
 gave); an episode running at `create_dataset` that ends later goes to the next dataset.
 
-Each episode's seed is in its metadata (``dataset.storage.get_episode_metadata([i])``'s ``"seed"``):
-under ``make_vec(..., autoreset_seeds=True)`` every episode has one (``infos["episode_seed"]``); without it
-only the first episode of each env has a seed (the one its reset was given), later ones have none.
+Each episode's seed is in its metadata (``dataset.storage.get_episode_metadata([i])``'s ``"seed"``): as
+Minari's collector gives every episode a seed, this one turns on the vector env's seeded autoresets
+(``envs.autoreset_seeds = True``, ``infos["episode_seed"]``), so every episode from its first reset on
+has the seed that replays it. A vector env that cannot seed autoresets (``ale-native``, ``envpool``,
+Gymnasium's own) is recorded with a warning: only each env's first episode has a seed there.
 Frames are stored lossless (``jpeg_encoding=False``, where Minari's default JPEG-encodes uint8 images),
 the torchwm `VecSpec` goes to the dataset's metadata (``"torchwm_spec"``), and
 `make_vec_from_dataset` builds the same stack again. Arrays are built here with NumPy (Minari's
@@ -35,8 +37,10 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
+from gymnasium.envs.registration import EnvSpec
 from gymnasium.vector import AutoresetMode
 
+from torchwm.errors import UnsupportedStackError
 from torchwm.spec import VecSpec
 from torchwm.vector.base import VectorEnv as TorchwmVectorEnv
 from torchwm.vector.batching import ARRAY_SPACES, get_row, infos_to_rows
@@ -47,6 +51,7 @@ try:
     from minari.data_collector import EpisodeBuffer
     from minari.data_collector.callbacks import EpisodeMetadataCallback, StepDataCallback
     from minari.storage.datasets_root_dir import get_dataset_path
+    from minari.utils import RandomPolicy, get_average_reference_score
 except ImportError as exc:
     from torchwm.extras import missing_extra
 
@@ -145,6 +150,7 @@ class _Episode:
 
     __slots__ = (
         "actions",
+        "info_keys",
         "infos",
         "observations",
         "options",
@@ -167,6 +173,7 @@ class _Episode:
         self.terminations: list[bool] = []
         self.truncations: list[bool] = []
         self.infos: list[dict[str, Any]] | None = None if info is None else [info]
+        self.info_keys = None if info is None else _info_keys(info)  # every step's infos must have them
 
 
 class VectorDataCollector(gym.vector.VectorWrapper):
@@ -177,10 +184,12 @@ class VectorDataCollector(gym.vector.VectorWrapper):
     returns what ``envs`` returns.
 
     Args:
-        envs: the vector env, any backend and autoreset mode; with ``autoreset_seeds=True`` every episode
-            has the seed that replays it.
-        record_infos: store each step's infos (the keys present at every step of an episode), as
-            Minari's ``record_infos``.
+        envs: the vector env, any backend and autoreset mode. Its seeded autoresets are turned on
+            (``envs.autoreset_seeds = True``, from its next reset), so that every episode has the seed that
+            replays it, whatever options it was made with; one that cannot seed them is recorded with a
+            `UserWarning` (only each env's first episode has a seed).
+        record_infos: store each step's infos, as Minari's ``record_infos``: an episode's infos must keep
+            the same keys (`step` raises `ValueError` otherwise, as Minari's collector does).
         observation_space, action_space, data_format: as `minari.DataCollector`'s (default: the envs'
             single spaces, Minari's default format).
         jpeg_encoding: JPEG-encode image observations (lossy): off by default, unlike Minari's.
@@ -196,7 +205,7 @@ class VectorDataCollector(gym.vector.VectorWrapper):
     Example:
         >>> import torchwm
         >>> from torchwm.integrations.minari import VectorDataCollector
-        >>> envs = VectorDataCollector(torchwm.make_vec("CartPole-v1", 2, seed=0, autoreset_seeds=True))
+        >>> envs = VectorDataCollector(torchwm.make_vec("CartPole-v1", 2, seed=0))
         >>> _ = envs.reset()
         >>> while envs.num_episodes < 3:
         ...     _ = envs.step(envs.action_space.sample())
@@ -222,6 +231,7 @@ class VectorDataCollector(gym.vector.VectorWrapper):
         self._vec: Any = envs  # torchwm's methods too (send, recv, restore_state, env_ids)
         if max_episodes is not None and (isinstance(max_episodes, bool) or int(max_episodes) < 1):
             raise ValueError(f"max_episodes must be an int >= 1 or None, got {max_episodes!r}")
+        _seed_every_episode(envs)
         self._record_infos = bool(record_infos)
         self._obs_space = observation_space or envs.single_observation_space
         self._act_space = action_space or envs.single_action_space
@@ -435,6 +445,7 @@ class VectorDataCollector(gym.vector.VectorWrapper):
         restarted = infos.get("worker_restarted")
         restarted_mask = infos.get("_worker_restarted")
         callbacks = self._step_callbacks
+        changed: list[tuple[int, dict[str, Any], dict[str, Any]]] = []  # (env, first info, step info)
         for row, i in enumerate(ids):
             obs_row = obs[row] if array_obs else get_row(space, obs, row)
             if restarted is not None and restarted[row] and (restarted_mask is None or restarted_mask[row]):
@@ -480,22 +491,28 @@ class VectorDataCollector(gym.vector.VectorWrapper):
                     last_obs, action, reward = data["observation"], data["action"], data["reward"]
                     step_terminated, step_truncated = bool(data["terminated"]), bool(data["truncated"])
                     step_info = data["info"]
-                episode.actions.append(action)
-                episode.rewards.append(reward)
-                episode.terminations.append(step_terminated)
-                episode.truncations.append(step_truncated)
-                episode.observations.append(last_obs)
-                if episode.infos is not None and step_info is not None:
-                    episode.infos.append(step_info)
-                recorded_end = step_terminated or step_truncated
-                if recorded_end:
-                    self._finish(i, episode)
-                    if not ended:
-                        # The callback ended the episode, not the env: the next one goes on from here,
-                        # without a reset (and without a seed), as Minari's collector records it.
-                        infos_kept = None if episode.infos is None else step_info
-                        self._episodes[i] = _Episode(self._rows[i], last_obs, None, infos_kept)
-                        continue
+                if episode.infos is not None and _info_keys(step_info or {}) != episode.info_keys:
+                    # Minari cannot store an episode whose info keys change (its collector raises): the
+                    # episode is left out, the other rows recorded, and the error raised after them.
+                    changed.append((i, episode.infos[0], step_info or {}))
+                    self._episodes[i] = None
+                else:
+                    episode.actions.append(action)
+                    episode.rewards.append(reward)
+                    episode.terminations.append(step_terminated)
+                    episode.truncations.append(step_truncated)
+                    episode.observations.append(last_obs)
+                    if episode.infos is not None and step_info is not None:
+                        episode.infos.append(step_info)
+                    recorded_end = step_terminated or step_truncated
+                    if recorded_end:
+                        self._finish(i, episode)
+                        if not ended:
+                            # The callback ended the episode, not the env: the next one goes on from here,
+                            # without a reset (and without a seed), as Minari's collector records it.
+                            infos_kept = None if episode.infos is None else step_info
+                            self._episodes[i] = _Episode(self._rows[i], last_obs, None, infos_kept)
+                            continue
             if not ended:
                 continue
             # The env ended and resets (an episode the callback did not end is cut here: left out).
@@ -506,6 +523,18 @@ class VectorDataCollector(gym.vector.VectorWrapper):
                 self._start(i, obs_row, seed, reset_info)
             elif next_step:
                 self._needs_reset[i] = True
+        if changed:
+            raise ValueError(
+                "record_infos: an env's info keys changed during an episode, which Minari's datasets cannot "
+                "store (Minari's DataCollector raises here too); "
+                + "; ".join(
+                    f"env {i} began its episode with info keys {_key_names(first)}, then gave "
+                    f"{_key_names(info)}"
+                    for i, first, info in changed
+                )
+                + ". Those episodes are left out; give the same keys at every step (a step_data_callback can "
+                "pad them) or record_infos=False"
+            )
 
     def _finish(self, env_id: int, episode: _Episode) -> None:
         if self._max_episodes is not None and len(self._finished) >= self._max_episodes:
@@ -594,10 +623,18 @@ class VectorDataCollector(gym.vector.VectorWrapper):
         """The dataset of ``buffers`` with ``metadata`` (`create_dataset`'s keywords), written whole into a
         new folder (`create_dataset` removes it if this raises)."""
         env_spec = _gym_env_spec(self._vec.spec)
+        # Minari builds an env with gym.make for the reference scores and never closes it: they are computed
+        # here instead (`_reference_scores`), in an env closed after.
+        expert_policy = metadata.pop("expert_policy")
+        ref_min_score = metadata.pop("ref_min_score")
+        ref_max_score = metadata.pop("ref_max_score")
+        num_episodes_average_score = metadata.pop("num_episodes_average_score")
+        if expert_policy is not None and ref_max_score is not None:
+            raise ValueError("Can't pass a value for `expert_policy` and `ref_max_score` at the same time.")
         dataset = minari.create_dataset_from_buffers(
             dataset_id,
             buffers,
-            env=env_spec,
+            env=None if env_spec is None else _SpecAndSpaces(env_spec, self._obs_space, self._act_space),
             action_space=self._act_space,
             observation_space=self._obs_space,
             data_format=self._data_format,
@@ -607,7 +644,17 @@ class VectorDataCollector(gym.vector.VectorWrapper):
         storage = dataset.storage
         if episode_metadata:
             storage.update_episode_metadata(episode_metadata)
-        storage.update_metadata({SPEC_KEY: _spec_data(self._vec.spec)})
+        eval_env = metadata["eval_env"]
+        scores = _reference_scores(
+            env_spec if eval_env is None else _env_spec_of(eval_env),
+            expert_policy,
+            ref_min_score,
+            ref_max_score,
+            num_episodes_average_score,
+        )
+        storage.update_metadata({SPEC_KEY: _spec_data(self._vec.spec), **scores})
+        # As Minari's storage measures it after each write: the size with what was added here.
+        storage.update_metadata({"dataset_size": storage.get_size()})
         return minari.MinariDataset(storage.data_path)
 
     def add_to_dataset(self, dataset: minari.MinariDataset) -> None:
@@ -620,6 +667,87 @@ class VectorDataCollector(gym.vector.VectorWrapper):
         if dataset.episode_indices is not None:
             dataset.episode_indices = np.append(dataset.episode_indices, first + np.arange(len(buffers)))
         del self._finished[: len(buffers)]
+
+
+class _SpecAndSpaces(gym.Env):
+    """What `minari.create_dataset_from_buffers` reads of its ``env`` argument, the recorded stack's spec and
+    spaces, without the stack: given a spec, Minari builds the env with ``gym.make`` to read its spaces and
+    never closes it (an ALE emulator for Atari, at every `create_dataset`)."""
+
+    def __init__(self, spec: EnvSpec, observation_space: gym.Space, action_space: gym.Space) -> None:
+        self.spec = spec
+        self.observation_space = observation_space
+        self.action_space = action_space
+
+
+def _env_spec_of(env: str | EnvSpec | gym.Env) -> EnvSpec | None:
+    """The spec of an ``eval_env`` as Minari reads it (an id, a spec or an env)."""
+    if isinstance(env, str):
+        return gym.spec(env)
+    if isinstance(env, EnvSpec):
+        return env
+    return env.spec
+
+
+def _reference_scores(
+    eval_spec: EnvSpec | None,
+    expert_policy: Callable[[Any], Any] | None,
+    ref_min_score: float | None,
+    ref_max_score: float | None,
+    num_episodes: int,
+) -> dict[str, Any]:
+    """The reference scores as Minari computes and stores them (`minari.utils.get_average_reference_score`
+    of a random policy for the minimum, of ``expert_policy`` for the maximum, in the eval env), none unless
+    an expert policy or a maximum is given, in an env that is closed after."""
+    if eval_spec is None or (expert_policy is None and ref_max_score is None):
+        return {}
+    if ref_min_score is None or expert_policy is not None:
+        env = gym.make(eval_spec)
+        try:
+            if ref_min_score is None:
+                ref_min_score = get_average_reference_score(env, RandomPolicy(env), num_episodes)
+            if expert_policy is not None:
+                ref_max_score = get_average_reference_score(env, expert_policy, num_episodes)
+        finally:
+            env.close()
+    return {
+        "ref_max_score": ref_max_score,
+        "ref_min_score": ref_min_score,
+        "num_episodes_average_score": num_episodes,
+    }
+
+
+def _seed_every_episode(envs: gym.vector.VectorEnv) -> None:
+    """Turn on ``envs``' seeded autoresets, as Minari's collector seeds every episode (a reset without a
+    seed draws one); warn where the vector env cannot, before anything is recorded."""
+    unwrapped = envs.unwrapped
+    if isinstance(unwrapped, TorchwmVectorEnv):
+        if unwrapped.autoreset_seeds:
+            return
+        try:
+            unwrapped.autoreset_seeds = True
+            return
+        except UnsupportedStackError as exc:
+            reason = str(exc)
+    else:
+        reason = f"{type(unwrapped).__name__} is not a torchwm vector env"
+    warnings.warn(
+        f"VectorDataCollector: only the first episode of each env will have a seed, later episodes none "
+        f"(they cannot be replayed from a seed): this vector env cannot seed its autoresets ({reason})",
+        UserWarning,
+        stacklevel=3,
+    )
+
+
+def _info_keys(info: dict[str, Any]) -> frozenset:
+    """The keys of an info, nested dicts' too: what must stay the same through an episode."""
+    return frozenset(
+        (key, _info_keys(value) if isinstance(value, dict) else None) for key, value in info.items()
+    )
+
+
+def _key_names(info: dict[str, Any]) -> list[str]:
+    return sorted(str(key) for key in info)
 
 
 def _env_info(info: dict[str, Any]) -> dict[str, Any]:

@@ -23,22 +23,23 @@ and end by termination or truncation, against Gymnasium's own
 frame limit. A backend that cannot meet a check registers
 ``conformance={"skip": {"check_name": "why"}}``, and ``conformance={"variants":
 [{...backend_kwargs...}, ...]}`` runs every check once per variant (start
-methods, for example).
+methods, for example). A check that cannot run where it is (a missing extra, a
+feature the backend refuses) raises `CheckSkipped` with the reason, a skip for
+`run_checks` and for pytest alike.
 
 The checks live in modules by what they check: ``checks_stepping`` (spaces, autoreset, seeding, bad
 actions), ``checks_states`` (``clone_state``/``restore_state``, under faults too), ``checks_async``
 (``env_ids``, ``send``/``recv``, ``batch_size``), ``checks_calls`` (attributes, ``timeout``),
-``checks_faults``, ``checks_seeds`` (where seeded autoresets' seeds come from), ``checks_closing`` and
+``checks_faults``, ``checks_seeds`` (where seeded autoresets' seeds come from), ``checks_datasets`` (what a
+`VectorDataCollector` records over the backend: it needs the ``minari`` extra), ``checks_closing`` and
 ``checks_multiagent`` (PettingZoo envs under `torchwm.multiagent`: layouts against ``sync``,
 ``env_ids``, restarts, saved states); ``envs`` and ``multiagent_envs`` hold the envs they step and
-``target`` what a check is given. A check that cannot run here (the multi-agent ones without PettingZoo)
-raises `unittest.SkipTest` with the reason: pytest reports a skip, `run_checks` a skipped result.
+``target`` what a check is given.
 """
 
 from __future__ import annotations
 
 import traceback
-import unittest
 from collections.abc import Callable
 from typing import Any
 
@@ -61,6 +62,7 @@ from torchwm.testing.checks_closing import (
     check_close_from_another_thread,
     check_close_from_two_threads_at_once,
 )
+from torchwm.testing.checks_datasets import check_every_recorded_episode_replays_from_its_seed
 from torchwm.testing.checks_faults import (
     check_a_restart_announces_every_lost_episode,
     check_an_env_error_fails_its_own_send_only,
@@ -95,7 +97,7 @@ from torchwm.testing.checks_stepping import (
     check_spaces_and_dtypes,
 )
 from torchwm.testing.envs import ATARI_FRAME_LIMIT, ATARI_ID, COUNTDOWN_ID, CountdownEnv
-from torchwm.testing.target import DEADLINE, BackendUnderTest, CheckResult
+from torchwm.testing.target import DEADLINE, BackendUnderTest, CheckResult, CheckSkipped
 
 __all__ = [
     "ATARI_FRAME_LIMIT",
@@ -105,6 +107,7 @@ __all__ = [
     "DEADLINE",
     "BackendUnderTest",
     "CheckResult",
+    "CheckSkipped",
     "CountdownEnv",
     "checks_for",
     "run_checks",
@@ -145,6 +148,7 @@ __all__ = [
     "check_multiagent_env_ids",
     "check_multiagent_restart_announces_every_lost_episode",
     "check_multiagent_restore_state",
+    "check_every_recorded_episode_replays_from_its_seed",
 ]
 
 CHECKS: list[Callable[[BackendUnderTest], None]] = [
@@ -184,6 +188,7 @@ CHECKS: list[Callable[[BackendUnderTest], None]] = [
     check_multiagent_env_ids,
     check_multiagent_restart_announces_every_lost_episode,
     check_multiagent_restore_state,
+    check_every_recorded_episode_replays_from_its_seed,
 ]
 
 
@@ -208,7 +213,7 @@ def run_checks(backend: str, backend_kwargs: dict[str, Any] | None = None) -> li
             continue
         try:
             check(target)
-        except unittest.SkipTest as exc:  # the check cannot run here (a missing optional install)
+        except CheckSkipped as exc:
             results.append(CheckResult(check.__name__, True, str(exc), skipped=True))
         except AssertionError as exc:
             results.append(CheckResult(check.__name__, False, str(exc)))

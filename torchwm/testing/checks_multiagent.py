@@ -3,7 +3,7 @@ its agents on one worker, give the arrays of ``sync`` in both layouts, step by `
 announce every episode a worker restart lost on each agent's row, and restore saved states exactly.
 
 They step `CountdownAgentsEnv` (`torchwm.testing.multiagent_envs`) and need PettingZoo: without it each
-check raises `unittest.SkipTest` (pytest shows a skip with the reason, `run_checks` a skipped result),
+check raises `CheckSkipped` (pytest shows a skip with the reason, `run_checks` a skipped result),
 never a failure. A backend that builds its envs from an env id (``ale-native``, ``envpool``) cannot run
 them and registers them as skipped.
 """
@@ -14,21 +14,20 @@ import contextlib
 import importlib.util
 import os
 import pickle
-import unittest
 from typing import Any
 
 import numpy as np
 
-from torchwm.testing.target import DEADLINE, BackendUnderTest, assert_same
+from torchwm.testing.target import DEADLINE, BackendUnderTest, CheckSkipped, assert_same
 
 N = 4  # PettingZoo envs; A = 3 agents each
 A = 3
 
 
 def _pettingzoo() -> None:
-    """`unittest.SkipTest` where PettingZoo is not installed: the checks cannot build a multi-agent env."""
+    """`CheckSkipped` where PettingZoo is not installed: the checks cannot build a multi-agent env."""
     if importlib.util.find_spec("pettingzoo") is None:
-        raise unittest.SkipTest(
+        raise CheckSkipped(
             'the multi-agent checks step a PettingZoo env: pip install "torchwm[pettingzoo]" to run them'
         )
 

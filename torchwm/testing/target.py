@@ -10,6 +10,7 @@ that only the checks read.
 from __future__ import annotations
 
 import dataclasses
+import unittest
 from collections.abc import Callable
 from typing import Any
 
@@ -131,6 +132,12 @@ class BackendUnderTest:
         return gym.vector.SyncVectorEnv(
             [lambda: gym.make(COUNTDOWN_ID) for _ in range(num_envs)], autoreset_mode=mode
         )
+
+
+class CheckSkipped(unittest.SkipTest):
+    """A check that cannot run here, raised with what is missing (an extra, a feature the backend refuses):
+    `run_checks` reports it skipped with that reason, and pytest (which takes `unittest.SkipTest` as a skip)
+    a skipped test."""
 
 
 @dataclasses.dataclass(frozen=True)

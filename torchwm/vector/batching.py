@@ -28,6 +28,7 @@ from gymnasium import spaces
 
 from torchwm.errors import NotABatchError
 from torchwm.spaces import ARRAY_SPACES as ARRAY_SPACES  # backends import it with the helpers below
+from torchwm.vector.episode_seeds import EPISODE_SEED
 
 # The plain scalar types an info batched column by column may hold (Gymnasium gives each its own dtype).
 INFO_KINDS = (int, float, bool)
@@ -342,6 +343,39 @@ class InfoBatcher:
         self.num_envs = num_envs
 
     def batch(self, infos: Sequence[Mapping[Any, Any]]) -> dict[str, Any]:
+        try:
+            return self._batch(infos)
+        except OverflowError:
+            # An int beyond int64 is refused, as Gymnasium refuses it, unless it is an episode seed: seeds
+            # are any ints >= 0, and one of 2**63 or more must reach the caller whole.
+            if not any(EPISODE_SEED in info for info in infos):
+                raise
+            return self._batch_with_big_seeds(infos)
+
+    def _batch_with_big_seeds(self, infos: Sequence[Mapping[Any, Any]]) -> dict[str, Any]:
+        """`batch` for infos whose episode seeds do not fit Gymnasium's int64 column: the other keys as
+        `batch` gives them, the seeds as uint64 where every one fits, else as an object array of ints (the
+        rows without a seed 0 or None, as Gymnasium fills them), with their mask."""
+        rest = [{key: value for key, value in info.items() if key != EPISODE_SEED} for info in infos]
+        batched = self._batch(rest)
+        rows = [row for row, info in enumerate(infos) if EPISODE_SEED in info]
+        seeds = [int(infos[row][EPISODE_SEED]) for row in rows]
+        largest = max(seeds)
+        column: np.ndarray
+        if largest < 2**63:  # the overflow was another key's
+            column = np.zeros(self.num_envs, np.int64)
+        elif largest < 2**64:
+            column = np.zeros(self.num_envs, np.uint64)
+        else:
+            column = np.full(self.num_envs, None, dtype=object)
+        mask = np.zeros(self.num_envs, dtype=np.bool_)
+        for row, seed in zip(rows, seeds, strict=True):
+            column[row] = seed
+            mask[row] = True
+        batched[EPISODE_SEED], batched[f"_{EPISODE_SEED}"] = column, mask
+        return batched
+
+    def _batch(self, infos: Sequence[Mapping[Any, Any]]) -> dict[str, Any]:
         if infos and type(infos[0]) is InfoRow:
             columns = self._batch_rows(infos)
             if columns is not None:

@@ -8,7 +8,8 @@
 # From Minari 0.5.4's tests/common.py (commit 1880118a of Farama-Foundation/Minari, released as 0.5.4):
 # its dummy envs and checks, unchanged; dropped: skimage's ImageSpace and the space lists of the storage
 # tests, the hosting helpers. Added at the end: the construction of a VectorDataCollector over a torchwm
-# vector env (`collector`) and the loop that records whole episodes with it (`record_episodes`).
+# vector env (`collector`), the loop that records whole episodes with it (`record_episodes`) and Minari's
+# dataset helper over that loop (`create_dummy_dataset_with_collecter_env_helper`).
 """Minari's dummy envs and dataset checks, and the one adapted part: a `VectorDataCollector` where
 Minari's tests build a `minari.DataCollector`."""
 
@@ -498,17 +499,11 @@ SETUPS = [("sync", 1), ("sync", 2), ("shmem", 1), ("shmem", 2)]
 
 def collector(env_id, backend, num_envs, seed=None, env_kwargs=None, **collector_kwargs):
     """``DataCollector(gym.make(env_id, **env_kwargs), **collector_kwargs)``: a `VectorDataCollector` of
-    ``num_envs`` envs of ``env_id`` on ``backend``, every episode seeded (``autoreset_seeds``). shmem's
+    ``num_envs`` envs of ``env_id`` on ``backend`` (which seeds every episode, as Minari's). shmem's
     workers are forked, so that they know the dummy envs this module registers."""
     options = {"context": "fork"} if backend == "shmem" else None
     vec = torchwm.make_vec(
-        env_id,
-        num_envs,
-        backend=backend,
-        seed=seed,
-        autoreset_seeds=True,
-        backend_kwargs=options,
-        **(env_kwargs or {}),
+        env_id, num_envs, backend=backend, seed=seed, backend_kwargs=options, **(env_kwargs or {})
     )
     return VectorDataCollector(vec, **collector_kwargs)
 
@@ -522,3 +517,24 @@ def record_episodes(env, num_episodes, seed=42):
     env.action_space.seed(seed)
     while env.num_episodes < num_episodes:
         env.step(env.action_space.sample())
+
+
+def create_dummy_dataset_with_collecter_env_helper(dataset_id, env, num_episodes=10, **kwargs):
+    """Minari's helper of the same name, with its loop as `record_episodes` (give the collector
+    ``max_episodes=num_episodes`` for Minari's count where episodes of several envs may end together)."""
+    # Step the environment, DataCollector wrapper will do the data collection job
+    record_episodes(env, num_episodes)
+
+    # Create Minari dataset and store locally
+    dataset = env.create_dataset(
+        dataset_id=dataset_id,
+        algorithm_name="random_policy",
+        code_permalink="https://github.com/Farama-Foundation/Minari/blob/main/tests/common.py",
+        author="Farama",
+        author_email="farama@farama.org",
+        description="Test dataset for Minari",
+        **kwargs,
+    )
+
+    assert dataset_id in minari.list_local_datasets()
+    return dataset

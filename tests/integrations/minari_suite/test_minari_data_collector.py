@@ -178,21 +178,12 @@ def test_truncation_without_reset(dataset_id, env_id, data_format, register_dumm
 @pytest.mark.parametrize("options", [None, {"max_timesteps": 3}])
 def test_reproducibility(seed, data_format, options, register_dummy_envs, backend, num_envs, request):
     """Test episodes are reproducible, even if an explicit reset seed is not set."""
-    if seed == MAX_UINT64:
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                raises=OverflowError,
-                reason="autoreset_seeds reports infos['episode_seed'] batched as Gymnasium batches an int info "
-                "(int64): a seed of 2**63 or more overflows (a torchwm defect, not fixed here)",
-            )
-        )
-    elif seed is not None and num_envs > 1:
+    if seed is not None and num_envs > 1:
         request.applymarker(
             pytest.mark.xfail(
                 strict=True,
                 reason="reset(seed=s) of a vector env seeds env i with s + i (Gymnasium's rule), so the "
-                "episodes of envs 1.. do not have the seed s the test expects (and MAX_UINT64 + i is no seed)",
+                "episodes of envs 1.. do not have the seed s the test expects",
             )
         )
     dataset_id = "dummy-box/test-v0"

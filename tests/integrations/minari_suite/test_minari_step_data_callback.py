@@ -109,11 +109,6 @@ def test_data_collector_step_data_callback(data_format, register_dummy_envs, bac
     check_load_and_delete_dataset(dataset_id)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Minari's collector raises ValueError when an env's info keys change from step to step (the test's "
-    "last part); VectorDataCollector stores the keys every step of an episode has, as docs/datasets.md says",
-)
 @pytest.mark.parametrize("backend,num_envs", SETUPS)
 @pytest.mark.parametrize("data_format", get_storage_keys())
 def test_data_collector_step_data_callback_info_correction(
