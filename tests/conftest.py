@@ -39,6 +39,18 @@ def fresh_plugins(monkeypatch):
     plugins.reset()
 
 
+@pytest.fixture
+def no_ale_start(monkeypatch):
+    """Fails the test if a refused spec got as far as building ALE's vector env (the refusals of
+    ``make_atari_vector_env`` and of the ``ale-native`` backend)."""
+    import ale_py.vector_env
+
+    def boom(*args, **kwargs):
+        raise AssertionError("AtariVectorEnv was built for a spec that should have been refused")
+
+    monkeypatch.setattr(ale_py.vector_env.AtariVectorEnv, "__init__", boom)
+
+
 def xdist_scope(nodeid: str) -> str:
     """The unit of work pytest-xdist gives one worker for the test ``nodeid``."""
     path, _, name = nodeid.partition("::")

@@ -206,32 +206,3 @@ def test_the_version_is_the_installed_one_as_torchwm_version_prints_it():
         [sys.executable, "-m", "torchwm", "--version"], capture_output=True, text=True, check=True
     ).stdout
     assert printed.strip() == f"torchwm {torchwm.__version__}"
-
-
-def test_the_version_is_read_when_first_asked_for_not_at_import():
-    shown = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import torchwm; print('__version__' in vars(torchwm)); print(torchwm.__version__); "
-            "from torchwm import __version__; print(__version__ is vars(torchwm)['__version__'])",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    ).stdout.split()
-    assert shown == ["False", PYPROJECT["project"]["version"], "True"]
-
-
-def test_a_source_tree_never_installed_has_its_pyproject_version(monkeypatch):
-    import torchwm
-
-    def not_installed(name):
-        raise importlib.metadata.PackageNotFoundError(name)
-
-    monkeypatch.setattr(importlib.metadata, "version", not_installed)
-    # As if imported from this checkout (CI installs torchwm into site-packages, beside no pyproject.toml).
-    monkeypatch.setattr(torchwm, "__file__", str(ROOT / "torchwm" / "__init__.py"))
-    monkeypatch.delitem(vars(torchwm), "__version__", raising=False)  # read again, without the install
-    assert torchwm.__version__ == PYPROJECT["project"]["version"]

@@ -13,10 +13,10 @@ import os
 import gymnasium as gym
 import numpy as np
 import pytest
-from aec_envs import ByHand, RelayEnv
 from pettingzoo.classic import connect_four_v3, rps_v2, tictactoe_v3
 from pettingzoo.utils.conversions import aec_to_parallel
 
+from multiagent.aec_envs import ByHand, RelayEnv
 from torchwm.errors import ClosedEnvironmentError
 from torchwm.multiagent.aec import AECVectorEnv, make_aec_vec, vectorize_aec_env_v0
 

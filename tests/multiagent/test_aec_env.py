@@ -7,11 +7,11 @@ import functools
 
 import numpy as np
 import pytest
-from aec_envs import RelayEnv
 from gymnasium.utils.env_checker import check_env
 from pettingzoo.classic import rps_v2, tictactoe_v3
 from pettingzoo.utils.conversions import aec_to_parallel
 
+from multiagent.aec_envs import RelayEnv
 from torchwm.multiagent.aec_env import AECGymEnv
 
 AGENTS = ["a_0", "a_1", "a_2"]

@@ -101,3 +101,18 @@ def test_ale_native_refuses_it_with_the_reason():
             backend="ale-native",
             wrappers=["episode_statistics", "atari_preprocessing", "frame_stack"],
         )
+
+
+def test_episode_statistics_takes_gymnasiums_buffer_length():
+    env = torchwm.make_env("CartPole-v1", wrappers=[{"name": "episode_statistics", "buffer_length": 3}])
+    reference = gym.wrappers.RecordEpisodeStatistics(gym.make("CartPole-v1"), buffer_length=3)
+    for e in (env, reference):
+        e.reset(seed=0)
+        e.action_space.seed(0)
+        for _ in range(200):
+            if any(e.step(e.action_space.sample())[2:4]):
+                e.reset()
+    for name in ("return_queue", "length_queue"):
+        assert env.get_wrapper_attr(name) == reference.get_wrapper_attr(name)
+        assert env.get_wrapper_attr(name).maxlen == 3 and len(env.get_wrapper_attr(name)) == 3
+    assert env.get_wrapper_attr("episode_count") == reference.episode_count > 3

@@ -67,7 +67,7 @@ print(" ".join(sorted(name for name in sys.modules if name.split(".")[0] in ("py
 
 def test_making_pong_with_its_default_stack_imports_neither_pydantic_nor_opencv():
     # Its wrapper options are plain ints, bools and literals, checked without pydantic (0.05 s of every
-    # start); an option pydantic must check imports it then (tests/test_make.py, tests/wrappers). OpenCV
+    # start); an option pydantic must check imports it then (tests/test_factory.py, tests/wrappers). OpenCV
     # (0.1-0.15 s) is the workers' (the forkserver imports it for them), not the parent's.
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run(

@@ -8,7 +8,7 @@ resize path (AVX-512, AVX2, SSE2) is forced in turn by the kernel's test hooks; 
 CPU lacks skips with the reason. Every path's bytes are compared with ALE's grayscale screens
 and cv2.resize on recorded screens of every ROM; the fused env with the kernel is compared
 with the same env on ALE's grayscale screens and the OpenCV path on every ROM;
-tests/test_fused_atari.py compares the fused env (kernel included, the plain lookup forced on
+tests/wrappers/test_atari_fused.py compares the fused env (kernel included, the plain lookup forced on
 every ROM) with Gymnasium's own chain.
 """
 

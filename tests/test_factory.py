@@ -251,8 +251,8 @@ class _ClosableEnv(gym.Wrapper):
     ("returned", "described"),
     [
         (lambda: None, "got None"),
-        (lambda: _ClosableEnv(gym.make("CartPole-v1")), "got a test_make._ClosableEnv (<_ClosableEnv"),
-        (lambda: _Closable(), "got a test_make._Closable (<Closable>)"),
+        (lambda: _ClosableEnv(gym.make("CartPole-v1")), "got a test_factory._ClosableEnv (<_ClosableEnv"),
+        (lambda: _Closable(), "got a test_factory._Closable (<Closable>)"),
         (lambda: [1, 2], "got a builtins.list ([1, 2])"),
     ],
     ids=["None", "gym.Env", "closable", "list"],
