@@ -17,6 +17,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from torchwm.extras import missing_extra
 from torchwm.testing.envs import COUNTDOWN_ID
 from torchwm.testing.target import BackendUnderTest, CheckSkipped, assert_same, random_actions
 
@@ -68,7 +69,7 @@ def check_every_recorded_episode_replays_from_its_seed(target: BackendUnderTest)
     try:
         from torchwm.integrations.minari import VectorDataCollector
     except ImportError as exc:
-        raise CheckSkipped(f"needs the minari extra (pip install 'torchwm[minari]'): {exc}") from None
+        raise CheckSkipped(f"{missing_extra('minari', 'this check')} ({exc})") from None
     n = 3
     for mode in ("next_step", "same_step"):
         vec = target.make(n, seed=11, autoreset_mode=mode)

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from torchwm.extras import missing_extra
 from torchwm.testing.target import DEADLINE, BackendUnderTest, CheckSkipped, assert_same
 
 N = 4  # PettingZoo envs; A = 3 agents each
@@ -27,9 +28,7 @@ A = 3
 def _pettingzoo() -> None:
     """`CheckSkipped` where PettingZoo is not installed: the checks cannot build a multi-agent env."""
     if importlib.util.find_spec("pettingzoo") is None:
-        raise CheckSkipped(
-            'the multi-agent checks step a PettingZoo env: pip install "torchwm[pettingzoo]" to run them'
-        )
+        raise CheckSkipped(str(missing_extra("pettingzoo", "each multi-agent check")))
 
 
 def _make(
