@@ -133,6 +133,7 @@ LAYERS: dict[str, list[str]] = {
         "torchwm.testing.*",
         "torchwm.torch_tensors",
         "torchwm.evaluation",
+        "torchwm.rollout",
         "torchwm.multiprocessing_env",
         "torchwm.integrations",
         "torchwm.integrations.*",
