@@ -22,8 +22,9 @@ import numpy as np
 from gymnasium.vector.utils import batch_space
 from tqdm import tqdm
 
-from torchwm.cli.common import EXIT_INTERRUPTED, EXIT_OK, Commands, UsageError, positive_int
+from torchwm.cli.common import positive_int
 from torchwm.cli.setup import add_setup_arguments, build_envs, load_policy, load_setup
+from torchwm.command_line import EXIT_INTERRUPTED, EXIT_OK, Commands, UsageError
 from torchwm.rollout import Result, rollout
 
 

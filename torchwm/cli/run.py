@@ -21,17 +21,10 @@ import numpy as np
 from gymnasium.vector.utils import batch_space
 from tqdm import tqdm
 
-from torchwm.cli.common import (
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    INPUT_ERRORS,
-    Commands,
-    UsageError,
-    config_format,
-    positive_int,
-)
+from torchwm.cli.common import config_format, positive_int
 from torchwm.cli.setup import add_setup_arguments, build_envs, load_policy, load_setup
 from torchwm.cli.summary import EpisodeTracker, RunReport, print_summary
+from torchwm.command_line import EXIT_INTERRUPTED, EXIT_OK, INPUT_ERRORS, Commands, UsageError
 from torchwm.config import dump_config
 from torchwm.factory import RECORDERS
 from torchwm.rollout import Reset, Result, batch_size_of, rollout
