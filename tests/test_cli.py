@@ -1141,7 +1141,7 @@ def test_check_names_the_option_asking_for_too_much_memory(tmp_path, capsys):
 def test_bench_refuses_an_output_file_it_cannot_write_before_measuring(
     tmp_path, monkeypatch, capsys, flag, path, message
 ):
-    from torchwm.cli import bench as command
+    from torchwm.bench import command
 
     def measured(*args, **kwargs):
         raise AssertionError("measured before checking where the results go")

@@ -25,10 +25,10 @@ The layers, lowest first (`LAYERS`); a module may import its own layer or lower 
 Each folder is one layer: every module of a subpackage (`torchwm/wrappers`, `torchwm/vector` with its
 `transports`, ...) is in its package's layer, so the tree says where a module may import from. Folders
 import one another one way: the graph of folders (each first-level subpackage one node, each top-level
-module its own) has no circle either, so two folders of one layer cannot lean on each other. A package's
-``__main__`` (what ``python -m package`` runs) is an entry point, as a console script is: Python fixes its
-place in the folder, it may run any command above it (``python -m torchwm.bench`` is ``torchwm bench``,
-the command line's), and nothing imports it, so it is a node of its own.
+module its own) has no circle either, so two folders of one layer cannot lean on each other, and no import
+runs back up from a folder to one that stands on it. A package's ``__main__`` (what ``python -m package``
+runs) is a module of its folder like any other: ``python -m torchwm.bench`` runs the bench's own command
+(`torchwm.bench.command`), not the command line above it; and nothing imports an entry point.
 
 Every module must be in exactly one layer: a new module fails `test_every_module_has_one_layer` until it is
 placed.
@@ -133,6 +133,8 @@ LAYERS: dict[str, list[str]] = {
         "torchwm.testing.*",
         "torchwm.torch_tensors",
         "torchwm.evaluation",
+        "torchwm.command_line",
+        "torchwm.rollout",
         "torchwm.multiprocessing_env",
         "torchwm.integrations",
         "torchwm.integrations.*",
@@ -173,10 +175,8 @@ def upward_imports(graph: dict[str, set[str]], layers: dict[str, list[str]]) -> 
 
 def folder_of(module: str, graph: dict[str, set[str]]) -> str:
     """The folder ``module`` is in: its first-level subpackage (``torchwm.vector`` for
-    ``torchwm.vector.transports.pipe``), or itself for a top-level module, a package of the tree or an entry
-    point (a ``__main__``)."""
-    if module.rpartition(".")[2] == "__main__":
-        return module
+    ``torchwm.vector.transports.pipe``, ``torchwm.bench`` for ``torchwm.bench.__main__``), or itself for a
+    top-level module or a package of the tree."""
     first = ".".join(module.split(".")[:2])
     is_subpackage = first != module.split(".")[0] and any(name.startswith(f"{first}.") for name in graph)
     return first if is_subpackage else module
@@ -300,14 +300,43 @@ def test_a_loop_between_folders_is_found():
     assert circles(folder_graph(graph)) == [["pkg.a", "pkg.b", "pkg.top"]]
 
 
-def test_a_main_module_is_an_entry_point_of_its_own():
-    # pkg.low.__main__ runs pkg.high's command, which stands on pkg.low: no loop. The same import from any
-    # other module of pkg.low is one.
-    graph = {"pkg.low": set(), "pkg.low.__main__": {"pkg.high"}, "pkg.high": {"pkg.low"}}
-    assert folder_of("pkg.low.__main__", graph) == "pkg.low.__main__"
-    assert circles(folder_graph(graph)) == []
-    graph = {"pkg.low": set(), "pkg.low.command": {"pkg.high"}, "pkg.high": {"pkg.low"}}
-    assert circles(folder_graph(graph)) == [["pkg.high", "pkg.low"]]
+@pytest.mark.parametrize("importer", ["pkg.low.__main__", "pkg.low.command"])
+def test_an_arrow_back_up_from_a_main_module_is_found(importer):
+    # pkg.high stands on pkg.low; pkg.low's __main__ running pkg.high's command is an arrow back up, as the
+    # same import from any other module of pkg.low is (torchwm.bench.__main__ ran torchwm.cli's main).
+    graph = {"pkg.low": set(), importer: {"pkg.high"}, "pkg.high": {"pkg.low"}}
+    assert folder_of(importer, graph) == "pkg.low"
+    # Either import closes the loop: both are named, the one to remove is the one against the layering.
+    assert arrows_back_up(graph) == ["pkg.high -> pkg.low", f"{importer} -> pkg.high"]
+
+
+def arrows_back_up(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of a module of another folder that stands, directly or not, on the importer's folder:
+    the imports that close a loop between folders, ``__main__`` modules' included."""
+    folders = folder_graph(graph)
+
+    def stands_on(folder: str, lower: str) -> bool:
+        seen, todo = set(), [folder]
+        while todo:
+            current = todo.pop()
+            if current == lower:
+                return True
+            if current not in seen:
+                seen.add(current)
+                todo += folders[current]
+        return False
+
+    return [
+        f"{module} -> {target}"
+        for module in sorted(graph)
+        for target in sorted(graph[module])
+        if folder_of(target, graph) != folder_of(module, graph)
+        and stands_on(folder_of(target, graph), folder_of(module, graph))
+    ]
+
+
+def test_no_arrow_back_up_in_the_tree():
+    assert arrows_back_up(import_graph()) == []
 
 
 def test_nothing_imports_an_entry_point():

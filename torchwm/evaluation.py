@@ -6,9 +6,10 @@ counting the first ``n_episodes`` episodes to end would over-weight the envs who
 Episodes an env ends beyond its share are not counted. It works on any Gymnasium vector env and on every
 torchwm backend, in each autoreset mode: under ``next_step`` the reset step after an episode end is not
 counted (its reward is 0 and it is no step of either episode), under ``disabled`` the ended envs are reset
-here with ``reset(options={"reset_mask": mask})``. With ``batch_size < num_envs`` (results of some envs
-only, ``infos["env_id"]``) it steps EnvPool's way: the envs of each result are sent again at once, the
-policy sees their rows only, and the envs still in flight at the end are collected.
+before they step again. It steps through `torchwm.rollout`, as ``torchwm run`` and ``torchwm record`` do:
+with ``batch_size < num_envs`` (results of some envs only, ``infos["env_id"]``) EnvPool's way, the envs of
+each result sent again at once, the policy seeing their rows only, and the envs still in flight collected
+at the end or after an error.
 
 Over the ``agents`` layout of `torchwm.multiagent` (rows are the agents of N PettingZoo envs, env-major),
 the unit is the PettingZoo env: its episode is one episode, ended when all its rows end (as the layout
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -31,15 +31,12 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
+from torchwm.rollout import Reset, Result, agents_per_env, rollout
 from torchwm.spec import check_seed
-from torchwm.vector.batching import take_rows
 from torchwm.vector.episode_seeds import EPISODE_SEED
 
 # The info key of the rows whose worker was restarted (torchwm's process backends, ``restart_on_crash``).
 WORKER_RESTARTED = "worker_restarted"
-
-# Seconds to collect the envs still in flight after an error, for an env that has no timeout of its own.
-IN_FLIGHT_DEADLINE = 60.0
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -132,7 +129,7 @@ def evaluate(
         >>> envs.close()
     """
     rows = _check_envs(envs)
-    agents = _agents_per_env(envs)
+    agents = agents_per_env(envs)
     num_envs = rows // (agents or 1)
     n_episodes = _check_count(n_episodes)
     act = _check_policy(policy, deterministic, envs.single_action_space)
@@ -141,13 +138,18 @@ def evaluate(
     if not isinstance(progress, bool):
         raise TypeError(f"progress must be True or False, got {progress!r}")
     mode = AutoresetMode(envs.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP))
-    batch_size = getattr(envs, "batch_size", getattr(envs.unwrapped, "batch_size", None)) or num_envs
     tally = _Tally(num_envs, agents, n_episodes, seed, mode, progress)
     try:
-        if batch_size < num_envs:
-            _run_partial(envs, act, tally, seed)
-        else:
-            _run_whole(envs, act, tally, seed)
+        # Every env steps until the quotas are met, as in SB3 (envs past their quota too: their episodes
+        # are not counted).
+        rollout(
+            envs,
+            lambda obs, env_ids: act(obs),
+            tally.add,
+            lambda: tally.done,
+            seed=seed,
+            on_reset=tally.started,
+        )
     finally:
         tally.close()
     return tally.result()
@@ -189,33 +191,33 @@ class _Tally:
     def done(self) -> bool:
         return bool((self.ended >= self.targets).all())
 
-    def started(
-        self, ids: list[int], rows: list[int], n_rows: int, infos: Mapping[str, Any], first: bool = False
-    ) -> None:
-        """A reset of envs ``ids``, at ``rows`` of its ``n_rows`` rows of ``infos``: their episodes' seeds, as
-        the reset reported them (``episode_seed``); else, for the ``first`` reset, the seed already known,
-        and None for the others (a reset without a seed draws none of its own)."""
-        drawn = _info_column(infos, EPISODE_SEED, n_rows * self.agents)
-        for i, row in zip(ids, rows, strict=True):
-            # An env's keys are on each of its agents' rows: its first row's.
-            if drawn[row * self.agents] is not None or not first:
-                self.seeds[i] = drawn[row * self.agents]
+    def started(self, reset: Reset) -> None:
+        """A reset: its envs' episodes' seeds, as the reset reported them (``episode_seed``); else, for the
+        first reset, the seed already known, and None for the others (a reset without a seed draws none of
+        its own). The envs a first reset did not return (an EnvPool-style asynchronous mode, ale-native's)
+        have their reset as their first result, which is no step."""
+        # An env's keys are on each of its agents' rows: its first row's.
+        drawn = _info_column(reset.infos, EPISODE_SEED, reset.rows * self.agents)
+        for i, seed in zip(reset.env_ids.tolist(), drawn, strict=True):
+            if seed is not None or not reset.first:
+                self.seeds[i] = seed
+        if reset.first:
+            self.resetting[np.setdiff1d(np.arange(self.targets.size), reset.env_ids)] = True
 
-    def add(
-        self, ids: np.ndarray, rewards: Any, terminations: Any, truncations: Any, infos: Mapping[str, Any]
-    ) -> list[int]:
-        """The results of envs ``ids`` (one row each, or A: its agents'); returns the envs whose episode
-        ended, or was cut."""
-        a = self.agents
-        rewards = np.asarray(_to_numpy(rewards), dtype=np.float64).reshape(len(ids), a)
+    def add(self, result: Result) -> list[int]:
+        """The results of envs ``result.env_ids`` (one row each, or A: its agents'); returns the envs whose
+        episode ended, or was cut."""
+        a, ids, infos = self.agents, result.env_ids, result.infos
+        rewards = np.asarray(_to_numpy(result.rewards), dtype=np.float64).reshape(len(ids), a)
         # An env's episode ends when all its rows end (the agents layout ends them together; a dead
         # agent's row ends earlier).
-        row_ends = np.asarray(_to_numpy(terminations), dtype=np.bool_) | np.asarray(
-            _to_numpy(truncations), dtype=np.bool_
+        row_ends = np.asarray(_to_numpy(result.terminations), dtype=np.bool_) | np.asarray(
+            _to_numpy(result.truncations), dtype=np.bool_
         )
         ends = np.asarray(np.asarray(row_ends).reshape(len(ids), a).all(axis=1))
-        restarted = _info_column(infos, WORKER_RESTARTED, len(ids) * a)[::a]
-        drawn = _info_column(infos, EPISODE_SEED, len(ids) * a)[::a]
+        first_rows = np.arange(len(ids)) * a
+        restarted = _info_column(infos, WORKER_RESTARTED, first_rows)
+        drawn = _info_column(infos, EPISODE_SEED, first_rows)
         ended = []
         for row, i in enumerate(ids.tolist()):
             if restarted[row]:
@@ -271,121 +273,22 @@ class _Tally:
         )
 
 
-def _run_whole(envs: Any, act: Callable[[Any], Any], tally: _Tally, seed: int | None) -> None:
-    """Every env steps at each step, as in SB3 (envs past their quota too; their episodes are not
-    counted), so the policy always sees the whole batch in env order."""
-    num_envs = tally.targets.size
-    all_ids = np.arange(num_envs)
-    obs, infos = envs.reset(seed=seed)
-    tally.started(all_ids.tolist(), all_ids.tolist(), num_envs, infos, first=True)
-    while not tally.done:
-        obs, rewards, terminations, truncations, infos = envs.step(act(obs))
-        ended = tally.add(all_ids, rewards, terminations, truncations, infos)
-        if ended and tally.mode is AutoresetMode.DISABLED and not tally.done:
-            mask = np.zeros(num_envs, dtype=np.bool_)
-            mask[ended] = True
-            # Over the agents layout the mask is over rows: all of an ended env's rows.
-            obs, infos = envs.reset(options={"reset_mask": np.repeat(mask, tally.agents)})
-            tally.started(ended, ended, num_envs, infos)
-
-
-def _run_partial(envs: Any, act: Callable[[Any], Any], tally: _Tally, seed: int | None) -> None:
-    """``batch_size < num_envs``: the envs of each result are sent again at once (what ``ale-native``'s
-    asynchronous mode requires), the policy sees their rows; the envs in flight at the end are collected,
-    so that the env can be reset afterwards, and so are they when anything (the policy, the env) raises."""
-    try:
-        _step_partial(envs, act, tally, seed)
-    except BaseException:
-        # The error is what the caller must see: the collection only tries, within its deadline.
-        _collect_after_error(envs)
-        raise
-    while True:
-        try:
-            envs.recv()
-        except gym.error.NoAsyncCallError:  # nothing in flight (any more)
-            break
-
-
-def _step_partial(envs: Any, act: Callable[[Any], Any], tally: _Tally, seed: int | None) -> None:
-    obs, infos = envs.reset(seed=seed)
-    # A reset returns every env, except in an EnvPool-style asynchronous mode (ale-native's): the first
-    # batch_size envs ready. The others' first result is then their reset, which is no step.
-    a = tally.agents
-    num_envs = tally.targets.size
-    ids = _ids(infos, a) if "env_id" in infos else np.arange(num_envs)
-    tally.started(ids.tolist(), list(range(ids.size)), ids.size, infos, first=True)
-    tally.resetting[np.setdiff1d(np.arange(num_envs), ids)] = True
-    space = envs.single_action_space
-    while not tally.done:
-        envs.send(act(obs), env_ids=ids)
-        obs, rewards, terminations, truncations, infos = envs.recv()
-        ids = _ids(infos, a)
-        ended = tally.add(ids, rewards, terminations, truncations, infos)
-        if ended and tally.mode is AutoresetMode.DISABLED and not tally.done:
-            # Envs that ended must be reset before they step again; the others go on at once.
-            going_on = np.flatnonzero(~np.isin(ids, ended))
-            if going_on.size:
-                rows = (going_on[:, None] * a + np.arange(a)).reshape(-1)  # all their agents' rows
-                envs.send(take_rows(space, act(obs), rows), env_ids=ids[going_on])
-            ids = np.asarray(ended, dtype=np.int64)
-            obs, infos = envs.reset(env_ids=ids)
-            tally.started(ended, list(range(len(ended))), len(ended), infos)
-
-
-def _collect_after_error(envs: Any) -> None:
-    """Receive what is still in flight after an error, within a deadline (the env's ``timeout`` where it has
-    one, else `IN_FLIGHT_DEADLINE`), so that the env can be reset afterwards; gives up quietly, as the
-    caller raises the error that brought it here. Each ``recv`` collects at least one env, or raises that
-    env's error (which collects it too): the envs in flight are collected within ``num_envs`` calls."""
-    timeout = getattr(envs, "timeout", None)
-    deadline = time.monotonic() + (IN_FLIGHT_DEADLINE if timeout is None else timeout)
-    try:
-        takes_timeout = "timeout" in inspect.signature(envs.recv).parameters
-    except (TypeError, ValueError):
-        takes_timeout = False
-    for _ in range(envs.num_envs):
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return
-        try:
-            envs.recv(timeout=remaining) if takes_timeout else envs.recv()
-        except gym.error.NoAsyncCallError:  # nothing in flight (any more)
-            return
-        except TimeoutError:
-            return
-        except Exception:  # noqa: BLE001 - one env's error (it is collected), or a lost env: go on trying
-            continue
-
-
-def _info_column(infos: Mapping[str, Any], key: str, n_rows: int) -> list[Any]:
-    """The values of info ``key`` in each of ``n_rows`` rows; None where a row has none (its ``_key`` mask)
-    or the infos lack the key."""
+def _info_column(infos: Mapping[str, Any], key: str, rows: np.ndarray) -> list[Any]:
+    """The values of info ``key`` in ``rows``; None where a row has none (its ``_key`` mask) or the infos
+    lack the key."""
     values = infos.get(key)
     if values is None:
-        return [None] * n_rows
+        return [None] * len(rows)
     values = np.asarray(_to_numpy(values))
     mask = infos.get(f"_{key}")
-    present = np.ones(n_rows, dtype=np.bool_) if mask is None else np.asarray(_to_numpy(mask), dtype=np.bool_)
+    present = None if mask is None else np.asarray(_to_numpy(mask), dtype=np.bool_)
     # .item(): NumPy scalars as Python's (an object array's values already are).
     return [
-        (values[row].item() if hasattr(values[row], "item") else values[row]) if present[row] else None
-        for row in range(n_rows)
+        (values[row].item() if hasattr(values[row], "item") else values[row])
+        if present is None or present[row]
+        else None
+        for row in rows.tolist()
     ]
-
-
-def _ids(infos: Mapping[str, Any], agents: int) -> np.ndarray:
-    """The envs of a partial result: ``infos["env_id"]`` (over the agents layout, one per env, not per
-    row)."""
-    return np.asarray(_to_numpy(infos["env_id"]), dtype=np.int64)[::agents]
-
-
-def _agents_per_env(envs: Any) -> int | None:
-    """A for the ``agents`` layout of `torchwm.multiagent` (rows are the agents of envs), else None."""
-    base = getattr(envs, "unwrapped", envs)
-    agents = getattr(base, "num_agents_per_env", None)
-    if isinstance(agents, int) and isinstance(getattr(base, "num_vector_envs", None), int):
-        return agents
-    return None
 
 
 def _check_envs(envs: Any) -> int:

@@ -7,8 +7,9 @@ those that cannot build it listed with the reason), the same command as
 ``python -m torchwm.bench ...``, steps each
 backend for a fixed number of batched steps with pre-drawn random actions and
 prints steps/s (the median of ``--repeats`` runs) and the ratio to a baseline.
-This package measures; the command (its arguments, the table and files it writes) is
-`torchwm.cli.bench`, in the command-line layer above it.
+The command (its arguments, the table and files it writes) is `torchwm.bench.command`, which the
+command line (`torchwm.cli`) registers and ``python -m torchwm.bench`` runs; nothing here imports the
+command line.
 Every measurement runs in its own child process (``python -m torchwm.bench
 --serve JOB``), so one backend's processes and memory never weigh on the next,
 and the PSS of that child's whole process tree can be read from
@@ -34,7 +35,8 @@ What can be measured (``backends``):
 
 The modules, one job each: `results` (`BenchResult`, the ratios and the table), `measure` (one backend
 built and stepped in this process), `child` (one measurement in a child process), `run` (`run_bench`:
-every backend at every size, and the checks made before), `machine` (what ran) and `plotting`.
+every backend at every size, and the checks made before), `machine` (what ran), `plotting` and `command`
+(the ``torchwm bench`` command).
 """
 
 from torchwm.bench.child import BenchChildError, Child, serve

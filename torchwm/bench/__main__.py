@@ -1,8 +1,9 @@
-"""``python -m torchwm.bench ...``: exactly ``torchwm bench ...`` (one parser, one-line errors), and
-``python -m torchwm.bench --serve JOB``, a measuring child (`torchwm.bench.child`).
+"""``python -m torchwm.bench ...``: exactly ``torchwm bench ...`` (one parser, one-line errors: the command
+`torchwm.bench.command` declares), and ``python -m torchwm.bench --serve JOB``, a measuring child
+(`torchwm.bench.child`).
 
-An entry point, as ``torchwm`` is: it runs the command line (`torchwm.cli`), which stands on this package,
-and nothing imports it.
+An entry point, as ``torchwm`` is, that imports nothing above this package: the command line (`torchwm.cli`)
+stands on it, never the other way.
 """
 
 import json
@@ -13,6 +14,6 @@ if sys.argv[1:2] == ["--serve"]:
 
     serve(json.loads(sys.argv[2]))
 else:
-    from torchwm.cli import main
+    from torchwm.bench.command import main
 
-    sys.exit(main(["bench", *sys.argv[1:]]))
+    sys.exit(main(sys.argv[1:]))

@@ -15,6 +15,7 @@ import threading
 from typing import Any
 
 from torchwm.bench.measure import Runner, process_tree_pss_mb
+from torchwm.command_line import EXIT_FAILED, EXIT_USAGE
 
 # How long a child that stopped answering may take to exit before it is killed.
 EXIT_SECONDS = 60
@@ -31,6 +32,8 @@ class BenchChildError(RuntimeError):
             value a backend refuses: ValueError, TypeError, MemoryError or a torchwm input error), not a
             failure.
         unsupported: the backend refused to build the stack (`UnsupportedStackError`); ``reason`` says why.
+        exit_status: the status of ``torchwm bench`` failing with it (`torchwm.command_line.status_of`):
+            2 for bad input, else 1.
     """
 
     INPUT_ERRORS = (
@@ -50,6 +53,7 @@ class BenchChildError(RuntimeError):
         kind = kind.rpartition(".")[2]
         self.input_error = building and kind in self.INPUT_ERRORS
         self.unsupported = building and kind in self.UNSUPPORTED
+        self.exit_status = EXIT_USAGE if self.input_error else EXIT_FAILED
         self.reason = reason.strip() or last
         super().__init__(
             f"measuring {job['backend']} x {job['num_envs']} on {job['env_id']} failed: {last}\n"

@@ -12,16 +12,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from torchwm.cli.common import (
-    EXIT_FAILED,
-    EXIT_OK,
-    EXIT_USAGE,
-    Commands,
-    UsageError,
-    config_format,
-)
+from torchwm.cli.common import config_format
 from torchwm.cli.config_errors import config_errors
 from torchwm.cli.setup import add_set_argument
+from torchwm.command_line import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Commands, UsageError
 from torchwm.config import (
     CONFIG_SUFFIXES,
     apply_overrides,

@@ -16,7 +16,7 @@ from typing import Any
 
 import gymnasium
 
-from torchwm.cli.common import INPUT_ERRORS, explain, first_line
+from torchwm.command_line import INPUT_ERRORS, explain, first_line
 from torchwm.config import (
     apply_overrides,
     check_expansion,

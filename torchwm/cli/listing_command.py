@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from torchwm import listing
 from torchwm.atari_kernel import kernel_status
-from torchwm.cli.common import EXIT_OK, Commands, UsageError, version
+from torchwm.command_line import EXIT_OK, Commands, UsageError, version
 from torchwm.errors import did_you_mean
 from torchwm.plugins import DEFAULT_PLUGINS, failed_plugins, plugin_manager, registry
 

@@ -22,9 +22,10 @@ import numpy as np
 from gymnasium.vector.utils import batch_space
 from tqdm import tqdm
 
-from torchwm.cli.common import EXIT_INTERRUPTED, EXIT_OK, Commands, UsageError, positive_int
+from torchwm.cli.common import positive_int
 from torchwm.cli.setup import add_setup_arguments, build_envs, load_policy, load_setup
-from torchwm.vector.batching import take_rows
+from torchwm.command_line import EXIT_INTERRUPTED, EXIT_OK, Commands, UsageError
+from torchwm.rollout import Result, rollout
 
 
 def register(commands: Commands) -> None:
@@ -109,42 +110,24 @@ def cmd_record(args: argparse.Namespace) -> int:
 def _record(envs: Any, spec: Any, episodes: int, policy: Any, progress: Any) -> int:
     """Step until ``episodes`` episodes have ended; the vector steps taken."""
     spaces: dict[int, Any] = {}
+    steps, shown = 0, 0
 
-    def act(obs: Any, count: int) -> Any:
+    def act(obs: Any, env_ids: np.ndarray) -> Any:
+        count = len(env_ids)
         if count not in spaces:
             spaces[count] = batch_space(envs.single_action_space, count)
             spaces[count].seed(spec.seed)
         return policy(obs, spaces[count]) if policy else spaces[count].sample()
 
-    disabled = spec.autoreset_mode == "disabled"
-    partial = getattr(envs.unwrapped, "batch_size", envs.num_envs) < envs.num_envs
-    obs, infos = envs.reset()
-    steps = 0
-    if partial:
-        envs.send(act(obs, envs.num_envs))
-    while envs.num_episodes < episodes:
-        before = envs.num_episodes
-        if partial:
-            obs, rewards, terminations, truncations, infos = envs.recv()
-            ids = np.asarray(infos["env_id"])
-            done = terminations | truncations
-            if disabled and done.any():
-                kept = np.flatnonzero(~done)
-                if kept.size:
-                    envs.send(act(take_rows(envs.single_observation_space, obs, kept), kept.size), ids[kept])
-                first, _ = envs.reset(env_ids=ids[done])
-                envs.send(act(first, int(done.sum())), ids[done])
-            else:
-                envs.send(act(obs, ids.size), ids)
-        else:
-            obs, rewards, terminations, truncations, infos = envs.step(act(obs, envs.num_envs))
-            done = terminations | truncations
-            if disabled and done.any():
-                obs, _ = envs.reset(options={"reset_mask": done})
+    def counted(result: Result) -> np.ndarray:
+        # The collector keeps the episodes' rows; the progress bar counts those it has.
+        nonlocal steps, shown
         steps += 1
-        progress.update(envs.num_episodes - before)
-    while partial and envs.unwrapped.in_flight_ids:
-        envs.recv()
+        progress.update(envs.num_episodes - shown)
+        shown = envs.num_episodes
+        return result.env_ids[np.asarray(result.terminations) | np.asarray(result.truncations)]
+
+    rollout(envs, act, counted, lambda: envs.num_episodes >= episodes)
     return steps
 
 

@@ -13,6 +13,7 @@ import os
 import re
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,21 +21,13 @@ import numpy as np
 from gymnasium.vector.utils import batch_space
 from tqdm import tqdm
 
-from torchwm.cli.common import (
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    INPUT_ERRORS,
-    Commands,
-    UsageError,
-    config_format,
-    positive_int,
-)
+from torchwm.cli.common import config_format, positive_int
 from torchwm.cli.setup import add_setup_arguments, build_envs, load_policy, load_setup
 from torchwm.cli.summary import EpisodeTracker, RunReport, print_summary
+from torchwm.command_line import EXIT_INTERRUPTED, EXIT_OK, INPUT_ERRORS, Commands, UsageError
 from torchwm.config import dump_config
-from torchwm.errors import NoAsyncCallError
 from torchwm.factory import RECORDERS
-from torchwm.vector.batching import take_rows
+from torchwm.rollout import Reset, Result, batch_size_of, rollout
 from torchwm.wrappers.record_video import VideoWriteError, check_recording
 
 
@@ -114,20 +107,23 @@ def cmd_run(args: argparse.Namespace) -> int:
         flush=True,
     )
     progress = _progress(steps, disable=args.no_progress)
+
+    def started(reset: Reset) -> None:
+        if reset.first:
+            # Steps per second count the stepping only: building the env and its first reset are start-up.
+            report.started = time.perf_counter()
+
+    def counted(result: Result) -> np.ndarray:
+        done = report.update(
+            result.rewards, result.terminations, result.truncations, result.infos, env_ids=result.env_ids
+        )
+        progress.update(1)
+        return result.env_ids[done]
+
     try:
-        obs, reset_infos = envs.reset()
-        # Steps per second count the stepping only: building the env and its first reset are start-up.
-        report.started = time.perf_counter()
-        partial = getattr(envs, "batch_size", spec.num_envs) < spec.num_envs
-        if partial:
-            _run_batches(envs, spec, obs, reset_infos, steps, policy, report, progress)
-        for _ in range(0 if partial else steps):
-            actions = policy(obs, envs.action_space) if policy else envs.action_space.sample()
-            obs, rewards, terminations, truncations, infos = envs.step(actions)
-            done = report.update(rewards, terminations, truncations, infos)
-            if spec.autoreset_mode == "disabled" and done.any():
-                obs, _ = envs.reset(options={"reset_mask": done})
-            progress.update(1)
+        rollout(
+            envs, policy_actions(envs, spec, policy), counted, lambda: report.steps >= steps, on_reset=started
+        )
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -147,52 +143,25 @@ def cmd_run(args: argparse.Namespace) -> int:
     return EXIT_INTERRUPTED if interrupted else EXIT_OK
 
 
-def _run_batches(
-    envs: Any, spec: Any, obs: Any, infos: Any, steps: int, policy: Any, report: RunReport, progress: Any
-) -> None:
-    """``steps`` steps under ``batch_size < num_envs``: each `recv` returns ``batch_size`` envs
-    (``infos["env_id"]`` says which), and only those are sent to next, as docs/backends.md shows.
-
-    The policy gets those envs' rows and an action space of as many rows."""
+def policy_actions(envs: Any, spec: Any, policy: Any) -> Callable[[Any, np.ndarray], Any]:
+    """``act(obs, env_ids)`` for `torchwm.rollout`: the user's ``policy(obs, action_space)``, or a random
+    sample. The whole batch gets the env's own action space; under ``batch_size < num_envs`` the rows of a
+    result get an action space of as many rows, seeded with the spec's seed."""
+    whole = batch_size_of(envs) >= spec.num_envs
     spaces: dict[int, Any] = {}
 
-    def act(rows: Any, count: int) -> Any:
-        if count not in spaces:
-            spaces[count] = batch_space(envs.single_action_space, count)
-            spaces[count].seed(spec.seed)
-        return policy(rows, spaces[count]) if policy else spaces[count].sample()
-
-    # Every env (ale-native's reset returns its first batch, with their env_id, and is sent those).
-    in_flight = len(infos["env_id"]) if "env_id" in infos else spec.num_envs
-    envs.send(act(obs, in_flight))
-    for step in range(steps):
-        obs, rewards, terminations, truncations, infos = envs.recv()
-        ids = np.asarray(infos["env_id"], dtype=np.int64)
-        in_flight -= ids.size
-        done = report.update(rewards, terminations, truncations, infos, env_ids=ids)
-        progress.update(1)
-        if step == steps - 1:
-            _collect_in_flight(envs, in_flight)
-            break
-        in_flight += ids.size
-        if spec.autoreset_mode == "disabled" and done.any():
-            # The ended envs are idle: reset them, then send to them from their first observation.
-            kept = np.flatnonzero(~done)
-            if kept.size:
-                envs.send(act(take_rows(envs.single_observation_space, obs, kept), kept.size), ids[kept])
-            first, _ = envs.reset(env_ids=ids[done])
-            envs.send(act(first, int(done.sum())), ids[done])
+    def act(obs: Any, env_ids: np.ndarray) -> Any:
+        count = len(env_ids)
+        if whole:
+            space = envs.action_space
         else:
-            envs.send(act(obs, ids.size), ids)
+            if count not in spaces:
+                spaces[count] = batch_space(envs.single_action_space, count)
+                spaces[count].seed(spec.seed)
+            space = spaces[count]
+        return policy(obs, space) if policy else space.sample()
 
-
-def _collect_in_flight(envs: Any, count: int) -> None:
-    """Receive (uncounted) the ``count`` envs still stepping, so that the env closes with none in flight."""
-    while count > 0:
-        try:
-            count -= len(envs.recv()[1])
-        except NoAsyncCallError:
-            return  # a backend that keeps no envs in flight between batches (ale-native: ALE's own)
+    return act
 
 
 def recorders_of(spec: Any) -> list[Any]:

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from torchwm.cli.common import INPUT_ERRORS, UsageError
+from torchwm.command_line import INPUT_ERRORS, UsageError
 from torchwm.config import is_config_reference, is_memory_error, load_run_config, memory_message, parse_value
 from torchwm.errors import WorkerError
 from torchwm.factory import make_vec_from_spec
