@@ -3,10 +3,12 @@ and observations it documents."""
 
 from __future__ import annotations
 
+import time
+
 import gymnasium as gym
 import numpy as np
 
-import torchwm  # noqa: F401 - registers the env
+import torchwm  # registers the env
 from torchwm.envs import SYNTHETIC_ID, SyntheticEnv
 
 
@@ -29,3 +31,29 @@ def test_episodes_truncate_at_their_length_and_each_step_marks_its_action():
         assert obs[0, 0, 0] == (action + t) % 256 and reward == 1.0
         flags.append((terminated, truncated))
     assert flags == [(False, False), (False, False), (False, True)]
+
+
+def test_synthetic_env_costs_cpu_and_has_the_atari_shape():
+    env = gym.make(SYNTHETIC_ID, step_seconds=0.002, episode_length=3)
+    obs, _ = env.reset(seed=0)
+    assert obs.shape == (4, 84, 84) and obs.dtype == np.uint8
+    before = time.thread_time()
+    for _ in range(3):
+        obs, reward, terminated, truncated, _ = env.step(1)
+    used = time.thread_time() - before
+    assert used >= 0.006  # a busy loop, not a sleep: this thread spent the CPU time of 3 steps
+    assert truncated and not terminated and reward == 1.0
+
+
+def test_synthetic_env_under_spawn_workers():
+    with torchwm.make_vec(
+        SYNTHETIC_ID,
+        2,
+        backend="shmem",
+        seed=0,
+        step_seconds=0.0001,
+        backend_kwargs={"num_workers": 2, "context": "spawn"},
+    ) as vec:
+        obs, _ = vec.reset()
+        obs, rewards, *_ = vec.step(np.array([1, 2]))
+    assert obs.shape == (2, 4, 84, 84) and np.array_equal(rewards, [1.0, 1.0])

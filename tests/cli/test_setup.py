@@ -97,3 +97,46 @@ def test_no_command_imports_another_command(module):
         elif isinstance(node, ast.Import):
             imported.update(alias.name for alias in node.names)
     assert not (imported & (commands - {module})), imported & commands
+
+
+def test_run_and_record_take_one_set_of_setup_arguments():
+    import argparse
+
+    from torchwm.cli import build_parser
+    from torchwm.cli.setup import load_setup
+
+    subparsers = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    commands = subparsers.choices
+
+    def setup_arguments(command):
+        return {
+            action.dest: (action.option_strings, action.help, action.type, action.metavar)
+            for action in commands[command]._actions
+            if action.dest in ("target", "num_envs", "backend", "seed", "overrides")
+        }
+
+    assert setup_arguments("run") == setup_arguments("record")
+    assert len(setup_arguments("run")) == 5
+    assert setup_arguments("check")["overrides"][0] == ["--set"]
+    given = [
+        "CartPole-v1",
+        "--num-envs",
+        "3",
+        "--seed",
+        "5",
+        "--backend",
+        "subproc",
+        "--set",
+        "autoreset_mode=disabled",
+    ]
+    run_spec, _ = load_setup(commands["run"].parse_args(given))
+    record_spec, _ = load_setup(
+        commands["record"].parse_args([*given, "--episodes", "1", "--dataset-id", "a/b-v0"])
+    )
+    assert run_spec == record_spec
+    assert (run_spec.num_envs, run_spec.seed, run_spec.backend, run_spec.autoreset_mode) == (
+        3,
+        5,
+        "subproc",
+        "disabled",
+    )

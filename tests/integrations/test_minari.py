@@ -1,4 +1,5 @@
-"""VectorDataCollector and `torchwm record`: episodes recorded from vector envs replay from their seeds."""
+"""VectorDataCollector: episodes recorded from vector envs replay from their seeds, and Minari recovers the
+stack they were recorded on (the tests of ``torchwm record`` itself are tests/cli/test_record.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 import cloudpickle
@@ -18,6 +18,7 @@ import pytest
 pytest.importorskip("minari")
 
 from minari import StepDataCallback  # noqa: E402
+from support.datasets import replay  # noqa: E402
 
 import torchwm  # noqa: E402
 from torchwm.building import build_env  # noqa: E402
@@ -69,24 +70,6 @@ def record(envs, n_episodes, max_steps=10_000):
             if not envs.unwrapped.in_flight_ids:
                 break
             envs.recv()
-
-
-def replay(dataset, make):
-    """Each episode again in a single env from its recorded seed: the same observations, rewards and ends."""
-    metadata = list(dataset.storage.get_episode_metadata(range(dataset.total_episodes)))
-    for episode, meta in zip(dataset.iterate_episodes(), metadata, strict=True):
-        env = make(int(meta["env_id"]))
-        obs, _ = env.reset(seed=meta["seed"])
-        assert np.array_equal(obs, episode.observations[0])
-        assert len(episode.observations) == len(episode.actions) + 1
-        for t, action in enumerate(episode.actions):
-            obs, reward, terminated, truncated, _ = env.step(action)
-            assert np.array_equal(obs, episode.observations[t + 1]), (meta, t)
-            assert reward == episode.rewards[t]
-            assert terminated == episode.terminations[t] and truncated == episode.truncations[t]
-        assert terminated or truncated  # a whole episode
-        env.close()
-    return metadata
 
 
 @pytest.mark.parametrize(
@@ -569,70 +552,6 @@ def test_a_missing_extra_is_one_line_naming_it():
     assert out.count("\n") == 1 and "[minari]" in out and "pip install" in out
 
 
-# ------------------------------------------------------------------ torchwm record
-
-
-def test_record_writes_exactly_n_episodes(datasets_path, capsys):
-    status = main(
-        [
-            "record",
-            "CartPole-v1",
-            "--episodes",
-            "5",
-            "--dataset-id",
-            "test/cli-v0",
-            "--num-envs",
-            "3",
-            "--no-progress",
-        ]
-    )
-    assert status == 0
-    import minari
-
-    dataset = minari.load_dataset("test/cli-v0")
-    assert dataset.total_episodes == 5
-    replay(dataset, lambda _: gym.make("CartPole-v1"))
-    summary = capsys.readouterr()
-    assert "5 episodes" in summary.out and "test/cli-v0" in summary.out
-    # again: the id is taken
-    status = main(
-        ["record", "CartPole-v1", "--episodes", "2", "--dataset-id", "test/cli-v0", "--no-progress"]
-    )
-    err = capsys.readouterr().err.strip().splitlines()
-    assert status == 2 and len(err) == 1 and "--overwrite" in err[0]
-    status = main(
-        [
-            "record",
-            "CartPole-v1",
-            "--episodes",
-            "2",
-            "--dataset-id",
-            "test/cli-v0",
-            "--overwrite",
-            "--no-progress",
-        ]
-    )
-    assert status == 0 and minari.load_dataset("test/cli-v0").total_episodes == 2
-
-
-def test_record_interrupted_while_writing_leaves_no_dataset(datasets_path, monkeypatch, capsys):
-    import minari
-    from minari.dataset._storages.hdf5_storage import HDF5Storage  # the default format
-
-    def interrupted(self, episodes):
-        raise KeyboardInterrupt
-
-    argv = ["record", "CartPole-v1", "--episodes", "2", "--dataset-id", "test/cut-v0", "--no-progress"]
-    with monkeypatch.context() as patch:
-        patch.setattr(HDF5Storage, "update_episodes", interrupted)
-        status = main(argv)
-    err = capsys.readouterr().err.strip().splitlines()
-    assert status == 130 and "no dataset written" in err[-1]
-    assert "test/cut-v0" not in minari.list_local_datasets()
-    assert not (datasets_path / "test" / "cut-v0").exists()
-    assert main(argv) == 0 and minari.load_dataset("test/cut-v0").total_episodes == 2  # the id is free
-
-
 @pytest.mark.parametrize("failure", [KeyboardInterrupt, OSError])
 def test_a_failed_write_leaves_no_dataset_and_keeps_the_episodes(failure, datasets_path, monkeypatch):
     import minari
@@ -666,32 +585,3 @@ def test_an_existing_dataset_is_refused_and_kept(datasets_path):
     import minari
 
     assert minari.load_dataset("test/taken-v0").total_episodes == first
-
-
-@pytest.mark.parametrize(
-    ("arguments", "words"),
-    [
-        (["--episodes", "0"], "expected an integer >= 1"),
-        (["--policy", "no_such_module_xyz:act"], "cannot import"),
-        (["--policy", "nocolon"], "module:function"),
-        (["--dataset-id", "bad id"], "dataset ID"),
-    ],
-)
-def test_record_bad_values_are_one_line_exit_2(arguments, words, capsys):
-    argv = [
-        "record",
-        "CartPole-v1",
-        "--episodes",
-        "2",
-        "--dataset-id",
-        "test/bad-v0",
-        "--no-progress",
-        *arguments,
-    ]
-    with warnings.catch_warnings():
-        try:
-            status = main(argv)
-        except SystemExit as exc:  # argparse's own errors
-            status = exc.code
-    err = capsys.readouterr().err.strip().splitlines()
-    assert status == 2 and len(err) == 1 and words in err[0], err
