@@ -419,33 +419,3 @@ def test_batch_size_returns_whole_envs_whose_rows_are_sync_s():
         got_ids = sorted(tuple(dict.fromkeys(r[4]["env_id"].tolist())) for r in later)
         assert got_ids == [(1, 3), (2, 0)]
         assert envs.in_flight_ids == []
-
-
-@pytest.mark.parametrize("layout", ["agents", "parallel"])
-def test_recv_past_its_deadline_raises_timeout_and_the_step_stays_in_flight(layout):
-    from torchwm.testing.multiagent_envs import arm, countdown_agents
-
-    fns = [countdown_agents()] * 2
-    with (
-        ma.make_vec(fns, 2, layout=layout, backend="shmem", backend_kwargs=SHMEM, seed=0) as envs,
-        ma.make_vec(fns, 2, layout=layout, seed=0) as ref,
-    ):
-        envs.reset()
-        ref.reset()
-        actions = np.array([1, 2, 0, 2, 2, 1])
-        if layout == "parallel":
-            actions = {a: actions.reshape(2, 3)[:, k] for k, a in enumerate(envs.agents)}
-        want = ref.step(actions)
-        envs.call(arm, "delay", 1.5, env_ids=[1])
-        envs.send(actions)
-        with pytest.raises(TimeoutError):
-            envs.recv(timeout=0.2)
-        assert envs.in_flight_ids == [0, 1]
-        got = envs.recv(timeout=60)
-        assert envs.in_flight_ids == []
-        for part, expected in zip(got[:4], want[:4]):
-            if layout == "parallel":
-                for agent in envs.agents:
-                    np.testing.assert_array_equal(part[agent], expected[agent])
-            else:
-                np.testing.assert_array_equal(part, expected)

@@ -1,0 +1,39 @@
+"""`torchwm.testing.checks_closing`: closing twice, from two threads at once and from another thread. Each
+check fails on a backend that breaks its rule (one of tests/testing/broken.py's, no process) and passes
+on ``sync``."""
+
+import pytest
+
+from testing.broken import (
+    CloseKeepsItOpen,
+    RawErrorAfterClose,
+    SecondCloseRaises,
+    broken_backend,
+    check_fails,
+)
+from torchwm.testing import BackendUnderTest, checks_closing
+
+# Each check, the backend that breaks its rule and what the check's error says.
+BROKEN = [
+    ("check_close", CloseKeepsItOpen, "reset() after close() must raise ClosedEnvironmentError"),
+    ("check_close_from_two_threads_at_once", SecondCloseRaises, "close() from two threads at once raised"),
+    ("check_close_from_another_thread", RawErrorAfterClose, "expected one ClosedEnvironmentError"),
+]
+# The checks not tested here, and why.
+NOT_HERE = {}
+
+
+@pytest.mark.parametrize(("check", "broken", "says"), BROKEN, ids=[check for check, _, _ in BROKEN])
+def test_a_check_fails_on_a_backend_that_breaks_its_rule_and_passes_on_sync(
+    fresh_plugins, check, broken, says
+):
+    check = getattr(checks_closing, check)
+    check(BackendUnderTest("sync"))
+    check_fails(check, broken_backend(broken), says)
+
+
+def test_every_check_of_the_module_is_tested_here_or_says_why_not():
+    checks = {
+        name for name, value in vars(checks_closing).items() if name.startswith("check_") and callable(value)
+    }
+    assert checks == {check for check, _, _ in BROKEN} | set(NOT_HERE)
