@@ -447,7 +447,8 @@ def validate_config(data: Mapping[str, Any]) -> tuple[VecSpec, RunOptions]:
     if MULTIAGENT_TABLE in data:
         raise ConfigError(
             f"{MULTIAGENT_TABLE}: this config describes a multi-agent setup (a [{MULTIAGENT_TABLE}] table); "
-            "load it with torchwm.multiagent.load_config, build it with torchwm.multiagent.make_vec_from_config"
+            "load it with torchwm.multiagent.load_config, build it with "
+            "torchwm.multiagent.make_vec_from_config"
         )
     try:
         # The model's keys by name (derived from the setup options, so not attributes a type checker sees).
@@ -499,11 +500,9 @@ def check_backend_tables(backends: Mapping[str, Any]) -> None:
             )
 
 
-def dump_config(
-    spec: Any, format: str = "toml", run: RunOptions | None = None
-) -> str:
-    """The resolved config (`VecSpec.to_dict`, or a multi-agent setup's `MultiAgentSpec.to_dict`) as TOML, YAML
-    or JSON text that `load_config` (`torchwm.multiagent.load_config`) reads back.
+def dump_config(spec: Any, format: str = "toml", run: RunOptions | None = None) -> str:
+    """The resolved config (`VecSpec.to_dict`, or a multi-agent setup's `MultiAgentSpec.to_dict`) as TOML,
+    YAML or JSON text that `load_config` (`torchwm.multiagent.load_config`) reads back.
 
     ``run``: the ``[run]`` table to write too (``torchwm run``'s steps and policy), so that
     `load_run_config` reads back the same run.

@@ -71,7 +71,11 @@ def _table(text: str) -> dict:
 
 
 def test_overrides_and_backend_tables_apply_as_in_single_agent_configs():
-    data = {**_table(TOML), "backend": "shmem", "backends": {"shmem": {"num_workers": 2}, "sync": {"copy": False}}}
+    data = {
+        **_table(TOML),
+        "backend": "shmem",
+        "backends": {"shmem": {"num_workers": 2}, "sync": {"copy": False}},
+    }
     spec = ma.load_config(data, ["multiagent.layout=parallel", "num_envs=4"])
     assert (spec.layout, spec.num_envs, spec.backend_kwargs) == ("parallel", 4, {"num_workers": 2})
     switched, _ = ma_config.load_run_config(data, backend="sync")
@@ -113,7 +117,10 @@ def test_a_bad_value_is_one_line_naming_the_key_in_make_vec_s_words(key, value, 
             "dead_agents, env, env_kwargs, group_map, info_format, layout, pad_spaces",
         ),
         ({"id": "CartPole-v1", "multiagent": {"env": SPREAD}}, "id: unknown key (the env is multiagent.env)"),
-        ({"wrappers": [], "multiagent": {"env": SPREAD}}, "wrappers: unknown key (a multi-agent setup has no"),
+        (
+            {"wrappers": [], "multiagent": {"env": SPREAD}},
+            "wrappers: unknown key (a multi-agent setup has no",
+        ),
         ({"multiagent": {}}, "multiagent.env: required key missing"),
         ({"multiagent": {"env": "mpe2.nope_v3"}}, "multiagent.env: env='mpe2.nope_v3' is no importable"),
         (
@@ -123,9 +130,13 @@ def test_a_bad_value_is_one_line_naming_the_key_in_make_vec_s_words(key, value, 
         ({"multiagent": {"env": SPREAD, "group_map": "by_prefix"}}, "multiagent.group_map: group_map keys"),
         (
             {"backend": "shmem", "backend_kwargs": {"num_worker": 2}, "multiagent": {"env": SPREAD}},
-            "backend_kwargs.num_worker: backend 'shmem' has no option 'num_worker' (did you mean 'num_workers'?)",
+            "backend_kwargs.num_worker: backend 'shmem' has no option 'num_worker' "
+            "(did you mean 'num_workers'?)",
         ),
-        ({"run": {"stepz": 1}, "multiagent": {"env": SPREAD}}, "run.stepz: unknown key (did you mean 'steps'?)"),
+        (
+            {"run": {"stepz": 1}, "multiagent": {"env": SPREAD}},
+            "run.stepz: unknown key (did you mean 'steps'?)",
+        ),
     ],
 )
 def test_bad_keys_are_one_line_naming_the_key(data, message):
@@ -143,8 +154,11 @@ def test_a_file_s_error_starts_with_its_name(tmp_path):
 
 
 def test_torchwm_load_config_refuses_a_multiagent_table_naming_the_loader():
-    with pytest.raises(ConfigError, match=r"^multiagent: this config describes a multi-agent setup .*"
-                       r"torchwm.multiagent.load_config"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^multiagent: this config describes a multi-agent setup .*"
+        r"torchwm.multiagent.load_config",
+    ):
         torchwm.load_config({"multiagent": {"env": SPREAD}})
 
 
@@ -162,16 +176,20 @@ def test_a_missing_pettingzoo_or_mpe2_is_the_extra_s_one_line_error(monkeypatch)
     monkeypatch.setattr(
         ma_config.importlib.util, "find_spec", lambda name, *a: None if name == "mpe2" else real(name, *a)
     )
-    with pytest.raises(MissingExtraError, match=r"^multiagent.env 'mpe2.simple_spread_v3' needs PettingZoo, .*"
-                       r"\[pettingzoo\]"):
+    with pytest.raises(
+        MissingExtraError,
+        match=r"^multiagent.env 'mpe2.simple_spread_v3' needs PettingZoo, .*"
+        r"\[pettingzoo\]",
+    ):
         ma.load_config({"multiagent": {"env": SPREAD}})
 
 
 def test_make_vec_from_config_builds_what_make_vec_builds():
     data = _table(TOML)
-    with ma.make_vec_from_config(data) as from_file, ma.make_vec(
-        SPREAD, 2, seed=3, dead_agents="zero", N=2, max_cycles=10
-    ) as by_hand:
+    with (
+        ma.make_vec_from_config(data) as from_file,
+        ma.make_vec(SPREAD, 2, seed=3, dead_agents="zero", N=2, max_cycles=10) as by_hand,
+    ):
         assert from_file.num_envs == by_hand.num_envs == 4
         obs, _ = from_file.reset()
         expected, _ = by_hand.reset()

@@ -15,7 +15,9 @@ def test_the_config_loaders_are_imported_on_first_use():
         "import sys, torchwm.multiagent as ma; before = 'torchwm.config' in sys.modules; "
         "ma.load_config; print(before, 'torchwm.config' in sys.modules)"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
     assert done.stdout.split() == ["False", "True"]
 
 

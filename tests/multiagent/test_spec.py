@@ -1,4 +1,5 @@
-"""`torchwm.multiagent.spec`: make_vec's options declared once, and `MultiAgentSpec`, a setup as plain data."""
+"""`torchwm.multiagent.spec`: make_vec's options declared once, and `MultiAgentSpec`, a setup as plain
+data."""
 
 from __future__ import annotations
 
@@ -52,7 +53,9 @@ def test_a_spec_and_make_vec_refuse_an_option_with_one_message(values, error):
 
 
 def test_a_spec_holds_a_module_path_only():
-    with pytest.raises(TypeError, match=r'env must be a PettingZoo module path such as "mpe2.simple_spread_v3"'):
+    with pytest.raises(
+        TypeError, match=r'env must be a PettingZoo module path such as "mpe2.simple_spread_v3"'
+    ):
         MultiAgentSpec(env=lambda: None)
 
 

@@ -18,8 +18,8 @@ import gymnasium as gym
 import numpy as np
 
 from torchwm.bench.results import BenchResult
-from torchwm.errors import UnsupportedStackError
 from torchwm.config import MULTIAGENT_TABLE
+from torchwm.errors import UnsupportedStackError
 from torchwm.factory import build_env, env_fn, make_vec_from_spec, resolve_spec
 from torchwm.multiagent.make import make_vec_from_spec as make_multiagent_vec_from_spec
 from torchwm.multiagent.spec import MultiAgentSpec

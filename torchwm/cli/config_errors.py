@@ -93,7 +93,7 @@ def config_errors(target: str, overrides: Sequence[str] = ()) -> tuple[Any, Any,
         except ConfigError as exc:
             message = str(exc)
         else:
-            if multiagent:
+            if isinstance(spec, MultiAgentSpec):
                 said = multiagent_problem(spec)
                 if said is None:
                     break

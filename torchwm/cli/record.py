@@ -24,8 +24,8 @@ from tqdm import tqdm
 
 from torchwm.cli.common import positive_int
 from torchwm.cli.setup import add_setup_arguments, build_envs, load_policy, load_setup
-from torchwm.multiagent.spec import MultiAgentSpec
 from torchwm.command_line import EXIT_INTERRUPTED, EXIT_OK, Commands, UsageError
+from torchwm.multiagent.spec import MultiAgentSpec
 from torchwm.rollout import Result, rollout
 
 
@@ -63,8 +63,8 @@ def cmd_record(args: argparse.Namespace) -> int:
     spec, _ = load_setup(args)
     if isinstance(spec, MultiAgentSpec):
         raise UsageError(
-            f"{args.target}: torchwm record records single-agent envs to Minari datasets; this config describes "
-            f"a multi-agent setup ([multiagent] table), which Minari does not hold"
+            f"{args.target}: torchwm record records single-agent envs to Minari datasets; this config "
+            f"describes a multi-agent setup ([multiagent] table), which Minari does not hold"
         )
     spec = spec.replace(autoreset_seeds=True)
     began = time.perf_counter()

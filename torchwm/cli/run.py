@@ -160,7 +160,9 @@ def check_multiagent_run(spec: MultiAgentSpec, video: str | None) -> None:
             f"{spec.layout!r} layout from Python (torchwm.multiagent.make_vec_from_config)"
         )
     if video is not None:
-        raise UsageError("--video: a multi-agent setup has no wrapper stack to record with; run it without --video")
+        raise UsageError(
+            "--video: a multi-agent setup has no wrapper stack to record with; run it without --video"
+        )
 
 
 def policy_actions(envs: Any, spec: Any, policy: Any) -> Callable[[Any, np.ndarray], Any]:

@@ -33,9 +33,13 @@ class EpisodeTracker:
     num_envs: int
     autoreset_mode: str = "next_step"
     agent_names: tuple[str, ...] = ()
-    returns: np.ndarray = dataclasses.field(init=False)  # each env's running return (over its agents: their sum)
+    returns: np.ndarray = dataclasses.field(
+        init=False
+    )  # each env's running return (over its agents: their sum)
     lengths: np.ndarray = dataclasses.field(init=False)
-    agent_returns: np.ndarray = dataclasses.field(init=False)  # (num_envs, agents): each agent's running return
+    agent_returns: np.ndarray = dataclasses.field(
+        init=False
+    )  # (num_envs, agents): each agent's running return
     finished_returns: list[float] = dataclasses.field(default_factory=list)
     finished_lengths: list[int] = dataclasses.field(default_factory=list)
     finished_agent_returns: list[np.ndarray] = dataclasses.field(default_factory=list)

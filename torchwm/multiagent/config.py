@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any
 
 import pydantic
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from torchwm.config import (
     MULTIAGENT_TABLE,
@@ -74,30 +74,35 @@ def _key(option: Option) -> tuple[Any, Any]:
     return Annotated[Any, pydantic.AfterValidator(_checked_by(option))], Field(default)
 
 
+# The keys of the [multiagent] table and of the top, one per declared option, then the file's own.
+_TABLE_KEYS: dict[str, Any] = {option.name: _key(option) for option in options() if option.in_table}
 TableModel = pydantic.create_model(
     "TableModel",
     __config__=ConfigDict(extra="forbid"),
     __doc__="The [multiagent] table: the options of make_vec that a config writes there.",
-    **{option.name: _key(option) for option in options() if option.in_table},
+    **_TABLE_KEYS,
 )
+_TOP_KEYS: dict[str, Any] = {
+    **{option.name: _key(option) for option in options() if not option.in_table},
+    MULTIAGENT_TABLE: (TableModel, ...),
+    "backends": (dict[str, dict[str, Any]], Field(default_factory=dict, strict=True)),
+    "versions": (dict[str, str | None] | None, None),
+    "run": (RunOptions, Field(default_factory=lambda: RunOptions())),
+}
 MultiAgentConfigModel = pydantic.create_model(
     "MultiAgentConfigModel",
     __config__=ConfigDict(extra="forbid"),
     __doc__="The keys of a multi-agent config: make_vec's options at the top, the [multiagent] table, "
     "backends, versions and [run].",
-    **{option.name: _key(option) for option in options() if not option.in_table},
-    **{
-        MULTIAGENT_TABLE: (TableModel, ...),
-        "backends": (dict[str, dict[str, Any]], Field(default_factory=dict, strict=True)),
-        "versions": (dict[str, str | None] | None, None),
-        "run": (RunOptions, Field(default_factory=lambda: RunOptions())),
-    },
+    **_TOP_KEYS,
 )
 TOP_KEYS = sorted(MultiAgentConfigModel.model_fields)
 TABLE_KEYS = sorted(TableModel.model_fields)
 
 
-def load_config(source: str | os.PathLike[str] | Mapping[str, Any], overrides: Sequence[str] = ()) -> MultiAgentSpec:
+def load_config(
+    source: str | os.PathLike[str] | Mapping[str, Any], overrides: Sequence[str] = ()
+) -> MultiAgentSpec:
     """A validated `MultiAgentSpec` from a config file (TOML, YAML, JSON), a shipped config's name or a dict.
 
     Raises:
@@ -117,14 +122,18 @@ def load_config(source: str | os.PathLike[str] | Mapping[str, Any], overrides: S
 
 
 def load_run_config(
-    source: str | os.PathLike[str] | Mapping[str, Any], overrides: Sequence[str] = (), backend: str | None = None
+    source: str | os.PathLike[str] | Mapping[str, Any],
+    overrides: Sequence[str] = (),
+    backend: str | None = None,
 ) -> tuple[MultiAgentSpec, RunOptions]:
     """Like `load_config`, and also the ``[run]`` table; ``backend`` as `torchwm.config.load_run_config`'s."""
     return load_table(source, validate_multiagent_config, overrides, backend)
 
 
 def load_setup_config(
-    source: str | os.PathLike[str] | Mapping[str, Any], overrides: Sequence[str] = (), backend: str | None = None
+    source: str | os.PathLike[str] | Mapping[str, Any],
+    overrides: Sequence[str] = (),
+    backend: str | None = None,
 ) -> tuple[VecSpec | MultiAgentSpec, RunOptions]:
     """Either kind of setup, by the config's table: a `MultiAgentSpec` for a config with a ``[multiagent]``
     table, else a `VecSpec` (`torchwm.config.load_run_config`); and the ``[run]`` table."""

@@ -4,11 +4,11 @@
 Each option of ``make_vec`` is a field of `MultiAgentSpec`, declared once with `option_field`: its default,
 its check, its help and where a config file writes it (the keys a single-agent config has too, such as
 ``num_envs`` and ``backend``, at the top; the PettingZoo env, its options and the layout's options in the
-``[multiagent]`` table). ``make_vec`` runs the checks on what a Python caller gives (`check_make_vec_options`), a
-spec runs them when it is made, and the config file runs them through its pydantic model
-(`torchwm.multiagent.config`), so that each mistake is said in the same words wherever it comes from. A
-spec's ``env`` is a PettingZoo module path, what a file can hold; `MultiAgentSpec.to_dict` and `from_dict`
-round-trip it, and `torchwm.multiagent.make.make_vec_from_spec` builds it.
+``[multiagent]`` table). ``make_vec`` runs the checks on what a Python caller gives
+(`check_make_vec_options`), a spec runs them when it is made, and the config file runs them through its
+pydantic model (`torchwm.multiagent.config`), so that each mistake is said in the same words wherever it
+comes from. A spec's ``env`` is a PettingZoo module path, what a file can hold; `MultiAgentSpec.to_dict` and
+`from_dict` round-trip it, and `torchwm.multiagent.make.make_vec_from_spec` builds it.
 """
 
 from __future__ import annotations
@@ -120,12 +120,9 @@ def check_group_map(value: Any) -> Any:
     """None, a named map, or ``{group: [agents]}`` (which agents exist is checked against the env's)."""
     if value is None or value in GROUP_MAPS:
         return value
-    if (
-        isinstance(value, Mapping)
-        and all(
-            isinstance(members, (list, tuple)) and all(isinstance(a, str) for a in members)
-            for members in value.values()
-        )
+    if isinstance(value, Mapping) and all(
+        isinstance(members, (list, tuple)) and all(isinstance(a, str) for a in members)
+        for members in value.values()
     ):
         return {str(group): list(members) for group, members in value.items()}
     raise ValueError(
@@ -135,8 +132,8 @@ def check_group_map(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class MultiAgentSpec:
-    """A multi-agent setup, every default explicit: what `torchwm.multiagent.make_vec` builds from a PettingZoo
-    module path. Its fields are ``make_vec``'s options (`options`)."""
+    """A multi-agent setup, every default explicit: what `torchwm.multiagent.make_vec` builds from a
+    PettingZoo module path. Its fields are ``make_vec``'s options (`options`)."""
 
     env: str = option_field(
         dataclasses.MISSING,
@@ -274,6 +271,7 @@ def check_make_vec_options(values: Mapping[str, Any]) -> dict[str, Any]:
         )
     if checked.get("group_map") is not None and layout != "parallel":
         raise OptionConflictError(
-            "group_map", f'group_map keys the dicts of layout="parallel"; it means nothing for layout={layout!r}'
+            "group_map",
+            f'group_map keys the dicts of layout="parallel"; it means nothing for layout={layout!r}',
         )
     return checked
