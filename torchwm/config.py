@@ -447,8 +447,8 @@ def validate_config(data: Mapping[str, Any]) -> tuple[VecSpec, RunOptions]:
     if MULTIAGENT_TABLE in data:
         raise ConfigError(
             f"{MULTIAGENT_TABLE}: this config describes a multi-agent setup (a [{MULTIAGENT_TABLE}] table); "
-            "load it with torchwm.multiagent.load_config, build it with "
-            "torchwm.multiagent.make_vec_from_config"
+            "load it with torchwm.load_config or torchwm.multiagent.load_config, build it with "
+            "torchwm.make_vec_from_config"
         )
     try:
         # The model's keys by name (derived from the setup options, so not attributes a type checker sees).

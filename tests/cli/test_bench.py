@@ -7,7 +7,7 @@ import math
 
 from torchwm.bench import format_table, run_bench
 from torchwm.cli import main
-from torchwm.multiagent.config import load_setup_config
+from torchwm.setup_config import load_setup_config
 
 CONFIG = {"num_envs": 2, "seed": 0, "multiagent": {"env": "mpe2.simple_spread_v3", "env_kwargs": {"N": 3}}}
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import yaml
 
-import torchwm
+import torchwm.config
 import torchwm.multiagent as ma
 import torchwm.multiagent.config as ma_config
 from torchwm.config import dump_config
@@ -153,18 +153,13 @@ def test_a_file_s_error_starts_with_its_name(tmp_path):
         ma.load_config(path)
 
 
-def test_torchwm_load_config_refuses_a_multiagent_table_naming_the_loader():
+def test_the_single_agent_loader_refuses_a_multiagent_table_naming_the_loaders():
     with pytest.raises(
         ConfigError,
-        match=r"^multiagent: this config describes a multi-agent setup .*"
+        match=r"^multiagent: this config describes a multi-agent setup .*torchwm.load_config or "
         r"torchwm.multiagent.load_config",
     ):
-        torchwm.load_config({"multiagent": {"env": SPREAD}})
-
-
-def test_load_setup_config_gives_either_kind_of_spec():
-    assert isinstance(ma_config.load_setup_config({"multiagent": {"env": SPREAD}})[0], MultiAgentSpec)
-    assert ma_config.load_setup_config({"id": "CartPole-v1"})[0].id == "CartPole-v1"
+        torchwm.config.load_config({"multiagent": {"env": SPREAD}})
 
 
 def test_a_missing_pettingzoo_or_mpe2_is_the_extra_s_one_line_error(monkeypatch):

@@ -31,7 +31,7 @@ from torchwm.config import apply_overrides, is_config_reference, memory_message
 from torchwm.errors import ConfigError, TorchwmError, UnsupportedStackError
 from torchwm.extras import missing_extra
 from torchwm.factory import build_env
-from torchwm.multiagent.config import load_setup_config
+from torchwm.setup_config import load_setup_config
 
 
 def _sizes(text: str) -> list[int]:

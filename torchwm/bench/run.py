@@ -21,8 +21,8 @@ from torchwm.bench.measure import PEERS, measure_one, setup_spec, stack_refusal
 from torchwm.bench.results import BenchResult
 from torchwm.errors import ConfigError, did_you_mean
 from torchwm.factory import resolve_spec
-from torchwm.multiagent.config import load_setup_config
 from torchwm.plugins import backend_options, registry
+from torchwm.setup_config import load_setup_config
 
 
 def run_bench(

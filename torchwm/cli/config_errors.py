@@ -31,11 +31,12 @@ from torchwm.config import (
 )
 from torchwm.errors import ConfigError
 from torchwm.factory import RECORDERS, build_env, spec_env_fns
-from torchwm.multiagent.config import load_setup_config, validate_multiagent_config
+from torchwm.multiagent.config import validate_multiagent_config
 from torchwm.multiagent.make import check_agents
 from torchwm.multiagent.sources import env_sources, probe
 from torchwm.multiagent.spec import MultiAgentSpec
 from torchwm.plugins import backend_options, registry
+from torchwm.setup_config import load_setup_config
 from torchwm.spec import resolve_wrapper, with_env_fn
 from torchwm.vector.pool import WorkerPool, check_pool_options
 from torchwm.vector.transports.processes import ProcessGroup

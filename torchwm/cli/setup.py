@@ -24,9 +24,9 @@ from torchwm.command_line import INPUT_ERRORS, UsageError
 from torchwm.config import is_config_reference, is_memory_error, memory_message, parse_value
 from torchwm.errors import WorkerError
 from torchwm.factory import make_vec_from_spec
-from torchwm.multiagent.config import load_setup_config
 from torchwm.multiagent.make import make_vec_from_spec as make_multiagent_vec_from_spec
 from torchwm.multiagent.spec import MultiAgentSpec
+from torchwm.setup_config import load_setup_config
 from torchwm.spec import SetupOption, expected_text, setup_options
 
 TARGET_HELP = (

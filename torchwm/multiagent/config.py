@@ -10,8 +10,8 @@ options (``env_kwargs``) and the layout's options (``layout``, ``dead_agents``, 
 key with the option's own check, so a file's mistake reads as the same call's would, after the key
 (``multiagent.layout: layout must be one of ['agents', 'parallel', 'aec'], got 'rows'``). The file is read
 as `torchwm.config` reads single-agent ones (TOML, YAML, JSON or a dict; ``${VAR}``; ``--set``
-overrides); `load_config` gives a `MultiAgentSpec`, `make_vec_from_config` the vector env, and
-`load_setup_config` either kind of setup, by the table (what the ``torchwm`` commands read).
+overrides); `load_config` gives a `MultiAgentSpec`, `make_vec_from_config` the vector env
+(`torchwm.setup_config` reads either kind of config, by the table).
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from torchwm.config import (
     check_backend_options,
     check_backend_tables,
     load_table,
-    validate_config,
     warn_versions,
 )
 from torchwm.errors import ConfigError, did_you_mean
@@ -40,7 +39,6 @@ from torchwm.multiagent.make import make_vec_from_spec
 from torchwm.multiagent.pettingzoo_import import pettingzoo_env_types
 from torchwm.multiagent.sources import env_sources
 from torchwm.multiagent.spec import MultiAgentSpec, Option, OptionConflictError, options
-from torchwm.spec import VecSpec
 
 # The packages of torchwm's pettingzoo extra an env module path may start with: missing, they are the
 # extra's one-line error.
@@ -128,24 +126,6 @@ def load_run_config(
 ) -> tuple[MultiAgentSpec, RunOptions]:
     """Like `load_config`, and also the ``[run]`` table; ``backend`` as `torchwm.config.load_run_config`'s."""
     return load_table(source, validate_multiagent_config, overrides, backend)
-
-
-def load_setup_config(
-    source: str | os.PathLike[str] | Mapping[str, Any],
-    overrides: Sequence[str] = (),
-    backend: str | None = None,
-) -> tuple[VecSpec | MultiAgentSpec, RunOptions]:
-    """Either kind of setup, by the config's table: a `MultiAgentSpec` for a config with a ``[multiagent]``
-    table, else a `VecSpec` (`torchwm.config.load_run_config`); and the ``[run]`` table."""
-    return load_table(source, validate_setup_config, overrides, backend)
-
-
-def validate_setup_config(data: Mapping[str, Any]) -> tuple[VecSpec | MultiAgentSpec, RunOptions]:
-    """A raw table validated as a multi-agent setup if it has a ``[multiagent]`` table, else as a
-    single-agent one."""
-    if MULTIAGENT_TABLE in data:
-        return validate_multiagent_config(data)
-    return validate_config(data)
 
 
 def make_vec_from_config(
