@@ -477,6 +477,12 @@ EXAMPLES = sorted(
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_example_config_validates(path):
     raw = torchwm.config.read_config(path)
+    if "multiagent" in raw:  # a multi-agent setup: torchwm.multiagent's loader reads it
+        from torchwm.multiagent import load_config as load_multiagent_config
+
+        spec = load_multiagent_config(path)
+        assert (spec.env, spec.num_envs) == (raw["multiagent"]["env"], raw["num_envs"])
+        return
     registered = torchwm.plugins.registry("backend").names()
     if raw.get("backend", "sync") in registered or "${" in str(raw.get("backend")):
         spec = torchwm.load_config(path)

@@ -123,6 +123,7 @@ LAYERS: dict[str, list[str]] = {
         "torchwm.__main__",
         "torchwm.factory",
         "torchwm.config",
+        "torchwm.setup_config",
         "torchwm.listing",
         "torchwm.cli",
         "torchwm.cli.*",

@@ -32,11 +32,11 @@ from torchwm.hookspecs import hookimpl
 
 if TYPE_CHECKING:
     from torchwm.atari_vector_env import make_atari_vector_env
-    from torchwm.config import load_config, make_vec_from_config
     from torchwm.evaluation import evaluate
     from torchwm.factory import make_env, make_vec, make_vec_from_fns, make_vec_from_spec
     from torchwm.listing import list_backends, list_sources, list_wrappers
     from torchwm.multiprocessing_env import TorchVectorizedEnv
+    from torchwm.setup_config import load_config, make_vec_from_config
     from torchwm.spec import VecSpec, WrapperSpec
     from torchwm.torch_tensors import ToTorch, to_torch
     from torchwm.vector.base import VectorEnv
@@ -46,8 +46,9 @@ if TYPE_CHECKING:
 # make_vec's checks, config files (pydantic), the listing, OpenCV and torch.
 _LAZY = {
     "make_atari_vector_env": "torchwm.atari_vector_env",
-    "load_config": "torchwm.config",
-    "make_vec_from_config": "torchwm.config",
+    # either kind of setup: a single-agent config's, or a [multiagent] table's
+    "load_config": "torchwm.setup_config",
+    "make_vec_from_config": "torchwm.setup_config",
     "evaluate": "torchwm.evaluation",
     "make_env": "torchwm.factory",
     "make_vec": "torchwm.factory",

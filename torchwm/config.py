@@ -25,9 +25,9 @@ import os
 import re
 import sys
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import gymnasium as gym
 import pydantic
@@ -66,6 +66,9 @@ MAX_CONFIG_DEPTH = 64
 # ${VAR} or ${VAR:-default}; "$${" writes a literal "${".
 _ENV_REFERENCE = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+# The table of a multi-agent setup (`torchwm.multiagent.config` reads such a config).
+MULTIAGENT_TABLE = "multiagent"
+_Validated = TypeVar("_Validated")
 
 
 class RunOptions(BaseModel):
@@ -141,6 +144,19 @@ def load_run_config(
             ``backend_kwargs`` that this backend does not take are dropped with a warning (the
             ``[backends.NAME]`` tables need no such care: each applies to its backend only).
     """
+    return load_table(source, validate_config, overrides, backend)
+
+
+def load_table(
+    source: str | os.PathLike[str] | Mapping[str, Any],
+    validate: Callable[[dict[str, Any]], _Validated],
+    overrides: Sequence[str] = (),
+    backend: str | None = None,
+) -> _Validated:
+    """A config's table read as `load_run_config` reads it (the file or dict, its size checked, ``${VAR}``
+    substituted, ``backend`` switched, ``overrides`` applied), then ``validate(table)``; every error a
+    `ConfigError` that starts with the file's name. `torchwm.multiagent.config` reads its configs here too.
+    """
     label = f"{source}: " if not isinstance(source, Mapping) else ""
     try:
         if isinstance(source, Mapping):
@@ -156,7 +172,7 @@ def load_run_config(
         if backend is not None:
             data = switch_backend(data, backend)
         data = apply_overrides(data, overrides)
-        return validate_config(data)
+        return validate(data)
     except ConfigError as exc:
         raise ConfigError(f"{label}{exc}") from exc.__cause__
 
@@ -428,6 +444,12 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str,
 
 def validate_config(data: Mapping[str, Any]) -> tuple[VecSpec, RunOptions]:
     """Check a raw table key by key and resolve it into a `VecSpec` (plus the ``[run]`` table)."""
+    if MULTIAGENT_TABLE in data:
+        raise ConfigError(
+            f"{MULTIAGENT_TABLE}: this config describes a multi-agent setup (a [{MULTIAGENT_TABLE}] table); "
+            "load it with torchwm.load_config or torchwm.multiagent.load_config, build it with "
+            "torchwm.make_vec_from_config"
+        )
     try:
         # The model's keys by name (derived from the setup options, so not attributes a type checker sees).
         keys: dict[str, Any] = dict(ConfigModel.model_validate(dict(data)))
@@ -437,13 +459,7 @@ def validate_config(data: Mapping[str, Any]) -> tuple[VecSpec, RunOptions]:
     # The keys resolve_spec checks (id, backend, source, autoreset_mode, wrappers) are checked there
     # and only there; this adds what a file needs: the key at fault, and the checks of keys that only
     # a file has (backends tables, family, versions).
-    for name in keys["backends"]:
-        # A table for a backend that is not installed (a plugin's) is kept for machines that have it;
-        # a name close to an installed backend's is a typo.
-        if name not in registry("backend") and did_you_mean(name, registry("backend").names()):
-            raise ConfigError(
-                f"backends.{name}: {UnknownNameError('backend', name, registry('backend').names())}"
-            )
+    check_backend_tables(keys["backends"])
     backend_kwargs = {**keys["backends"].get(keys["backend"], {}), **(keys["backend_kwargs"] or {})}
     env_kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in (keys["env_kwargs"] or {}).items()}
     try:
@@ -470,14 +486,23 @@ def validate_config(data: Mapping[str, Any]) -> tuple[VecSpec, RunOptions]:
             f"family: {keys['id']!r} is a {spec.family} env, but the config says {keys['family']!r}"
         )
     if keys["versions"]:
-        _warn_versions(keys["versions"])
+        warn_versions(keys["versions"])
     return spec, keys["run"]
 
 
-def dump_config(
-    spec: VecSpec | Mapping[str, Any], format: str = "toml", run: RunOptions | None = None
-) -> str:
-    """The resolved config (`VecSpec.to_dict`) as TOML, YAML or JSON text that `load_config` reads back.
+def check_backend_tables(backends: Mapping[str, Any]) -> None:
+    """The ``[backends.NAME]`` tables' names: a table for a backend that is not installed (a plugin's) is
+    kept for machines that have it; a name close to an installed backend's is a typo."""
+    for name in backends:
+        if name not in registry("backend") and did_you_mean(name, registry("backend").names()):
+            raise ConfigError(
+                f"backends.{name}: {UnknownNameError('backend', name, registry('backend').names())}"
+            )
+
+
+def dump_config(spec: Any, format: str = "toml", run: RunOptions | None = None) -> str:
+    """The resolved config (`VecSpec.to_dict`, or a multi-agent setup's `MultiAgentSpec.to_dict`) as TOML,
+    YAML or JSON text that `load_config` (`torchwm.multiagent.load_config`) reads back.
 
     ``run``: the ``[run]`` table to write too (``torchwm run``'s steps and policy), so that
     `load_run_config` reads back the same run.
@@ -491,7 +516,8 @@ def dump_config(
         >>> print(dump_config(torchwm.load_config({"id": "CartPole-v1", "seed": 0})).splitlines()[0])
         id = "CartPole-v1"
     """
-    data = spec.to_dict() if isinstance(spec, VecSpec) else dict(spec)
+    # A VecSpec, or a multi-agent setup's spec (`torchwm.multiagent.spec.MultiAgentSpec`), which has its own.
+    data = spec.to_dict() if hasattr(spec, "to_dict") else dict(spec)
     if run is not None:
         data["run"] = run.model_dump()
     if format == "toml":
@@ -674,7 +700,7 @@ def _drop_none(value: Any) -> Any:
     return value
 
 
-def _warn_versions(written: Mapping[str, str | None]) -> None:
+def warn_versions(written: Mapping[str, str | None]) -> None:
     installed = package_versions()
     differ = [
         f"{name} {written[name]} (installed: {installed.get(name)})"

@@ -50,7 +50,16 @@ def test_layout_aec_gives_an_aec_vector_env_of_the_module_s_turn_based_envs():
 def test_the_public_names_are_the_layouts_and_make_vec_and_supersuit_s_calls_are_an_integration():
     import torchwm.integrations.supersuit as supersuit
 
-    assert set(ma.__all__) == {"make_vec", "AgentsVectorEnv", "ParallelVectorEnv", "AECVectorEnv"}
+    assert set(ma.__all__) == {
+        "make_vec",
+        "AgentsVectorEnv",
+        "ParallelVectorEnv",
+        "AECVectorEnv",
+        # a setup as data, and the config files that describe one
+        "MultiAgentSpec",
+        "load_config",
+        "make_vec_from_config",
+    }
     assert set(supersuit.__all__) >= {
         "pettingzoo_env_to_vec_env_v1",
         "concat_vec_envs_v1",

@@ -27,10 +27,11 @@ from torchwm.bench import (
     stack_refusal,
 )
 from torchwm.command_line import Commands, build_parser, run
-from torchwm.config import apply_overrides, is_config_reference, load_config, memory_message
+from torchwm.config import apply_overrides, is_config_reference, memory_message
 from torchwm.errors import ConfigError, TorchwmError, UnsupportedStackError
 from torchwm.extras import missing_extra
 from torchwm.factory import build_env
+from torchwm.setup_config import load_setup_config
 
 
 def _sizes(text: str) -> list[int]:
@@ -151,7 +152,7 @@ def _setup(args: argparse.Namespace) -> tuple[Any, str | None]:
                 f"with: torchwm bench {env_id}"
             )
         return env_id, None
-    return load_config(config), config
+    return load_setup_config(config)[0], config
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -202,7 +203,8 @@ def run_command(args: argparse.Namespace) -> int:
             _nothing_measured(*refusals[0])  # known before building anything
     expected: list[int] | None = None
     if config is not None:
-        expected = config_obs_shape(setup)
+        # A multi-agent setup's batch is its agents' rows: no one env's observation to compare it with.
+        expected = None if setup.family == "multiagent" else config_obs_shape(setup)
         settings["config"] = {"source": config, "spec": setup.to_dict(), "obs_shape": expected}
         print(f"torchwm bench: {config}: {describe_setup(setup)}", file=sys.stderr, flush=True)
     results = run_bench(
@@ -306,6 +308,12 @@ def config_obs_shape(spec: Any) -> list[int] | None:
 
 def describe_setup(spec: Any) -> str:
     """One line: the env, its kwargs, the stack, num_envs, the seed and the backend with its options."""
+    if spec.family == "multiagent":
+        options = f" {spec.backend_kwargs}" if spec.backend_kwargs else ""
+        return (
+            f"{spec.env} {spec.env_kwargs}, layout {spec.layout}, {spec.num_envs} envs, seed {spec.seed}, "
+            f"backend {spec.backend}{options}"
+        )
     stack = ", ".join(repr(w) for w in spec.wrappers) or "(no wrappers)"
     options = f" {spec.backend_kwargs}" if spec.backend_kwargs else ""
     return (

@@ -18,8 +18,11 @@ import gymnasium as gym
 import numpy as np
 
 from torchwm.bench.results import BenchResult
+from torchwm.config import MULTIAGENT_TABLE
 from torchwm.errors import UnsupportedStackError
 from torchwm.factory import build_env, env_fn, make_vec_from_spec, resolve_spec
+from torchwm.multiagent.make import make_vec_from_spec as make_multiagent_vec_from_spec
+from torchwm.multiagent.spec import MultiAgentSpec
 from torchwm.plugins import registry
 from torchwm.spec import VecSpec
 from torchwm.wrappers.atari_fused import FusedAtariEnv, build_fused_atari, unfusable_reason
@@ -64,7 +67,12 @@ def setup_spec(setup: Any, num_envs: int) -> Any:
     at ``num_envs``, or an env id under torchwm's default stack."""
     if isinstance(setup, str):
         return resolve_spec(setup, num_envs)
-    spec = setup if isinstance(setup, VecSpec) else VecSpec.from_dict(setup)
+    if isinstance(setup, (VecSpec, MultiAgentSpec)):
+        spec = setup
+    elif MULTIAGENT_TABLE in setup:  # a multi-agent setup's `MultiAgentSpec.to_dict`
+        spec = MultiAgentSpec.from_dict(setup)
+    else:
+        spec = VecSpec.from_dict(setup)
     return spec.replace(num_envs=num_envs)
 
 
@@ -92,6 +100,13 @@ def build(spec: Any, backend: str, kwargs: dict[str, Any]) -> Any:
 
     num_envs = spec.num_envs
     peers = plugin_peers()
+    if isinstance(spec, MultiAgentSpec):
+        why = stack_refusal(spec, backend)
+        if why is not None:
+            raise UnsupportedStackError(why)
+        return make_multiagent_vec_from_spec(
+            spec.replace(backend=backend, backend_kwargs={**spec.backend_kwargs, **kwargs})
+        )
     if backend in peers:
         # The spec the peer's own backend would get, so that both run the same work.
         owner, factory = peers[backend]
@@ -118,6 +133,9 @@ def build(spec: Any, backend: str, kwargs: dict[str, Any]) -> Any:
 
 def stack_refusal(spec: Any, backend: str) -> str | None:
     """Why ``backend`` cannot build ``spec``'s stack, known without building anything (None: it may)."""
+    if spec.family == "multiagent" and (backend in PEERS or backend in plugin_peers()):
+        # The peers vectorize single-agent Gymnasium envs (or emulate ALE's frames); SuperSuit's is not one.
+        return "it measures single-agent envs; a multi-agent setup is measured on torchwm's backends only"
     if backend in ("ale-native", "ale-direct", "ale-emulator") and spec.family != "atari":
         return f"it runs ALE ids only, and {spec.id!r} is not one"
     if backend in ("ale-native", "ale-direct"):

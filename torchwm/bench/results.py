@@ -23,6 +23,8 @@ class BenchResult:
             ``ceiling`` and ``ale-emulator``, and for observations that are no array).
         skipped: why it was not measured (it cannot build the stack), or "" (``steps_per_second`` is then
         NaN).
+        agents_per_env: for a multi-agent setup (the agents layout), the agents of each env: agent steps per
+            second are ``steps_per_second`` times it; None for single-agent envs.
         pool: for a worker pool (``subproc``, ``shmem``, a plugin's pool), what it chose
             (`torchwm.bench.measure.pool_choice`: ``workers``, ``envs_per_worker``, ``inline``, ``choice``);
             None for any other backend.
@@ -39,6 +41,7 @@ class BenchResult:
     obs_shape: list[int] | None = None
     skipped: str = ""
     pool: dict[str, Any] | None = None
+    agents_per_env: int | None = None
 
 
 def add_ratios(results: list[BenchResult], baseline: str) -> list[BenchResult]:
@@ -62,17 +65,21 @@ def format_table(results: list[BenchResult], baseline: str) -> str:
     add_ratios(results, baseline)
     measured = [r for r in results if not r.skipped]
     width = max([12] + [len(r.backend) for r in measured])
+    agents = any(r.agents_per_env for r in measured)  # a multi-agent setup: agent steps/s too
     header = (
-        f"{'env':<24} {'envs':>5} {'backend':<{width}} {'steps/s':>12} {'x ' + baseline:>14} {'PSS MB':>8} "
-        f"{'repeats':>8}"
+        f"{'env':<24} {'envs':>5} {'backend':<{width}} {'steps/s':>12} "
+        + (f"{'agent steps/s':>14} " if agents else "")
+        + f"{'x ' + baseline:>14} {'PSS MB':>8} {'repeats':>8}"
     )
     lines = [header, "-" * len(header)]
     for r in measured:
         ratio = f"{r.ratio:.2f}" if r.ratio is not None else "-"
         pss = f"{r.pss_mb:.0f}" if r.pss_mb is not None else "-"
+        per_agent = f"{r.steps_per_second * r.agents_per_env:>14,.0f} " if r.agents_per_env else f"{'-':>14} "
         lines.append(
             f"{r.env_id:<24} {r.num_envs:>5} {r.backend:<{width}} {r.steps_per_second:>12,.0f} "
-            f"{ratio:>14} {pss:>8} {spread(r):>8}"
+            + (per_agent if agents else "")
+            + f"{ratio:>14} {pss:>8} {spread(r):>8}"
         )
     advice: dict[str, list[str]] = {}
     for r in measured:

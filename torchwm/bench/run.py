@@ -19,10 +19,10 @@ from torchwm.bench import measure
 from torchwm.bench.child import BenchChildError, Child
 from torchwm.bench.measure import PEERS, measure_one, setup_spec, stack_refusal
 from torchwm.bench.results import BenchResult
-from torchwm.config import load_run_config
 from torchwm.errors import ConfigError, did_you_mean
 from torchwm.factory import resolve_spec
 from torchwm.plugins import backend_options, registry
+from torchwm.setup_config import load_setup_config
 
 
 def run_bench(
@@ -178,6 +178,11 @@ def run_bench(
                 )
     finally:
         bar.close()
+    if not isinstance(env_id, str) and env_id.family == "multiagent":
+        for result in results:
+            # The agents layout's batch has a row per agent of each env.
+            if result.obs_shape:
+                result.agents_per_env = result.obs_shape[0] // result.num_envs
     return results
 
 
@@ -201,7 +206,7 @@ def config_specs(source: Any, backends: Sequence[str], overrides: Sequence[str] 
     with ``backend=``): each gets its own ``[backends.NAME]`` table, and the file's ``backend_kwargs`` only
     where that backend takes them (the others are dropped with a `UserWarning` naming them)."""
     return {
-        backend: load_run_config(source, overrides, backend=backend)[0]
+        backend: load_setup_config(source, overrides, backend=backend)[0]
         for backend in backends
         if backend in registry("backend") and backend not in PEERS
     }
@@ -214,9 +219,13 @@ def default_backends(setup: Any) -> list[str]:
     vectorizers; for ALE ids also ALE's ``AtariVectorEnv`` and the emulator's bound) and torchwm's
     built-in backends. For a config's `VecSpec`: Gymnasium's two vectorizers over its stack, ALE's
     ``AtariVectorEnv`` for an ALE id, the built-in backends and the config's own backend; those that
-    cannot build the stack are reported as not measured, with the reason.
+    cannot build the stack are reported as not measured, with the reason. For a multi-agent setup
+    (`torchwm.multiagent.MultiAgentSpec`): the built-in backends and the config's own, no peer.
     """
-    if isinstance(setup, str):
+    if not isinstance(setup, str) and setup.family == "multiagent":
+        # No peer vectorizes PettingZoo envs here: torchwm's backends, and the config's own.
+        names = ["sync", "subproc", "shmem", setup.backend]
+    elif isinstance(setup, str):
         atari = resolve_spec(setup, 1).family == "atari"
         names = [
             "gym-sync",

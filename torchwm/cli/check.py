@@ -1,5 +1,6 @@
-"""``torchwm check``: validate a config (every error with its key path, else the resolved config), or run
-the conformance checks of `torchwm.testing` on a backend (one line each; status 1 if one fails).
+"""``torchwm check``: validate a config, single- or multi-agent (every error with its key path, else the
+resolved config), or run the conformance checks of `torchwm.testing` on a backend (one line each; status 1
+if one fails).
 
 `check_target` tells which of the two it was given; the config's errors come from `config_errors`.
 """

@@ -2,7 +2,9 @@
 
 The loader stops at the first error; `config_errors` sets the key at fault aside and validates the rest
 again. Beyond the loader's checks, `preflight_problem` finds what building the vector env would refuse
-(a backend option, a wrapper option an env refuses) without starting a worker process.
+(a backend option, a wrapper option an env refuses) without starting a worker process; for a multi-agent
+config (a ``[multiagent]`` table), `multiagent_problem` does, with what `torchwm.multiagent.make_vec` checks
+of one env before its workers start.
 """
 
 from __future__ import annotations
@@ -18,18 +20,23 @@ import gymnasium
 
 from torchwm.command_line import INPUT_ERRORS, explain, first_line
 from torchwm.config import (
+    MULTIAGENT_TABLE,
     apply_overrides,
     check_expansion,
     find_config,
     interpolate_env,
-    load_run_config,
     memory_message,
     read_config,
     validate_config,
 )
 from torchwm.errors import ConfigError
 from torchwm.factory import RECORDERS, build_env, spec_env_fns
+from torchwm.multiagent.config import validate_multiagent_config
+from torchwm.multiagent.make import check_agents
+from torchwm.multiagent.sources import env_sources, probe
+from torchwm.multiagent.spec import MultiAgentSpec
 from torchwm.plugins import backend_options, registry
+from torchwm.setup_config import load_setup_config
 from torchwm.spec import resolve_wrapper, with_env_fn
 from torchwm.vector.pool import WorkerPool, check_pool_options
 from torchwm.vector.transports.processes import ProcessGroup
@@ -54,11 +61,17 @@ def config_errors(target: str, overrides: Sequence[str] = ()) -> tuple[Any, Any,
     are those of the file, whatever was set aside before).
     """
     try:
-        spec, run = load_run_config(target, overrides)
-        problem = preflight_problem(spec)
-        if problem is None:
-            return spec, run, []
-        first = f"{target}: {problem[1]}"
+        spec, run = load_setup_config(target, overrides)
+        if isinstance(spec, MultiAgentSpec):
+            said = multiagent_problem(spec)
+            if said is None:
+                return spec, run, []
+            first = f"{target}: {said}"
+        else:
+            problem = preflight_problem(spec)
+            if problem is None:
+                return spec, run, []
+            first = f"{target}: {problem[1]}"
     except ConfigError as exc:
         first = str(exc)
     try:
@@ -72,18 +85,25 @@ def config_errors(target: str, overrides: Sequence[str] = ()) -> tuple[Any, Any,
     wrappers = data.get("wrappers")
     positions = list(range(len(wrappers))) if isinstance(wrappers, list) else []
     errors: list[str] = []
+    multiagent = MULTIAGENT_TABLE in data
     for _ in range(MAX_CONFIG_ERRORS):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # a version note is no error, and the loader gave it once
-                spec = validate_config(data)[0]
+                spec = (validate_multiagent_config if multiagent else validate_config)(data)[0]
         except ConfigError as exc:
             message = str(exc)
         else:
-            problem = preflight_problem(spec)
-            if problem is None:
-                break
-            message = _keyed(problem, spec, data)
+            if isinstance(spec, MultiAgentSpec):
+                said = multiagent_problem(spec)
+                if said is None:
+                    break
+                message = said
+            else:
+                problem = preflight_problem(spec)
+                if problem is None:
+                    break
+                message = _keyed(problem, spec, data)
         key = _ERROR_KEY.match(message)
         parts = _key_parts(key.group(1)) if key else []
         if (
@@ -96,7 +116,12 @@ def config_errors(target: str, overrides: Sequence[str] = ()) -> tuple[Any, Any,
         if f"{label}{message}" in errors:
             break
         errors.append(f"{label}{message}")
-        if not parts or parts[0] in _FATAL_KEYS or not _set_aside(data, parts, positions):
+        if (
+            not parts
+            or parts[0] in _FATAL_KEYS
+            or parts[:2] == [MULTIAGENT_TABLE, "env"]
+            or not _set_aside(data, parts, positions)
+        ):
             break
     return None, None, errors or [first]
 
@@ -141,6 +166,42 @@ def preflight_problem(spec: Any) -> tuple[str | int | None, str] | None:
     if spec.env_fns is not None or (accepted is not None and "env_fn" not in accepted):
         return None  # the user's factories (built in the workers only), or a backend that builds from the id
     return _one_env_problem(spec)
+
+
+def multiagent_problem(spec: MultiAgentSpec) -> str | None:
+    """What building a multi-agent setup would refuse, found without starting a process, as a config error
+    (``key.path: message``), or None: the backend's pool options, and what `torchwm.multiagent.make_vec`
+    checks of one env before any worker starts (it builds, its agents share their spaces under the
+    ``agents`` layout, ``group_map`` places them, a turn-based env under ``aec`` only)."""
+    factory = registry("backend").get(spec.backend).factory
+    if isinstance(factory, type) and issubclass(factory, WorkerPool):
+        options = dict(spec.backend_kwargs)
+        try:
+            check_pool_options(
+                spec.backend, spec.num_envs, options, tuple(factory.worker_group.OPTIONS), factory.unit
+            )
+        except (TypeError, ValueError) as exc:
+            named = re.match(rf"{re.escape(spec.backend)}: (\w+)", str(exc))
+            where = named.group(1) if named and named.group(1) in options else None
+            return f"backend_kwargs.{where}: {exc}" if where else str(exc)
+    table = MULTIAGENT_TABLE
+    try:
+        (env_fn,) = env_sources(spec.env, 1, dict(spec.env_kwargs), spec.layout)
+        if spec.layout == "aec":
+            probe(env_fn, spec.layout)
+        else:
+            check_agents(env_fn, spec.layout, spec.pad_spaces, spec.group_map)
+    except AssertionError as exc:  # the agents' spaces differ under layout="agents"
+        return f"{table}.pad_spaces: {first_line(str(exc))}"
+    except _BUILD_ERRORS as exc:
+        message = first_line(explain(exc))
+        if message.startswith("group_map"):
+            return f"{table}.group_map: {message}"
+        if "layout=" in message:  # a turn-based env asked to step all its agents at once
+            return f"{table}.layout: {message}"
+        key = "env_kwargs" if spec.env_kwargs and isinstance(exc, TypeError) else "env"
+        return f"{table}.{key}: building the env {spec.env!r} failed: {message}"
+    return None
 
 
 def _one_env_problem(spec: Any) -> tuple[int | None, str] | None:

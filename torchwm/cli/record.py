@@ -25,6 +25,7 @@ from tqdm import tqdm
 from torchwm.cli.common import positive_int
 from torchwm.cli.setup import add_setup_arguments, build_envs, load_policy, load_setup
 from torchwm.command_line import EXIT_INTERRUPTED, EXIT_OK, Commands, UsageError
+from torchwm.multiagent.spec import MultiAgentSpec
 from torchwm.rollout import Result, rollout
 
 
@@ -60,6 +61,11 @@ def cmd_record(args: argparse.Namespace) -> int:
             )
     policy = load_policy(args.policy) if args.policy else None
     spec, _ = load_setup(args)
+    if isinstance(spec, MultiAgentSpec):
+        raise UsageError(
+            f"{args.target}: torchwm record records single-agent envs to Minari datasets; this config "
+            f"describes a multi-agent setup ([multiagent] table), which Minari does not hold"
+        )
     spec = spec.replace(autoreset_seeds=True)
     began = time.perf_counter()
     envs = integration.VectorDataCollector(build_envs(spec), max_episodes=args.episodes)

@@ -27,7 +27,8 @@ from torchwm.cli.summary import EpisodeTracker, RunReport, print_summary
 from torchwm.command_line import EXIT_INTERRUPTED, EXIT_OK, INPUT_ERRORS, Commands, UsageError
 from torchwm.config import dump_config
 from torchwm.factory import RECORDERS
-from torchwm.rollout import Reset, Result, batch_size_of, rollout
+from torchwm.multiagent.spec import MultiAgentSpec
+from torchwm.rollout import Reset, Result, agents_per_env, batch_size_of, rollout
 from torchwm.wrappers.record_video import VideoWriteError, check_recording
 
 
@@ -64,12 +65,16 @@ def register(commands: Commands) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     spec, run_options = load_setup(args)
+    multiagent = isinstance(spec, MultiAgentSpec)
     try:
-        if args.video is not None:
-            from torchwm.wrappers.record_video import with_video
+        if multiagent:
+            check_multiagent_run(spec, args.video)  # no wrapper stack, so no recorder in it
+        else:
+            if args.video is not None:
+                from torchwm.wrappers.record_video import with_video
 
-            spec = with_video(spec, args.video)
-        check_recording(spec)  # record_video from a config too: refused here, not in a worker
+                spec = with_video(spec, args.video)
+            check_recording(spec)  # record_video from a config too: refused here, not in a worker
     except (OSError, ValueError) as exc:
         if isinstance(exc, INPUT_ERRORS):
             raise
@@ -90,7 +95,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     policy_name = args.policy or run_options.policy
     policy = load_policy(policy_name) if policy_name else None
 
-    videos_before = video_files(spec) if recorders_of(spec) else None
+    videos_before = video_files(spec) if not multiagent and recorders_of(spec) else None
     video_error: VideoWriteError | None = None
     began = time.perf_counter()
     try:
@@ -98,10 +103,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("torchwm run: interrupted while building the env", file=sys.stderr)
         return EXIT_INTERRUPTED
-    report = RunReport(spec, EpisodeTracker(spec.num_envs, spec.autoreset_mode))
+    agent_names = tuple(envs.possible_agents) if multiagent else ()
+    report = RunReport(spec, EpisodeTracker(spec.num_envs, spec.autoreset_mode, agent_names))
     interrupted = False
+    each = f" ({len(agent_names)} agents each: {', '.join(agent_names)})" if multiagent else ""
     print(
-        f"torchwm run: {spec.id} x {spec.num_envs} envs on {spec.backend} "
+        f"torchwm run: {spec.id} x {spec.num_envs} envs{each} on {spec.backend} "
         f"(autoreset {spec.autoreset_mode}, seed {spec.seed}), {steps} steps",
         file=sys.stderr,
         flush=True,
@@ -143,15 +150,31 @@ def cmd_run(args: argparse.Namespace) -> int:
     return EXIT_INTERRUPTED if interrupted else EXIT_OK
 
 
+def check_multiagent_run(spec: MultiAgentSpec, video: str | None) -> None:
+    """What ``torchwm run`` refuses of a multi-agent setup, before building it: it steps the ``agents``
+    layout (a row per agent, the rows `torchwm.rollout` and the policy take), and records no video."""
+    if spec.layout != "agents":
+        raise UsageError(
+            f"multiagent.layout: torchwm run steps layout 'agents' (a row per agent, each agent's return "
+            f"reported), got {spec.layout!r}; run it with --set multiagent.layout=agents, or step the "
+            f"{spec.layout!r} layout from Python (torchwm.multiagent.make_vec_from_config)"
+        )
+    if video is not None:
+        raise UsageError(
+            "--video: a multi-agent setup has no wrapper stack to record with; run it without --video"
+        )
+
+
 def policy_actions(envs: Any, spec: Any, policy: Any) -> Callable[[Any, np.ndarray], Any]:
     """``act(obs, env_ids)`` for `torchwm.rollout`: the user's ``policy(obs, action_space)``, or a random
     sample. The whole batch gets the env's own action space; under ``batch_size < num_envs`` the rows of a
     result get an action space of as many rows, seeded with the spec's seed."""
     whole = batch_size_of(envs) >= spec.num_envs
+    rows_per_env = agents_per_env(envs) or 1  # over the agents layout, a row per agent of each env
     spaces: dict[int, Any] = {}
 
     def act(obs: Any, env_ids: np.ndarray) -> Any:
-        count = len(env_ids)
+        count = len(env_ids) * rows_per_env
         if whole:
             space = envs.action_space
         else:

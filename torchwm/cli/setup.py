@@ -4,7 +4,8 @@ them, building the env, and the user's policy.
 `add_setup_arguments` declares CONFIG_OR_ENV_ID, a flag per setup option that has one (``--num-envs``,
 ``--seed``, ``--backend``, ``--autoreset-mode``, ``--autoreset-seeds``: derived from
 `torchwm.spec.setup_options`, with the option's own help) and ``--set``; `load_setup` reads them into a
-`VecSpec`, the flags over the config's keys as ``--set`` is. `build_envs` builds that spec with the
+`VecSpec` (a `torchwm.multiagent.MultiAgentSpec` for a config with a ``[multiagent]`` table), the flags over
+the config's keys as ``--set`` is. `build_envs` builds that spec with the
 one-line errors of bad input, and `load_policy` imports ``--policy module:function``: ``run`` and
 ``record`` share both.
 """
@@ -20,9 +21,12 @@ from collections.abc import Callable
 from typing import Any
 
 from torchwm.command_line import INPUT_ERRORS, UsageError
-from torchwm.config import is_config_reference, is_memory_error, load_run_config, memory_message, parse_value
+from torchwm.config import is_config_reference, is_memory_error, memory_message, parse_value
 from torchwm.errors import WorkerError
 from torchwm.factory import make_vec_from_spec
+from torchwm.multiagent.make import make_vec_from_spec as make_multiagent_vec_from_spec
+from torchwm.multiagent.spec import MultiAgentSpec
+from torchwm.setup_config import load_setup_config
 from torchwm.spec import SetupOption, expected_text, setup_options
 
 TARGET_HELP = (
@@ -86,8 +90,9 @@ def _flag_value(name: str) -> Callable[[str], Any]:
 
 
 def load_setup(args: argparse.Namespace) -> tuple[Any, Any]:
-    """The `VecSpec` and the ``[run]`` options of `add_setup_arguments`' arguments: the config or env id, with
-    the flags over its keys, as ``--set`` is (after it)."""
+    """The `VecSpec` (or, for a config with a ``[multiagent]`` table, the `MultiAgentSpec`) and the ``[run]``
+    options of `add_setup_arguments`' arguments: the config or env id, with the flags over its keys, as
+    ``--set`` is (after it)."""
     overrides = list(args.overrides)
     for option in setup_options():
         value = getattr(args, option.name, None) if option.flag and option.name != SWITCHED else None
@@ -95,18 +100,24 @@ def load_setup(args: argparse.Namespace) -> tuple[Any, Any]:
             text = ("true" if value else "false") if isinstance(value, bool) else value
             overrides.append(f"{option.name}={text}")
     target = args.target if is_config_reference(args.target) else {"id": args.target}
-    return load_run_config(target, overrides, backend=getattr(args, SWITCHED))
+    return load_setup_config(target, overrides, backend=getattr(args, SWITCHED))
 
 
 def build_envs(spec: Any) -> Any:
     """The vector env ``spec`` describes; what the machine or the backend refuses of the input is a
     `UsageError` (one line, status 2)."""
+    multiagent = isinstance(spec, MultiAgentSpec)
     try:
-        return make_vec_from_spec(spec)
+        return make_multiagent_vec_from_spec(spec) if multiagent else make_vec_from_spec(spec)
     except (MemoryError, WorkerError) as exc:
-        if not is_memory_error(exc):
+        if not is_memory_error(exc) or multiagent:
             raise
         raise UsageError(memory_message(spec, exc)) from exc
+    except AssertionError as exc:
+        # make_vec's refusal of the env's agents (spaces that differ under layout="agents", ...): bad input.
+        if not multiagent:
+            raise
+        raise UsageError(f"building {spec.id} x {spec.num_envs} on {spec.backend!r} failed: {exc}") from exc
     except (TypeError, ValueError) as exc:
         # An option value the backend or the env refuses (a bad backend_kwargs or env_kwargs value) is bad
         # input.

@@ -23,38 +23,70 @@ class EpisodeTracker:
 
     Under ``next_step`` autoreset the step after an episode ends is the reset step of that env:
     its reward (0) and flags belong to no episode, so that row is skipped once.
+
+    Over the ``agents`` layout of `torchwm.multiagent` (``agent_names``: the env's agents; rows are the
+    agents of each env, env-major) an env's episode ends when all its rows end (the layout ends them
+    together; a dead agent's row ends earlier), its return is the sum over its agents, and each agent's
+    return is kept in ``finished_agent_returns``, as `torchwm.evaluate` keeps them.
     """
 
     num_envs: int
     autoreset_mode: str = "next_step"
-    returns: np.ndarray = dataclasses.field(init=False)
+    agent_names: tuple[str, ...] = ()
+    returns: np.ndarray = dataclasses.field(
+        init=False
+    )  # each env's running return (over its agents: their sum)
     lengths: np.ndarray = dataclasses.field(init=False)
+    agent_returns: np.ndarray = dataclasses.field(
+        init=False
+    )  # (num_envs, agents): each agent's running return
     finished_returns: list[float] = dataclasses.field(default_factory=list)
     finished_lengths: list[int] = dataclasses.field(default_factory=list)
+    finished_agent_returns: list[np.ndarray] = dataclasses.field(default_factory=list)
     _resetting: np.ndarray = dataclasses.field(init=False)
+
+    @property
+    def rows_per_env(self) -> int:
+        return len(self.agent_names) or 1
 
     def __post_init__(self) -> None:
         self.returns = np.zeros(self.num_envs, dtype=np.float64)
+        self.agent_returns = np.zeros((self.num_envs, self.rows_per_env), dtype=np.float64)
         self.lengths = np.zeros(self.num_envs, dtype=np.int64)
         self._resetting = np.zeros(self.num_envs, dtype=np.bool_)
 
     def update(self, rewards: Any, terminations: Any, truncations: Any, env_ids: Any = None) -> np.ndarray:
         """Add one vector step, whose rows are the envs ``env_ids`` (every env, in order, by default: a
-        partial batch's ``infos["env_id"]`` says which); returns which rows ended an episode on it."""
+        partial batch's ``infos["env_id"]`` says which; over the agents layout each env's agents' rows);
+        returns which envs of ``env_ids`` ended an episode on it."""
         ids = np.arange(self.num_envs) if env_ids is None else np.asarray(env_ids, dtype=np.int64)
+        shape = (len(ids), self.rows_per_env)
         live = ~self._resetting[ids]
-        self.returns[ids[live]] += np.asarray(rewards, dtype=np.float64)[live]
+        row_rewards = np.asarray(rewards, dtype=np.float64).reshape(shape)[live]
+        self.agent_returns[ids[live]] += row_rewards
+        self.returns[ids[live]] += row_rewards.sum(axis=1)
         self.lengths[ids[live]] += 1
-        done = (np.asarray(terminations) | np.asarray(truncations)) & live
+        rows_done = np.asarray(terminations, dtype=np.bool_) | np.asarray(truncations, dtype=np.bool_)
+        done = rows_done.reshape(shape).all(axis=1) & live
         for i in ids[done]:
             self.finished_returns.append(float(self.returns[i]))
+            self.finished_agent_returns.append(self.agent_returns[i].copy())
             self.finished_lengths.append(int(self.lengths[i]))
         self.returns[ids[done]] = 0.0
+        self.agent_returns[ids[done]] = 0.0
         self.lengths[ids[done]] = 0
         if self.autoreset_mode == "next_step":
             # The next row of an env that ended is its reset row, whenever that env comes back.
             self._resetting[ids] = done
         return done
+
+    def mean_agent_returns(self) -> dict[str, float]:
+        """Each agent's return, the mean over the finished episodes (empty before one finished, or for
+        single-agent envs)."""
+        if not self.agent_names or not self.finished_agent_returns:
+            return {}
+        means = np.mean(np.stack(self.finished_agent_returns), axis=0)
+        return {agent: float(mean) for agent, mean in zip(self.agent_names, means, strict=True)}
 
 
 @dataclasses.dataclass
@@ -79,13 +111,14 @@ class RunReport:
 
     @property
     def records_games(self) -> bool:
-        return any(w.name == EPISODE_STATISTICS for w in self.spec.wrappers)
+        # A multi-agent setup has no wrapper stack.
+        return any(w.name == EPISODE_STATISTICS for w in getattr(self.spec, "wrappers", ()))
 
     def update(
         self, rewards: Any, terminations: Any, truncations: Any, infos: Any, env_ids: Any = None
     ) -> np.ndarray:
         self.steps += 1
-        self.env_steps += len(rewards)
+        self.env_steps += len(rewards) // self.tracker.rows_per_env
         self.games += recorded_episodes(infos)
         return self.tracker.update(rewards, terminations, truncations, env_ids)
 
@@ -135,6 +168,9 @@ def _frames_per_step(spec: Any) -> int | None:
 def _episode_limit(spec: Any) -> str | None:
     """The most steps an episode of the spec's env lasts (its time limit), in the learner's steps, as
     text; None when nothing says."""
+    if spec.family == "multiagent":
+        cycles = spec.env_kwargs.get("max_cycles")  # PettingZoo's time limit, where the env takes one
+        return f"{cycles:,} steps (its max_cycles)" if type(cycles) is int and cycles > 0 else None
     if spec.family == "atari":
         frames = spec.env_kwargs.get("max_num_frames_per_episode")
         skip = _frames_per_step(spec) or spec.env_kwargs.get("frameskip", 1)
@@ -165,7 +201,7 @@ def _none_ended(report: RunReport) -> str:
 def _learner_notes(spec: Any) -> str:
     """How the learner's episodes differ from whole games, for the stack in use."""
     notes = []
-    names = {w.name: w.kwargs for w in spec.wrappers}
+    names = {w.name: w.kwargs for w in getattr(spec, "wrappers", ())}
     if "episodic_life" in names or names.get("atari_preprocessing", {}).get("terminal_on_life_loss"):
         notes.append("one per life lost")
     if "clip_reward" in names:
@@ -187,8 +223,11 @@ def print_summary(report: RunReport, interrupted: bool) -> None:
         f"= {env_steps} env steps in {elapsed:.2f} s (after a start-up of {report.startup:.2f} s, not timed: "
         f"building the env and its first reset)"
     )
-    frames = _frames_per_step(spec)
+    frames = _frames_per_step(spec) if spec.family != "multiagent" else None
     vector_rate = steps / elapsed if elapsed > 0 else float("nan")
+    if tracker.agent_names:
+        print_agent_summary(report, rate, vector_rate)
+        return
     print(
         f"steps per second: {rate:,.0f} env steps/s ({vector_rate:,.0f} vector steps/s"
         + (f"; {rate * frames:,.0f} emulator frames/s at {frames} frames a step" if frames else "")
@@ -225,4 +264,27 @@ def print_summary(report: RunReport, interrupted: bool) -> None:
                 f"return: mean {np.mean(finished):.2f}, max {np.max(finished):.2f} "
                 f"(mean length {np.mean(tracker.finished_lengths):.1f} steps{_learner_notes(spec)})"
             )
+    sys.stdout.flush()
+
+
+def print_agent_summary(report: RunReport, rate: float, vector_rate: float) -> None:
+    """The figures of a run of the ``agents`` layout: agent steps too, and each agent's mean return over the
+    finished episodes beside the env's (the sum over its agents)."""
+    tracker = report.tracker
+    agents = len(tracker.agent_names)
+    print(
+        f"steps per second: {rate:,.0f} env steps/s ({rate * agents:,.0f} agent steps/s at {agents} agents "
+        f"an env; {vector_rate:,.0f} vector steps/s)"
+    )
+    finished = tracker.finished_returns
+    print(f"episodes finished: {len(finished)}")
+    if not finished:
+        print(_none_ended(report))
+    else:
+        means = ", ".join(f"{agent} {mean:.2f}" for agent, mean in tracker.mean_agent_returns().items())
+        print(f"return per agent (mean over the {len(finished)} episodes): {means}")
+        print(
+            f"env return (sum over its agents): mean {np.mean(finished):.2f}, max {np.max(finished):.2f} "
+            f"(mean length {np.mean(tracker.finished_lengths):.1f} steps)"
+        )
     sys.stdout.flush()

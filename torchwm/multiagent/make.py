@@ -1,10 +1,12 @@
 """`make_vec`: PettingZoo envs vectorized on any torchwm backend, in the layout asked for.
 
-Every argument is checked, and one env is built here to read its agents and spaces
+Every argument is checked, with the checks declared once in `torchwm.multiagent.spec` (which a config file's
+``[multiagent]`` setup runs too), and one env is built here to read its agents and spaces
 (`torchwm.multiagent.sources`), before any worker starts. The envs then run as `AgentsEnv` envs of a
 torchwm vector env built as `torchwm.make_vec_from_fns` builds one (so every backend, its options, seeds,
 autoreset modes and faults apply), under the layout: `AgentsVectorEnv` (``"agents"``),
 `ParallelVectorEnv` (``"parallel"``) or `AECVectorEnv` (``"aec"``, turn-based: `torchwm.multiagent.aec`).
+`make_vec_from_spec` builds a `MultiAgentSpec`, the same setup as plain data.
 """
 
 from __future__ import annotations
@@ -14,13 +16,13 @@ from typing import Any
 
 from torchwm.multiagent.aec import make_aec_vec
 from torchwm.multiagent.agent_spaces import AgentSpaces
-from torchwm.multiagent.agents_env import DEAD_AGENTS, AgentsEnv
-from torchwm.multiagent.agents_vector import INFO_FORMATS, AgentsVectorEnv
+from torchwm.multiagent.agents_env import AgentsEnv
+from torchwm.multiagent.agents_vector import AgentsVectorEnv
 from torchwm.multiagent.parallel_vector import ParallelVectorEnv, resolve_group_map
 from torchwm.multiagent.sources import env_sources, probe
-from torchwm.spec import check_count, check_seed, parse_autoreset_mode
+from torchwm.multiagent.spec import LAYOUTS, MultiAgentSpec, check_make_vec_options
 
-LAYOUTS = ("agents", "parallel", "aec")
+__all__ = ["LAYOUTS", "make_vec", "make_vec_from_spec"]
 
 
 def make_vec(
@@ -69,55 +71,28 @@ def make_vec(
         ((6, 18), 6, ['agent_0', 'agent_1', 'agent_2'])
         >>> envs.close()
     """
-    num_envs = check_count("num_envs", num_envs)
-    if not isinstance(backend, str):
-        raise TypeError(f"backend must be a registered backend name (a str), got {backend!r}")
-    if layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {list(LAYOUTS)}, got {layout!r}")
-    mode = parse_autoreset_mode(autoreset_mode)
-    if dead_agents not in DEAD_AGENTS:
-        raise ValueError(f"dead_agents must be one of {list(DEAD_AGENTS)}, got {dead_agents!r}")
-    if not isinstance(pad_spaces, bool):
-        raise TypeError(f"pad_spaces must be True or False, got {pad_spaces!r}")
-    if info_format not in INFO_FORMATS:
-        raise ValueError(f"info_format must be one of {list(INFO_FORMATS)}, got {info_format!r}")
-    if info_format == "list" and layout == "parallel":
-        raise ValueError(
-            'info_format="list" gives one info dict per row of layout="agents"; layout="parallel" gives '
-            'dicts by agent: use info_format="gymnasium"'
-        )
-    if group_map is not None and layout != "parallel":
-        raise ValueError(
-            f'group_map keys the dicts of layout="parallel"; it means nothing for layout={layout!r}'
-        )
-    if seed is not None:
-        seed = check_seed(seed)
-    if not isinstance(autoreset_seeds, bool):
-        raise TypeError(f"autoreset_seeds must be True or False, got {autoreset_seeds!r}")
-    if backend_kwargs is not None and not isinstance(backend_kwargs, dict):
-        raise TypeError(f"backend_kwargs must be a dict, got {backend_kwargs!r}")
+    checked = check_make_vec_options(
+        {
+            "num_envs": num_envs,
+            "backend": backend,
+            "backend_kwargs": backend_kwargs,
+            "layout": layout,
+            "autoreset_mode": autoreset_mode,
+            "dead_agents": dead_agents,
+            "pad_spaces": pad_spaces,
+            "info_format": info_format,
+            "group_map": group_map,
+            "seed": seed,
+            "autoreset_seeds": autoreset_seeds,
+        }
+    )
+    num_envs, mode, seed = checked["num_envs"], checked["autoreset_mode"], checked["seed"]
+    backend_kwargs = backend_kwargs if backend_kwargs is None else checked["backend_kwargs"]
     fns = env_sources(env, num_envs, env_kwargs, layout)
     if layout == "aec":
         return _make_aec(fns, backend, seed, autoreset_seeds, backend_kwargs, info_format)
 
-    found = probe(fns[0], layout)
-    agent_spaces = AgentSpaces.read(
-        found.possible_agents, found.observation_spaces, found.action_spaces, pad_spaces=pad_spaces
-    )
-    if layout == "agents" and (
-        agent_spaces.shared_observation_space is None or agent_spaces.shared_action_space is None
-    ):
-        described = ", ".join(
-            f"{a}: {agent_spaces.observation_spaces[a]} / {agent_spaces.action_spaces[a]}"
-            for a in agent_spaces.agents
-        )
-        raise AssertionError(
-            'layout="agents" gives every agent a row of one batch, so the agents must share their '
-            f"observation and action spaces (they have {described}); pass pad_spaces=True to zero-pad Box "
-            'observations and Discrete actions to one space, or use layout="parallel"'
-        )
-    if layout == "parallel":
-        resolve_group_map(group_map, agent_spaces.agents)  # refused here, before any worker starts
+    agent_spaces = check_agents(fns[0], layout, pad_spaces, group_map)
 
     from torchwm.factory import make_vec_from_fns
 
@@ -142,6 +117,59 @@ def make_vec(
     except BaseException:
         inner.close()
         raise
+
+
+def check_agents(env_fn: Any, layout: str, pad_spaces: bool, group_map: Any) -> AgentSpaces:
+    """What `make_vec` checks of the env before any worker starts, for the ``agents`` and ``parallel``
+    layouts: one env built with ``env_fn`` here, its agents' spaces read (shared by all agents for
+    ``agents``, unless ``pad_spaces``), and ``group_map`` placed over its agents; returns the spaces."""
+    found = probe(env_fn, layout)
+    agent_spaces = AgentSpaces.read(
+        found.possible_agents, found.observation_spaces, found.action_spaces, pad_spaces=pad_spaces
+    )
+    if layout == "agents" and (
+        agent_spaces.shared_observation_space is None or agent_spaces.shared_action_space is None
+    ):
+        described = ", ".join(
+            f"{a}: {agent_spaces.observation_spaces[a]} / {agent_spaces.action_spaces[a]}"
+            for a in agent_spaces.agents
+        )
+        raise AssertionError(
+            'layout="agents" gives every agent a row of one batch, so the agents must share their '
+            f"observation and action spaces (they have {described}); pass pad_spaces=True to zero-pad Box "
+            'observations and Discrete actions to one space, or use layout="parallel"'
+        )
+    if layout == "parallel":
+        resolve_group_map(group_map, agent_spaces.agents)  # refused here, before any worker starts
+    return agent_spaces
+
+
+def make_vec_from_spec(spec: MultiAgentSpec) -> Any:
+    """The vector env a `MultiAgentSpec` describes (a config's: `torchwm.multiagent.make_vec_from_config`).
+
+    Example:
+        >>> from torchwm.multiagent.make import make_vec_from_spec
+        >>> from torchwm.multiagent.spec import MultiAgentSpec
+        >>> envs = make_vec_from_spec(MultiAgentSpec(env="mpe2.simple_spread_v3", num_envs=2, seed=0))
+        >>> envs.num_envs
+        6
+        >>> envs.close()
+    """
+    return make_vec(
+        spec.env,
+        spec.num_envs,
+        backend=spec.backend,
+        layout=spec.layout,
+        autoreset_mode=spec.autoreset_mode,
+        dead_agents=spec.dead_agents,
+        pad_spaces=spec.pad_spaces,
+        info_format=spec.info_format,
+        group_map=spec.group_map,
+        seed=spec.seed,
+        autoreset_seeds=spec.autoreset_seeds,
+        backend_kwargs=dict(spec.backend_kwargs),
+        **spec.env_kwargs,
+    )
 
 
 def _make_aec(
