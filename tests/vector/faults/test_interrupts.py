@@ -243,7 +243,7 @@ START_INTERRUPT_SCRIPT = r"""
 import contextlib, gc, io, json, os, signal, sys, threading, time, traceback
 import torchwm
 import torchwm.cli
-import torchwm.cli.run
+import torchwm.cli.setup
 
 BACKEND = sys.argv[1]
 # Delays (seconds after make_vec begins) of the SIGINT for each start method: from the first moments (a
@@ -313,13 +313,13 @@ def make_and_close(arm):
 
 
 def run_command(arm):
-    build = torchwm.cli.run.make_vec_from_spec
+    build = torchwm.cli.setup.make_vec_from_spec  # where the commands build their envs
 
     def armed_build(spec):
         arm()
         return build(spec)
 
-    torchwm.cli.run.make_vec_from_spec = armed_build
+    torchwm.cli.setup.make_vec_from_spec = armed_build
     err = io.StringIO()
     try:
         with contextlib.redirect_stderr(err):
@@ -329,7 +329,7 @@ def run_command(arm):
                 "--set", f"backend_kwargs.context={METHOD}",
             ])
     finally:
-        torchwm.cli.run.make_vec_from_spec = build
+        torchwm.cli.setup.make_vec_from_spec = build
     return f"{status} {err.getvalue().strip()!r}"
 
 
