@@ -9,7 +9,8 @@
 # DataCollector: the collector is a VectorDataCollector of one env or several on sync or shmem (`collector`,
 # parametrized), with max_episodes for Minari's count; the episode loop is `record_episodes`; the env a
 # recovered env is compared with is a gym.make of the same id (Minari's tests read `collector.env`). The
-# parts that build EpisodeBuffers with add_step_data need jax (minari[create]), as Minari's own do.
+# parts that build EpisodeBuffers with add_step_data need jax (minari[create], in the test extra), as
+# Minari's own do.
 import json
 import os
 import warnings
@@ -134,9 +135,6 @@ def test_filter_episodes_and_subsequent_updates(
 
     env.close()
 
-    pytest.importorskip(
-        "jax", reason="Minari's test builds the next episodes with EpisodeBuffer.add_step_data"
-    )
     env = gym.make(env_id)
     buffer = []
 
@@ -282,9 +280,6 @@ def test_update_dataset_from_buffer(dataset_id, env_id, data_format, register_du
         dataset_id, collector_env, num_episodes=num_episodes
     )
 
-    pytest.importorskip(
-        "jax", reason="Minari's test builds the next episodes with EpisodeBuffer.add_step_data"
-    )
     env = gym.make(env_id)
     buffer = []
 
