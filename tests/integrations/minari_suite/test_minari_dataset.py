@@ -21,10 +21,9 @@ import minari
 import pytest
 from minari import MinariDataset, StepData
 from minari.data_collector.episode_buffer import EpisodeBuffer
-from minari.dataset._storages import get_storage_keys
 from minari.dataset.minari_storage import METADATA_FILE_NAME
 from minari_common import (
-    SETUPS,
+    ONE_AND_SEVERAL,
     cartpole_test_dataset,
     check_data_integrity,
     check_env_recovery,
@@ -33,16 +32,13 @@ from minari_common import (
     collector,
     create_dummy_dataset_with_collecter_env_helper,
     dummy_test_datasets,
+    formats_and_setups,
     record_episodes,
 )
 
-# One env on sync and several on shmem: each test's every dataset and format on both.
-ONE_AND_SEVERAL = SETUPS[:1] + SETUPS[-1:]
 
-
-@pytest.mark.parametrize("backend,num_envs", ONE_AND_SEVERAL)
+@pytest.mark.parametrize("data_format,backend,num_envs", formats_and_setups(ONE_AND_SEVERAL))
 @pytest.mark.parametrize("dataset_id,env_id", cartpole_test_dataset + dummy_test_datasets)
-@pytest.mark.parametrize("data_format", get_storage_keys())
 def test_update_dataset_from_collector_env(
     dataset_id, env_id, data_format, register_dummy_envs, backend, num_envs
 ):
@@ -70,9 +66,8 @@ def test_update_dataset_from_collector_env(
     check_load_and_delete_dataset(dataset_id)
 
 
-@pytest.mark.parametrize("backend,num_envs", ONE_AND_SEVERAL)
+@pytest.mark.parametrize("data_format,backend,num_envs", formats_and_setups(ONE_AND_SEVERAL))
 @pytest.mark.parametrize("dataset_id,env_id", dummy_test_datasets)
-@pytest.mark.parametrize("data_format", get_storage_keys())
 def test_filter_episodes_and_subsequent_updates(
     dataset_id, env_id, data_format, register_dummy_envs, backend, num_envs
 ):
@@ -212,9 +207,8 @@ def test_filter_episodes_and_subsequent_updates(
     env.close()
 
 
-@pytest.mark.parametrize("backend,num_envs", ONE_AND_SEVERAL)
+@pytest.mark.parametrize("data_format,backend,num_envs", formats_and_setups(ONE_AND_SEVERAL))
 @pytest.mark.parametrize("dataset_id,env_id", cartpole_test_dataset + dummy_test_datasets)
-@pytest.mark.parametrize("data_format", get_storage_keys())
 def test_sample_episodes(dataset_id, env_id, data_format, register_dummy_envs, backend, num_envs):
     num_episodes = 10
     env = collector(env_id, backend, num_envs, data_format=data_format, max_episodes=num_episodes)
@@ -239,9 +233,8 @@ def test_sample_episodes(dataset_id, env_id, data_format, register_dummy_envs, b
     env.close()
 
 
-@pytest.mark.parametrize("backend,num_envs", ONE_AND_SEVERAL)
+@pytest.mark.parametrize("data_format,backend,num_envs", formats_and_setups(ONE_AND_SEVERAL))
 @pytest.mark.parametrize("dataset_id,env_id", cartpole_test_dataset + dummy_test_datasets)
-@pytest.mark.parametrize("data_format", get_storage_keys())
 def test_iterate_episodes(dataset_id, env_id, data_format, register_dummy_envs, backend, num_envs):
     num_episodes = 10
     env = collector(env_id, backend, num_envs, data_format=data_format, max_episodes=num_episodes)
@@ -269,9 +262,8 @@ def test_iterate_episodes(dataset_id, env_id, data_format, register_dummy_envs, 
     assert len(dataset) == 10
 
 
-@pytest.mark.parametrize("backend,num_envs", ONE_AND_SEVERAL)
+@pytest.mark.parametrize("data_format,backend,num_envs", formats_and_setups(ONE_AND_SEVERAL))
 @pytest.mark.parametrize("dataset_id,env_id", cartpole_test_dataset + dummy_test_datasets)
-@pytest.mark.parametrize("data_format", get_storage_keys())
 def test_update_dataset_from_buffer(dataset_id, env_id, data_format, register_dummy_envs, backend, num_envs):
     num_episodes = 10
     collector_env = collector(env_id, backend, num_envs, data_format=data_format, max_episodes=num_episodes)
@@ -324,8 +316,7 @@ def test_update_dataset_from_buffer(dataset_id, env_id, data_format, register_du
     check_load_and_delete_dataset(dataset_id)
 
 
-@pytest.mark.parametrize("backend,num_envs", ONE_AND_SEVERAL)
-@pytest.mark.parametrize("data_format", get_storage_keys())
+@pytest.mark.parametrize("data_format,backend,num_envs", formats_and_setups(ONE_AND_SEVERAL))
 def test_missing_env_module(data_format, backend, num_envs):
     dataset_id = "dummy-test-v0"
 

@@ -14,7 +14,6 @@ import pytest
 from gymnasium import spaces
 from minari import MinariDataset
 from minari.data_collector.callbacks import StepDataCallback
-from minari.dataset._storages import get_storage_keys
 from minari_common import (
     SETUPS,
     check_data_integrity,
@@ -22,6 +21,7 @@ from minari_common import (
     check_env_recovery_with_subset_spaces,
     check_load_and_delete_dataset,
     collector,
+    formats_and_setups,
     record_episodes,
 )
 
@@ -47,8 +47,7 @@ class CustomSubsetInfoPadStepDataCallback(StepDataCallback):
         return step_data
 
 
-@pytest.mark.parametrize("backend,num_envs", SETUPS)
-@pytest.mark.parametrize("data_format", get_storage_keys())
+@pytest.mark.parametrize("data_format,backend,num_envs", formats_and_setups(SETUPS))
 def test_data_collector_step_data_callback(data_format, register_dummy_envs, backend, num_envs):
     """Test DataCollector wrapper and Minari dataset creation."""
     dataset_id = "dummy-dict/test-v0"
@@ -109,8 +108,7 @@ def test_data_collector_step_data_callback(data_format, register_dummy_envs, bac
     check_load_and_delete_dataset(dataset_id)
 
 
-@pytest.mark.parametrize("backend,num_envs", SETUPS)
-@pytest.mark.parametrize("data_format", get_storage_keys())
+@pytest.mark.parametrize("data_format,backend,num_envs", formats_and_setups(SETUPS))
 def test_data_collector_step_data_callback_info_correction(
     data_format, register_dummy_envs, backend, num_envs
 ):
