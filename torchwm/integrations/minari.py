@@ -16,11 +16,11 @@ Minari's collector gives every episode a seed, this one turns on the vector env'
 (``envs.autoreset_seeds = True``, ``infos["episode_seed"]``), so every episode from its first reset on
 has the seed that replays it. A vector env that cannot seed autoresets (``ale-native``, ``envpool``,
 Gymnasium's own) is recorded with a warning: only each env's first episode has a seed there.
-Rewards are stored with the dtype Minari's collector gives them, ``np.asarray`` of the env's own (Python ints:
-int64), not the vector env's float64: the collector learns the env's reward type from one step of one env
-of the stack, built apart (`_env_reward_dtype`), so that Minari's own episodes of the env add to the
-dataset. Frames are stored lossless (``jpeg_encoding=False``, where Minari's default JPEG-encodes uint8 images),
-the torchwm `VecSpec` goes to the dataset's metadata (``"torchwm_spec"``), and
+Rewards are stored with the dtype Minari's collector gives them, ``np.asarray`` of the env's own (Python
+ints: int64), not the vector env's float64: the collector learns the env's reward type from one step of
+one env of the stack, built apart (`_env_reward_dtype`), so that Minari's own episodes of the env add to
+the dataset. Frames are stored lossless (``jpeg_encoding=False``, where Minari's default JPEG-encodes
+uint8 images), the torchwm `VecSpec` goes to the dataset's metadata (``"torchwm_spec"``), and
 `make_vec_from_dataset` builds the same stack again. Arrays are built here with NumPy (Minari's
 ``EpisodeBuffer.add_step_data`` needs jax) and written through `minari.create_dataset_from_buffers`.
 """

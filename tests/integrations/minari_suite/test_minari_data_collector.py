@@ -8,6 +8,7 @@
 # From Minari 0.5.4's tests/data_collector/test_data_collector.py: the collector is a VectorDataCollector of one
 # env or several on sync or shmem (`collector`, parametrized), with max_episodes for Minari's count; the
 # episode loop reads the vector env's flags; xfails say why.
+# Minari's storage formats all run on one setup, the other setups in arrow (`formats_and_setups`).
 import numpy as np
 import pytest
 from minari import EpisodeData, MinariDataset, StepDataCallback

@@ -11,6 +11,7 @@
 # recovered env is compared with is a gym.make of the same id (Minari's tests read `collector.env`). The
 # parts that build EpisodeBuffers with add_step_data need jax (minari[create], in the test extra), as
 # Minari's own do.
+# Minari's storage formats all run on one setup, the other setups in arrow (`formats_and_setups`).
 import json
 import os
 import warnings

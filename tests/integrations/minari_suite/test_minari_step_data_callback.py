@@ -8,6 +8,7 @@
 # From Minari 0.5.4's tests/data_collector/callbacks/test_step_data_callback.py: the collector is a
 # VectorDataCollector of one env or several on sync or shmem (`collector`, parametrized); the episode loop is
 # `record_episodes`; the env recovery is compared with a gym.make of the same id.
+# Minari's storage formats all run on one setup, the other setups in arrow (`formats_and_setups`).
 import gymnasium as gym
 import numpy as np
 import pytest

@@ -8,6 +8,8 @@
 # From Minari 0.5.4's tests/dataset/test_minari_storage.py, the test that builds a dataset with a
 # DataCollector: the collector is a VectorDataCollector of one env or several on sync or shmem (`collector`,
 # parametrized); the episode loop is `record_episodes`.
+# Minari's storage formats all run on one setup, the other setups in arrow (`formats_and_setups`).
+# 10 episodes where Minari's test records 100: the size check holds for any number.
 import minari
 import pytest
 from minari_common import (
@@ -33,7 +35,7 @@ def test_minari_get_dataset_size_from_collector_env(
     if dataset_id in local_datasets:
         minari.delete_dataset(dataset_id)
 
-    num_episodes = 10  # Minari records 100: the size check holds for any number, at a tenth of the time
+    num_episodes = 10  # Minari's: 100 (see above)
     env = collector(env_id, backend, num_envs, data_format=data_format)
 
     # Step the environment, DataCollector wrapper will do the data collection job
