@@ -17,6 +17,7 @@ import pytest
 
 pytest.importorskip("minari")
 
+import minari  # noqa: E402
 from minari import StepDataCallback  # noqa: E402
 from support.datasets import replay  # noqa: E402
 
@@ -409,6 +410,102 @@ def test_array_infos_and_env_arguments_json_cannot_hold_are_stored():
         assert episode.infos["nested"]["flag"].tolist() == [False] * steps
     with pytest.raises(ValueError, match="holds no torchwm spec"):
         dataset_spec(dataset)
+
+
+class TypedRewardEnv(gym.Env):
+    """Three steps an episode, whose rewards have the type ``reward_type`` names: a vector env gives them all
+    as float64, where Minari's collector stores ``np.asarray`` of the env's own (ints: int64)."""
+
+    observation_space = gym.spaces.Box(0.0, 1.0, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, reward_type="int"):
+        self.reward_type = reward_type
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self.np_random.random(2, dtype=np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        reward = {
+            "int": self.t + int(action),
+            "int32": np.int32(self.t),
+            "float32": np.float32(self.t / 4),
+            "float": self.t / 4,
+            "int-then-a-half": 0 if self.t < 3 else 0.5,  # Minari's array of such an episode: float64
+        }[self.reward_type]
+        return self.np_random.random(2, dtype=np.float32), reward, self.t >= 3, False, {}
+
+
+if "TorchwmTest/TypedReward-v0" not in gym.registry:
+    gym.register("TorchwmTest/TypedReward-v0", entry_point=f"{__name__}:TypedRewardEnv")  # Minari stores it
+
+
+@pytest.mark.parametrize("backend", ["sync", "shmem"])
+@pytest.mark.parametrize("reward_type", ["int", "int32", "float32", "float", "int-then-a-half"])
+def test_rewards_are_stored_with_the_dtype_minaris_collector_gives_and_minari_episodes_add_to_them(
+    reward_type, backend
+):
+    env_kwargs = {"reward_type": reward_type}
+    minari_collector = minari.DataCollector(
+        gym.make("TorchwmTest/TypedReward-v0", **env_kwargs), data_format="arrow"
+    )
+    minari_collector.reset(seed=0)
+    for _ in range(2):
+        terminated = truncated = False
+        while not (terminated or truncated):
+            _, _, terminated, truncated, _ = minari_collector.step(minari_collector.action_space.sample())
+        minari_collector.reset()
+    theirs = minari_collector.create_dataset("test/typed-reward-minari-v0")
+    minari_episodes = list(theirs.iterate_episodes())
+
+    # shmem's workers forked, so that they know the env this module registers
+    options = {"context": "fork"} if backend == "shmem" else None
+    vec = torchwm.make_vec(
+        "TorchwmTest/TypedReward-v0", 2, backend=backend, seed=0, backend_kwargs=options, **env_kwargs
+    )
+    with VectorDataCollector(vec, data_format="arrow") as envs:
+        record(envs, 4)
+        ours = envs.create_dataset("test/typed-reward-v0")
+    for episode in ours.iterate_episodes():
+        assert episode.rewards.dtype == minari_episodes[0].rewards.dtype, reward_type
+        env = TypedRewardEnv(reward_type)  # its rewards depend on the step and the action only
+        env.reset(seed=0)
+        assert episode.rewards.tolist() == np.asarray([env.step(a)[1] for a in episode.actions]).tolist()
+    # Minari's own episodes of the same env go into the dataset torchwm wrote, and come back.
+    minari_collector.reset(seed=1)
+    for _ in range(2):
+        terminated = truncated = False
+        while not (terminated or truncated):
+            _, _, terminated, truncated, _ = minari_collector.step(minari_collector.action_space.sample())
+        minari_collector.reset()
+    n = ours.total_episodes
+    minari_collector.add_to_dataset(ours)
+    minari_collector.close()
+    episodes = list(ours.iterate_episodes())
+    assert len(episodes) == n + 2
+    assert {episode.rewards.dtype for episode in episodes} == {minari_episodes[0].rewards.dtype}
+
+
+def test_a_declared_reward_dtype_is_stored_and_a_wrapped_vector_env_s_rewards_stay_float64():
+    vec = torchwm.make_vec("TorchwmTest/TypedReward-v0", 2, seed=0, reward_type="int")
+    with pytest.raises(TypeError, match="reward_dtype must be a bool, int or float dtype, got 'U3'"):
+        VectorDataCollector(vec, reward_dtype="U3")
+    assert not vec.autoreset_seeds  # refused before the collector changed anything
+    with VectorDataCollector(vec, reward_dtype=np.float32) as envs:
+        record(envs, 2)
+        assert {e.rewards.dtype for e in envs.create_dataset("test/declared-v0").iterate_episodes()} == {
+            np.dtype(np.float32)
+        }
+    # A vector wrapper may change the rewards: what it gives, float64, is what is recorded.
+    vec = torchwm.make_vec("TorchwmTest/TypedReward-v0", 2, seed=0, reward_type="int")
+    with VectorDataCollector(gym.wrappers.vector.RecordEpisodeStatistics(vec)) as envs:
+        record(envs, 2)
+        assert {e.rewards.dtype for e in envs.create_dataset("test/wrapped-v0").iterate_episodes()} == {
+            np.dtype(np.float64)
+        }
 
 
 @pytest.mark.parametrize("mode", ["next_step", "same_step"])

@@ -16,8 +16,11 @@ Minari's collector gives every episode a seed, this one turns on the vector env'
 (``envs.autoreset_seeds = True``, ``infos["episode_seed"]``), so every episode from its first reset on
 has the seed that replays it. A vector env that cannot seed autoresets (``ale-native``, ``envpool``,
 Gymnasium's own) is recorded with a warning: only each env's first episode has a seed there.
-Frames are stored lossless (``jpeg_encoding=False``, where Minari's default JPEG-encodes uint8 images),
-the torchwm `VecSpec` goes to the dataset's metadata (``"torchwm_spec"``), and
+Rewards are stored with the dtype Minari's collector gives them, ``np.asarray`` of the env's own (Python
+ints: int64), not the vector env's float64: the collector learns the env's reward type from one step of
+one env of the stack, built apart (`_env_reward_dtype`), so that Minari's own episodes of the env add to
+the dataset. Frames are stored lossless (``jpeg_encoding=False``, where Minari's default JPEG-encodes
+uint8 images), the torchwm `VecSpec` goes to the dataset's metadata (``"torchwm_spec"``), and
 `make_vec_from_dataset` builds the same stack again. Arrays are built here with NumPy (Minari's
 ``EpisodeBuffer.add_step_data`` needs jax) and written through `minari.create_dataset_from_buffers`.
 """
@@ -169,7 +172,7 @@ class _Episode:
         self.observations.clear()
         self.actions.clear()
         self.observations.append(first_obs)
-        self.rewards: list[float] = []
+        self.rewards: list[Any] = []  # the env's own type (`_env_reward`)
         self.terminations: list[bool] = []
         self.truncations: list[bool] = []
         self.infos: list[dict[str, Any]] | None = None if info is None else [info]
@@ -201,6 +204,10 @@ class VectorDataCollector(gym.vector.VectorWrapper):
         episode_metadata_callback: as Minari's, a class whose instance maps an episode (a dict of arrays)
             to its metadata; its ``env_id`` is added.
         max_episodes: keep the first ``max_episodes`` episodes to end, and no more (None: all).
+        reward_dtype: the type of the env's rewards (a vector env gives float64 whatever its envs give),
+            stored as Minari's collector stores them, ``np.asarray`` of the env's own: ints as int64,
+            ``np.float32`` as float32. None: learned from one step of one env of the stack built apart,
+            float64 where there is none to build (a vector env that is not torchwm's, or a wrapped one).
 
     Example:
         >>> import torchwm
@@ -226,11 +233,17 @@ class VectorDataCollector(gym.vector.VectorWrapper):
         step_data_callback: type = StepDataCallback,
         episode_metadata_callback: type = EpisodeMetadataCallback,
         max_episodes: int | None = None,
+        reward_dtype: Any = None,
     ) -> None:
-        super().__init__(envs)
-        self._vec: Any = envs  # torchwm's methods too (send, recv, restore_state, env_ids)
         if max_episodes is not None and (isinstance(max_episodes, bool) or int(max_episodes) < 1):
             raise ValueError(f"max_episodes must be an int >= 1 or None, got {max_episodes!r}")
+        if reward_dtype is not None and np.dtype(reward_dtype).kind not in "biuf":
+            raise TypeError(f"reward_dtype must be a bool, int or float dtype, got {reward_dtype!r}")
+        super().__init__(envs)
+        self._vec: Any = envs  # torchwm's methods too (send, recv, restore_state, env_ids)
+        self._reward_of = _env_reward(
+            _env_reward_dtype(envs) if reward_dtype is None else np.dtype(reward_dtype)
+        )
         _seed_every_episode(envs)
         self._record_infos = bool(record_infos)
         self._obs_space = observation_space or envs.single_observation_space
@@ -437,6 +450,8 @@ class VectorDataCollector(gym.vector.VectorWrapper):
         same_step = self._mode is AutoresetMode.SAME_STEP
         next_step = self._mode is AutoresetMode.NEXT_STEP
         rewards_list = np.asarray(rewards).tolist()
+        if self._reward_of is not None:
+            rewards_list = [self._reward_of(reward) for reward in rewards_list]
         terminations_list = np.asarray(terminations).tolist()
         truncations_list = np.asarray(truncations).tolist()
         info_rows = infos_to_rows(infos, n_rows) if self._needs_infos else None
@@ -544,7 +559,7 @@ class VectorDataCollector(gym.vector.VectorWrapper):
             options=episode.options or None,
             observations=episode.observations.stacked(),
             actions=episode.actions.stacked(),
-            rewards=np.asarray(episode.rewards, dtype=np.float64),
+            rewards=np.asarray(episode.rewards),  # as Minari's collector: the dtype of the env's rewards
             terminations=np.asarray(episode.terminations, dtype=np.bool_),
             truncations=np.asarray(episode.truncations, dtype=np.bool_),
             infos=None if episode.infos is None else _stack_infos(episode.infos),
@@ -737,6 +752,54 @@ def _seed_every_episode(envs: gym.vector.VectorEnv) -> None:
         UserWarning,
         stacklevel=3,
     )
+
+
+def _env_reward_dtype(envs: gym.vector.VectorEnv) -> np.dtype:
+    """The dtype of the rewards one env of ``envs`` gives (``np.asarray`` of its reward, as Minari's collector
+    stores them), from one step of one env of the stack built apart, since the vector env gives float64
+    whatever its envs give. float64 for a vector env that is not torchwm's or is wrapped (a vector wrapper
+    may change the rewards: what is recorded is what it gives), or whose env cannot be built here (with a
+    warning)."""
+    spec = envs.unwrapped.spec
+    if envs is not envs.unwrapped or not isinstance(spec, VecSpec):
+        return np.dtype(np.float64)
+    from torchwm.building import build_env
+
+    try:
+        env = build_env(spec, 0) if spec.env_fns is None else spec.env_fns[0]()
+        try:
+            env.reset(seed=0)
+            env.action_space.seed(0)
+            reward = env.step(env.action_space.sample())[1]
+        finally:
+            env.close()
+    except Exception as exc:  # the vector env runs: only the stored dtype is at stake
+        warnings.warn(
+            f"VectorDataCollector: rewards are stored as float64, since one env of this stack could not be "
+            f"built and stepped here to learn its reward type ({type(exc).__name__}: {exc}); pass "
+            f"reward_dtype= to store the env's own",
+            UserWarning,
+            stacklevel=4,
+        )
+        return np.dtype(np.float64)
+    dtype = np.asarray(reward).dtype
+    return dtype if dtype.kind in "biuf" else np.dtype(np.float64)
+
+
+def _env_reward(dtype: np.dtype) -> Callable[[float], Any] | None:
+    """A vector env's reward (a Python float) as an env whose rewards have ``dtype`` gave it, so that an
+    episode's ``np.asarray(rewards)`` has Minari's dtype; None for float64 (nothing to do). A reward the
+    dtype cannot hold (0.5 from an env of ints) stays a float, as ``np.asarray`` of Minari's collector makes
+    that episode's rewards float64: no value is changed."""
+    if dtype == np.float64:
+        return None
+    if dtype.kind == "f":
+        return dtype.type  # the env's own float32 (float16) value, exact
+    if dtype.kind == "b":
+        return lambda reward: dtype.type(reward) if reward in (0.0, 1.0) else reward
+    if dtype == np.int64:
+        return lambda reward: int(reward) if float(reward).is_integer() else reward  # np.asarray: int64
+    return lambda reward: dtype.type(reward) if float(reward).is_integer() else reward
 
 
 def _info_keys(info: dict[str, Any]) -> frozenset:

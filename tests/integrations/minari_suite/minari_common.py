@@ -23,6 +23,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.utils.env_checker import data_equivalence
 from minari import EpisodeData, MinariDataset
+from minari.dataset._storages import get_storage_keys
 
 import torchwm
 from torchwm.integrations.minari import VectorDataCollector
@@ -495,6 +496,21 @@ def check_infos_equal(info_1: dict, info_2: dict) -> bool:
 
 # (backend, num_envs) each ported test runs with: one env and several, on sync and shmem.
 SETUPS = [("sync", 1), ("sync", 2), ("shmem", 1), ("shmem", 2)]
+# One env on sync and several on shmem: the dataset tests' setups.
+ONE_AND_SEVERAL = SETUPS[:1] + SETUPS[-1:]
+
+
+def formats_and_setups(setups):
+    """``(data_format, backend, num_envs)`` for a test Minari runs in every storage format: every format on
+    the first setup, the other setups in arrow only. A format is Minari's storage of the buffers the
+    collector gives it, which are made the same way whatever the setup, while a setup is how the rows reach
+    the collector; arrow is the format that refuses an episode whose columns' types differ from the
+    dataset's. Every format on every setup multiplied the suite's time by the number of formats, where each
+    failure a format showed, it showed on every setup."""
+    first, *others = setups
+    return [(data_format, *first) for data_format in get_storage_keys()] + [
+        ("arrow", *setup) for setup in others
+    ]
 
 
 def collector(env_id, backend, num_envs, seed=None, env_kwargs=None, **collector_kwargs):

@@ -8,18 +8,20 @@
 # From Minari 0.5.4's tests/data_collector/test_data_collector.py: the collector is a VectorDataCollector of one
 # env or several on sync or shmem (`collector`, parametrized), with max_episodes for Minari's count; the
 # episode loop reads the vector env's flags; xfails say why.
+# Minari's storage formats all run on one setup, the other setups in arrow (`formats_and_setups`).
 import numpy as np
 import pytest
 from minari import EpisodeData, MinariDataset, StepDataCallback
-from minari.dataset._storages import get_storage_keys
 from minari.dataset.minari_dataset import parse_dataset_id
 from minari.namespace import get_namespace_metadata, list_local_namespaces
 from minari_common import (
+    ONE_AND_SEVERAL,
     SETUPS,
     check_infos_equal,
     check_load_and_delete_dataset,
     collector,
     dummy_test_datasets,
+    formats_and_setups,
     get_info_at_step_index,
 )
 
@@ -107,8 +109,7 @@ def get_single_step_from_episode(episode: EpisodeData, index: int) -> EpisodeDat
     "env resets an env that ended (autoreset), which cuts the episode the callback keeps going: the collector "
     "leaves such an episode out, as one cut by reset()",
 )
-@pytest.mark.parametrize("backend,num_envs", SETUPS[:1] + SETUPS[-1:])
-@pytest.mark.parametrize("data_format", get_storage_keys())
+@pytest.mark.parametrize("data_format,backend,num_envs", formats_and_setups(ONE_AND_SEVERAL))
 @pytest.mark.parametrize("dataset_id,env_id", dummy_test_datasets[:1])
 def test_truncation_without_reset(dataset_id, env_id, data_format, register_dummy_envs, backend, num_envs):
     """Test new episode creation when environment is truncated and env.reset is not called."""
@@ -172,8 +173,7 @@ def test_truncation_without_reset(dataset_id, env_id, data_format, register_dumm
     check_load_and_delete_dataset(dataset_id)
 
 
-@pytest.mark.parametrize("backend,num_envs", SETUPS)
-@pytest.mark.parametrize("data_format", get_storage_keys())
+@pytest.mark.parametrize("data_format,backend,num_envs", formats_and_setups(SETUPS))
 @pytest.mark.parametrize("seed", [None, 0, 42, MAX_UINT64])
 @pytest.mark.parametrize("options", [None, {"max_timesteps": 3}])
 def test_reproducibility(seed, data_format, options, register_dummy_envs, backend, num_envs, request):

@@ -9,7 +9,9 @@
 # DataCollector: the collector is a VectorDataCollector of one env or several on sync or shmem (`collector`,
 # parametrized), with max_episodes for Minari's count; the episode loop is `record_episodes`; the env a
 # recovered env is compared with is a gym.make of the same id (Minari's tests read `collector.env`). The
-# parts that build EpisodeBuffers with add_step_data need jax (minari[create]), as Minari's own do.
+# parts that build EpisodeBuffers with add_step_data need jax (minari[create], in the test extra), as
+# Minari's own do.
+# Minari's storage formats all run on one setup, the other setups in arrow (`formats_and_setups`).
 import json
 import os
 import warnings
@@ -20,10 +22,9 @@ import minari
 import pytest
 from minari import MinariDataset, StepData
 from minari.data_collector.episode_buffer import EpisodeBuffer
-from minari.dataset._storages import get_storage_keys
 from minari.dataset.minari_storage import METADATA_FILE_NAME
 from minari_common import (
-    SETUPS,
+    ONE_AND_SEVERAL,
     cartpole_test_dataset,
     check_data_integrity,
     check_env_recovery,
@@ -32,16 +33,13 @@ from minari_common import (
     collector,
     create_dummy_dataset_with_collecter_env_helper,
     dummy_test_datasets,
+    formats_and_setups,
     record_episodes,
 )
 
-# One env on sync and several on shmem: each test's every dataset and format on both.
-ONE_AND_SEVERAL = SETUPS[:1] + SETUPS[-1:]
 
-
-@pytest.mark.parametrize("backend,num_envs", ONE_AND_SEVERAL)
+@pytest.mark.parametrize("data_format,backend,num_envs", formats_and_setups(ONE_AND_SEVERAL))
 @pytest.mark.parametrize("dataset_id,env_id", cartpole_test_dataset + dummy_test_datasets)
-@pytest.mark.parametrize("data_format", get_storage_keys())
 def test_update_dataset_from_collector_env(
     dataset_id, env_id, data_format, register_dummy_envs, backend, num_envs
 ):
@@ -69,9 +67,8 @@ def test_update_dataset_from_collector_env(
     check_load_and_delete_dataset(dataset_id)
 
 
-@pytest.mark.parametrize("backend,num_envs", ONE_AND_SEVERAL)
+@pytest.mark.parametrize("data_format,backend,num_envs", formats_and_setups(ONE_AND_SEVERAL))
 @pytest.mark.parametrize("dataset_id,env_id", dummy_test_datasets)
-@pytest.mark.parametrize("data_format", get_storage_keys())
 def test_filter_episodes_and_subsequent_updates(
     dataset_id, env_id, data_format, register_dummy_envs, backend, num_envs
 ):
@@ -134,9 +131,6 @@ def test_filter_episodes_and_subsequent_updates(
 
     env.close()
 
-    pytest.importorskip(
-        "jax", reason="Minari's test builds the next episodes with EpisodeBuffer.add_step_data"
-    )
     env = gym.make(env_id)
     buffer = []
 
@@ -214,9 +208,8 @@ def test_filter_episodes_and_subsequent_updates(
     env.close()
 
 
-@pytest.mark.parametrize("backend,num_envs", ONE_AND_SEVERAL)
+@pytest.mark.parametrize("data_format,backend,num_envs", formats_and_setups(ONE_AND_SEVERAL))
 @pytest.mark.parametrize("dataset_id,env_id", cartpole_test_dataset + dummy_test_datasets)
-@pytest.mark.parametrize("data_format", get_storage_keys())
 def test_sample_episodes(dataset_id, env_id, data_format, register_dummy_envs, backend, num_envs):
     num_episodes = 10
     env = collector(env_id, backend, num_envs, data_format=data_format, max_episodes=num_episodes)
@@ -241,9 +234,8 @@ def test_sample_episodes(dataset_id, env_id, data_format, register_dummy_envs, b
     env.close()
 
 
-@pytest.mark.parametrize("backend,num_envs", ONE_AND_SEVERAL)
+@pytest.mark.parametrize("data_format,backend,num_envs", formats_and_setups(ONE_AND_SEVERAL))
 @pytest.mark.parametrize("dataset_id,env_id", cartpole_test_dataset + dummy_test_datasets)
-@pytest.mark.parametrize("data_format", get_storage_keys())
 def test_iterate_episodes(dataset_id, env_id, data_format, register_dummy_envs, backend, num_envs):
     num_episodes = 10
     env = collector(env_id, backend, num_envs, data_format=data_format, max_episodes=num_episodes)
@@ -271,9 +263,8 @@ def test_iterate_episodes(dataset_id, env_id, data_format, register_dummy_envs, 
     assert len(dataset) == 10
 
 
-@pytest.mark.parametrize("backend,num_envs", ONE_AND_SEVERAL)
+@pytest.mark.parametrize("data_format,backend,num_envs", formats_and_setups(ONE_AND_SEVERAL))
 @pytest.mark.parametrize("dataset_id,env_id", cartpole_test_dataset + dummy_test_datasets)
-@pytest.mark.parametrize("data_format", get_storage_keys())
 def test_update_dataset_from_buffer(dataset_id, env_id, data_format, register_dummy_envs, backend, num_envs):
     num_episodes = 10
     collector_env = collector(env_id, backend, num_envs, data_format=data_format, max_episodes=num_episodes)
@@ -282,9 +273,6 @@ def test_update_dataset_from_buffer(dataset_id, env_id, data_format, register_du
         dataset_id, collector_env, num_episodes=num_episodes
     )
 
-    pytest.importorskip(
-        "jax", reason="Minari's test builds the next episodes with EpisodeBuffer.add_step_data"
-    )
     env = gym.make(env_id)
     buffer = []
 
@@ -329,8 +317,7 @@ def test_update_dataset_from_buffer(dataset_id, env_id, data_format, register_du
     check_load_and_delete_dataset(dataset_id)
 
 
-@pytest.mark.parametrize("backend,num_envs", ONE_AND_SEVERAL)
-@pytest.mark.parametrize("data_format", get_storage_keys())
+@pytest.mark.parametrize("data_format,backend,num_envs", formats_and_setups(ONE_AND_SEVERAL))
 def test_missing_env_module(data_format, backend, num_envs):
     dataset_id = "dummy-test-v0"
 

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from minari import MinariDataset
 from minari_common import (
+    ONE_AND_SEVERAL,
     SETUPS,
     cartpole_test_dataset,
     check_data_integrity,
@@ -31,7 +32,7 @@ from minari_common import (
 CODELINK = "https://github.com/Farama-Foundation/Minari/blob/main/tests/utils/test_dataset_creation.py"
 
 
-@pytest.mark.parametrize("backend,num_envs", SETUPS[:1] + SETUPS[-1:])
+@pytest.mark.parametrize("backend,num_envs", ONE_AND_SEVERAL)
 @pytest.mark.parametrize(
     "dataset_id,env_id",
     cartpole_test_dataset + dummy_test_datasets + dummy_text_dataset,

@@ -8,13 +8,13 @@
 # From Minari 0.5.4's tests/data_collector/callbacks/test_step_data_callback.py: the collector is a
 # VectorDataCollector of one env or several on sync or shmem (`collector`, parametrized); the episode loop is
 # `record_episodes`; the env recovery is compared with a gym.make of the same id.
+# Minari's storage formats all run on one setup, the other setups in arrow (`formats_and_setups`).
 import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium import spaces
 from minari import MinariDataset
 from minari.data_collector.callbacks import StepDataCallback
-from minari.dataset._storages import get_storage_keys
 from minari_common import (
     SETUPS,
     check_data_integrity,
@@ -22,6 +22,7 @@ from minari_common import (
     check_env_recovery_with_subset_spaces,
     check_load_and_delete_dataset,
     collector,
+    formats_and_setups,
     record_episodes,
 )
 
@@ -47,8 +48,7 @@ class CustomSubsetInfoPadStepDataCallback(StepDataCallback):
         return step_data
 
 
-@pytest.mark.parametrize("backend,num_envs", SETUPS)
-@pytest.mark.parametrize("data_format", get_storage_keys())
+@pytest.mark.parametrize("data_format,backend,num_envs", formats_and_setups(SETUPS))
 def test_data_collector_step_data_callback(data_format, register_dummy_envs, backend, num_envs):
     """Test DataCollector wrapper and Minari dataset creation."""
     dataset_id = "dummy-dict/test-v0"
@@ -109,8 +109,7 @@ def test_data_collector_step_data_callback(data_format, register_dummy_envs, bac
     check_load_and_delete_dataset(dataset_id)
 
 
-@pytest.mark.parametrize("backend,num_envs", SETUPS)
-@pytest.mark.parametrize("data_format", get_storage_keys())
+@pytest.mark.parametrize("data_format,backend,num_envs", formats_and_setups(SETUPS))
 def test_data_collector_step_data_callback_info_correction(
     data_format, register_dummy_envs, backend, num_envs
 ):
