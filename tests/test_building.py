@@ -99,5 +99,7 @@ def test_an_env_of_a_spec_of_factories_is_what_its_factory_makes_with_its_index_
     assert env.spec.max_episode_steps == 9 and seen == [1]
     assert current_env_index() is None
     for index in (None, 2, -1, True):
-        with pytest.raises(ValueError, match=rf"2 factories \(env_fns\); .* from 0 to 1, got index={index!r}"):
+        with pytest.raises(
+            ValueError, match=rf"2 factories \(env_fns\); .* from 0 to 1, got index={index!r}"
+        ):
             building.build_env(spec, index)
