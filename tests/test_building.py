@@ -78,3 +78,28 @@ def test_a_vector_env_where_one_env_is_expected_is_refused_naming_its_type():
     with pytest.raises(TypeError, match=r"an env factory returned a vector env \(gymnasium\.vector\.sync"):
         building.check_single_env(vector, "an env factory returned")
     building.check_single_env(gym.make("CartPole-v1"), "an env factory returned")
+
+
+def test_an_env_of_a_spec_of_factories_is_what_its_factory_makes_with_its_index_seen():
+    """A backend that builds env ``i`` with ``build_env(spec, i)`` (docs/plugins/tutorial.md) runs the
+    factories of `torchwm.make_vec_from_fns` and `torchwm.multiagent.make_vec` too."""
+    seen = []
+
+    def factory(length):
+        def make():
+            seen.append(current_env_index())
+            return gym.make("CartPole-v1", max_episode_steps=length)
+
+        return make
+
+    with torchwm.make_vec_from_fns([factory(7), factory(9)], backend="sync") as envs:
+        spec = envs.spec
+    seen.clear()
+    env = building.build_env(spec, 1)
+    assert env.spec.max_episode_steps == 9 and seen == [1]
+    assert current_env_index() is None
+    for index in (None, 2, -1, True):
+        with pytest.raises(
+            ValueError, match=rf"2 factories \(env_fns\); .* from 0 to 1, got index={index!r}"
+        ):
+            building.build_env(spec, index)

@@ -186,6 +186,17 @@ def test_the_api_holds_what_a_transport_author_needs():
     assert {"create_batch", "take_rows", "slice_rows", "ARRAY_SPACES"} <= set(api.rows.__all__)
 
 
+def test_the_api_holds_what_a_stepper_author_needs():
+    """A `Stepper` over `EnvGroup`s seeds autoresets with a book of its own (docs/plugins/tutorial.md): the
+    book the vector env reads, from the API, since a plugin imports nothing else of torchwm."""
+    from torchwm.vector.episode_seeds import EpisodeSeedBook
+
+    api = torchwm.plugin_api
+    assert {"Stepper", "EnvGroup", "EpisodeSeedBook", "build_env", "rows"} <= set(api.__all__)
+    assert api.EpisodeSeedBook is EpisodeSeedBook
+    assert "`EpisodeSeedBook`" in api.__doc__ and "episode_seeds" in api.__doc__
+
+
 def test_the_api_is_small():
     assert len(torchwm.plugin_api.__all__) <= MOST_NAMES, torchwm.plugin_api.__all__
 

@@ -44,14 +44,30 @@ def without_recorders(spec: VecSpec) -> tuple[VecSpec, tuple[Any, ...]]:
 
 def build_env(spec: VecSpec, index: int | None = None, snapshot: RegistrySnapshot | None = None) -> gym.Env:
     """One env of ``spec`` (env ``index`` of its vector env): the fused Atari env if ``spec.fused``, else
-    source then wrappers. ``snapshot`` (`registry_snapshot`) holds the source and wrappers already looked up,
-    so that a worker process builds the env without loading plugins."""
+    source then wrappers; for a spec of factories (``spec.env_fns``: `torchwm.make_vec_from_fns`,
+    `torchwm.multiagent.make_vec`), what factory ``index`` makes, so that a backend that builds env ``i``
+    with ``build_env(spec, i)`` runs factories too. ``snapshot`` (`registry_snapshot`) holds the source and
+    wrappers already looked up, so that a worker process builds the env without loading plugins.
+
+    Raises:
+        ValueError: a spec of factories and no ``index`` of one of them.
+    """
+    if spec.env_fns is not None and (
+        isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(spec.env_fns)
+    ):
+        # Its id ("<env_fns ...>") names no env a source could make: only a factory builds one.
+        raise ValueError(
+            f"build_env: this spec builds its envs with {len(spec.env_fns)} factories (env_fns); give the "
+            f"index of the env to build, from 0 to {len(spec.env_fns) - 1}, got index={index!r}"
+        )
     # Not at the top: the wrappers package imports every built-in wrapper (pydantic, OpenCV), which importing
     # a transport does not need; building an env does.
     from torchwm.wrappers.env_index import env_index_var
 
     token = env_index_var.set(index)
     try:
+        if spec.env_fns is not None:
+            return spec.env_fns[index]()  # type: ignore[index]
         with using_snapshot(snapshot):
             return _build_env(spec)
     finally:

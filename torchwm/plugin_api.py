@@ -14,7 +14,10 @@ The names, by job:
 - A backend: `VectorEnv`, the base class of every vector env, over the backend's `Stepper` (how its
   envs are reset, stepped, called and closed; its ``state`` tells which envs are in flight);
   `resolve_spec`, the `torchwm.VecSpec` `torchwm.make_vec` would build from the same arguments;
-  `build_env`, one env of a spec; `parse_for`, the Atari stack of a spec a backend runs natively.
+  `build_env`, one env of a spec; `parse_for`, the Atari stack of a spec a backend runs natively;
+  `EpisodeSeedBook`, the book of each env's seed stream that a stepper whose envs an `EnvGroup` resets
+  keeps as its ``episode_seeds`` (the vector env then passes `Stepper.reset_envs` the ``streams`` to give
+  the groups' ``reset``; without one, seeded autoresets are refused).
 - `checks`, the input checks every entry point shares, so that a plugin refuses bad input alike:
   ``checks.check_count``, ``checks.check_timeout``, ``checks.check_batch_size``.
 - A pool backend: `WorkerPool` over a `WorkerGroup` per vector env and a `WorkerHandle` per worker (six
@@ -48,6 +51,7 @@ from torchwm.vector import messages
 from torchwm.vector.base import VectorEnv
 from torchwm.vector.batching import ARRAY_SPACES, create_batch, info_rows, slice_rows, take_rows
 from torchwm.vector.env_group import EnvGroup
+from torchwm.vector.episode_seeds import EpisodeSeedBook
 from torchwm.vector.pool import WorkerPool
 from torchwm.vector.stepper import Stepper, check_batch_size
 from torchwm.vector.transports.contract import Batch, Deadline, WorkerGroup, WorkerHandle, WorkerPayload
@@ -93,6 +97,7 @@ __all__ = [
     "Batch",
     "Deadline",
     "EnvGroup",
+    "EpisodeSeedBook",
     "SharedBlock",
     "Stepper",
     "VecSpec",

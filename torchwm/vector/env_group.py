@@ -75,6 +75,9 @@ class EnvGroup:
         autoreset_mode: what happens after an episode ends (Gymnasium's meaning).
         observations: the batch rows for these envs (``len(envs)`` rows).
         rewards, terminations, truncations: arrays of ``len(envs)``.
+        first_env: the global index of ``envs[0]`` in its vector env (a worker's first env): an env's
+            drawn episode seeds depend on its global index (`torchwm.vector.episode_seeds`), and errors name
+            it.
     """
 
     def __init__(
@@ -88,7 +91,7 @@ class EnvGroup:
         first_env: int = 0,
     ) -> None:
         self.envs = list(envs)
-        self.first_env = first_env  # the global index of envs[0], for messages
+        self.first_env = first_env  # the global index of envs[0]: for drawn seeds and messages
         self.autoreset_mode = autoreset_mode
         self.observation_space = self.envs[0].observation_space
         self.action_space = self.envs[0].action_space
