@@ -18,7 +18,8 @@ from pettingzoo.utils.conversions import aec_to_parallel
 
 from multiagent.aec_envs import ByHand, RelayEnv
 from torchwm.errors import ClosedEnvironmentError
-from torchwm.multiagent.aec import AECVectorEnv, make_aec_vec, vectorize_aec_env_v0
+from torchwm.integrations.supersuit import vectorize_aec_env_v0
+from torchwm.multiagent.aec import AECVectorEnv, make_aec_vec
 
 BACKENDS = ["sync", "shmem"]
 

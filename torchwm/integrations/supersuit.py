@@ -30,7 +30,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector.utils import concatenate, create_empty_array
 
-from torchwm.multiagent.aec import vectorize_aec_env_v0
+from torchwm.multiagent.aec import AECVectorEnv, check_aec_env
 from torchwm.multiagent.agents_vector import AgentsVectorEnv
 from torchwm.multiagent.make import make_vec
 from torchwm.multiagent.pettingzoo_import import pettingzoo_env_types
@@ -200,18 +200,7 @@ def concat_vec_envs_v1(
         )
     if base_class not in BASE_CLASSES:
         raise ValueError(f"base_class must be one of {list(BASE_CLASSES)}, got {base_class!r}")
-    for name, value, least in (("num_vec_envs", num_vec_envs, 1), ("num_cpus", num_cpus, 0)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-            raise TypeError(f"{name} must be an int >= {least}, got {value!r}")
-        if value < least:
-            raise ValueError(f"{name} must be an int >= {least}, got {value!r}")
-    if backend is not None and not isinstance(backend, str):
-        raise TypeError(f"backend must be a registered backend name (a str) or None, got {backend!r}")
-    backend_kwargs: dict[str, Any] = {}
-    if backend is None:
-        backend = "sync" if num_cpus <= 1 else "shmem"
-    if num_cpus > 1 and backend != "sync":
-        backend_kwargs["num_workers"] = min(int(num_cpus), int(num_vec_envs))
+    backend, backend_kwargs = _backend_of("num_vec_envs", num_vec_envs, num_cpus, backend)
     stable_baselines3 = base_class == "stable_baselines3"
     if stable_baselines3:
         from torchwm.integrations.sb3 import SB3VecEnv  # needs the sb3 extra, imported only when asked
@@ -242,3 +231,40 @@ def _check_parallel_env(parallel_env: Any) -> None:
             f"an AEC env converted with pettingzoo.utils.conversions.aec_to_parallel), got "
             f"{type(parallel_env).__module__}.{type(parallel_env).__qualname__}"
         )
+
+
+def _backend_of(count_name: str, count: Any, num_cpus: Any, backend: Any) -> tuple[str, dict[str, Any]]:
+    """SuperSuit's ``num_cpus`` as a torchwm backend and its options: ``num_cpus <= 1`` is ``sync``, more is
+    ``shmem`` with ``num_workers=num_cpus`` (at most one per env); a ``backend`` given wins. ``count`` (the
+    number of envs, named ``count_name`` in errors) and ``num_cpus`` are checked as SuperSuit's ints."""
+    for name, value, least in ((count_name, count, 1), ("num_cpus", num_cpus, 0)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise TypeError(f"{name} must be an int >= {least}, got {value!r}")
+        if value < least:
+            raise ValueError(f"{name} must be an int >= {least}, got {value!r}")
+    if backend is not None and not isinstance(backend, str):
+        raise TypeError(f"backend must be a registered backend name (a str) or None, got {backend!r}")
+    backend_kwargs: dict[str, Any] = {}
+    if backend is None:
+        backend = "sync" if num_cpus <= 1 else "shmem"
+    if num_cpus > 1 and backend != "sync":
+        backend_kwargs["num_workers"] = min(int(num_cpus), int(count))
+    return backend, backend_kwargs
+
+
+def vectorize_aec_env_v0(
+    aec_env: Any, num_envs: int, num_cpus: int = 0, backend: str | None = None
+) -> AECVectorEnv:
+    """SuperSuit's ``vectorize_aec_env_v0``: ``num_envs`` copies of the AEC env instance ``aec_env`` (an
+    `AECVectorEnv`, `torchwm.multiagent.make_vec`'s ``layout="aec"``), on the backend ``num_cpus`` gives
+    as for `concat_vec_envs_v1`. Infos are SuperSuit's lists of one dict per env."""
+    check_aec_env(aec_env, "vectorize_aec_env_v0's aec_env")
+    backend, backend_kwargs = _backend_of("num_envs", num_envs, num_cpus, backend)
+    return make_vec(
+        aec_env,
+        int(num_envs),
+        layout="aec",
+        backend=backend,
+        backend_kwargs=backend_kwargs,
+        info_format="list",
+    )

@@ -1,4 +1,4 @@
-"""Turn-based (AEC) PettingZoo envs, vectorized: `AECVectorEnv`, `make_aec_vec`, `vectorize_aec_env_v0`.
+"""Turn-based (AEC) PettingZoo envs, vectorized: `AECVectorEnv`, `make_aec_vec`.
 
 `AECVectorEnv` has SuperSuit's ``VectorAECEnv`` API (``reset``, ``agent_selection``, ``agent_iter``,
 ``last``, ``observe``, ``step``) over an ordinary torchwm vector env of `AECGymEnv` (one AEC env each), on
@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, cast
 
-import cloudpickle
 import gymnasium as gym
 import numpy as np
 
@@ -42,8 +41,9 @@ INFO_FORMATS = ("gymnasium", "list")
 class AECVectorEnv:
     """``num_envs`` turn-based PettingZoo envs stepped together, with SuperSuit's ``VectorAECEnv`` API.
 
-    Made by `make_aec_vec` or `vectorize_aec_env_v0`. ``vector_env`` is the torchwm vector env of
-    `AECGymEnv` under it (its ``call``, ``get_attr`` and ``spec`` reach the envs).
+    Made by `make_aec_vec` (and SuperSuit's `vectorize_aec_env_v0`, `torchwm.integrations.supersuit`).
+    ``vector_env`` is the torchwm vector env of `AECGymEnv` under it (its ``call``, ``get_attr`` and
+    ``spec`` reach the envs).
 
     Example:
         >>> from pettingzoo.classic import tictactoe_v3
@@ -387,50 +387,4 @@ def _make(
     # Every backend that runs factories builds a torchwm VectorEnv (env_ids, partial steps).
     return AECVectorEnv(
         cast(VectorEnv, vector_env), possible_agents, observation_spaces, action_spaces, info_format
-    )
-
-
-class _CopyOf:
-    """A factory of copies of one env instance (SuperSuit copies the env it is given, with cloudpickle)."""
-
-    def __init__(self, env: Any) -> None:
-        self.data = cloudpickle.dumps(env)
-        self.__qualname__ = type(env).__qualname__
-
-    def __call__(self) -> Any:
-        return cloudpickle.loads(self.data)
-
-
-def vectorize_aec_env_v0(
-    aec_env: Any, num_envs: int, num_cpus: int = 0, backend: str | None = None
-) -> AECVectorEnv:
-    """SuperSuit's ``vectorize_aec_env_v0``: ``num_envs`` copies of the AEC env instance ``aec_env``.
-
-    ``num_cpus <= 1`` runs them on ``sync``, more on ``shmem`` with ``num_workers=num_cpus`` (at most one
-    per env); ``backend=`` chooses another backend. Infos are SuperSuit's lists of one dict per env.
-    """
-    check_aec_env(aec_env, "vectorize_aec_env_v0's aec_env")
-    for name, value, least in (("num_envs", num_envs, 1), ("num_cpus", num_cpus, 0)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-            raise TypeError(f"{name} must be an int >= {least}, got {value!r}")
-        if value < least:
-            raise ValueError(f"{name} must be an int >= {least}, got {value!r}")
-    if backend is not None and not isinstance(backend, str):
-        raise TypeError(f"backend must be a registered backend name (a str) or None, got {backend!r}")
-    backend_kwargs: dict[str, Any] = {}
-    if backend is None:
-        backend = "sync" if num_cpus <= 1 else "shmem"
-    if num_cpus > 1 and backend != "sync":
-        backend_kwargs["num_workers"] = min(int(num_cpus), int(num_envs))
-    possible_agents = list(aec_env.possible_agents)
-    return _make(
-        [_CopyOf(aec_env)] * int(num_envs),
-        possible_agents,
-        {agent: aec_env.observation_space(agent) for agent in possible_agents},
-        {agent: aec_env.action_space(agent) for agent in possible_agents},
-        backend,
-        None,
-        False,
-        backend_kwargs,
-        "list",
     )

@@ -32,7 +32,7 @@ import numpy as np
 import pytest
 from pettingzoo.butterfly import knights_archers_zombies_v11 as knights_archers_zombies_v10
 
-from torchwm.multiagent.aec import vectorize_aec_env_v0
+from torchwm.integrations.supersuit import vectorize_aec_env_v0
 
 
 def recursive_equal(info1, info2):

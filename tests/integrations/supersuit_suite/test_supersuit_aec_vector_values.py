@@ -34,7 +34,7 @@ from mpe2 import simple_world_comm_v3
 from pettingzoo.butterfly import knights_archers_zombies_v11 as knights_archers_zombies_v10
 from pettingzoo.classic import rps_v2
 
-from torchwm.multiagent.aec import vectorize_aec_env_v0
+from torchwm.integrations.supersuit import vectorize_aec_env_v0
 
 
 @pytest.mark.parametrize("backend, num_cpus_list", [("sync", [0, 1]), ("shmem", [2])])
