@@ -26,11 +26,12 @@ def test_a_missing_extra_names_what_needs_it_the_package_and_the_command(monkeyp
 def test_every_extra_named_is_one_of_pyprojects():
     import tomllib
 
-    pyproject = tomllib.loads((Path(extras.__file__).parents[1] / "pyproject.toml").read_text())
+    # The checkout these tests belong to: torchwm itself may be installed elsewhere (site-packages).
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
     assert set(extras.EXTRAS) <= set(pyproject["project"]["optional-dependencies"])
 
 
-def test_the_install_source_is_the_url_pip_recorded_else_this_checkout(monkeypatch):
+def test_the_install_source_is_the_url_pip_recorded_else_this_checkout(monkeypatch, tmp_path):
     class Installed:
         def read_text(self, name):
             return (
@@ -40,7 +41,12 @@ def test_the_install_source_is_the_url_pip_recorded_else_this_checkout(monkeypat
     monkeypatch.setattr(extras.importlib.metadata, "distributions", lambda name: [Installed()])
     assert extras.install_source() == "/opt/my torchwm"
     monkeypatch.setattr(extras.importlib.metadata, "distributions", lambda name: [])
-    assert extras.install_source() == str(Path(extras.__file__).resolve().parents[1])
+    module = tmp_path / "checkout" / "torchwm" / "extras.py"
+    module.parent.mkdir(parents=True)
+    monkeypatch.setattr(extras, "__file__", str(module))
+    assert extras.install_source() == "<your torchwm checkout>"
+    (tmp_path / "checkout" / "pyproject.toml").write_text("")
+    assert extras.install_source() == str((tmp_path / "checkout").resolve())
 
 
 @pytest.mark.parametrize("extra", sorted(extras.EXTRAS))

@@ -107,8 +107,13 @@ def test_cartpole_episodes_replay_from_their_seeds_in_gym_make(backend, mode, ba
     metadata = replay(dataset, lambda _: gym.make("CartPole-v1"))
     seeds = [m["seed"] for m in metadata]
     assert len(set(seeds)) == len(seeds)
-    # Every env's first episode keeps Gymnasium's seed + i; the others have seeds of their own.
-    assert {7, 8, 9} <= set(seeds)
+    # Every env's first episode keeps Gymnasium's seed + i; the others have seeds of their own. (With a
+    # partial batch an env the others outrun may end no episode before the 7th, so it is not asserted.)
+    first_seeds = {}
+    for meta in metadata:
+        first_seeds.setdefault(int(meta["env_id"]), int(meta["seed"]))
+    assert first_seeds == {i: 7 + i for i in first_seeds}
+    assert len(first_seeds) == 3 or batch_size
 
 
 @pytest.mark.parametrize("backend", ["sync", "shmem"])

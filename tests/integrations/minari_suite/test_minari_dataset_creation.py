@@ -9,7 +9,11 @@
 # DataCollector: the collector is a VectorDataCollector of one env or several on sync or shmem (`collector`,
 # parametrized), with max_episodes for Minari's count; the episode loop is `record_episodes`; the env a
 # recovered env is compared with is a gym.make of the same id (Minari's tests read `collector.env`), and
-# the info sample is a gym.make's reset info (Minari's is the collector's first reset's).
+# the info sample is a gym.make's reset info (Minari's is the collector's first reset's); the eval env's
+# spec is a copy (Minari's test sets max_episode_steps=123 on the registered spec itself, which every later
+# gym.make of that id in the same process then inherits).
+import dataclasses
+
 import gymnasium as gym
 import minari
 import numpy as np
@@ -45,8 +49,7 @@ def test_generate_dataset_with_collector_env(dataset_id, env_id, register_dummy_
     env = collector(env_id, backend, num_envs, record_infos=True, max_episodes=num_episodes)
     record_episodes(env, num_episodes)
 
-    eval_env_spec = gym.spec(env_id)
-    eval_env_spec.max_episode_steps = 123
+    eval_env_spec = dataclasses.replace(gym.spec(env_id), max_episode_steps=123)
     eval_env = gym.make(eval_env_spec)
 
     local_datasets = minari.list_local_datasets()
