@@ -42,6 +42,7 @@ from torchwm.spec import (
     wrapper_env_kwargs,
     wrapper_options,
 )
+from torchwm.vector.episode_seeds import unseedable_backend
 from torchwm.wrappers.atari import atari_preprocessing, check_preprocessing_options
 from torchwm.wrappers.atari_fused import unfusable_reason
 from torchwm.wrappers.first_reset_seed import FirstResetSeed
@@ -307,13 +308,8 @@ def check_spec_options(spec: VecSpec) -> None:
     """
     if spec.autoreset_seeds:
         options = backend_options(spec.backend)
-        if options is not None and "env_fn" not in options:
-            # The seeds are drawn by torchwm's EnvGroup, which resets the envs of a backend that builds them
-            # in Python, and of no backend that builds its own from the env id (ale-native, envpool).
-            raise UnsupportedStackError(
-                f"autoreset_seeds needs a backend that builds its envs in Python: backend {spec.backend!r} "
-                f"builds its own; use 'sync', 'subproc', 'shmem' or 'ray' (torchwm-ray)"
-            )
+        if options is not None and "env_fn" not in options:  # it builds its own envs from the env id
+            raise unseedable_backend(spec.backend)
     if spec.env_fns is not None:
         return
     if spec.family == "atari" and "frameskip" in spec.env_kwargs:

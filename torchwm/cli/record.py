@@ -66,7 +66,6 @@ def cmd_record(args: argparse.Namespace) -> int:
             f"{args.target}: torchwm record records single-agent envs to Minari datasets; this config "
             f"describes a multi-agent setup ([multiagent] table), which Minari does not hold"
         )
-    spec = spec.replace(autoreset_seeds=True)
     began = time.perf_counter()
     envs = integration.VectorDataCollector(build_envs(spec), max_episodes=args.episodes)
     print(

@@ -44,10 +44,16 @@ def switch(book: EpisodeSeedBook | None, on: bool, backend: str) -> None:
     if book is not None:
         book.switch(on)
     elif on:
-        raise UnsupportedStackError(
-            f"autoreset_seeds needs a backend that builds its envs in Python: backend {backend!r} builds its "
-            f"own; use 'sync', 'subproc', 'shmem' or 'ray' (torchwm-ray)"
-        )
+        raise unseedable_backend(backend)
+
+
+def unseedable_backend(backend: str) -> UnsupportedStackError:
+    """The error for seeded autoresets on ``backend``, which builds its own envs (ale-native, envpool): the
+    seeds are drawn by torchwm's `EnvGroup`, which resets only the envs a backend builds in Python."""
+    return UnsupportedStackError(
+        f"autoreset_seeds needs a backend that builds its envs in Python: backend {backend!r} builds its "
+        f"own; use 'sync', 'subproc', 'shmem' or 'ray' (torchwm-ray)"
+    )
 
 
 class SeedStream(NamedTuple):
