@@ -367,7 +367,7 @@ def _pettingzoo_env():
 
 
 def _supersuit_vector_env():
-    import supersuit
+    supersuit = pytest.importorskip("supersuit")  # in the test extra, not in the fast part's (.ci/run)
 
     return supersuit.pettingzoo_env_to_vec_env_v1(_pettingzoo_env())
 

@@ -124,7 +124,10 @@ else:
 
 spec = load_config({"id": "CartPole-v1", "probe_level": 7})
 assert spec.probe_level == 7 and load_config({"id": "CartPole-v1"}).probe_level == 3
-import tomllib
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 assert load_config(tomllib.loads(dump_config(spec))) == spec
 try:
     load_config({"id": "CartPole-v1", "probe_level": "x"})
