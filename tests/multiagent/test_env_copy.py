@@ -69,3 +69,17 @@ def test_an_env_holding_what_cannot_be_pickled_raises_type_error_naming_it():
 
     with pytest.raises(TypeError, match=r"cannot save the state of PettingZoo env WithLock: .*lock"):
         env_bytes(WithLock())
+
+
+class _ModuleAsDescriptor(type):
+    """A metaclass whose classes answer a non-string ``__module__``, as Cython's function type does on
+    Python 3.10 (numpy's random methods held by an env)."""
+
+    __module__ = property(lambda cls: None)  # type: ignore[assignment]
+
+
+def test_an_object_whose_type_has_no_module_name_is_saved_too():
+    held = _ModuleAsDescriptor("Held", (), {"__reduce__": lambda self: (list, ([1, 2],))})()
+    assert type(held).__module__ is None
+    env = {"held": held, "count": 3}
+    assert env_from_bytes(env_bytes(env)) == {"held": [1, 2], "count": 3}

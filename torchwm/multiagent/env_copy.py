@@ -54,12 +54,14 @@ class _StatePickler(cloudpickle.Pickler):
             # (callable, args, state, listitems, dictitems, state_setter): EzPickle's own __setstate__
             # would build a new env from the constructor's arguments.
             return (_blank, (cls,), dict(vars(obj)), None, None, _set_attributes)
-        if cls.__module__.startswith("pygame") and cls.__name__ == "Surface":
+        # Cython's function type answers a descriptor here, not a string (numpy's, on Python 3.10).
+        module = cls.__module__ if isinstance(cls.__module__, str) else ""
+        if module.startswith("pygame") and cls.__name__ == "Surface":
             return _reduce_surface(obj)
-        if cls.__module__ == "pygame.freetype" and cls.__name__ == "Font":
+        if module == "pygame.freetype" and cls.__name__ == "Font":
             # A font holds no state of the env's: the same file at the same size (MPE's renderer's).
             return (_font, (obj.path, obj.size))
-        if cls.__module__.startswith("pymunk") and cls.__name__ == "Space":
+        if module.startswith("pymunk") and cls.__name__ == "Space":
             raise TypeError(UNSAVED_PHYSICS)
         return super().reducer_override(obj)
 
