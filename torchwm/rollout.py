@@ -25,6 +25,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space
 
 from torchwm.vector.batching import take_rows
 
@@ -185,6 +186,28 @@ def _collect_after_error(envs: Any) -> None:
             return
         except Exception:  # noqa: BLE001 - one env's error (it is collected), or a lost env: go on trying
             continue
+
+
+def policy_actions(envs: Any, spec: Any, policy: Any) -> Callable[[Any, np.ndarray], Any]:
+    """``act(obs, env_ids)`` for `torchwm.rollout`: the user's ``policy(obs, action_space)``, or a random
+    sample. The whole batch gets the env's own action space; under ``batch_size < num_envs`` the rows of a
+    result get an action space of as many rows, seeded with the spec's seed."""
+    whole = batch_size_of(envs) >= spec.num_envs
+    rows_per_env = agents_per_env(envs) or 1  # over the agents layout, a row per agent of each env
+    spaces: dict[int, Any] = {}
+
+    def act(obs: Any, env_ids: np.ndarray) -> Any:
+        count = len(env_ids) * rows_per_env
+        if whole:
+            space = envs.action_space
+        else:
+            if count not in spaces:
+                spaces[count] = batch_space(envs.single_action_space, count)
+                spaces[count].seed(spec.seed)
+            space = spaces[count]
+        return policy(obs, space) if policy else space.sample()
+
+    return act
 
 
 def agents_per_env(envs: Any) -> int | None:

@@ -19,14 +19,13 @@ import warnings
 from typing import Any
 
 import numpy as np
-from gymnasium.vector.utils import batch_space
 from tqdm import tqdm
 
 from torchwm.cli.common import positive_int
 from torchwm.cli.setup import add_setup_arguments, build_envs, load_policy, load_setup
 from torchwm.command_line import EXIT_INTERRUPTED, EXIT_OK, Commands, UsageError
 from torchwm.multiagent.spec import MultiAgentSpec
-from torchwm.rollout import Result, rollout
+from torchwm.rollout import Result, policy_actions, rollout
 
 
 def register(commands: Commands) -> None:
@@ -114,15 +113,7 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 def _record(envs: Any, spec: Any, episodes: int, policy: Any, progress: Any) -> int:
     """Step until ``episodes`` episodes have ended; the vector steps taken."""
-    spaces: dict[int, Any] = {}
     steps, shown = 0, 0
-
-    def act(obs: Any, env_ids: np.ndarray) -> Any:
-        count = len(env_ids)
-        if count not in spaces:
-            spaces[count] = batch_space(envs.single_action_space, count)
-            spaces[count].seed(spec.seed)
-        return policy(obs, spaces[count]) if policy else spaces[count].sample()
 
     def counted(result: Result) -> np.ndarray:
         # The collector keeps the episodes' rows; the progress bar counts those it has.
@@ -132,7 +123,7 @@ def _record(envs: Any, spec: Any, episodes: int, policy: Any, progress: Any) -> 
         shown = envs.num_episodes
         return result.env_ids[np.asarray(result.terminations) | np.asarray(result.truncations)]
 
-    rollout(envs, act, counted, lambda: envs.num_episodes >= episodes)
+    rollout(envs, policy_actions(envs, spec, policy), counted, lambda: envs.num_episodes >= episodes)
     return steps
 
 

@@ -13,12 +13,10 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from gymnasium.vector.utils import batch_space
 from tqdm import tqdm
 
 from torchwm.cli.common import config_format, positive_int
@@ -28,7 +26,7 @@ from torchwm.command_line import EXIT_INTERRUPTED, EXIT_OK, INPUT_ERRORS, Comman
 from torchwm.config import dump_config
 from torchwm.factory import RECORDERS
 from torchwm.multiagent.spec import MultiAgentSpec
-from torchwm.rollout import Reset, Result, agents_per_env, batch_size_of, rollout
+from torchwm.rollout import Reset, Result, policy_actions, rollout
 from torchwm.wrappers.record_video import VideoWriteError, check_recording
 
 
@@ -163,28 +161,6 @@ def check_multiagent_run(spec: MultiAgentSpec, video: str | None) -> None:
         raise UsageError(
             "--video: a multi-agent setup has no wrapper stack to record with; run it without --video"
         )
-
-
-def policy_actions(envs: Any, spec: Any, policy: Any) -> Callable[[Any, np.ndarray], Any]:
-    """``act(obs, env_ids)`` for `torchwm.rollout`: the user's ``policy(obs, action_space)``, or a random
-    sample. The whole batch gets the env's own action space; under ``batch_size < num_envs`` the rows of a
-    result get an action space of as many rows, seeded with the spec's seed."""
-    whole = batch_size_of(envs) >= spec.num_envs
-    rows_per_env = agents_per_env(envs) or 1  # over the agents layout, a row per agent of each env
-    spaces: dict[int, Any] = {}
-
-    def act(obs: Any, env_ids: np.ndarray) -> Any:
-        count = len(env_ids) * rows_per_env
-        if whole:
-            space = envs.action_space
-        else:
-            if count not in spaces:
-                spaces[count] = batch_space(envs.single_action_space, count)
-                spaces[count].seed(spec.seed)
-            space = spaces[count]
-        return policy(obs, space) if policy else space.sample()
-
-    return act
 
 
 def recorders_of(spec: Any) -> list[Any]:
